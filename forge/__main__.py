@@ -1,0 +1,3 @@
+from forge.cli import main
+
+main()

@@ -1,0 +1,45 @@
+"""forge's one error hierarchy.
+
+Every error a user can cause (a bad op file, a bad flag, a missing candidate) is a ``ForgeError``
+whose message names the offending input and says what to do. Front ends print the message and
+exit with ``exit_code``; they never show a traceback for these.
+"""
+
+from __future__ import annotations
+
+
+class ForgeError(Exception):
+    """Base class of every error forge raises on purpose."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(ForgeError):
+    """A bad command-line argument or option value."""
+
+
+class ProblemError(ForgeError):
+    """The op file (the reference problem) cannot be used as it is."""
+
+
+class CandidateFileError(UsageError):
+    """The candidate path does not name a readable file."""
+
+
+class CompileError(ForgeError):
+    """forge's C++ helper could not compile a source."""
+
+    exit_code = 1
+
+
+class WorkerError(ForgeError):
+    """A verification worker broke the protocol in a way forge cannot attribute to the candidate."""
+
+    exit_code = 1

@@ -1,0 +1,75 @@
+"""Settings: one pydantic-settings object, built by a factory and passed in.
+
+Precedence: explicit overrides (CLI flags) > ``FORGE_*`` environment variables > ``[tool.forge]``
+in ./pyproject.toml or ./forge.toml > defaults. Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import tomllib
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from forge.errors import UsageError
+
+DeviceChoice = Literal["auto", "cpu", "cuda"]
+
+
+def _default_memory_limit_mb() -> int:
+    """Half of physical memory, capped at 16 GiB: enough for any KernelBench-sized op."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError):
+        total = 8192
+    return int(min(16384, max(1024, total // 2)))
+
+
+class ForgeSettings(BaseSettings):
+    """Everything tunable about a forge run."""
+
+    model_config = SettingsConfigDict(env_prefix="FORGE_", extra="ignore")
+
+    device: DeviceChoice = "auto"
+    timeout: float = Field(default=300.0, gt=0, description="seconds a candidate worker may live")
+    memory_limit_mb: int = Field(default_factory=_default_memory_limit_mb, gt=64)
+    compile_baseline: bool = True
+    threads: int | None = Field(default=None, ge=1, description="CPU threads for timing (default: all)")
+    timing_budget_s: float = Field(default=1.0, gt=0, description="target seconds of timed calls per side")
+    cache_dir: Path | None = None
+
+
+def _file_settings(cwd: Path) -> dict[str, Any]:
+    for name, section in (("forge.toml", None), ("pyproject.toml", ("tool", "forge"))):
+        path = cwd / name
+        if not path.is_file():
+            continue
+        try:
+            data: Any = tomllib.loads(path.read_text())
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{str(path)!r} is not valid TOML ({exc}); fix or remove it") from exc
+        for key in section or ():
+            data = data.get(key, {}) if isinstance(data, dict) else {}
+        if data:
+            return dict(data)
+    return {}
+
+
+def load_settings(cwd: Path | None = None, **overrides: Any) -> ForgeSettings:
+    """Build settings; ``overrides`` whose value is None are ignored (an unset CLI flag)."""
+    base = _file_settings(cwd or Path.cwd())
+    try:
+        env = ForgeSettings()  # reads FORGE_* now, not at import
+        merged: dict[str, Any] = {**base}
+        for key in ForgeSettings.model_fields:
+            if f"FORGE_{key.upper()}" in os.environ:
+                merged[key] = getattr(env, key)
+        merged.update({k: v for k, v in overrides.items() if v is not None})
+        return ForgeSettings.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise UsageError(f"setting {field!r}: {first['msg']}") from exc

@@ -1,0 +1,242 @@
+"""The candidate worker: imports the candidate, runs it on what the parent sends, reports facts.
+
+Everything here runs in the process the candidate controls, so nothing here decides anything:
+it returns outputs and observations (types, aliasing, threads, clocks) and the parent judges.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from forge.harness.problem import load_problem, read_problem_source
+from forge.verifier.timing import Clocks, timed_loop
+
+_IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
+_MAX_ERROR = 4000
+
+
+class StageError(Exception):
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.message = message
+
+
+def candidate_trace(exc: BaseException, path: str) -> str:
+    """The error with the candidate's own frames (file:line) and a trimmed message."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    head = "".join(f"  {Path(f.filename).name}:{f.lineno} in {f.name}: {f.line}\n" for f in frames[-4:])
+    msg = f"{type(exc).__name__}: {exc}"
+    if len(msg) > _MAX_ERROR:
+        lines = msg.splitlines()
+        errs = [ln for ln in lines if "error" in ln.lower()][:20]
+        msg = "\n".join([*lines[:3], "[...]", *errs])[:_MAX_ERROR]
+    return (head + msg).strip()
+
+
+def native_threads() -> set[int]:
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
+
+
+def _busy_python_threads(before: set[threading.Thread]) -> list[str]:
+    """New Python threads still alive and not parked in a wait (idle pool workers are fine)."""
+    frames = sys._current_frames()
+    busy = []
+    for t in threading.enumerate():
+        if t in before or not t.is_alive() or t.ident is None:
+            continue
+        frame = frames.get(t.ident)
+        if frame is not None and Path(frame.f_code.co_filename).name in _IDLE_FILES:
+            continue
+        busy.append(t.name)
+    return busy
+
+
+def _ranges_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        sa, sb = a.untyped_storage(), b.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return False
+    pa, pb = sa.data_ptr(), sb.data_ptr()
+    return pa < pb + sb.nbytes() and pb < pa + sa.nbytes() and sa.nbytes() > 0 and sb.nbytes() > 0
+
+
+def _storage_ok(o: torch.Tensor) -> bool:
+    try:
+        return (
+            o.layout == torch.strided and o.device.type != "meta" and o.untyped_storage().data_ptr() != 0
+        ) or o.numel() == 0
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+def _plain_copy(o: Any) -> torch.Tensor | None:
+    if not isinstance(o, torch.Tensor):
+        return None
+    try:
+        base = o.detach() if type(o) is torch.Tensor else o.detach().as_subclass(torch.Tensor)
+        return base.clone()
+    except Exception:
+        return None
+
+
+def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    ac, bc = a.detach().contiguous(), b.detach().contiguous()
+    return bool(torch.equal(ac.reshape(-1).view(torch.uint8), bc.reshape(-1).view(torch.uint8))) if ac.numel() else True
+
+
+def _same_now(o: torch.Tensor, snapshot: torch.Tensor) -> bool:
+    now = _plain_copy(o)
+    return now is not None and _bitwise_equal(now, snapshot)
+
+
+def _fresh(x: torch.Tensor, device: str) -> torch.Tensor:
+    """A torch-allocated (aligned, private) copy on the device: wire buffers are neither."""
+    return x.to(device, copy=True)
+
+
+def _as_list(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
+class CandidateSide:
+    def __init__(
+        self, device: str, clocks: Clocks, flush: Callable[[], None], clock_check: Callable[[], list[str]]
+    ) -> None:
+        self.device = device
+        self.clocks = clocks
+        self.flush = flush
+        self.clock_check = clock_check
+        self.module: Any = None
+        self.path = ""
+        self.models: dict[str, torch.nn.Module] = {}
+        self.calls = 0
+
+    def load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        # The reference module is importable as ``forge_reference`` so candidates may subclass Model.
+        problem = load_problem(read_problem_source(msg["op_path"]))
+        sys.modules["forge_reference"] = problem.module
+        self.path = str(Path(msg["candidate_path"]).resolve())
+        spec = importlib.util.spec_from_file_location("forge_candidate", self.path)
+        if spec is None or spec.loader is None:
+            raise StageError("load", f"{self.path} cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["forge_candidate"] = module
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            raise StageError("load", f"{Path(self.path).name}:{exc.lineno}: SyntaxError: {exc.msg}") from exc
+        except Exception as exc:
+            raise StageError("load", candidate_trace(exc, self.path)) from exc
+        cls = getattr(module, "ModelNew", None)
+        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+            raise StageError("interface", "the candidate does not define class ModelNew(nn.Module)")
+        self.module = module
+        return {"type": "loaded"}
+
+    def instantiate(self, msg: dict[str, Any]) -> dict[str, Any]:
+        cls = self.module.ModelNew
+        for spec in msg["models"]:
+            try:
+                model = cls(*spec["init_args"])
+            except Exception as exc:
+                raise StageError(
+                    "interface", f"ModelNew(*get_init_inputs()) raised:\n{candidate_trace(exc, self.path)}"
+                ) from exc
+            try:
+                model = model.to(self.device)
+                state = {k: v.to(self.device) for k, v in spec["state_dict"].items()}
+                model.load_state_dict(state, strict=True)
+            except Exception as exc:
+                raise StageError(
+                    "interface",
+                    "ModelNew does not accept the reference's state_dict (same parameter and buffer "
+                    f"names and shapes are required):\n{str(exc)[:1500]}",
+                ) from exc
+            self.models[spec["key"]] = model
+        return {"type": "ready"}
+
+    def _call(self, model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> Any:
+        with torch.no_grad():
+            out = model(*inputs)
+        self.clocks.sync()
+        return out
+
+    def case(self, msg: dict[str, Any]) -> dict[str, Any]:
+        model = self.models[msg["model"]]
+        inputs = [_fresh(x, self.device) for x in msg["inputs"]]
+        pristine = [x.clone() for x in inputs]
+        py_before = set(threading.enumerate())
+        tids_before = native_threads()
+        try:
+            out = self._call(model, inputs)
+        except Exception as exc:
+            raise StageError("run", candidate_trace(exc, self.path)) from exc
+        outs = _as_list(out)
+        first = [_plain_copy(o) for o in outs]  # taken at once: later changes mean lazy work
+        busy = _busy_python_threads(py_before)
+        new_tids = sorted(native_threads() - tids_before)
+        facts: dict[str, Any] = {
+            "structure": type(out).__name__,
+            "types": [type(o).__module__ + "." + type(o).__qualname__ for o in outs],
+            "plain": [type(o) is torch.Tensor for o in outs],
+            "storage_ok": [isinstance(o, torch.Tensor) and _storage_ok(o) for o in outs],
+            "devices": [str(o.device.type) if isinstance(o, torch.Tensor) else None for o in outs],
+            "aliases": [
+                [j for j, x in enumerate(inputs) if isinstance(o, torch.Tensor) and _ranges_overlap(o, x)] for o in outs
+            ],
+            "busy_python_threads": busy,
+            "new_native_threads": len(new_tids),
+            "call_index": self.calls,
+        }
+        self.calls += 1
+        facts["inputs_modified"] = [
+            j for j, (x, p) in enumerate(zip(inputs, pristine, strict=True)) if not _bitwise_equal(x, p)
+        ]
+        try:
+            second = [_plain_copy(o) for o in _as_list(self._call(model, inputs))]
+        except Exception as exc:
+            raise StageError(
+                "run", "second call on the same inputs raised:\n" + candidate_trace(exc, self.path)
+            ) from exc
+        self.calls += 1
+        facts["changed_after_return"] = [
+            i
+            for i, (o, f) in enumerate(zip(outs, first, strict=True))
+            if isinstance(o, torch.Tensor) and f is not None and not _same_now(o, f)
+        ]
+        facts["clock_tampering"] = self.clock_check()
+        return {"type": "case_result", "id": msg["id"], "outputs": first, "outputs2": second, "facts": facts}
+
+    def time(self, msg: dict[str, Any], tick: Callable[[], None]) -> dict[str, Any]:
+        model = self.models[msg["model"]]
+        sets = [[_fresh(x, self.device) for x in s] for s in msg["sets"]]
+        warm = [[_fresh(x, self.device) for x in s] for s in msg["warmup"]]
+        tids_before = native_threads()
+        try:
+            times, outs = timed_loop(lambda inp: self._call(model, inp), sets, warm, self.flush, self.clocks, tick)
+        except Exception as exc:
+            raise StageError("run", "a timed call raised:\n" + candidate_trace(exc, self.path)) from exc
+        return {
+            "type": "timing",
+            "times_ns": times,
+            "outputs": [[_plain_copy(o) for o in _as_list(out)] for out in outs],
+            "facts": {
+                "new_native_threads": len(native_threads() - tids_before),
+                "clock_tampering": self.clock_check(),
+            },
+        }

@@ -1,0 +1,104 @@
+"""A pickle-free wire format for what workers send back.
+
+The trusted parent never unpickles anything a worker sends: a pickle from a process that ran a
+candidate could execute code in the parent. Worker replies are a JSON header plus raw tensor
+bytes, rebuilt with ``torch.frombuffer`` after checking dtype, shape and size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from typing import Any
+
+import torch
+
+_MAX_DIMS = 16
+
+
+def _dtype_from_name(name: str) -> torch.dtype:
+    short = name.removeprefix("torch.")
+    dt = getattr(torch, short, None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dt
+
+
+def encode(obj: Any) -> bytes:
+    """Serialize JSON-like data with tensors (nested in lists, tuples, dicts) to bytes."""
+    return b"".join(encode_parts(obj))
+
+
+def encode_parts(obj: Any) -> list[Any]:
+    """``encode`` as a list of buffers (header first), so large tensors are never copied twice."""
+    buffers: list[Any] = []
+    metas: list[dict[str, Any]] = []
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            t = torch.Tensor(x.detach()) if type(x) is not torch.Tensor else x.detach()
+            t = t.cpu().contiguous()
+            raw = memoryview(t.reshape(-1).view(torch.uint8).numpy().data) if t.numel() else memoryview(b"")
+            metas.append({"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": raw.nbytes})
+            buffers.append(raw)
+            return {"__tensor__": len(metas) - 1}
+        if isinstance(x, tuple):
+            return {"__tuple__": [walk(v) for v in x]}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        if isinstance(x, dict):
+            return {str(k): walk(v) for k, v in x.items()}
+        if x is None or isinstance(x, bool | int | float | str):
+            return x
+        return {"__repr__": repr(x)[:200]}
+
+    header = json.dumps({"data": walk(obj), "tensors": metas}).encode()
+    return [struct.pack("<Q", len(header)) + header, *buffers]
+
+
+def decode(payload: bytes | bytearray | memoryview, max_bytes: int = 1 << 36) -> Any:
+    """Inverse of ``encode``; raises ValueError on anything malformed.
+
+    Tensors are views into ``payload`` when it is writable (a bytearray), so nothing is copied.
+    """
+    view = memoryview(payload)
+    if len(payload) < 8:
+        raise ValueError("truncated frame")
+    (hlen,) = struct.unpack_from("<Q", payload)
+    if hlen > len(payload) - 8:
+        raise ValueError("header longer than frame")
+    head = json.loads(bytes(view[8 : 8 + hlen]))
+    if not isinstance(head, dict) or not isinstance(head.get("tensors"), list):
+        raise ValueError("bad header")
+    offset = 8 + hlen
+    tensors: list[torch.Tensor] = []
+    for meta in head["tensors"]:
+        dt = _dtype_from_name(str(meta["dtype"]))
+        shape = [int(s) for s in meta["shape"]]
+        if len(shape) > _MAX_DIMS or any(s < 0 for s in shape):
+            raise ValueError(f"bad tensor shape {shape}")
+        itemsize = torch.empty((), dtype=dt).element_size()
+        nbytes = math.prod(shape) * itemsize
+        if nbytes != int(meta["nbytes"]) or offset + nbytes > len(payload) or nbytes > max_bytes:
+            raise ValueError("tensor size does not match its shape")
+        if nbytes:
+            chunk = view[offset : offset + nbytes]
+            buf = chunk if not chunk.readonly else bytearray(chunk)
+            tensors.append(torch.frombuffer(buf, dtype=dt).reshape(shape))
+        else:
+            tensors.append(torch.empty(shape, dtype=dt))
+        offset += nbytes
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        if isinstance(x, dict):
+            if "__tensor__" in x:
+                return tensors[int(x["__tensor__"])]
+            if "__tuple__" in x:
+                return tuple(walk(v) for v in x["__tuple__"])
+            return {k: walk(v) for k, v in x.items()}
+        return x
+
+    return walk(head["data"])

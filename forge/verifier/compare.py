@@ -1,0 +1,117 @@
+"""Comparing a candidate's outputs with the reference's, in the trusted parent (pure logic)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+_DEFAULT_TOL = {torch.float16: 1e-2, torch.bfloat16: 1e-2}
+_FP32_TOL = 1e-4
+
+
+@dataclass
+class Mismatch:
+    output: int
+    kind: str  # count, missing, dtype, shape, device, nan, inf, values
+    detail: str
+    max_abs: float | None = None
+    max_rel: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def tolerance(dtype: torch.dtype, override: dict[str, float] | None) -> tuple[float, float]:
+    if override:
+        return float(override["atol"]), float(override["rtol"])
+    t = _DEFAULT_TOL.get(dtype, _FP32_TOL)
+    return t, t
+
+
+def compare(
+    expected: list[torch.Tensor],
+    got: list[Any],
+    devices: list[str | None] | None,
+    want_device: str,
+    override: dict[str, float] | None = None,
+    scale_atol: bool = False,
+) -> Mismatch | None:
+    """The first difference between outputs, or None. ``scale_atol`` widens atol by the output's
+    magnitude (used for stress inputs, where legitimate reordering errors scale with the values)."""
+    if len(got) != len(expected):
+        return Mismatch(-1, "count", f"returned {len(got)} outputs, the reference returns {len(expected)}")
+    for i, (r, c) in enumerate(zip(expected, got, strict=True)):
+        if not isinstance(c, torch.Tensor):
+            return Mismatch(i, "missing", f"output {i} is not a tensor")
+        if c.dtype != r.dtype:
+            return Mismatch(i, "dtype", f"output {i} has dtype {c.dtype}, the reference {r.dtype}")
+        if tuple(c.shape) != tuple(r.shape):
+            return Mismatch(i, "shape", f"output {i} has shape {tuple(c.shape)}, the reference {tuple(r.shape)}")
+        if devices is not None and devices[i] != want_device:
+            return Mismatch(i, "device", f"output {i} is on {devices[i]}, expected {want_device}")
+        m = _compare_values(i, r, c, override, scale_atol)
+        if m:
+            return m
+    return None
+
+
+def _compare_values(
+    i: int, r: torch.Tensor, c: torch.Tensor, override: dict[str, float] | None, scale_atol: bool
+) -> Mismatch | None:
+    if not (r.is_floating_point() or r.is_complex()):
+        bad = int((r != c).sum())
+        return Mismatch(i, "values", f"output {i}: {bad} elements differ (exact match required)") if bad else None
+    atol, rtol = tolerance(r.dtype, override)
+    # fp16/bf16 are compared in fp32 (isclose in half precision would round the tolerance itself).
+    work = torch.float64 if r.dtype == torch.float64 else torch.float32
+    rw, cw = r.to(work), c.to(work)
+    if scale_atol:
+        finite = rw.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
+        atol *= max(1.0, float(finite.max())) if finite.numel() else 1.0
+    # One native pass decides: NaN must meet NaN, inf must meet the same inf, the rest be close.
+    ok = torch.isclose(cw, rw, rtol=rtol, atol=atol, equal_nan=True)
+    if bool(ok.all()):
+        return None
+    nan_r, nan_c = torch.isnan(rw), torch.isnan(cw)
+    if not torch.equal(nan_r, nan_c):
+        n = int((nan_r != nan_c).sum())
+        return Mismatch(i, "nan", f"output {i}: NaN positions differ from the reference at {n} elements")
+    inf_r, inf_c = torch.isinf(rw), torch.isinf(cw)
+    if not torch.equal(inf_r, inf_c) or not torch.equal(rw[inf_r], cw[inf_r]):
+        n = int((inf_r != inf_c).sum())
+        return Mismatch(i, "inf", f"output {i}: infinities differ from the reference ({n} positions)")
+    fin = torch.isfinite(rw)
+    rf, cf = rw[fin].double(), cw[fin].double()
+    diff = (cf - rf).abs()
+    max_abs = float(diff.max())
+    max_rel = float((diff / rf.abs().clamp_min(1e-12)).max())
+    n = int((~ok).sum())
+    return Mismatch(
+        i,
+        "values",
+        f"output {i}: {n} of {r.numel()} elements outside atol={atol:.3g}, rtol={rtol:.3g} "
+        f"(max abs error {max_abs:.3g}, max rel error {max_rel:.3g})",
+        max_abs,
+        max_rel,
+    )
+
+
+def constant_would_pass(expected: list[list[torch.Tensor]], override: dict[str, float] | None) -> str | None:
+    """If zeros, or each output's mean, pass every given case, the problem is degenerate."""
+    for name in ("zeros", "mean"):
+        ok = True
+        for outs in expected:
+            fake = [
+                torch.zeros_like(o)
+                if name == "zeros" or not o.is_floating_point()
+                else torch.full_like(o, float(o[torch.isfinite(o)].mean()) if bool(torch.isfinite(o).any()) else 0.0)
+                for o in outs
+            ]
+            if compare(outs, fake, None, "", override) is not None:
+                ok = False
+                break
+        if ok:
+            return name
+    return None

@@ -1,0 +1,108 @@
+"""Turning a worker's untrusted observations into named checks (trusted parent, pure logic)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from forge.verifier.compare import Mismatch, compare
+
+# Native threads that appear during the very first call (an OpenMP or torch pool starting) are
+# legitimate; threads that appear and stay after any later call are not.
+_FIRST_CALL = 0
+
+
+@dataclass
+class CaseFindings:
+    """Per-check failure text for one case ('' when that check passed)."""
+
+    correctness: Mismatch | None = None
+    determinism: Mismatch | None = None
+    integrity: dict[str, str] = field(default_factory=dict)
+
+
+def judge_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: dict[str, float] | None) -> CaseFindings:
+    facts = result.get("facts") or {}
+    found = CaseFindings()
+    stress = case["kind"] != "normal"
+    outs, outs2 = list(result.get("outputs") or []), list(result.get("outputs2") or [])
+    devices = facts.get("devices")
+    found.correctness = compare(case["expected"], outs, devices, device, tol, scale_atol=stress)
+    if found.correctness is None:
+        m2 = compare(case["expected"], outs2, None, device, tol, scale_atol=stress)
+        if m2 is not None:
+            m2.detail = "second call on the same inputs: " + m2.detail
+            found.determinism = m2
+    integ = found.integrity
+    plain = facts.get("plain") or []
+    if not all(plain):
+        bad = [t for t, p in zip(facts.get("types", []), plain, strict=False) if not p]
+        integ["plain_tensor_outputs"] = f"outputs must be exactly torch.Tensor, got {', '.join(bad)}"
+    elif not all(facts.get("storage_ok") or []):
+        integ["plain_tensor_outputs"] = "an output has no real (strided, allocated) storage"
+    aliases = facts.get("aliases") or []
+    if any(aliases):
+        pairs = [f"output {i} shares memory with input {a}" for i, al in enumerate(aliases) for a in al]
+        integ["no_aliasing"] = "; ".join(pairs)
+    if facts.get("inputs_modified"):
+        integ["inputs_unchanged"] = f"the call modified input(s) {facts['inputs_modified']}"
+    if facts.get("changed_after_return"):
+        integ["no_lazy_outputs"] = (
+            f"output(s) {facts['changed_after_return']} changed after the call returned "
+            "(work finished in the background)"
+        )
+    busy = facts.get("busy_python_threads") or []
+    if busy:
+        integ["no_background_threads"] = f"Python thread(s) still running after the call: {', '.join(busy)}"
+    elif int(facts.get("new_native_threads", 0)) > 0 and int(facts.get("call_index", 0)) > _FIRST_CALL:
+        integ["no_background_threads"] = (
+            f"{facts['new_native_threads']} new native thread(s) still alive after a call "
+            "(not a pool started on the first call)"
+        )
+    if facts.get("clock_tampering"):
+        integ["clock_integrity"] = f"timing functions replaced: {', '.join(facts['clock_tampering'])}"
+    return found
+
+
+def wall_clock_discrepancy(ticks_ns: list[float], reported_ns: list[int]) -> str | None:
+    """Compare the worker's per-call times with the parent's clock around the same calls.
+
+    The parent timestamps a message sent just before and just after each timed call; IPC and
+    scheduling add up to a millisecond or so per call, so only a gap beyond that (and beyond twice
+    the reported time) means the worker's clock was not telling the truth.
+    """
+    if len(ticks_ns) != 2 * len(reported_ns) or not reported_ns:
+        return f"expected {2 * len(reported_ns)} timing ticks from the worker, got {len(ticks_ns)}"
+    parent = [ticks_ns[2 * k + 1] - ticks_ns[2 * k] for k in range(len(reported_ns))]
+    p_total, r_total = sum(parent), sum(reported_ns)
+    slack = len(parent) * 1_000_000 + 20_000_000
+    if p_total > 2 * r_total + slack:
+        return (
+            f"the worker reported {r_total / 1e6:.3f} ms over {len(parent)} calls, the parent's clock saw "
+            f"{p_total / 1e6:.3f} ms"
+        )
+    return None
+
+
+def timed_outputs_mismatch(
+    expected: list[list[torch.Tensor]], got: list[list[Any]], tol: dict[str, float] | None
+) -> str | None:
+    if len(got) != len(expected):
+        return f"returned outputs for {len(got)} timed calls, expected {len(expected)}"
+    for k, (e, g) in enumerate(zip(expected, got, strict=True)):
+        m = compare(e, g, None, "", tol)
+        if m is not None:
+            return f"timed call {k + 1} (fresh inputs): {m.detail}"
+    return None
+
+
+def detect_backend(source: str) -> str:
+    if "triton.jit" in source or ("@jit" in source and "triton" in source):
+        return "triton"
+    if "load_inline" in source:
+        return "cuda" if "cuda_sources" in source else "cpp"
+    if "forge.cpp" in source or "from forge import cpp" in source:
+        return "cpp"
+    return "torch"

@@ -1,0 +1,115 @@
+"""Facts about the machine a worker runs on: cache sizes, thread count, bandwidth and peak.
+
+Measured figures (memory bandwidth, matmul throughput) are cached on disk per machine so that a
+verification does not pay for them every time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def cpu_flags() -> list[str]:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                wanted = ("avx", "avx2", "avx512f", "avx512bw", "avx512_bf16", "fma", "f16c", "amx_tile", "sse4_2")
+                have = set(line.split(":", 1)[1].split())
+                return [f for f in wanted if f in have]
+    return []
+
+
+def cache_sizes() -> dict[str, int]:
+    """Bytes per cache level of CPU 0 (L1d, L2, L3 when present)."""
+    sizes: dict[str, int] = {}
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for idx in sorted(base.glob("index*")):
+        try:
+            level = (idx / "level").read_text().strip()
+            kind = (idx / "type").read_text().strip()
+            raw = (idx / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        if kind == "Instruction":
+            continue
+        mult = 1024 * 1024 if raw.endswith("M") else 1024 if raw.endswith("K") else 1
+        sizes[f"L{level}"] = int(raw.rstrip("KMB")) * mult
+    return sizes
+
+
+def cpu_flush_bytes() -> int:
+    """Enough bytes to evict the last-level cache: twice its size, within [16 MiB, 256 MiB]."""
+    llc = max(cache_sizes().values(), default=32 * 1024 * 1024)
+    return int(min(256 << 20, max(16 << 20, 2 * llc)))
+
+
+def _measure(device: str) -> dict[str, float]:
+    import torch
+
+    def best(fn: Any, reps: int = 5) -> float:
+        fn()
+        times = []
+        for _ in range(reps):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    n = (256 << 20) // 4 if device == "cuda" else (128 << 20) // 4
+    a = torch.ones(n, device=device)
+    b = torch.empty_like(a)
+    t_copy = best(lambda: b.copy_(a))
+    m = 4096 if device == "cuda" else 1024
+    x = torch.randn(m, m, device=device)
+    t_mm = best(lambda: x @ x)
+    return {"bandwidth_gbs": 2 * a.numel() * 4 / t_copy / 1e9, "peak_gflops": 2 * m**3 / t_mm / 1e9}
+
+
+def machine_figures(device: str, threads: int, cache_dir: Path) -> dict[str, Any]:
+    """Measured bandwidth and fp32 matmul peak for this device, cached by machine identity."""
+    import torch
+
+    if device == "cuda":
+        ident = torch.cuda.get_device_name(0)
+    else:
+        ident = f"{cpu_model()}|{threads}"
+    key = f"{device}|{ident}|{torch.__version__}"
+    path = cache_dir / "machine.json"
+    cached: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        cached = json.loads(path.read_text())
+    if key in cached:
+        return dict(cached[key])
+    figures: dict[str, Any] = {"device_name": ident, **_measure(device)}
+    cached[key] = figures
+    with contextlib.suppress(OSError):
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cached, indent=1))
+        tmp.replace(path)
+    return figures

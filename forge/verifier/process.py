@@ -1,0 +1,162 @@
+"""Spawning and policing one worker process (parent side).
+
+Each worker is a fresh interpreter (``python -m forge.verifier.worker ROLE FD``) in its own session,
+with stdout/stderr captured to a file, a memory limit (RLIMIT_DATA plus RSS polling) and a
+deadline. Whatever way it ends is turned into an ``Ending`` the verdict can name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
+
+_OUTPUT_KEEP = 8000
+
+
+@dataclass
+class Ending:
+    """Why a worker stopped answering: 'timeout', 'memory', 'signal', 'exit' or 'protocol'."""
+
+    kind: str
+    detail: str
+
+
+class WorkerGone(Exception):
+    def __init__(self, ending: Ending) -> None:
+        super().__init__(ending.detail)
+        self.ending = ending
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+class WorkerProcess:
+    """One worker: start, send jobs, receive replies, and account for how it ended."""
+
+    def __init__(self, role: str, env: dict[str, str], memory_limit_mb: int, cwd: Path | None = None) -> None:
+        self.role = role
+        self.memory_limit_mb = memory_limit_mb
+        # The capture file lives as long as the worker, so no context manager.
+        self._out = tempfile.NamedTemporaryFile(prefix=f"forge-{role}-", suffix=".log", delete=False)  # noqa: SIM115
+        parent_sock, child_sock = socket.socketpair()
+        limit = memory_limit_mb * 1024 * 1024
+
+        def limits() -> None:  # runs in the child between fork and exec
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "forge.verifier.worker", role, str(child_sock.fileno())],
+            pass_fds=(child_sock.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=str(cwd) if cwd else None,
+            preexec_fn=limits,
+        )
+        child_sock.close()
+        self.channel = Channel(parent_sock)
+        self._memory_exceeded: int | None = None
+        self.peak_rss_mb = 0
+        self._stop = threading.Event()
+        self._monitor = threading.Thread(target=self._watch_memory, daemon=True)
+        self._monitor.start()
+
+    def _watch_memory(self) -> None:
+        status = Path(f"/proc/{self.proc.pid}/status")
+        while not self._stop.is_set() and self.proc.poll() is None:
+            try:
+                for line in status.read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        rss_mb = int(line.split()[1]) // 1024
+                        self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
+                        if rss_mb > self.memory_limit_mb:
+                            self._memory_exceeded = rss_mb
+                            self.kill()
+                            return
+            except (OSError, ValueError):
+                return
+            self._stop.wait(0.05)
+
+    def send(self, obj: Any) -> None:
+        try:
+            self.channel.send(obj)
+        except OSError as exc:
+            raise WorkerGone(self._ending()) from exc
+
+    def recv(self, deadline: float) -> tuple[Any, float]:
+        """The next reply and the parent's clock (perf_counter_ns) when it arrived."""
+        try:
+            msg = self.channel.recv(deadline)
+        except ChannelTimeout:
+            self.kill()
+            raise WorkerGone(Ending("timeout", "time limit reached")) from None
+        except ChannelClosed as exc:
+            ending = self._ending()
+            if ending.kind == "protocol":
+                ending.detail = f"{exc}"
+            raise WorkerGone(ending) from None
+        return msg, time.perf_counter_ns()
+
+    def _ending(self) -> Ending:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return Ending("protocol", "worker stopped answering")
+        if self._memory_exceeded is not None:
+            return Ending("memory", f"memory limit exceeded ({self._memory_exceeded} MiB > {self.memory_limit_mb} MiB)")
+        if code < 0:
+            name = _signal_name(-code)
+            what = "segmentation fault" if name == "SIGSEGV" else f"killed by {name}"
+            return Ending("signal", f"worker crashed: {what}")
+        return Ending("exit", f"worker exited with status {code} before finishing (sys.exit/os._exit?)")
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def output(self) -> str:
+        """What the worker (the candidate included) printed, trimmed to the last few KB."""
+        try:
+            self._out.flush()
+            data = Path(self._out.name).read_bytes()
+        except OSError:
+            return ""
+        text = data[-_OUTPUT_KEEP:].decode("utf-8", errors="replace")
+        return ("[... earlier output trimmed ...]\n" + text) if len(data) > _OUTPUT_KEEP else text
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.channel.send({"op": "exit"})
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=2)
+        self.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        self.channel.sock.close()
+        self._out.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._out.name)

@@ -1,0 +1,217 @@
+"""The reference worker: loads the op, draws cases, computes expected outputs, times baselines.
+
+The candidate never runs in this process; what leaves it (inputs, weights, expected outputs) goes
+to the trusted parent only.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from forge.errors import ProblemError
+from forge.harness import shapes
+from forge.harness.problem import Problem, load_problem, read_problem_source, reference_hash
+from forge.verifier import cases, machine, roofline
+from forge.verifier.timing import Clocks, timed_loop
+
+_MAX_TIMING_BYTES = 160 << 20
+_MIN_TRIALS, _MAX_TRIALS = 5, 30
+
+
+def as_output_list(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
+class ReferenceSide:
+    def __init__(self, device: str, clocks: Clocks, flush: Any) -> None:
+        self.device = device
+        self.clocks = clocks
+        self.flush = flush
+        self.models: dict[str, torch.nn.Module] = {}
+        self.timing: dict[str, Any] = {}
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _build(self, problem: Problem, seed: int, perturbed: bool) -> tuple[list[Any], torch.nn.Module]:
+        init_args = problem.init_inputs()
+        torch.manual_seed(seed)
+        try:
+            model = problem.model_cls(*init_args).to(self.device)
+        except Exception as exc:
+            raise ProblemError(f"{problem.spec.path}: Model(*get_init_inputs()) raised:\n{_trace(exc)}") from exc
+        if perturbed:
+            cases.perturb_parameters(model, seed + 1)
+        return init_args, model
+
+    def _draw(self, problem: Problem, seed: int) -> list[torch.Tensor]:
+        torch.manual_seed(seed)
+        return [x.to(self.device) for x in problem.inputs()]
+
+    def _run(self, problem: Problem, model: torch.nn.Module, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        try:
+            with torch.no_grad():
+                out = model(*[x.clone() for x in inputs])
+        except Exception as exc:
+            where = f" with {shapes.describe(problem.overrides)}" if problem.overrides else ""
+            raise ProblemError(
+                f"{problem.spec.path}: the reference Model fails on its own inputs{where}:\n{_trace(exc)}"
+            ) from exc
+        outs = as_output_list(out)
+        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+            raise ProblemError(
+                f"{problem.spec.path}: Model.forward must return a tensor or a tuple of tensors, "
+                f"got {type(out).__name__}"
+            )
+        return [o.detach() for o in outs]
+
+    def _variants(self, base: Problem, seed: int) -> tuple[list[tuple[str, Problem]], list[str]]:
+        notes: list[str] = []
+        spec = base.spec
+        if base.declared_shapes is not None:
+            found = []
+            for i, ov in enumerate(base.declared_shapes):
+                p = load_problem(spec, ov)
+                try:
+                    self._run(p, self._build(p, seed, False)[1], self._draw(p, seed))
+                except ProblemError as exc:
+                    raise ProblemError(f"FORGE_SHAPES[{i}] ({shapes.describe(ov)}): {exc}") from exc
+                found.append((f"shape{i}", p))
+            return found, notes
+
+        def runs(ov: dict[str, Any]) -> Problem | None:
+            p = load_problem(spec, ov)
+            try:
+                self._run(p, self._build(p, seed, False)[1], self._draw(p, seed))
+            except ProblemError:
+                return None
+            return p
+
+        accepted: list[tuple[str, Problem]] = []
+        for family, ov in shapes.family_overrides(base.size_constants()).items():
+            found_p = runs(ov)
+            if found_p is None:
+                # Coupled sizes: keep the constants that can change on their own, then retry them together.
+                alone = {k: v for k, v in ov.items() if runs({k: v}) is not None}
+                found_p = runs(alone) if alone else None
+            if found_p is not None:
+                accepted.append((family, found_p))
+        if not accepted:
+            notes.append("no shape variants: no integer size constant could change while the reference still runs")
+        return accepted, notes
+
+    # -- handlers ----------------------------------------------------------------------------
+    def setup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        seed = int(msg["seed"])
+        spec = read_problem_source(Path(msg["op_path"]))
+        base = self.base = load_problem(spec)
+        variants, notes = self._variants(base, seed)
+        plan: list[tuple[str, Problem, int, bool]] = [("base/0", base, 0, False), ("base/1", base, 1, True)]
+        plan += [(f"{name}/1", p, 1, True) for name, p in variants]
+        models, case_list = [], []
+        for idx, (key, problem, init, perturbed) in enumerate(plan):
+            init_args, model = self._build(problem, seed + 1000 * idx, perturbed)
+            self.models[key] = model
+            models.append(
+                {
+                    "key": key,
+                    "variant": key.split("/")[0],
+                    "overrides": problem.overrides,
+                    "init": init,
+                    "init_args": init_args,
+                    "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+                }
+            )
+            kinds = ["normal", "normal"] if key.startswith("base") else ["normal"]
+            if key == "base/1":
+                kinds += list(cases.STRESS_KINDS)
+            for t, kind in enumerate(kinds):
+                cseed = seed + 1000 * idx + 17 * (t + 1)
+                inputs = self._draw(problem, cseed)
+                if kind != "normal":
+                    inputs = cases.stress_inputs(inputs, kind, cseed)
+                case_list.append(
+                    {
+                        "id": f"{key}:{kind}:{t}",
+                        "model": key,
+                        "kind": kind,
+                        "shape": shapes.describe(problem.overrides),
+                        "inputs": inputs,
+                        "expected": self._run(problem, model, inputs),
+                    }
+                )
+        timing = self._timing_sets(base, seed + 7_777_777, msg)
+        tol = base.tolerance.model_dump() if base.tolerance else None
+        return {
+            "type": "problem",
+            "name": spec.name,
+            "op_hash": reference_hash(base),
+            "target": base.target_class_path,
+            "tolerance": tol,
+            "models": models,
+            "cases": case_list,
+            "timing": timing,
+            "notes": notes,
+        }
+
+    def _timing_sets(self, base: Problem, seed: int, msg: dict[str, Any]) -> dict[str, Any]:
+        model = self.models["base/0"]
+        probe = self._draw(base, seed)
+        per_set = sum(x.numel() * x.element_size() for x in probe)
+        per_set += sum(o.numel() * o.element_size() for o in self._run(base, model, probe))
+        est = []
+        for _ in range(3):
+            t0 = self.clocks.host_ns()
+            self._run(base, model, probe)
+            self.clocks.sync()
+            est.append(self.clocks.host_ns() - t0)
+        est_s = sorted(est)[1] / 1e9 + 0.002  # plus a cache flush
+        n = int(float(msg.get("timing_budget_s", 1.0)) / est_s)
+        n = max(_MIN_TRIALS, min(_MAX_TRIALS, n, _MAX_TIMING_BYTES // max(per_set, 1)))
+        sets, expected = [], []
+        for i in range(n + 2):
+            inputs = self._draw(base, seed + i)
+            sets.append(inputs)
+            expected.append(self._run(base, model, inputs))
+        self.timing = {"warmup": sets[:2], "sets": sets[2:]}
+        return {"model": "base/0", "warmup": sets[:2], "sets": sets[2:], "expected": expected[2:]}
+
+    def roofline(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Asked for while the candidate runs its correctness cases (nothing is timed then)."""
+        base = self.base
+        model = self.models["base/0"]
+        inputs = self.timing["sets"][0]
+        nbytes, flops = roofline.estimate(model, inputs, self._run(base, model, inputs))
+        figures = machine.machine_figures(self.device, torch.get_num_threads(), Path(msg["cache_dir"]))
+        bound = roofline.bound_ms(nbytes, flops, figures["bandwidth_gbs"], figures["peak_gflops"])
+        return {"type": "roofline", "bytes": nbytes, "flops": flops, **figures, "bound_ms": bound}
+
+    def baselines(self, msg: dict[str, Any]) -> dict[str, Any]:
+        model = self.models["base/0"]
+        result: dict[str, Any] = {"type": "baselines"}
+
+        def call_with(m: Any) -> Any:
+            def call(inputs: Any) -> Any:
+                with torch.no_grad():
+                    return m(*inputs)
+
+            return call
+
+        times, _ = timed_loop(call_with(model), self.timing["sets"], self.timing["warmup"], self.flush, self.clocks)
+        result["eager_ns"] = times
+        if msg.get("compile"):
+            try:
+                compiled = torch.compile(model)
+                warm = self.timing["warmup"] + self.timing["warmup"]
+                times, _ = timed_loop(call_with(compiled), self.timing["sets"], warm, self.flush, self.clocks)
+                result["compile_ns"] = times
+            except Exception as exc:  # the baseline is informative; its failure is not the candidate's
+                result["compile_error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+        return result
+
+
+def _trace(exc: BaseException) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/forge/" not in f.filename]
+    return ("".join(traceback.format_list(frames[-5:])) + f"{type(exc).__name__}: {exc}").strip()

@@ -1,0 +1,66 @@
+"""Speed-of-light estimate: bytes the op must move and FLOPs it must do, against the machine.
+
+FLOPs are counted for the matmul and convolution families (the ops where compute, not memory,
+can bound the time); pointwise and reduction work is memory-bound and covered by the bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+aten = torch.ops.aten
+
+
+def _numel(shape: Any) -> int:
+    return math.prod(int(s) for s in shape)
+
+
+class FlopCounter(TorchDispatchMode):
+    """Counts multiply-add FLOPs (2 per MAC) of the aten calls made under it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        packet = getattr(func, "overloadpacket", None)
+        with contextlib.suppress(IndexError, TypeError, AttributeError):
+            self.flops += _flops(packet, args, out)
+        return out
+
+
+def _flops(packet: Any, args: Any, out: Any) -> int:
+    if packet in (aten.mm, aten.addmm):
+        a, b = (args[0], args[1]) if packet is aten.mm else (args[1], args[2])
+        return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+    if packet in (aten.bmm, aten.baddbmm):
+        a, b = (args[0], args[1]) if packet is aten.bmm else (args[1], args[2])
+        return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+    if packet is aten.convolution:
+        w = args[1]
+        groups = int(args[8]) if len(args) > 8 else 1
+        # weight is (C_out, C_in / groups, *kernel): each output element needs C_in/groups * kernel MACs
+        del groups
+        return 2 * _numel(out.shape) * w.shape[1] * _numel(w.shape[2:])
+    return 0
+
+
+def estimate(model: torch.nn.Module, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> tuple[int, int]:
+    """(bytes, flops) of one call: inputs read, outputs written, parameters read once."""
+    counter = FlopCounter()
+    with counter, torch.no_grad():
+        model(*inputs)
+    nbytes = sum(x.numel() * x.element_size() for x in inputs)
+    nbytes += sum(o.numel() * o.element_size() for o in outputs)
+    nbytes += sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    return nbytes, counter.flops
+
+
+def bound_ms(nbytes: int, flops: int, bandwidth_gbs: float, peak_gflops: float) -> float:
+    return max(nbytes / (bandwidth_gbs * 1e9), flops / (peak_gflops * 1e9)) * 1e3

@@ -1,0 +1,392 @@
+"""``verify(op, candidate)``: the trusted parent that runs both workers and builds the verdict."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from forge.errors import CandidateFileError, ProblemError, UsageError, WorkerError
+from forge.harness.problem import read_problem_source
+from forge.settings import ForgeSettings
+from forge.verifier import judge
+from forge.verifier.machine import available_cores
+from forge.verifier.process import WorkerGone, WorkerProcess
+from forge.verifier.timing import stats_from_ns
+from forge.verifier.verdict import Verdict
+
+Progress = Callable[[str], None]
+_MEMORY_WORDS = ("can't allocate memory", "out of memory", "MemoryError", "Cannot allocate memory")
+_ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
+_INTEGRITY_CHECKS = (
+    "inputs_unchanged",
+    "no_aliasing",
+    "plain_tensor_outputs",
+    "no_lazy_outputs",
+    "no_background_threads",
+    "clock_integrity",
+)
+
+
+def resolve_device(choice: str) -> str:
+    import torch
+
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available here; use --device cpu")
+    if choice not in ("cpu", "cuda"):
+        raise UsageError(f"--device {choice!r}: choose cpu, cuda or auto")
+    return choice
+
+
+def _cache_dir(settings: ForgeSettings) -> Path:
+    if settings.cache_dir:
+        return settings.cache_dir
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("forge"))
+
+
+def _worker_env(device: str, threads: int, cache: Path, interpret_triton: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.update(
+        {
+            "FORGE_WORKER_DEVICE": device,
+            "FORGE_WORKER_THREADS": str(threads),
+            "FORGE_CACHE_DIR": str(cache),
+            "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
+    if interpret_triton:
+        env["TRITON_INTERPRET"] = "1"
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+class _Run:
+    """State of one verification; methods are its phases, in order."""
+
+    def __init__(self, op_path: Path, cand_path: Path, settings: ForgeSettings, progress: Progress) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.spec = read_problem_source(op_path)
+        self.cand_path = cand_path
+        self.source = cand_path.read_text(errors="replace")
+        self.device = resolve_device(settings.device)
+        self.threads = settings.threads or available_cores()
+        self.cache = _cache_dir(settings)
+        self.v = Verdict(problem=self.spec.name, candidate=str(cand_path), device=self.device, threads=self.threads)
+        self.v.backend = judge.detect_backend(self.source)
+        self.v.seed = secrets.randbits(62)
+        self.tol: dict[str, float] | None = None
+        self.info: dict[str, Any] = {}
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + settings.timeout
+        self.ref_deadline = self.t0 + max(4 * settings.timeout, 900.0)
+
+    def _ask(self, worker: WorkerProcess, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
+        worker.send(msg)
+        reply, _ = worker.recv(deadline)
+        if not isinstance(reply, dict):
+            raise WorkerGone(judge_protocol("reply is not an object"))
+        return reply
+
+    def start(self) -> None:
+        interpret = self.device == "cpu"
+        self.v.timing_meaningful = not (interpret and self.v.backend == "triton")
+        base_env = _worker_env(self.device, self.threads, self.cache, interpret)
+        cwd = Path.cwd()
+        self.ref = WorkerProcess("reference", base_env, self.settings.memory_limit_mb, cwd)
+        self.cand = WorkerProcess("candidate", base_env, self.settings.memory_limit_mb, cwd)
+        self.cand.recv(self.deadline)  # hello
+        # The candidate imports (and compiles) while the reference draws cases.
+        self.cand.send({"op": "load", "op_path": str(self.spec.path), "candidate_path": str(self.cand_path)})
+
+    def reference(self) -> None:
+        self.progress("reference: drawing cases and expected outputs")
+        try:
+            self.ref.recv(self.ref_deadline)
+            info = self._ask(
+                self.ref,
+                {
+                    "op": "setup",
+                    "op_path": str(self.spec.path),
+                    "seed": self.v.seed,
+                    "timing_budget_s": self.settings.timing_budget_s,
+                    "cache_dir": str(self.cache),
+                },
+                self.ref_deadline,
+            )
+        except WorkerGone as exc:
+            raise ProblemError(
+                f"{self.spec.path}: the reference worker failed ({exc.ending.detail}):\n{self.ref.output()[-2000:]}"
+            ) from None
+        if info.get("type") == "problem_error":
+            raise ProblemError(str(info["message"]))
+        if info.get("type") != "problem":
+            raise WorkerError(f"reference worker: {info.get('message', info)}")
+        self.info = info
+        self.tol = info.get("tolerance")
+        self.v.op_hash = info["op_hash"]
+        self.v.cases = len(info["cases"])
+        self.v.shapes = sorted({c["shape"] for c in info["cases"]})
+        self.v.warnings.extend(info.get("notes", []))
+        degenerate = judge_degenerate(info, self.tol)
+        if degenerate:
+            self.v.warnings.append(degenerate)
+
+    def load(self) -> bool:
+        self.progress("candidate: loading")
+        reply, _ = self.cand.recv(self.deadline)
+        if reply.get("type") == "error":
+            self.v.add(reply["stage"], False, reply["message"])
+            self.v.fail("compile_error", f"{reply['stage']}: {first_line(reply['message'])}")
+            return False
+        self.v.add("load", True, "candidate imported")
+        models = [{k: m[k] for k in ("key", "init_args", "state_dict")} for m in self.info["models"]]
+        reply = self._ask(self.cand, {"op": "instantiate", "models": models}, self.deadline)
+        if reply.get("type") == "error":
+            self.v.add("interface", False, reply["message"])
+            self.v.fail("compile_error", f"interface: {first_line(reply['message'])}")
+            return False
+        self.v.add("interface", True, f"ModelNew built and loaded the reference weights ({len(models)} inits/shapes)")
+        return True
+
+    def correctness(self) -> bool:
+        self.ref.send({"op": "roofline", "cache_dir": str(self.cache)})  # overlaps the cases below
+        cases = self.info["cases"]
+        self.progress(f"candidate: {len(cases)} correctness cases")
+        first: dict[str, tuple[str, str]] = {}
+        failing = {"correctness": 0, "stress": 0, "determinism": 0}
+        for case in cases:
+            reply = self._ask(
+                self.cand,
+                {"op": "case", "id": case["id"], "model": case["model"], "inputs": case["inputs"]},
+                self.deadline,
+            )
+            if reply.get("type") == "error":
+                self.v.failing_case = {"id": case["id"], "shape": case["shape"], "kind": case["kind"]}
+                self.v.add("run", False, f"case {case['id']}: {reply['message']}")
+                status = "crashed" if any(w in reply["message"] for w in _MEMORY_WORDS) else "runtime_error"
+                self.v.fail(status, f"the candidate raised on case {case['id']}: {first_line(reply['message'])}")
+                return False
+            found = judge.judge_case(case, reply, self.device, self.tol)
+            group = "correctness" if case["kind"] == "normal" else "stress"
+            for name, mismatch in ((group, found.correctness), ("determinism", found.determinism)):
+                if mismatch is not None:
+                    failing[name] += 1
+                    if name not in first:
+                        first[name] = (case["id"], mismatch.detail)
+                        if self.v.failing_case is None:
+                            self.v.failing_case = {
+                                "id": case["id"],
+                                "shape": case["shape"],
+                                "kind": case["kind"],
+                                **mismatch.to_dict(),
+                            }
+            for name, detail in found.integrity.items():
+                first.setdefault(name, (case["id"], detail))
+        self.v.add("run", True, "every call returned")
+        for name in ("correctness", "stress", "determinism", *_INTEGRITY_CHECKS):
+            if name in first:
+                cid, detail = first[name]
+                count = f" ({failing[name]} of {len(cases)} cases)" if name in failing else ""
+                self.v.add(name, False, f"case {cid}{count}: {detail}")
+            else:
+                self.v.add(name, True, _PASS_TEXT.get(name, "ok").format(n=len(cases), shapes=", ".join(self.v.shapes)))
+        integrity = [n for n in _INTEGRITY_CHECKS if n in first]
+        if integrity:
+            self.v.fail("failed_integrity", f"{integrity[0]}: {first[integrity[0]][1]}")
+        for name in ("correctness", "stress", "determinism"):
+            if name in first:
+                self.v.fail("failed_correctness", f"{name}: case {first[name][0]}: {first[name][1]}")
+        return self.v.passed
+
+    def timing(self) -> None:
+        timing = self.info["timing"]
+        roof, _ = self.ref.recv(self.ref_deadline)
+        self.info["roofline"] = roof if roof.get("type") == "roofline" else None
+        self.progress(f"timing: eager{' and torch.compile' if self.settings.compile_baseline else ''} baselines")
+        try:
+            base = self._ask(
+                self.ref, {"op": "baselines", "compile": self.settings.compile_baseline}, self.ref_deadline
+            )
+        except WorkerGone as exc:
+            raise ProblemError(
+                f"{self.spec.path}: the reference failed while being timed ({exc.ending.detail})"
+            ) from None
+        self.ref.close()
+        if base.get("type") != "baselines":
+            raise ProblemError(f"{self.spec.path}: the reference failed while being timed: {base.get('message', base)}")
+        self.progress(f"timing: candidate, {len(timing['sets'])} trials")
+        self.cand.send({"op": "time", "model": timing["model"], "sets": timing["sets"], "warmup": timing["warmup"]})
+        ticks: list[float] = []
+        while True:
+            msg, t = self.cand.recv(self.deadline)
+            if msg.get("type") != "tick":
+                break
+            ticks.append(t)
+        if msg.get("type") == "error":
+            self.v.add("timed_outputs", False, msg["message"])
+            self.v.fail("runtime_error", f"a timed call raised: {first_line(msg['message'])}")
+            return
+        facts = msg.get("facts") or {}
+        bad_outputs = judge.timed_outputs_mismatch(timing["expected"], msg.get("outputs") or [], self.tol)
+        self.v.add(
+            "timed_outputs",
+            bad_outputs is None,
+            bad_outputs or f"all {len(timing['sets'])} timed calls (fresh inputs) correct",
+        )
+        clock = judge.wall_clock_discrepancy(ticks, list(msg.get("times_ns") or []))
+        tampered = facts.get("clock_tampering") or []
+        if tampered:
+            clock = f"timing functions replaced: {', '.join(tampered)}" + (f"; {clock}" if clock else "")
+        self.v.add("wall_clock", clock is None, clock or "worker timings agree with the parent's clock")
+        threads = int(facts.get("new_native_threads", 0))
+        if threads:
+            self.v.add("no_background_threads", False, f"{threads} new native thread(s) alive after the timed calls")
+        for name, bad in (("timed_outputs", bad_outputs), ("wall_clock", clock)):
+            if bad:
+                self.v.fail("failed_integrity", f"{name}: {bad}")
+        if threads:
+            self.v.fail("failed_integrity", "no_background_threads: threads left running after timed calls")
+        self._speedups(msg["times_ns"], base)
+
+    def _speedups(self, cand_ns: list[int], base: dict[str, Any]) -> None:
+        stats = {"candidate": stats_from_ns(cand_ns), "eager": stats_from_ns(base["eager_ns"])}
+        if base.get("compile_ns"):
+            stats["compile"] = stats_from_ns(base["compile_ns"])
+        elif base.get("compile_error"):
+            self.v.warnings.append(f"torch.compile baseline failed: {base['compile_error']}")
+        for k, s in stats.items():
+            self.v.timing_stats[k] = s.to_dict()
+            self.v.timings_ms[k] = round(s.median_ms, 6)
+        cand = stats["candidate"].median_ms
+        if not self.v.timing_meaningful:
+            self.v.add(
+                "timing",
+                True,
+                "Triton ran under TRITON_INTERPRET=1 on CPU: timings are not meaningful, no speedup",
+                fatal=False,
+            )
+            return
+        self.v.speedup_vs_eager = round(stats["eager"].median_ms / cand, 4) if cand > 0 else None
+        if "compile" in stats and cand > 0:
+            self.v.speedup_vs_compile = round(stats["compile"].median_ms / cand, 4)
+        spread = stats["candidate"].iqr_ms / cand if cand else 0.0
+        self.v.add(
+            "timing",
+            True,
+            f"median {cand:.4f} ms over {stats['candidate'].trials} trials (IQR {spread:.1%})",
+            fatal=False,
+        )
+        roof = dict(self.info.get("roofline") or {})
+        if roof.get("bound_ms"):
+            roof["fraction_candidate"] = round(roof["bound_ms"] / cand, 4) if cand else None
+            roof["fraction_eager"] = round(roof["bound_ms"] / stats["eager"].median_ms, 4)
+            beyond = (roof["fraction_candidate"] or 0) > _ROOFLINE_SLACK
+            self.v.add(
+                "roofline",
+                not beyond,
+                f"estimated bound {roof['bound_ms']:.4f} ms ({roof['bytes'] / 1e6:.1f} MB, "
+                f"{roof['flops'] / 1e9:.2f} GFLOP); "
+                f"candidate at {roof['fraction_candidate']:.0%} of it"
+                + (" — faster than physically plausible, check the result" if beyond else ""),
+                fatal=False,
+            )
+        self.v.roofline = roof
+
+    def finish(self) -> Verdict:
+        ref: WorkerProcess | None = getattr(self, "ref", None)
+        cand: WorkerProcess | None = getattr(self, "cand", None)
+        if cand is not None:
+            self.v.candidate_output = cand.output()
+            cand.close()
+        if ref is not None:
+            ref.close()
+        import torch
+
+        try:
+            import triton
+
+            triton_version: str | None = triton.__version__
+        except ImportError:
+            triton_version = None
+        self.v.versions = {"torch": torch.__version__, "python": sys.version.split()[0], "triton": triton_version or ""}
+        self.v.elapsed_s = round(time.monotonic() - self.t0, 3)
+        return self.v
+
+
+_PASS_TEXT = {
+    "correctness": "{n} cases (fresh seeds, 2 weight inits, shapes: {shapes}) within tolerance",
+    "stress": "large-magnitude, heavy-tailed and mixed-sign inputs match the reference (NaN/inf included)",
+    "determinism": "a second call on the same inputs agrees",
+    "inputs_unchanged": "inputs unchanged by every call",
+    "no_aliasing": "no output shares memory with an input",
+    "plain_tensor_outputs": "every output is a plain torch.Tensor with real storage",
+    "no_lazy_outputs": "outputs did not change after the call returned",
+    "no_background_threads": "no thread started by a call was left running",
+    "clock_integrity": "timing functions untouched",
+}
+
+
+def first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return (lines[-1] if lines else "")[:300]
+
+
+def judge_protocol(detail: str) -> Any:
+    from forge.verifier.process import Ending
+
+    return Ending("protocol", detail)
+
+
+def judge_degenerate(info: dict[str, Any], tol: dict[str, float] | None) -> str | None:
+    from forge.verifier.compare import constant_would_pass
+
+    normal = [c["expected"] for c in info["cases"] if c["kind"] == "normal"]
+    what = constant_would_pass(normal, tol)
+    if what:
+        return (
+            f"degenerate problem: a constant output ({what}) passes every correctness case; the verdict proves little"
+        )
+    return None
+
+
+def verify(
+    op_path: str | Path,
+    candidate_path: str | Path,
+    settings: ForgeSettings | None = None,
+    progress: Progress | None = None,
+) -> Verdict:
+    """Verify one candidate against one op file. Raises ForgeError for bad input (exit 2)."""
+    cand = Path(candidate_path).expanduser()
+    if not cand.is_file():
+        raise CandidateFileError(
+            f"{str(cand)!r}: no such candidate file; pass the path of a .py file defining ModelNew"
+        )
+    run = _Run(Path(op_path), cand, settings or ForgeSettings(), progress or (lambda _m: None))
+    try:
+        run.start()
+        run.reference()
+        if run.load() and run.correctness():
+            run.timing()
+    except WorkerGone as exc:
+        status = "timeout" if exc.ending.kind == "timeout" else "crashed"
+        detail = exc.ending.detail + (f" after {run.settings.timeout:g} s" if status == "timeout" else "")
+        run.v.add("worker", False, detail)
+        run.v.fail(status, detail)
+    finally:
+        verdict = run.finish()
+    return verdict

@@ -1,0 +1,131 @@
+"""Worker entry point: ``python -m forge.verifier.worker (reference|candidate) FD``.
+
+The clocks are bound here, first thing, before torch or any candidate code is imported, so a
+candidate that patches ``time.perf_counter`` or ``torch.cuda.Event.elapsed_time`` changes names
+nobody here reads; the patch is also reported (``clock_tampering``) and the parent cross-checks
+the timings against its own wall clock.
+"""
+
+from __future__ import annotations
+
+import time as _time
+
+_HOST_NS = _time.perf_counter_ns
+_TIME_FUNCS = {
+    n: getattr(_time, n)
+    for n in (
+        "perf_counter",
+        "perf_counter_ns",
+        "time",
+        "time_ns",
+        "monotonic",
+        "monotonic_ns",
+        "process_time",
+        "process_time_ns",
+    )
+}
+
+import os  # noqa: E402
+import socket  # noqa: E402
+import sys  # noqa: E402
+from typing import Any  # noqa: E402
+
+
+def _setup_torch(device: str, threads: int) -> tuple[Any, Any]:
+    import torch
+
+    from forge.verifier.timing import Clocks
+
+    torch.set_num_threads(threads)
+    if device == "cuda":
+        cuda_funcs = {
+            "torch.cuda.synchronize": torch.cuda.synchronize,
+            "torch.cuda.Event.record": torch.cuda.Event.record,
+            "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        }
+        clocks = Clocks(
+            host_ns=_HOST_NS,
+            sync=torch.cuda.synchronize,
+            event_cls=torch.cuda.Event,
+            record=torch.cuda.Event.record,
+            elapsed=torch.cuda.Event.elapsed_time,
+        )
+        props = torch.cuda.get_device_properties(0)
+        buf = torch.empty(max(2 * getattr(props, "L2_cache_size", 50 << 20), 256 << 20) // 4, device="cuda")
+        flush = buf.zero_
+    else:
+        from forge.verifier.machine import cpu_flush_bytes
+
+        cuda_funcs = {}
+        clocks = Clocks(host_ns=_HOST_NS, sync=lambda: None)
+        buf = torch.zeros(cpu_flush_bytes() // 4)
+        flush = lambda: buf.add_(1.0)  # noqa: E731 - writes every line of a buffer twice the LLC
+        torch.ones(1 << 20).sum()  # start torch's thread pool now, not during the first case
+
+    def clock_check() -> list[str]:
+        bad = [f"time.{n}" for n, f in _TIME_FUNCS.items() if getattr(_time, n) is not f]
+        if _time.perf_counter_ns is not _HOST_NS or clocks.host_ns is not _HOST_NS:
+            bad.append("forge's bound clock")
+        for name, f in cuda_funcs.items():
+            owner: Any = torch
+            for part in name.split(".")[1:-1]:
+                owner = getattr(owner, part)
+            if getattr(owner, name.rsplit(".", 1)[1]) is not f:
+                bad.append(name)
+        return sorted(set(bad))
+
+    return clocks, (flush, clock_check)
+
+
+def main(argv: list[str]) -> int:
+    role, fd = argv[0], int(argv[1])
+    sock = socket.socket(fileno=fd)
+    from forge.verifier.channel import Channel, ChannelClosed
+
+    chan = Channel(sock)
+    device = os.environ.get("FORGE_WORKER_DEVICE", "cpu")
+    threads = int(os.environ.get("FORGE_WORKER_THREADS", "1"))
+    clocks, (flush, clock_check) = _setup_torch(device, threads)
+
+    from forge.errors import ProblemError
+    from forge.verifier.candidate_side import CandidateSide, StageError
+
+    side: Any
+    if role == "reference":
+        from forge.verifier.reference_side import ReferenceSide
+
+        side = ReferenceSide(device, clocks, flush)
+    else:
+        side = CandidateSide(device, clocks, flush, clock_check)
+    chan.send({"type": "hello", "pid": os.getpid()})
+    while True:
+        try:
+            msg = chan.recv()
+        except ChannelClosed:
+            return 0
+        op = msg.get("op")
+        if op == "exit":
+            sys.stdout.flush()
+            os._exit(0)  # no interpreter teardown: the parent is waiting to time the other side
+        try:
+            if op == "time":
+                reply = side.time(msg, lambda: chan.send({"type": "tick"}))
+            else:
+                reply = getattr(side, op)(msg)
+        except ProblemError as exc:
+            reply = {"type": "problem_error", "message": exc.message}
+        except StageError as exc:
+            reply = {"type": "error", "stage": exc.stage, "message": exc.message}
+        except MemoryError as exc:
+            reply = {"type": "error", "stage": "memory", "message": f"MemoryError: {exc}"}
+        except Exception as exc:  # a bug on forge's side of the worker, reported as such
+            import traceback
+
+            reply = {"type": "error", "stage": "internal", "message": traceback.format_exc()[-3000:]}
+            del exc
+        chan.send(reply)
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
