@@ -23,7 +23,10 @@ class CaseFindings:
     integrity: dict[str, str] = field(default_factory=dict)
 
 
-def judge_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: dict[str, float] | None) -> CaseFindings:
+def judge_case(
+    case: dict[str, Any], result: dict[str, Any], device: str, tol: dict[str, float] | None
+) -> CaseFindings:
+    """``case['partner']``, when set, is the case whose inputs were refilled into the same buffers."""
     facts = result.get("facts") or {}
     found = CaseFindings()
     stress = case["kind"] != "normal"
@@ -36,6 +39,15 @@ def judge_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: d
             m2.detail = "second call on the same inputs: " + m2.detail
             found.determinism = m2
     integ = found.integrity
+    partner = case.get("partner")
+    if found.correctness is None and partner is not None and result.get("outputs_refill") is not None:
+        partner_stress = partner["kind"] != "normal"
+        m3 = compare(partner["expected"], list(result["outputs_refill"]), None, device, tol, scale_atol=partner_stress)
+        if m3 is not None:
+            integ["no_stale_results"] = (
+                "after new values were written into the same input buffers the result did not follow "
+                f"(cached on pointer or shape?): {m3.detail}"
+            )
     plain = facts.get("plain") or []
     if not all(plain):
         bad = [t for t, p in zip(facts.get("types", []), plain, strict=False) if not p]

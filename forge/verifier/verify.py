@@ -23,6 +23,7 @@ Progress = Callable[[str], None]
 _MEMORY_WORDS = ("can't allocate memory", "out of memory", "MemoryError", "Cannot allocate memory")
 _ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
 _INTEGRITY_CHECKS = (
+    "no_stale_results",
     "inputs_unchanged",
     "no_aliasing",
     "plain_tensor_outputs",
@@ -169,17 +170,19 @@ class _Run:
         self.progress(f"candidate: {len(cases)} correctness cases")
         first: dict[str, tuple[str, str]] = {}
         failing = {"correctness": 0, "stress": 0, "determinism": 0}
-        for case in cases:
-            reply = self._ask(
-                self.cand,
-                {"op": "case", "id": case["id"], "model": case["model"], "inputs": case["inputs"]},
-                self.deadline,
-            )
+        for i, case in enumerate(cases):
+            case["partner"] = _partner(cases, i)
+            refill = case["partner"]["inputs"] if case["partner"] else None
+            msg = {"op": "case", "id": case["id"], "model": case["model"], "inputs": case["inputs"], "refill": refill}
+            reply = self._ask(self.cand, msg, self.deadline)
             if reply.get("type") == "error":
-                self.v.failing_case = {"id": case["id"], "shape": case["shape"], "kind": case["kind"]}
+                self.v.failing_case = {"id": case["id"], "shape": case["shape"], "inputs": case["kind"]}
                 self.v.add("run", False, f"case {case['id']}: {reply['message']}")
-                status = "crashed" if any(w in reply["message"] for w in _MEMORY_WORDS) else "runtime_error"
-                self.v.fail(status, f"the candidate raised on case {case['id']}: {first_line(reply['message'])}")
+                if any(w in reply["message"] for w in _MEMORY_WORDS):
+                    limit = self.settings.memory_limit_mb
+                    self.v.fail("crashed", f"memory limit ({limit} MiB) reached: {first_line(reply['message'])}")
+                else:
+                    self.v.fail("runtime_error", f"the candidate raised on case {case['id']}: {first_line(reply['message'])}")
                 return False
             found = judge.judge_case(case, reply, self.device, self.tol)
             group = "correctness" if case["kind"] == "normal" else "stress"
@@ -192,8 +195,12 @@ class _Run:
                             self.v.failing_case = {
                                 "id": case["id"],
                                 "shape": case["shape"],
-                                "kind": case["kind"],
-                                **mismatch.to_dict(),
+                                "inputs": case["kind"],
+                                "output": mismatch.output,
+                                "mismatch": mismatch.kind,
+                                "detail": mismatch.detail,
+                                "max_abs": mismatch.max_abs,
+                                "max_rel": mismatch.max_rel,
                             }
             for name, detail in found.integrity.items():
                 first.setdefault(name, (case["id"], detail))
@@ -332,6 +339,7 @@ _PASS_TEXT = {
     "correctness": "{n} cases (fresh seeds, 2 weight inits, shapes: {shapes}) within tolerance",
     "stress": "large-magnitude, heavy-tailed and mixed-sign inputs match the reference (NaN/inf included)",
     "determinism": "a second call on the same inputs agrees",
+    "no_stale_results": "results follow new values written into the same input buffers",
     "inputs_unchanged": "inputs unchanged by every call",
     "no_aliasing": "no output shares memory with an input",
     "plain_tensor_outputs": "every output is a plain torch.Tensor with real storage",
@@ -339,6 +347,20 @@ _PASS_TEXT = {
     "no_background_threads": "no thread started by a call was left running",
     "clock_integrity": "timing functions untouched",
 }
+
+
+def _partner(cases: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
+    """Another ordinary-input case of the same model and input shapes (for the refill check).
+
+    Only ordinary inputs are refilled: a kernel that fails stress inputs must be reported by the
+    stress check, not accused of caching."""
+    shapes = [tuple(x.shape) for x in cases[i]["inputs"]]
+    for j in list(range(i + 1, len(cases))) + list(range(i)):
+        c = cases[j]
+        same_inputs = [tuple(x.shape) for x in c["inputs"]] == shapes
+        if c["model"] == cases[i]["model"] and c["kind"] == "normal" and same_inputs:
+            return c
+    return None
 
 
 def first_line(text: str) -> str:

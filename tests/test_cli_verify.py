@@ -1,0 +1,104 @@
+"""The real CLI in a subprocess: output contract, exit codes, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CANDIDATES, EXAMPLES, OPS
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIRED = {"problem", "status", "passed", "reason", "checks", "timings_ms", "speedup_vs_eager", "speedup_vs_compile"}
+
+
+def forge(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FORGE_CACHE_DIR": str(cache), "FORGE_TIMING_BUDGET_S": "0.2"}
+    return subprocess.run(
+        [sys.executable, "-m", "forge", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
+    )
+
+
+def test_json_passing(cache_dir):
+    r = forge("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"),
+              "--no-compile-baseline", "--json", cache=cache_dir)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)  # exactly one JSON object, nothing else
+    assert REQUIRED <= set(data)
+    assert data["status"] == "passed" and data["passed"] is True and data["reason"] is None
+    assert all({"name", "passed", "detail"} <= set(c) for c in data["checks"])
+    assert set(data["timings_ms"]) == {"candidate", "eager", "compile"}
+    assert data["timings_ms"]["compile"] is None and data["speedup_vs_compile"] is None
+    assert data["speedup_vs_eager"] > 0
+
+
+def test_json_stays_clean_when_candidate_prints(cache_dir):
+    r = forge("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/fake_report.py"),
+              "--no-compile-baseline", "--json", cache=cache_dir)
+    assert r.returncode == 1
+    data = json.loads(r.stdout)
+    assert data["status"] == "failed_correctness" and data["passed"] is False
+    assert "PASSED" in data["candidate_output"]
+    assert "PASSED" not in r.stderr
+
+
+def test_human_output_explains_failure(cache_dir):
+    r = forge("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/mutate_inputs.py"),
+              "--no-compile-baseline", cache=cache_dir)
+    assert r.returncode == 1
+    assert "FAILED_INTEGRITY" in r.stdout and "inputs_unchanged" in r.stdout and "reason:" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("op", "message"),
+    [
+        (OPS / "does_not_exist.py", "no such op file"),
+        (OPS / "bad" / "syntax_error.py", "syntax error"),
+        (OPS / "bad" / "no_model.py", "does not define Model"),
+        (OPS / "bad" / "inputs_raise.py", "get_inputs() raised"),
+        (OPS / "bad" / "inputs_not_tensors.py", "not a torch.Tensor"),
+        (OPS / "bad" / "reference_fails.py", "reference Model fails on its own inputs"),
+    ],
+)
+def test_bad_op_files_exit_2_with_a_clear_message(cache_dir, op, message):
+    r = forge("verify", str(op), str(CANDIDATES / "softmax/honest_torch.py"), "--no-compile-baseline", cache=cache_dir)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in " ".join(r.stderr.split())
+    assert "Traceback (most recent call last)" not in r.stderr.split("\n")[0]
+    assert "forge/verifier" not in r.stderr  # forge's own frames are not shown to the user
+
+
+def test_bad_op_json_error_object(cache_dir):
+    r = forge("verify", str(OPS / "bad" / "no_model.py"), str(CANDIDATES / "softmax/honest_torch.py"), "--json",
+              cache=cache_dir)
+    assert r.returncode == 2
+    assert json.loads(r.stdout)["error"]["kind"] == "ProblemError"
+
+
+def test_missing_candidate_and_bad_device(cache_dir):
+    r = forge("verify", str(OPS / "small_softmax.py"), "nope.py", cache=cache_dir)
+    assert r.returncode == 2 and "no such candidate file" in r.stderr
+    r = forge("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"),
+              "--device", "tpu", cache=cache_dir)
+    assert r.returncode == 2 and "device" in r.stderr
+
+
+def test_shipped_example_with_declared_shapes(cache_dir):
+    r = forge("verify", str(OPS / "declared_shapes.py"), str(EXAMPLES / "candidates" / "rowsum_torch.py"),
+              "--no-compile-baseline", "--json", cache=cache_dir)
+    data = json.loads(r.stdout)
+    assert data["problem"] == "declared_rowsum" and data["status"] == "passed", data["reason"]
+    assert "rows=3, cols=17" in data["shapes"]
+
+
+def test_degenerate_problem_is_flagged(cache_dir, tmp_path):
+    cand = tmp_path / "zeros.py"
+    cand.write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+                    "        return torch.zeros_like(x)\n")
+    r = forge("verify", str(OPS / "degenerate.py"), str(cand), "--no-compile-baseline", "--json", cache=cache_dir)
+    data = json.loads(r.stdout)
+    assert any("degenerate problem" in w for w in data["warnings"])

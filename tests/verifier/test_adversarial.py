@@ -1,0 +1,137 @@
+"""One candidate per fooling technique that can happen on a CPU, each rejected with its status,
+and honest controls that must pass. Every test runs the real verifier: two worker processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from forge.settings import ForgeSettings
+from forge.verifier import verify
+from tests.conftest import CANDIDATES, OPS
+
+SOFTMAX = OPS / "small_softmax.py"
+AFFINE = OPS / "small_affine.py"
+
+
+def run(cand: str, settings: ForgeSettings, op=SOFTMAX, **overrides):
+    s = settings.model_copy(update=overrides) if overrides else settings
+    return verify(op, CANDIDATES / cand, s)
+
+
+def failed(v) -> set[str]:
+    return {c.name for c in v.checks if not c.passed and c.fatal}
+
+
+# -- honest controls --------------------------------------------------------------------------
+
+
+def test_torch_rewrite_passes(fast_settings):
+    v = run("softmax/honest_torch.py", fast_settings)
+    assert v.status == "passed", v.reason
+    assert v.passed and not failed(v)
+    assert v.timings_ms["candidate"] > 0 and v.timings_ms["eager"] > 0
+    assert v.speedup_vs_eager is not None and v.speedup_vs_eager > 0
+    assert v.speedup_vs_compile is None  # compile baseline off
+    assert len(v.shapes) >= 3  # declared plus derived small and odd variants
+    assert v.cases >= 9 and v.backend == "torch"
+
+
+def test_openmp_cpp_kernel_passes_and_its_pool_is_not_flagged(fast_settings):
+    v = run("softmax/honest_cpp.py", fast_settings)
+    assert v.status == "passed", v.reason
+    assert v.backend == "cpp"
+    assert next(c for c in v.checks if c.name == "no_background_threads").passed
+
+
+def test_triton_kernel_under_interpreter_passes_without_speedup(fast_settings):
+    pytest.importorskip("triton")
+    v = run("softmax/honest_triton.py", fast_settings)
+    assert v.status == "passed", v.reason
+    assert v.backend == "triton"
+    assert v.timing_meaningful is False
+    assert v.speedup_vs_eager is None and v.speedup_vs_compile is None
+
+
+@pytest.mark.slow
+def test_load_inline_kernel_passes(fast_settings):
+    v = run("softmax/honest_load_inline.py", fast_settings, timeout=600)
+    assert v.status == "passed", v.reason
+    assert v.backend == "cpp"
+
+
+def test_subclass_of_reference_with_loaded_weights_passes(fast_settings):
+    v = run("affine/honest.py", fast_settings, op=AFFINE)
+    assert v.status == "passed", v.reason
+
+
+# -- fooling techniques -----------------------------------------------------------------------
+
+REJECTED = [
+    # (candidate, expected status, a check that must fail)
+    ("softmax/uninit_memory.py", "failed_correctness", "correctness"),  # 1 uninitialised memory
+    ("softmax/mutate_inputs.py", "failed_integrity", "inputs_unchanged"),  # 2 input mutation
+    ("softmax/alias_output.py", "failed_integrity", "no_aliasing"),  # 3 output aliases input
+    ("softmax/cache_by_shape.py", "failed_integrity", "no_stale_results"),  # 4 caching on shape
+    ("softmax/cache_by_pointer.py", "failed_integrity", "no_stale_results"),  # 4 caching on pointer
+    ("softmax/seed42.py", "failed_correctness", "correctness"),  # 5 memorised seed
+    ("softmax/hardcoded_shape.py", "runtime_error", "run"),  # 5 hard-coded shape
+    ("softmax/subclass_output.py", "failed_integrity", "plain_tensor_outputs"),  # 6 lazy tensor subclass
+    ("softmax/background_thread.py", "failed_integrity", "no_background_threads"),  # 6 Python thread
+    ("softmax/native_thread.py", "failed_integrity", "no_background_threads"),  # 6 detached C++ thread
+    ("softmax/patch_timer.py", "failed_integrity", "clock_integrity"),  # 7 time.perf_counter patched
+    ("softmax/steal_clock.py", "failed_integrity", "clock_integrity"),  # 7 harness clock swapped
+    ("softmax/steal_loop.py", "failed_integrity", "wall_clock"),  # 7 timing loop replaced
+    ("softmax/gc_introspect.py", "failed_correctness", "correctness"),  # 8 gc.get_objects
+    ("softmax/frame_inspect.py", "failed_correctness", "correctness"),  # 8 stack frames
+    ("softmax/patch_torch.py", "failed_correctness", "correctness"),  # 9 torch monkey-patched
+    ("softmax/bf16_compute.py", "failed_correctness", "correctness"),  # 10 precision downgrade
+    ("softmax/wrong_dtype.py", "failed_correctness", "correctness"),  # 10 output dtype
+    ("softmax/naive_softmax.py", "failed_correctness", "stress"),  # 11 numerically fragile
+    ("softmax/exit_zero.py", "crashed", "worker"),  # 13 os._exit(0)
+    ("softmax/sys_exit.py", "crashed", "worker"),  # 13 sys.exit(0)
+    ("softmax/segfault.py", "crashed", "worker"),  # abnormal ending
+    ("softmax/fake_report.py", "failed_correctness", "correctness"),  # 13 fake printed report
+    ("affine/ignores_weights.py", "failed_correctness", "correctness"),  # 5 weights not used
+]
+
+
+@pytest.mark.parametrize(("cand", "status", "check"), REJECTED, ids=[r[0].split("/")[1][:-3] for r in REJECTED])
+def test_fooling_technique_is_rejected(fast_settings, cand, status, check):
+    op = AFFINE if cand.startswith("affine/") else SOFTMAX
+    v = run(cand, fast_settings, op=op)
+    assert v.status == status, (v.status, v.reason)
+    assert not v.passed
+    assert check in failed(v), (check, failed(v))
+    assert v.reason
+
+
+def test_naive_softmax_passes_ordinary_inputs_but_not_stress(fast_settings):
+    v = run("softmax/naive_softmax.py", fast_settings)
+    assert next(c for c in v.checks if c.name == "correctness").passed
+    assert v.failing_case is not None and v.failing_case["inputs"] != "normal"
+
+
+def test_fake_report_is_captured_not_believed(fast_settings):
+    v = run("softmax/fake_report.py", fast_settings)
+    assert '"passed": true' in v.candidate_output and "PASSED" in v.candidate_output
+    assert v.status == "failed_correctness"
+
+
+def test_infinite_loop_times_out(fast_settings):
+    v = run("softmax/infinite_loop.py", fast_settings, timeout=12)
+    assert v.status == "timeout"
+    assert "time limit" in (v.reason or "")
+
+
+def test_memory_hog_is_stopped_by_the_memory_limit(fast_settings):
+    v = run("softmax/memory_hog.py", fast_settings, memory_limit_mb=1536)
+    assert v.status == "crashed"
+    assert "memory" in (v.reason or "").lower()
+
+
+def test_first_failing_case_is_named_with_errors(fast_settings):
+    v = run("softmax/bf16_compute.py", fast_settings)
+    case = v.failing_case
+    assert case is not None and case["id"].startswith("base/")
+    assert case["mismatch"] == "values" and case["inputs"] == "normal"
+    assert case["max_abs"] > 1e-4 and case["max_rel"] > 0

@@ -1,0 +1,152 @@
+"""Output comparison and the parent's judgement of worker observations (pure logic)."""
+
+from __future__ import annotations
+
+import torch
+
+from forge.verifier import judge
+from forge.verifier.compare import compare, constant_would_pass, tolerance
+
+
+def test_dtype_aware_tolerance():
+    assert tolerance(torch.float32, None) == (1e-4, 1e-4)
+    assert tolerance(torch.float16, None) == (1e-2, 1e-2)
+    assert tolerance(torch.bfloat16, None) == (1e-2, 1e-2)
+    assert tolerance(torch.float32, {"atol": 1e-3, "rtol": 0.0}) == (1e-3, 0.0)
+
+
+def test_within_and_outside_tolerance():
+    r = torch.randn(1000)
+    assert compare([r], [r + 5e-5], None, "cpu") is None
+    m = compare([r], [r + 1e-3], None, "cpu")
+    assert m is not None and m.kind == "values" and m.max_abs is not None and m.max_abs > 9e-4
+
+
+def test_nan_and_inf_positions_are_the_spec():
+    r = torch.tensor([1.0, float("nan"), float("inf"), -float("inf")])
+    assert compare([r], [r.clone()], None, "cpu") is None
+    assert compare([r], [torch.tensor([1.0, 0.0, float("inf"), -float("inf")])], None, "cpu").kind == "nan"
+    assert compare([r], [torch.tensor([1.0, float("nan"), float("inf"), float("inf")])], None, "cpu").kind == "inf"
+    assert compare([r], [torch.tensor([float("nan"), float("nan"), float("inf"), -float("inf")])], None, "cpu").kind == "nan"
+
+
+def test_structure_checks():
+    r = torch.randn(4, 4)
+    assert compare([r], [r, r], None, "cpu").kind == "count"
+    assert compare([r], [r.double()], None, "cpu").kind == "dtype"
+    assert compare([r], [r.reshape(16)], None, "cpu").kind == "shape"
+    assert compare([r], [r], ["meta"], "cpu").kind == "device"
+    assert compare([r], [None], None, "cpu").kind == "missing"
+
+
+def test_integer_outputs_must_match_exactly():
+    r = torch.arange(10)
+    assert compare([r], [r.clone()], None, "cpu") is None
+    assert compare([r], [r + 1], None, "cpu").kind == "values"
+
+
+def test_half_precision_tolerance_applies():
+    r = torch.randn(1000, dtype=torch.float16)
+    assert compare([r], [(r.float() * (1 + 4e-3)).half()], None, "cpu") is None
+
+
+def test_stress_atol_scales_with_output_magnitude():
+    r = torch.randn(1000) * 1e4
+    noisy = r + torch.randn(1000) * 0.3  # ordinary reordering error at this magnitude
+    noisy[0] = r[0] + 0.5
+    r[0] = 1e-3
+    noisy[0] = 0.3
+    assert compare([r], [noisy], None, "cpu", scale_atol=False) is not None
+    assert compare([r], [noisy], None, "cpu", scale_atol=True) is None
+
+
+def test_degenerate_problem_detected():
+    zeros = [[torch.zeros(8)], [torch.zeros(8)]]
+    assert constant_would_pass(zeros, None) == "zeros"
+    varied = [[torch.randn(8)], [torch.randn(8)]]
+    assert constant_would_pass(varied, None) is None
+
+
+def test_wall_clock_discrepancy():
+    reported = [1_000_000] * 10  # 1 ms each
+    honest_ticks = []
+    t = 0
+    for r in reported:
+        honest_ticks += [t, t + r + 50_000]
+        t += 5_000_000
+    assert judge.wall_clock_discrepancy(honest_ticks, reported) is None
+    slow_ticks = []
+    for k in range(10):
+        slow_ticks += [k * 100_000_000, k * 100_000_000 + 30_000_000]  # really 30 ms each
+    assert "parent's clock saw" in judge.wall_clock_discrepancy(slow_ticks, reported)
+    assert "ticks" in judge.wall_clock_discrepancy(honest_ticks[:-2], reported)
+
+
+def _case(kind="normal"):
+    return {"id": "base/0:normal:0", "kind": kind, "expected": [torch.ones(3)]}
+
+
+def _facts(**over):
+    facts = {
+        "types": ["torch.Tensor"],
+        "plain": [True],
+        "storage_ok": [True],
+        "devices": ["cpu"],
+        "aliases": [[]],
+        "busy_python_threads": [],
+        "new_native_threads": 0,
+        "call_index": 2,
+        "inputs_modified": [],
+        "changed_after_return": [],
+        "clock_tampering": [],
+    }
+    facts.update(over)
+    return facts
+
+
+def test_judge_case_clean():
+    out = judge.judge_case(_case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)], "facts": _facts()}, "cpu", None)
+    assert out.correctness is None and out.determinism is None and out.integrity == {}
+
+
+def test_judge_case_integrity_findings():
+    facts = _facts(
+        plain=[False],
+        aliases=[[0]],
+        inputs_modified=[0],
+        changed_after_return=[0],
+        busy_python_threads=["Thread-1"],
+        clock_tampering=["time.perf_counter"],
+    )
+    out = judge.judge_case(_case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)], "facts": facts}, "cpu", None)
+    assert set(out.integrity) == {
+        "plain_tensor_outputs",
+        "no_aliasing",
+        "inputs_unchanged",
+        "no_lazy_outputs",
+        "no_background_threads",
+        "clock_integrity",
+    }
+
+
+def test_native_threads_allowed_only_on_first_call():
+    res = {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)]}
+    first = judge.judge_case(_case(), {**res, "facts": _facts(new_native_threads=2, call_index=0)}, "cpu", None)
+    later = judge.judge_case(_case(), {**res, "facts": _facts(new_native_threads=1, call_index=4)}, "cpu", None)
+    assert "no_background_threads" not in first.integrity
+    assert "no_background_threads" in later.integrity
+
+
+def test_nondeterminism_found():
+    out = judge.judge_case(
+        _case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3) * 2], "facts": _facts()}, "cpu", None
+    )
+    assert out.determinism is not None and "second call" in out.determinism.detail
+
+
+def test_backend_detection():
+    assert judge.detect_backend("import triton\n@triton.jit\ndef k(): pass") == "triton"
+    assert judge.detect_backend("load_inline(name, cpp_sources=s, cuda_sources=c)") == "cuda"
+    assert judge.detect_backend("load_inline(name, cpp_sources=s)") == "cpp"
+    assert judge.detect_backend("from forge import cpp") == "cpp"
+    assert judge.detect_backend("torch.softmax(x)") == "torch"
