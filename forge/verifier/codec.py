@@ -10,14 +10,18 @@ from __future__ import annotations
 import json
 import math
 import struct
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 _MAX_DIMS = 16
 
 
 def _dtype_from_name(name: str) -> torch.dtype:
+    import torch
+
     short = name.removeprefix("torch.")
     dt = getattr(torch, short, None)
     if not isinstance(dt, torch.dtype):
@@ -32,14 +36,17 @@ def encode(obj: Any) -> bytes:
 
 def encode_parts(obj: Any) -> list[Any]:
     """``encode`` as a list of buffers (header first), so large tensors are never copied twice."""
+    # torch is imported lazily: if it is not loaded yet, obj cannot hold tensors, and the parent
+    # can send its first messages while torch is still importing.
+    torch_mod = sys.modules.get("torch")
     buffers: list[Any] = []
     metas: list[dict[str, Any]] = []
 
     def walk(x: Any) -> Any:
-        if isinstance(x, torch.Tensor):
-            t = torch.Tensor(x.detach()) if type(x) is not torch.Tensor else x.detach()
+        if torch_mod is not None and isinstance(x, torch_mod.Tensor):
+            t = torch_mod.Tensor(x.detach()) if type(x) is not torch_mod.Tensor else x.detach()
             t = t.cpu().contiguous()
-            raw = memoryview(t.reshape(-1).view(torch.uint8).numpy().data) if t.numel() else memoryview(b"")
+            raw = memoryview(t.reshape(-1).view(torch_mod.uint8).numpy().data) if t.numel() else memoryview(b"")
             metas.append({"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": raw.nbytes})
             buffers.append(raw)
             return {"__tensor__": len(metas) - 1}
@@ -73,6 +80,8 @@ def decode(payload: bytes | bytearray | memoryview, max_bytes: int = 1 << 36) ->
         raise ValueError("bad header")
     offset = 8 + hlen
     tensors: list[torch.Tensor] = []
+    if head["tensors"]:
+        import torch
     for meta in head["tensors"]:
         dt = _dtype_from_name(str(meta["dtype"]))
         shape = [int(s) for s in meta["shape"]]

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from forge.verifier.compare import Mismatch, compare
+    from forge.verifier.compare import Mismatch
+
+
+def compare(*args: Any, **kwargs: Any) -> Mismatch | None:
+    # Imported on first use so that the parent can start its workers before torch is loaded.
+    from forge.verifier.compare import compare as _compare
+
+    return _compare(*args, **kwargs)
 
 # Native threads that appear during the very first call (an OpenMP or torch pool starting) are
 # legitimate; threads that appear and stay after any later call are not.

@@ -53,7 +53,7 @@ def _cache_dir(settings: ForgeSettings) -> Path:
     return Path(platformdirs.user_cache_dir("forge"))
 
 
-def _worker_env(device: str, threads: int, cache: Path, interpret_triton: bool) -> dict[str, str]:
+def _worker_env(device: str, threads: int, cache: Path) -> dict[str, str]:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -68,8 +68,6 @@ def _worker_env(device: str, threads: int, cache: Path, interpret_triton: bool) 
             "PYTHONDONTWRITEBYTECODE": "1",
         }
     )
-    if interpret_triton:
-        env["TRITON_INTERPRET"] = "1"
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
@@ -84,7 +82,9 @@ class _Run:
         self.spec = read_problem_source(op_path)
         self.cand_path = cand_path
         self.source = cand_path.read_text(errors="replace")
-        self.device = resolve_device(settings.device)
+        if settings.device not in ("auto", "cpu", "cuda"):
+            raise UsageError(f"--device {settings.device!r}: choose cpu, cuda or auto")
+        self.device = settings.device  # "auto" until the workers report what they found
         self.threads = settings.threads or available_cores()
         self.cache = _cache_dir(settings)
         self.v = Verdict(problem=self.spec.name, candidate=str(cand_path), device=self.device, threads=self.threads)
@@ -104,31 +104,33 @@ class _Run:
         return reply
 
     def start(self) -> None:
-        interpret = self.device == "cpu"
-        self.v.timing_meaningful = not (interpret and self.v.backend == "triton")
-        base_env = _worker_env(self.device, self.threads, self.cache, interpret)
+        # Workers start first and get their first job at once: they import torch while the
+        # parent does, and the candidate imports (and compiles) while the reference draws cases.
+        env = _worker_env(self.device, self.threads, self.cache)
         cwd = Path.cwd()
-        self.ref = WorkerProcess("reference", base_env, self.settings.memory_limit_mb, cwd)
-        self.cand = WorkerProcess("candidate", base_env, self.settings.memory_limit_mb, cwd)
-        self.cand.recv(self.deadline)  # hello
-        # The candidate imports (and compiles) while the reference draws cases.
+        self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
+        self.cand = WorkerProcess("candidate", env, self.settings.memory_limit_mb, cwd)
+        self.ref.send({
+            "op": "setup",
+            "op_path": str(self.spec.path),
+            "seed": self.v.seed,
+            "timing_budget_s": self.settings.timing_budget_s,
+            "cache_dir": str(self.cache),
+        })
         self.cand.send({"op": "load", "op_path": str(self.spec.path), "candidate_path": str(self.cand_path)})
+        try:
+            hello, _ = self.ref.recv(self.ref_deadline)
+        except WorkerGone as exc:
+            raise ProblemError(f"the reference worker did not start ({exc.ending.detail}):\n{self.ref.output()}") from None
+        if hello.get("error"):
+            raise UsageError(str(hello["error"]))
+        self.device = self.v.device = str(hello["device"])
+        self.v.timing_meaningful = not (self.device == "cpu" and self.v.backend == "triton")
 
     def reference(self) -> None:
         self.progress("reference: drawing cases and expected outputs")
         try:
-            self.ref.recv(self.ref_deadline)
-            info = self._ask(
-                self.ref,
-                {
-                    "op": "setup",
-                    "op_path": str(self.spec.path),
-                    "seed": self.v.seed,
-                    "timing_budget_s": self.settings.timing_budget_s,
-                    "cache_dir": str(self.cache),
-                },
-                self.ref_deadline,
-            )
+            info, _ = self.ref.recv(self.ref_deadline)
         except WorkerGone as exc:
             raise ProblemError(
                 f"{self.spec.path}: the reference worker failed ({exc.ending.detail}):\n{self.ref.output()[-2000:]}"
@@ -149,6 +151,7 @@ class _Run:
 
     def load(self) -> bool:
         self.progress("candidate: loading")
+        self.cand.recv(self.deadline)  # hello
         reply, _ = self.cand.recv(self.deadline)
         if reply.get("type") == "error":
             self.v.add(reply["stage"], False, reply["message"])

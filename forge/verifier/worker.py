@@ -83,8 +83,18 @@ def main(argv: list[str]) -> int:
     from forge.verifier.channel import Channel, ChannelClosed
 
     chan = Channel(sock)
-    device = os.environ.get("FORGE_WORKER_DEVICE", "cpu")
     threads = int(os.environ.get("FORGE_WORKER_THREADS", "1"))
+    import torch
+
+    device = os.environ.get("FORGE_WORKER_DEVICE", "auto")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        chan.send({"type": "hello", "error": "--device cuda: no CUDA device is available here; use --device cpu"})
+        return 2
+    if device == "cpu":
+        # Triton kernels run on CPU tensors only under its interpreter (correct, not fast).
+        os.environ["TRITON_INTERPRET"] = "1"
     clocks, (flush, clock_check) = _setup_torch(device, threads)
 
     from forge.errors import ProblemError
@@ -97,7 +107,7 @@ def main(argv: list[str]) -> int:
         side = ReferenceSide(device, clocks, flush)
     else:
         side = CandidateSide(device, clocks, flush, clock_check)
-    chan.send({"type": "hello", "pid": os.getpid()})
+    chan.send({"type": "hello", "pid": os.getpid(), "device": device})
     while True:
         try:
             msg = chan.recv()
