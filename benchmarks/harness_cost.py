@@ -57,7 +57,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as cache:
             cold = verify_seconds(op, cand, cache, False)
             warm = [verify_seconds(op, cand, cache, False) for _ in range(a.runs)]
-            line = f"verify {Path(op).stem:10s} no compile baseline: cold {cold:5.2f} s, warm median {statistics.median(warm):5.2f} s"
+            med = statistics.median(warm)
+            line = f"verify {Path(op).stem:10s} no compile baseline: cold {cold:5.2f} s, warm median {med:5.2f} s"
             if a.with_compile:
                 comp = [verify_seconds(op, cand, cache, True) for _ in range(2)]
                 line += f" | with compile baseline: first {comp[0]:5.2f} s, second {comp[1]:5.2f} s"

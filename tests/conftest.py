@@ -41,5 +41,10 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fast_settings(cache_dir: Path) -> ForgeSettings:
     """Settings for tests: no compile baseline, a short timing budget, generous limits."""
     return ForgeSettings(
-        device="cpu", compile_baseline=False, timeout=120, memory_limit_mb=3072, timing_budget_s=0.2, cache_dir=cache_dir
+        device="cpu",
+        compile_baseline=False,
+        timeout=120,
+        memory_limit_mb=3072,
+        timing_budget_s=0.2,
+        cache_dir=cache_dir,
     )

@@ -43,7 +43,9 @@ def test_compile_call_and_cache(tmp_path):
     assert torch.allclose(y, 2 * x)
     import ctypes
 
-    assert lib.function("total", restype=ctypes.c_double)(x, x.numel()) == pytest.approx(float(x.double().sum()), rel=1e-6)
+    assert lib.function("total", restype=ctypes.c_double)(x, x.numel()) == pytest.approx(
+        float(x.double().sum()), rel=1e-6
+    )
     assert cpp.load(SRC) is lib  # one library object per process
 
 
@@ -53,7 +55,7 @@ def test_different_source_different_build():
 
 def test_compile_error_shows_compiler_message():
     with pytest.raises(CompileError, match="error"):
-        cpp.build("extern \"C\" void f() { this is not C++ }")
+        cpp.build('extern "C" void f() { this is not C++ }')
 
 
 def test_argument_checks():
@@ -64,4 +66,4 @@ def test_argument_checks():
     with pytest.raises(TypeError, match="unsupported type"):
         lib.axpy(x, x, "100", 1.0)
     with pytest.raises(AttributeError, match="extern"):
-        lib.missing_function
+        _ = lib.missing_function

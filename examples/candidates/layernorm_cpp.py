@@ -1,9 +1,9 @@
 """LayerNorm, two passes per row in registers, through forge.cpp (for examples/ops/layernorm.py)."""
 
 import torch
+from forge_reference import Model
 
 from forge import cpp
-from forge_reference import Model
 
 SRC = r"""
 #include <cstdint>

@@ -2,9 +2,9 @@
 (for examples/ops/linear_gelu.py)."""
 
 import torch
+from forge_reference import Model
 
 from forge import cpp
-from forge_reference import Model
 
 SRC = r"""
 #include <cstdint>

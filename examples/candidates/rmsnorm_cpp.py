@@ -1,9 +1,9 @@
 """RMSNorm as one OpenMP/SIMD pass per row through forge.cpp (for examples/ops/rmsnorm.py)."""
 
 import torch
+from forge_reference import Model
 
 from forge import cpp
-from forge_reference import Model
 
 SRC = r"""
 #include <cstdint>

@@ -1,9 +1,9 @@
 """The whole pointwise chain in one pass (for examples/ops/scale_bias_gelu.py)."""
 
 import torch
+from forge_reference import Model
 
 from forge import cpp
-from forge_reference import Model
 
 SRC = r"""
 #include <cstdint>
@@ -35,6 +35,7 @@ class ModelNew(Model):
         x = x.contiguous()
         y = torch.empty_like(x)
         n, c = x.shape[0], x.shape[1]
-        _lib.scale_bias_gelu(x, self.scale.detach().contiguous(), self.bias.detach().contiguous(), y, n, c,
-                             x.numel() // (n * c))
+        _lib.scale_bias_gelu(
+            x, self.scale.detach().contiguous(), self.bias.detach().contiguous(), y, n, c, x.numel() // (n * c)
+        )
         return y

@@ -227,7 +227,9 @@ class CandidateSide:
             try:
                 refilled = [_plain_copy(o) for o in _as_list(self._call(model, inputs))]
             except Exception as exc:
-                raise StageError("run", "a call on refilled inputs raised:\n" + candidate_trace(exc, self.path)) from exc
+                raise StageError(
+                    "run", "a call on refilled inputs raised:\n" + candidate_trace(exc, self.path)
+                ) from exc
             self.calls += 1
         facts["clock_tampering"] = self.clock_check()
         return {

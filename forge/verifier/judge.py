@@ -17,6 +17,7 @@ def compare(*args: Any, **kwargs: Any) -> Mismatch | None:
 
     return _compare(*args, **kwargs)
 
+
 # Native threads that appear during the very first call (an OpenMP or torch pool starting) are
 # legitimate; threads that appear and stay after any later call are not.
 _FIRST_CALL = 0
@@ -31,9 +32,7 @@ class CaseFindings:
     integrity: dict[str, str] = field(default_factory=dict)
 
 
-def judge_case(
-    case: dict[str, Any], result: dict[str, Any], device: str, tol: dict[str, float] | None
-) -> CaseFindings:
+def judge_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: dict[str, float] | None) -> CaseFindings:
     """``case['partner']``, when set, is the case whose inputs were refilled into the same buffers."""
     facts = result.get("facts") or {}
     found = CaseFindings()

@@ -84,7 +84,7 @@ class _Run:
         self.source = cand_path.read_text(errors="replace")
         if settings.device not in ("auto", "cpu", "cuda"):
             raise UsageError(f"--device {settings.device!r}: choose cpu, cuda or auto")
-        self.device = settings.device  # "auto" until the workers report what they found
+        self.device: str = settings.device  # "auto" until the workers report what they found
         self.threads = settings.threads or available_cores()
         self.cache = _cache_dir(settings)
         self.v = Verdict(problem=self.spec.name, candidate=str(cand_path), device=self.device, threads=self.threads)
@@ -110,18 +110,22 @@ class _Run:
         cwd = Path.cwd()
         self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
         self.cand = WorkerProcess("candidate", env, self.settings.memory_limit_mb, cwd)
-        self.ref.send({
-            "op": "setup",
-            "op_path": str(self.spec.path),
-            "seed": self.v.seed,
-            "timing_budget_s": self.settings.timing_budget_s,
-            "cache_dir": str(self.cache),
-        })
+        self.ref.send(
+            {
+                "op": "setup",
+                "op_path": str(self.spec.path),
+                "seed": self.v.seed,
+                "timing_budget_s": self.settings.timing_budget_s,
+                "cache_dir": str(self.cache),
+            }
+        )
         self.cand.send({"op": "load", "op_path": str(self.spec.path), "candidate_path": str(self.cand_path)})
         try:
             hello, _ = self.ref.recv(self.ref_deadline)
         except WorkerGone as exc:
-            raise ProblemError(f"the reference worker did not start ({exc.ending.detail}):\n{self.ref.output()}") from None
+            raise ProblemError(
+                f"the reference worker did not start ({exc.ending.detail}):\n{self.ref.output()}"
+            ) from None
         if hello.get("error"):
             raise UsageError(str(hello["error"]))
         self.device = self.v.device = str(hello["device"])
@@ -185,7 +189,9 @@ class _Run:
                     limit = self.settings.memory_limit_mb
                     self.v.fail("crashed", f"memory limit ({limit} MiB) reached: {first_line(reply['message'])}")
                 else:
-                    self.v.fail("runtime_error", f"the candidate raised on case {case['id']}: {first_line(reply['message'])}")
+                    self.v.fail(
+                        "runtime_error", f"the candidate raised on case {case['id']}: {first_line(reply['message'])}"
+                    )
                 return False
             found = judge.judge_case(case, reply, self.device, self.tol)
             group = "correctness" if case["kind"] == "normal" else "stress"

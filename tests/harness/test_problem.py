@@ -83,7 +83,7 @@ def test_get_inputs_raising_names_line():
 
 def test_get_inputs_non_tensor():
     p = load_problem(BAD / "inputs_not_tensors.py")
-    with pytest.raises(ProblemError, match="element 1 is a int, not a torch.Tensor"):
+    with pytest.raises(ProblemError, match=r"element 1 is a int, not a torch\.Tensor"):
         p.inputs()
 
 

@@ -27,7 +27,10 @@ def test_nan_and_inf_positions_are_the_spec():
     assert compare([r], [r.clone()], None, "cpu") is None
     assert compare([r], [torch.tensor([1.0, 0.0, float("inf"), -float("inf")])], None, "cpu").kind == "nan"
     assert compare([r], [torch.tensor([1.0, float("nan"), float("inf"), float("inf")])], None, "cpu").kind == "inf"
-    assert compare([r], [torch.tensor([float("nan"), float("nan"), float("inf"), -float("inf")])], None, "cpu").kind == "nan"
+    assert (
+        compare([r], [torch.tensor([float("nan"), float("nan"), float("inf"), -float("inf")])], None, "cpu").kind
+        == "nan"
+    )
 
 
 def test_structure_checks():
@@ -105,7 +108,9 @@ def _facts(**over):
 
 
 def test_judge_case_clean():
-    out = judge.judge_case(_case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)], "facts": _facts()}, "cpu", None)
+    out = judge.judge_case(
+        _case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)], "facts": _facts()}, "cpu", None
+    )
     assert out.correctness is None and out.determinism is None and out.integrity == {}
 
 
@@ -118,7 +123,9 @@ def test_judge_case_integrity_findings():
         busy_python_threads=["Thread-1"],
         clock_tampering=["time.perf_counter"],
     )
-    out = judge.judge_case(_case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)], "facts": facts}, "cpu", None)
+    out = judge.judge_case(
+        _case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)], "facts": facts}, "cpu", None
+    )
     assert set(out.integrity) == {
         "plain_tensor_outputs",
         "no_aliasing",
