@@ -247,12 +247,15 @@ class CandidateSide:
         warm = [[_fresh(x, self.device) for x in s] for s in msg["warmup"]]
         tids_before = native_threads()
         try:
-            times, outs = timed_loop(lambda inp: self._call(model, inp), sets, warm, self.flush, self.clocks, tick)
+            times, host, outs = timed_loop(
+                lambda inp: self._call(model, inp), sets, warm, self.flush, self.clocks, tick
+            )
         except Exception as exc:
             raise StageError("run", "a timed call raised:\n" + candidate_trace(exc, self.path)) from exc
         return {
             "type": "timing",
             "times_ns": times,
+            "host_ns": host,
             "outputs": [[_plain_copy(o) for o in _as_list(out)] for out in outs],
             "facts": {
                 "new_native_threads": len(native_threads() - tids_before),

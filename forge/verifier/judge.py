@@ -105,6 +105,23 @@ def wall_clock_discrepancy(ticks_ns: list[float], reported_ns: list[int]) -> str
     return None
 
 
+def escaped_events(event_ns: list[int], host_ns: list[int]) -> str | None:
+    """CUDA: the host clock around call + device synchronize against the stream's events.
+
+    Launch overhead shows in both (the start event is recorded before the launch); work on
+    another stream shows only on the host clock.
+    """
+    if not event_ns or len(event_ns) != len(host_ns):
+        return None
+    ev, ho = sorted(event_ns)[len(event_ns) // 2], sorted(host_ns)[len(host_ns) // 2]
+    if ho > 2 * ev + 100_000:
+        return (
+            f"the host clock saw {ho / 1e6:.3f} ms per call, the stream's events {ev / 1e6:.3f} ms: "
+            "work ran outside the timed stream (side streams?)"
+        )
+    return None
+
+
 def timed_outputs_mismatch(
     expected: list[list[torch.Tensor]], got: list[list[Any]], tol: dict[str, float] | None
 ) -> str | None:

