@@ -104,6 +104,12 @@ def _same_now(o: torch.Tensor, snapshot: torch.Tensor) -> bool:
     return now is not None and _bitwise_equal(now, snapshot)
 
 
+def _poison(device: str, nbytes: int) -> None:
+    """Fill soon-to-be-reused memory with NaN, so uninitialised outputs show as NaN, not as stale results."""
+    buf = torch.full((max(nbytes, 4096) // 4,), float("nan"), device=device)
+    del buf
+
+
 def _fresh(x: torch.Tensor, device: str) -> torch.Tensor:
     """A torch-allocated (aligned, private) copy on the device: wire buffers are neither."""
     return x.to(device, copy=True)
@@ -180,6 +186,7 @@ class CandidateSide:
         model = self.models[msg["model"]]
         inputs = [_fresh(x, self.device) for x in msg["inputs"]]
         pristine = [x.clone() for x in inputs]
+        _poison(self.device, sum(x.numel() * x.element_size() for x in inputs))
         py_before = set(threading.enumerate())
         tids_before = native_threads()
         try:

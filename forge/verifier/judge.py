@@ -40,6 +40,12 @@ def judge_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: d
     outs, outs2 = list(result.get("outputs") or []), list(result.get("outputs2") or [])
     devices = facts.get("devices")
     found.correctness = compare(case["expected"], outs, devices, device, tol, scale_atol=stress)
+    returned_sequence = facts.get("structure") in ("tuple", "list")
+    if found.correctness is None and case.get("single", True) == returned_sequence:
+        from forge.verifier.compare import Mismatch
+
+        want = "a single tensor" if case.get("single", True) else "a tuple of tensors"
+        found.correctness = Mismatch(-1, "structure", f"returned a {facts.get('structure')}, the reference {want}")
     if found.correctness is None:
         m2 = compare(case["expected"], outs2, None, device, tol, scale_atol=stress)
         if m2 is not None:

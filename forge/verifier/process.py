@@ -24,6 +24,18 @@ from typing import Any
 from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
 
 _OUTPUT_KEEP = 8000
+_MAX_FILE = 4 << 30
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL the worker if forge dies, so a looping candidate is never left behind."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 @dataclass
@@ -62,6 +74,9 @@ class WorkerProcess:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+            with contextlib.suppress(ValueError, OSError):  # no filling the disk either
+                resource.setrlimit(resource.RLIMIT_FSIZE, (_MAX_FILE, _MAX_FILE))
+            _die_with_parent()
 
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "forge.verifier.worker", role, str(child_sock.fileno())],
@@ -75,7 +90,9 @@ class WorkerProcess:
             preexec_fn=limits,
         )
         child_sock.close()
-        self.channel = Channel(parent_sock)
+        # A frame can hold at most what the worker could allocate; a bogus length is refused
+        # before the parent allocates anything for it.
+        self.channel = Channel(parent_sock, max_frame=2 * limit + (64 << 20))
         self._memory_exceeded: int | None = None
         self.peak_rss_mb = 0
         self._stop = threading.Event()
@@ -139,12 +156,14 @@ class WorkerProcess:
     def output(self) -> str:
         """What the worker (the candidate included) printed, trimmed to the last few KB."""
         try:
-            self._out.flush()
-            data = Path(self._out.name).read_bytes()
+            with open(self._out.name, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - _OUTPUT_KEEP))
+                data = f.read()
         except OSError:
             return ""
-        text = data[-_OUTPUT_KEEP:].decode("utf-8", errors="replace")
-        return ("[... earlier output trimmed ...]\n" + text) if len(data) > _OUTPUT_KEEP else text
+        text = data.decode("utf-8", errors="replace")
+        return ("[... earlier output trimmed ...]\n" + text) if size > _OUTPUT_KEEP else text
 
     def close(self) -> None:
         self._stop.set()

@@ -33,6 +33,7 @@ class ReferenceSide:
         self.flush = flush
         self.models: dict[str, torch.nn.Module] = {}
         self.timing: dict[str, Any] = {}
+        self.single_output = True
 
     # -- helpers -----------------------------------------------------------------------------
     def _build(self, problem: Problem, seed: int, perturbed: bool) -> tuple[list[Any], torch.nn.Module]:
@@ -59,6 +60,7 @@ class ReferenceSide:
             raise ProblemError(
                 f"{problem.spec.path}: the reference Model fails on its own inputs{where}:\n{_trace(exc)}"
             ) from exc
+        self.single_output = not isinstance(out, tuple | list)
         outs = as_output_list(out)
         if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
             raise ProblemError(
@@ -140,6 +142,7 @@ class ReferenceSide:
                         "shape": shapes.describe(problem.overrides),
                         "inputs": inputs,
                         "expected": self._run(problem, model, inputs),
+                        "single": self.single_output,
                     }
                 )
         timing = self._timing_sets(base, seed + 7_777_777, msg)

@@ -232,7 +232,9 @@ class _Run:
     def timing(self) -> None:
         timing = self.info["timing"]
         roof, _ = self.ref.recv(self.ref_deadline)
-        self.info["roofline"] = roof if roof.get("type") == "roofline" else None
+        self.info["roofline"] = (
+            {k: v for k, v in roof.items() if k != "type"} if roof.get("type") == "roofline" else None
+        )
         self.progress(f"timing: eager{' and torch.compile' if self.settings.compile_baseline else ''} baselines")
         try:
             base = self._ask(

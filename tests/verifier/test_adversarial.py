@@ -86,6 +86,7 @@ REJECTED = [
     ("softmax/patch_torch.py", "failed_correctness", "correctness"),  # 9 torch monkey-patched
     ("softmax/bf16_compute.py", "failed_correctness", "correctness"),  # 10 precision downgrade
     ("softmax/wrong_dtype.py", "failed_correctness", "correctness"),  # 10 output dtype
+    ("softmax/tuple_output.py", "failed_correctness", "correctness"),  # output structure
     ("softmax/naive_softmax.py", "failed_correctness", "stress"),  # 11 numerically fragile
     ("softmax/exit_zero.py", "crashed", "worker"),  # 13 os._exit(0)
     ("softmax/sys_exit.py", "crashed", "worker"),  # 13 sys.exit(0)

@@ -1,0 +1,65 @@
+"""Worker processes never outlive forge: a killed parent takes a looping candidate with it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import CANDIDATES, OPS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _children_workers(ppid: int) -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == ppid and b"forge.verifier.worker" in cmd:
+            found.append(int(d.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_killed_parent_takes_workers_with_it(cache_dir):
+    script = (
+        "from forge.verifier import verify\n"
+        "from forge.settings import ForgeSettings\n"
+        f"verify({str(OPS / 'small_softmax.py')!r}, {str(CANDIDATES / 'softmax/infinite_loop.py')!r}, "
+        f"ForgeSettings(compile_baseline=False, timeout=300, cache_dir={str(cache_dir)!r}))\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    try:
+        workers: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            workers = _children_workers(parent.pid)
+        assert len(workers) == 2, "workers did not start"
+        time.sleep(3)  # let the candidate reach its loop
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(w) for w in workers)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
