@@ -148,3 +148,54 @@ def detect_backend(source: str) -> str:
     if "forge.cpp" in source or "from forge import cpp" in source:
         return "cpp"
     return "torch"
+
+
+PASS_TEXT = {
+    "correctness": "{n} cases (fresh seeds, 2 weight inits, shapes: {shapes}) within tolerance",
+    "stress": "large-magnitude, heavy-tailed and mixed-sign inputs match the reference (NaN/inf included)",
+    "determinism": "a second call on the same inputs agrees",
+    "no_stale_results": "results follow new values written into the same input buffers",
+    "inputs_unchanged": "inputs unchanged by every call",
+    "no_aliasing": "no output shares memory with an input",
+    "plain_tensor_outputs": "every output is a plain torch.Tensor with real storage",
+    "no_lazy_outputs": "outputs did not change after the call returned",
+    "no_background_threads": "no thread started by a call was left running",
+    "clock_integrity": "timing functions untouched",
+}
+
+
+def refill_partner(cases: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
+    """Another ordinary-input case of the same model and input shapes (for the refill check).
+
+    Only ordinary inputs are refilled: a kernel that fails stress inputs must be reported by the
+    stress check, not accused of caching."""
+    shapes = [tuple(x.shape) for x in cases[i]["inputs"]]
+    for j in list(range(i + 1, len(cases))) + list(range(i)):
+        c = cases[j]
+        same_inputs = [tuple(x.shape) for x in c["inputs"]] == shapes
+        if c["model"] == cases[i]["model"] and c["kind"] == "normal" and same_inputs:
+            return c
+    return None
+
+
+def first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return (lines[-1] if lines else "")[:300]
+
+
+def protocol_ending(detail: str) -> Any:
+    from forge.verifier.process import Ending
+
+    return Ending("protocol", detail)
+
+
+def degenerate_warning(info: dict[str, Any], tol: dict[str, float] | None) -> str | None:
+    from forge.verifier.compare import constant_would_pass
+
+    normal = [c["expected"] for c in info["cases"] if c["kind"] == "normal"]
+    what = constant_would_pass(normal, tol)
+    if what:
+        return (
+            f"degenerate problem: a constant output ({what}) passes every correctness case; the verdict proves little"
+        )
+    return None

@@ -100,7 +100,7 @@ class _Run:
         worker.send(msg)
         reply, _ = worker.recv(deadline)
         if not isinstance(reply, dict):
-            raise WorkerGone(judge_protocol("reply is not an object"))
+            raise WorkerGone(judge.protocol_ending("reply is not an object"))
         return reply
 
     def start(self) -> None:
@@ -149,7 +149,7 @@ class _Run:
         self.v.cases = len(info["cases"])
         self.v.shapes = sorted({c["shape"] for c in info["cases"]})
         self.v.warnings.extend(info.get("notes", []))
-        degenerate = judge_degenerate(info, self.tol)
+        degenerate = judge.degenerate_warning(info, self.tol)
         if degenerate:
             self.v.warnings.append(degenerate)
 
@@ -159,14 +159,14 @@ class _Run:
         reply, _ = self.cand.recv(self.deadline)
         if reply.get("type") == "error":
             self.v.add(reply["stage"], False, reply["message"])
-            self.v.fail("compile_error", f"{reply['stage']}: {first_line(reply['message'])}")
+            self.v.fail("compile_error", f"{reply['stage']}: {judge.first_line(reply['message'])}")
             return False
         self.v.add("load", True, "candidate imported")
         models = [{k: m[k] for k in ("key", "init_args", "state_dict")} for m in self.info["models"]]
         reply = self._ask(self.cand, {"op": "instantiate", "models": models}, self.deadline)
         if reply.get("type") == "error":
             self.v.add("interface", False, reply["message"])
-            self.v.fail("compile_error", f"interface: {first_line(reply['message'])}")
+            self.v.fail("compile_error", f"interface: {judge.first_line(reply['message'])}")
             return False
         self.v.add("interface", True, f"ModelNew built and loaded the reference weights ({len(models)} inits/shapes)")
         return True
@@ -178,7 +178,7 @@ class _Run:
         first: dict[str, tuple[str, str]] = {}
         failing = {"correctness": 0, "stress": 0, "determinism": 0}
         for i, case in enumerate(cases):
-            case["partner"] = _partner(cases, i)
+            case["partner"] = judge.refill_partner(cases, i)
             refill = case["partner"]["inputs"] if case["partner"] else None
             msg = {"op": "case", "id": case["id"], "model": case["model"], "inputs": case["inputs"], "refill": refill}
             reply = self._ask(self.cand, msg, self.deadline)
@@ -187,10 +187,11 @@ class _Run:
                 self.v.add("run", False, f"case {case['id']}: {reply['message']}")
                 if any(w in reply["message"] for w in _MEMORY_WORDS):
                     limit = self.settings.memory_limit_mb
-                    self.v.fail("crashed", f"memory limit ({limit} MiB) reached: {first_line(reply['message'])}")
+                    self.v.fail("crashed", f"memory limit ({limit} MiB) reached: {judge.first_line(reply['message'])}")
                 else:
                     self.v.fail(
-                        "runtime_error", f"the candidate raised on case {case['id']}: {first_line(reply['message'])}"
+                        "runtime_error",
+                        f"the candidate raised on case {case['id']}: {judge.first_line(reply['message'])}",
                     )
                 return False
             found = judge.judge_case(case, reply, self.device, self.tol)
@@ -220,7 +221,9 @@ class _Run:
                 count = f" ({failing[name]} of {len(cases)} cases)" if name in failing else ""
                 self.v.add(name, False, f"case {cid}{count}: {detail}")
             else:
-                self.v.add(name, True, _PASS_TEXT.get(name, "ok").format(n=len(cases), shapes=", ".join(self.v.shapes)))
+                self.v.add(
+                    name, True, judge.PASS_TEXT.get(name, "ok").format(n=len(cases), shapes=", ".join(self.v.shapes))
+                )
         integrity = [n for n in _INTEGRITY_CHECKS if n in first]
         if integrity:
             self.v.fail("failed_integrity", f"{integrity[0]}: {first[integrity[0]][1]}")
@@ -257,7 +260,7 @@ class _Run:
             ticks.append(t)
         if msg.get("type") == "error":
             self.v.add("timed_outputs", False, msg["message"])
-            self.v.fail("runtime_error", f"a timed call raised: {first_line(msg['message'])}")
+            self.v.fail("runtime_error", f"a timed call raised: {judge.first_line(msg['message'])}")
             return
         facts = msg.get("facts") or {}
         bad_outputs = judge.timed_outputs_mismatch(timing["expected"], msg.get("outputs") or [], self.tol)
@@ -346,57 +349,6 @@ class _Run:
         self.v.versions = {"torch": torch.__version__, "python": sys.version.split()[0], "triton": triton_version or ""}
         self.v.elapsed_s = round(time.monotonic() - self.t0, 3)
         return self.v
-
-
-_PASS_TEXT = {
-    "correctness": "{n} cases (fresh seeds, 2 weight inits, shapes: {shapes}) within tolerance",
-    "stress": "large-magnitude, heavy-tailed and mixed-sign inputs match the reference (NaN/inf included)",
-    "determinism": "a second call on the same inputs agrees",
-    "no_stale_results": "results follow new values written into the same input buffers",
-    "inputs_unchanged": "inputs unchanged by every call",
-    "no_aliasing": "no output shares memory with an input",
-    "plain_tensor_outputs": "every output is a plain torch.Tensor with real storage",
-    "no_lazy_outputs": "outputs did not change after the call returned",
-    "no_background_threads": "no thread started by a call was left running",
-    "clock_integrity": "timing functions untouched",
-}
-
-
-def _partner(cases: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
-    """Another ordinary-input case of the same model and input shapes (for the refill check).
-
-    Only ordinary inputs are refilled: a kernel that fails stress inputs must be reported by the
-    stress check, not accused of caching."""
-    shapes = [tuple(x.shape) for x in cases[i]["inputs"]]
-    for j in list(range(i + 1, len(cases))) + list(range(i)):
-        c = cases[j]
-        same_inputs = [tuple(x.shape) for x in c["inputs"]] == shapes
-        if c["model"] == cases[i]["model"] and c["kind"] == "normal" and same_inputs:
-            return c
-    return None
-
-
-def first_line(text: str) -> str:
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    return (lines[-1] if lines else "")[:300]
-
-
-def judge_protocol(detail: str) -> Any:
-    from forge.verifier.process import Ending
-
-    return Ending("protocol", detail)
-
-
-def judge_degenerate(info: dict[str, Any], tol: dict[str, float] | None) -> str | None:
-    from forge.verifier.compare import constant_would_pass
-
-    normal = [c["expected"] for c in info["cases"] if c["kind"] == "normal"]
-    what = constant_would_pass(normal, tol)
-    if what:
-        return (
-            f"degenerate problem: a constant output ({what}) passes every correctness case; the verdict proves little"
-        )
-    return None
 
 
 def verify(
