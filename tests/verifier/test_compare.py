@@ -163,3 +163,12 @@ def test_side_stream_escape_detection():
     events = [50_000] * 10  # 50 us by the stream's events
     assert judge.escaped_events(events, [120_000] * 10) is None  # launch overhead: fine
     assert "side streams" in judge.escaped_events(events, [3_000_000] * 10)
+
+
+def test_wall_clock_tolerates_scheduling_outliers():
+    reported = [20_000] * 20  # 20 us kernels
+    ticks = []
+    for k, r in enumerate(reported):
+        delay = 8_000_000 if k % 5 == 0 else 40_000  # every fifth wake-up is 8 ms late
+        ticks += [k * 10_000_000, k * 10_000_000 + r + delay]
+    assert judge.wall_clock_discrepancy(ticks, reported) is None
