@@ -77,6 +77,7 @@ def verify(
     candidate: Annotated[Path, typer.Argument(help="candidate .py file defining ModelNew")],
     device: Annotated[str | None, typer.Option(help="cpu, cuda or auto")] = None,
     timeout: Annotated[float | None, typer.Option(help="seconds the candidate may take in all")] = None,
+    memory_limit: Annotated[int | None, typer.Option(help="MiB each worker process may use")] = None,
     no_compile_baseline: Annotated[
         bool, typer.Option("--no-compile-baseline", help="skip timing torch.compile of the reference")
     ] = False,
@@ -87,7 +88,10 @@ def verify(
 
     try:
         settings = load_settings(
-            device=device, timeout=timeout, compile_baseline=False if no_compile_baseline else None
+            device=device,
+            timeout=timeout,
+            memory_limit_mb=memory_limit,
+            compile_baseline=False if no_compile_baseline else None,
         )
         progress = (lambda m: err.print(f"[dim]… {m}[/]")) if sys.stderr.isatty() or not as_json else (lambda m: None)
         verdict = run_verify(op, candidate, settings, progress=progress)

@@ -107,6 +107,7 @@ class _Run:
         # Workers start first and get their first job at once: they import torch while the
         # parent does, and the candidate imports (and compiles) while the reference draws cases.
         env = _worker_env(self.device, self.threads, self.cache)
+        env["FORGE_WORKER_MEMORY_MB"] = str(self.settings.memory_limit_mb)
         cwd = Path.cwd()
         self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
         self.cand = WorkerProcess("candidate", env, self.settings.memory_limit_mb, cwd)

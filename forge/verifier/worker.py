@@ -77,6 +77,16 @@ def _setup_torch(device: str, threads: int) -> tuple[Any, Any]:
     return clocks, (flush, clock_check)
 
 
+def _memory_hint(message: str) -> str:
+    if "allocate memory" not in message and "MemoryError" not in message:
+        return ""
+    limit = os.environ.get("FORGE_WORKER_MEMORY_MB", "?")
+    return (
+        f"\n(each verification worker may use {limit} MiB: raise it with --memory-limit or "
+        "FORGE_MEMORY_LIMIT_MB, or make the op's sizes smaller)"
+    )
+
+
 def main(argv: list[str]) -> int:
     role, fd = argv[0], int(argv[1])
     sock = socket.socket(fileno=fd)
@@ -123,7 +133,7 @@ def main(argv: list[str]) -> int:
             else:
                 reply = getattr(side, op)(msg)
         except ProblemError as exc:
-            reply = {"type": "problem_error", "message": exc.message}
+            reply = {"type": "problem_error", "message": exc.message + _memory_hint(exc.message)}
         except StageError as exc:
             reply = {"type": "error", "stage": exc.stage, "message": exc.message}
         except MemoryError as exc:
