@@ -182,6 +182,15 @@ class CandidateSide:
         self.clocks.sync()
         return out
 
+    def _call_copied(self, model: torch.nn.Module, inputs: Sequence[torch.Tensor], what: str) -> list[Any]:
+        """Call again and copy the outputs at once; an exception names which extra call it was."""
+        try:
+            outs = [_plain_copy(o) for o in _as_list(self._call(model, inputs))]
+        except Exception as exc:
+            raise StageError("run", f"{what} raised:\n" + candidate_trace(exc, self.path)) from exc
+        self.calls += 1
+        return outs
+
     def case(self, msg: dict[str, Any]) -> dict[str, Any]:
         model = self.models[msg["model"]]
         inputs = [_fresh(x, self.device) for x in msg["inputs"]]
@@ -214,13 +223,7 @@ class CandidateSide:
         facts["inputs_modified"] = [
             j for j, (x, p) in enumerate(zip(inputs, pristine, strict=True)) if not _bitwise_equal(x, p)
         ]
-        try:
-            second = [_plain_copy(o) for o in _as_list(self._call(model, inputs))]
-        except Exception as exc:
-            raise StageError(
-                "run", "second call on the same inputs raised:\n" + candidate_trace(exc, self.path)
-            ) from exc
-        self.calls += 1
+        second = self._call_copied(model, inputs, "second call on the same inputs")
         facts["changed_after_return"] = [
             i
             for i, (o, f) in enumerate(zip(outs, first, strict=True))
@@ -231,13 +234,7 @@ class CandidateSide:
             # Same buffers, new values: a result cached on pointers or shapes shows up here.
             for x, new in zip(inputs, msg["refill"], strict=True):
                 x.copy_(new)
-            try:
-                refilled = [_plain_copy(o) for o in _as_list(self._call(model, inputs))]
-            except Exception as exc:
-                raise StageError(
-                    "run", "a call on refilled inputs raised:\n" + candidate_trace(exc, self.path)
-                ) from exc
-            self.calls += 1
+            refilled = self._call_copied(model, inputs, "a call on refilled inputs")
         facts["clock_tampering"] = self.clock_check()
         return {
             "type": "case_result",

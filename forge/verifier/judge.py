@@ -188,12 +188,6 @@ def first_line(text: str) -> str:
     return (lines[-1] if lines else "")[:300]
 
 
-def protocol_ending(detail: str) -> Any:
-    from forge.verifier.process import Ending
-
-    return Ending("protocol", detail)
-
-
 def degenerate_warning(info: dict[str, Any], tol: dict[str, float] | None) -> str | None:
     from forge.verifier.compare import constant_would_pass
 

@@ -121,7 +121,7 @@ class WorkerProcess:
         except OSError as exc:
             raise WorkerGone(self._ending()) from exc
 
-    def recv(self, deadline: float) -> tuple[Any, float]:
+    def recv(self, deadline: float) -> tuple[dict[str, Any], float]:
         """The next reply and the parent's clock (perf_counter_ns) when it arrived."""
         try:
             msg = self.channel.recv(deadline)
@@ -133,6 +133,9 @@ class WorkerProcess:
             if ending.kind == "protocol":
                 ending.detail = f"{exc}"
             raise WorkerGone(ending) from None
+        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+            self.kill()
+            raise WorkerGone(Ending("protocol", "worker sent a reply that is not a typed object"))
         return msg, time.perf_counter_ns()
 
     def _ending(self) -> Ending:

@@ -15,7 +15,7 @@ from forge.harness.problem import read_problem_source
 from forge.settings import ForgeSettings
 from forge.verifier import judge
 from forge.verifier.machine import available_cores
-from forge.verifier.process import WorkerGone, WorkerProcess
+from forge.verifier.process import Ending, WorkerGone, WorkerProcess
 from forge.verifier.timing import stats_from_ns
 from forge.verifier.verdict import Verdict
 
@@ -96,12 +96,23 @@ class _Run:
         self.deadline = self.t0 + settings.timeout
         self.ref_deadline = self.t0 + max(4 * settings.timeout, 900.0)
 
-    def _ask(self, worker: WorkerProcess, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
-        worker.send(msg)
-        reply, _ = worker.recv(deadline)
-        if not isinstance(reply, dict):
-            raise WorkerGone(judge.protocol_ending("reply is not an object"))
+    def _ask_candidate(self, msg: dict[str, Any], expect: str) -> dict[str, Any]:
+        """Send a job and take the reply, which must be of the expected type (or an error) and,
+        for a case, about that case: anything else means the worker's protocol was tampered with."""
+        self.cand.send(msg)
+        reply, _ = self.cand.recv(self.deadline)
+        _check_reply(reply, expect, msg.get("id"))
         return reply
+
+    def _ref_reply(self, doing: str) -> dict[str, Any]:
+        """The reference worker's next reply; its death is a problem with the op, not the candidate."""
+        try:
+            reply, _ = self.ref.recv(self.ref_deadline)
+        except WorkerGone as exc:
+            raise ProblemError(
+                f"{self.spec.path}: the reference worker {doing} ({exc.ending.detail}):\n{self.ref.output()[-2000:]}"
+            ) from None
+        return dict(reply)
 
     def start(self) -> None:
         # Workers start first and get their first job at once: they import torch while the
@@ -121,12 +132,7 @@ class _Run:
             }
         )
         self.cand.send({"op": "load", "op_path": str(self.spec.path), "candidate_path": str(self.cand_path)})
-        try:
-            hello, _ = self.ref.recv(self.ref_deadline)
-        except WorkerGone as exc:
-            raise ProblemError(
-                f"the reference worker did not start ({exc.ending.detail}):\n{self.ref.output()}"
-            ) from None
+        hello = self._ref_reply("did not start")
         if hello.get("error"):
             raise UsageError(str(hello["error"]))
         self.device = self.v.device = str(hello["device"])
@@ -134,12 +140,7 @@ class _Run:
 
     def reference(self) -> None:
         self.progress("reference: drawing cases and expected outputs")
-        try:
-            info, _ = self.ref.recv(self.ref_deadline)
-        except WorkerGone as exc:
-            raise ProblemError(
-                f"{self.spec.path}: the reference worker failed ({exc.ending.detail}):\n{self.ref.output()[-2000:]}"
-            ) from None
+        info = self._ref_reply("failed while drawing cases")
         if info.get("type") == "problem_error":
             raise ProblemError(str(info["message"]))
         if info.get("type") != "problem":
@@ -164,7 +165,7 @@ class _Run:
             return False
         self.v.add("load", True, "candidate imported")
         models = [{k: m[k] for k in ("key", "init_args", "state_dict")} for m in self.info["models"]]
-        reply = self._ask(self.cand, {"op": "instantiate", "models": models}, self.deadline)
+        reply = self._ask_candidate({"op": "instantiate", "models": models}, "ready")
         if reply.get("type") == "error":
             self.v.add("interface", False, reply["message"])
             self.v.fail("compile_error", f"interface: {judge.first_line(reply['message'])}")
@@ -182,7 +183,7 @@ class _Run:
             case["partner"] = judge.refill_partner(cases, i)
             refill = case["partner"]["inputs"] if case["partner"] else None
             msg = {"op": "case", "id": case["id"], "model": case["model"], "inputs": case["inputs"], "refill": refill}
-            reply = self._ask(self.cand, msg, self.deadline)
+            reply = self._ask_candidate(msg, "case_result")
             if reply.get("type") == "error":
                 self.v.failing_case = {"id": case["id"], "shape": case["shape"], "inputs": case["kind"]}
                 self.v.add("run", False, f"case {case['id']}: {reply['message']}")
@@ -195,7 +196,10 @@ class _Run:
                         f"the candidate raised on case {case['id']}: {judge.first_line(reply['message'])}",
                     )
                 return False
-            found = judge.judge_case(case, reply, self.device, self.tol)
+            try:
+                found = judge.judge_case(case, reply, self.device, self.tol)
+            except _MALFORMED as exc:
+                raise WorkerGone(Ending("protocol", f"malformed case result from the worker: {exc!r}")) from None
             group = "correctness" if case["kind"] == "normal" else "stress"
             for name, mismatch in ((group, found.correctness), ("determinism", found.determinism)):
                 if mismatch is not None:
@@ -235,19 +239,13 @@ class _Run:
 
     def timing(self) -> None:
         timing = self.info["timing"]
-        roof, _ = self.ref.recv(self.ref_deadline)
+        roof = self._ref_reply("failed while estimating the roofline")
         self.info["roofline"] = (
             {k: v for k, v in roof.items() if k != "type"} if roof.get("type") == "roofline" else None
         )
         self.progress(f"timing: eager{' and torch.compile' if self.settings.compile_baseline else ''} baselines")
-        try:
-            base = self._ask(
-                self.ref, {"op": "baselines", "compile": self.settings.compile_baseline}, self.ref_deadline
-            )
-        except WorkerGone as exc:
-            raise ProblemError(
-                f"{self.spec.path}: the reference failed while being timed ({exc.ending.detail})"
-            ) from None
+        self.ref.send({"op": "baselines", "compile": self.settings.compile_baseline})
+        base = self._ref_reply("failed while being timed")
         self.ref.close()
         if base.get("type") != "baselines":
             raise ProblemError(f"{self.spec.path}: the reference failed while being timed: {base.get('message', base)}")
@@ -259,25 +257,31 @@ class _Run:
             if msg.get("type") != "tick":
                 break
             ticks.append(t)
-        if msg.get("type") == "error":
+        _check_reply(msg, "timing", None)
+        if msg["type"] == "error":
             self.v.add("timed_outputs", False, msg["message"])
             self.v.fail("runtime_error", f"a timed call raised: {judge.first_line(msg['message'])}")
             return
-        facts = msg.get("facts") or {}
-        bad_outputs = judge.timed_outputs_mismatch(timing["expected"], msg.get("outputs") or [], self.tol)
+        try:
+            k = len(timing["sets"])
+            times, host = _ns_list(msg.get("times_ns"), k), _ns_list(msg.get("host_ns"), k)
+            facts = dict(msg.get("facts") or {})
+            bad_outputs = judge.timed_outputs_mismatch(timing["expected"], list(msg.get("outputs") or []), self.tol)
+            tampered = [str(t) for t in facts.get("clock_tampering") or []]
+            threads = int(facts.get("new_native_threads", 0))
+        except _MALFORMED as exc:
+            raise WorkerGone(Ending("protocol", f"malformed timing reply from the worker: {exc!r}")) from None
         self.v.add(
             "timed_outputs",
             bad_outputs is None,
             bad_outputs or f"all {len(timing['sets'])} timed calls (fresh inputs) correct",
         )
-        clock = judge.wall_clock_discrepancy(ticks, list(msg.get("times_ns") or []))
+        clock = judge.wall_clock_discrepancy(ticks, times)
         if clock is None and self.device == "cuda":
-            clock = judge.escaped_events(list(msg.get("times_ns") or []), list(msg.get("host_ns") or []))
-        tampered = facts.get("clock_tampering") or []
+            clock = judge.escaped_events(times, host)
         if tampered:
             clock = f"timing functions replaced: {', '.join(tampered)}" + (f"; {clock}" if clock else "")
         self.v.add("wall_clock", clock is None, clock or "worker timings agree with the parent's clock")
-        threads = int(facts.get("new_native_threads", 0))
         if threads:
             self.v.add("no_background_threads", False, f"{threads} new native thread(s) alive after the timed calls")
         for name, bad in (("timed_outputs", bad_outputs), ("wall_clock", clock)):
@@ -285,7 +289,7 @@ class _Run:
                 self.v.fail("failed_integrity", f"{name}: {bad}")
         if threads:
             self.v.fail("failed_integrity", "no_background_threads: threads left running after timed calls")
-        self._speedups(msg["times_ns"], base)
+        self._speedups(times, base)
 
     def _speedups(self, cand_ns: list[int], base: dict[str, Any]) -> None:
         stats = {"candidate": stats_from_ns(cand_ns), "eager": stats_from_ns(base["eager_ns"])}
@@ -350,6 +354,28 @@ class _Run:
         self.v.versions = {"torch": torch.__version__, "python": sys.version.split()[0], "triton": triton_version or ""}
         self.v.elapsed_s = round(time.monotonic() - self.t0, 3)
         return self.v
+
+
+_MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError)
+
+
+def _ns_list(value: Any, n: int) -> list[int]:
+    if not isinstance(value, list) or len(value) != n:
+        raise ValueError(f"expected {n} timings")
+    out = [int(v) for v in value]
+    if any(v < 0 for v in out):
+        raise ValueError("negative timing")
+    return out
+
+
+def _check_reply(reply: dict[str, Any], expect: str, case_id: str | None) -> None:
+    kind = reply["type"]
+    if kind == "error":
+        if not isinstance(reply.get("message"), str) or not isinstance(reply.get("stage"), str):
+            raise WorkerGone(Ending("protocol", "malformed error reply from the worker"))
+        return
+    if kind != expect or (case_id is not None and reply.get("id") != case_id):
+        raise WorkerGone(Ending("protocol", f"worker replied {kind!r} (id {reply.get('id')!r}) to a {expect!r} job"))
 
 
 def verify(

@@ -92,6 +92,7 @@ REJECTED = [
     ("softmax/sys_exit.py", "crashed", "worker"),  # 13 sys.exit(0)
     ("softmax/segfault.py", "crashed", "worker"),  # abnormal ending
     ("softmax/fake_report.py", "failed_correctness", "correctness"),  # 13 fake printed report
+    ("softmax/forge_channel.py", "crashed", "worker"),  # 13 forged frames on forge's own channel
     ("affine/ignores_weights.py", "failed_correctness", "correctness"),  # 5 weights not used
 ]
 
