@@ -69,27 +69,29 @@ class ReferenceSide:
             )
         return [o.detach() for o in outs]
 
+    def _variant(self, spec: Any, overrides: dict[str, Any], seed: int) -> Problem:
+        """The op with some constants overridden; raises ProblemError if the reference fails on it."""
+        p = load_problem(spec, overrides)
+        self._run(p, self._build(p, seed, False)[1], self._draw(p, seed))
+        return p
+
     def _variants(self, base: Problem, seed: int) -> tuple[list[tuple[str, Problem]], list[str]]:
         notes: list[str] = []
         spec = base.spec
         if base.declared_shapes is not None:
             found = []
             for i, ov in enumerate(base.declared_shapes):
-                p = load_problem(spec, ov)
                 try:
-                    self._run(p, self._build(p, seed, False)[1], self._draw(p, seed))
+                    found.append((f"shape{i}", self._variant(spec, ov, seed)))
                 except ProblemError as exc:
                     raise ProblemError(f"FORGE_SHAPES[{i}] ({shapes.describe(ov)}): {exc}") from exc
-                found.append((f"shape{i}", p))
             return found, notes
 
         def runs(ov: dict[str, Any]) -> Problem | None:
-            p = load_problem(spec, ov)
             try:
-                self._run(p, self._build(p, seed, False)[1], self._draw(p, seed))
+                return self._variant(spec, ov, seed)
             except ProblemError:
                 return None
-            return p
 
         accepted: list[tuple[str, Problem]] = []
         for family, ov in shapes.family_overrides(base.size_constants()).items():
