@@ -82,6 +82,8 @@ def verify(
         bool, typer.Option("--no-compile-baseline", help="skip timing torch.compile of the reference")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
+    save: Annotated[bool, typer.Option("--save", help="store a passing candidate in the kernel bank")] = False,
+    bank: Annotated[Path | None, typer.Option(help="bank file (default: $FORGE_BANK or the per-user bank)")] = None,
 ) -> None:
     """Check a candidate kernel against a reference op, in isolation, and time it."""
     from forge.verifier import verify as run_verify
@@ -101,14 +103,28 @@ def verify(
         err.print("interrupted")
         raise typer.Exit(130) from None
     data = verdict.to_dict()
+    if save and verdict.passed:
+        from forge.db.store import save_candidate
+
+        try:
+            data["kernel_id"] = save_candidate(bank, op, candidate, data)
+        except ForgeError as exc:
+            _fail(exc, as_json)
     if as_json:
         print(json.dumps(data))
     else:
         render_verdict(data)
+        if "kernel_id" in data:
+            out.print(f"saved as kernel {data['kernel_id']} in the bank")
+        elif save:
+            out.print("not saved: only passing candidates enter the bank")
     raise typer.Exit(0 if verdict.passed else 1)
 
 
 def main() -> None:
+    from forge.cli_bank import bank_app
+
+    app.add_typer(bank_app, name="bank")
     app()
 
 

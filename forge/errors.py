@@ -43,3 +43,18 @@ class WorkerError(ForgeError):
     """A verification worker broke the protocol in a way forge cannot attribute to the candidate."""
 
     exit_code = 1
+
+
+class BankError(ForgeError):
+    """A kernel bank that cannot be used as asked (missing, newer schema, not a bank, unknown id)."""
+
+
+class UnknownOpError(BankError, KeyError):
+    """The bank has never seen this op."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class KernelUnavailableError(BankError):
+    """strict=True and the bank could not supply a verified kernel."""

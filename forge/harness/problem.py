@@ -9,9 +9,7 @@ reference worker, or the user's own program.
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib.util
-import inspect
 import sys
 import traceback
 import types
@@ -23,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from forge.errors import ProblemError
+from forge.harness.identity import normalized_hash, op_identity
 
 _REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
@@ -87,15 +86,6 @@ def _user_trace(exc: BaseException, path: Path) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/forge/" not in f.filename]
     lines = traceback.format_list(frames[-6:])
     return ("".join(lines) + f"{type(exc).__name__}: {exc}").strip()
-
-
-def normalized_hash(source: str) -> str:
-    """sha256 of the source with comments and formatting removed (ast round trip)."""
-    try:
-        norm = ast.unparse(ast.parse(source))
-    except SyntaxError:
-        norm = source
-    return hashlib.sha256(norm.encode()).hexdigest()
 
 
 def read_problem_source(path: str | Path) -> ProblemSource:
@@ -217,13 +207,7 @@ def load_problem(path: str | Path | ProblemSource, overrides: Mapping[str, Any] 
 
 def reference_hash(problem: Problem) -> str:
     """The op's identity hash: its source, plus the source of an imported Model class."""
-    parts = [problem.spec.op_hash]
-    if problem.target_class_path:
-        try:
-            parts.append(normalized_hash(inspect.getsource(problem.model_cls)))
-        except (OSError, TypeError):
-            parts.append(problem.target_class_path)
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest() if len(parts) > 1 else parts[0]
+    return op_identity(problem.spec.op_hash, problem.model_cls if problem.target_class_path else None)
 
 
 def _call_user(problem: Problem, fn_name: str, check_tensors: bool) -> list[Any]:

@@ -47,6 +47,9 @@ class Verdict:
     candidate_output: str = ""
     backend: str = "torch"
     op_hash: str = ""
+    target_class: str | None = None  # "module:Class" when the op's Model comes from user code
+    capability: str | None = None  # CUDA compute capability ("9.0"), None on CPU
+    inputs: list[dict[str, Any]] = field(default_factory=list)  # per shape variant: input shapes, dtypes
     cases: int = 0
     shapes: list[str] = field(default_factory=list)
     seed: int = 0

@@ -136,6 +136,7 @@ class _Run:
         if hello.get("error"):
             raise UsageError(str(hello["error"]))
         self.device = self.v.device = str(hello["device"])
+        self.v.capability = hello.get("capability")
         self.v.timing_meaningful = not (self.device == "cpu" and self.v.backend == "triton")
 
     def reference(self) -> None:
@@ -148,6 +149,12 @@ class _Run:
         self.info = info
         self.tol = info.get("tolerance")
         self.v.op_hash = info["op_hash"]
+        self.v.target_class = info.get("target")
+        seen: dict[str, dict[str, Any]] = {}
+        for c in info["cases"]:
+            sig = [{"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")} for x in c["inputs"]]
+            seen.setdefault(c["shape"], {"variant": c["shape"], "inputs": sig})
+        self.v.inputs = list(seen.values())
         self.v.cases = len(info["cases"])
         self.v.shapes = sorted({c["shape"] for c in info["cases"]})
         self.v.warnings.extend(info.get("notes", []))

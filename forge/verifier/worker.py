@@ -117,7 +117,11 @@ def main(argv: list[str]) -> int:
         side = ReferenceSide(device, clocks, flush)
     else:
         side = CandidateSide(device, clocks, flush, clock_check)
-    chan.send({"type": "hello", "pid": os.getpid(), "device": device})
+    capability = None
+    if device == "cuda":
+        major, minor = torch.cuda.get_device_capability(0)
+        capability = f"{major}.{minor}"
+    chan.send({"type": "hello", "pid": os.getpid(), "device": device, "capability": capability})
     while True:
         try:
             msg = chan.recv()

@@ -1,0 +1,118 @@
+"""Opening a bank: engines and sessions, created on demand (never at import).
+
+A bank opened for writing is migrated to the current schema first (under a file lock, so two
+processes opening a fresh bank at once do not both create it); one written by a newer forge is
+refused. Connections run with foreign keys on, WAL journaling and a generous busy timeout, so
+concurrent writers wait for each other instead of failing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from forge.db.paths import default_bank_path
+from forge.errors import BankError
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+_BUSY_MS = 60_000
+
+
+def _alembic_config(connection: Any) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def known_revisions() -> list[str]:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(MIGRATIONS))
+    return [r.revision for r in script.walk_revisions()]
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
+    assert head is not None
+    return head
+
+
+def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
+    cur.close()
+
+
+def make_engine(path: Path) -> Engine:
+    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": _BUSY_MS / 1000})
+    event.listen(engine, "connect", _on_connect)
+    return engine
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    lock = path.with_name(path.name + ".lock")
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    from alembic import command
+
+    with engine.begin() as conn:
+        command.upgrade(_alembic_config(conn), revision)
+
+
+def open_for_writing(path: Path | None = None, revision: str = "head") -> Engine:
+    """An engine on a bank that is migrated to ``revision`` (created if missing)."""
+    path = (path or default_bank_path()).expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BankError(f"cannot create the bank's directory {str(path.parent)!r}: {exc}") from exc
+    engine = make_engine(path)
+    with _file_lock(path):
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        _check_not_newer(engine, path)
+        if current_revision(engine) != (head_revision() if revision == "head" else revision):
+            upgrade(engine, revision)
+    return engine
+
+
+def _check_not_newer(engine: Engine, path: Path) -> None:
+    try:
+        rev = current_revision(engine)
+    except Exception as exc:
+        raise BankError(f"{str(path)!r} is not a forge bank (SQLite said: {exc})") from exc
+    if rev is not None and rev not in known_revisions():
+        raise BankError(
+            f"{str(path)!r} was written by a newer forge (schema revision {rev!r}); upgrade forge to use it"
+        )
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)

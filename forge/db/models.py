@@ -1,0 +1,138 @@
+"""The kernel bank's schema (SQLAlchemy 2.0 declarative). Migrations in ``migrations/`` build it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Problem(Base):
+    """An op, identified by name plus the hash of its normalized reference source."""
+
+    __tablename__ = "problems"
+    __table_args__ = (UniqueConstraint("name", "op_hash"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    op_hash: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(Text)
+    target_class_path: Mapped[str | None] = mapped_column(String(400))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    kernels: Mapped[list[Kernel]] = relationship(back_populates="problem")
+
+
+class Session(Base):
+    """One optimisation run over one problem."""
+
+    __tablename__ = "sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"), index=True)
+    strategy: Mapped[str] = mapped_column(String(40))
+    agent: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str | None] = mapped_column(String(200))
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(40), default="running")
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+
+
+class Attempt(Base):
+    """Everything one candidate produced: prompt, response, source, verdict, cost."""
+
+    __tablename__ = "attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("sessions.id"), index=True)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("attempts.id"))
+    round: Mapped[int] = mapped_column(Integer, default=0)
+    role: Mapped[str] = mapped_column(String(40), default="coder")
+    prompt: Mapped[str | None] = mapped_column(Text)
+    response: Mapped[str | None] = mapped_column(Text)
+    candidate_source: Mapped[str | None] = mapped_column(Text)
+    backend: Mapped[str | None] = mapped_column(String(40))
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(40), default="pending")
+    speedup_vs_eager: Mapped[float | None] = mapped_column(Float)
+    speedup_vs_compile: Mapped[float | None] = mapped_column(Float)
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Kernel(Base):
+    """A bank entry: a verified candidate with its evidence, validators and provenance."""
+
+    __tablename__ = "kernels"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"), index=True)
+    op_name: Mapped[str] = mapped_column(String(200), index=True)
+    op_hash: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(40))
+    source: Mapped[str] = mapped_column(Text)
+    entry_point: Mapped[str] = mapped_column(String(200), default="ModelNew")
+    device_kind: Mapped[str] = mapped_column(String(20))
+    capability_min: Mapped[str | None] = mapped_column(String(20))
+    capability_max: Mapped[str | None] = mapped_column(String(20))
+    dtype: Mapped[str] = mapped_column(String(40))
+    verified_shapes: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    speedup_vs_eager: Mapped[float | None] = mapped_column(Float)
+    speedup_vs_compile: Mapped[float | None] = mapped_column(Float)
+    beats_reference: Mapped[bool] = mapped_column(Boolean, default=False)
+    evidence: Mapped[dict[str, Any]] = mapped_column(JSON)
+    session_id: Mapped[int | None] = mapped_column(ForeignKey("sessions.id"))
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempts.id"))
+    agent: Mapped[str | None] = mapped_column(String(40))
+    model: Mapped[str | None] = mapped_column(String(200))
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+    torch_version: Mapped[str] = mapped_column(String(40))
+    triton_version: Mapped[str | None] = mapped_column(String(40))
+    status: Mapped[str] = mapped_column(String(20), default="active")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    problem: Mapped[Problem] = relationship(back_populates="kernels")
+    configs: Mapped[list[KernelConfig]] = relationship(back_populates="kernel", cascade="all, delete-orphan")
+
+
+class KernelConfig(Base):
+    """A launch/parallel config and its timing for one shape bucket of a kernel."""
+
+    __tablename__ = "kernel_configs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kernel_id: Mapped[int] = mapped_column(ForeignKey("kernels.id", ondelete="CASCADE"), index=True)
+    bucket: Mapped[list[Any]] = mapped_column(JSON)  # input shapes, e.g. [[4096, 1024]]
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    timing_ms: Mapped[float | None] = mapped_column(Float)
+
+    kernel: Mapped[Kernel] = relationship(back_populates="configs")
+
+
+class ParallelPlan(Base):
+    """Room for parallel configs (mesh, tensor-parallel plan, FSDP settings): filled by later work."""
+
+    __tablename__ = "parallel_plans"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(40), default="proposed")
+    evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,15 @@
+"""Load verified kernels from a forge bank into programs, with a safe fallback to the reference."""
+
+from forge.errors import BankError, KernelUnavailableError, UnknownOpError
+from forge.kernelbank.loader import KernelBankWarning
+from forge.kernelbank.runtime import KernelBank, bank_enabled, open
+
+__all__ = [
+    "BankError",
+    "KernelBank",
+    "KernelBankWarning",
+    "KernelUnavailableError",
+    "UnknownOpError",
+    "bank_enabled",
+    "open",
+]

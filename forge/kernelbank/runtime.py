@@ -1,0 +1,212 @@
+"""The runtime: open a bank read-only, load or patch in verified kernels, fall back safely.
+
+    import forge.kernelbank as kb
+    bank = kb.open("kernels.db")
+    layer = bank.load("rmsnorm", 1024, 1e-6)      # best verified kernel, or the reference
+    n = bank.kernelize(model)                     # patch instances of bank ops' target classes
+    bank.restore(model)                           # undo
+
+A kernel is used only for inputs on the device kind and dtype it was verified for; anything else,
+and any kernel that fails to import, build or run, falls back to the reference with one warning.
+``FORGE_KERNELBANK=off`` disables the bank; ``strict=True`` raises instead of falling back.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from forge.errors import KernelUnavailableError, UnknownOpError
+from forge.kernelbank import loader
+from forge.kernelbank.dispatch import nearest_config
+from forge.kernelbank.store import Entry, ProblemRow, ReadOnlyBank
+
+_ATTR = "_forge_kernel"  # set on patched instances: the op name
+
+
+def bank_enabled() -> bool:
+    return os.environ.get("FORGE_KERNELBANK", "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def _capability() -> str | None:
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability()
+    return f"{major}.{minor}"
+
+
+class _Op:
+    """One op resolved in this process: its reference class and the usable kernels per (device, dtype)."""
+
+    def __init__(self, problem: ProblemRow, ref_module: types.ModuleType, ref_cls: Any) -> None:
+        self.problem = problem
+        self.ref_module = ref_module
+        self.ref_cls = ref_cls
+        self.table: dict[tuple[str, torch.dtype], tuple[Entry, Any]] = {}
+        self.reasons: list[str] = []
+
+
+def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            return a
+    return None
+
+
+def _make_forward(op: _Op, fallback: Callable[..., Any], strict: bool) -> Callable[..., Any]:
+    """The instance-level forward: pick the kernel for these inputs, else the reference."""
+    table = op.table
+    name = op.problem.name
+
+    def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        x = _first_tensor(args, kwargs)
+        hit = table.get((x.device.type, x.dtype)) if x is not None else None
+        if hit is None or hit[0].id in loader.bad_kernels:
+            if strict and hit is None:
+                raise KernelUnavailableError(
+                    f"{name}: no verified kernel for these inputs ({x.device}, {x.dtype})"
+                    if x is not None
+                    else f"{name}: no tensor input"
+                )
+            return fallback(self, *args, **kwargs)
+        entry, cls = hit
+        if len(entry.configs) > 1:
+            shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+            self.__dict__["_forge_config"] = nearest_config(entry.configs, shapes) or {}
+        elif entry.configs:
+            self.__dict__["_forge_config"] = entry.configs[0][1]
+        try:
+            return cls.forward(self, *args, **kwargs)
+        except Exception as exc:
+            if strict:
+                raise
+            loader.mark_bad(entry.id, name, f"it raised {type(exc).__name__}: {exc}")
+            return fallback(self, *args, **kwargs)
+
+    return forward
+
+
+class KernelBank:
+    """A read-only view of a bank file. Create with ``forge.kernelbank.open()``."""
+
+    def __init__(self, path: Path, strict: bool = False) -> None:
+        self.path = path
+        self.strict = strict
+        self._db = ReadOnlyBank(path)
+        self._ops: dict[str, _Op] = {}
+
+    def ops(self) -> list[str]:
+        return self._db.op_names()
+
+    def _resolve(self, name: str) -> _Op:
+        if name in self._ops:
+            return self._ops[name]
+        problems = self._db.problems(name)
+        if not problems:
+            known = ", ".join(self._db.op_names()) or "none"
+            raise UnknownOpError(f"op {name!r} is not in the kernel bank {str(self.path)!r} (it has: {known})")
+        problem = problems[0]  # the newest reference stored under this name
+        ref_module = loader.reference_module(problem)
+        op = _Op(problem, ref_module, ref_module.Model)
+        ref_hash = loader.current_hash(problem, ref_module)
+        capability = _capability()
+        for entry in self._db.entries(name):
+            why = loader.invalid_reason(entry, ref_hash, capability) if bank_enabled() else "FORGE_KERNELBANK=off"
+            key = (entry.device_kind, getattr(torch, entry.dtype, torch.float32))
+            if why is None and key not in op.table:
+                try:
+                    op.table[key] = (entry, loader.kernel_class(entry, ref_module))
+                except Exception as exc:
+                    loader.mark_bad(entry.id, name, f"its source failed to import: {type(exc).__name__}: {exc}")
+            elif why is not None:
+                op.reasons.append(f"kernel {entry.id}: {why}")
+        if not op.table:
+            why = "; ".join(op.reasons) or "the bank has no kernel for it"
+            if self.strict:
+                raise KernelUnavailableError(f"{name}: no usable kernel ({why})")
+            loader.warn_once(f"none:{name}:{self.path}", f"forge kernel bank: using the reference for {name!r}: {why}")
+        self._ops[name] = op
+        return op
+
+    def load(self, op: str, *init_args: Any, **init_kwargs: Any) -> torch.nn.Module:
+        """The best verified kernel for ``op`` as a module (the reference ``Model`` when none applies)."""
+        resolved = self._resolve(op)
+        ref_cls = resolved.ref_cls
+        if not resolved.table:
+            return ref_cls(*init_args, **init_kwargs)
+        entry, cls = next(iter(resolved.table.values()))
+        try:
+            module = cls(*init_args, **init_kwargs)
+        except Exception as exc:
+            if self.strict:
+                raise
+            loader.mark_bad(entry.id, op, f"ModelNew(...) raised {type(exc).__name__}: {exc}")
+            return ref_cls(*init_args, **init_kwargs)
+        if isinstance(module, ref_cls):
+            fallback: Callable[..., Any] = ref_cls.forward
+        else:  # a standalone ModelNew: fall back to a reference holding the same weights
+            ref = ref_cls(*init_args, **init_kwargs)
+            ref.load_state_dict(module.state_dict())
+
+            def fallback(_self: Any, *a: Any, **k: Any) -> Any:
+                return ref.to(_first_tensor(a, k).device)(*a, **k)  # type: ignore[union-attr]
+
+        module.forward = types.MethodType(_make_forward(resolved, fallback, self.strict), module)
+        setattr(module, _ATTR, op)
+        return module
+
+    def kernelize(self, model: torch.nn.Module) -> int:
+        """Swap ``forward`` on every instance of a bank op's target class; returns how many."""
+        if not bank_enabled():
+            return 0
+        targets: list[tuple[type, _Op]] = []
+        for problem in self._db.target_problems():
+            if any(op.problem.name == problem.name for _, op in targets):
+                continue
+            op = self._resolve(problem.name)
+            usable = {k: v for k, v in op.table.items() if issubclass(v[1], op.ref_cls)}
+            if len(usable) != len(op.table):
+                loader.warn_once(
+                    f"unbindable:{problem.name}",
+                    f"forge kernel bank: some kernels for {problem.name!r} "
+                    "do not subclass the reference Model and cannot be bound to existing instances",
+                )
+                op.table = usable
+            if op.table:
+                targets.append((op.ref_cls, op))
+        count = 0
+        for sub in model.modules():
+            if _ATTR in sub.__dict__:
+                continue
+            for cls, op in targets:
+                if isinstance(sub, cls):
+                    original = type(sub).forward
+                    sub.forward = types.MethodType(_make_forward(op, original, self.strict), sub)
+                    sub.__dict__[_ATTR] = op.problem.name
+                    count += 1
+                    break
+        return count
+
+    def restore(self, model: torch.nn.Module) -> int:
+        """Undo ``kernelize``: the instances get their class's forward back. Returns how many."""
+        count = 0
+        for sub in model.modules():
+            if sub.__dict__.pop(_ATTR, None) is not None:
+                sub.__dict__.pop("forward", None)
+                sub.__dict__.pop("_forge_config", None)
+                count += 1
+        return count
+
+
+def open(path: str | Path | None = None, *, strict: bool = False) -> KernelBank:
+    """Open a kernel bank read-only (default: $FORGE_BANK, else the per-user bank)."""
+    if path is None:
+        from forge.db.paths import default_bank_path
+
+        path = default_bank_path()
+    return KernelBank(Path(path).expanduser(), strict=strict)
