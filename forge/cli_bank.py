@@ -16,10 +16,16 @@ BankOpt = Annotated[Path | None, typer.Option("--bank", help="bank file (default
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON on stdout")]
 
 
-def _engine(bank: Path | None) -> Any:
+def _engine(bank: Path | None, must_exist: bool = True) -> Any:
+    """The bank, migrated if it is older; a missing bank is an error unless we are adding to it."""
     from forge.db.engine import open_for_writing
+    from forge.db.paths import default_bank_path
+    from forge.errors import BankError
 
-    return open_for_writing(bank)
+    path = (bank or default_bank_path()).expanduser()
+    if must_exist and not path.is_file():
+        raise BankError(f"no kernel bank at {str(path)!r}; `forge verify OP CAND --save` creates it")
+    return open_for_writing(path)
 
 
 def _run(fn: Any, as_json: bool) -> Any:
@@ -127,9 +133,15 @@ def import_(
     from forge.db.store import copy_kernels
 
     def run() -> int:
+        import shutil
+        import tempfile
+
         if not in_path.is_file():
             raise ForgeError(f"{str(in_path)!r}: no such bank file")
-        return copy_kernels(open_for_writing(in_path), _engine(bank))
+        with tempfile.TemporaryDirectory() as tmp:  # migrate a copy: the file imported from is left as it is
+            copy = Path(tmp) / "import.db"
+            shutil.copyfile(in_path, copy)
+            return copy_kernels(open_for_writing(copy), _engine(bank, must_exist=False))
 
     n = _run(run, as_json)
     print(json.dumps({"imported": n})) if as_json else out.print(f"imported {n} kernels")

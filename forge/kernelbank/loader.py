@@ -25,9 +25,9 @@ class KernelBankWarning(UserWarning):
 
 
 _warned: set[str] = set()
-bad_kernels: dict[int, str] = {}
+bad_kernels: dict[str, str] = {}  # Entry.key -> why
 _reference_modules: dict[str, types.ModuleType] = {}
-_kernel_modules: dict[int, types.ModuleType] = {}
+_kernel_modules: dict[str, types.ModuleType] = {}  # Entry.key -> module
 
 
 def warn_once(key: str, message: str) -> None:
@@ -36,9 +36,12 @@ def warn_once(key: str, message: str) -> None:
         warnings.warn(message, KernelBankWarning, stacklevel=4)
 
 
-def mark_bad(entry_id: int, op: str, why: str) -> None:
-    bad_kernels[entry_id] = why
-    warn_once(f"bad:{entry_id}", f"forge kernel bank: kernel {entry_id} for {op!r} disabled for this process: {why}")
+def mark_bad(entry: Entry, why: str) -> None:
+    bad_kernels[entry.key] = why
+    warn_once(
+        f"bad:{entry.key}",
+        f"forge kernel bank: kernel {entry.id} for {entry.op_name!r} disabled for this process: {why}",
+    )
 
 
 def _source_file(kind: str, source: str) -> Path:
@@ -100,18 +103,19 @@ def current_hash(problem: ProblemRow, module: types.ModuleType) -> str:
 
 def kernel_class(entry: Entry, ref_module: types.ModuleType) -> type:
     """Import a kernel's source (``forge_reference`` resolves to its op) and return ModelNew."""
-    module = _kernel_modules.get(entry.id)
+    module = _kernel_modules.get(entry.key)
     if module is None:
         previous = sys.modules.get("forge_reference")
         sys.modules["forge_reference"] = ref_module
         try:
-            module = _import_file(f"forge_bank_kernel_{entry.id}_{entry.op_hash[:8]}", _source_file("k", entry.source))
+            name = f"forge_bank_kernel_{entry.key.replace(':', '_')}"
+            module = _import_file(name, _source_file("k", entry.source))
         finally:
             if previous is None:
                 sys.modules.pop("forge_reference", None)
             else:
                 sys.modules["forge_reference"] = previous
-        _kernel_modules[entry.id] = module
+        _kernel_modules[entry.key] = module
     cls = getattr(module, entry.entry_point, None)
     if not isinstance(cls, type):
         raise ImportError(f"the kernel source defines no class {entry.entry_point}")

@@ -23,7 +23,7 @@ import torch
 
 from forge.errors import KernelUnavailableError, UnknownOpError
 from forge.kernelbank import loader
-from forge.kernelbank.dispatch import nearest_config
+from forge.kernelbank.binding import first_tensor, make_forward
 from forge.kernelbank.store import Entry, ProblemRow, ReadOnlyBank
 
 _ATTR = "_forge_kernel"  # set on patched instances: the op name
@@ -49,46 +49,6 @@ class _Op:
         self.ref_cls = ref_cls
         self.table: dict[tuple[str, torch.dtype], tuple[Entry, Any]] = {}
         self.reasons: list[str] = []
-
-
-def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
-    for a in (*args, *kwargs.values()):
-        if isinstance(a, torch.Tensor):
-            return a
-    return None
-
-
-def _make_forward(op: _Op, fallback: Callable[..., Any], strict: bool) -> Callable[..., Any]:
-    """The instance-level forward: pick the kernel for these inputs, else the reference."""
-    table = op.table
-    name = op.problem.name
-
-    def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-        x = _first_tensor(args, kwargs)
-        hit = table.get((x.device.type, x.dtype)) if x is not None else None
-        if hit is None or hit[0].id in loader.bad_kernels:
-            if strict and hit is None:
-                raise KernelUnavailableError(
-                    f"{name}: no verified kernel for these inputs ({x.device}, {x.dtype})"
-                    if x is not None
-                    else f"{name}: no tensor input"
-                )
-            return fallback(self, *args, **kwargs)
-        entry, cls = hit
-        if len(entry.configs) > 1:
-            shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
-            self.__dict__["_forge_config"] = nearest_config(entry.configs, shapes) or {}
-        elif entry.configs:
-            self.__dict__["_forge_config"] = entry.configs[0][1]
-        try:
-            return cls.forward(self, *args, **kwargs)
-        except Exception as exc:
-            if strict:
-                raise
-            loader.mark_bad(entry.id, name, f"it raised {type(exc).__name__}: {exc}")
-            return fallback(self, *args, **kwargs)
-
-    return forward
 
 
 class KernelBank:
@@ -122,7 +82,9 @@ class KernelBank:
                 try:
                     op.table[key] = (entry, loader.kernel_class(entry, ref_module))
                 except Exception as exc:
-                    loader.mark_bad(entry.id, name, f"its source failed to import: {type(exc).__name__}: {exc}")
+                    why = f"its source failed to import: {type(exc).__name__}: {exc}"
+                    loader.mark_bad(entry, why)
+                    op.reasons.append(f"kernel {entry.id}: {why}")
             elif why is not None:
                 op.reasons.append(f"kernel {entry.id}: {why}")
         if not op.table:
@@ -145,7 +107,7 @@ class KernelBank:
         except Exception as exc:
             if self.strict:
                 raise
-            loader.mark_bad(entry.id, op, f"ModelNew(...) raised {type(exc).__name__}: {exc}")
+            loader.mark_bad(entry, f"ModelNew(...) raised {type(exc).__name__}: {exc}")
             return ref_cls(*init_args, **init_kwargs)
         if isinstance(module, ref_cls):
             fallback: Callable[..., Any] = ref_cls.forward
@@ -154,9 +116,10 @@ class KernelBank:
             ref.load_state_dict(module.state_dict())
 
             def fallback(_self: Any, *a: Any, **k: Any) -> Any:
-                return ref.to(_first_tensor(a, k).device)(*a, **k)  # type: ignore[union-attr]
+                return ref.to(first_tensor(a, k).device)(*a, **k)  # type: ignore[union-attr]
 
-        module.forward = types.MethodType(_make_forward(resolved, fallback, self.strict), module)
+        forward = make_forward(module, op, resolved.table, fallback, self.strict)
+        module.forward = types.MethodType(forward, module)
         setattr(module, _ATTR, op)
         return module
 
@@ -186,7 +149,8 @@ class KernelBank:
             for cls, op in targets:
                 if isinstance(sub, cls):
                     original = type(sub).forward
-                    sub.forward = types.MethodType(_make_forward(op, original, self.strict), sub)
+                    forward = make_forward(sub, op.problem.name, op.table, original, self.strict)
+                    sub.forward = types.MethodType(forward, sub)
                     sub.__dict__[_ATTR] = op.problem.name
                     count += 1
                     break

@@ -6,6 +6,7 @@ is reopened with ``immutable=1``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from dataclasses import dataclass, field
@@ -39,6 +40,12 @@ class Entry:
     torch_version: str
     triton_version: str | None
     configs: list[tuple[list[list[int]], dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        """Identity across banks (ids are per bank): what the kernel is, not where it is stored."""
+        digest = hashlib.sha256(f"{self.entry_point}\n{self.source}".encode()).hexdigest()[:16]
+        return f"{self.op_hash[:12]}:{digest}"
 
 
 @dataclass

@@ -1,0 +1,148 @@
+"""Binding kernels to module instances: the per-instance dispatcher and the torch.library op.
+
+Kernels are verified for inference: when autograd would need gradients (grad mode on and an
+input or parameter requiring grad) the reference runs, so training is never silently broken.
+Otherwise a patched instance's ``forward`` looks up the kernel verified for the inputs' device kind
+and dtype, sets the nearest shape bucket's config (``self._forge_config``) and calls the kernel,
+falling back to the reference forward on any failure. Under ``torch.compile`` the same call goes
+through the custom op ``forge_bank::call``, whose fake implementation runs the *reference* on
+meta tensors to learn the output shapes, so graphs stay whole (``fullgraph=True``) even when the
+kernel itself (ctypes, Triton launches) is opaque to the compiler. Static shapes only.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+from forge.errors import KernelUnavailableError
+from forge.kernelbank import loader
+from forge.kernelbank.dispatch import nearest_config
+from forge.kernelbank.store import Entry
+
+_handles: dict[int, _Handle] = {}
+_ids = itertools.count(1)
+
+
+class _Handle:
+    """One (instance, kernel) binding, addressable by an int from inside the custom op."""
+
+    def __init__(self, instance: torch.nn.Module, entry: Entry, cls: Any, fallback: Callable[..., Any], strict: bool):
+        self.id = next(_ids)
+        self.entry = entry
+        self.kernel_forward = cls.forward
+        self.fallback = fallback
+        self.strict = strict
+        self._instance = weakref.ref(instance)
+        self._meta: torch.nn.Module | None = None
+        self.single = True
+        _handles[self.id] = self
+        weakref.finalize(instance, _handles.pop, self.id, None)
+
+    @property
+    def instance(self) -> torch.nn.Module:
+        inst = self._instance()
+        if inst is None:
+            raise RuntimeError("the module this kernel was bound to no longer exists")
+        return inst
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        inst = self.instance
+        entry = self.entry
+        if entry.key in loader.bad_kernels:
+            return self.fallback(inst, *args, **kwargs)
+        if len(entry.configs) > 1:
+            shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+            inst.__dict__["_forge_config"] = nearest_config(entry.configs, shapes) or {}
+        elif entry.configs:
+            inst.__dict__["_forge_config"] = entry.configs[0][1]
+        try:
+            return self.kernel_forward(inst, *args, **kwargs)
+        except Exception as exc:
+            if self.strict:
+                raise
+            loader.mark_bad(entry, f"it raised {type(exc).__name__}: {exc}")
+            return self.fallback(inst, *args, **kwargs)
+
+    def meta_outputs(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Output shapes and dtypes from the reference run on meta tensors (outside any fake mode)."""
+        with _disable_current_modes():
+            if self._meta is None:
+                meta = copy.copy(self.instance)
+                meta.__dict__ = dict(meta.__dict__)
+                meta.__dict__.pop("forward", None)
+                self._meta = copy.deepcopy(meta).to("meta")
+            args = [torch.empty(tuple(int(s) for s in x.shape), dtype=x.dtype, device="meta") for x in inputs]
+            out = self.fallback(self._meta, *args)
+        outs = list(out) if isinstance(out, tuple | list) else [out]
+        self.single = not isinstance(out, tuple | list)
+        return outs
+
+
+@torch.library.custom_op("forge_bank::call", mutates_args=())
+def _call(handle: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    out = _handles[handle].run(*inputs)
+    outs = list(out) if isinstance(out, tuple | list) else [out]
+    # A custom op's outputs must be fresh tensors; verified kernels never alias inputs, the
+    # reference fallback might (e.g. an identity op), so copy only in that case.
+    ins = {x.untyped_storage().data_ptr() for x in inputs}
+    return [o.clone() if o.untyped_storage().data_ptr() in ins else o for o in outs]
+
+
+@_call.register_fake
+def _(handle: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    device = inputs[0].device if inputs else torch.device("cpu")
+    return [torch.empty(o.shape, dtype=o.dtype, device=device) for o in _handles[handle].meta_outputs(inputs)]
+
+
+def _needs_grad(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    if any(isinstance(a, torch.Tensor) and a.requires_grad for a in (*args, *kwargs.values())):
+        return True
+    return any(p.requires_grad for p in module.parameters())
+
+
+def first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            return a
+    return None
+
+
+def make_forward(
+    instance: torch.nn.Module,
+    name: str,
+    table: dict[tuple[str, torch.dtype], tuple[Entry, Any]],
+    fallback: Callable[..., Any],
+    strict: bool,
+) -> Callable[..., Any]:
+    """The forward to set on ``instance``: its kernels by (device kind, dtype), else the reference."""
+    handles = {key: _Handle(instance, entry, cls, fallback, strict) for key, (entry, cls) in table.items()}
+
+    def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        x = first_tensor(args, kwargs)
+        handle = handles.get((x.device.type, x.dtype)) if x is not None else None
+        if handle is None:
+            where = f"{x.device.type}/{x.dtype}" if x is not None else "no tensor input"
+            if strict:
+                raise KernelUnavailableError(f"{name}: no verified kernel for these inputs ({where})")
+            if handles:
+                loader.warn_once(
+                    f"unverified:{name}:{where}",
+                    f"forge kernel bank: no kernel for {name!r} was verified for {where}; using the reference",
+                )
+            return fallback(self, *args, **kwargs)
+        if torch.is_grad_enabled() and _needs_grad(self, args, kwargs):
+            # Bank kernels are verified for inference; training keeps the reference's autograd.
+            return fallback(self, *args, **kwargs)
+        if torch.compiler.is_compiling() and not kwargs and all(isinstance(a, torch.Tensor) for a in args):
+            outs = torch.ops.forge_bank.call(handle.id, list(args))
+            return outs[0] if handle.single else tuple(outs)
+        return handle.run(*args, **kwargs)
+
+    return forward

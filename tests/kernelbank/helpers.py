@@ -1,0 +1,51 @@
+"""Building small banks for runtime tests without running the verifier for each entry.
+
+The verdicts here are synthetic but shaped like real ones; the end-to-end test in
+test_end_to_end.py saves a genuinely verified kernel.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from forge.db.engine import open_for_writing
+from forge.db.store import save_verdict
+from forge.harness.problem import load_problem, read_problem_source, reference_hash
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "userpkg"
+OP = FIXTURES / "rmsnorm_op.py"
+KERNEL = FIXTURES / "rmsnorm_kernel.py"
+
+
+def passed_verdict(op_path: Path, **over: Any) -> dict[str, Any]:
+    problem = load_problem(op_path)
+    v: dict[str, Any] = {
+        "status": "passed",
+        "passed": True,
+        "problem": problem.name,
+        "op_hash": reference_hash(problem),
+        "target_class": problem.target_class_path,
+        "device": "cpu",
+        "capability": None,
+        "backend": "cpp",
+        "inputs": [{"variant": "as declared", "inputs": [{"shape": [64, 256], "dtype": "float32"}]}],
+        "timings_ms": {"candidate": 0.05, "eager": 0.1, "compile": None},
+        "speedup_vs_eager": 2.0,
+        "speedup_vs_compile": None,
+        "timing_meaningful": True,
+        "versions": {"torch": torch.__version__, "triton": ""},
+        "checks": [{"name": "correctness", "passed": True, "detail": "", "fatal": True}],
+    }
+    v.update(over)
+    return v
+
+
+def make_bank(path: Path, kernels: list[tuple[Path, str, dict[str, Any]]]) -> list[int]:
+    """kernels: (op file, kernel source, verdict overrides) -> kernel ids."""
+    engine = open_for_writing(path)
+    ids = [save_verdict(engine, read_problem_source(op), src, passed_verdict(op, **over)) for op, src, over in kernels]
+    engine.dispose()
+    return ids
