@@ -53,9 +53,9 @@ def list_(
     if as_json:
         print(json.dumps(rows))
         return
-    table = Table(
-        "id", "op", "backend", "device", "dtype", "x eager", "x compile", "status", "agent", header_style="bold"
-    )
+    table = Table(header_style="bold")
+    for name in ("id", "op", "backend", "device", "dtype", "×eager", "×compile", "status", "agent"):
+        table.add_column(name, no_wrap=name in ("id", "op", "status"), overflow="fold")
     for r in rows:
         table.add_row(
             str(r["id"]),

@@ -95,8 +95,11 @@ def open_for_writing(path: Path | None = None, revision: str = "head") -> Engine
         raise BankError(f"cannot create the bank's directory {str(path.parent)!r}: {exc}") from exc
     engine = make_engine(path)
     with _file_lock(path):
-        with engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        try:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        except Exception as exc:
+            raise BankError(f"{str(path)!r} is not a forge bank (SQLite said: {exc.__cause__ or exc})") from exc
         _check_not_newer(engine, path)
         if current_revision(engine) != (head_revision() if revision == "head" else revision):
             upgrade(engine, revision)
