@@ -1,14 +1,20 @@
 """forge: turn a PyTorch reference op into a faster, verified kernel.
 
-Public names only; heavy modules (torch) load lazily when these are used.
+Public names only. Settings load lazily (pydantic is not needed by programs that only use
+``forge.kernelbank``), and heavy modules (torch) load when used.
 """
 
-from forge.errors import CompileError, ForgeError, ProblemError, UsageError
-from forge.settings import ForgeSettings, load_settings
+from typing import TYPE_CHECKING, Any
+
+from forge.errors import BankError, CompileError, ForgeError, ProblemError, UsageError
+
+if TYPE_CHECKING:
+    from forge.settings import ForgeSettings, load_settings
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BankError",
     "CompileError",
     "ForgeError",
     "ForgeSettings",
@@ -17,3 +23,11 @@ __all__ = [
     "__version__",
     "load_settings",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("ForgeSettings", "load_settings"):
+        from forge import settings
+
+        return getattr(settings, name)
+    raise AttributeError(f"module 'forge' has no attribute {name!r}")

@@ -42,6 +42,9 @@ class _Handle:
         self._instance = weakref.ref(instance)
         self._meta: torch.nn.Module | None = None
         self.single = True
+        self.multi_config = len(entry.configs) > 1
+        if len(entry.configs) == 1:  # one bucket: its config is set once, not per call
+            instance.__dict__["_forge_config"] = entry.configs[0][1]
         _handles[self.id] = self
         weakref.finalize(instance, _handles.pop, self.id, None)
 
@@ -54,20 +57,20 @@ class _Handle:
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         inst = self.instance
-        entry = self.entry
-        if entry.key in loader.bad_kernels:
-            return self.fallback(inst, *args, **kwargs)
-        if len(entry.configs) > 1:
+        if self.multi_config:
             shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
-            inst.__dict__["_forge_config"] = nearest_config(entry.configs, shapes) or {}
-        elif entry.configs:
-            inst.__dict__["_forge_config"] = entry.configs[0][1]
+            inst.__dict__["_forge_config"] = nearest_config(self.entry.configs, shapes) or {}
+        return self.call(inst, *args, **kwargs)
+
+    def call(self, inst: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if self.entry.key in loader.bad_kernels:
+            return self.fallback(inst, *args, **kwargs)
         try:
             return self.kernel_forward(inst, *args, **kwargs)
         except Exception as exc:
             if self.strict:
                 raise
-            loader.mark_bad(entry, f"it raised {type(exc).__name__}: {exc}")
+            loader.mark_bad(self.entry, f"it raised {type(exc).__name__}: {exc}")
             return self.fallback(inst, *args, **kwargs)
 
     def meta_outputs(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -125,8 +128,11 @@ def make_forward(
     handles = {key: _Handle(instance, entry, cls, fallback, strict) for key, (entry, cls) in table.items()}
 
     def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-        x = first_tensor(args, kwargs)
-        handle = handles.get((x.device.type, x.dtype)) if x is not None else None
+        # The hot path: a handful of attribute reads and one dict lookup before the kernel.
+        x = args[0] if args and isinstance(args[0], torch.Tensor) else first_tensor(args, kwargs)
+        handle = None
+        if x is not None:
+            handle = handles.get(("cuda" if x.is_cuda else "cpu" if x.is_cpu else x.device.type, x.dtype))
         if handle is None:
             where = f"{x.device.type}/{x.dtype}" if x is not None else "no tensor input"
             if strict:
@@ -143,6 +149,8 @@ def make_forward(
         if torch.compiler.is_compiling() and not kwargs and all(isinstance(a, torch.Tensor) for a in args):
             outs = torch.ops.forge_bank.call(handle.id, list(args))
             return outs[0] if handle.single else tuple(outs)
-        return handle.run(*args, **kwargs)
+        if handle.multi_config:
+            return handle.run(*args, **kwargs)
+        return handle.call(self, *args, **kwargs)
 
     return forward

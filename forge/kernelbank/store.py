@@ -10,6 +10,7 @@ import hashlib
 import json
 import sqlite3
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ class Entry:
     triton_version: str | None
     configs: list[tuple[list[list[int]], dict[str, Any]]] = field(default_factory=list)
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Identity across banks (ids are per bank): what the kernel is, not where it is stored."""
         digest = hashlib.sha256(f"{self.entry_point}\n{self.source}".encode()).hexdigest()[:16]

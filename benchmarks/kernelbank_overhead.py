@@ -1,0 +1,126 @@
+"""Runtime costs of forge.kernelbank on this machine.
+
+Prints:
+  * dispatch overhead per call on the eager path: a kernelized module called as usual, against
+    the same kernel module called directly (targets: <= 5 us on CPU);
+  * `open()` + first `load()` of a kernel whose build is already cached, in a fresh process
+    (target: <= 200 ms), and the import of forge.kernelbank itself, for reference.
+
+Usage: python benchmarks/kernelbank_overhead.py   (builds a temporary bank with one verified kernel)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+USERPKG = ROOT / "tests" / "fixtures" / "userpkg"
+
+FRESH = """
+import time
+t0 = time.perf_counter()
+import torch
+t1 = time.perf_counter()
+import forge.kernelbank as kb
+t2 = time.perf_counter()
+bank = kb.open({bank!r})
+layer = bank.load("user_rmsnorm", 256)
+t3 = time.perf_counter()
+assert type(layer).__name__ == "ModelNew", type(layer)
+print({{"torch_import_ms": (t1 - t0) * 1e3, "kernelbank_import_ms": (t2 - t1) * 1e3, "open_load_ms": (t3 - t2) * 1e3}})
+"""
+
+
+def per_call_us(fn, x, n: int = 20000) -> float:
+    for _ in range(200):
+        fn(x)
+    samples = []
+    for _ in range(7):
+        t0 = time.perf_counter_ns()
+        for _ in range(n // 7):
+            fn(x)
+        samples.append((time.perf_counter_ns() - t0) / (n // 7) / 1e3)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        bank = Path(tmp) / "bank.db"
+        env = {**os.environ, "FORGE_CACHE_DIR": str(Path(tmp) / "cache"), "FORGE_TIMING_BUDGET_S": "0.2"}
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "forge",
+                "verify",
+                "rmsnorm_op.py",
+                "rmsnorm_kernel.py",
+                "--no-compile-baseline",
+                "--save",
+                "--bank",
+                str(bank),
+                "--json",
+            ],
+            cwd=USERPKG,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            raise SystemExit(f"could not build the bank: {r.stdout[-800:]} {r.stderr[-800:]}")
+        os.environ["FORGE_CACHE_DIR"] = env["FORGE_CACHE_DIR"]
+        sys.path.insert(0, str(USERPKG))
+        import torch
+        from mylayers.norm import RMSNorm
+
+        import forge.kernelbank as kb
+
+        torch.set_num_threads(1)
+        kb_bank = kb.open(bank)
+        kernel_module = kb_bank.load("user_rmsnorm", 256)  # dispatching instance
+        direct = type(kernel_module)(256)  # the same kernel class, called as a plain module
+        patched = RMSNorm(256)
+        kb_bank.kernelize(patched)
+        x = torch.randn(1, 256)
+        with torch.no_grad():
+            t_direct = per_call_us(direct, x)
+            t_loaded = per_call_us(kernel_module, x)
+            t_patched = per_call_us(patched, x)
+            t_ref = per_call_us(RMSNorm(256), x)
+        print(
+            f"per call (1x256 rmsnorm, 1 thread): kernel called directly {t_direct:.2f} us, "
+            f"through bank.load {t_loaded:.2f} us, through kernelize {t_patched:.2f} us, reference {t_ref:.2f} us"
+        )
+        print(
+            f"dispatch overhead: load {t_loaded - t_direct:.2f} us, kernelize {t_patched - t_direct:.2f} us "
+            "(target <= 5 us)"
+        )
+        runs = []
+        for _ in range(5):
+            out = subprocess.run(
+                [sys.executable, "-c", FRESH.format(bank=str(bank))],
+                cwd=USERPKG,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            if out.returncode != 0:
+                raise SystemExit(out.stderr[-1500:])
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')))
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        print(
+            f"fresh process (cached build): open()+first load() {med['open_load_ms']:.1f} ms (target <= 200 ms); "
+            f"import forge.kernelbank {med['kernelbank_import_ms']:.1f} ms; "
+            f"import torch {med['torch_import_ms']:.1f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()
