@@ -44,7 +44,7 @@ def test_hash_ignores_comments_and_formatting(tmp_path):
 
 
 def test_model_imported_from_user_package(tmp_path):
-    pkg = tmp_path / "mylayers"
+    pkg = tmp_path / "probe_layers"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "norm.py").write_text(
@@ -52,12 +52,12 @@ def test_model_imported_from_user_package(tmp_path):
     )
     op = tmp_path / "op.py"
     op.write_text(
-        "import torch\nfrom mylayers.norm import Scale as Model\n"
+        "import torch\nfrom probe_layers.norm import Scale as Model\n"
         "def get_inputs():\n    return [torch.randn(4, 4)]\n"
         "def get_init_inputs():\n    return []\n"
     )
     p = load_problem(op)
-    assert p.target_class_path == "mylayers.norm:Scale"
+    assert p.target_class_path == "probe_layers.norm:Scale"
     assert reference_hash(p) != p.spec.op_hash  # the class's own source is part of the identity
 
 

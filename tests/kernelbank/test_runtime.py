@@ -96,13 +96,13 @@ def test_kernel_actually_runs(bank_path, monkeypatch):
     calls = []
     from forge.kernelbank import binding
 
-    real = binding._Handle.run
+    real = binding._Handle.call
 
     def counting(self, *a, **k):
         calls.append(self.entry.id)
         return real(self, *a, **k)
 
-    monkeypatch.setattr(binding._Handle, "run", counting)
+    monkeypatch.setattr(binding._Handle, "call", counting)
     with torch.no_grad():
         m(torch.randn(8, 256))
     assert len(calls) == 2
