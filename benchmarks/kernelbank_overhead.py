@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-USERPKG = ROOT / "tests" / "fixtures" / "userpkg"
+USERPKG = ROOT / "examples" / "kernelbank"
 
 FRESH = """
 import time

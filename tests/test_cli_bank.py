@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-USERPKG = ROOT / "tests" / "fixtures" / "userpkg"
+USERPKG = ROOT / "examples" / "kernelbank"
 
 
 def forge(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from forge.db.engine import open_for_writing
 from forge.db.store import save_verdict
 from forge.harness.problem import load_problem, read_problem_source, reference_hash
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "userpkg"
+FIXTURES = Path(__file__).resolve().parents[2] / "examples" / "kernelbank"
 OP = FIXTURES / "rmsnorm_op.py"
 KERNEL = FIXTURES / "rmsnorm_kernel.py"
 
