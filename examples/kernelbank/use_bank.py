@@ -8,9 +8,9 @@ import sys
 import time
 
 import torch
+from mylayers.norm import Block
 
 import forge.kernelbank as kb
-from mylayers.norm import Block
 
 bank = kb.open(sys.argv[1] if len(sys.argv) > 1 else None)  # read-only; default: $FORGE_BANK or the user bank
 torch.manual_seed(0)
