@@ -98,8 +98,9 @@ def test_fresh_process_kernelizes_read_only(saved_bank, tmp_path):
 
 def test_switched_off_gives_reference(saved_bank):
     bank, _ = saved_bank
-    swapped, restored, same, _, _ = use_bank(bank, USERPKG, {"FORGE_KERNELBANK": "off"})
-    assert (swapped, restored, same) == (0, 0, True)
+    swapped, restored, same, n_warn, msgs = use_bank(bank, USERPKG, {"FORGE_KERNELBANK": "off"})
+    assert (swapped, restored, same, n_warn) == (0, 0, True, 1)
+    assert "FORGE_KERNELBANK=off" in msgs
 
 
 def test_changed_user_class_is_stale_with_one_warning(saved_bank, tmp_path):

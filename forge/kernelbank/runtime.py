@@ -126,6 +126,7 @@ class KernelBank:
     def kernelize(self, model: torch.nn.Module) -> int:
         """Swap ``forward`` on every instance of a bank op's target class; returns how many."""
         if not bank_enabled():
+            loader.warn_once("off", "forge kernel bank: FORGE_KERNELBANK=off, kernelize swaps nothing (references run)")
             return 0
         targets: list[tuple[type, _Op]] = []
         for problem in self._db.target_problems():
