@@ -101,7 +101,10 @@ class KernelBank:
         ref_cls = resolved.ref_cls
         if not resolved.table:
             return ref_cls(*init_args, **init_kwargs)
-        entry, cls = next(iter(resolved.table.values()))
+        # Build with the kernel for where modules are usually created: this machine's default
+        # device kind and dtype (the dispatcher still picks per call).
+        here = ("cuda" if torch.cuda.is_available() else "cpu", torch.get_default_dtype())
+        entry, cls = resolved.table.get(here) or next(iter(resolved.table.values()))
         try:
             module = cls(*init_args, **init_kwargs)
         except Exception as exc:

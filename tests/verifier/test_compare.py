@@ -172,3 +172,16 @@ def test_wall_clock_tolerates_scheduling_outliers():
         delay = 8_000_000 if k % 5 == 0 else 40_000  # every fifth wake-up is 8 ms late
         ticks += [k * 10_000_000, k * 10_000_000 + r + delay]
     assert judge.wall_clock_discrepancy(ticks, reported) is None
+
+
+def test_refill_miss_is_caching_only_when_the_old_result_comes_back():
+    old, new = torch.ones(3), torch.full((3,), 2.0)
+    case = {**_case(), "expected": [old], "partner": {"id": "p", "kind": "normal", "expected": [new]}}
+    base = {"outputs": [old], "outputs2": [old], "facts": _facts()}
+    stale = judge.judge_case(case, {**base, "outputs_refill": [old.clone()]}, "cpu", None)
+    assert "no_stale_results" in stale.integrity and stale.correctness is None
+    sloppy = judge.judge_case(case, {**base, "outputs_refill": [new + 0.01]}, "cpu", None)
+    assert "no_stale_results" not in sloppy.integrity
+    assert sloppy.correctness is not None and "new values" in sloppy.correctness.detail
+    good = judge.judge_case(case, {**base, "outputs_refill": [new.clone()]}, "cpu", None)
+    assert good.correctness is None and good.integrity == {}
