@@ -1,0 +1,75 @@
+"""Getting a candidate out of free-form model replies, and a judge's JSON out of its reply.
+
+Replies come in every shape: one fenced block, several (a C++ block and a Python block), prose
+around the code, no fence at all, or no ``ModelNew``. Each outcome is either a source or a reason,
+never an exception: the session records a reason as a failed attempt.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from forge.agents.roles import JudgeFeedback
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_PY_TAGS = {"", "python", "py", "python3"}
+
+
+@dataclass
+class Extracted:
+    source: str | None
+    reason: str | None = None
+
+
+def _defines_modelnew(src: str) -> bool:
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return "class ModelNew" in src
+    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(tree))
+
+
+def extract_candidate(reply: str) -> Extracted:
+    """The Python candidate in ``reply``: the fenced Python block defining ModelNew (the longest
+    if several do), else the whole reply if it parses as Python and defines ModelNew."""
+    if not reply or not reply.strip():
+        return Extracted(None, "the reply was empty")
+    blocks = [(tag.lower(), body) for tag, body in _FENCE.findall(reply)]
+    python = [body for tag, body in blocks if tag in _PY_TAGS]
+    with_model = [b for b in python if _defines_modelnew(b)]
+    if with_model:
+        return Extracted(max(with_model, key=len).strip() + "\n")
+    if not blocks and _defines_modelnew(reply):
+        try:
+            ast.parse(reply)
+            return Extracted(reply.strip() + "\n")
+        except SyntaxError:
+            pass
+    if python or blocks:
+        return Extracted(None, f"the reply has {len(blocks)} code block(s) but none defines class ModelNew")
+    return Extracted(None, "the reply contains no code block and no class ModelNew")
+
+
+def parse_feedback(reply: str) -> tuple[JudgeFeedback | None, str | None]:
+    """(feedback, None) or (None, why): the first JSON object in the reply, validated."""
+    candidates = [body for _tag, body in _FENCE.findall(reply or "")] + [reply or ""]
+    for text in candidates:
+        start = text.find("{")
+        while start != -1:
+            try:
+                obj, _end = json.JSONDecoder().raw_decode(text[start:])
+            except json.JSONDecodeError:
+                start = text.find("{", start + 1)
+                continue
+            if isinstance(obj, dict):
+                try:
+                    return JudgeFeedback.model_validate(obj), None
+                except ValidationError as exc:
+                    return None, f"the judge's JSON does not fit the schema: {exc.errors()[0]['msg']}"
+            start = text.find("{", start + 1)
+    return None, "the judge's reply contains no JSON object"
