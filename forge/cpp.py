@@ -33,7 +33,18 @@ from typing import Any
 
 from forge.errors import CompileError
 
-DEFAULT_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17", "-fno-math-errno")
+DEFAULT_FLAGS = (
+    "-O3",
+    "-march=native",
+    "-fopenmp",
+    "-fPIC",
+    "-shared",
+    "-std=c++17",
+    # Neither changes results (IEEE rounding, NaN and inf are kept); together they let GCC
+    # if-convert and vectorise loops with selects and calls such as floor().
+    "-fno-math-errno",
+    "-fno-trapping-math",
+)
 __all__ = ["DEFAULT_FLAGS", "CppFunction", "CppLibrary", "build", "cache_dir", "load"]
 
 _lock = threading.Lock()

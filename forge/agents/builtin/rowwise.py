@@ -1,0 +1,146 @@
+"""The built-in coder's row-wise family: softmax, log-softmax, layernorm, rmsnorm, sum/mean/amax
+over the last dimension, recognised from a torch.fx trace of the reference and emitted as C++
+(OpenMP across rows, SIMD within a row) that subclasses the reference ``Model``.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from forge.agents.builtin.cpp_snippets import FEXP, HEADER, ROWWISE
+
+
+@dataclass(frozen=True)
+class RowRecipe:
+    kind: str  # a key of ROWWISE
+    weight: str | None = None  # attribute path of the weight parameter on the module
+    bias: str | None = None
+    eps: float | str | None = None  # a constant, or an attribute path (e.g. "norm.eps")
+    keepdim: bool = False
+
+
+def _is_last_dim(dim: Any, ndim: int) -> bool:
+    return isinstance(dim, int) and dim in (-1, ndim - 1)
+
+
+def _calls(graph: fx.Graph) -> list[fx.Node]:
+    return [n for n in graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+
+
+def _name(node: fx.Node) -> str:
+    t = node.target
+    if node.op == "call_method":
+        return str(t)
+    if node.op == "call_module":
+        return "module"
+    if t is operator.add:
+        return "add"
+    if t is operator.mul:
+        return "mul"
+    return str(getattr(t, "__name__", t))
+
+
+def _float_attr(model: torch.nn.Module, value: float) -> str | None:
+    """The attribute holding a constant fx inlined (e.g. ``self.eps``), so the kernel reads the
+    instance's own value rather than the one seen at trace time."""
+    for prefix, module in model.named_modules():
+        for key, v in vars(module).items():
+            if isinstance(v, float) and not key.startswith("_") and v == value:
+                return f"{prefix}.{key}" if prefix else key
+    return None
+
+
+def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> RowRecipe | str:
+    """A recipe, or the reason this op is not in the row-wise family."""
+    if len(inputs) != 1 or inputs[0].dtype != torch.float32:
+        return "the row-wise kernels take exactly one float32 input"
+    ndim = inputs[0].dim()
+    try:
+        gm = fx.symbolic_trace(model)
+    except Exception as exc:
+        return f"torch.fx could not trace the reference ({type(exc).__name__}: {exc})"
+    calls = _calls(gm.graph)
+    names = [_name(n) for n in calls]
+    if len(calls) == 1:
+        node = calls[0]
+        dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+        if names[0] in ("softmax", "log_softmax") and _is_last_dim(dim, ndim):
+            return RowRecipe(names[0])
+        if names[0] in ("sum", "mean", "amax") and _is_last_dim(dim, ndim):
+            keepdim = bool(node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False))
+            return RowRecipe(names[0], keepdim=keepdim)
+        if names[0] == "module":
+            sub = gm.get_submodule(str(node.target))
+            if isinstance(sub, torch.nn.LayerNorm) and len(sub.normalized_shape) == 1:
+                affine = sub.weight is not None
+                return RowRecipe(
+                    "layernorm",
+                    weight=f"{node.target}.weight" if affine else None,
+                    bias=f"{node.target}.bias" if sub.bias is not None else None,
+                    eps=f"{node.target}.eps",
+                )
+    if names == ["pow", "mean", "add", "rsqrt", "mul", "mul"]:
+        pow_, mean, add, _rsqrt, _mul, mul_w = calls
+        weight = [a for a in mul_w.args if isinstance(a, fx.Node) and a.op == "get_attr"]
+        if (
+            pow_.args[1:] == (2,)
+            and _is_last_dim(mean.kwargs.get("dim", mean.args[1] if len(mean.args) > 1 else None), ndim)
+            and mean.kwargs.get("keepdim", False)
+            and isinstance(add.args[1], float)
+            and len(weight) == 1
+        ):
+            eps = float(add.args[1])
+            return RowRecipe("rmsnorm", weight=str(weight[0].target), eps=_float_attr(model, eps) or eps)
+    return f"not a row-wise op the built-in coder knows (traced ops: {', '.join(names) or 'none'})"
+
+
+def render(recipe: RowRecipe) -> str:
+    """The candidate's Python source."""
+    cpp = HEADER + FEXP + ROWWISE[recipe.kind]
+    reduce = recipe.kind in ("sum", "mean", "amax")
+    out_shape = "x.shape[:-1] + ((1,) if KEEPDIM else ())" if reduce else "x.shape"
+    args = ["x"]
+    for attr in (recipe.weight, recipe.bias):
+        if attr is not None:
+            args.append(f"_param(self, {attr!r})")
+        elif recipe.kind in ("layernorm",) or (recipe.kind == "rmsnorm" and attr is recipe.weight):
+            args.append("None")
+    args += ["y", "rows", "cols"]
+    if recipe.eps is not None:
+        eps = f"float(_attr(self, {recipe.eps!r}))" if isinstance(recipe.eps, str) else repr(recipe.eps)
+        args.append(eps)
+    return f'''"""forge built-in coder: {recipe.kind} over the last dimension (C++, OpenMP rows, SIMD columns)."""
+
+import torch
+
+from forge import cpp
+from forge_reference import Model
+
+KEEPDIM = {recipe.keepdim!r}
+_lib = cpp.load(r"""{cpp}""")
+
+
+def _attr(obj, path):
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _param(obj, path):
+    return _attr(obj, path).detach().contiguous()
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        x = x.contiguous()
+        cols = x.shape[-1]
+        rows = x.numel() // cols if cols else 0
+        y = torch.empty({out_shape}, dtype=x.dtype, device=x.device)
+        _lib.kernel({", ".join(args)})
+        return y
+'''

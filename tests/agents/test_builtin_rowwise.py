@@ -1,0 +1,61 @@
+"""The built-in coder's row-wise family: recognised from fx traces, emitted as C++, verified."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from forge.agents.builtin import RowRecipe, analyze, render
+from forge.harness import load_problem
+from forge.verifier import verify
+from tests.conftest import EXAMPLES, OPS
+
+KERNELBANK = EXAMPLES / "kernelbank"
+
+
+def _recipe(op: Path) -> RowRecipe | str:
+    p = load_problem(op)
+    return analyze(p.model_cls(*p.init_inputs()), p.inputs())
+
+
+@pytest.mark.parametrize(
+    ("op", "kind"),
+    [
+        (EXAMPLES / "ops" / "softmax.py", "softmax"),
+        (EXAMPLES / "ops" / "layernorm.py", "layernorm"),
+        (EXAMPLES / "ops" / "rmsnorm.py", "rmsnorm"),
+        (EXAMPLES / "ops" / "row_sum.py", "sum"),
+    ],
+)
+def test_recognises_the_shipped_row_wise_examples(op, kind):
+    recipe = _recipe(op)
+    assert isinstance(recipe, RowRecipe) and recipe.kind == kind
+
+
+def test_rmsnorm_reads_eps_from_the_instance():
+    recipe = _recipe(EXAMPLES / "ops" / "rmsnorm.py")
+    assert isinstance(recipe, RowRecipe) and recipe.eps == "eps" and recipe.weight == "weight"
+
+
+def test_other_ops_get_a_reason():
+    why = _recipe(EXAMPLES / "ops" / "linear_gelu.py")
+    assert isinstance(why, str) and "not a row-wise op" in why
+    assert "float32" in str(analyze(torch.nn.Softmax(dim=-1), [torch.randn(2, 2, dtype=torch.float64)]))
+
+
+@pytest.mark.parametrize(
+    "op",
+    [OPS / "small_softmax.py", OPS / "small_layernorm.py", OPS / "declared_shapes.py", KERNELBANK / "rmsnorm_op.py"],
+    ids=["softmax", "layernorm", "rowsum", "rmsnorm"],
+)
+def test_generated_kernels_pass_the_verifier(op, fast_settings, tmp_path, monkeypatch):
+    monkeypatch.chdir(op.parent)  # the rmsnorm op imports its Model from the user's package there
+    recipe = _recipe(op)
+    assert isinstance(recipe, RowRecipe), recipe
+    cand = tmp_path / "candidate.py"
+    cand.write_text(render(recipe))
+    v = verify(op, cand, fast_settings)
+    assert v.status == "passed", (v.reason, v.candidate_output[-2000:])
+    assert v.backend == "cpp"
