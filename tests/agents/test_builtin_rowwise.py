@@ -59,3 +59,44 @@ def test_generated_kernels_pass_the_verifier(op, fast_settings, tmp_path, monkey
     v = verify(op, cand, fast_settings)
     assert v.status == "passed", (v.reason, v.candidate_output[-2000:])
     assert v.backend == "cpp"
+
+
+OP_TEMPLATE = """
+import torch
+import torch.nn as nn
+
+rows = 24
+cols = 300
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return {expr}
+
+
+def get_inputs():
+    return [torch.randn(rows, cols)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize(
+    ("expr", "kind"),
+    [
+        ("torch.log_softmax(x, dim=-1)", "log_softmax"),
+        ("x.amax(dim=1)", "amax"),
+        ("x.mean(dim=-1, keepdim=True)", "mean"),
+    ],
+)
+def test_other_row_wise_kinds_pass_the_verifier(expr, kind, fast_settings, tmp_path):
+    op = tmp_path / f"{kind}_op.py"
+    op.write_text(OP_TEMPLATE.format(expr=expr))
+    recipe = _recipe(op)
+    assert isinstance(recipe, RowRecipe) and recipe.kind == kind, recipe
+    cand = tmp_path / "candidate.py"
+    cand.write_text(render(recipe))
+    v = verify(op, cand, fast_settings)
+    assert v.status == "passed", (v.reason, v.candidate_output[-2000:])

@@ -30,6 +30,14 @@ HEADER = r"""
 #include <cmath>
 """
 
+# The row maximum, NaN-aware (a NaN anywhere makes the maximum NaN, as torch.amax does).
+_ROW_MAX = r"""
+        float m = -INFINITY;
+        bool nan = false;
+        #pragma omp simd reduction(max:m) reduction(|:nan)
+        for (int64_t c = 0; c < cols; ++c) { m = xr[c] > m ? xr[c] : m; nan |= xr[c] != xr[c]; }
+"""
+
 ROWWISE = {
     "softmax": r"""
 extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {
@@ -37,11 +45,9 @@ extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * cols;
         float* yr = y + r * cols;
-        float m = -INFINITY;
-        bool nan = false;
-        #pragma omp simd reduction(max:m) reduction(|:nan)
-        for (int64_t c = 0; c < cols; ++c) { m = xr[c] > m ? xr[c] : m; nan |= xr[c] != xr[c]; }
-        if (nan) m = NAN;
+"""
+    + _ROW_MAX
+    + r"""        if (nan) m = NAN;
         float s = 0.f;
         #pragma omp simd reduction(+:s)
         for (int64_t c = 0; c < cols; ++c) { float e = forge_exp(xr[c] - m); yr[c] = e; s += e; }
@@ -57,11 +63,9 @@ extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * cols;
         float* yr = y + r * cols;
-        float m = -INFINITY;
-        bool nan = false;
-        #pragma omp simd reduction(max:m) reduction(|:nan)
-        for (int64_t c = 0; c < cols; ++c) { m = xr[c] > m ? xr[c] : m; nan |= xr[c] != xr[c]; }
-        if (nan) m = NAN;
+"""
+    + _ROW_MAX
+    + r"""        if (nan) m = NAN;
         float s = 0.f;
         #pragma omp simd reduction(+:s)
         for (int64_t c = 0; c < cols; ++c) s += forge_exp(xr[c] - m);
@@ -135,11 +139,9 @@ extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * cols;
-        float m = -INFINITY;
-        bool nan = false;
-        #pragma omp simd reduction(max:m) reduction(|:nan)
-        for (int64_t c = 0; c < cols; ++c) { m = xr[c] > m ? xr[c] : m; nan |= xr[c] != xr[c]; }
-        y[r] = nan ? NAN : m;
+"""
+    + _ROW_MAX
+    + r"""        y[r] = nan ? NAN : m;
     }
 }
 """,
