@@ -1,0 +1,314 @@
+"""The built-in coder's pointwise family: a chain of elementwise ops on one input with broadcast
+parameters (optionally after an ``nn.Linear``, done by the library matmul), fused into one C++ pass.
+
+Each fx node becomes one C++ statement on floats. Parameters are read through per-outer-block base
+offsets computed once per shape on the Python side, so any broadcast in which every parameter is
+either constant or contiguous over the innermost block runs as a plain SIMD loop.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+
+from forge.agents.builtin.cpp_snippets import FEXP, HEADER
+
+FMATH = (
+    FEXP
+    + r"""
+static inline float forge_erf(float x) {
+    // Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7), vectorisable.
+    float a = x < 0.f ? -x : x;
+    float t = 1.0f / (1.0f + 0.3275911f * a);
+    float p = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
+    float r = 1.0f - p * forge_exp(-a * a);
+    return x < 0.f ? -r : r;
+}
+static inline float forge_tanh(float x) { return 1.0f - 2.0f / (forge_exp(2.0f * x) + 1.0f); }
+"""
+)
+
+_BINARY = {
+    operator.add: "+",
+    torch.add: "+",
+    operator.sub: "-",
+    torch.sub: "-",
+    operator.mul: "*",
+    torch.mul: "*",
+    operator.truediv: "/",
+    torch.div: "/",
+}
+_BINARY_METHODS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_UNARY = {
+    "relu": "({a} < 0.f ? 0.f : {a})",
+    "sigmoid": "(1.0f / (1.0f + forge_exp(-{a})))",
+    "tanh": "forge_tanh({a})",
+    "exp": "forge_exp({a})",
+    "neg": "(-{a})",
+    "abs": "std::fabs({a})",
+    "silu": "({a} / (1.0f + forge_exp(-{a})))",
+    "sqrt": "std::sqrt({a})",
+    "rsqrt": "(1.0f / std::sqrt({a}))",
+}
+_UNARY_FUNCS = {
+    torch.relu: "relu",
+    F.relu: "relu",
+    torch.sigmoid: "sigmoid",
+    F.sigmoid: "sigmoid",
+    torch.tanh: "tanh",
+    F.tanh: "tanh",
+    torch.exp: "exp",
+    torch.neg: "neg",
+    operator.neg: "neg",
+    torch.abs: "abs",
+    F.silu: "silu",
+    torch.sqrt: "sqrt",
+    torch.rsqrt: "rsqrt",
+}
+
+
+@dataclass(frozen=True)
+class PointwiseRecipe:
+    body: tuple[str, ...]  # C++ statements computing t<k> from v (input) and p<j> (parameters)
+    result: str  # the variable holding the output value
+    params: tuple[str, ...]  # attribute paths of the parameters, in p<j> order
+    linear: str | None = None  # attribute path of an nn.Linear applied to the input first
+
+
+def _lit(value: object) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if math.isinf(value) or math.isnan(value):
+        return None
+    return f"{float(value)!r}f"
+
+
+def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseRecipe | str:
+    if len(inputs) != 1 or inputs[0].dtype != torch.float32:
+        return "the pointwise kernels take exactly one float32 input"
+    try:
+        gm = fx.symbolic_trace(model)
+    except Exception as exc:
+        return f"torch.fx could not trace the reference ({type(exc).__name__}: {exc})"
+    env: dict[fx.Node, str] = {}
+    params: list[str] = []
+    body: list[str] = []
+    linear = None
+    out_shape = tuple(inputs[0].shape)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = "v"
+        elif node.op == "get_attr":
+            value = _fetch(gm, str(node.target))
+            if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+                return f"attribute {node.target} is not a float32 tensor"
+            try:
+                if torch.broadcast_shapes(tuple(value.shape), out_shape) != out_shape:
+                    return f"parameter {node.target} would change the output shape"
+            except RuntimeError:
+                return f"parameter {node.target} does not broadcast to the input"
+            env[node] = f"p{len(params)}"
+            params.append(str(node.target))
+        elif node.op == "call_module":
+            sub = gm.get_submodule(str(node.target))
+            if not (isinstance(sub, torch.nn.Linear) and linear is None and env.get(node.args[0]) == "v" and not body):
+                return f"module {type(sub).__name__} is not supported in a pointwise chain"
+            linear = str(node.target)
+            out_shape = (*out_shape[:-1], sub.out_features)
+            env[node] = "v"
+        elif node.op in ("call_function", "call_method"):
+            expr = _expr(node, env)
+            if expr is None:
+                return f"op {node.target} is not one the built-in pointwise coder handles"
+            name = f"t{len(body)}"
+            body.append(f"float {name} = {expr};")
+            env[node] = name
+        elif node.op == "output":
+            result = node.args[0]
+            if not isinstance(result, fx.Node) or result not in env:
+                return "the reference must return a single tensor"
+            if not body:
+                return "the reference does no elementwise work"
+            return PointwiseRecipe(tuple(body), env[result], tuple(params), linear)
+    return "no output"
+
+
+def _fetch(obj: object, path: str) -> object:
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _operand(a: object, env: dict[fx.Node, str]) -> str | None:
+    if isinstance(a, fx.Node):
+        return env.get(a)
+    return _lit(a)
+
+
+def _expr(node: fx.Node, env: dict[fx.Node, str]) -> str | None:
+    t, args, kw = node.target, node.args, node.kwargs
+    if node.op == "call_method":
+        if t in _BINARY_METHODS and len(args) == 2 and not kw:
+            a, b = _operand(args[0], env), _operand(args[1], env)
+            return f"({a} {_BINARY_METHODS[str(t)]} {b})" if a and b else None
+        if t in _UNARY and len(args) == 1 and not kw:
+            a = _operand(args[0], env)
+            return _UNARY[str(t)].format(a=a) if a else None
+        return None
+    if t in _BINARY and len(args) == 2 and not kw:
+        a, b = _operand(args[0], env), _operand(args[1], env)
+        return f"({a} {_BINARY[t]} {b})" if a and b else None
+    if t in _UNARY_FUNCS and len(args) == 1 and kw in ({}, {"inplace": False}):
+        a = _operand(args[0], env)
+        return _UNARY[_UNARY_FUNCS[t]].format(a=a) if a else None
+    if t is F.gelu and len(args) == 1:
+        a = _operand(args[0], env)
+        approx = kw.get("approximate", "none")
+        if not a:
+            return None
+        if approx == "tanh":
+            return f"(0.5f * {a} * (1.0f + forge_tanh(0.7978845608028654f * ({a} + 0.044715f * {a} * {a} * {a}))))"
+        return f"(0.5f * {a} * (1.0f + forge_erf({a} * 0.7071067811865476f)))" if approx == "none" else None
+    if t in (torch.clamp, torch.clip) and len(args) == 1:
+        a = _operand(args[0], env)
+        lo, hi = kw.get("min"), kw.get("max")
+        if not a or (lo is None and hi is None):
+            return None
+        out = a
+        if lo is not None:
+            lo_s = _lit(lo)
+            out = f"({out} < {lo_s} ? {lo_s} : {out})" if lo_s else ""
+        if hi is not None and out:
+            hi_s = _lit(hi)
+            out = f"({out} > {hi_s} ? {hi_s} : {out})" if hi_s else ""
+        return out or None
+    return None
+
+
+_MAX_SPECIALISED = 4  # parameters whose constant/contiguous layout is a template argument
+
+
+def _cpp(recipe: PointwiseRecipe) -> str:
+    """The kernel: a template over each parameter's layout (constant or contiguous over the inner
+    run) so every variant is a plain SIMD loop, and a dispatcher choosing the variant at run time."""
+    n = len(recipe.params)
+    spec = min(n, _MAX_SPECIALISED)
+    tparams = ", ".join(f"bool F{j}" for j in range(spec))
+    c_params = "".join(f", const float* P{j}, const int64_t* B{j}, int64_t f{j}" for j in range(n))
+    call_args = "".join(f", P{j}, B{j}, f{j}" for j in range(n))
+    loads = "".join(
+        f"            const float p{j} = F{j} ? q{j}[i] : q{j}[0];\n"
+        if j < spec
+        else f"            const float p{j} = q{j}[f{j} ? i : 0];\n"
+        for j in range(n)
+    )
+    bases = "".join(f"        const float* q{j} = P{j} + B{j}[o];\n" for j in range(n))
+    body = "".join(f"            {line}\n" for line in recipe.body)
+    template = f"template <{tparams}>\n" if spec else ""
+    cases = []
+    for mask in range(2**spec):
+        flags = ", ".join("true" if mask >> j & 1 else "false" for j in range(spec))
+        cond = " && ".join(f"(f{j} != 0) == {'true' if mask >> j & 1 else 'false'}" for j in range(spec)) or "true"
+        call = f"run<{flags}>" if spec else "run"
+        cases.append(f"    if ({cond}) {{ {call}(x, y{call_args}, outer, inner); return; }}\n")
+    return (
+        HEADER
+        + FMATH
+        + f"""
+{template}static void run(const float* x, float* y{c_params}, int64_t outer, int64_t inner) {{
+    // Few outer blocks: split each into chunks so every thread has work.
+    const int64_t nch = outer >= 64 ? 1 : (inner + 4095) / 4096;
+    const int64_t ch = nch > 0 ? (inner + nch - 1) / nch : 0;
+    #pragma omp parallel for schedule(static)
+    for (int64_t task = 0; task < outer * nch; ++task) {{
+        const int64_t o = task / nch;
+        const int64_t i0 = (task % nch) * ch;
+        const int64_t i1 = i0 + ch < inner ? i0 + ch : inner;
+        const float* xo = x + o * inner;
+        float* yo = y + o * inner;
+{bases}        #pragma omp simd
+        for (int64_t i = i0; i < i1; ++i) {{
+            const float v = xo[i];
+{loads}{body}            yo[i] = {recipe.result};
+        }}
+    }}
+}}
+
+extern "C" void kernel(const float* x, float* y{c_params}, int64_t outer, int64_t inner) {{
+{"".join(cases)}}}
+"""
+    )
+
+
+def render(recipe: PointwiseRecipe) -> str:
+    cpp = _cpp(recipe)
+    linear = (
+        f"        lin = _attr(self, {recipe.linear!r})\n"
+        "        x = torch.addmm(lin.bias, x.reshape(-1, x.shape[-1]), lin.weight.t()).reshape(*x.shape[:-1], -1)\n"
+        "        y = x  # a fresh matmul output: the epilogue runs in place\n"
+        if recipe.linear
+        else "        x = x.contiguous()\n        y = torch.empty_like(x)\n"
+    )
+    return f'''"""forge built-in coder: a fused pointwise chain (C++, one pass, OpenMP + SIMD)."""
+
+import torch
+
+from forge import cpp
+from forge_reference import Model
+
+PARAMS = {recipe.params!r}
+_lib = cpp.load(r"""{cpp}""")
+_plans = {{}}
+
+
+def _attr(obj, path):
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _plan(shape, pshapes):
+    """Split the output into outer blocks x an inner run over which each parameter is either
+    constant or contiguous and full; per parameter: base offset of each outer block, full flag."""
+    key = (shape, pshapes)
+    if key in _plans:
+        return _plans[key]
+    nd = len(shape)
+    aligned = [(1,) * (nd - len(p)) + tuple(p) for p in pshapes]
+    split = nd
+    for s in range(nd, -1, -1):
+        if all(all(d == 1 for d in p[s:]) or tuple(p[s:]) == tuple(shape[s:]) for p in aligned):
+            split = s
+    inner = 1
+    for d in shape[split:]:
+        inner *= d
+    outer_shape = tuple(shape[:split])
+    out = []
+    for p in aligned:
+        full = any(d != 1 for d in p[split:])
+        pouter = p[:split]
+        count = 1
+        for d in pouter:
+            count *= d
+        base = torch.arange(count, dtype=torch.int64).reshape(pouter).expand(outer_shape).reshape(-1)
+        out.append((((base * inner) if full else base).contiguous(), int(full)))
+    outer = 1
+    for d in outer_shape:
+        outer *= d
+    _plans[key] = (outer, inner, out)
+    return _plans[key]
+
+
+class ModelNew(Model):
+    def forward(self, x):
+{linear}        params = [_attr(self, name).detach().contiguous() for name in PARAMS]
+        outer, inner, tables = _plan(tuple(y.shape), tuple(tuple(p.shape) for p in params))
+        flat = [t for p, (b, f) in zip(params, tables) for t in (p, b, f)]
+        _lib.kernel(x, y, *flat, outer, inner)
+        return y
+'''
