@@ -5,7 +5,8 @@ last dimension) and pointwise chains with broadcast parameters, optionally after
 """
 
 from forge.agents.builtin import pointwise, rowwise
+from forge.agents.builtin.coder import BuiltinCoder
 from forge.agents.builtin.pointwise import PointwiseRecipe
 from forge.agents.builtin.rowwise import RowRecipe, analyze, render
 
-__all__ = ["PointwiseRecipe", "RowRecipe", "analyze", "pointwise", "render", "rowwise"]
+__all__ = ["BuiltinCoder", "PointwiseRecipe", "RowRecipe", "analyze", "pointwise", "render", "rowwise"]
