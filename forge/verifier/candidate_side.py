@@ -6,12 +6,13 @@ it returns outputs and observations (types, aliasing, threads, clocks) and the p
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,21 @@ def _as_list(out: Any) -> list[Any]:
     return list(out) if isinstance(out, tuple | list) else [out]
 
 
+@contextlib.contextmanager
+def _constants(module: Any, overrides: dict[str, Any]) -> Iterator[None]:
+    """A shape variant's constants on the reference module while a model is built, as the
+    reference worker had them (for a Model that reads module-level sizes in __init__)."""
+    saved = {k: getattr(module, k) for k in overrides if module is not None and hasattr(module, k)}
+    try:
+        for k, v in overrides.items():
+            if module is not None:
+                setattr(module, k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(module, k, v)
+
+
 class CandidateSide:
     def __init__(
         self, device: str, clocks: Clocks, flush: Callable[[], None], clock_check: Callable[[], list[str]]
@@ -158,7 +174,8 @@ class CandidateSide:
         cls = self.module.ModelNew
         for spec in msg["models"]:
             try:
-                model = cls(*spec["init_args"])
+                with _constants(sys.modules.get("forge_reference"), spec.get("overrides") or {}):
+                    model = cls(*spec["init_args"])
             except Exception as exc:
                 raise StageError(
                     "interface", f"ModelNew(*get_init_inputs()) raised:\n{candidate_trace(exc, self.path)}"

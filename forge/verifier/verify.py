@@ -175,7 +175,7 @@ class _Run:
             self.v.fail("compile_error", f"{reply['stage']}: {judge.first_line(reply['message'])}")
             return False
         self.v.add("load", True, "candidate imported")
-        models = [{k: m[k] for k in ("key", "init_args", "state_dict")} for m in self.info["models"]]
+        models = [{k: m[k] for k in ("key", "init_args", "state_dict", "overrides")} for m in self.info["models"]]
         reply = self._ask_candidate({"op": "instantiate", "models": models}, "ready")
         if reply.get("type") == "error":
             self.v.add("interface", False, reply["message"])
