@@ -9,7 +9,6 @@ reference worker, or the user's own program.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import sys
 import traceback
 import types
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from forge.errors import ProblemError
 from forge.harness.identity import normalized_hash, op_identity
+from forge.importing import import_file
 
 _REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
@@ -125,15 +125,9 @@ def _exec_module(spec: ProblemSource) -> types.ModuleType:
     for d in (str(spec.path.parent), str(Path.cwd())):
         if d not in sys.path:
             sys.path.insert(0, d)
-    mspec = importlib.util.spec_from_file_location(mod_name, spec.path)
-    if mspec is None or mspec.loader is None:
-        raise ProblemError(f"{str(spec.path)!r} cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(mspec)
-    sys.modules[mod_name] = module
     try:
-        mspec.loader.exec_module(module)
+        module = import_file(mod_name, spec.path)
     except Exception as exc:
-        del sys.modules[mod_name]
         raise ProblemError(
             f"{_loc(spec.path, exc.__traceback__)}: the op file raised while being imported:\n"
             f"{_user_trace(exc, spec.path)}"

@@ -7,7 +7,6 @@ Everything is cached per process: a reference module per op hash, a kernel modul
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
 import tempfile
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.harness.identity import normalized_hash, op_identity
+from forge.importing import import_file
 from forge.kernelbank.store import Entry, ProblemRow
 
 
@@ -71,26 +71,12 @@ def _source_file(kind: str, source: str) -> Path:
     return path
 
 
-def _import_file(name: str, path: Path) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
-
 def reference_module(problem: ProblemRow) -> types.ModuleType:
     """The op file as stored in the bank, imported once per process (its Model may come from user code)."""
     key = problem.op_hash
     if key not in _reference_modules:
         name = f"forge_bank_ref_{problem.name}_{key[:10]}".replace("-", "_").replace(".", "_")
-        _reference_modules[key] = _import_file(name, _source_file("ref", problem.source))
+        _reference_modules[key] = import_file(name, _source_file("ref", problem.source))
     return _reference_modules[key]
 
 
@@ -109,7 +95,7 @@ def kernel_class(entry: Entry, ref_module: types.ModuleType) -> type:
         sys.modules["forge_reference"] = ref_module
         try:
             name = f"forge_bank_kernel_{entry.key.replace(':', '_')}"
-            module = _import_file(name, _source_file("k", entry.source))
+            module = import_file(name, _source_file("k", entry.source))
         finally:
             if previous is None:
                 sys.modules.pop("forge_reference", None)

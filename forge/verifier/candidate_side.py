@@ -7,7 +7,6 @@ it returns outputs and observations (types, aliasing, threads, clocks) and the p
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import sys
 import threading
@@ -19,6 +18,7 @@ from typing import Any
 import torch
 
 from forge.harness.problem import load_problem, read_problem_source
+from forge.importing import import_file
 from forge.verifier.timing import Clocks, timed_loop
 
 _IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
@@ -153,13 +153,8 @@ class CandidateSide:
         problem = load_problem(read_problem_source(msg["op_path"]))
         sys.modules["forge_reference"] = problem.module
         self.path = str(Path(msg["candidate_path"]).resolve())
-        spec = importlib.util.spec_from_file_location("forge_candidate", self.path)
-        if spec is None or spec.loader is None:
-            raise StageError("load", f"{self.path} cannot be imported as a Python module")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["forge_candidate"] = module
         try:
-            spec.loader.exec_module(module)
+            module = import_file("forge_candidate", self.path)
         except SyntaxError as exc:
             raise StageError("load", f"{Path(self.path).name}:{exc.lineno}: SyntaxError: {exc.msg}") from exc
         except Exception as exc:
