@@ -14,6 +14,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+from forge.errors import UsageError
+
+
+def resolve_device(choice: str) -> str:
+    """cpu or cuda for a device choice (auto, cpu, cuda); UsageError if it cannot be had here."""
+    import torch
+
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available here; use --device cpu")
+    if choice not in ("cpu", "cuda"):
+        raise UsageError(f"--device {choice!r}: choose cpu, cuda or auto")
+    return choice
+
 
 def available_cores() -> int:
     try:

@@ -33,18 +33,6 @@ _INTEGRITY_CHECKS = (
 )
 
 
-def resolve_device(choice: str) -> str:
-    import torch
-
-    if choice == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA device is available here; use --device cpu")
-    if choice not in ("cpu", "cuda"):
-        raise UsageError(f"--device {choice!r}: choose cpu, cuda or auto")
-    return choice
-
-
 def _cache_dir(settings: ForgeSettings) -> Path:
     if settings.cache_dir:
         return settings.cache_dir

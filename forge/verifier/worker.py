@@ -96,11 +96,13 @@ def main(argv: list[str]) -> int:
     threads = int(os.environ.get("FORGE_WORKER_THREADS", "1"))
     import torch
 
-    device = os.environ.get("FORGE_WORKER_DEVICE", "auto")
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        chan.send({"type": "hello", "error": "--device cuda: no CUDA device is available here; use --device cpu"})
+    from forge.errors import UsageError
+    from forge.verifier.machine import resolve_device
+
+    try:
+        device = resolve_device(os.environ.get("FORGE_WORKER_DEVICE", "auto"))
+    except UsageError as exc:
+        chan.send({"type": "hello", "error": exc.message})
         return 2
     if device == "cpu":
         # Triton kernels run on CPU tensors only under its interpreter (correct, not fast).
