@@ -30,119 +30,80 @@ HEADER = r"""
 #include <cmath>
 """
 
+
+def _kernel(body: str, extra_args: str = "", tail: str = "", reduce: bool = False) -> str:
+    """A row-wise kernel: OpenMP over rows; ``body`` sees ``xr`` (this row of x) and, unless the
+    kernel reduces each row to one value ``y[r]``, ``yr`` (this row of y)."""
+    head = f'extern "C" void kernel(const float* x{extra_args}, float* y, int64_t rows, int64_t cols{tail}) {{\n'
+    loop = (
+        "    #pragma omp parallel for schedule(static)\n"
+        "    for (int64_t r = 0; r < rows; ++r) {\n"
+        "        const float* xr = x + r * cols;\n" + ("" if reduce else "        float* yr = y + r * cols;\n")
+    )
+    return "\n" + head + loop + body + "    }\n}\n"
+
+
 # The row maximum, NaN-aware (a NaN anywhere makes the maximum NaN, as torch.amax does).
-_ROW_MAX = r"""
-        float m = -INFINITY;
+_ROW_MAX = """        float m = -INFINITY;
         bool nan = false;
         #pragma omp simd reduction(max:m) reduction(|:nan)
         for (int64_t c = 0; c < cols; ++c) { m = xr[c] > m ? xr[c] : m; nan |= xr[c] != xr[c]; }
 """
-
-ROWWISE = {
-    "softmax": r"""
-extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * cols;
-        float* yr = y + r * cols;
-"""
-    + _ROW_MAX
-    + r"""        if (nan) m = NAN;
-        float s = 0.f;
-        #pragma omp simd reduction(+:s)
-        for (int64_t c = 0; c < cols; ++c) { float e = forge_exp(xr[c] - m); yr[c] = e; s += e; }
-        const float inv = 1.0f / s;
-        #pragma omp simd
-        for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
-    }
-}
-""",
-    "log_softmax": r"""
-extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * cols;
-        float* yr = y + r * cols;
-"""
-    + _ROW_MAX
-    + r"""        if (nan) m = NAN;
-        float s = 0.f;
-        #pragma omp simd reduction(+:s)
-        for (int64_t c = 0; c < cols; ++c) s += forge_exp(xr[c] - m);
-        const float lse = m + std::log(s);
-        #pragma omp simd
-        for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
-    }
-}
-""",
-    "layernorm": r"""
-extern "C" void kernel(const float* x, const float* w, const float* b, float* y,
-                       int64_t rows, int64_t cols, double eps) {
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * cols;
-        float* yr = y + r * cols;
-        double s = 0.0;
+# The row sum, accumulated in double (ordinary-sized rows stay within fp32 tolerance of torch).
+_ROW_SUM = """        double s = 0.0;
         #pragma omp simd reduction(+:s)
         for (int64_t c = 0; c < cols; ++c) s += xr[c];
-        const float mean = (float)(s / (double)cols);
+"""
+# The sum of exp(x - m), the max-shifted softmax denominator (writes exp to yr when asked).
+_EXP_SUM = """        if (nan) m = NAN;
+        float s = 0.f;
+        #pragma omp simd reduction(+:s)
+        for (int64_t c = 0; c < cols; ++c) { float e = forge_exp(xr[c] - m); STORE s += e; }
+"""
+
+
+ROWWISE = {
+    "softmax": _kernel(
+        _ROW_MAX
+        + _EXP_SUM.replace("STORE", "yr[c] = e;")
+        + """        const float inv = 1.0f / s;
+        #pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
+"""
+    ),
+    "log_softmax": _kernel(
+        _ROW_MAX
+        + _EXP_SUM.replace("STORE ", "")
+        + """        const float lse = m + std::log(s);
+        #pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
+"""
+    ),
+    "layernorm": _kernel(
+        _ROW_SUM
+        + """        const float mean = (float)(s / (double)cols);
         double v = 0.0;
         #pragma omp simd reduction(+:v)
         for (int64_t c = 0; c < cols; ++c) { float d = xr[c] - mean; v += d * d; }
         const float rstd = (float)(1.0 / std::sqrt(v / (double)cols + eps));
         #pragma omp simd
         for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mean) * rstd * (w ? w[c] : 1.0f) + (b ? b[c] : 0.0f);
-    }
-}
 """,
-    "rmsnorm": r"""
-extern "C" void kernel(const float* x, const float* w, float* y, int64_t rows, int64_t cols, double eps) {
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * cols;
-        float* yr = y + r * cols;
-        double acc = 0.0;
+        extra_args=", const float* w, const float* b",
+        tail=", double eps",
+    ),
+    "rmsnorm": _kernel(
+        """        double acc = 0.0;
         #pragma omp simd reduction(+:acc)
         for (int64_t c = 0; c < cols; ++c) acc += xr[c] * xr[c];
         const float inv = (float)(1.0 / std::sqrt(acc / (double)cols + eps));
         #pragma omp simd
         for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * inv * (w ? w[c] : 1.0f);
-    }
-}
 """,
-    "sum": r"""
-extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * cols;
-        double s = 0.0;
-        #pragma omp simd reduction(+:s)
-        for (int64_t c = 0; c < cols; ++c) s += xr[c];
-        y[r] = (float)s;
-    }
-}
-""",
-    "mean": r"""
-extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * cols;
-        double s = 0.0;
-        #pragma omp simd reduction(+:s)
-        for (int64_t c = 0; c < cols; ++c) s += xr[c];
-        y[r] = (float)(s / (double)cols);
-    }
-}
-""",
-    "amax": r"""
-extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * cols;
-"""
-    + _ROW_MAX
-    + r"""        y[r] = nan ? NAN : m;
-    }
-}
-""",
+        extra_args=", const float* w",
+        tail=", double eps",
+    ),
+    "sum": _kernel(_ROW_SUM + "        y[r] = (float)s;\n", reduce=True),
+    "mean": _kernel(_ROW_SUM + "        y[r] = (float)(s / (double)cols);\n", reduce=True),
+    "amax": _kernel(_ROW_MAX + "        y[r] = nan ? NAN : m;\n", reduce=True),
 }
