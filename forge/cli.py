@@ -123,7 +123,9 @@ def verify(
 
 def main() -> None:
     from forge.cli_bank import bank_app
+    from forge.cli_optimize import optimize
 
+    app.command()(optimize)
     app.add_typer(bank_app, name="bank")
     app()
 

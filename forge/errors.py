@@ -58,3 +58,9 @@ class UnknownOpError(BankError, KeyError):
 
 class KernelUnavailableError(BankError):
     """strict=True and the bank could not supply a verified kernel."""
+
+
+class ProviderError(ForgeError):
+    """The LLM provider cannot be used: missing key, unreachable, model refused (exit code 3)."""
+
+    exit_code = 3

@@ -27,6 +27,10 @@ class HistoryItem:
     timings_ms: dict[str, float | None] = field(default_factory=dict)
     roofline_fraction: float | None = None
     feedback: JudgeFeedback | None = None
+    config: dict[str, Any] | None = None  # the launch/parallel config the candidate was built with
+    parent_config: dict[str, Any] | None = None  # its parent's config (the tuner attributes failures)
+    attempt_id: int | None = None
+    speedup_vs_eager: float | None = None
 
 
 @dataclass
@@ -38,6 +42,7 @@ class CoderContext:
     device_spec: dict[str, Any] = field(default_factory=dict)
     history: list[HistoryItem] = field(default_factory=list)
     want: int = 1  # how many candidates to propose (evolve asks for several)
+    parent: HistoryItem | None = None  # the attempt to improve on (None: start from scratch)
 
 
 @dataclass
@@ -49,16 +54,19 @@ class Proposal:
     prompt: str | None = None
     response: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    parent_config: dict[str, Any] | None = None  # the config this one varies (the tuner's bookkeeping)
     note: str = ""
     error: str | None = None
+    fatal: bool = False  # the coder cannot handle this op at all: stop the session
     tokens: int = 0
     cost_usd: float | None = None
+    cost_known: bool = True
 
 
 class JudgeFeedback(BaseModel):
     """What the judge returns: validated, because it may come from an LLM."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     diagnosis: str = Field(default="", description="why a failing candidate failed")
     bottleneck: str = Field(default="", description="the main bottleneck of a passing candidate")
@@ -67,9 +75,22 @@ class JudgeFeedback(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict, description="launch/parallel config to try next")
 
 
+@dataclass
+class Review:
+    """One judge call: its feedback (None when the judge gave no usable answer) and what it cost."""
+
+    feedback: JudgeFeedback | None
+    prompt: str | None = None
+    response: str | None = None
+    error: str | None = None
+    tokens: int = 0
+    cost_usd: float | None = None
+    cost_known: bool = True
+
+
 class Coder(Protocol):
     def propose(self, context: CoderContext) -> list[Proposal]: ...
 
 
 class Judge(Protocol):
-    def review(self, context: CoderContext, verdict: dict[str, Any]) -> JudgeFeedback | None: ...
+    def review(self, context: CoderContext, verdict: dict[str, Any]) -> Review: ...

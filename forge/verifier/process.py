@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,17 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
+_LIVE: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
+
+
+def kill_all() -> int:
+    """Kill every worker still running (a Ctrl-C while verifications run in pool threads)."""
+    workers = list(_LIVE)
+    for w in workers:
+        w.kill()
+    return len(workers)
+
+
 class WorkerProcess:
     """One worker: start, send jobs, receive replies, and account for how it ended."""
 
@@ -98,6 +110,7 @@ class WorkerProcess:
         self._stop = threading.Event()
         self._monitor = threading.Thread(target=self._watch_memory, daemon=True)
         self._monitor.start()
+        _LIVE.add(self)
 
     def _watch_memory(self) -> None:
         status = Path(f"/proc/{self.proc.pid}/status")
@@ -169,6 +182,7 @@ class WorkerProcess:
         return ("[... earlier output trimmed ...]\n" + text) if size > _OUTPUT_KEEP else text
 
     def close(self) -> None:
+        _LIVE.discard(self)
         self._stop.set()
         if self.proc.poll() is None:
             with contextlib.suppress(OSError):

@@ -1,4 +1,5 @@
-"""The built-in offline coder and judge (no LLM): kernels generated from a trace of the reference.
+"""The built-in offline coder and judge (no LLM): kernels generated from a trace of the reference,
+tuned by coordinate descent over each family's knobs.
 
 Two families so far: row-wise (softmax, log-softmax, layernorm, rmsnorm, sum/mean/amax over the
 last dimension) and pointwise chains with broadcast parameters, optionally after an nn.Linear.
@@ -6,7 +7,20 @@ last dimension) and pointwise chains with broadcast parameters, optionally after
 
 from forge.agents.builtin import pointwise, rowwise
 from forge.agents.builtin.coder import BuiltinCoder
+from forge.agents.builtin.judge import BuiltinJudge
 from forge.agents.builtin.pointwise import PointwiseRecipe
 from forge.agents.builtin.rowwise import RowRecipe, analyze, render
+from forge.agents.builtin.tuner import Trial, next_configs
 
-__all__ = ["BuiltinCoder", "PointwiseRecipe", "RowRecipe", "analyze", "pointwise", "render", "rowwise"]
+__all__ = [
+    "BuiltinCoder",
+    "BuiltinJudge",
+    "PointwiseRecipe",
+    "RowRecipe",
+    "Trial",
+    "analyze",
+    "next_configs",
+    "pointwise",
+    "render",
+    "rowwise",
+]

@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
-from forge.agents.builtin.cpp_snippets import FEXP, HEADER
+from forge.agents.builtin.cpp_snippets import FEXP, HEADER, WRITE
 
 FMATH = (
     FEXP
@@ -193,7 +194,19 @@ def _expr(node: fx.Node, env: dict[fx.Node, str]) -> str | None:
 _MAX_SPECIALISED = 4  # parameters whose constant/contiguous layout is a template argument
 
 
-def _cpp(recipe: PointwiseRecipe) -> str:
+# The tuner's knobs (defaults first): streamed stores, the chunk that splits long inner runs
+# across threads, the thread count (0: all).
+POINTWISE_DEFAULT: dict[str, Any] = {"stream": False, "chunk": 4096, "threads": 0}
+
+
+def space(recipe: PointwiseRecipe) -> dict[str, list[Any]]:
+    knobs: dict[str, list[Any]] = {"stream": [False, True], "chunk": [4096, 16384, 65536], "threads": [0, 1]}
+    if recipe.linear:  # the epilogue runs in place on the matmul's fresh (cache-warm) output
+        knobs.pop("stream")
+    return knobs
+
+
+def _cpp(recipe: PointwiseRecipe, cfg: dict[str, Any]) -> str:
     """The kernel: a template over each parameter's layout (constant or contiguous over the inner
     run) so every variant is a plain SIMD loop, and a dispatcher choosing the variant at run time."""
     n = len(recipe.params)
@@ -210,6 +223,10 @@ def _cpp(recipe: PointwiseRecipe) -> str:
     bases = "".join(f"        const float* q{j} = P{j} + B{j}[o];\n" for j in range(n))
     body = "".join(f"            {line}\n" for line in recipe.body)
     template = f"template <{tparams}>\n" if spec else ""
+    chunk = int(cfg["chunk"])
+    threads = f" num_threads({int(cfg['threads'])})" if cfg["threads"] else ""
+    stream = "true" if cfg["stream"] else "false"
+    fence = "    forge_fence();\n" if cfg["stream"] else ""
     cases = []
     for mask in range(2**spec):
         flags = ", ".join("true" if mask >> j & 1 else "false" for j in range(spec))
@@ -218,26 +235,27 @@ def _cpp(recipe: PointwiseRecipe) -> str:
         cases.append(f"    if ({cond}) {{ {call}(x, y{call_args}, outer, inner); return; }}\n")
     return (
         HEADER
+        + WRITE
         + FMATH
         + f"""
 {template}static void run(const float* x, float* y{c_params}, int64_t outer, int64_t inner) {{
     // Few outer blocks: split each into chunks so every thread has work.
-    const int64_t nch = outer >= 64 ? 1 : (inner + 4095) / 4096;
+    const int64_t nch = outer >= 64 ? 1 : (inner + {chunk - 1}) / {chunk};
     const int64_t ch = nch > 0 ? (inner + nch - 1) / nch : 0;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static){threads}
     for (int64_t task = 0; task < outer * nch; ++task) {{
         const int64_t o = task / nch;
         const int64_t i0 = (task % nch) * ch;
         const int64_t i1 = i0 + ch < inner ? i0 + ch : inner;
         const float* xo = x + o * inner;
         float* yo = y + o * inner;
-{bases}        #pragma omp simd
-        for (int64_t i = i0; i < i1; ++i) {{
+{bases}        forge_write(yo + i0, i1 - i0, {stream}, [&](int64_t k) {{
+            const int64_t i = i0 + k;
             const float v = xo[i];
-{loads}{body}            yo[i] = {recipe.result};
-        }}
+{loads}{body}            return {recipe.result};
+        }});
     }}
-}}
+{fence}}}
 
 extern "C" void kernel(const float* x, float* y{c_params}, int64_t outer, int64_t inner) {{
 {"".join(cases)}}}
@@ -245,8 +263,10 @@ extern "C" void kernel(const float* x, float* y{c_params}, int64_t outer, int64_
     )
 
 
-def render(recipe: PointwiseRecipe) -> str:
-    cpp = _cpp(recipe)
+def render(recipe: PointwiseRecipe, config: dict[str, Any] | None = None) -> str:
+    cfg = {**POINTWISE_DEFAULT, **(config or {})}
+    cpp = _cpp(recipe, cfg)
+    shown = {k: cfg[k] for k in space(recipe)}
     linear = (
         f"        lin = _attr(self, {recipe.linear!r})\n"
         "        x = torch.addmm(lin.bias, x.reshape(-1, x.shape[-1]), lin.weight.t()).reshape(*x.shape[:-1], -1)\n"
@@ -254,7 +274,10 @@ def render(recipe: PointwiseRecipe) -> str:
         if recipe.linear
         else "        x = x.contiguous()\n        y = torch.empty_like(x)\n"
     )
-    return f'''"""forge built-in coder: a fused pointwise chain (C++, one pass, OpenMP + SIMD)."""
+    return f'''"""forge built-in coder: a fused pointwise chain (C++, one pass, OpenMP + SIMD).
+
+Tuned config: {shown!r}
+"""
 
 import torch
 

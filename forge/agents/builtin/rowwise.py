@@ -12,12 +12,12 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from forge.agents.builtin.cpp_snippets import FEXP, HEADER, ROWWISE
+from forge.agents.builtin.cpp_snippets import FEXP, HEADER, ROW_DEFAULT, WRITE, rowwise_cpp
 
 
 @dataclass(frozen=True)
 class RowRecipe:
-    kind: str  # a key of ROWWISE
+    kind: str  # one of cpp_snippets.ROW_KINDS
     weight: str | None = None  # attribute path of the weight parameter on the module
     bias: str | None = None
     eps: float | str | None = None  # a constant, or an attribute path (e.g. "norm.eps")
@@ -99,9 +99,24 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> RowRecipe | s
     return f"not a row-wise op the built-in coder knows (traced ops: {', '.join(names) or 'none'})"
 
 
-def render(recipe: RowRecipe) -> str:
-    """The candidate's Python source."""
-    cpp = HEADER + FEXP + ROWWISE[recipe.kind]
+def space(recipe: RowRecipe) -> dict[str, list[Any]]:
+    """The tuner's knobs for this recipe, each with its values (the default first)."""
+    knobs: dict[str, list[Any]] = {}
+    if recipe.kind in ("sum", "mean", "layernorm", "rmsnorm"):
+        knobs["acc"] = ["double", "float"]
+    if recipe.kind not in ("sum", "mean", "amax"):
+        knobs["stream"] = [False, True]
+    if recipe.kind == "softmax":
+        knobs["softmax"] = ["store", "recompute"]
+    knobs["threads"] = [0, 1]
+    return knobs
+
+
+def render(recipe: RowRecipe, config: dict[str, Any] | None = None) -> str:
+    """The candidate's Python source under ``config`` (knobs from ``space``; defaults otherwise)."""
+    cfg = {**ROW_DEFAULT, **(config or {})}
+    cpp = HEADER + WRITE + FEXP + rowwise_cpp(recipe.kind, cfg)
+    shown = {k: cfg[k] for k in space(recipe)}
     reduce = recipe.kind in ("sum", "mean", "amax")
     out_shape = "x.shape[:-1] + ((1,) if KEEPDIM else ())" if reduce else "x.shape"
     args = ["x"]
@@ -114,7 +129,10 @@ def render(recipe: RowRecipe) -> str:
     if recipe.eps is not None:
         eps = f"float(_attr(self, {recipe.eps!r}))" if isinstance(recipe.eps, str) else repr(recipe.eps)
         args.append(eps)
-    return f'''"""forge built-in coder: {recipe.kind} over the last dimension (C++, OpenMP rows, SIMD columns)."""
+    return f'''"""forge built-in coder: {recipe.kind} over the last dimension (C++, OpenMP rows, SIMD columns).
+
+Tuned config: {shown!r}
+"""
 
 import torch
 

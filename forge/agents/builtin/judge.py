@@ -1,0 +1,59 @@
+"""The built-in judge: reads a verdict with the history and tells the coder which config to try.
+
+It is the tuner's voice: a diagnosis for failures, the bottleneck for passing candidates (from the
+roofline fraction the verifier measured), and the next config from ``tuner.next_configs``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forge.agents.builtin.coder import BuiltinCoder
+from forge.agents.builtin.tuner import next_configs, trials_from
+from forge.agents.roles import CoderContext, JudgeFeedback, Review
+
+
+def _bottleneck(verdict: dict[str, Any]) -> str:
+    roof = verdict.get("roofline") or {}
+    frac = roof.get("fraction_candidate")
+    if not frac:
+        return "no roofline estimate for this op; judged on time alone"
+    mem_ms = roof.get("bytes", 0) / (float(roof.get("bandwidth_gbs") or 1) * 1e9)
+    flop_ms = roof.get("flops", 0) / (float(roof.get("peak_gflops") or 1) * 1e9)
+    kind = "memory traffic" if mem_ms >= flop_ms else "arithmetic"
+    where = f"{kind}: at {frac:.0%} of the estimated bound ({roof.get('bound_ms', 0):.3f} ms)"
+    if frac >= 0.8:
+        return where + " — close to the machine's limit; little left to gain from launch configs"
+    return where
+
+
+class BuiltinJudge:
+    """Coordinate-descent tuner over the built-in coder's knobs."""
+
+    def __init__(self, coder: BuiltinCoder) -> None:
+        self.coder = coder
+
+    def review(self, context: CoderContext, verdict: dict[str, Any]) -> Review:
+        space = self.coder.space()
+        if space is None:
+            return Review(None, error="the built-in judge only tunes the built-in coder's kernels")
+        nxt = next_configs(space, trials_from(context.history), n=1)
+        status = verdict.get("status")
+        diagnosis = bottleneck = ""
+        if status != "passed":
+            diagnosis = f"{status}: {verdict.get('reason') or 'no reason given'}"
+        else:
+            bottleneck = _bottleneck(verdict)
+        if not nxt:
+            return Review(
+                JudgeFeedback.model_validate(
+                    {
+                        "diagnosis": diagnosis,
+                        "bottleneck": bottleneck,
+                        "next_step": "every neighbouring config of the best one has been tried; stop",
+                        "continue": False,
+                    }
+                )
+            )
+        step = ", ".join(f"{k}={v!r}" for k, v in nxt[0].items())
+        return Review(JudgeFeedback(diagnosis=diagnosis, bottleneck=bottleneck, next_step=f"try {step}", config=nxt[0]))

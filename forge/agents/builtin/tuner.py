@@ -1,0 +1,80 @@
+"""The built-in tuner: coordinate descent over a kernel family's knobs, driven by verdicts.
+
+From the fastest passing config so far, it varies one knob at a time to a value not yet tried. A
+knob value whose single change made a candidate fail is banned for the rest of the search (the
+verifier, not the tuner, decides what is correct: e.g. float accumulation may pass or fail the
+stress cases depending on the op).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from forge.agents.roles import HistoryItem
+
+Space = dict[str, list[Any]]
+
+
+@dataclass(frozen=True)
+class Trial:
+    config: dict[str, Any]
+    passed: bool
+    time_ms: float | None
+    parent: dict[str, Any] | None = None  # the config this one changed one knob of
+
+
+def _key(config: dict[str, Any]) -> str:
+    return json.dumps(config, sort_keys=True, default=str)
+
+
+def default_config(space: Space) -> dict[str, Any]:
+    return {knob: values[0] for knob, values in space.items()}
+
+
+def best_trial(trials: list[Trial]) -> Trial | None:
+    timed = [t for t in trials if t.passed and t.time_ms is not None]
+    return min(timed, key=lambda t: t.time_ms or 0.0) if timed else None
+
+
+def banned(trials: list[Trial]) -> set[tuple[str, str]]:
+    out = set()
+    for t in trials:
+        if t.passed or t.parent is None:
+            continue
+        changed = [k for k in t.config if t.parent.get(k) != t.config[k]]
+        if len(changed) == 1:
+            out.add((changed[0], _key({"v": t.config[changed[0]]})))
+    return out
+
+
+def next_configs(space: Space, trials: list[Trial], n: int = 1) -> list[dict[str, Any]]:
+    """Up to ``n`` untried configs, each one knob away from the best (the default when nothing
+    passed yet); empty when the neighbourhood is exhausted."""
+    base = default_config(space)
+    best = best_trial(trials)
+    if best is not None:
+        base = {**base, **{k: v for k, v in best.config.items() if k in space}}
+    tried = {_key({k: t.config.get(k) for k in space}) for t in trials}
+    ban = banned(trials)
+    out: list[dict[str, Any]] = []
+    if _key(base) not in tried:
+        out.append(base)
+    for knob, values in space.items():
+        for value in values:
+            if value == base[knob] or (knob, _key({"v": value})) in ban:
+                continue
+            cand = {**base, knob: value}
+            if _key(cand) not in tried and all(_key(c) != _key(cand) for c in out):
+                out.append(cand)
+    return out[:n]
+
+
+def trials_from(history: list[HistoryItem]) -> list[Trial]:
+    """The tuner's view of a history: one trial per attempt that carried a config."""
+    return [
+        Trial(dict(h.config), h.status == "passed", h.timings_ms.get("candidate"), h.parent_config)
+        for h in history
+        if h.config is not None
+    ]

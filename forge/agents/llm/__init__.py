@@ -1,0 +1,6 @@
+"""LLM agents through litellm: any provider litellm speaks, or a local OpenAI-compatible server."""
+
+from forge.agents.llm.agents import LLMCoder, LLMJudge
+from forge.agents.llm.client import Completion, LLMClient, check_model
+
+__all__ = ["Completion", "LLMClient", "LLMCoder", "LLMJudge", "check_model"]

@@ -1,0 +1,119 @@
+"""A thin litellm client: one chat completion with retries, tokens and dollar cost.
+
+litellm is imported on first use (never at forge import) and told to use its bundled price map,
+so nothing reaches the network until a request is made. Rate limits, timeouts and transient
+server errors are retried with exponential backoff; a missing key, an unknown model or an
+unreachable provider becomes ``ProviderError`` (exit code 3).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from forge.errors import ProviderError
+
+_RETRIES = 4
+_BACKOFF_S = 1.0
+
+
+@dataclass
+class Completion:
+    text: str
+    tokens: int
+    cost_usd: float | None
+    cost_known: bool
+
+
+def _litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    return litellm
+
+
+class LLMClient:
+    """Chat completions for one model (``openai/gpt-4o``, ``anthropic/...``, ``ollama_chat/...``)."""
+
+    def __init__(self, model: str, api_base: str | None = None, timeout_s: float = 300.0) -> None:
+        self.model, self.api_base, self.timeout_s = model, api_base, timeout_s
+
+    def _kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"model": self.model, "timeout": self.timeout_s, "num_retries": 0}
+        if self.api_base:
+            kw["api_base"] = self.api_base
+            # Local OpenAI-compatible servers (vLLM, llama.cpp) take any key; the client wants one.
+            if self.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+                kw["api_key"] = "not-needed"
+        return kw
+
+    def complete(
+        self, messages: list[dict[str, str]], max_tokens: int | None = None, retries: int = _RETRIES
+    ) -> Completion:
+        litellm = _litellm()
+        transient = (
+            litellm.RateLimitError,
+            litellm.Timeout,
+            litellm.APIConnectionError,
+            litellm.InternalServerError,
+            litellm.ServiceUnavailableError,
+        )
+        fatal = (
+            litellm.AuthenticationError,
+            litellm.NotFoundError,
+            litellm.BadRequestError,
+            litellm.PermissionDeniedError,
+        )
+        delay = _BACKOFF_S
+        for attempt in range(retries + 1):
+            try:
+                resp = litellm.completion(messages=messages, max_tokens=max_tokens, **self._kwargs())
+                break
+            except fatal as exc:
+                raise ProviderError(f"{self.model}: the provider refused the request ({_short(exc)})") from None
+            except transient as exc:
+                if attempt == retries:
+                    where = f" at {self.api_base}" if self.api_base else ""
+                    raise ProviderError(
+                        f"{self.model}{where}: no answer after {retries + 1} tries ({_short(exc)})"
+                    ) from None
+                time.sleep(delay)
+                delay *= 2
+            except Exception as exc:  # litellm wraps provider errors in many classes
+                raise ProviderError(f"{self.model}: the call failed ({type(exc).__name__}: {_short(exc)})") from None
+        text = resp.choices[0].message.content or ""
+        usage = getattr(resp, "usage", None)
+        tokens = int(getattr(usage, "total_tokens", 0) or 0)
+        try:
+            cost: float | None = float(litellm.completion_cost(completion_response=resp))
+            known = True
+        except Exception:  # no price for this model (local servers, new models): say unknown
+            cost, known = None, False
+        return Completion(text, tokens, cost, known)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+def check_model(model: str, api_base: str | None) -> None:
+    """Fail early (ProviderError) when the model cannot be used: a missing key, or no answer."""
+    litellm = _litellm()
+    if not api_base:
+        try:
+            env = litellm.validate_environment(model=model)
+        except Exception as exc:
+            raise ProviderError(f"{model!r} is not a model litellm knows ({_short(exc)})") from None
+        missing = env.get("missing_keys") or []
+        if missing:
+            raise ProviderError(
+                f"{model}: set {', '.join(missing)} in the environment (or use --api-base for a local server)"
+            )
+    LLMClient(model, api_base, timeout_s=30).complete(
+        [{"role": "user", "content": "Reply with: ok"}], max_tokens=1, retries=1
+    )

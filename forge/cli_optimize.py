@@ -1,0 +1,129 @@
+"""``forge optimize``: renders the engine's events on stderr and its result on stdout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from forge.cli import _fail, _x, err, out
+from forge.errors import ForgeError
+from forge.harness import events as ev
+from forge.settings import load_settings
+
+
+class Progress:
+    """One line per event on stderr: round, attempt verdicts, best so far, tokens and cost."""
+
+    def __init__(self) -> None:
+        self.best: dict[str, float] = {}
+
+    def __call__(self, e: ev.Event) -> None:
+        name = f"[bold]{e.problem}[/]"
+        if isinstance(e, ev.SessionStarted):
+            what = f"{e.agent} agent" + (f" ({e.model})" if e.model else "")
+            verb = "resuming" if e.resumed else "session"
+            err.print(f"{name}: {verb} {e.session_id} — {what}, {e.strategy}, {e.backend} on {e.device}")
+        elif isinstance(e, ev.RoundStarted):
+            best = self.best.get(e.problem)
+            err.print(f"{name}: round {e.round}/{e.rounds}" + (f"  best so far {best:.2f}x eager" if best else ""))
+        elif isinstance(e, ev.CandidateProposed) and e.error:
+            err.print(f"  attempt {e.attempt_id}: [red]no usable candidate[/]: {e.error}", soft_wrap=True)
+        elif isinstance(e, ev.VerdictReady):
+            if e.status == "passed":
+                s = e.speedup_vs_eager
+                if s and s > self.best.get(e.problem, 0.0):
+                    self.best[e.problem] = s
+                c = f", {e.speedup_vs_compile:.2f}x compile" if e.speedup_vs_compile else ""
+                err.print(f"  attempt {e.attempt_id}: [green]passed[/] {_x(s)} eager{c}")
+            else:
+                err.print(f"  attempt {e.attempt_id}: [red]{e.status}[/] — {e.reason}", soft_wrap=True)
+        elif isinstance(e, ev.JudgeFeedback):
+            if e.error:
+                err.print(f"  judge: [yellow]{e.error}[/]", soft_wrap=True)
+            elif e.next_step:
+                err.print(f"  [dim]judge: {e.next_step}[/]", soft_wrap=True)
+        elif isinstance(e, ev.CostUpdated):
+            cost = "unknown" if e.cost_usd is None else f"${e.cost_usd:.4f}"
+            err.print(f"  [dim]tokens {e.tokens}, cost {cost}[/]")
+        elif isinstance(e, ev.KernelAccepted):
+            err.print(f"{name}: [green bold]kernel {e.kernel_id} banked[/] ({_x(e.speedup_vs_eager)} eager)")
+        elif isinstance(e, ev.SessionFinished) and not e.accepted:
+            err.print(f"{name}: [yellow]no kernel accepted[/] ({e.status}): {e.reason}", soft_wrap=True)
+
+
+def optimize(
+    ops: Annotated[list[Path] | None, typer.Argument(help="op files, or directories of them")] = None,
+    model: Annotated[str | None, typer.Option(help="LLM for the coder, as litellm names it (openai/...)")] = None,
+    judge: Annotated[str | None, typer.Option(help="LLM for the judge (default: --model)")] = None,
+    api_base: Annotated[str | None, typer.Option(help="base URL of an OpenAI-compatible server")] = None,
+    backend: Annotated[str, typer.Option(help="auto, triton, cpp or cuda")] = "auto",
+    strategy: Annotated[str, typer.Option(help="refine (one trajectory) or evolve (a population)")] = "refine",
+    rounds: Annotated[int, typer.Option("--rounds", "--max-rounds", help="rounds (evolve: generations)")] = 8,
+    budget_usd: Annotated[float | None, typer.Option(help="stop once the LLM cost reaches this")] = None,
+    time_limit: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
+    workers: Annotated[int, typer.Option(help="verifications run in parallel")] = 1,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or auto")] = None,
+    bank: Annotated[Path | None, typer.Option(help="bank file (default: $FORGE_BANK or the per-user bank)")] = None,
+    report: Annotated[Path | None, typer.Option(help="write results.json and speedups.png here")] = None,
+    resume: Annotated[int | None, typer.Option(help="continue an interrupted session (its id)")] = None,
+    no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline", help="skip torch.compile")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
+) -> None:
+    """Search for a faster verified kernel for each op and bank the best one."""
+    from forge.harness.optimize import optimize as run_optimize
+    from forge.harness.session import OptimizeOptions
+
+    try:
+        settings = load_settings(device=device, compile_baseline=False if no_compile_baseline else None)
+        options = OptimizeOptions(
+            model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy,
+            rounds=rounds, workers=workers, bank=bank,
+        )  # fmt: skip
+        run = run_optimize(
+            list(ops or []),
+            options,
+            settings,
+            Progress(),
+            budget_usd=budget_usd,
+            time_limit_s=time_limit,
+            resume=resume,
+        )
+        data = run.to_json()
+        if report is not None:
+            from forge.harness.report import write_report
+
+            written = write_report(report, data, {r.problem: r.trace for r in run.results})
+            err.print(f"report: {', '.join(str(p) for p in written)}")
+    except ForgeError as exc:
+        _fail(exc, as_json)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+    if as_json:
+        print(json.dumps(data))
+    else:
+        _summary(data)
+    raise typer.Exit(run.exit_code)
+
+
+def _summary(data: dict) -> None:
+    table = Table(show_header=True, header_style="bold")
+    for col in ("op", "kernel", "backend", "x eager", "x compile", "attempts", "session"):
+        table.add_column(col, no_wrap=True)
+    for p in data["problems"]:
+        kernel = f"[green]{p['kernel_id']}[/]" if p["accepted"] else "[red]none[/]"
+        table.add_row(
+            p["problem"], kernel, p["backend"] or "—", _x(p["speedup_vs_eager"]), _x(p["speedup_vs_compile"]),
+            str(p["attempts"]), str(p["session_id"]),
+        )  # fmt: skip
+    out.print(table)
+    for p in data["problems"]:
+        if not p["accepted"]:
+            out.print(f"{p['problem']}: {p['reason']}", soft_wrap=True)
+    if data["tokens"]:
+        cost = "unknown (no price for this model)" if data["cost_usd"] is None else f"${data['cost_usd']:.4f}"
+        out.print(f"LLM tokens {data['tokens']}, cost {cost}")

@@ -1,0 +1,81 @@
+"""Search strategies over a ``Session``: what to ask the coder next, and when to stop.
+
+- ``refine``: one trajectory. Each round the coder sees the previous attempt (with its verdict and
+  the judge's feedback) and proposes one candidate.
+- ``evolve``: a population. Each generation takes the top-k passing attempts as parents and asks
+  for children of each; a generation is verified in parallel (``--workers``).
+Both stop when the rounds are spent, the judge says stop, or a run-wide limit is reached.
+"""
+
+from __future__ import annotations
+
+from forge.agents.roles import HistoryItem
+from forge.harness import events as ev
+from forge.harness.session import Session
+
+
+def _limit(session: Session) -> str | None:
+    if session.limits.stop_requested.is_set():
+        return "interrupted"
+    return session.limits.exceeded()
+
+
+def _judge_says_stop(items: list[HistoryItem]) -> bool:
+    return bool(items) and all(i.feedback is not None and not i.feedback.continue_search for i in items)
+
+
+def refine(session: Session) -> tuple[str, str | None]:
+    """(status, reason): finished | budget | time_limit | interrupted | unsupported."""
+    rounds = session.options.rounds
+    while session.round < rounds:
+        stop = _limit(session)
+        if stop:
+            return stop, f"{stop.replace('_', ' ')} reached after {session.round} round(s)"
+        session.round += 1
+        session.emit(ev.RoundStarted, round=session.round, rounds=rounds)
+        parent = session.history[-1] if session.history else None
+        batch, fatal = session.propose(session.context(parent))
+        if fatal:
+            return "unsupported", fatal
+        if not batch and session.history and session.history[-1].status != "invalid_reply":
+            break  # the coder has nothing left to try
+        items = session.evaluate(batch, parent)
+        if _judge_says_stop(items):
+            break
+    return "finished", None
+
+
+def _parents(session: Session) -> list[HistoryItem | None]:
+    passed = [h for h in session.history if h.status == "passed" and h.timings_ms.get("candidate")]
+    passed.sort(key=lambda h: h.timings_ms.get("candidate") or float("inf"))
+    top: list[HistoryItem | None] = list(passed[: session.options.top_k])
+    if not top:
+        top = [session.history[-1]] if session.history else [None]
+    return top
+
+
+def evolve(session: Session) -> tuple[str, str | None]:
+    rounds = session.options.rounds
+    while session.round < rounds:
+        stop = _limit(session)
+        if stop:
+            return stop, f"{stop.replace('_', ' ')} reached after {session.round} generation(s)"
+        session.round += 1
+        session.emit(ev.RoundStarted, round=session.round, rounds=rounds)
+        parents = _parents(session)
+        per_parent = max(1, session.options.population // len(parents))
+        batch = []
+        for parent in parents:
+            proposed, fatal = session.propose(session.context(parent, want=per_parent))
+            if fatal:
+                return "unsupported", fatal
+            batch.extend(proposed)
+        if not batch and not any(h.status == "invalid_reply" for h in session.history[-per_parent:]):
+            break  # the coder has nothing left to try
+        items = session.evaluate(batch, None)
+        if _judge_says_stop(items):
+            break
+    return "finished", None
+
+
+STRATEGIES = {"refine": refine, "evolve": evolve}

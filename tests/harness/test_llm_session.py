@@ -1,0 +1,155 @@
+"""The LLM path end to end: the real litellm client against a local OpenAI-protocol server that
+replays scripted replies, real verifier workers, a real SQLite bank."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from forge.errors import ProviderError
+from forge.harness.optimize import optimize
+from forge.harness.session import OptimizeOptions
+from tests.conftest import OPS
+from tests.llm_server import Script, serve
+
+OP = OPS / "loop_rowsum.py"
+
+COMPILE_ERROR = '''Here is a C++ kernel.
+
+```python
+import torch
+from forge import cpp
+from forge_reference import Model
+
+_lib = cpp.load(r"""extern "C" void rowsum(const float* x, float* y, long rows, long cols) { this is not C++ }""")
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        y = torch.empty(x.shape[0])
+        _lib.rowsum(x.contiguous(), y, x.shape[0], x.shape[1])
+        return y
+```
+'''
+
+WRONG = """The compile error came from a typo; this version avoids C++ entirely:
+
+```python
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        return x.sum(dim=1) * 1.01
+```
+"""
+
+RIGHT = """I removed the stray scale factor.
+
+```python
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        return x.sum(dim=1)
+```
+That should be correct and fast."""
+
+
+def judge_json(step: str, go_on: bool = True) -> str:
+    return '{"diagnosis": "d", "bottleneck": "b", "next_step": "%s", "continue": %s}' % (step, str(go_on).lower())
+
+
+def _options(url: str, bank: Path, model: str = "openai/test-model", rounds: int = 3) -> OptimizeOptions:
+    return OptimizeOptions(model=model, api_base=url, rounds=rounds, bank=bank)
+
+
+def _attempts(bank: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(bank) as db:
+        return db.execute("SELECT role, status FROM attempts ORDER BY id").fetchall()
+
+
+def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
+    script = Script(
+        coder=[COMPILE_ERROR, WRONG, RIGHT],
+        # the first judge answer is prose: it is asked once more and answers JSON
+        judge=["Looks like a typo.", judge_json("fix the C++ syntax"), judge_json("drop the 1.01"), judge_json("done")],
+    )
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        run = optimize([OP], _options(url, bank), fast_settings)
+    (result,) = run.results
+    assert result.accepted and result.kernel_id is not None, result.reason
+    assert [t["status"] for t in result.trace] == ["compile_error", "failed_correctness", "passed"]
+    assert result.speedup_vs_eager and result.speedup_vs_eager > 1.0
+    assert run.exit_code == 0 and run.tokens == 150 * (3 + 4)  # pings are not charged
+    assert run.cost_usd is None  # the local model has no price: reported as unknown, not as $0
+
+    coder_prompts = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
+    assert len(coder_prompts) == 3
+    assert "Earlier attempts" not in coder_prompts[0]
+    assert "compile_error" in coder_prompts[1] and "fix the C++ syntax" in coder_prompts[1]
+    assert "compile_error" in coder_prompts[2] and "failed_correctness" in coder_prompts[2]
+    assert "drop the 1.01" in coder_prompts[2]
+    assert sum(r["role"] == "judge" for r in script.requests) == 4  # one retry after the prose answer
+    judged = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "judge"]
+    assert "Verdict: compile_error" in judged[0]
+
+    rows = _attempts(bank)
+    assert [s for r, s in rows if r == "coder"] == ["compile_error", "failed_correctness", "passed"]
+    assert [s for r, s in rows if r == "judge"] == ["reviewed"] * 3
+    with sqlite3.connect(bank) as db:
+        (src,) = db.execute("SELECT source FROM kernels WHERE id = ?", (result.kernel_id,)).fetchone()
+        (status, tokens) = db.execute("SELECT status, tokens FROM sessions").fetchone()
+    assert "x.sum(dim=1)" in src and "1.01" not in src
+    assert status == "finished" and tokens == run.tokens
+
+
+def test_garbage_replies_are_failed_attempts_not_crashes(tmp_path, fast_settings):
+    garbage = ["", "Sorry, I cannot help with kernels.", "```python\nprint('no model here')\n```", "```python\nclass ModelNew(\n"]
+    script = Script(coder=list(garbage))
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        run = optimize([OP], _options(url, bank, rounds=4), fast_settings)
+    (result,) = run.results
+    assert not result.accepted and run.exit_code == 1
+    statuses = [t["status"] for t in result.trace]
+    assert statuses[:3] == ["invalid_reply"] * 3
+    # an unparseable block defining ModelNew is still tried: the verifier reports the syntax error
+    assert statuses[3] in ("compile_error", "runtime_error")
+    assert not any(r["role"] == "judge" for r in script.requests[:4])
+    second_prompt = [r for r in script.requests if r["role"] == "coder"][1]["messages"][-1]["content"]
+    assert "the reply was empty" in second_prompt
+
+
+def test_budget_stops_the_session(tmp_path, fast_settings):
+    # a priced model (litellm's bundled price map) served locally: the first call spends the budget
+    script = Script(coder=[WRONG, RIGHT], judge=[judge_json("drop the 1.01")])
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        run = optimize([OP], _options(url, bank, model="openai/gpt-4o", rounds=5), fast_settings, budget_usd=1e-6)
+    (result,) = run.results
+    assert result.status == "budget" and not result.accepted
+    assert run.exit_code == 4
+    assert run.cost_usd is not None and run.cost_usd > 1e-6
+    assert sum(r["role"] == "coder" for r in script.requests) == 1
+
+
+def test_provider_down_is_found_before_the_session(tmp_path, fast_settings):
+    script = Script(fail_with=503)
+    with serve(script) as url, pytest.raises(ProviderError) as err:
+        optimize([OP], _options(url, tmp_path / "bank.db"), fast_settings)
+    assert err.value.exit_code == 3 and "no answer" in err.value.message
+    assert not (tmp_path / "bank.db").exists() or not _attempts(tmp_path / "bank.db")
+
+
+def test_missing_key_names_the_variable(tmp_path, fast_settings, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ProviderError) as err:
+        optimize([OP], OptimizeOptions(model="anthropic/claude-3-5-sonnet-20240620", bank=tmp_path / "b.db"), fast_settings)
+    assert "ANTHROPIC_API_KEY" in err.value.message
