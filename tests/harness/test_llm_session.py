@@ -3,6 +3,7 @@ replays scripted replies, real verifier workers, a real SQLite bank."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -62,7 +63,7 @@ That should be correct and fast."""
 
 
 def judge_json(step: str, go_on: bool = True) -> str:
-    return '{"diagnosis": "d", "bottleneck": "b", "next_step": "%s", "continue": %s}' % (step, str(go_on).lower())
+    return json.dumps({"diagnosis": "d", "bottleneck": "b", "next_step": step, "continue": go_on})
 
 
 def _options(url: str, bank: Path, model: str = "openai/test-model", rounds: int = 3) -> OptimizeOptions:
@@ -111,7 +112,12 @@ def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
 
 
 def test_garbage_replies_are_failed_attempts_not_crashes(tmp_path, fast_settings):
-    garbage = ["", "Sorry, I cannot help with kernels.", "```python\nprint('no model here')\n```", "```python\nclass ModelNew(\n"]
+    garbage = [
+        "",
+        "Sorry, I cannot help with kernels.",
+        "```python\nprint('no model here')\n```",
+        "```python\nclass ModelNew(\n",
+    ]
     script = Script(coder=list(garbage))
     bank = tmp_path / "bank.db"
     with serve(script) as url:
@@ -151,5 +157,7 @@ def test_provider_down_is_found_before_the_session(tmp_path, fast_settings):
 def test_missing_key_names_the_variable(tmp_path, fast_settings, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ProviderError) as err:
-        optimize([OP], OptimizeOptions(model="anthropic/claude-3-5-sonnet-20240620", bank=tmp_path / "b.db"), fast_settings)
+        optimize(
+            [OP], OptimizeOptions(model="anthropic/claude-3-5-sonnet-20240620", bank=tmp_path / "b.db"), fast_settings
+        )
     assert "ANTHROPIC_API_KEY" in err.value.message

@@ -68,6 +68,8 @@ class LLMJudge:
 
     def review(self, context: CoderContext, verdict: dict[str, Any]) -> Review:
         item = context.parent
+        defaults: dict[str, Any] = {"status": "?", "reason": None, "checks": [], "timings_ms": {}, "roofline": None}
+        verdict = {**defaults, "speedup_vs_eager": None, "speedup_vs_compile": None, "candidate_output": "", **verdict}
         assert item is not None  # the session passes the reviewed attempt as the context's parent
         user = render(
             "judge.j2",

@@ -1,0 +1,69 @@
+"""Prompt templates render with everything the issue asks of them, and history carries verdicts."""
+
+from __future__ import annotations
+
+from forge.agents.llm.agents import LLMCoder, LLMJudge
+from forge.agents.llm.client import Completion
+from forge.agents.llm.prompts import category
+from forge.agents.roles import CoderContext, HistoryItem, JudgeFeedback
+from tests.conftest import EXAMPLES
+
+
+class FakeClient:
+    model = "fake/model"
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = replies
+        self.seen: list[list[dict[str, str]]] = []
+
+    def complete(self, messages, max_tokens=None, retries=4):
+        self.seen.append(messages)
+        return Completion(self.replies.pop(0), 10, 0.001, True)
+
+
+def _ctx(history=None, backend="cpp", device="cpu") -> CoderContext:
+    src = (EXAMPLES / "ops" / "softmax.py").read_text()
+    spec = {"cpu_model": "AMD EPYC", "cores": 2, "isa": ["avx2", "fma"], "bandwidth_gbs": 20.5}
+    return CoderContext("softmax", src, device, backend, spec, history or [])
+
+
+def test_coder_prompt_has_source_contract_device_example_and_history():
+    item = HistoryItem(
+        round=1, source="class ModelNew: pass", status="failed_correctness", reason="stress: case base/1",
+        failing_check="stress", error_text="output 0: 12 of 100 elements outside atol", max_abs_error=0.5,
+        timings_ms={"candidate": None},
+        feedback=JudgeFeedback(diagnosis="NaN handling", next_step="use a NaN-aware max"),
+    )  # fmt: skip
+    coder = LLMCoder(FakeClient(["```python\nclass ModelNew(Model):\n    pass\n```"]))  # type: ignore[arg-type]
+    text = coder.prompt(_ctx([item]))[-1]["content"]
+    for needed in ("torch.softmax(x, dim=1)", "class ModelNew(Model)", "state_dict", "OpenMP", "avx2",
+                   "bandwidth_gbs", "cpp.load", "failed_correctness", "stress", "0.5", "use a NaN-aware max",
+                   "class ModelNew: pass"):  # fmt: skip
+        assert needed in text, needed
+    (proposal,) = coder.propose(_ctx())
+    assert proposal.source and proposal.tokens == 10 and proposal.cost_usd == 0.001
+
+
+def test_triton_prompt_and_category_examples():
+    coder = LLMCoder(FakeClient([]))  # type: ignore[arg-type]
+    text = coder.prompt(_ctx(backend="triton", device="cuda"))[-1]["content"]
+    assert "num_warps" in text and "@triton.jit" in text
+    assert category("return torch.softmax(x, dim=1)") == "rowwise"
+    assert category("return torch.relu(x * 2)") == "pointwise"
+
+
+def test_judge_retries_once_then_goes_on_without_feedback():
+    item = HistoryItem(round=1, source="src", status="passed", timings_ms={"candidate": 1.0})
+    verdict = {"status": "passed", "reason": None, "checks": [], "timings_ms": {"candidate": 1.0}}
+    client = FakeClient(["no json here", '{"next_step": "tile it", "continue": false}'])
+    review = LLMJudge(client).review(_with_parent(_ctx([item]), item), verdict)  # type: ignore[arg-type]
+    assert review.feedback is not None and review.feedback.next_step == "tile it"
+    assert not review.feedback.continue_search and review.tokens == 20 and len(client.seen) == 2
+    bad = LLMJudge(FakeClient(["nope", "still nope"]))  # type: ignore[arg-type]
+    review = bad.review(_with_parent(_ctx([item]), item), verdict)
+    assert review.feedback is None and "unusable twice" in (review.error or "")
+
+
+def _with_parent(ctx: CoderContext, item: HistoryItem) -> CoderContext:
+    ctx.parent = item
+    return ctx

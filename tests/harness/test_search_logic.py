@@ -1,0 +1,100 @@
+"""Pure logic of the search: the tuner's coordinate descent, acceptance, limits, op collection."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from forge.agents.builtin.tuner import Trial, default_config, next_configs
+from forge.errors import UsageError
+from forge.harness.limits import Limits, beats_eager
+from forge.harness.optimize import RunResult, collect_ops, resolve_backend
+from forge.harness.session import SessionResult
+from tests.conftest import EXAMPLES
+
+SPACE = {"acc": ["double", "float"], "stream": [False, True], "threads": [0, 1]}
+
+
+def test_tuner_starts_from_defaults_and_moves_one_knob_at_a_time():
+    assert next_configs(SPACE, []) == [default_config(SPACE)]
+    base = default_config(SPACE)
+    first = [Trial(base, True, 2.0)]
+    got = next_configs(SPACE, first, n=5)
+    assert got == [{**base, "acc": "float"}, {**base, "stream": True}, {**base, "threads": 1}]
+
+
+def test_tuner_follows_the_fastest_and_bans_a_failing_change():
+    base = default_config(SPACE)
+    fl = {**base, "acc": "float"}
+    st = {**base, "stream": True}
+    trials = [Trial(base, True, 2.0), Trial(fl, False, None, base), Trial(st, True, 1.0, base)]
+    got = next_configs(SPACE, trials, n=5)
+    # from the best (stream=True): acc=float is banned (its single change failed), threads=1 remains
+    assert got == [{**st, "threads": 1}]
+    trials.append(Trial({**st, "threads": 1}, True, 1.5, st))
+    assert next_configs(SPACE, trials) == []  # neighbourhood exhausted: the judge says stop
+
+
+def _verdict(cand: float, cand_iqr: float, eager: float, eager_iqr: float, **kw) -> dict:
+    return {
+        "status": "passed",
+        "timing_meaningful": True,
+        "timing_stats": {
+            "candidate": {"median_ms": cand, "iqr_ms": cand_iqr},
+            "eager": {"median_ms": eager, "iqr_ms": eager_iqr},
+        },
+        **kw,
+    }
+
+
+def test_acceptance_needs_a_margin_beyond_the_noise():
+    assert beats_eager(_verdict(1.0, 0.1, 2.0, 0.1))[0]
+    ok, why = beats_eager(_verdict(1.0, 0.4, 1.3, 0.4))  # 1.3x on paper, but the IQRs overlap
+    assert not ok and "noise" in why
+    assert not beats_eager(_verdict(2.0, 0.0, 1.0, 0.0))[0]
+    assert not beats_eager(_verdict(1.0, 0.0, 2.0, 0.0, status="failed_correctness"))[0]
+    assert not beats_eager(_verdict(1.0, 0.0, 2.0, 0.0, timing_meaningful=False))[0]
+
+
+def test_limits():
+    lim = Limits(budget_usd=0.01)
+    assert lim.exceeded() is None
+    lim.charge(100, 0.004)
+    lim.charge(100, None, known=False)
+    assert lim.exceeded() is None and lim.cost_unknown and lim.cost_reported == 0.004
+    lim.charge(100, 0.007)
+    assert lim.exceeded() == "budget" and lim.tokens == 300
+    t = Limits(time_limit_s=0.01)
+    time.sleep(0.02)
+    assert t.exceeded() == "time_limit"
+    assert Limits(cost_unknown=True).cost_reported is None
+
+
+def test_exit_codes():
+    ok = SessionResult("a", 1, "finished", accepted=True)
+    none = SessionResult("b", 2, "finished")
+    budget = SessionResult("c", 3, "budget")
+    assert RunResult([ok]).exit_code == 0
+    assert RunResult([ok, none]).exit_code == 1
+    assert RunResult([budget]).exit_code == 4
+    assert RunResult([ok, budget]).exit_code == 1
+    assert RunResult([SessionResult("d", 4, "provider_error")]).exit_code == 3
+    assert RunResult([ok], interrupted=True).exit_code == 130
+    summary = none.summary()
+    assert set(summary) >= {"problem", "accepted", "kernel_id", "backend", "speedup_vs_eager", "speedup_vs_compile"}
+    assert set(summary) >= {"attempts", "session_id", "reason"}
+
+
+def test_collect_ops_and_backends(tmp_path):
+    ops = collect_ops([EXAMPLES / "ops"])
+    assert [p.stem for p in ops] == sorted(p.stem for p in ops) and len(ops) >= 6
+    with pytest.raises(UsageError, match="no such op file"):
+        collect_ops([tmp_path / "missing.py"])
+    with pytest.raises(UsageError, match=r"holds no \.py"):
+        collect_ops([tmp_path])
+    assert resolve_backend("auto", "cpu") == "cpp" and resolve_backend("auto", "cuda") == "triton"
+    with pytest.raises(UsageError, match="needs a CUDA device"):
+        resolve_backend("triton", "cpu")
+    with pytest.raises(UsageError, match="choose one of"):
+        resolve_backend("rust", "cpu")

@@ -1,0 +1,151 @@
+"""`forge optimize` through the real CLI: built-in agent end to end on shipped examples, exit codes,
+clean stops (Ctrl-C) and resume after a kill, all against a real SQLite bank."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import EXAMPLES, OPS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "FORGE_CACHE_DIR": str(cache), "FORGE_TIMING_BUDGET_S": "0.3", "FORGE_DEVICE": "cpu"}
+
+
+def forge(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "forge", *args], capture_output=True, text=True, cwd=ROOT, env=_env(cache), timeout=900
+    )
+
+
+def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
+    bank, report = tmp_path / "bank.db", tmp_path / "report"
+    ops = [str(EXAMPLES / "ops" / "rmsnorm.py"), str(EXAMPLES / "ops" / "scale_bias_gelu.py")]
+    r = forge("optimize", *ops, "--rounds", "2", "--no-compile-baseline", "--bank", str(bank), "--json",
+              "--report", str(report), cache=cache_dir)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert set(data) == {"problems", "tokens", "cost_usd"} and data["tokens"] == 0
+    assert [p["problem"] for p in data["problems"]] == ["rmsnorm", "scale_bias_gelu"]
+    for p in data["problems"]:
+        assert p["accepted"] and p["kernel_id"] and p["backend"] == "cpp" and p["reason"] is None, p
+        assert p["speedup_vs_eager"] > 1.0 and p["attempts"] == 2
+    assert "round 2/2" in r.stderr and "banked" in r.stderr  # live progress on stderr
+    assert (report / "speedups.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((report / "results.json").read_text())["problems"] == data["problems"]
+    # the banked kernels load and agree with the reference
+    script = (
+        "import sys, torch, forge.kernelbank as kb\n"
+        "sys.path.insert(0, 'examples/ops')\n"
+        "import rmsnorm\n"
+        "bank = kb.open(sys.argv[1], strict=True)\n"
+        "m = bank.load('rmsnorm', *rmsnorm.get_init_inputs())\n"
+        "assert type(m).__name__ != 'Model', type(m)\n"
+        "x = torch.randn(8, 1024)\n"
+        "ref = rmsnorm.Model(*rmsnorm.get_init_inputs())\n"
+        "torch.testing.assert_close(m(x), ref(x))\n"
+        "print('ok')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(bank)], capture_output=True, text=True, cwd=ROOT)
+    assert run.stdout.strip() == "ok", run.stderr
+    with sqlite3.connect(bank) as db:
+        configs = db.execute("SELECT config FROM kernel_configs").fetchall()
+        sessions = db.execute("SELECT status, agent FROM sessions").fetchall()
+    assert len(configs) == 2 and all(json.loads(c) for (c,) in configs)  # the tuned config per bucket
+    assert sessions == [("finished", "builtin")] * 2
+
+
+def test_unsupported_op_and_usage_errors(tmp_path, cache_dir):
+    bank = str(tmp_path / "bank.db")
+    r = forge("optimize", str(OPS / "loop_rowsum.py"), "--bank", bank, "--json", cache=cache_dir)
+    assert r.returncode == 1
+    (p,) = json.loads(r.stdout)["problems"]
+    assert not p["accepted"] and "can't handle loop_rowsum" in p["reason"] and "--model" in p["reason"]
+    for args, needle in (
+        (["optimize", str(tmp_path / "nope.py")], "no such op file"),
+        (["optimize", str(OPS / "small_softmax.py"), "--backend", "triton"], "needs a CUDA device"),
+        (["optimize", str(OPS / "small_softmax.py"), "--strategy", "greedy"], "choose refine or evolve"),
+        (["optimize", str(OPS / "small_softmax.py"), "--judge", "openai/x"], "--judge needs --model"),
+        (["optimize"], "name at least one op file"),
+        (["optimize", "--resume", "99"], "no session 99"),
+    ):
+        r = forge(*args, "--bank", bank, cache=cache_dir)
+        assert r.returncode == 2, (args, r.stderr)
+        assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_provider_unreachable_exits_3(tmp_path, cache_dir):
+    r = forge("optimize", str(OPS / "small_softmax.py"), "--model", "openai/some-model", "--api-base",
+              "http://127.0.0.1:9/v1", "--bank", str(tmp_path / "b.db"), "--json", cache=cache_dir)  # fmt: skip
+    assert r.returncode == 3, r.stderr
+    assert json.loads(r.stdout)["error"]["kind"] == "ProviderError"
+    assert "Traceback" not in r.stderr
+
+
+def _wait_for_attempts(bank: Path, n: int, proc: subprocess.Popen[str], limit_s: float = 300) -> None:
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.communicate()
+        if bank.exists():
+            try:
+                with sqlite3.connect(bank) as db:
+                    done = db.execute("SELECT count(*) FROM attempts WHERE role='coder' AND status != 'pending'")
+                    if done.fetchone()[0] >= n:
+                        return
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.2)
+    raise AssertionError("the session made no progress")
+
+
+def _start(args: list[str], cache: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(args, cwd=ROOT, env=_env(cache), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_ctrl_c_stops_cleanly_and_a_killed_session_resumes(tmp_path, cache_dir):
+    bank = tmp_path / "bank.db"
+    args = [sys.executable, "-m", "forge", "optimize", str(OPS / "small_layernorm.py"), "--rounds", "4",
+            "--no-compile-baseline", "--bank", str(bank)]  # fmt: skip
+    # Ctrl-C: exit 130, the session marked interrupted, the best-so-far is not lost
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env=_env(cache_dir), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _wait_for_attempts(bank, 1, proc)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    with sqlite3.connect(bank) as db:
+        assert db.execute("SELECT status FROM sessions").fetchall() == [("interrupted",)]
+
+    # SIGKILL mid-session: the bank stays consistent and --resume finishes the session
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env=_env(cache_dir), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _wait_for_attempts(bank, 2, proc)  # one attempt of the first session, at least one of this one
+    proc.kill()
+    proc.communicate()
+    with sqlite3.connect(bank) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        (sid, status) = db.execute("SELECT id, status FROM sessions ORDER BY id DESC").fetchone()
+        before = db.execute("SELECT count(*) FROM attempts WHERE session_id=? AND role='coder'", (sid,)).fetchone()
+    assert status == "running"
+    r = forge("optimize", "--resume", str(sid), "--bank", str(bank), "--json", "--no-compile-baseline", cache=cache_dir)
+    assert r.returncode in (0, 1), r.stderr
+    assert "resuming" in r.stderr
+    (p,) = json.loads(r.stdout)["problems"]
+    assert p["session_id"] == sid and p["attempts"] >= before[0]
+    with sqlite3.connect(bank) as db:
+        assert db.execute("SELECT status FROM sessions WHERE id=?", (sid,)).fetchone() == ("finished",)
+        pending = db.execute("SELECT count(*) FROM attempts WHERE session_id=? AND status='pending'", (sid,))
+        assert pending.fetchone() == (0,)
+        rounds = [r for (r,) in db.execute("SELECT round FROM attempts WHERE session_id=? AND role='coder'", (sid,))]
+    assert rounds == sorted(rounds) and max(rounds) <= 4
