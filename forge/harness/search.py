@@ -46,8 +46,8 @@ def refine(session: Session) -> tuple[str, str | None]:
 
 
 def _parents(session: Session) -> list[HistoryItem | None]:
-    passed = [h for h in session.history if h.status == "passed" and h.timings_ms.get("candidate")]
-    passed.sort(key=lambda h: h.timings_ms.get("candidate") or float("inf"))
+    passed = [h for h in session.history if h.status == "passed" and h.speedup_vs_eager]
+    passed.sort(key=lambda h: -(h.speedup_vs_eager or 0.0))
     top: list[HistoryItem | None] = list(passed[: session.options.top_k])
     if not top:
         top = [session.history[-1]] if session.history else [None]
@@ -64,9 +64,11 @@ def evolve(session: Session) -> tuple[str, str | None]:
         session.emit(ev.RoundStarted, round=session.round, rounds=rounds)
         parents = _parents(session)
         per_parent = max(1, session.options.population // len(parents))
+        extra = max(0, session.options.population - per_parent * len(parents))
         batch = []
-        for parent in parents:
-            proposed, fatal = session.propose(session.context(parent, want=per_parent))
+        for i, parent in enumerate(parents):
+            want = per_parent + (1 if i < extra else 0)
+            proposed, fatal = session.propose(session.context(parent, want=want))
             if fatal:
                 return "unsupported", fatal
             batch.extend(proposed)

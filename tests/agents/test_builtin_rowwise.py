@@ -89,6 +89,7 @@ def get_init_inputs():
         ("torch.log_softmax(x, dim=-1)", "log_softmax"),
         ("x.amax(dim=1)", "amax"),
         ("x.mean(dim=-1, keepdim=True)", "mean"),
+        ("torch.logsumexp(x, dim=1)", "logsumexp"),
     ],
 )
 def test_other_row_wise_kinds_pass_the_verifier(expr, kind, fast_settings, tmp_path):
@@ -98,5 +99,29 @@ def test_other_row_wise_kinds_pass_the_verifier(expr, kind, fast_settings, tmp_p
     assert isinstance(recipe, RowRecipe) and recipe.kind == kind, recipe
     cand = tmp_path / "candidate.py"
     cand.write_text(render(recipe))
+    v = verify(op, cand, fast_settings)
+    assert v.status == "passed", (v.reason, v.candidate_output[-2000:])
+
+
+@pytest.mark.parametrize(
+    ("expr", "config"),
+    [
+        ("torch.softmax(x, dim=1)", {"stream": True, "softmax": "recompute", "threads": 1}),
+        ("layernorm module", {"acc": "float", "stream": True}),
+    ],
+)
+def test_tuned_configs_are_correct_too(expr, config, fast_settings, tmp_path):
+    """The tuner's non-default knob values generate different code; it must pass the same checks."""
+    op = OPS / "small_layernorm.py"
+    if expr != "layernorm module":
+        op = tmp_path / "op.py"
+        text = OP_TEMPLATE.format(expr=expr).replace("rows = 24", "rows = 40")
+        op.write_text(text.replace("cols = 300", "cols = 512"))
+    recipe = _recipe(op)
+    assert isinstance(recipe, RowRecipe), recipe
+    source = render(recipe, config)
+    assert "_mm256_stream_ps" in source and "Tuned config" in source
+    cand = tmp_path / "candidate.py"
+    cand.write_text(source)
     v = verify(op, cand, fast_settings)
     assert v.status == "passed", (v.reason, v.candidate_output[-2000:])

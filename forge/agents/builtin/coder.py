@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from forge.agents.builtin import pointwise, rowwise
-from forge.agents.builtin.tuner import Space, best_trial, default_config, next_configs, trials_from
+from forge.agents.builtin.tuner import Space, best_trial, config_key, default_config, next_configs, trials_from
 from forge.agents.roles import CoderContext, Proposal
 from forge.errors import ProblemError
 
@@ -28,6 +28,7 @@ class BuiltinCoder:
         self._recipe: Any = None
         self._why: str | None = None
         self._problem_error = False
+        self._issued: set[str] = set()  # configs handed out (evolve asks per parent before verifying)
 
     def _analyze(self) -> None:
         if self._family is not None or self._why is not None:
@@ -68,9 +69,11 @@ class BuiltinCoder:
         configs: list[dict[str, Any]] = []
         parent = context.parent
         if context.want == 1 and parent is not None and parent.feedback and parent.feedback.config:
-            configs = [{k: v for k, v in parent.feedback.config.items() if k in space}]
+            suggested = {k: v for k, v in parent.feedback.config.items() if k in space}
+            configs = [] if config_key(suggested) in self._issued else [suggested]
         if not configs:
-            configs = next_configs(space, trials_from(context.history), n=context.want)
+            configs = next_configs(space, trials_from(context.history), n=context.want, exclude=self._issued)
+        self._issued.update(config_key(c) for c in configs)
         if not configs and not context.history:
             configs = [default_config(space)]
         best = best_trial(trials_from(context.history))

@@ -146,6 +146,10 @@ def rowwise_cpp(kind: str, cfg: dict) -> str:
     elif kind in ("sum", "mean"):
         div = "" if kind == "sum" else " / (ACC)cols"
         return _finish(_kernel(_ROW_SUM + f"        y[r] = (float)(s{div});\n", cfg, reduce=True), cfg)
+    elif kind == "logsumexp":  # an infinite maximum decides the result alone (inf - inf is NaN)
+        body = _ROW_MAX + _EXP_SUM.replace("STORE ", "")
+        body += "        y[r] = (std::isinf(m) && !nan) ? m : m + std::log(s);\n"
+        return _finish(_kernel(body, cfg, reduce=True), cfg)
     elif kind == "amax":
         return _finish(_kernel(_ROW_MAX + "        y[r] = nan ? NAN : m;\n", cfg, reduce=True), cfg)
     else:
@@ -158,4 +162,4 @@ def _finish(src: str, cfg: dict) -> str:
     return src.replace("ACC", acc).replace("STREAM", "true" if cfg["stream"] else "false")
 
 
-ROW_KINDS = ("softmax", "log_softmax", "layernorm", "rmsnorm", "sum", "mean", "amax")
+ROW_KINDS = ("softmax", "log_softmax", "logsumexp", "layernorm", "rmsnorm", "sum", "mean", "amax")

@@ -71,7 +71,7 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> RowRecipe | s
         dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
         if names[0] in ("softmax", "log_softmax") and _is_last_dim(dim, ndim):
             return RowRecipe(names[0])
-        if names[0] in ("sum", "mean", "amax") and _is_last_dim(dim, ndim):
+        if names[0] in ("sum", "mean", "amax", "logsumexp") and _is_last_dim(dim, ndim):
             keepdim = bool(node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False))
             return RowRecipe(names[0], keepdim=keepdim)
         if names[0] == "module":
@@ -104,7 +104,7 @@ def space(recipe: RowRecipe) -> dict[str, list[Any]]:
     knobs: dict[str, list[Any]] = {}
     if recipe.kind in ("sum", "mean", "layernorm", "rmsnorm"):
         knobs["acc"] = ["double", "float"]
-    if recipe.kind not in ("sum", "mean", "amax"):
+    if recipe.kind not in ("sum", "mean", "amax", "logsumexp"):
         knobs["stream"] = [False, True]
     if recipe.kind == "softmax":
         knobs["softmax"] = ["store", "recompute"]
@@ -117,7 +117,7 @@ def render(recipe: RowRecipe, config: dict[str, Any] | None = None) -> str:
     cfg = {**ROW_DEFAULT, **(config or {})}
     cpp = HEADER + WRITE + FEXP + rowwise_cpp(recipe.kind, cfg)
     shown = {k: cfg[k] for k in space(recipe)}
-    reduce = recipe.kind in ("sum", "mean", "amax")
+    reduce = recipe.kind in ("sum", "mean", "amax", "logsumexp")
     out_shape = "x.shape[:-1] + ((1,) if KEEPDIM else ())" if reduce else "x.shape"
     args = ["x"]
     for attr in (recipe.weight, recipe.bias):

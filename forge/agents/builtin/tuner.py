@@ -23,9 +23,16 @@ class Trial:
     passed: bool
     time_ms: float | None
     parent: dict[str, Any] | None = None  # the config this one changed one knob of
+    speedup: float | None = None  # vs eager, measured in the same run: steadier than raw times
+
+    @property
+    def score(self) -> float:
+        if self.speedup:
+            return self.speedup
+        return 1.0 / self.time_ms if self.time_ms else 0.0
 
 
-def _key(config: dict[str, Any]) -> str:
+def config_key(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True, default=str)
 
 
@@ -34,8 +41,8 @@ def default_config(space: Space) -> dict[str, Any]:
 
 
 def best_trial(trials: list[Trial]) -> Trial | None:
-    timed = [t for t in trials if t.passed and t.time_ms is not None]
-    return min(timed, key=lambda t: t.time_ms or 0.0) if timed else None
+    timed = [t for t in trials if t.passed and t.score > 0]
+    return max(timed, key=lambda t: t.score) if timed else None
 
 
 def banned(trials: list[Trial]) -> set[tuple[str, str]]:
@@ -45,28 +52,30 @@ def banned(trials: list[Trial]) -> set[tuple[str, str]]:
             continue
         changed = [k for k in t.config if t.parent.get(k) != t.config[k]]
         if len(changed) == 1:
-            out.add((changed[0], _key({"v": t.config[changed[0]]})))
+            out.add((changed[0], config_key({"v": t.config[changed[0]]})))
     return out
 
 
-def next_configs(space: Space, trials: list[Trial], n: int = 1) -> list[dict[str, Any]]:
+def next_configs(
+    space: Space, trials: list[Trial], n: int = 1, exclude: set[str] | None = None
+) -> list[dict[str, Any]]:
     """Up to ``n`` untried configs, each one knob away from the best (the default when nothing
-    passed yet); empty when the neighbourhood is exhausted."""
+    passed yet); empty when the neighbourhood is exhausted. ``exclude``: keys already handed out."""
     base = default_config(space)
     best = best_trial(trials)
     if best is not None:
         base = {**base, **{k: v for k, v in best.config.items() if k in space}}
-    tried = {_key({k: t.config.get(k) for k in space}) for t in trials}
+    tried = {config_key({k: t.config.get(k) for k in space}) for t in trials} | (exclude or set())
     ban = banned(trials)
     out: list[dict[str, Any]] = []
-    if _key(base) not in tried:
+    if config_key(base) not in tried:
         out.append(base)
     for knob, values in space.items():
         for value in values:
-            if value == base[knob] or (knob, _key({"v": value})) in ban:
+            if value == base[knob] or (knob, config_key({"v": value})) in ban:
                 continue
             cand = {**base, knob: value}
-            if _key(cand) not in tried and all(_key(c) != _key(cand) for c in out):
+            if config_key(cand) not in tried and all(config_key(c) != config_key(cand) for c in out):
                 out.append(cand)
     return out[:n]
 
@@ -74,7 +83,7 @@ def next_configs(space: Space, trials: list[Trial], n: int = 1) -> list[dict[str
 def trials_from(history: list[HistoryItem]) -> list[Trial]:
     """The tuner's view of a history: one trial per attempt that carried a config."""
     return [
-        Trial(dict(h.config), h.status == "passed", h.timings_ms.get("candidate"), h.parent_config)
+        Trial(dict(h.config), h.status == "passed", h.timings_ms.get("candidate"), h.parent_config, h.speedup_vs_eager)
         for h in history
         if h.config is not None
     ]

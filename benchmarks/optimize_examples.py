@@ -1,0 +1,72 @@
+"""`forge optimize` with the built-in agent over every shipped example: what the search finds.
+
+For each op: the first candidate's speedup (the coder's default config), the accepted kernel's
+speedup vs eager and vs torch.compile after tuning, the config the tuner settled on, and attempts.
+Ends with geometric means. Uses a throw-away bank. Usage:
+    python benchmarks/optimize_examples.py [--rounds N] [--no-compile-baseline] [OPS ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from forge.harness import events as ev
+from forge.harness.optimize import optimize
+from forge.harness.session import OptimizeOptions
+from forge.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def geo(xs: list[float]) -> str:
+    return f"{math.exp(sum(map(math.log, xs)) / len(xs)):.2f}x" if xs else "-"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ops", nargs="*", type=Path, default=[ROOT / "examples" / "ops"])
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--no-compile-baseline", action="store_true")
+    a = ap.parse_args()
+    settings = load_settings(device="cpu", compile_baseline=not a.no_compile_baseline)
+    first: dict[str, float | None] = {}
+
+    def on_event(e: ev.Event) -> None:
+        if isinstance(e, ev.VerdictReady) and e.problem not in first:
+            first[e.problem] = e.speedup_vs_eager
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bank = Path(tmp) / "bench.db"
+        t0 = time.monotonic()
+        run = optimize(a.ops, OptimizeOptions(rounds=a.rounds, bank=bank), settings, on_event)
+        elapsed = time.monotonic() - t0
+        with sqlite3.connect(bank) as db:
+            configs = dict(
+                db.execute("SELECT k.op_name, c.config FROM kernels k JOIN kernel_configs c ON c.kernel_id = k.id")
+            )
+    head = ("op", "accepted", "first x eager", "x eager", "x compile", "attempts", "config")
+    print(f"{head[0]:16s} {head[1]:8s} {head[2]:>13s} {head[3]:>8s} {head[4]:>9s} {head[5]:>8s}  {head[6]}")
+    eager, compiled = [], []
+    for r in run.results:
+        f = first.get(r.problem)
+        cfg = json.loads(configs[r.problem]) if r.problem in configs else None
+        print(
+            f"{r.problem:16s} {'yes' if r.accepted else 'no':8s} {f or 0:12.2f}x {r.speedup_vs_eager or 0:7.2f}x "
+            f"{r.speedup_vs_compile or 0:8.2f}x {r.attempts:8d}  {cfg if cfg is not None else r.reason}"
+        )
+        if r.accepted and r.speedup_vs_eager:
+            eager.append(r.speedup_vs_eager)
+        if r.accepted and r.speedup_vs_compile:
+            compiled.append(r.speedup_vs_compile)
+    print(f"geometric mean over accepted kernels: {geo(eager)} vs eager, {geo(compiled)} vs torch.compile")
+    print(f"{sum(r.accepted for r in run.results)}/{len(run.results)} ops accepted, {elapsed:.0f} s in all")
+
+
+if __name__ == "__main__":
+    main()
