@@ -14,10 +14,14 @@ from forge.harness import events as ev
 from forge.harness.session import Session
 
 
-def _limit(session: Session) -> str | None:
-    if session.limits.stop_requested.is_set():
-        return "interrupted"
-    return session.limits.exceeded()
+def _start_round(session: Session, unit: str) -> tuple[str, str] | None:
+    """Begin the next round, or (status, reason) when a run-wide limit stops the session first."""
+    stop = "interrupted" if session.limits.stop_requested.is_set() else session.limits.exceeded()
+    if stop:
+        return stop, f"{stop.replace('_', ' ')} reached after {session.round} {unit}(s)"
+    session.round += 1
+    session.emit(ev.RoundStarted, round=session.round, rounds=session.options.rounds)
+    return None
 
 
 def _judge_says_stop(items: list[HistoryItem]) -> bool:
@@ -26,20 +30,17 @@ def _judge_says_stop(items: list[HistoryItem]) -> bool:
 
 def refine(session: Session) -> tuple[str, str | None]:
     """(status, reason): finished | budget | time_limit | interrupted | unsupported."""
-    rounds = session.options.rounds
-    while session.round < rounds:
-        stop = _limit(session)
+    while session.round < session.options.rounds:
+        stop = _start_round(session, "round")
         if stop:
-            return stop, f"{stop.replace('_', ' ')} reached after {session.round} round(s)"
-        session.round += 1
-        session.emit(ev.RoundStarted, round=session.round, rounds=rounds)
+            return stop
         parent = session.history[-1] if session.history else None
         batch, fatal = session.propose(session.context(parent))
         if fatal:
             return "unsupported", fatal
         if not batch and session.history and session.history[-1].status != "invalid_reply":
             break  # the coder has nothing left to try
-        items = session.evaluate(batch, parent)
+        items = session.evaluate(batch)
         if _judge_says_stop(items):
             break
     return "finished", None
@@ -55,13 +56,10 @@ def _parents(session: Session) -> list[HistoryItem | None]:
 
 
 def evolve(session: Session) -> tuple[str, str | None]:
-    rounds = session.options.rounds
-    while session.round < rounds:
-        stop = _limit(session)
+    while session.round < session.options.rounds:
+        stop = _start_round(session, "generation")
         if stop:
-            return stop, f"{stop.replace('_', ' ')} reached after {session.round} generation(s)"
-        session.round += 1
-        session.emit(ev.RoundStarted, round=session.round, rounds=rounds)
+            return stop
         parents = _parents(session)
         per_parent = max(1, session.options.population // len(parents))
         extra = max(0, session.options.population - per_parent * len(parents))
@@ -74,7 +72,7 @@ def evolve(session: Session) -> tuple[str, str | None]:
             batch.extend(proposed)
         if not batch and not any(h.status == "invalid_reply" for h in session.history[-per_parent:]):
             break  # the coder has nothing left to try
-        items = session.evaluate(batch, None)
+        items = session.evaluate(batch)
         if _judge_says_stop(items):
             break
     return "finished", None

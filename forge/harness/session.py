@@ -118,20 +118,16 @@ class Session:
             self.history, self._pending = restore_history(stored_session)
             self.tokens, self.cost = stored_session.tokens, stored_session.cost_usd or 0.0
             self.round = max((a.round for a in stored_session.attempts), default=0)
+            verdicts = {a.id: dict(a.verdict or {}) for a in stored_session.attempts}
             for item in self.history:
                 self._note_trace(item)
-                self._consider(item.attempt_id, item.source, self._stored_verdict(stored_session, item), item.config)
+                self._consider(item.attempt_id, item.source, verdicts.get(item.attempt_id or -1, {}), item.config)
         self.resumed = resume_id is not None
 
     # -- bookkeeping ----------------------------------------------------------------------------
 
     def emit(self, event_cls: type[ev.Event], **fields: Any) -> None:
         self._emit(event_cls(problem=self.spec.name, session_id=self.id, **fields))
-
-    @staticmethod
-    def _stored_verdict(stored: rows.StoredSession, item: HistoryItem) -> dict[str, Any]:
-        found = next((a for a in stored.attempts if a.id == item.attempt_id), None)
-        return dict(found.verdict or {}) if found else {}
 
     def _note_trace(self, item: HistoryItem) -> None:
         self.trace.append(
@@ -205,7 +201,7 @@ class Session:
             out.append((aid, p))
         return out, None
 
-    def evaluate(self, batch: list[tuple[int, Proposal]], parent: HistoryItem | None) -> list[HistoryItem]:
+    def evaluate(self, batch: list[tuple[int, Proposal]]) -> list[HistoryItem]:
         """Verify a batch (in parallel with --workers), record each verdict, ask the judge."""
         verdicts = self._verify_all([(aid, p.source or "") for aid, p in batch])
         items = []
@@ -293,11 +289,11 @@ class Session:
         result = SessionResult(
             self.spec.name, self.id, status, backend=self.backend, tokens=self.tokens,
             cost_usd=round(self.cost, 6) if self.cost_known else None, trace=list(self.trace),
-            attempts=sum(1 for t in self.trace),
+            attempts=len(self.trace),
         )  # fmt: skip
         best = self.best
         if best is not None and self.options.workers > 1 and status != "interrupted":
-            confirm = self._confirm(best)
+            (confirm,) = self._verify_all([(best.attempt_id, best.source)])  # alone: all the cores
             ok, why = beats_eager(confirm)
             best = replace(best, verdict=confirm) if ok else None
             if not ok:
@@ -329,13 +325,6 @@ class Session:
         )  # fmt: skip
         self._tmp.cleanup()
         return result
-
-    def _confirm(self, best: _Best) -> dict[str, Any]:
-        from forge.verifier import verify
-
-        path = Path(self._tmp.name) / f"attempt_{best.attempt_id}_confirm.py"
-        path.write_text(best.source)
-        return verify(self.op_path, path, self.settings).to_dict()
 
     def _why_none(self) -> str:
         passed = [h for h in self.history if h.status == "passed"]
