@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = {"problem", "status", "passed", "reason", "checks", "timings_ms", "speedup_vs_eager", "speedup_vs_compile"}
 
 
-def forge(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "FORGE_CACHE_DIR": str(cache), "FORGE_TIMING_BUDGET_S": "0.2"}
+def forge(*args: str, cache: Path, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FORGE_CACHE_DIR": str(cache), "FORGE_TIMING_BUDGET_S": "0.2", **extra_env}
     return subprocess.run(
         [sys.executable, "-m", "forge", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
     )
@@ -40,6 +40,23 @@ def test_json_passing(cache_dir):
     assert set(data["timings_ms"]) == {"candidate", "eager", "compile"}
     assert data["timings_ms"]["compile"] is None and data["speedup_vs_compile"] is None
     assert data["speedup_vs_eager"] > 0
+
+
+def test_timed_trials_come_in_batches_alternating_with_eager(cache_dir):
+    # 1 MiB holds 8 of this op's input+output sets: its 30 trials need four batches (capped at three),
+    # each timed for eager and then for the candidate.
+    args = ("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"))
+    r = forge(*args, "--no-compile-baseline", cache=cache_dir, FORGE_TIMING_BATCH_MB="1")
+    assert r.returncode == 0, r.stderr
+    assert "timing: eager (batch 1/3)" in r.stderr and "timing: candidate, 8 trials (batch 3/3)" in r.stderr
+    data = json.loads(
+        forge(*args, "--no-compile-baseline", "--json", cache=cache_dir, FORGE_TIMING_BATCH_MB="1").stdout
+    )
+    stats = data["timing_stats"]
+    assert stats["candidate"]["trials"] == stats["eager"]["trials"] == 24
+    assert stats["eager"]["q1_ms"] <= stats["eager"]["median_ms"] <= stats["eager"]["q3_ms"]
+    timed = next(c for c in data["checks"] if c["name"] == "timed_outputs")
+    assert timed["passed"] and "all 24 timed calls" in timed["detail"]
 
 
 def test_json_stays_clean_when_candidate_prints(cache_dir):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,9 +49,36 @@ class Limits:
         return None if self.cost_unknown and self.cost_usd == 0 else round(self.cost_usd, 6)
 
 
+@contextlib.contextmanager
+def ctrl_c_stops(limits: Limits) -> Iterator[None]:
+    """Ctrl-C ends the run cleanly even when it lands where Python swallows the KeyboardInterrupt.
+
+    A SIGINT that arrives while a worker is being forked raises inside an at-fork hook, where the
+    exception is printed and dropped. So the signal also sets ``stop_requested`` (checked after
+    every verification and before every round) and ends the running workers at once.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        from forge.verifier.process import kill_all
+
+        limits.stop_requested.set()
+        kill_all()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def beats_eager(verdict: dict[str, Any]) -> tuple[bool, str]:
     """A passed verdict is accepted only when the candidate beats eager by more than the noise:
-    the candidate's upper quartile must lie below eager's lower quartile (medians ± IQR/2)."""
+    the candidate's upper timing quartile must lie below eager's lower quartile. (Verdicts stored
+    before quartiles were recorded fall back to median ± IQR/2.)"""
     if verdict.get("status") != "passed":
         return False, f"did not pass ({verdict.get('status')})"
     if not verdict.get("timing_meaningful", True):
@@ -57,9 +87,9 @@ def beats_eager(verdict: dict[str, Any]) -> tuple[bool, str]:
     cand, eager = stats.get("candidate"), stats.get("eager")
     if not cand or not eager:
         return False, "no timings"
-    cand_hi = cand["median_ms"] + cand["iqr_ms"] / 2
-    eager_lo = eager["median_ms"] - eager["iqr_ms"] / 2
-    if cand_hi < eager_lo:
-        return True, f"{eager['median_ms'] / cand['median_ms']:.2f}x faster than eager, beyond the measured noise"
+    cand_hi = cand.get("q3_ms") or cand["median_ms"] + cand["iqr_ms"] / 2
+    eager_lo = eager.get("q1_ms") or eager["median_ms"] - eager["iqr_ms"] / 2
     speedup = eager["median_ms"] / cand["median_ms"] if cand["median_ms"] else 0.0
-    return False, f"{speedup:.2f}x eager is within the measured noise (IQRs overlap) or slower"
+    if cand_hi < eager_lo:
+        return True, f"{speedup:.2f}x faster than eager, beyond the measured noise"
+    return False, f"{speedup:.2f}x eager is within the measured noise (quartiles overlap) or slower"

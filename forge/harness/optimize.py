@@ -12,7 +12,7 @@ from typing import Any
 
 from forge.errors import ForgeError, ProviderError, UsageError
 from forge.harness import events as ev
-from forge.harness.limits import Limits
+from forge.harness.limits import Limits, ctrl_c_stops
 from forge.harness.session import OptimizeOptions, Session, SessionResult
 from forge.settings import ForgeSettings
 
@@ -174,15 +174,16 @@ def optimize(
             raise UsageError("name at least one op file (or a directory of them), or pass --resume SESSION")
         check_provider(options)
         run = RunResult()
-        for op in ops:
-            session = _make_session(op, options, settings, limits, engine, emit, resume)
-            result = _run_one(session)
-            run.results.append(result)
-            if result.status == "interrupted":
-                run.interrupted = True
-                break
-            if result.status == "provider_error":
-                break
+        with ctrl_c_stops(limits):
+            for op in ops:
+                session = _make_session(op, options, settings, limits, engine, emit, resume)
+                result = _run_one(session)
+                run.results.append(result)
+                if result.status == "interrupted":
+                    run.interrupted = True
+                    break
+                if result.status == "provider_error":
+                    break
         run.tokens, run.cost_usd = limits.tokens, limits.cost_reported
         return run
     finally:

@@ -258,7 +258,10 @@ class Session:
             aid, source = job
             path = Path(self._tmp.name) / f"attempt_{aid}.py"
             path.write_text(source)
-            return verify(self.op_path, path, settings).to_dict()
+            verdict = verify(self.op_path, path, settings).to_dict()
+            if self.limits.stop_requested.is_set():  # its workers were ended: the verdict means nothing
+                raise KeyboardInterrupt
+            return verdict
 
         if workers == 1:
             return [one(j) for j in jobs]

@@ -19,7 +19,7 @@ import torch
 
 from forge.harness.problem import load_problem, read_problem_source
 from forge.importing import import_file
-from forge.verifier.timing import Clocks, timed_loop
+from forge.verifier.timing import Clocks, prefault_heap, timed_loop
 
 _IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
 _MAX_ERROR = 4000
@@ -84,11 +84,47 @@ def _storage_ok(o: torch.Tensor) -> bool:
 
 
 def _plain_copy(o: Any) -> torch.Tensor | None:
+    base = _plain_copy_source(o)
+    try:
+        return None if base is None else base.clone()
+    except Exception:
+        return None
+
+
+class _OutputPool:
+    """Copies of timed outputs, kept in a few large buffers of their own.
+
+    A copy made with ``clone()`` would sit right after the output it copies, so the freed output
+    leaves a hole exactly its size, which the next call's (aligned) output does not fit in: every
+    timed call would get fresh memory and be timed with its page faults. Chunks above glibc's mmap
+    threshold (the workers set it to 32 MiB) stay out of the heap the outputs come from.
+    """
+
+    _CHUNK = 64 << 20
+
+    def __init__(self) -> None:
+        self.chunk: torch.Tensor | None = None
+        self.used = 0
+
+    def copy(self, o: Any) -> torch.Tensor | None:
+        t = _plain_copy_source(o)
+        if t is None or t.device.type != "cpu" or t.numel() == 0 or t.is_sparse or t.is_quantized:
+            return _plain_copy(o)
+        n = t.numel() * t.element_size()
+        if self.chunk is None or self.used + n > self.chunk.numel():
+            self.chunk, self.used = torch.empty(max(self._CHUNK, n), dtype=torch.uint8), 0
+        dst = self.chunk[self.used : self.used + n].view(t.dtype).view(t.shape)
+        self.used += -(-n // 64) * 64
+        dst.copy_(t)
+        return dst
+
+
+def _plain_copy_source(o: Any) -> torch.Tensor | None:
+    """The output as a plain tensor (a subclass's own methods never run), or None."""
     if not isinstance(o, torch.Tensor):
         return None
     try:
-        base = o.detach() if type(o) is torch.Tensor else o.detach().as_subclass(torch.Tensor)
-        return base.clone()
+        return o.detach() if type(o) is torch.Tensor else o.detach().as_subclass(torch.Tensor)
     except Exception:
         return None
 
@@ -146,6 +182,7 @@ class CandidateSide:
         self.module: Any = None
         self.path = ""
         self.models: dict[str, torch.nn.Module] = {}
+        self.warmup: list[list[Any]] = []
         self.calls = 0
 
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -260,19 +297,25 @@ class CandidateSide:
     def time(self, msg: dict[str, Any], tick: Callable[[], None]) -> dict[str, Any]:
         model = self.models[msg["model"]]
         sets = [[_fresh(x, self.device) for x in s] for s in msg["sets"]]
-        warm = [[_fresh(x, self.device) for x in s] for s in msg["warmup"]]
+        if msg.get("warmup") is not None:  # sent with the first batch, kept for the later ones
+            self.warmup = [[_fresh(x, self.device) for x in s] for s in msg["warmup"]]
+        warm = self.warmup
+        if self.device == "cpu":
+            prefault_heap(3 * sum(x.numel() * x.element_size() for s in sets for x in s) + (64 << 20))
         tids_before = native_threads()
+        pool = _OutputPool()
         try:
             times, host, outs = timed_loop(
-                lambda inp: self._call(model, inp), sets, warm, self.flush, self.clocks, tick
-            )
+                lambda inp: self._call(model, inp), sets, warm, self.flush, self.clocks, tick,
+                keep=lambda out: [pool.copy(o) for o in _as_list(out)],
+            )  # fmt: skip
         except Exception as exc:
             raise StageError("run", "a timed call raised:\n" + candidate_trace(exc, self.path)) from exc
         return {
             "type": "timing",
             "times_ns": times,
             "host_ns": host,
-            "outputs": [[_plain_copy(o) for o in _as_list(out)] for out in outs],
+            "outputs": outs,
             "facts": {
                 "new_native_threads": len(native_threads() - tids_before),
                 "clock_tampering": self.clock_check(),

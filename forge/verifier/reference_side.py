@@ -16,10 +16,12 @@ from forge.errors import ProblemError
 from forge.harness import shapes
 from forge.harness.problem import Problem, load_problem, read_problem_source, reference_hash
 from forge.verifier import cases, machine, roofline
-from forge.verifier.timing import Clocks, timed_loop
+from forge.verifier.timing import Clocks, prefault_heap, timed_loop
 
-_MAX_TIMING_BYTES = 160 << 20
 _MIN_TRIALS, _MAX_TRIALS = 5, 30
+# Each batch costs a fresh draw and two transfers of its inputs (~1 s for 160 MB on a small VM):
+# three alternations of eager and candidate are enough to spread a slow spell over both.
+_MAX_BATCHES = 3
 
 
 def as_output_list(out: Any) -> list[Any]:
@@ -33,6 +35,9 @@ class ReferenceSide:
         self.flush = flush
         self.models: dict[str, torch.nn.Module] = {}
         self.timing: dict[str, Any] = {}
+        self.timing_seed, self.per_batch = 0, 1
+        self.compiled: Any = None
+        self.compile_error: str | None = None
         self.single_output = True
 
     # -- helpers -----------------------------------------------------------------------------
@@ -162,6 +167,12 @@ class ReferenceSide:
         }
 
     def _timing_sets(self, base: Problem, seed: int, msg: dict[str, Any]) -> dict[str, Any]:
+        """Plan the timed trials and draw the first batch of them.
+
+        Every timed call gets an input set never used before, so the trials come in batches that fit
+        in memory; the parent alternates eager and candidate batch by batch, so a slow spell on the
+        machine lands on both sides rather than on whichever was timed during it.
+        """
         model = self.models["base/0"]
         probe = self._draw(base, seed)
         per_set = sum(x.numel() * x.element_size() for x in probe)
@@ -173,15 +184,28 @@ class ReferenceSide:
             self.clocks.sync()
             est.append(self.clocks.host_ns() - t0)
         est_s = sorted(est)[1] / 1e9 + 0.002  # plus a cache flush
-        n = int(float(msg.get("timing_budget_s", 1.0)) / est_s)
-        n = max(_MIN_TRIALS, min(_MAX_TRIALS, n, _MAX_TIMING_BYTES // max(per_set, 1)))
+        total = max(_MIN_TRIALS, min(_MAX_TRIALS, int(float(msg.get("timing_budget_s", 1.0)) / est_s)))
+        per_batch = max(1, min(total, (int(msg.get("timing_batch_mb", 160)) << 20) // max(per_set, 1)))
+        batches = min(_MAX_BATCHES, -(-total // per_batch))
+        total = min(total, batches * per_batch)
+        self.timing_seed, self.per_batch = seed, -(-total // batches)  # batches of (almost) equal size
+        warmup = [self._draw(base, seed + i) for i in range(2)]
+        first = self.timing_batch({"index": 0})
+        self.timing["warmup"] = warmup
+        return {"model": "base/0", "warmup": warmup, "batches": batches, **first}
+
+    def timing_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The next batch of fresh timing inputs and their expected outputs (the previous batch is dropped)."""
+        index = int(msg["index"])
+        model = self.models["base/0"]
+        self.timing.pop("sets", None)
         sets, expected = [], []
-        for i in range(n + 2):
-            inputs = self._draw(base, seed + i)
+        for i in range(self.per_batch):
+            inputs = self._draw(self.base, self.timing_seed + 2 + index * self.per_batch + i)
             sets.append(inputs)
-            expected.append(self._run(base, model, inputs))
-        self.timing = {"warmup": sets[:2], "sets": sets[2:]}
-        return {"model": "base/0", "warmup": sets[:2], "sets": sets[2:], "expected": expected[2:]}
+            expected.append(self._run(self.base, model, inputs))
+        self.timing["sets"] = sets
+        return {"type": "timing_batch", "sets": sets, "expected": expected}
 
     def roofline(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Asked for while the candidate runs its correctness cases (nothing is timed then)."""
@@ -194,6 +218,7 @@ class ReferenceSide:
         return {"type": "roofline", "bytes": nbytes, "flops": flops, **figures, "bound_ms": bound}
 
     def baselines(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Time eager (and torch.compile, compiled once per run) on the current batch."""
         model = self.models["base/0"]
         result: dict[str, Any] = {"type": "baselines"}
 
@@ -204,16 +229,22 @@ class ReferenceSide:
 
             return call
 
-        times, _, _ = timed_loop(call_with(model), self.timing["sets"], self.timing["warmup"], self.flush, self.clocks)
+        warm = self.timing["warmup"]
+        if self.device == "cpu":
+            prefault_heap(3 * sum(x.numel() * x.element_size() for s in self.timing["sets"] for x in s) + (64 << 20))
+        times, _, _ = timed_loop(call_with(model), self.timing["sets"], warm, self.flush, self.clocks)
         result["eager_ns"] = times
-        if msg.get("compile"):
+        if msg.get("compile") and self.compile_error is None:
             try:
-                compiled = torch.compile(model)
-                warm = self.timing["warmup"] + self.timing["warmup"]
-                times, _, _ = timed_loop(call_with(compiled), self.timing["sets"], warm, self.flush, self.clocks)
+                if self.compiled is None:
+                    self.compiled = torch.compile(model)
+                    warm = warm + warm  # the first calls compile
+                times, _, _ = timed_loop(call_with(self.compiled), self.timing["sets"], warm, self.flush, self.clocks)
                 result["compile_ns"] = times
             except Exception as exc:  # the baseline is informative; its failure is not the candidate's
-                result["compile_error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+                self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
+        if self.compile_error is not None:
+            result["compile_error"] = self.compile_error
         return result
 
 

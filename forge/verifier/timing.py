@@ -10,7 +10,12 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forge.verifier.verdict import Verdict
+
+_ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,8 @@ class TimingStats:
     iqr_ms: float
     stdev_ms: float
     trials: int
+    q1_ms: float = 0.0  # lower and upper quartiles: acceptance compares these (harness/limits.py)
+    q3_ms: float = 0.0
 
     def to_dict(self) -> dict[str, float | int]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
@@ -40,6 +47,8 @@ def stats_from_ns(times_ns: Sequence[float]) -> TimingStats:
         iqr_ms=q[2] - q[0],
         stdev_ms=statistics.pstdev(ms),
         trials=len(ms),
+        q1_ms=q[0],
+        q3_ms=q[2],
     )
 
 
@@ -54,6 +63,24 @@ class Clocks:
     elapsed: Any = None
 
 
+def prefault_heap(nbytes: int) -> None:
+    """Grow the process heap by ``nbytes`` of touched memory, then free it (CPU workers).
+
+    glibc never gives freed heap memory in the middle of the heap back, but a new output that
+    does not fit any hole is carved from fresh memory at the top, and its first-touch page faults
+    land inside the timed call (~1 ms per 4 MB on a VM: 10x a memory-bound kernel). Which calls hit
+    that depends on how earlier allocations happened to be laid out, so it would make eager or the
+    candidate arbitrarily slow. Touched free space at the top of the heap takes those allocations
+    instead. Blocks stay under the 32 MiB mmap threshold the workers set, so they come from the heap;
+    the total stays under the 1 GiB trim threshold, so freeing it does not hand it back.
+    """
+    import torch
+
+    step = 24 << 20
+    blocks = [torch.zeros(step, dtype=torch.uint8) for _ in range(max(0, min(nbytes, 768 << 20)) // step)]
+    del blocks
+
+
 def timed_loop(
     call: Callable[[Sequence[Any]], Any],
     sets: Sequence[Sequence[Any]],
@@ -61,12 +88,17 @@ def timed_loop(
     flush: Callable[[], None],
     clocks: Clocks,
     tick: Callable[[], None] | None = None,
+    keep: Callable[[Any], Any] = lambda out: None,
 ) -> tuple[list[int], list[int], list[Any]]:
     """Warm-up calls, then one timed call per input set.
 
     Returns (ns per call by the primary clock, ns per call by the host clock around the call and a
-    full device synchronize, outputs). On CUDA the primary clock is a pair of events on the current
-    stream; the host figure catches work that escaped them (side streams).
+    full device synchronize, ``keep(output)`` per call). On CUDA the primary clock is a pair of
+    events on the current stream; the host figure catches work that escaped them (side streams).
+
+    Each output is handed to ``keep`` after the clock stopped and then released, as a program in a
+    loop releases it: holding every output would make each call's output buffer fresh memory, and
+    the first-touch page faults (10x the kernel on a 16 MB output) would be timed instead.
     """
     for inputs in warmup:
         call(inputs)
@@ -96,5 +128,54 @@ def timed_loop(
             host.append(times[-1])
         if tick:
             tick()
-        outputs.append(out)
+        outputs.append(keep(out))
+        del out
     return times, host, outputs
+
+
+def record_speedups(
+    v: Verdict,
+    roofline: dict[str, Any] | None,
+    cand_ns: list[int],
+    eager_ns: list[int],
+    compile_ns: list[int],
+    compile_error: str | None,
+) -> None:
+    """Timing statistics, speedups and the roofline fraction, written into the verdict."""
+    stats = {"candidate": stats_from_ns(cand_ns), "eager": stats_from_ns(eager_ns)}
+    if compile_ns:
+        stats["compile"] = stats_from_ns(compile_ns)
+    elif compile_error:
+        v.warnings.append(f"torch.compile baseline failed: {compile_error}")
+    for k, s in stats.items():
+        v.timing_stats[k] = s.to_dict()
+        v.timings_ms[k] = round(s.median_ms, 6)
+    cand = stats["candidate"].median_ms
+    if not v.timing_meaningful:
+        v.add(
+            "timing", True, "Triton ran under TRITON_INTERPRET=1 on CPU: timings are not meaningful, no speedup",
+            fatal=False,
+        )  # fmt: skip
+        return
+    v.speedup_vs_eager = round(stats["eager"].median_ms / cand, 4) if cand > 0 else None
+    if "compile" in stats and cand > 0:
+        v.speedup_vs_compile = round(stats["compile"].median_ms / cand, 4)
+    spread = stats["candidate"].iqr_ms / cand if cand else 0.0
+    v.add(
+        "timing", True, f"median {cand:.4f} ms over {stats['candidate'].trials} trials (IQR {spread:.1%})",
+        fatal=False,
+    )  # fmt: skip
+    roof = dict(roofline or {})
+    if roof.get("bound_ms"):
+        roof["fraction_candidate"] = round(roof["bound_ms"] / cand, 4) if cand else None
+        roof["fraction_eager"] = round(roof["bound_ms"] / stats["eager"].median_ms, 4)
+        beyond = (roof["fraction_candidate"] or 0) > _ROOFLINE_SLACK
+        v.add(
+            "roofline",
+            not beyond,
+            f"estimated bound {roof['bound_ms']:.4f} ms ({roof['bytes'] / 1e6:.1f} MB, "
+            f"{roof['flops'] / 1e9:.2f} GFLOP); candidate at {roof['fraction_candidate']:.0%} of it"
+            + (" — faster than physically plausible, check the result" if beyond else ""),
+            fatal=False,
+        )
+    v.roofline = roof

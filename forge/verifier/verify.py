@@ -16,12 +16,11 @@ from forge.settings import ForgeSettings
 from forge.verifier import judge
 from forge.verifier.machine import available_cores
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess
-from forge.verifier.timing import stats_from_ns
+from forge.verifier.timing import record_speedups
 from forge.verifier.verdict import Verdict
 
 Progress = Callable[[str], None]
 _MEMORY_WORDS = ("can't allocate memory", "out of memory", "MemoryError", "Cannot allocate memory")
-_ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
 _INTEGRITY_CHECKS = (
     "no_stale_results",
     "inputs_unchanged",
@@ -120,6 +119,7 @@ class _Run:
                 "op_path": str(self.spec.path),
                 "seed": self.v.seed,
                 "timing_budget_s": self.settings.timing_budget_s,
+                "timing_batch_mb": self.settings.timing_batch_mb,
                 "cache_dir": str(self.cache),
             }
         )
@@ -242,97 +242,79 @@ class _Run:
         self.info["roofline"] = (
             {k: v for k, v in roof.items() if k != "type"} if roof.get("type") == "roofline" else None
         )
-        self.progress(f"timing: eager{' and torch.compile' if self.settings.compile_baseline else ''} baselines")
-        self.ref.send({"op": "baselines", "compile": self.settings.compile_baseline})
-        base = self._ref_reply("failed while being timed")
-        self.ref.close()
-        if base.get("type") != "baselines":
-            raise ProblemError(f"{self.spec.path}: the reference failed while being timed: {base.get('message', base)}")
-        self.progress(f"timing: candidate, {len(timing['sets'])} trials")
-        self.cand.send({"op": "time", "model": timing["model"], "sets": timing["sets"], "warmup": timing["warmup"]})
+        batches = max(1, int(timing.get("batches", 1)))
+        eager: list[int] = []
+        compiled: list[int] = []
+        compile_error: str | None = None
+        times: list[int] = []
+        host: list[int] = []
         ticks: list[float] = []
-        while True:
-            msg, t = self.cand.recv(self.deadline)
-            if msg.get("type") != "tick":
-                break
-            ticks.append(t)
-        _check_reply(msg, "timing", None)
-        if msg["type"] == "error":
-            self.v.add("timed_outputs", False, msg["message"])
-            self.v.fail("runtime_error", f"a timed call raised: {judge.first_line(msg['message'])}")
-            return
-        try:
-            k = len(timing["sets"])
-            times, host = _ns_list(msg.get("times_ns"), k), _ns_list(msg.get("host_ns"), k)
-            facts = dict(msg.get("facts") or {})
-            bad_outputs = judge.timed_outputs_mismatch(timing["expected"], list(msg.get("outputs") or []), self.tol)
-            tampered = [str(t) for t in facts.get("clock_tampering") or []]
-            threads = int(facts.get("new_native_threads", 0))
-        except _MALFORMED as exc:
-            raise WorkerGone(Ending("protocol", f"malformed timing reply from the worker: {exc!r}")) from None
+        tampered: set[str] = set()
+        threads = 0
+        bad_outputs: str | None = None
+        for index in range(batches):  # eager, then the candidate, batch by batch
+            if index:
+                self.ref.send({"op": "timing_batch", "index": index})
+                timing = {**timing, **self._ref_reply("failed while drawing timing inputs")}
+                if timing.get("type") != "timing_batch":
+                    raise ProblemError(f"{self.spec.path}: the reference failed while drawing timing inputs: {timing}")
+            where = f" (batch {index + 1}/{batches})" if batches > 1 else ""
+            self.progress(f"timing: eager{' and torch.compile' if self.settings.compile_baseline else ''}{where}")
+            self.ref.send({"op": "baselines", "compile": self.settings.compile_baseline})
+            base = self._ref_reply("failed while being timed")
+            if base.get("type") != "baselines":
+                raise ProblemError(
+                    f"{self.spec.path}: the reference failed while being timed: {base.get('message', base)}"
+                )
+            eager += base["eager_ns"]
+            compiled += base.get("compile_ns") or []
+            compile_error = base.get("compile_error") or compile_error
+            self.progress(f"timing: candidate, {len(timing['sets'])} trials{where}")
+            warm = timing["warmup"] if index == 0 else None
+            self.cand.send({"op": "time", "model": timing["model"], "sets": timing["sets"], "warmup": warm})
+            while True:
+                msg, t = self.cand.recv(self.deadline)
+                if msg.get("type") != "tick":
+                    break
+                ticks.append(t)
+            _check_reply(msg, "timing", None)
+            if msg["type"] == "error":
+                self.ref.close()
+                self.v.add("timed_outputs", False, msg["message"])
+                self.v.fail("runtime_error", f"a timed call raised: {judge.first_line(msg['message'])}")
+                return
+            try:
+                k = len(timing["sets"])
+                times += _ns_list(msg.get("times_ns"), k)
+                host += _ns_list(msg.get("host_ns"), k)
+                facts = dict(msg.get("facts") or {})
+                bad = judge.timed_outputs_mismatch(timing["expected"], list(msg.get("outputs") or []), self.tol)
+                tampered.update(str(t) for t in facts.get("clock_tampering") or [])
+                threads = max(threads, int(facts.get("new_native_threads", 0)))
+            except _MALFORMED as exc:
+                raise WorkerGone(Ending("protocol", f"malformed timing reply from the worker: {exc!r}")) from None
+            if bad and bad_outputs is None:
+                bad_outputs = f"batch {index + 1}/{batches}: {bad}" if batches > 1 else bad
+        self.ref.close()
         self.v.add(
             "timed_outputs",
             bad_outputs is None,
-            bad_outputs or f"all {len(timing['sets'])} timed calls (fresh inputs) correct",
+            bad_outputs or f"all {len(times)} timed calls (fresh inputs) correct",
         )
         clock = judge.wall_clock_discrepancy(ticks, times)
         if clock is None and self.device == "cuda":
             clock = judge.escaped_events(times, host)
         if tampered:
-            clock = f"timing functions replaced: {', '.join(tampered)}" + (f"; {clock}" if clock else "")
+            clock = f"timing functions replaced: {', '.join(sorted(tampered))}" + (f"; {clock}" if clock else "")
         self.v.add("wall_clock", clock is None, clock or "worker timings agree with the parent's clock")
         if threads:
             self.v.add("no_background_threads", False, f"{threads} new native thread(s) alive after the timed calls")
-        for name, bad in (("timed_outputs", bad_outputs), ("wall_clock", clock)):
-            if bad:
-                self.v.fail("failed_integrity", f"{name}: {bad}")
+        for name, failure in (("timed_outputs", bad_outputs), ("wall_clock", clock)):
+            if failure:
+                self.v.fail("failed_integrity", f"{name}: {failure}")
         if threads:
             self.v.fail("failed_integrity", "no_background_threads: threads left running after timed calls")
-        self._speedups(times, base)
-
-    def _speedups(self, cand_ns: list[int], base: dict[str, Any]) -> None:
-        stats = {"candidate": stats_from_ns(cand_ns), "eager": stats_from_ns(base["eager_ns"])}
-        if base.get("compile_ns"):
-            stats["compile"] = stats_from_ns(base["compile_ns"])
-        elif base.get("compile_error"):
-            self.v.warnings.append(f"torch.compile baseline failed: {base['compile_error']}")
-        for k, s in stats.items():
-            self.v.timing_stats[k] = s.to_dict()
-            self.v.timings_ms[k] = round(s.median_ms, 6)
-        cand = stats["candidate"].median_ms
-        if not self.v.timing_meaningful:
-            self.v.add(
-                "timing",
-                True,
-                "Triton ran under TRITON_INTERPRET=1 on CPU: timings are not meaningful, no speedup",
-                fatal=False,
-            )
-            return
-        self.v.speedup_vs_eager = round(stats["eager"].median_ms / cand, 4) if cand > 0 else None
-        if "compile" in stats and cand > 0:
-            self.v.speedup_vs_compile = round(stats["compile"].median_ms / cand, 4)
-        spread = stats["candidate"].iqr_ms / cand if cand else 0.0
-        self.v.add(
-            "timing",
-            True,
-            f"median {cand:.4f} ms over {stats['candidate'].trials} trials (IQR {spread:.1%})",
-            fatal=False,
-        )
-        roof = dict(self.info.get("roofline") or {})
-        if roof.get("bound_ms"):
-            roof["fraction_candidate"] = round(roof["bound_ms"] / cand, 4) if cand else None
-            roof["fraction_eager"] = round(roof["bound_ms"] / stats["eager"].median_ms, 4)
-            beyond = (roof["fraction_candidate"] or 0) > _ROOFLINE_SLACK
-            self.v.add(
-                "roofline",
-                not beyond,
-                f"estimated bound {roof['bound_ms']:.4f} ms ({roof['bytes'] / 1e6:.1f} MB, "
-                f"{roof['flops'] / 1e9:.2f} GFLOP); "
-                f"candidate at {roof['fraction_candidate']:.0%} of it"
-                + (" — faster than physically plausible, check the result" if beyond else ""),
-                fatal=False,
-            )
-        self.v.roofline = roof
+        record_speedups(self.v, self.info.get("roofline"), times, eager, compiled, compile_error)
 
     def finish(self) -> Verdict:
         ref: WorkerProcess | None = getattr(self, "ref", None)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
 
 from forge.agents.builtin.tuner import Trial, default_config, next_configs
 from forge.errors import UsageError
-from forge.harness.limits import Limits, beats_eager
+from forge.harness.limits import Limits, beats_eager, ctrl_c_stops
 from forge.harness.optimize import RunResult, collect_ops, resolve_backend
 from forge.harness.session import SessionResult
 from tests.conftest import EXAMPLES
@@ -55,6 +57,36 @@ def test_acceptance_needs_a_margin_beyond_the_noise():
     assert not beats_eager(_verdict(2.0, 0.0, 1.0, 0.0))[0]
     assert not beats_eager(_verdict(1.0, 0.0, 2.0, 0.0, status="failed_correctness"))[0]
     assert not beats_eager(_verdict(1.0, 0.0, 2.0, 0.0, timing_meaningful=False))[0]
+
+
+def _quartiles(cand: tuple[float, float, float], eager: tuple[float, float, float]) -> dict:
+    def stats(q1: float, med: float, q3: float) -> dict:
+        return {"median_ms": med, "iqr_ms": q3 - q1, "q1_ms": q1, "q3_ms": q3}
+
+    return {"status": "passed", "timing_stats": {"candidate": stats(*cand), "eager": stats(*eager)}}
+
+
+def test_acceptance_reads_the_real_quartiles_of_skewed_timings():
+    # Interference only ever slows a call: a slow tail on eager's side must not hide a clear win...
+    assert beats_eager(_quartiles((0.98, 1.0, 1.05), (1.55, 1.6, 2.8)))[0]
+    # ...and a slow tail on the candidate's side must not be averaged away by its median.
+    ok, why = beats_eager(_quartiles((0.99, 1.0, 1.5), (1.3, 1.4, 1.5)))
+    assert not ok and "quartiles overlap" in why
+
+
+def test_ctrl_c_sets_the_stop_flag_even_if_the_exception_is_swallowed():
+    limits = Limits()
+    before = signal.getsignal(signal.SIGINT)
+    with ctrl_c_stops(limits):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs here
+        except KeyboardInterrupt:
+            swallowed = False
+        else:
+            swallowed = True
+    assert not swallowed and limits.stop_requested.is_set()
+    assert signal.getsignal(signal.SIGINT) is before  # restored for whoever runs next
 
 
 def test_limits():

@@ -1,0 +1,69 @@
+"""How stable forge's timing verdicts are: verify each shipped example candidate several times.
+
+For each op prints: timed trials per side, the speedup vs eager over the repeats (min / median /
+max), the candidate's and eager's upper quartile relative to their median (spread inside one
+verification), and in how many repeats the candidate beat eager beyond the noise (the acceptance
+rule of `forge optimize`). A harness whose numbers are honest gives the same answer every time.
+
+Usage: python benchmarks/timing_stability.py [--repeats N] [--ops rmsnorm,softmax,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from forge.harness.limits import beats_eager
+from forge.settings import load_settings
+from forge.verifier import verify
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = {
+    "scale_bias_gelu": "scale_bias_gelu_cpp",
+    "softmax": "softmax_torch",
+    "layernorm": "layernorm_cpp",
+    "rmsnorm": "rmsnorm_cpp",
+    "row_sum": "rowsum_torch",
+    "linear_gelu": "linear_gelu_cpp",
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--ops", default=",".join(PAIRS))
+    a = ap.parse_args()
+    settings = load_settings(compile_baseline=False)
+    print(
+        f"{'op':16s} {'trials':>6s} {'x eager min/med/max':>20s} {'cand q3/med':>11s} {'eager q3/med':>12s} "
+        f"{'accepted':>8s} {'s/verify':>8s}"
+    )
+    for op in a.ops.split(","):
+        cand = ROOT / "examples/candidates" / f"{PAIRS[op]}.py"
+        speedups, cand_tail, eager_tail, accepted, secs, trials = [], [], [], 0, [], 0
+        for _ in range(a.repeats):
+            t0 = time.monotonic()
+            v = verify(ROOT / "examples/ops" / f"{op}.py", cand, settings).to_dict()
+            secs.append(time.monotonic() - t0)
+            stats = v.get("timing_stats") or {}
+            if v["status"] != "passed" or not stats:
+                print(f"{op:16s} {v['status']}: {v.get('reason')}")
+                break
+            trials = stats["candidate"]["trials"]
+            speedups.append(v["speedup_vs_eager"])
+            cand_tail.append(stats["candidate"]["q3_ms"] / stats["candidate"]["median_ms"])
+            eager_tail.append(stats["eager"]["q3_ms"] / stats["eager"]["median_ms"])
+            accepted += beats_eager(v)[0]
+        else:
+            spread = f"{min(speedups):.2f}/{statistics.median(speedups):.2f}/{max(speedups):.2f}"
+            print(
+                f"{op:16s} {trials:6d} {spread:>20s} {max(cand_tail):11.2f} {max(eager_tail):12.2f} "
+                f"{accepted:>4d}/{a.repeats:<3d} {statistics.median(secs):8.1f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

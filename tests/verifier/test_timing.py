@@ -1,0 +1,64 @@
+"""Pure parts of the timing path: statistics, the timed loop's output handling, the output pool."""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from forge.verifier.candidate_side import _OutputPool
+from forge.verifier.timing import Clocks, stats_from_ns, timed_loop
+
+
+def test_quartiles_are_the_real_ones_for_a_skewed_sample():
+    s = stats_from_ns([1_000_000] * 6 + [9_000_000] * 2)  # two interference spikes
+    assert s.median_ms == 1.0 and s.q1_ms == 1.0 and s.q3_ms > 1.0
+    assert s.iqr_ms == s.q3_ms - s.q1_ms and s.trials == 8
+
+
+def test_timed_loop_releases_each_output_after_keeping_what_it_asks_for():
+    refs: list[weakref.ref[torch.Tensor]] = []
+    earlier_alive: list[bool] = []
+
+    def call(inputs):
+        earlier_alive.append(any(r() is not None for r in refs))
+        out = inputs[0] * 2
+        refs.append(weakref.ref(out))
+        return out
+
+    sets = [[torch.full((4,), float(i))] for i in range(5)]
+    clocks = Clocks(host_ns=lambda: 0, sync=lambda: None)
+    times, host, outs = timed_loop(call, sets, [], lambda: None, clocks, keep=lambda out: out.sum().item())
+    assert outs == [8.0 * i for i in range(5)] and len(times) == len(host) == 5
+    assert earlier_alive == [False] * 5  # each output was gone before the next call allocated its own
+    refs.clear()
+    _, _, dropped = timed_loop(call, sets, [], lambda: None, clocks)
+    assert dropped == [None] * 5  # the reference keeps nothing
+
+
+def test_output_pool_copies_values_dtypes_and_shapes():
+    pool = _OutputPool()
+    a = torch.randn(3, 5)
+    b = torch.arange(7, dtype=torch.int16)
+    c = torch.randn(4, 6).t()  # not contiguous
+    d = torch.tensor([True, False, True])
+    copies = [pool.copy(x) for x in (a, b, c, d)]
+    for x, y in zip((a, b, c, d), copies, strict=True):
+        assert y is not None and y.dtype == x.dtype and y.shape == x.shape and torch.equal(x, y)
+        assert y.data_ptr() != x.data_ptr()
+    a.add_(1)  # a copy, not a view of the output
+    assert not torch.equal(a, copies[0])
+    # the copies live in the pool's buffer, each 64-byte aligned, not next to the outputs
+    assert all(y.data_ptr() % 64 == 0 for y in copies if y is not None)
+    assert copies[1] is not None and copies[0].untyped_storage().data_ptr() == copies[1].untyped_storage().data_ptr()
+    assert pool.copy(torch.empty(0)) is not None and pool.copy("not a tensor") is None
+
+
+def test_output_pool_takes_a_new_chunk_when_full():
+    pool = _OutputPool()
+    pool._CHUNK = 1024
+    first = pool.copy(torch.zeros(200))  # 800 bytes
+    second = pool.copy(torch.ones(200))  # does not fit behind the first
+    assert first is not None and second is not None
+    assert torch.equal(first, torch.zeros(200)) and torch.equal(second, torch.ones(200))
+    assert first.untyped_storage().data_ptr() != second.untyped_storage().data_ptr()
