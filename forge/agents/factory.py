@@ -21,7 +21,7 @@ def make_agents(op_path: Path, options: OptimizeOptions, device: str, backend: s
         return coder, judge, "llm"
     from forge.agents.builtin import BuiltinCoder, BuiltinJudge
 
-    builtin = BuiltinCoder(op_path)
+    builtin = BuiltinCoder(op_path, backend)
     return builtin, BuiltinJudge(builtin), "builtin"
 
 

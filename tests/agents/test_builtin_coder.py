@@ -29,7 +29,10 @@ def test_unknown_op_is_refused_with_a_hint(tmp_path):
     assert proposal.source is None and "can't handle conv" in (proposal.error or "") and "--model" in proposal.error
 
 
-def test_gpu_is_not_claimed_yet():
+def test_cuda_gets_triton_and_raw_cuda_is_refused():
     op = OPS / "small_softmax.py"
-    (proposal,) = BuiltinCoder(op).propose(CoderContext("small_softmax", op.read_text(), "cuda", "triton"))
-    assert proposal.source is None and "only writes CPU kernels" in (proposal.error or "")
+    (proposal,) = BuiltinCoder(op, "triton").propose(CoderContext("small_softmax", op.read_text(), "cuda", "triton"))
+    assert proposal.error is None and proposal.backend == "triton" and "@triton.jit" in (proposal.source or "")
+    (proposal,) = BuiltinCoder(op, "cuda").propose(CoderContext("small_softmax", op.read_text(), "cuda", "cuda"))
+    assert proposal.source is None and proposal.fatal and "Triton (CUDA)" in (proposal.error or "")
+    assert "--model" in (proposal.error or "")

@@ -1,17 +1,19 @@
 """The built-in coder: the ``Coder`` role without an LLM.
 
 It loads the op, traces its reference and emits a kernel from the first family that recognises
-it (row-wise, then pointwise), rendered with a config from the built-in judge (the tuner). For
-anything else it says so, so that the session can tell the user to pass ``--model``.
+it (row-wise, then pointwise), rendered with a config from the built-in judge (the tuner): C++
+with OpenMP and SIMD for CPU, Triton for CUDA. For anything else it says so, so that the session
+can tell the user to pass ``--model``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from forge.agents.builtin import pointwise, rowwise
+from forge.agents.builtin import pointwise, rowwise, triton_pointwise, triton_rowwise
 from forge.agents.builtin.tuner import Space, best_trial, config_key, default_config, next_configs, trials_from
 from forge.agents.roles import CoderContext, Proposal
 from forge.errors import ProblemError
@@ -19,12 +21,33 @@ from forge.errors import ProblemError
 UNSUPPORTED = "the built-in agent can't handle {op} ({why}); use --model to let an LLM write the kernel"
 
 
-class BuiltinCoder:
-    """Proposes C++ kernels for CPU from a trace of the reference (CUDA/Triton: not yet)."""
+@dataclass(frozen=True)
+class Family:
+    name: str
+    analyze: Callable[[Any, list[Any]], Any]  # a recipe, or the reason the op is not in the family
+    space: Callable[[Any], dict[str, list[Any]]]
+    render: Callable[[Any, dict[str, Any] | None], str]
 
-    def __init__(self, op_path: Path) -> None:
+
+FAMILIES: dict[str, tuple[Family, ...]] = {
+    "cpp": (
+        Family("rowwise", rowwise.analyze, rowwise.space, rowwise.render),
+        Family("pointwise", pointwise.analyze, pointwise.space, pointwise.render),
+    ),
+    "triton": (
+        Family("rowwise", rowwise.analyze, triton_rowwise.triton_space, triton_rowwise.render_triton),
+        Family("pointwise", pointwise.analyze, triton_pointwise.triton_space, triton_pointwise.render_triton),
+    ),
+}
+
+
+class BuiltinCoder:
+    """Proposes C++ kernels (CPU) or Triton kernels (CUDA) from a trace of the reference."""
+
+    def __init__(self, op_path: Path, backend: str = "cpp") -> None:
         self.op_path = op_path
-        self._family: ModuleType | None = None
+        self.backend = backend
+        self._family: Family | None = None
         self._recipe: Any = None
         self._why: str | None = None
         self._problem_error = False
@@ -43,14 +66,14 @@ class BuiltinCoder:
             self._why, self._problem_error = exc.message, True
             return
         reasons = []
-        for family in (rowwise, pointwise):
+        for family in FAMILIES.get(self.backend, ()):
             recipe = family.analyze(model, inputs)
             if isinstance(recipe, str):
                 reasons.append(recipe)
                 continue
             self._family, self._recipe = family, recipe
             return
-        self._why = "; ".join(reasons)
+        self._why = "; ".join(reasons) or f"it writes C++ (CPU) and Triton (CUDA) kernels, not {self.backend}"
 
     def space(self) -> Space | None:
         """The tuner's knobs for this op (None when the op is not one the coder handles)."""
@@ -58,13 +81,12 @@ class BuiltinCoder:
         return None if self._family is None else dict(self._family.space(self._recipe))
 
     def propose(self, context: CoderContext) -> list[Proposal]:
-        if context.device != "cpu":
-            why = f"it only writes CPU kernels so far, not {context.device}"
-            return [Proposal(None, "cpp", error=UNSUPPORTED.format(op=context.op_name, why=why), fatal=True)]
+        if context.backend != self.backend:  # the session fixed the backend when it made this coder
+            self.backend, self._family, self._why = context.backend, None, None
         self._analyze()
         if self._family is None:
             msg = self._why if self._problem_error else UNSUPPORTED.format(op=context.op_name, why=self._why)
-            return [Proposal(None, "cpp", error=msg, fatal=True)]
+            return [Proposal(None, self.backend, error=msg, fatal=True)]
         space = self.space() or {}
         configs: list[dict[str, Any]] = []
         parent = context.parent
@@ -78,14 +100,14 @@ class BuiltinCoder:
             configs = [default_config(space)]
         best = best_trial(trials_from(context.history))
         base = best.config if best else (parent.config if parent else None)
-        name = self._family.__name__.rsplit(".", 1)[1]
+        family = self._family
         return [
             Proposal(
-                self._family.render(self._recipe, cfg),
-                "cpp",
+                family.render(self._recipe, cfg),
+                self.backend,
                 config=cfg,
                 parent_config=base if base != cfg else None,
-                note=f"{name} family: {type(self._recipe).__name__}, config {cfg}",
+                note=f"{family.name} family ({self.backend}): {type(self._recipe).__name__}, config {cfg}",
             )
             for cfg in configs
         ]

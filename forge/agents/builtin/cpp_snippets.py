@@ -134,14 +134,11 @@ def rowwise_cpp(kind: str, cfg: dict) -> str:
         )
         return _finish(_kernel(body, cfg, ", const float* w, const float* b", ", double eps"), cfg)
     elif kind == "rmsnorm":
-        body = (
-            """        ACC acc = 0;
+        body = """        ACC acc = 0;
         #pragma omp simd reduction(+:acc)
         for (int64_t c = 0; c < cols; ++c) acc += xr[c] * xr[c];
         const float inv = (float)(1.0 / std::sqrt((double)acc / (double)cols + eps));
-"""
-            + _write("xr[c] * inv * (w ? w[c] : 1.0f)")
-        )
+""" + _write("xr[c] * inv * (w ? w[c] : 1.0f)")
         return _finish(_kernel(body, cfg, ", const float* w", ", double eps"), cfg)
     elif kind in ("sum", "mean"):
         div = "" if kind == "sum" else " / (ACC)cols"

@@ -8,16 +8,14 @@ either constant or contiguous over the innermost block runs as a plain SIMD loop
 
 from __future__ import annotations
 
-import math
-import operator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.fx as fx
-import torch.nn.functional as F
 
 from forge.agents.builtin.cpp_snippets import FEXP, HEADER, WRITE
+from forge.agents.builtin.pointwise_expr import CPP, TRITON, expression
 
 FMATH = (
     FEXP
@@ -34,44 +32,6 @@ static inline float forge_tanh(float x) { return 1.0f - 2.0f / (forge_exp(2.0f *
 """
 )
 
-_BINARY = {
-    operator.add: "+",
-    torch.add: "+",
-    operator.sub: "-",
-    torch.sub: "-",
-    operator.mul: "*",
-    torch.mul: "*",
-    operator.truediv: "/",
-    torch.div: "/",
-}
-_BINARY_METHODS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-_UNARY = {
-    "relu": "({a} < 0.f ? 0.f : {a})",
-    "sigmoid": "(1.0f / (1.0f + forge_exp(-{a})))",
-    "tanh": "forge_tanh({a})",
-    "exp": "forge_exp({a})",
-    "neg": "(-{a})",
-    "abs": "std::fabs({a})",
-    "silu": "({a} / (1.0f + forge_exp(-{a})))",
-    "sqrt": "std::sqrt({a})",
-    "rsqrt": "(1.0f / std::sqrt({a}))",
-}
-_UNARY_FUNCS = {
-    torch.relu: "relu",
-    F.relu: "relu",
-    torch.sigmoid: "sigmoid",
-    F.sigmoid: "sigmoid",
-    torch.tanh: "tanh",
-    F.tanh: "tanh",
-    torch.exp: "exp",
-    torch.neg: "neg",
-    operator.neg: "neg",
-    torch.abs: "abs",
-    F.silu: "silu",
-    torch.sqrt: "sqrt",
-    torch.rsqrt: "rsqrt",
-}
-
 
 @dataclass(frozen=True)
 class PointwiseRecipe:
@@ -79,14 +39,7 @@ class PointwiseRecipe:
     result: str  # the variable holding the output value
     params: tuple[str, ...]  # attribute paths of the parameters, in p<j> order
     linear: str | None = None  # attribute path of an nn.Linear applied to the input first
-
-
-def _lit(value: object) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if math.isinf(value) or math.isnan(value):
-        return None
-    return f"{float(value)!r}f"
+    triton_body: tuple[str, ...] = ()  # the same statements in Triton
 
 
 def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseRecipe | str:
@@ -99,6 +52,7 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseReci
     env: dict[fx.Node, str] = {}
     params: list[str] = []
     body: list[str] = []
+    tbody: list[str] = []
     linear = None
     out_shape = tuple(inputs[0].shape)
     for node in gm.graph.nodes:
@@ -123,11 +77,12 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseReci
             out_shape = (*out_shape[:-1], sub.out_features)
             env[node] = "v"
         elif node.op in ("call_function", "call_method"):
-            expr = _expr(node, env)
-            if expr is None:
+            expr, texpr = expression(node, env, CPP), expression(node, env, TRITON)
+            if expr is None or texpr is None:
                 return f"op {node.target} is not one the built-in pointwise coder handles"
             name = f"t{len(body)}"
-            body.append(f"float {name} = {expr};")
+            body.append(CPP.statement.format(name=name, expr=expr))
+            tbody.append(TRITON.statement.format(name=name, expr=texpr))
             env[node] = name
         elif node.op == "output":
             result = node.args[0]
@@ -135,7 +90,7 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseReci
                 return "the reference must return a single tensor"
             if not body:
                 return "the reference does no elementwise work"
-            return PointwiseRecipe(tuple(body), env[result], tuple(params), linear)
+            return PointwiseRecipe(tuple(body), env[result], tuple(params), linear, tuple(tbody))
     return "no output"
 
 
@@ -143,52 +98,6 @@ def _fetch(obj: object, path: str) -> object:
     for part in path.split("."):
         obj = getattr(obj, part, None)
     return obj
-
-
-def _operand(a: object, env: dict[fx.Node, str]) -> str | None:
-    if isinstance(a, fx.Node):
-        return env.get(a)
-    return _lit(a)
-
-
-def _expr(node: fx.Node, env: dict[fx.Node, str]) -> str | None:
-    t, args, kw = node.target, node.args, node.kwargs
-    if node.op == "call_method":
-        if t in _BINARY_METHODS and len(args) == 2 and not kw:
-            a, b = _operand(args[0], env), _operand(args[1], env)
-            return f"({a} {_BINARY_METHODS[str(t)]} {b})" if a and b else None
-        if t in _UNARY and len(args) == 1 and not kw:
-            a = _operand(args[0], env)
-            return _UNARY[str(t)].format(a=a) if a else None
-        return None
-    if t in _BINARY and len(args) == 2 and not kw:
-        a, b = _operand(args[0], env), _operand(args[1], env)
-        return f"({a} {_BINARY[t]} {b})" if a and b else None
-    if t in _UNARY_FUNCS and len(args) == 1 and kw in ({}, {"inplace": False}):
-        a = _operand(args[0], env)
-        return _UNARY[_UNARY_FUNCS[t]].format(a=a) if a else None
-    if t is F.gelu and len(args) == 1:
-        a = _operand(args[0], env)
-        approx = kw.get("approximate", "none")
-        if not a:
-            return None
-        if approx == "tanh":
-            return f"(0.5f * {a} * (1.0f + forge_tanh(0.7978845608028654f * ({a} + 0.044715f * {a} * {a} * {a}))))"
-        return f"(0.5f * {a} * (1.0f + forge_erf({a} * 0.7071067811865476f)))" if approx == "none" else None
-    if t in (torch.clamp, torch.clip) and len(args) == 1:
-        a = _operand(args[0], env)
-        lo, hi = kw.get("min"), kw.get("max")
-        if not a or (lo is None and hi is None):
-            return None
-        out = a
-        if lo is not None:
-            lo_s = _lit(lo)
-            out = f"({out} < {lo_s} ? {lo_s} : {out})" if lo_s else ""
-        if hi is not None and out:
-            hi_s = _lit(hi)
-            out = f"({out} > {hi_s} ? {hi_s} : {out})" if hi_s else ""
-        return out or None
-    return None
 
 
 _MAX_SPECIALISED = 4  # parameters whose constant/contiguous layout is a template argument
@@ -263,39 +172,7 @@ extern "C" void kernel(const float* x, float* y{c_params}, int64_t outer, int64_
     )
 
 
-def render(recipe: PointwiseRecipe, config: dict[str, Any] | None = None) -> str:
-    cfg = {**POINTWISE_DEFAULT, **(config or {})}
-    cpp = _cpp(recipe, cfg)
-    shown = {k: cfg[k] for k in space(recipe)}
-    linear = (
-        f"        lin = _attr(self, {recipe.linear!r})\n"
-        "        x = torch.addmm(lin.bias, x.reshape(-1, x.shape[-1]), lin.weight.t()).reshape(*x.shape[:-1], -1)\n"
-        "        y = x  # a fresh matmul output: the epilogue runs in place\n"
-        if recipe.linear
-        else "        x = x.contiguous()\n        y = torch.empty_like(x)\n"
-    )
-    return f'''"""forge built-in coder: a fused pointwise chain (C++, one pass, OpenMP + SIMD).
-
-Tuned config: {shown!r}
-"""
-
-import torch
-
-from forge import cpp
-from forge_reference import Model
-
-PARAMS = {recipe.params!r}
-_lib = cpp.load(r"""{cpp}""")
-_plans = {{}}
-
-
-def _attr(obj, path):
-    for part in path.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _plan(shape, pshapes):
+PLAN_SOURCE = '''def _plan(shape, pshapes):
     """Split the output into outer blocks x an inner run over which each parameter is either
     constant or contiguous and full; per parameter: base offset of each outer block, full flag."""
     key = (shape, pshapes)
@@ -327,7 +204,48 @@ def _plan(shape, pshapes):
     return _plans[key]
 
 
-class ModelNew(Model):
+'''
+
+
+def prologue(recipe: PointwiseRecipe) -> str:
+    """``forward``'s first lines: the library matmul (the epilogue then runs in place on its fresh
+    output), or a contiguous input and a new output."""
+    if recipe.linear:
+        return (
+            f"        lin = _attr(self, {recipe.linear!r})\n"
+            "        x = torch.addmm(lin.bias, x.reshape(-1, x.shape[-1]), lin.weight.t()).reshape(*x.shape[:-1], -1)\n"
+            "        y = x  # a fresh matmul output: the epilogue runs in place\n"
+        )
+    return "        x = x.contiguous()\n        y = torch.empty_like(x)\n"
+
+
+def render(recipe: PointwiseRecipe, config: dict[str, Any] | None = None) -> str:
+    cfg = {**POINTWISE_DEFAULT, **(config or {})}
+    cpp = _cpp(recipe, cfg)
+    shown = {k: cfg[k] for k in space(recipe)}
+    linear = prologue(recipe)
+    return f'''"""forge built-in coder: a fused pointwise chain (C++, one pass, OpenMP + SIMD).
+
+Tuned config: {shown!r}
+"""
+
+import torch
+
+from forge import cpp
+from forge_reference import Model
+
+PARAMS = {recipe.params!r}
+_lib = cpp.load(r"""{cpp}""")
+_plans = {{}}
+
+
+def _attr(obj, path):
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+{PLAN_SOURCE}class ModelNew(Model):
     def forward(self, x):
 {linear}        params = [_attr(self, name).detach().contiguous() for name in PARAMS]
         outer, inner, tables = _plan(tuple(y.shape), tuple(tuple(p.shape) for p in params))

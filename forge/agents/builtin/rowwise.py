@@ -112,6 +112,20 @@ def space(recipe: RowRecipe) -> dict[str, list[Any]]:
     return knobs
 
 
+# Source of the attribute helpers every rendered candidate carries.
+ATTR_HELPERS = """def _attr(obj, path):
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _param(obj, path):
+    return _attr(obj, path).detach().contiguous()
+
+
+"""
+
+
 def render(recipe: RowRecipe, config: dict[str, Any] | None = None) -> str:
     """The candidate's Python source under ``config`` (knobs from ``space``; defaults otherwise)."""
     cfg = {**ROW_DEFAULT, **(config or {})}
@@ -143,17 +157,7 @@ KEEPDIM = {recipe.keepdim!r}
 _lib = cpp.load(r"""{cpp}""")
 
 
-def _attr(obj, path):
-    for part in path.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _param(obj, path):
-    return _attr(obj, path).detach().contiguous()
-
-
-class ModelNew(Model):
+{ATTR_HELPERS}class ModelNew(Model):
     def forward(self, x):
         x = x.contiguous()
         cols = x.shape[-1]

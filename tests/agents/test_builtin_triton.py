@@ -1,0 +1,51 @@
+"""The built-in coder's Triton kernels, run on CPU under TRITON_INTERPRET=1 (correct, not fast):
+every row-wise kind and the pointwise family against their references (tests/agents/triton_check.py,
+in a fresh process), and one candidate through the real verifier."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from forge.agents import CoderContext
+from forge.agents.builtin import BuiltinCoder
+from forge.settings import load_settings
+from forge.verifier import verify
+from tests.agents.triton_check import CASES
+from tests.conftest import OPS
+
+pytest.importorskip("triton")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def checked() -> dict[str, str]:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    r = subprocess.run(
+        [sys.executable, "-m", "tests.agents.triton_check"], capture_output=True, text=True, cwd=ROOT, env=env,
+        timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    return dict(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_triton_kernel_matches_the_reference(checked, case):
+    assert checked[case] == "ok", checked[case]
+
+
+def test_a_triton_candidate_passes_the_real_verifier(cache_dir):
+    op = OPS / "small_layernorm.py"
+    (proposal,) = BuiltinCoder(op, "triton").propose(CoderContext(op.stem, op.read_text(), "cuda", "triton"))
+    assert proposal.source
+    cand = cache_dir / "triton_layernorm.py"
+    cand.write_text(proposal.source)
+    settings = load_settings(cache_dir=cache_dir, device="cpu", timing_budget_s=0.1, compile_baseline=False)
+    v = verify(op, cand, settings)
+    assert v.status == "passed", v.reason
+    assert v.backend == "triton" and not v.timing_meaningful and v.speedup_vs_eager is None

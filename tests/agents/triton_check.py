@@ -1,0 +1,158 @@
+"""Runs the built-in coder's Triton kernels on CPU and prints one JSON line: case id -> "ok" or
+the error. Run it with TRITON_INTERPRET=1 in a fresh process: Triton reads that variable when it
+is imported, so the interpreter cannot be switched on inside a test process that already has it.
+
+Each case renders a kernel, loads it as a candidate module (the reference importable as
+``forge_reference``) and compares it with the reference on shapes that exercise the tile loop
+(rows longer than one tile, a ragged last tile), under several configs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import tempfile
+import textwrap
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from forge.agents.builtin.pointwise import analyze as pointwise_analyze
+from forge.agents.builtin.rowwise import analyze as row_analyze
+from forge.agents.builtin.triton_pointwise import render_triton as render_pointwise
+from forge.agents.builtin.triton_rowwise import render_triton as render_row
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
+TMP = Path(tempfile.mkdtemp(prefix="forge-triton-check-"))
+ROW_OPS = {
+    "softmax": ("torch.softmax(x, dim=-1)", ""),
+    "log_softmax": ("torch.log_softmax(x, dim=1)", ""),
+    "logsumexp": ("torch.logsumexp(x, dim=-1)", ""),
+    "sum": ("torch.sum(x, dim=-1, keepdim=True)", ""),
+    "mean": ("torch.mean(x, dim=-1)", ""),
+    "amax": ("torch.amax(x, dim=-1)", ""),
+    "layernorm": ("self.norm(x)", "self.norm = torch.nn.LayerNorm(cols)"),
+    "layernorm_plain": ("self.norm(x)", "self.norm = torch.nn.LayerNorm(cols, elementwise_affine=False)"),
+    "rmsnorm": (
+        "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight",
+        "self.weight = torch.nn.Parameter(torch.randn(cols))",
+    ),
+}
+
+
+def _module(name: str, source: str) -> types.ModuleType:
+    path = TMP / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _load(ref_source: str, candidates: list[str]) -> tuple[types.ModuleType, list[type]]:
+    ref = _module("ref_op", textwrap.dedent(ref_source))
+    sys.modules["forge_reference"] = ref
+    return ref, [_module(f"cand_{i}", src).ModelNew for i, src in enumerate(candidates)]
+
+
+def _row_source(forward: str, init: str) -> str:
+    return f"""
+        import torch
+        class Model(torch.nn.Module):
+            def __init__(self, cols=300):
+                super().__init__()
+                {init or "pass"}
+            def forward(self, x):
+                return {forward}
+        def get_inputs():
+            return [torch.randn(5, 300)]
+        def get_init_inputs():
+            return []
+        """
+
+
+def _row_case(kind: str) -> None:
+    source = _row_source(*ROW_OPS[kind])
+    ref, _ = _load(source, [])
+    model = ref.Model()
+    for p in model.parameters():  # LayerNorm starts at weight 1, bias 0: move them
+        torch.nn.init.normal_(p)
+    recipe = row_analyze(model, ref.get_inputs())
+    assert not isinstance(recipe, str), recipe
+    x = torch.randn(7, 300) * 3 + 0.5
+    # A row far from zero: the softmaxes' max shift matters. (Norms lose ~|offset| * 2^-24 / std
+    # to float32 in any summation order, so theirs is smaller.)
+    x[2, :] -= 1e2 if "norm" in kind else 1e4
+    configs = [{"block": 128, "num_warps": 4}, {"block": 4096, "num_warps": 8}]  # three tiles / one tile
+    _, classes = _load(source, [render_row(recipe, c) for c in configs])
+    for cls in classes:
+        cand = cls()
+        cand.load_state_dict(model.state_dict())
+        torch.testing.assert_close(cand(x), model(x), rtol=1e-5, atol=1e-4)
+
+
+def _amax_nan() -> None:
+    source = _row_source(*ROW_OPS["amax"])
+    ref, _ = _load(source, [])
+    recipe = row_analyze(ref.Model(), ref.get_inputs())
+    _, (cls,) = _load(source, [render_row(recipe, {"block": 64})])
+    x = torch.randn(3, 300)
+    x[1, 200] = float("nan")
+    got = cls()(x)
+    assert torch.isnan(got[1]) and not torch.isnan(got[0]) and got[0] == x[0].max(), got
+
+
+def _scale_bias_gelu() -> None:
+    source = (EXAMPLES / "scale_bias_gelu.py").read_text()
+    ref, _ = _load(source, [])
+    model = ref.Model(8)
+    recipe = pointwise_analyze(model, [torch.randn(2, 8, 5, 7)])
+    assert not isinstance(recipe, str), recipe
+    x = torch.randn(2, 8, 5, 7) * 3
+    configs = [{"block": 64}, {"block": 1024, "num_warps": 8}]
+    _, classes = _load(source, [render_pointwise(recipe, c) for c in configs])
+    for cls in classes:
+        cand = cls(8)
+        cand.load_state_dict(model.state_dict())
+        torch.testing.assert_close(cand(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def _linear_gelu() -> None:
+    source = (EXAMPLES / "linear_gelu.py").read_text()
+    ref, _ = _load(source, [])
+    model = ref.Model(64, 48)
+    recipe = pointwise_analyze(model, [torch.randn(4, 64)])
+    assert not isinstance(recipe, str) and recipe.linear, recipe
+    _, (cls,) = _load(source, [render_pointwise(recipe, {"block": 256})])
+    cand = cls(64, 48)
+    cand.load_state_dict(model.state_dict())
+    x = torch.randn(9, 64)
+    torch.testing.assert_close(cand(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+CASES: dict[str, Callable[[], None]] = {
+    **{f"row_{k}": (lambda k=k: _row_case(k)) for k in ROW_OPS},
+    "amax_nan": _amax_nan,
+    "pointwise_broadcast": _scale_bias_gelu,
+    "linear_epilogue": _linear_gelu,
+}
+
+
+def main() -> None:
+    results = {}
+    for name, case in CASES.items():
+        try:
+            case()
+            results[name] = "ok"
+        except Exception:
+            results[name] = traceback.format_exc()[-1500:]
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
