@@ -62,7 +62,9 @@ def optimize(
     api_base: Annotated[str | None, typer.Option(help="base URL of an OpenAI-compatible server")] = None,
     backend: Annotated[str, typer.Option(help="auto, triton, cpp or cuda")] = "auto",
     strategy: Annotated[str, typer.Option(help="refine (one trajectory) or evolve (a population)")] = "refine",
-    rounds: Annotated[int, typer.Option("--rounds", "--max-rounds", help="rounds (evolve: generations)")] = 8,
+    rounds: Annotated[
+        int | None, typer.Option("--rounds", "--max-rounds", help="rounds (evolve: generations); default 8")
+    ] = None,
     budget_usd: Annotated[float | None, typer.Option(help="stop once the LLM cost reaches this")] = None,
     time_limit: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
     workers: Annotated[int, typer.Option(help="verifications run in parallel")] = 1,
@@ -81,7 +83,7 @@ def optimize(
         settings = load_settings(device=device, compile_baseline=False if no_compile_baseline else None)
         options = OptimizeOptions(
             model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy,
-            rounds=rounds, workers=workers, bank=bank,
+            rounds=rounds or 8, workers=workers, bank=bank,
         )  # fmt: skip
         run = run_optimize(
             list(ops or []),
@@ -91,6 +93,7 @@ def optimize(
             budget_usd=budget_usd,
             time_limit_s=time_limit,
             resume=resume,
+            resume_rounds=rounds,
         )
         data = run.to_json()
         if report is not None:

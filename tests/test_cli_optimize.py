@@ -138,7 +138,9 @@ def test_ctrl_c_stops_cleanly_and_a_killed_session_resumes(tmp_path, cache_dir):
         (sid, status) = db.execute("SELECT id, status FROM sessions ORDER BY id DESC").fetchone()
         before = db.execute("SELECT count(*) FROM attempts WHERE session_id=? AND role='coder'", (sid,)).fetchone()
     assert status == "running"
-    r = forge("optimize", "--resume", str(sid), "--bank", str(bank), "--json", "--no-compile-baseline", cache=cache_dir)
+    # a new --rounds replaces the stored one (4) and is remembered
+    r = forge("optimize", "--resume", str(sid), "--rounds", "3", "--bank", str(bank), "--json",
+              "--no-compile-baseline", cache=cache_dir)  # fmt: skip
     assert r.returncode in (0, 1), r.stderr
     assert "resuming" in r.stderr
     (p,) = json.loads(r.stdout)["problems"]
@@ -148,4 +150,5 @@ def test_ctrl_c_stops_cleanly_and_a_killed_session_resumes(tmp_path, cache_dir):
         pending = db.execute("SELECT count(*) FROM attempts WHERE session_id=? AND status='pending'", (sid,))
         assert pending.fetchone() == (0,)
         rounds = [r for (r,) in db.execute("SELECT round FROM attempts WHERE session_id=? AND role='coder'", (sid,))]
-    assert rounds == sorted(rounds) and max(rounds) <= 4
+        (stored,) = db.execute("SELECT settings FROM sessions WHERE id=?", (sid,)).fetchone()
+    assert rounds == sorted(rounds) and max(rounds) <= 3 and json.loads(stored)["rounds"] == 3

@@ -46,12 +46,11 @@ def test_timed_trials_come_in_batches_alternating_with_eager(cache_dir):
     # 1 MiB holds 8 of this op's input+output sets: its 30 trials need four batches (capped at three),
     # each timed for eager and then for the candidate.
     args = ("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"))
-    r = forge(*args, "--no-compile-baseline", cache=cache_dir, FORGE_TIMING_BATCH_MB="1")
+    env = {"FORGE_TIMING_BATCH_MB": "1", "FORGE_TIMING_BUDGET_S": "5"}  # a budget for the most trials (30)
+    r = forge(*args, "--no-compile-baseline", cache=cache_dir, **env)
     assert r.returncode == 0, r.stderr
     assert "timing: eager (batch 1/3)" in r.stderr and "timing: candidate, 8 trials (batch 3/3)" in r.stderr
-    data = json.loads(
-        forge(*args, "--no-compile-baseline", "--json", cache=cache_dir, FORGE_TIMING_BATCH_MB="1").stdout
-    )
+    data = json.loads(forge(*args, "--no-compile-baseline", "--json", cache=cache_dir, **env).stdout)
     stats = data["timing_stats"]
     assert stats["candidate"]["trials"] == stats["eager"]["trials"] == 24
     assert stats["eager"]["q1_ms"] <= stats["eager"]["median_ms"] <= stats["eager"]["q3_ms"]

@@ -70,12 +70,15 @@ def start_session(
         return int(row.id)
 
 
-def reopen_session(engine: Engine, session_id: int) -> None:
+def reopen_session(engine: Engine, session_id: int, settings: dict[str, Any] | None = None) -> None:
+    """Mark a session running again, merging ``settings`` into the stored ones."""
     with session_factory(engine).begin() as db:
         row = db.get(Session, session_id)
         if row is None:
             raise BankError(f"no session {session_id} in this bank; `forge bank` lists what is there")
         row.status, row.ended_at = "running", None
+        if settings:
+            row.settings = {**(row.settings or {}), **settings}  # a new dict: the JSON column sees the change
 
 
 def add_attempt(

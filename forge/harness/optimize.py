@@ -6,7 +6,7 @@ Front ends call this and render the events; it never prints. User mistakes raise
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -154,8 +154,10 @@ def optimize(
     budget_usd: float | None = None,
     time_limit_s: float | None = None,
     resume: int | None = None,
+    resume_rounds: int | None = None,
 ) -> RunResult:
-    """Optimise each op in turn (or resume one session). Raises ForgeError for bad input."""
+    """Optimise each op in turn (or resume one session; ``resume_rounds`` replaces its stored
+    round count). Raises ForgeError for bad input."""
     from forge.agents.factory import check_provider
     from forge.db.engine import open_for_writing
 
@@ -169,6 +171,8 @@ def optimize(
     try:
         if resume is not None:
             options, op_paths = _resumed(engine, resume, options)
+            if resume_rounds is not None:
+                options = replace(options, rounds=resume_rounds)
         ops = collect_ops(op_paths)
         if not ops:
             raise UsageError("name at least one op file (or a directory of them), or pass --resume SESSION")

@@ -8,6 +8,7 @@ killed process leaves a consistent bank that ``--resume`` continues from.
 
 from __future__ import annotations
 
+import queue
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -114,7 +115,7 @@ class Session:
         else:
             self.id = resume_id
             stored_session = rows.load_session(engine, resume_id)
-            rows.reopen_session(engine, resume_id)
+            rows.reopen_session(engine, resume_id, {"rounds": options.rounds})  # a new --rounds sticks
             self.history, self._pending = restore_history(stored_session)
             self.tokens, self.cost = stored_session.tokens, stored_session.cost_usd or 0.0
             self.round = max((a.round for a in stored_session.attempts), default=0)
@@ -253,12 +254,25 @@ class Session:
             from forge.verifier.machine import available_cores
 
             settings = settings.model_copy(update={"threads": max(1, available_cores() // workers)})
+        free: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        if workers > 1 and self.device == "cuda" and settings.gpu is None:  # one GPU per worker
+            from forge.verifier.machine import gpu_slots, visible_gpus
+
+            for gpu in gpu_slots(workers, visible_gpus()):
+                free.put(gpu)
+        pinned = not free.empty()
 
         def one(job: tuple[int, str]) -> dict[str, Any]:
             aid, source = job
             path = Path(self._tmp.name) / f"attempt_{aid}.py"
             path.write_text(source)
-            verdict = verify(self.op_path, path, settings).to_dict()
+            gpu = free.get() if pinned else None  # as many slots as threads: never waits long
+            try:
+                mine = settings if gpu is None else settings.model_copy(update={"gpu": gpu})
+                verdict = verify(self.op_path, path, mine).to_dict()
+            finally:
+                if gpu is not None:
+                    free.put(gpu)
             if self.limits.stop_requested.is_set():  # its workers were ended: the verdict means nothing
                 raise KeyboardInterrupt
             return verdict

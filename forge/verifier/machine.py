@@ -30,6 +30,22 @@ def resolve_device(choice: str) -> str:
     return choice
 
 
+def visible_gpus() -> list[str]:
+    """CUDA devices this process may use, as CUDA_VISIBLE_DEVICES entries."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [g.strip() for g in listed.split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def gpu_slots(workers: int, gpus: list[str]) -> list[str]:
+    """The GPU each of ``workers`` parallel verifications takes: one each while there are enough,
+    then shared round-robin (timings of two workers on one GPU disturb each other)."""
+    return [gpus[k % len(gpus)] for k in range(workers)] if gpus else []
+
+
 def available_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))

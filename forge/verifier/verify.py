@@ -40,7 +40,7 @@ def _cache_dir(settings: ForgeSettings) -> Path:
     return Path(platformdirs.user_cache_dir("forge"))
 
 
-def _worker_env(device: str, threads: int, cache: Path) -> dict[str, str]:
+def _worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -57,6 +57,8 @@ def _worker_env(device: str, threads: int, cache: Path) -> dict[str, str]:
     )
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
+    elif gpu is not None:  # one GPU per parallel verification (forge optimize --workers)
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     # Both sides keep freed memory in the process, as a warmed-up program does, so the page
     # faults of a freshly mapped output buffer do not swamp the timing of either.
     env.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
@@ -108,7 +110,7 @@ class _Run:
     def start(self) -> None:
         # Workers start first and get their first job at once: they import torch while the
         # parent does, and the candidate imports (and compiles) while the reference draws cases.
-        env = _worker_env(self.device, self.threads, self.cache)
+        env = _worker_env(self.device, self.threads, self.cache, self.settings.gpu)
         env["FORGE_WORKER_MEMORY_MB"] = str(self.settings.memory_limit_mb)
         cwd = Path.cwd()
         self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
