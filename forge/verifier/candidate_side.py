@@ -19,7 +19,7 @@ import torch
 
 from forge.harness.problem import load_problem, read_problem_source
 from forge.importing import import_file
-from forge.verifier.timing import Clocks, prefault_heap, timed_loop
+from forge.verifier.timing import Clocks, timed_loop
 
 _IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
 _MAX_ERROR = 4000
@@ -300,8 +300,6 @@ class CandidateSide:
         if msg.get("warmup") is not None:  # sent with the first batch, kept for the later ones
             self.warmup = [[_fresh(x, self.device) for x in s] for s in msg["warmup"]]
         warm = self.warmup
-        if self.device == "cpu":
-            prefault_heap(3 * sum(x.numel() * x.element_size() for s in sets for x in s) + (64 << 20))
         tids_before = native_threads()
         pool = _OutputPool()
         try:

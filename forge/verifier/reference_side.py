@@ -16,7 +16,7 @@ from forge.errors import ProblemError
 from forge.harness import shapes
 from forge.harness.problem import Problem, load_problem, read_problem_source, reference_hash
 from forge.verifier import cases, machine, roofline
-from forge.verifier.timing import Clocks, prefault_heap, timed_loop
+from forge.verifier.timing import Clocks, timed_loop
 
 _MIN_TRIALS, _MAX_TRIALS = 5, 30
 # Each batch costs a fresh draw and two transfers of its inputs (~1 s for 160 MB on a small VM):
@@ -230,8 +230,6 @@ class ReferenceSide:
             return call
 
         warm = self.timing["warmup"]
-        if self.device == "cpu":
-            prefault_heap(3 * sum(x.numel() * x.element_size() for s in self.timing["sets"] for x in s) + (64 << 20))
         times, _, _ = timed_loop(call_with(model), self.timing["sets"], warm, self.flush, self.clocks)
         result["eager_ns"] = times
         if msg.get("compile") and self.compile_error is None:

@@ -16,6 +16,7 @@ import torch.fx as fx
 
 from forge.agents.builtin.cpp_snippets import FEXP, HEADER, WRITE
 from forge.agents.builtin.pointwise_expr import CPP, TRITON, expression
+from forge.agents.builtin.rowwise import ATTR_SOURCE
 
 FMATH = (
     FEXP
@@ -239,13 +240,7 @@ _lib = cpp.load(r"""{cpp}""")
 _plans = {{}}
 
 
-def _attr(obj, path):
-    for part in path.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-{PLAN_SOURCE}class ModelNew(Model):
+{ATTR_SOURCE}{PLAN_SOURCE}class ModelNew(Model):
     def forward(self, x):
 {linear}        params = [_attr(self, name).detach().contiguous() for name in PARAMS]
         outer, inner, tables = _plan(tuple(y.shape), tuple(tuple(p.shape) for p in params))

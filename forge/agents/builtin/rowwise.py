@@ -112,18 +112,22 @@ def space(recipe: RowRecipe) -> dict[str, list[Any]]:
     return knobs
 
 
-# Source of the attribute helpers every rendered candidate carries.
-ATTR_HELPERS = """def _attr(obj, path):
+# Source of the attribute helpers rendered candidates carry (every family needs ``_attr``).
+ATTR_SOURCE = """def _attr(obj, path):
     for part in path.split("."):
         obj = getattr(obj, part)
     return obj
 
 
-def _param(obj, path):
+"""
+ATTR_HELPERS = (
+    ATTR_SOURCE
+    + """def _param(obj, path):
     return _attr(obj, path).detach().contiguous()
 
 
 """
+)
 
 
 def render(recipe: RowRecipe, config: dict[str, Any] | None = None) -> str:

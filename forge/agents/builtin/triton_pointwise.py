@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from forge.agents.builtin.pointwise import PLAN_SOURCE, PointwiseRecipe, prologue
+from forge.agents.builtin.rowwise import ATTR_SOURCE
 
 TRITON_POINTWISE_DEFAULT: dict[str, Any] = {"block": 1024, "num_warps": 4}
 
@@ -65,13 +66,7 @@ _on_device = {{}}
 
 {_kernel(recipe)}
 
-def _attr(obj, path):
-    for part in path.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-{PLAN_SOURCE}def _tables(shape, pshapes, device):
+{ATTR_SOURCE}{PLAN_SOURCE}def _tables(shape, pshapes, device):
     key = (shape, pshapes, str(device))
     if key not in _on_device:
         outer, inner, tables = _plan(shape, pshapes)

@@ -30,6 +30,14 @@ _ONLINE_STATS = """
     row_sum = tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp(m - row_max)), axis=0)
 """
 
+_ROW_SUM = """
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(xr + offs, mask=offs < cols, other=0.0).to(tl.float32)
+    row_sum = tl.sum(acc, axis=0)
+"""
+
 _BODIES = {
     "softmax": _ONLINE_STATS
     + """
@@ -53,19 +61,13 @@ _BODIES = {
     + """
     tl.store(y_ptr + row, row_max + tl.log(row_sum))
 """,
-    "sum": """
-    acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, cols, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(xr + offs, mask=offs < cols, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row, tl.sum(acc, axis=0))
+    "sum": _ROW_SUM
+    + """
+    tl.store(y_ptr + row, row_sum)
 """,
-    "mean": """
-    acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, cols, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(xr + offs, mask=offs < cols, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row, tl.sum(acc, axis=0) / cols)
+    "mean": _ROW_SUM
+    + """
+    tl.store(y_ptr + row, row_sum / cols)
 """,
     "amax": """
     acc = tl.full([BLOCK], float("-inf"), tl.float32)
@@ -76,12 +78,9 @@ _BODIES = {
     has_nan = tl.sum((acc != acc).to(tl.int32), axis=0) > 0  # torch.amax propagates NaN
     tl.store(y_ptr + row, tl.where(has_nan, float("nan"), tl.max(acc, axis=0)))
 """,
-    "layernorm": """
-    acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, cols, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(xr + offs, mask=offs < cols, other=0.0).to(tl.float32)
-    mean = tl.sum(acc, axis=0) / cols
+    "layernorm": _ROW_SUM
+    + """
+    mean = row_sum / cols
     acc = tl.zeros([BLOCK], tl.float32)
     for start in range(0, cols, BLOCK):
         offs = start + tl.arange(0, BLOCK)
