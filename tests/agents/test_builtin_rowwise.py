@@ -125,3 +125,22 @@ def test_tuned_configs_are_correct_too(expr, config, fast_settings, tmp_path):
     cand.write_text(source)
     v = verify(op, cand, fast_settings)
     assert v.status == "passed", (v.reason, v.candidate_output[-2000:])
+
+
+def test_rmsnorm_module_without_weight_or_eps(fast_settings, tmp_path):
+    """nn.RMSNorm with no affine weight and eps=None (float32's machine epsilon) gets a null
+    weight pointer and the epsilon torch uses."""
+    op = tmp_path / "rms_module_op.py"
+    op.write_text(
+        OP_TEMPLATE.replace("class Model(nn.Module):\n", "class Model(nn.Module):\n"
+                            "    def __init__(self):\n        super().__init__()\n"
+                            "        self.norm = nn.RMSNorm(cols, elementwise_affine=False)\n\n")
+        .format(expr="self.norm(x)")
+    )  # fmt: skip
+    recipe = _recipe(op)
+    assert isinstance(recipe, RowRecipe) and recipe.kind == "rmsnorm" and recipe.weight is None, recipe
+    assert recipe.eps == torch.finfo(torch.float32).eps
+    cand = tmp_path / "candidate.py"
+    cand.write_text(render(recipe))
+    v = verify(op, cand, fast_settings)
+    assert v.status == "passed", (v.reason, v.candidate_output[-2000:])

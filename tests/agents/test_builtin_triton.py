@@ -1,6 +1,6 @@
 """The built-in coder's Triton kernels, run on CPU under TRITON_INTERPRET=1 (correct, not fast):
-every row-wise kind and the pointwise family against their references (tests/agents/triton_check.py,
-in a fresh process), and one candidate through the real verifier."""
+every row-wise kind, residual add + norm and the pointwise family against their references
+(tests/agents/triton_check.py, in a fresh process), and one candidate through the real verifier."""
 
 from __future__ import annotations
 

@@ -22,8 +22,10 @@ from pathlib import Path
 import torch
 
 from forge.agents.builtin.pointwise import analyze as pointwise_analyze
+from forge.agents.builtin.residual_norm import analyze as residual_analyze
 from forge.agents.builtin.rowwise import analyze as row_analyze
 from forge.agents.builtin.triton_pointwise import render_triton as render_pointwise
+from forge.agents.builtin.triton_residual_norm import render_triton as render_residual
 from forge.agents.builtin.triton_rowwise import render_triton as render_row
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
@@ -135,8 +137,45 @@ def _linear_gelu() -> None:
     torch.testing.assert_close(cand(x), model(x), rtol=1e-4, atol=1e-4)
 
 
+RESIDUAL_OPS = {
+    "layernorm": ("self.norm = torch.nn.LayerNorm(cols)", "h = x + r\n                return h, self.norm(h)"),
+    "rmsnorm_norm_only": ("self.norm = torch.nn.RMSNorm(cols, eps=1e-6)", "return self.norm(x + r)"),
+}
+
+
+def _residual_case(kind: str) -> None:
+    init, body = RESIDUAL_OPS[kind]
+    source = f"""
+        import torch
+        class Model(torch.nn.Module):
+            def __init__(self, cols=300):
+                super().__init__()
+                {init}
+            def forward(self, x, r):
+                {body}
+        def get_inputs():
+            return [torch.randn(5, 300), torch.randn(5, 300)]
+        def get_init_inputs():
+            return []
+        """
+    ref, _ = _load(source, [])
+    model = ref.Model()
+    for p in model.parameters():
+        torch.nn.init.normal_(p)
+    recipe = residual_analyze(model, ref.get_inputs())
+    assert not isinstance(recipe, str), recipe
+    x, r = torch.randn(7, 300) * 3 + 0.5, torch.randn(7, 300)
+    configs = [{"block": 128, "num_warps": 4}, {"block": 4096, "num_warps": 8}]  # three tiles / one tile
+    _, classes = _load(source, [render_residual(recipe, c) for c in configs])
+    for cls in classes:
+        cand = cls()
+        cand.load_state_dict(model.state_dict())
+        torch.testing.assert_close(cand(x, r), model(x, r), rtol=1e-5, atol=1e-4)
+
+
 CASES: dict[str, Callable[[], None]] = {
     **{f"row_{k}": (lambda k=k: _row_case(k)) for k in ROW_OPS},
+    **{f"residual_{k}": (lambda k=k: _residual_case(k)) for k in RESIDUAL_OPS},
     "amax_nan": _amax_nan,
     "pointwise_broadcast": _scale_bias_gelu,
     "linear_epilogue": _linear_gelu,

@@ -1,7 +1,7 @@
 """The built-in coder: the ``Coder`` role without an LLM.
 
 It loads the op, traces its reference and emits a kernel from the first family that recognises
-it (row-wise, then pointwise), rendered with a config from the built-in judge (the tuner): C++
+it (row-wise, residual add + norm, then pointwise), rendered with a config from the built-in judge (the tuner): C++
 with OpenMP and SIMD for CPU, Triton for CUDA. For anything else it says so, so that the session
 can tell the user to pass ``--model``.
 """
@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forge.agents.builtin import pointwise, rowwise, triton_pointwise, triton_rowwise
+from forge.agents.builtin import (
+    pointwise,
+    residual_norm,
+    rowwise,
+    triton_pointwise,
+    triton_residual_norm,
+    triton_rowwise,
+)
 from forge.agents.builtin.tuner import Space, best_trial, config_key, default_config, next_configs, trials_from
 from forge.agents.roles import CoderContext, Proposal
 from forge.errors import ProblemError
@@ -32,10 +39,17 @@ class Family:
 FAMILIES: dict[str, tuple[Family, ...]] = {
     "cpp": (
         Family("rowwise", rowwise.analyze, rowwise.space, rowwise.render),
+        Family("residual_norm", residual_norm.analyze, residual_norm.space, residual_norm.render),
         Family("pointwise", pointwise.analyze, pointwise.space, pointwise.render),
     ),
     "triton": (
         Family("rowwise", rowwise.analyze, triton_rowwise.triton_space, triton_rowwise.render_triton),
+        Family(
+            "residual_norm",
+            residual_norm.analyze,
+            triton_residual_norm.triton_space,
+            triton_residual_norm.render_triton,
+        ),
         Family("pointwise", pointwise.analyze, triton_pointwise.triton_space, triton_pointwise.render_triton),
     ),
 }

@@ -55,6 +55,40 @@ def _float_attr(model: torch.nn.Module, value: float) -> str | None:
     return None
 
 
+def match_norm(gm: fx.GraphModule, model: torch.nn.Module, calls: list[fx.Node], ndim: int) -> RowRecipe | None:
+    """A layernorm/rmsnorm over the last dimension when ``calls`` are exactly its nodes: an
+    ``nn.LayerNorm`` or ``nn.RMSNorm`` module, or RMSNorm written out (pow, mean, add eps, rsqrt,
+    two muls, the second by a weight)."""
+    names = [_name(n) for n in calls]
+    if names == ["module"]:
+        target = str(calls[0].target)
+        sub = gm.get_submodule(target)
+        if isinstance(sub, torch.nn.LayerNorm) and len(sub.normalized_shape) == 1:
+            return RowRecipe(
+                "layernorm",
+                weight=f"{target}.weight" if sub.weight is not None else None,
+                bias=f"{target}.bias" if sub.bias is not None else None,
+                eps=f"{target}.eps",
+            )
+        if isinstance(sub, torch.nn.RMSNorm) and len(sub.normalized_shape) == 1:
+            # eps=None means the dtype's machine epsilon (float32 here), as torch does
+            eps = f"{target}.eps" if sub.eps is not None else float(torch.finfo(torch.float32).eps)
+            return RowRecipe("rmsnorm", weight=f"{target}.weight" if sub.weight is not None else None, eps=eps)
+    if names == ["pow", "mean", "add", "rsqrt", "mul", "mul"]:
+        pow_, mean, add, _rsqrt, _mul, mul_w = calls
+        weight = [a for a in mul_w.args if isinstance(a, fx.Node) and a.op == "get_attr"]
+        if (
+            pow_.args[1:] == (2,)
+            and _is_last_dim(mean.kwargs.get("dim", mean.args[1] if len(mean.args) > 1 else None), ndim)
+            and mean.kwargs.get("keepdim", False)
+            and isinstance(add.args[1], float)
+            and len(weight) == 1
+        ):
+            eps = float(add.args[1])
+            return RowRecipe("rmsnorm", weight=str(weight[0].target), eps=_float_attr(model, eps) or eps)
+    return None
+
+
 def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> RowRecipe | str:
     """A recipe, or the reason this op is not in the row-wise family."""
     if len(inputs) != 1 or inputs[0].dtype != torch.float32:
@@ -74,28 +108,9 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> RowRecipe | s
         if names[0] in ("sum", "mean", "amax", "logsumexp") and _is_last_dim(dim, ndim):
             keepdim = bool(node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False))
             return RowRecipe(names[0], keepdim=keepdim)
-        if names[0] == "module":
-            sub = gm.get_submodule(str(node.target))
-            if isinstance(sub, torch.nn.LayerNorm) and len(sub.normalized_shape) == 1:
-                affine = sub.weight is not None
-                return RowRecipe(
-                    "layernorm",
-                    weight=f"{node.target}.weight" if affine else None,
-                    bias=f"{node.target}.bias" if sub.bias is not None else None,
-                    eps=f"{node.target}.eps",
-                )
-    if names == ["pow", "mean", "add", "rsqrt", "mul", "mul"]:
-        pow_, mean, add, _rsqrt, _mul, mul_w = calls
-        weight = [a for a in mul_w.args if isinstance(a, fx.Node) and a.op == "get_attr"]
-        if (
-            pow_.args[1:] == (2,)
-            and _is_last_dim(mean.kwargs.get("dim", mean.args[1] if len(mean.args) > 1 else None), ndim)
-            and mean.kwargs.get("keepdim", False)
-            and isinstance(add.args[1], float)
-            and len(weight) == 1
-        ):
-            eps = float(add.args[1])
-            return RowRecipe("rmsnorm", weight=str(weight[0].target), eps=_float_attr(model, eps) or eps)
+    norm = match_norm(gm, model, calls, ndim)
+    if norm is not None:
+        return norm
     return f"not a row-wise op the built-in coder knows (traced ops: {', '.join(names) or 'none'})"
 
 
@@ -130,6 +145,25 @@ ATTR_HELPERS = (
 )
 
 
+def norm_param_args(recipe: RowRecipe) -> list[str]:
+    """The weight (norms) and bias (layernorm) arguments of a C++ norm kernel: each a parameter
+    read from the module at call time, or None (a null pointer) when the module has none."""
+    args = []
+    if recipe.kind in ("layernorm", "rmsnorm"):
+        args.append(f"_param(self, {recipe.weight!r})" if recipe.weight else "None")
+    if recipe.kind == "layernorm":
+        args.append(f"_param(self, {recipe.bias!r})" if recipe.bias else "None")
+    return args
+
+
+def eps_source(recipe: RowRecipe) -> str:
+    """The kernel's eps argument: read from the instance at call time, or the traced constant."""
+    eps = recipe.eps
+    if eps is None:
+        return "0.0"
+    return f"float(_attr(self, {eps!r}))" if isinstance(eps, str) else repr(float(eps))
+
+
 def render(recipe: RowRecipe, config: dict[str, Any] | None = None) -> str:
     """The candidate's Python source under ``config`` (knobs from ``space``; defaults otherwise)."""
     cfg = {**ROW_DEFAULT, **(config or {})}
@@ -137,16 +171,9 @@ def render(recipe: RowRecipe, config: dict[str, Any] | None = None) -> str:
     shown = {k: cfg[k] for k in space(recipe)}
     reduce = recipe.kind in ("sum", "mean", "amax", "logsumexp")
     out_shape = "x.shape[:-1] + ((1,) if KEEPDIM else ())" if reduce else "x.shape"
-    args = ["x"]
-    for attr in (recipe.weight, recipe.bias):
-        if attr is not None:
-            args.append(f"_param(self, {attr!r})")
-        elif recipe.kind in ("layernorm",) or (recipe.kind == "rmsnorm" and attr is recipe.weight):
-            args.append("None")
-    args += ["y", "rows", "cols"]
+    args = ["x", *norm_param_args(recipe), "y", "rows", "cols"]
     if recipe.eps is not None:
-        eps = f"float(_attr(self, {recipe.eps!r}))" if isinstance(recipe.eps, str) else repr(recipe.eps)
-        args.append(eps)
+        args.append(eps_source(recipe))
     return f'''"""forge built-in coder: {recipe.kind} over the last dimension (C++, OpenMP rows, SIMD columns).
 
 Tuned config: {shown!r}

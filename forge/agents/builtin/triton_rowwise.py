@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forge.agents.builtin.rowwise import ATTR_HELPERS, RowRecipe
+from forge.agents.builtin.rowwise import ATTR_HELPERS, RowRecipe, eps_source
 
 TRITON_ROW_DEFAULT: dict[str, Any] = {"block": 4096, "num_warps": 8}
 
@@ -129,10 +129,7 @@ def render_triton(recipe: RowRecipe, config: dict[str, Any] | None = None) -> st
     out_shape = "x.shape[:-1] + ((1,) if KEEPDIM else ())" if recipe.kind in _REDUCING else "x.shape"
     w = f"_param(self, {recipe.weight!r})" if recipe.weight else "x"
     b = f"_param(self, {recipe.bias!r})" if recipe.bias else "x"
-    if recipe.eps is None:
-        eps = "0.0"
-    else:
-        eps = f"float(_attr(self, {recipe.eps!r}))" if isinstance(recipe.eps, str) else repr(float(recipe.eps))
+    eps = eps_source(recipe)
     return f'''"""forge built-in coder: {recipe.kind} over the last dimension (Triton, one program per row).
 
 Tuned config: {shown!r}
