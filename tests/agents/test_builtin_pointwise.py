@@ -42,6 +42,7 @@ class Model(nn.Module):
         super().__init__()
         self.scale = nn.Parameter(torch.randn({pshape}))
         self.lin = nn.Linear(width, width)
+        self.lin_no_bias = nn.Linear(width, width, bias=False)
 
     def forward(self, x):
         return {expr}
@@ -60,6 +61,7 @@ CASES = {
     "last_dim": ("width", "torch.sigmoid(x + self.scale) * torch.tanh(x)"),
     "scalar_only": ("1", "F.silu(x * 2.0).abs()"),
     "linear_epilogue": ("1", "F.gelu(self.lin(x), approximate='tanh') * 0.5"),
+    "linear_no_bias": ("width", "torch.relu(self.lin_no_bias(x) + self.scale)"),
 }
 
 

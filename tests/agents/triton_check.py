@@ -125,15 +125,54 @@ def _scale_bias_gelu() -> None:
 
 
 def _linear_gelu() -> None:
+    """The shipped linear + gelu: the fused Triton matmul (ragged M, N; IEEE and 3xTF32 dots) and
+    the library matmul with the chain after it."""
     source = (EXAMPLES / "linear_gelu.py").read_text()
     ref, _ = _load(source, [])
     model = ref.Model(64, 48)
     recipe = pointwise_analyze(model, [torch.randn(4, 64)])
     assert not isinstance(recipe, str) and recipe.linear, recipe
-    _, (cls,) = _load(source, [render_pointwise(recipe, {"block": 256})])
-    cand = cls(64, 48)
-    cand.load_state_dict(model.state_dict())
+    configs = [
+        {"tile": "32x64x32"},
+        {"tile": "64x64x32", "precision": "tf32x3", "num_stages": 2},
+        {"matmul": "library", "block": 256},
+    ]
+    sources = [render_pointwise(recipe, c) for c in configs]
+    assert "_linear_kernel[grid]" in sources[0] and "_linear_kernel" not in sources[2]
+    _, classes = _load(source, sources)
     x = torch.randn(9, 64)
+    for cls in classes:
+        cand = cls(64, 48)
+        cand.load_state_dict(model.state_dict())
+        torch.testing.assert_close(cand(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+def _linear_broadcast_epilogue() -> None:
+    """A bias-free linear on a 3-d input, then per-feature scale and per-position shift: the
+    epilogue gathers parameters at the 2-d tile's flat offsets."""
+    source = """
+        import torch
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = torch.nn.Linear(40, 24, bias=False)
+                self.scale = torch.nn.Parameter(torch.randn(24))
+                self.shift = torch.nn.Parameter(torch.randn(5, 1))
+            def forward(self, x):
+                return torch.relu(self.linear(x) * self.scale + self.shift)
+        def get_inputs():
+            return [torch.randn(3, 5, 40)]
+        def get_init_inputs():
+            return []
+        """
+    ref, _ = _load(source, [])
+    model = ref.Model()
+    recipe = pointwise_analyze(model, ref.get_inputs())
+    assert not isinstance(recipe, str) and recipe.linear and len(recipe.params) == 2, recipe
+    _, (cls,) = _load(source, [render_pointwise(recipe, {"tile": "32x64x32"})])
+    cand = cls()
+    cand.load_state_dict(model.state_dict())
+    x = torch.randn(3, 5, 40)
     torch.testing.assert_close(cand(x), model(x), rtol=1e-4, atol=1e-4)
 
 
@@ -179,6 +218,7 @@ CASES: dict[str, Callable[[], None]] = {
     "amax_nan": _amax_nan,
     "pointwise_broadcast": _scale_bias_gelu,
     "linear_epilogue": _linear_gelu,
+    "linear_broadcast_epilogue": _linear_broadcast_epilogue,
 }
 
 

@@ -214,7 +214,10 @@ def prologue(recipe: PointwiseRecipe) -> str:
     if recipe.linear:
         return (
             f"        lin = _attr(self, {recipe.linear!r})\n"
-            "        x = torch.addmm(lin.bias, x.reshape(-1, x.shape[-1]), lin.weight.t()).reshape(*x.shape[:-1], -1)\n"
+            "        x2 = x.reshape(-1, x.shape[-1])\n"
+            "        w = lin.weight.t()\n"
+            "        x2 = torch.mm(x2, w) if lin.bias is None else torch.addmm(lin.bias, x2, w)\n"
+            "        x = x2.reshape(*x.shape[:-1], -1)\n"
             "        y = x  # a fresh matmul output: the epilogue runs in place\n"
         )
     return "        x = x.contiguous()\n        y = torch.empty_like(x)\n"
