@@ -108,6 +108,7 @@ def test_other_row_wise_kinds_pass_the_verifier(expr, kind, fast_settings, tmp_p
     [
         ("torch.softmax(x, dim=1)", {"stream": True, "softmax": "recompute", "threads": 1}),
         ("layernorm module", {"acc": "float", "stream": True}),
+        ("layernorm module", {"moments": "one_pass", "stream": True}),
     ],
 )
 def test_tuned_configs_are_correct_too(expr, config, fast_settings, tmp_path):

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from forge.agents.builtin.cpp_snippets import HEADER, WRITE
+from forge.agents.builtin.cpp_snippets import HEADER, REDUCE, WRITE
 from forge.agents.builtin.rowwise import (
     ATTR_HELPERS,
     RowRecipe,
@@ -89,9 +89,7 @@ def space(recipe: ResidualNormRecipe) -> dict[str, list[Any]]:
 
 _STATS = {
     "layernorm": """        const float mean = (float)(s / (ACC)cols);
-        ACC q = 0;
-        #pragma omp simd reduction(+:q)
-        for (int64_t c = 0; c < cols; ++c) { float d = t[c] - mean; q += d * d; }
+        const ACC q = forge_sum<ACC>(cols, [&](int64_t c) { float d = t[c] - mean; return d * d; });
         const float rstd = (float)(1.0 / std::sqrt((double)q / (double)cols + eps));
 """,
     "rmsnorm": """        const float mean = 0.0f;
@@ -121,9 +119,11 @@ extern "C" void kernel(const float* x, const float* res, const float* w, const f
             const float* xr = x + r * cols;
             const float* rr = res + r * cols;
             float* t = buffered ? row.data() : h + r * cols;
-            ACC s = 0;
-            #pragma omp simd reduction(+:s)
-            for (int64_t c = 0; c < cols; ++c) {{ const float v = xr[c] + rr[c]; t[c] = v; s += {term}; }}
+            const ACC s = forge_sum<ACC>(cols, [&](int64_t c) {{
+                const float v = xr[c] + rr[c];
+                t[c] = v;
+                return {term};
+            }});
 {_STATS[kind]}            if (h != nullptr && buffered)
                 forge_write(h + r * cols, cols, {stream}, [&](int64_t c) {{ return t[c]; }});
             forge_write(y + r * cols, cols, {stream}, [&](int64_t c) {{
@@ -134,7 +134,7 @@ extern "C" void kernel(const float* x, const float* res, const float* w, const f
     if ({stream}) forge_fence();
 }}
 """
-    return HEADER + "#include <vector>\n" + WRITE + body.replace("ACC", acc)
+    return HEADER + "#include <vector>\n" + WRITE + REDUCE + body.replace("ACC", acc)
 
 
 def returns(recipe: ResidualNormRecipe) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from forge.agents.builtin.cpp_snippets import FEXP, HEADER, ROW_DEFAULT, WRITE, rowwise_cpp
+from forge.agents.builtin.cpp_snippets import FEXP, HEADER, REDUCE, ROW_DEFAULT, WRITE, rowwise_cpp
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,8 @@ def space(recipe: RowRecipe) -> dict[str, list[Any]]:
         knobs["stream"] = [False, True]
     if recipe.kind == "softmax":
         knobs["softmax"] = ["store", "recompute"]
+    if recipe.kind == "layernorm":
+        knobs["moments"] = ["two_pass", "one_pass"]
     knobs["threads"] = [0, 1]
     return knobs
 
@@ -167,7 +169,7 @@ def eps_source(recipe: RowRecipe) -> str:
 def render(recipe: RowRecipe, config: dict[str, Any] | None = None) -> str:
     """The candidate's Python source under ``config`` (knobs from ``space``; defaults otherwise)."""
     cfg = {**ROW_DEFAULT, **(config or {})}
-    cpp = HEADER + WRITE + FEXP + rowwise_cpp(recipe.kind, cfg)
+    cpp = HEADER + WRITE + REDUCE + FEXP + rowwise_cpp(recipe.kind, cfg)
     shown = {k: cfg[k] for k in space(recipe)}
     reduce = recipe.kind in ("sum", "mean", "amax", "logsumexp")
     out_shape = "x.shape[:-1] + ((1,) if KEEPDIM else ())" if reduce else "x.shape"
