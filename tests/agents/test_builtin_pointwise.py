@@ -22,9 +22,14 @@ def test_recognises_the_shipped_pointwise_examples():
     assert isinstance(epilogue, PointwiseRecipe) and epilogue.linear == "linear"
 
 
-def test_unsupported_ops_get_a_reason():
+def test_unsupported_ops_get_a_reason(tmp_path):
     why = _recipe(EXAMPLES / "ops" / "softmax.py")
     assert isinstance(why, str) and "softmax" in why
+    # a residual around the Linear: the epilogue would read the matmul's output where x is meant
+    op = tmp_path / "residual_linear.py"
+    op.write_text(OP.format(pshape="1", expr="torch.relu(self.lin(x) + x)"))
+    why = _recipe(op)
+    assert isinstance(why, str) and "besides the nn.Linear" in why
 
 
 OP = """

@@ -85,6 +85,9 @@ def test_recognises_variants(tmp_path, body, norm, kind, outputs, single):
         "        h = x + residual\n        return h",  # no norm
         "        h = x * residual\n        return self.norm(h), h",  # not an add
         "        h = x + residual\n        return self.norm(h), x",  # returns an input
+        # the RMSNorm pattern's ops, wired differently: the weight scales rms * 2, not h * rms
+        "        h = x + residual\n        rms = torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + 1e-6)\n"
+        "        return (rms * 2.0) * self.weight, h",
     ],
 )
 def test_other_graphs_are_refused_with_the_traced_ops(tmp_path, body):

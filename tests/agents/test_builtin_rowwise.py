@@ -145,3 +145,19 @@ def test_rmsnorm_module_without_weight_or_eps(fast_settings, tmp_path):
     cand.write_text(render(recipe))
     v = verify(op, cand, fast_settings)
     assert v.status == "passed", (v.reason, v.candidate_output[-2000:])
+
+
+@pytest.mark.parametrize("moments", ["two_pass", "one_pass"])
+def test_layernorm_rows_with_inf_or_nan_are_all_nan_like_torch(moments, cache_dir, monkeypatch):
+    """With an inf in the row, sum and sum of squares are inf and their difference NaN: the
+    variance must stay NaN (clamping it to 0 would turn the finite entries into -inf)."""
+    from forge import cpp
+    from forge.agents.builtin.cpp_snippets import FEXP, HEADER, REDUCE, WRITE, rowwise_cpp
+
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
+    lib = cpp.load(HEADER + WRITE + REDUCE + FEXP + rowwise_cpp("layernorm", {"moments": moments}))
+    x = torch.randn(3, 40)
+    x[1, 5], x[2, 7] = float("inf"), float("nan")
+    y = torch.empty_like(x)
+    lib.kernel(x, None, None, y, 3, 40, 1e-5)
+    torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (40,), eps=1e-5), equal_nan=True)

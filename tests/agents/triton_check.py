@@ -109,6 +109,20 @@ def _amax_nan() -> None:
     assert torch.isnan(got[1]) and not torch.isnan(got[0]) and got[0] == x[0].max(), got
 
 
+def _logsumexp_inf() -> None:
+    """torch's logsumexp: +inf in a row gives +inf, unless the row also holds a NaN; all -inf rows
+    give -inf."""
+    source = _row_source(*ROW_OPS["logsumexp"])
+    ref, _ = _load(source, [])
+    recipe = row_analyze(ref.Model(), ref.get_inputs())
+    _, (cls,) = _load(source, [render_row(recipe, {"block": 64})])
+    x = torch.randn(4, 300)
+    x[0, 10] = float("inf")
+    x[1, 10], x[1, 250] = float("inf"), float("nan")
+    x[2, :] = float("-inf")
+    torch.testing.assert_close(cls()(x), torch.logsumexp(x, dim=-1), equal_nan=True)
+
+
 def _scale_bias_gelu() -> None:
     source = (EXAMPLES / "scale_bias_gelu.py").read_text()
     ref, _ = _load(source, [])
@@ -125,8 +139,9 @@ def _scale_bias_gelu() -> None:
 
 
 def _linear_gelu() -> None:
-    """The shipped linear + gelu: the fused Triton matmul (ragged M, N; IEEE and 3xTF32 dots) and
-    the library matmul with the chain after it."""
+    """The shipped linear + gelu: the fused Triton matmul (ragged M, N; both precision settings
+    render and run, though the interpreter computes every dot in float32, so the 3xTF32 accuracy is
+    for the verifier on a GPU to judge) and the library matmul with the chain after it."""
     source = (EXAMPLES / "linear_gelu.py").read_text()
     ref, _ = _load(source, [])
     model = ref.Model(64, 48)
@@ -216,6 +231,7 @@ CASES: dict[str, Callable[[], None]] = {
     **{f"row_{k}": (lambda k=k: _row_case(k)) for k in ROW_OPS},
     **{f"residual_{k}": (lambda k=k: _residual_case(k)) for k in RESIDUAL_OPS},
     "amax_nan": _amax_nan,
+    "logsumexp_inf": _logsumexp_inf,
     "pointwise_broadcast": _scale_bias_gelu,
     "linear_epilogue": _linear_gelu,
     "linear_broadcast_epilogue": _linear_broadcast_epilogue,

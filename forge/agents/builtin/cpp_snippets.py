@@ -167,7 +167,7 @@ def rowwise_cpp(kind: str, cfg: dict) -> str:
         const double md = s / (double)cols;
         const double var = q / (double)cols - md * md;
         const float mean = (float)md;
-        const float rstd = (float)(1.0 / std::sqrt((var > 0.0 ? var : 0.0) + eps));
+        const float rstd = (float)(1.0 / std::sqrt((var < 0.0 ? 0.0 : var) + eps));  // NaN stays NaN
 """ + _write("(xr[c] - mean) * rstd * (w ? w[c] : 1.0f) + (b ? b[c] : 0.0f)")
         return _finish(_kernel(body, cfg, ", const float* w, const float* b", ", double eps"), cfg)
     elif kind == "layernorm":

@@ -74,6 +74,9 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseReci
             sub = gm.get_submodule(str(node.target))
             if not (isinstance(sub, torch.nn.Linear) and linear is None and env.get(node.args[0]) == "v" and not body):
                 return f"module {type(sub).__name__} is not supported in a pointwise chain"
+            arg = node.args[0]
+            if not isinstance(arg, fx.Node) or len(arg.users) != 1:  # past here "v" is the Linear's output
+                return "the input is used besides the nn.Linear (e.g. a residual): not a plain epilogue"
             linear = str(node.target)
             out_shape = (*out_shape[:-1], sub.out_features)
             env[node] = "v"

@@ -58,7 +58,7 @@ def analyze(model: torch.nn.Module, inputs: list[Any]) -> ResidualNormRecipe | s
     # both inputs feed the add and nothing else, so the norm can only be computed from the sum
     if set(add.args) != set(placeholders) or any(set(p.users) != {add} for p in placeholders):
         return why
-    norm = match_norm(gm, model, calls[1:], inputs[0].dim())
+    norm = match_norm(gm, model, calls[1:], inputs[0].dim(), inputs[0].shape[-1])
     if norm is None or calls[1].args[:1] != (add,):
         return why
     (out,) = [n for n in gm.graph.nodes if n.op == "output"]

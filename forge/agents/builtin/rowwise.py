@@ -55,7 +55,9 @@ def _float_attr(model: torch.nn.Module, value: float) -> str | None:
     return None
 
 
-def match_norm(gm: fx.GraphModule, model: torch.nn.Module, calls: list[fx.Node], ndim: int) -> RowRecipe | None:
+def match_norm(
+    gm: fx.GraphModule, model: torch.nn.Module, calls: list[fx.Node], ndim: int, cols: int
+) -> RowRecipe | None:
     """A layernorm/rmsnorm over the last dimension when ``calls`` are exactly its nodes: an
     ``nn.LayerNorm`` or ``nn.RMSNorm`` module, or RMSNorm written out (pow, mean, add eps, rsqrt,
     two muls, the second by a weight)."""
@@ -63,30 +65,46 @@ def match_norm(gm: fx.GraphModule, model: torch.nn.Module, calls: list[fx.Node],
     if names == ["module"]:
         target = str(calls[0].target)
         sub = gm.get_submodule(target)
-        if isinstance(sub, torch.nn.LayerNorm) and len(sub.normalized_shape) == 1:
+        if isinstance(sub, torch.nn.LayerNorm) and tuple(sub.normalized_shape) == (cols,):
             return RowRecipe(
                 "layernorm",
                 weight=f"{target}.weight" if sub.weight is not None else None,
                 bias=f"{target}.bias" if sub.bias is not None else None,
                 eps=f"{target}.eps",
             )
-        if isinstance(sub, torch.nn.RMSNorm) and len(sub.normalized_shape) == 1:
+        if isinstance(sub, torch.nn.RMSNorm) and tuple(sub.normalized_shape) == (cols,):
             # eps=None means the dtype's machine epsilon (float32 here), as torch does
             eps = f"{target}.eps" if sub.eps is not None else float(torch.finfo(torch.float32).eps)
             return RowRecipe("rmsnorm", weight=f"{target}.weight" if sub.weight is not None else None, eps=eps)
     if names == ["pow", "mean", "add", "rsqrt", "mul", "mul"]:
-        pow_, mean, add, _rsqrt, _mul, mul_w = calls
+        pow_, mean, add, rsqrt, mul, mul_w = calls
         weight = [a for a in mul_w.args if isinstance(a, fx.Node) and a.op == "get_attr"]
+        w = _fetch(gm, str(weight[0].target)) if len(weight) == 1 else None
         if (
             pow_.args[1:] == (2,)
+            and mean.args[:1] == (pow_,)
             and _is_last_dim(mean.kwargs.get("dim", mean.args[1] if len(mean.args) > 1 else None), ndim)
             and mean.kwargs.get("keepdim", False)
+            and add.args[:1] == (mean,)
             and isinstance(add.args[1], float)
-            and len(weight) == 1
+            and rsqrt.args[:1] == (add,)
+            and set(mul.args) == {pow_.args[0], rsqrt}  # x * rms, of the very x that was squared
+            and len(mul_w.args) == 2
+            and set(mul_w.args) == {mul, weight[0]}
+            # the kernel reads one weight per column
+            and isinstance(w, torch.Tensor)
+            and w.dtype == torch.float32
+            and tuple(w.shape) == (cols,)
         ):
             eps = float(add.args[1])
             return RowRecipe("rmsnorm", weight=str(weight[0].target), eps=_float_attr(model, eps) or eps)
     return None
+
+
+def _fetch(obj: object, path: str) -> object:
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+    return obj
 
 
 def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> RowRecipe | str:
@@ -108,7 +126,7 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> RowRecipe | s
         if names[0] in ("sum", "mean", "amax", "logsumexp") and _is_last_dim(dim, ndim):
             keepdim = bool(node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False))
             return RowRecipe(names[0], keepdim=keepdim)
-    norm = match_norm(gm, model, calls, ndim)
+    norm = match_norm(gm, model, calls, ndim, inputs[0].shape[-1] if ndim else 1)
     if norm is not None:
         return norm
     return f"not a row-wise op the built-in coder knows (traced ops: {', '.join(names) or 'none'})"

@@ -59,7 +59,14 @@ _BODIES = {
 """,
     "logsumexp": _ONLINE_STATS
     + """
-    tl.store(y_ptr + row, row_max + tl.log(row_sum))
+    # +inf decides the result alone (its lane's sum is exp(inf - inf) = NaN), unless a NaN is present
+    nans = tl.zeros([BLOCK], tl.int32)
+    for start in range(0, cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        v = tl.load(xr + offs, mask=offs < cols, other=0.0)
+        nans += (v != v).to(tl.int32)
+    lse = tl.where(row_max == float("inf"), row_max, row_max + tl.log(row_sum))
+    tl.store(y_ptr + row, tl.where(tl.sum(nans, axis=0) > 0, float("nan"), lse))
 """,
     "sum": _ROW_SUM
     + """
