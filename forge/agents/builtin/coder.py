@@ -47,7 +47,7 @@ FAMILIES: dict[str, tuple[Family, ...]] = {
         Family(
             "residual_norm",
             residual_norm.analyze,
-            triton_residual_norm.triton_space,
+            triton_rowwise.triton_space,
             triton_residual_norm.render_triton,
         ),
         Family("pointwise", pointwise.analyze, triton_pointwise.triton_space, triton_pointwise.render_triton),

@@ -16,7 +16,7 @@ import torch.fx as fx
 
 from forge.agents.builtin.cpp_snippets import FEXP, HEADER, WRITE
 from forge.agents.builtin.pointwise_expr import CPP, TRITON, expression
-from forge.agents.builtin.rowwise import ATTR_SOURCE
+from forge.agents.builtin.rowwise import ATTR_SOURCE, fetch_attr
 
 FMATH = (
     FEXP
@@ -60,7 +60,7 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseReci
         if node.op == "placeholder":
             env[node] = "v"
         elif node.op == "get_attr":
-            value = _fetch(gm, str(node.target))
+            value = fetch_attr(gm, str(node.target))
             if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
                 return f"attribute {node.target} is not a float32 tensor"
             try:
@@ -96,12 +96,6 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseReci
                 return "the reference does no elementwise work"
             return PointwiseRecipe(tuple(body), env[result], tuple(params), linear, tuple(tbody))
     return "no output"
-
-
-def _fetch(obj: object, path: str) -> object:
-    for part in path.split("."):
-        obj = getattr(obj, part, None)
-    return obj
 
 
 _MAX_SPECIALISED = 4  # parameters whose constant/contiguous layout is a template argument

@@ -79,7 +79,7 @@ def match_norm(
     if names == ["pow", "mean", "add", "rsqrt", "mul", "mul"]:
         pow_, mean, add, rsqrt, mul, mul_w = calls
         weight = [a for a in mul_w.args if isinstance(a, fx.Node) and a.op == "get_attr"]
-        w = _fetch(gm, str(weight[0].target)) if len(weight) == 1 else None
+        w = fetch_attr(gm, str(weight[0].target)) if len(weight) == 1 else None
         if (
             pow_.args[1:] == (2,)
             and mean.args[:1] == (pow_,)
@@ -101,7 +101,8 @@ def match_norm(
     return None
 
 
-def _fetch(obj: object, path: str) -> object:
+def fetch_attr(obj: object, path: str) -> object:
+    """The attribute at a dotted path (a traced get_attr target), or None where it is missing."""
     for part in path.split("."):
         obj = getattr(obj, part, None)
     return obj

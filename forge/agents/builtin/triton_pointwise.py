@@ -16,17 +16,9 @@ from typing import Any
 
 from forge.agents.builtin.pointwise import PLAN_SOURCE, PointwiseRecipe, prologue
 from forge.agents.builtin.rowwise import ATTR_SOURCE
+from forge.agents.builtin.tuner import default_config
 
 TRITON_POINTWISE_DEFAULT: dict[str, Any] = {"block": 1024, "num_warps": 4}
-
-
-TRITON_LINEAR_DEFAULT: dict[str, Any] = {
-    "matmul": "triton",
-    "tile": "64x64x32",
-    "precision": "ieee",
-    "num_warps": 4,
-    "num_stages": 3,
-}
 
 
 def triton_space(recipe: PointwiseRecipe) -> dict[str, list[Any]]:
@@ -158,8 +150,8 @@ def _linear_forward(recipe: PointwiseRecipe) -> str:
 
 def render_triton(recipe: PointwiseRecipe, config: dict[str, Any] | None = None) -> str:
     """The candidate's Python source: the Triton kernel and a ``ModelNew`` that launches it."""
-    defaults = TRITON_LINEAR_DEFAULT if recipe.linear else {}
-    cfg = {**TRITON_POINTWISE_DEFAULT, **defaults, **(config or {})}
+    # block stays at its default on the library-matmul path, whose knobs do not include it
+    cfg = {**TRITON_POINTWISE_DEFAULT, **default_config(triton_space(recipe)), **(config or {})}
     shown = {k: cfg[k] for k in triton_space(recipe)}
     fused_matmul = bool(recipe.linear) and cfg["matmul"] == "triton"
     if fused_matmul:

@@ -12,8 +12,7 @@ from typing import Any
 
 from forge.agents.builtin.residual_norm import ResidualNormRecipe, returns
 from forge.agents.builtin.rowwise import ATTR_HELPERS, eps_source
-
-TRITON_RESIDUAL_DEFAULT: dict[str, Any] = {"block": 4096, "num_warps": 8}
+from forge.agents.builtin.triton_rowwise import TRITON_ROW_DEFAULT, triton_param_args, triton_space
 
 _KERNEL = """@triton.jit
 def _add_norm_kernel(x_ptr, r_ptr, w_ptr, b_ptr, h_ptr, y_ptr, cols, eps, BLOCK: tl.constexpr,
@@ -79,18 +78,12 @@ def _add_norm_kernel(x_ptr, r_ptr, w_ptr, b_ptr, h_ptr, y_ptr, cols, eps, BLOCK:
 """
 
 
-def triton_space(recipe: ResidualNormRecipe) -> dict[str, list[Any]]:
-    """The tuner's GPU knobs (defaults first): columns per tile, warps per row program."""
-    return {"block": [4096, 1024, 2048, 8192], "num_warps": [8, 4, 16]}
-
-
 def render_triton(recipe: ResidualNormRecipe, config: dict[str, Any] | None = None) -> str:
     """The candidate's Python source: the Triton kernel and a ``ModelNew`` that launches it."""
-    cfg = {**TRITON_RESIDUAL_DEFAULT, **(config or {})}
+    cfg = {**TRITON_ROW_DEFAULT, **(config or {})}
     shown = {k: cfg[k] for k in triton_space(recipe)}
     norm = recipe.norm
-    w = f"_param(self, {norm.weight!r})" if norm.weight else "x"
-    b = f"_param(self, {norm.bias!r})" if norm.bias else "x"
+    w, b = triton_param_args(norm)
     return f'''"""forge built-in coder: residual add + {norm.kind} in one pass (Triton, one program per row).
 
 Tuned config: {shown!r}

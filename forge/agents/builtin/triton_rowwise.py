@@ -124,9 +124,18 @@ _BODIES = {
 _REDUCING = ("sum", "mean", "amax", "logsumexp")
 
 
-def triton_space(recipe: RowRecipe) -> dict[str, list[Any]]:
-    """The tuner's GPU knobs (defaults first): columns per tile, warps per row program."""
+def triton_space(recipe: Any) -> dict[str, list[Any]]:
+    """The tuner's GPU knobs for one-program-per-row kernels (this family and residual add + norm;
+    defaults first): columns per tile, warps per row program."""
     return {"block": [4096, 1024, 2048, 8192], "num_warps": [8, 4, 16]}
+
+
+def triton_param_args(recipe: RowRecipe) -> tuple[str, str]:
+    """The weight and bias launch arguments: the module's parameters, or ``x`` as a placeholder
+    pointer the kernel never reads (HAS_W/HAS_B are False then)."""
+    w = f"_param(self, {recipe.weight!r})" if recipe.weight else "x"
+    b = f"_param(self, {recipe.bias!r})" if recipe.bias else "x"
+    return w, b
 
 
 def render_triton(recipe: RowRecipe, config: dict[str, Any] | None = None) -> str:
@@ -134,8 +143,7 @@ def render_triton(recipe: RowRecipe, config: dict[str, Any] | None = None) -> st
     cfg = {**TRITON_ROW_DEFAULT, **(config or {})}
     shown = {k: cfg[k] for k in triton_space(recipe)}
     out_shape = "x.shape[:-1] + ((1,) if KEEPDIM else ())" if recipe.kind in _REDUCING else "x.shape"
-    w = f"_param(self, {recipe.weight!r})" if recipe.weight else "x"
-    b = f"_param(self, {recipe.bias!r})" if recipe.bias else "x"
+    w, b = triton_param_args(recipe)
     eps = eps_source(recipe)
     return f'''"""forge built-in coder: {recipe.kind} over the last dimension (Triton, one program per row).
 
