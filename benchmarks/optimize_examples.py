@@ -3,7 +3,8 @@
 For each op: the first candidate's speedup (the coder's default config), the accepted kernel's
 speedup vs eager and vs torch.compile after tuning, the config the tuner settled on, and attempts.
 Ends with geometric means. Uses a throw-away bank. Usage:
-    python benchmarks/optimize_examples.py [--rounds N] [--no-compile-baseline] [OPS ...]
+    python benchmarks/optimize_examples.py [--rounds N] [--device cpu|cuda] [--no-compile-baseline] [OPS ...]
+On cuda the built-in coder writes Triton and the verifier times with CUDA events.
 """
 
 from __future__ import annotations
@@ -28,13 +29,25 @@ def geo(xs: list[float]) -> str:
     return f"{math.exp(sum(map(math.log, xs)) / len(xs)):.2f}x" if xs else "-"
 
 
+def _describe(device: str) -> str:
+    if device == "cuda":
+        import torch
+
+        return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+    import platform
+
+    return f"{platform.processor() or platform.machine()} CPU"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("ops", nargs="*", type=Path, default=[ROOT / "examples" / "ops"])
     ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--no-compile-baseline", action="store_true")
     a = ap.parse_args()
-    settings = load_settings(device="cpu", compile_baseline=not a.no_compile_baseline)
+    settings = load_settings(device=a.device, compile_baseline=not a.no_compile_baseline)
+    print(f"device: {_describe(a.device)}", flush=True)
     first: dict[str, float | None] = {}
 
     def on_event(e: ev.Event) -> None:

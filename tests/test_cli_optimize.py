@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import EXAMPLES, OPS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,3 +154,33 @@ def test_ctrl_c_stops_cleanly_and_a_killed_session_resumes(tmp_path, cache_dir):
         rounds = [r for (r,) in db.execute("SELECT round FROM attempts WHERE session_id=? AND role='coder'", (sid,))]
         (stored,) = db.execute("SELECT settings FROM sessions WHERE id=?", (sid,)).fetchone()
     assert rounds == sorted(rounds) and max(rounds) <= 3 and json.loads(stored)["rounds"] == 3
+
+
+@pytest.mark.gpu
+def test_builtin_agent_banks_triton_kernels_on_gpu(tmp_path, cache_dir):
+    """The same job on CUDA: the built-in coder writes Triton, the verifier times it with events,
+    and the banked kernel loads onto the GPU and agrees with the reference there."""
+    bank = tmp_path / "bank.db"
+    ops = [str(EXAMPLES / "ops" / "rmsnorm.py"), str(EXAMPLES / "ops" / "scale_bias_gelu.py")]
+    env = {**_env(cache_dir), "FORGE_DEVICE": "cuda"}
+    r = subprocess.run(
+        [sys.executable, "-m", "forge", "optimize", *ops, "--rounds", "2", "--no-compile-baseline", "--bank",
+         str(bank), "--json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    for p in json.loads(r.stdout)["problems"]:
+        assert p["accepted"] and p["backend"] == "triton" and p["speedup_vs_eager"] > 1.0, p
+    script = (
+        "import sys, torch, forge.kernelbank as kb\n"
+        "sys.path.insert(0, 'examples/ops')\n"
+        "import rmsnorm\n"
+        "bank = kb.open(sys.argv[1], strict=True)\n"
+        "m = bank.load('rmsnorm', *rmsnorm.get_init_inputs()).cuda()\n"
+        "assert type(m).__name__ != 'Model', type(m)\n"
+        "x = torch.randn(64, 1024, device='cuda')\n"
+        "ref = rmsnorm.Model(*rmsnorm.get_init_inputs()).cuda()\n"
+        "torch.testing.assert_close(m(x), ref(x))\n"
+        "print('ok')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(bank)], capture_output=True, text=True, cwd=ROOT)
+    assert run.stdout.strip() == "ok", run.stderr

@@ -230,15 +230,15 @@ class ReferenceSide:
             return call
 
         warm = self.timing["warmup"]
-        times, _, _ = timed_loop(call_with(model), self.timing["sets"], warm, self.flush, self.clocks)
-        result["eager_ns"] = times
+        run = timed_loop(call_with(model), self.timing["sets"], warm, self.flush, self.clocks)
+        result["eager_ns"], result["eager_launch_ns"] = run.times, run.launch
         if msg.get("compile") and self.compile_error is None:
             try:
                 if self.compiled is None:
                     self.compiled = torch.compile(model)
                     warm = warm + warm  # the first calls compile
-                times, _, _ = timed_loop(call_with(self.compiled), self.timing["sets"], warm, self.flush, self.clocks)
-                result["compile_ns"] = times
+                run = timed_loop(call_with(self.compiled), self.timing["sets"], warm, self.flush, self.clocks)
+                result["compile_ns"] = run.times
             except Exception as exc:  # the baseline is informative; its failure is not the candidate's
                 self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
         if self.compile_error is not None:

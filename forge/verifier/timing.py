@@ -1,8 +1,9 @@
 """The timed loop both workers run, and the statistics the parent computes from it.
 
 A trial is: flush the cache, take the clock, call once on an input set never used before, stop
-the clock after the device is synchronized. The clock functions are passed in by the worker,
-which bound them before any candidate code was imported.
+the clock after the device is synchronized (on CUDA: events around the call, queued behind the
+flush; see ``timed_loop``). The clock functions are passed in by the worker, which bound them
+before any candidate code was imported.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Clocks:
     event_cls: Any = None  # torch.cuda.Event, or None on CPU
     record: Any = None
     elapsed: Any = None
+    cover: Callable[[], None] = lambda: None  # CUDA: device work queued after the flush (see timed_loop)
 
 
 def prefault_heap(sets: Sequence[Sequence[Any]]) -> None:
@@ -83,6 +85,17 @@ def prefault_heap(sets: Sequence[Sequence[Any]]) -> None:
     del blocks
 
 
+@dataclass
+class TimedRun:
+    """What one timed loop measured, per call (nanoseconds)."""
+
+    times: list[int]  # the primary clock: the call's device time on CUDA, host time on CPU
+    host: list[int]  # host clock around the whole trial and a full device synchronize
+    window: list[int]  # the stream's events over the same span as ``host`` (CUDA; else ``host``)
+    launch: list[int]  # host time inside the call: what the caller's thread spends launching it
+    outputs: list[Any]
+
+
 def timed_loop(
     call: Callable[[Sequence[Any]], Any],
     sets: Sequence[Sequence[Any]],
@@ -91,12 +104,21 @@ def timed_loop(
     clocks: Clocks,
     tick: Callable[[], None] | None = None,
     keep: Callable[[Any], Any] = lambda out: None,
-) -> tuple[list[int], list[int], list[Any]]:
+) -> TimedRun:
     """Warm-up calls, then one timed call per input set.
 
-    Returns (ns per call by the primary clock, ns per call by the host clock around the call and a
-    full device synchronize, ``keep(output)`` per call). On CUDA the primary clock is a pair of
-    events on the current stream; the host figure catches work that escaped them (side streams).
+    On CUDA each trial queues the cache flush, a fixed device-side wait (``clocks.cover``, ~0.5 ms)
+    and then the call behind a pair of events, without a synchronize between them: the host
+    launches the call while the device is still busy, as it does in a model whose queue is busy,
+    so the events time the call's device work and not the launch (what ``triton.testing.do_bench``
+    times). The flush alone (~0.1 ms on an H100) was too short: a Python launch of 40-100 us
+    sometimes outran it, and the trials it did were charged the rest, which spread the quartiles
+    of fast kernels over 2x. Host time in the call beyond the cover leaves the device idle inside
+    the events and is charged. The host time inside
+    the call is reported on its own (``launch``): a kernel whose launch costs more than its device
+    work is launch-bound, and only a model that keeps the device busy hides that. The host clock
+    around the whole trial and a device synchronize, against events over the same span, catches
+    work that escaped the stream (side streams).
 
     Each output is handed to ``keep`` after the clock stopped and then released, as a program in a
     loop releases it: holding every output would make each call's output buffer fresh memory, and
@@ -107,34 +129,40 @@ def timed_loop(
     for inputs in warmup:
         call(inputs)
     clocks.sync()
-    times: list[int] = []
-    host: list[int] = []
-    outputs: list[Any] = []
+    run = TimedRun([], [], [], [], [])
     for inputs in sets:
-        flush()
-        clocks.sync()
-        if tick:
-            tick()
         if clocks.event_cls is not None:
-            start, end = clocks.event_cls(enable_timing=True), clocks.event_cls(enable_timing=True)
+            clocks.sync()
+            if tick:
+                tick()
+            mark, start, end = (clocks.event_cls(enable_timing=True) for _ in range(3))
             h0 = clocks.host_ns()
+            clocks.record(mark)
+            flush()
+            clocks.cover()
             clocks.record(start)
+            c0 = clocks.host_ns()
             out = call(inputs)
+            run.launch.append(clocks.host_ns() - c0)
             clocks.record(end)
             clocks.sync()
-            host.append(clocks.host_ns() - h0)
-            times.append(int(clocks.elapsed(start, end) * 1e6))
+            run.host.append(clocks.host_ns() - h0)
+            run.times.append(int(clocks.elapsed(start, end) * 1e6))
+            run.window.append(int(clocks.elapsed(mark, end) * 1e6))
         else:
+            flush()
+            if tick:
+                tick()
             t0 = clocks.host_ns()
             out = call(inputs)
             clocks.sync()
-            times.append(clocks.host_ns() - t0)
-            host.append(times[-1])
+            for series in (run.times, run.host, run.window, run.launch):
+                series.append(clocks.host_ns() - t0)
         if tick:
             tick()
-        outputs.append(keep(out))
+        run.outputs.append(keep(out))
         del out
-    return times, host, outputs
+    return run
 
 
 def record_speedups(
@@ -183,3 +211,30 @@ def record_speedups(
             fatal=False,
         )
     v.roofline = roof
+
+
+def record_launch_cost(v: Verdict, cand_launch_ns: list[int], eager_launch_ns: list[int]) -> None:
+    """CUDA: the host time one call spends launching its work, against eager's, as a warning when
+    it exceeds the call's device time. The speedups are device time (the launch hides behind work
+    already queued); a launch-bound kernel only keeps them where the caller keeps the GPU busy."""
+    if not cand_launch_ns or not v.timing_meaningful or "candidate" not in v.timing_stats:
+        return
+    launch = stats_from_ns(cand_launch_ns)
+    v.timing_stats["candidate_launch"] = launch.to_dict()
+    eager = f"{stats_from_ns(eager_launch_ns).median_ms * 1e3:.1f} us" if eager_launch_ns else "not measured"
+    if eager_launch_ns:
+        v.timing_stats["eager_launch"] = stats_from_ns(eager_launch_ns).to_dict()
+    device_ms = v.timing_stats["candidate"]["median_ms"]
+    bound = launch.median_ms > device_ms
+    v.add(
+        "launch_cost",
+        not bound,
+        f"host time per call {launch.median_ms * 1e3:.1f} us (eager {eager}), device time {device_ms * 1e3:.1f} us"
+        + (
+            " — launch-bound at this size: the speedup holds where the model keeps the GPU busy (queued work, "
+            "CUDA graphs); a lone call from Python waits on the launch"
+            if bound
+            else ""
+        ),
+        fatal=False,
+    )

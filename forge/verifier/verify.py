@@ -16,7 +16,7 @@ from forge.settings import ForgeSettings
 from forge.verifier import judge
 from forge.verifier.machine import available_cores
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess
-from forge.verifier.timing import record_speedups
+from forge.verifier.timing import record_launch_cost, record_speedups
 from forge.verifier.verdict import Verdict
 
 Progress = Callable[[str], None]
@@ -250,6 +250,9 @@ class _Run:
         compile_error: str | None = None
         times: list[int] = []
         host: list[int] = []
+        window: list[int] = []
+        launch: list[int] = []
+        eager_launch: list[int] = []
         ticks: list[float] = []
         tampered: set[str] = set()
         threads = 0
@@ -269,6 +272,7 @@ class _Run:
                     f"{self.spec.path}: the reference failed while being timed: {base.get('message', base)}"
                 )
             eager += base["eager_ns"]
+            eager_launch += base.get("eager_launch_ns") or []
             compiled += base.get("compile_ns") or []
             compile_error = base.get("compile_error") or compile_error
             self.progress(f"timing: candidate, {len(timing['sets'])} trials{where}")
@@ -289,6 +293,8 @@ class _Run:
                 k = len(timing["sets"])
                 times += _ns_list(msg.get("times_ns"), k)
                 host += _ns_list(msg.get("host_ns"), k)
+                window += _ns_list(msg.get("window_ns"), k)
+                launch += _ns_list(msg.get("launch_ns"), k)
                 facts = dict(msg.get("facts") or {})
                 bad = judge.timed_outputs_mismatch(timing["expected"], list(msg.get("outputs") or []), self.tol)
                 tampered.update(str(t) for t in facts.get("clock_tampering") or [])
@@ -305,7 +311,7 @@ class _Run:
         )
         clock = judge.wall_clock_discrepancy(ticks, times)
         if clock is None and self.device == "cuda":
-            clock = judge.escaped_events(times, host)
+            clock = judge.escaped_events(window, host)
         if tampered:
             clock = f"timing functions replaced: {', '.join(sorted(tampered))}" + (f"; {clock}" if clock else "")
         self.v.add("wall_clock", clock is None, clock or "worker timings agree with the parent's clock")
@@ -317,6 +323,8 @@ class _Run:
         if threads:
             self.v.fail("failed_integrity", "no_background_threads: threads left running after timed calls")
         record_speedups(self.v, self.info.get("roofline"), times, eager, compiled, compile_error)
+        if self.device == "cuda":
+            record_launch_cost(self.v, launch, eager_launch)
 
     def finish(self) -> Verdict:
         ref: WorkerProcess | None = getattr(self, "ref", None)

@@ -1,6 +1,7 @@
 """The built-in coder's Triton kernels, run on CPU under TRITON_INTERPRET=1 (correct, not fast):
 every row-wise kind, residual add + norm and the pointwise family against their references
-(tests/agents/triton_check.py, in a fresh process), and one candidate through the real verifier."""
+(tests/agents/triton_check.py, in a fresh process), and one candidate through the real verifier.
+With a GPU the same cases also compile and run on it (the ``gpu`` tests)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from forge.agents import CoderContext
 from forge.agents.builtin import BuiltinCoder
 from forge.settings import load_settings
 from forge.verifier import verify
-from tests.agents.triton_check import CASES
+from tests.agents.triton_check import CASES, run_cases
 from tests.conftest import OPS
 
 pytest.importorskip("triton")
@@ -37,6 +38,17 @@ def checked() -> dict[str, str]:
 @pytest.mark.parametrize("case", list(CASES))
 def test_triton_kernel_matches_the_reference(checked, case):
     assert checked[case] == "ok", checked[case]
+
+
+@pytest.fixture(scope="module")
+def checked_on_gpu() -> dict[str, str]:
+    return run_cases("cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", list(CASES))
+def test_triton_kernel_matches_the_reference_on_gpu(checked_on_gpu, case):
+    assert checked_on_gpu[case] == "ok", checked_on_gpu[case]
 
 
 def test_a_triton_candidate_passes_the_real_verifier(cache_dir):

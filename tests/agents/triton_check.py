@@ -1,6 +1,8 @@
-"""Runs the built-in coder's Triton kernels on CPU and prints one JSON line: case id -> "ok" or
-the error. Run it with TRITON_INTERPRET=1 in a fresh process: Triton reads that variable when it
-is imported, so the interpreter cannot be switched on inside a test process that already has it.
+"""Runs the built-in coder's Triton kernels and prints one JSON line: case id -> "ok" or the
+error. On CPU, run it with TRITON_INTERPRET=1 in a fresh process: Triton reads that variable when
+it is imported, so the interpreter cannot be switched on inside a test process that already has it.
+With ``--device cuda`` (or ``run_cases("cuda")`` from a GPU test) the same cases compile and run
+on the GPU, where the tf32x3 dot's accuracy is real rather than the interpreter's float32.
 
 Each case renders a kernel, loads it as a candidate module (the reference importable as
 ``forge_reference``) and compares it with the reference on shapes that exercise the tile loop
@@ -30,6 +32,7 @@ from forge.agents.builtin.triton_rowwise import render_triton as render_row
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
 TMP = Path(tempfile.mkdtemp(prefix="forge-triton-check-"))
+DEVICE = "cpu"  # where the cases put models and inputs; set by run_cases
 ROW_OPS = {
     "softmax": ("torch.softmax(x, dim=-1)", ""),
     "log_softmax": ("torch.log_softmax(x, dim=1)", ""),
@@ -86,14 +89,15 @@ def _row_case(kind: str) -> None:
         torch.nn.init.normal_(p)
     recipe = row_analyze(model, ref.get_inputs())
     assert not isinstance(recipe, str), recipe
-    x = torch.randn(7, 300) * 3 + 0.5
+    model.to(DEVICE)
+    x = (torch.randn(7, 300) * 3 + 0.5).to(DEVICE)
     # A row far from zero: the softmaxes' max shift matters. (Norms lose ~|offset| * 2^-24 / std
     # to float32 in any summation order, so theirs is smaller.)
     x[2, :] -= 1e2 if "norm" in kind else 1e4
     configs = [{"block": 128, "num_warps": 4}, {"block": 4096, "num_warps": 8}]  # three tiles / one tile
     _, classes = _load(source, [render_row(recipe, c) for c in configs])
     for cls in classes:
-        cand = cls()
+        cand = cls().to(DEVICE)
         cand.load_state_dict(model.state_dict())
         torch.testing.assert_close(cand(x), model(x), rtol=1e-5, atol=1e-4)
 
@@ -103,9 +107,9 @@ def _amax_nan() -> None:
     ref, _ = _load(source, [])
     recipe = row_analyze(ref.Model(), ref.get_inputs())
     _, (cls,) = _load(source, [render_row(recipe, {"block": 64})])
-    x = torch.randn(3, 300)
+    x = torch.randn(3, 300, device=DEVICE)
     x[1, 200] = float("nan")
-    got = cls()(x)
+    got = cls().to(DEVICE)(x)
     assert torch.isnan(got[1]) and not torch.isnan(got[0]) and got[0] == x[0].max(), got
 
 
@@ -116,11 +120,11 @@ def _logsumexp_inf() -> None:
     ref, _ = _load(source, [])
     recipe = row_analyze(ref.Model(), ref.get_inputs())
     _, (cls,) = _load(source, [render_row(recipe, {"block": 64})])
-    x = torch.randn(4, 300)
+    x = torch.randn(4, 300, device=DEVICE)
     x[0, 10] = float("inf")
     x[1, 10], x[1, 250] = float("inf"), float("nan")
     x[2, :] = float("-inf")
-    torch.testing.assert_close(cls()(x), torch.logsumexp(x, dim=-1), equal_nan=True)
+    torch.testing.assert_close(cls().to(DEVICE)(x), torch.logsumexp(x, dim=-1), equal_nan=True)
 
 
 def _scale_bias_gelu() -> None:
@@ -129,11 +133,12 @@ def _scale_bias_gelu() -> None:
     model = ref.Model(8)
     recipe = pointwise_analyze(model, [torch.randn(2, 8, 5, 7)])
     assert not isinstance(recipe, str), recipe
-    x = torch.randn(2, 8, 5, 7) * 3
+    model.to(DEVICE)
+    x = (torch.randn(2, 8, 5, 7) * 3).to(DEVICE)
     configs = [{"block": 64}, {"block": 1024, "num_warps": 8}]
     _, classes = _load(source, [render_pointwise(recipe, c) for c in configs])
     for cls in classes:
-        cand = cls(8)
+        cand = cls(8).to(DEVICE)
         cand.load_state_dict(model.state_dict())
         torch.testing.assert_close(cand(x), model(x), rtol=1e-5, atol=1e-5)
 
@@ -148,16 +153,17 @@ def _linear_gelu() -> None:
     recipe = pointwise_analyze(model, [torch.randn(4, 64)])
     assert not isinstance(recipe, str) and recipe.linear, recipe
     configs = [
-        {"tile": "32x64x32"},
+        {"tile": "32x64x32", "precision": "ieee"},
         {"tile": "64x64x32", "precision": "tf32x3", "num_stages": 2},
         {"matmul": "library", "block": 256},
     ]
     sources = [render_pointwise(recipe, c) for c in configs]
     assert "_linear_kernel[grid]" in sources[0] and "_linear_kernel" not in sources[2]
     _, classes = _load(source, sources)
-    x = torch.randn(9, 64)
+    model.to(DEVICE)
+    x = torch.randn(9, 64, device=DEVICE)
     for cls in classes:
-        cand = cls(64, 48)
+        cand = cls(64, 48).to(DEVICE)
         cand.load_state_dict(model.state_dict())
         torch.testing.assert_close(cand(x), model(x), rtol=1e-4, atol=1e-4)
 
@@ -185,9 +191,10 @@ def _linear_broadcast_epilogue() -> None:
     recipe = pointwise_analyze(model, ref.get_inputs())
     assert not isinstance(recipe, str) and recipe.linear and len(recipe.params) == 2, recipe
     _, (cls,) = _load(source, [render_pointwise(recipe, {"tile": "32x64x32"})])
-    cand = cls()
+    model.to(DEVICE)
+    cand = cls().to(DEVICE)
     cand.load_state_dict(model.state_dict())
-    x = torch.randn(3, 5, 40)
+    x = torch.randn(3, 5, 40, device=DEVICE)
     torch.testing.assert_close(cand(x), model(x), rtol=1e-4, atol=1e-4)
 
 
@@ -218,11 +225,12 @@ def _residual_case(kind: str) -> None:
         torch.nn.init.normal_(p)
     recipe = residual_analyze(model, ref.get_inputs())
     assert not isinstance(recipe, str), recipe
-    x, r = torch.randn(7, 300) * 3 + 0.5, torch.randn(7, 300)
+    model.to(DEVICE)
+    x, r = (torch.randn(7, 300) * 3 + 0.5).to(DEVICE), torch.randn(7, 300, device=DEVICE)
     configs = [{"block": 128, "num_warps": 4}, {"block": 4096, "num_warps": 8}]  # three tiles / one tile
     _, classes = _load(source, [render_residual(recipe, c) for c in configs])
     for cls in classes:
-        cand = cls()
+        cand = cls().to(DEVICE)
         cand.load_state_dict(model.state_dict())
         torch.testing.assert_close(cand(x, r), model(x, r), rtol=1e-5, atol=1e-4)
 
@@ -238,7 +246,9 @@ CASES: dict[str, Callable[[], None]] = {
 }
 
 
-def main() -> None:
+def run_cases(device: str = "cpu") -> dict[str, str]:
+    global DEVICE
+    DEVICE = device
     results = {}
     for name, case in CASES.items():
         try:
@@ -246,7 +256,12 @@ def main() -> None:
             results[name] = "ok"
         except Exception:
             results[name] = traceback.format_exc()[-1500:]
-    print(json.dumps(results))
+    return results
+
+
+def main() -> None:
+    device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
+    print(json.dumps(run_cases(device)))
 
 
 if __name__ == "__main__":

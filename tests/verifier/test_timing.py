@@ -28,12 +28,44 @@ def test_timed_loop_releases_each_output_after_keeping_what_it_asks_for():
 
     sets = [[torch.full((4,), float(i))] for i in range(5)]
     clocks = Clocks(host_ns=lambda: 0, sync=lambda: None)
-    times, host, outs = timed_loop(call, sets, [], lambda: None, clocks, keep=lambda out: out.sum().item())
-    assert outs == [8.0 * i for i in range(5)] and len(times) == len(host) == 5
+    run = timed_loop(call, sets, [], lambda: None, clocks, keep=lambda out: out.sum().item())
+    assert run.outputs == [8.0 * i for i in range(5)] and len(run.times) == len(run.host) == 5
     assert earlier_alive == [False] * 5  # each output was gone before the next call allocated its own
     refs.clear()
-    _, _, dropped = timed_loop(call, sets, [], lambda: None, clocks)
-    assert dropped == [None] * 5  # the reference keeps nothing
+    assert timed_loop(call, sets, [], lambda: None, clocks).outputs == [None] * 5  # the reference keeps nothing
+
+
+class _FakeEvent:
+    """Stands in for torch.cuda.Event: records the position in a shared log of device work."""
+
+    def __init__(self, log: list[str], enable_timing: bool = True) -> None:
+        self.log, self.at = log, -1
+
+    def record(self) -> None:
+        self.at = len(self.log)
+        self.log.append("event")
+
+
+def test_cuda_trial_queues_the_call_behind_the_flush_without_a_sync():
+    """The launch must overlap the flush (no synchronize between them) and the events must time the
+    call alone; the host clock spans the flush too, against events over the same span."""
+    log: list[str] = []
+    clock = iter(range(0, 10**9, 1000))
+
+    def elapsed(a: _FakeEvent, b: _FakeEvent) -> float:  # ms: 1 ms of device work per log entry between
+        return float(sum(1 for x in log[a.at + 1 : b.at] if x != "event"))
+
+    clocks = Clocks(
+        host_ns=lambda: next(clock), sync=lambda: log.append("sync"),
+        event_cls=lambda enable_timing: _FakeEvent(log), record=_FakeEvent.record, elapsed=elapsed,
+        cover=lambda: log.append("cover"),
+    )  # fmt: skip
+    run = timed_loop(lambda inp: log.append("call"), [[0], [1]], [], lambda: log.append("flush"), clocks)
+    trial = log[log.index("flush") - 2 :]
+    assert trial[:8] == ["sync", "event", "flush", "cover", "event", "call", "event", "sync"]
+    assert run.times == [1_000_000] * 2  # the call alone
+    assert run.window == [3_000_000] * 2  # flush, cover and call: what the host clock is compared with
+    assert run.launch == [1000] * 2 and len(run.host) == 2
 
 
 def test_output_pool_copies_values_dtypes_and_shapes():

@@ -24,12 +24,15 @@ TRITON_POINTWISE_DEFAULT: dict[str, Any] = {"block": 1024, "num_warps": 4}
 def triton_space(recipe: PointwiseRecipe) -> dict[str, list[Any]]:
     """The tuner's GPU knobs (defaults first). A pointwise chain: elements and warps per program.
     After an ``nn.Linear``: Triton or library matmul, the matmul tile (BLOCK_M x BLOCK_N x BLOCK_K),
-    dot precision, warps and software-pipeline stages."""
+    dot precision, warps and software-pipeline stages.
+
+    3xTF32 first: on an H100 (256x1024x1024) it ran 2.6x faster than the IEEE dot (CUDA-core FMAs)
+    at float32 accuracy; smaller tiles first, as the large ones spilled there with few warps."""
     if recipe.linear:
         return {
             "matmul": ["triton", "library"],
-            "tile": ["64x64x32", "128x128x32", "128x64x32", "64x128x32", "32x64x32"],
-            "precision": ["ieee", "tf32x3"],
+            "tile": ["64x64x32", "32x64x32", "64x128x32", "128x64x32", "128x128x32"],
+            "precision": ["tf32x3", "ieee"],
             "num_warps": [4, 8, 2],
             "num_stages": [3, 4, 2],
         }
