@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-STRESS_KINDS = ("large", "heavy_tail", "mixed_sign")
+STRESS_KINDS = ("large", "heavy_tail", "mixed_sign", "specials")
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -38,10 +38,28 @@ def _mixed_sign(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     return (sign * mag).to(dtype=x.dtype, device=x.device)
 
 
+def _specials(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    # An ordinary draw with a sparse sprinkle of NaN, +inf and -inf (one element in 4096, at least
+    # three). A kernel that loses them (an exp that clamps its argument, a SIMD min/max that drops
+    # NaN, a variance whose inf - inf cancels to a finite number) returns numbers where the
+    # reference propagates NaN or inf, and the checks downstream that rely on that never fire
+    # (mixed-precision loss scaling skips a step when a gradient is inf or NaN).
+    n = x.numel()
+    if n == 0:
+        return x
+    k = max(3, n // 4096)
+    at = torch.randint(0, n, (k,), generator=g)
+    values = torch.tensor([float("nan"), float("inf"), float("-inf")]).repeat(k // 3 + 1)[:k]
+    out = x.clone().reshape(-1)
+    out[at.to(x.device)] = values.to(dtype=x.dtype, device=x.device)
+    return out.reshape(x.shape)
+
+
 _STRESS: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
     "large": _large,
     "heavy_tail": _heavy_tail,
     "mixed_sign": _mixed_sign,
+    "specials": _specials,
 }
 
 

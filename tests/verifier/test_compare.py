@@ -185,3 +185,19 @@ def test_refill_miss_is_caching_only_when_the_old_result_comes_back():
     assert sloppy.correctness is not None and "new values" in sloppy.correctness.detail
     good = judge.judge_case(case, {**base, "outputs_refill": [new.clone()]}, "cpu", None)
     assert good.correctness is None and good.integrity == {}
+
+
+def test_specials_stress_sprinkles_nan_and_inf_into_float_inputs_only():
+    from forge.verifier.cases import stress_inputs
+
+    x, idx = torch.randn(64, 256), torch.arange(10)
+    sx, sidx = stress_inputs([x, idx], "specials", seed=3)
+    n = x.numel() // 4096
+    assert int(torch.isnan(sx).sum()) >= 1 and int(torch.isposinf(sx).sum()) >= 1 and int(torch.isneginf(sx).sum()) >= 1
+    assert int((~torch.isfinite(sx)).sum()) <= n  # sparse: most rows stay ordinary
+    assert torch.equal(sx[torch.isfinite(sx)], x[torch.isfinite(sx)]) and torch.equal(sidx, idx)
+    assert torch.isfinite(x).all()  # the draw itself is not modified
+    again, _ = stress_inputs([x, idx], "specials", seed=3)
+    assert torch.equal(torch.isnan(again), torch.isnan(sx))  # seeded
+    (tiny,) = stress_inputs([torch.randn(5)], "specials", seed=1)
+    assert int((~torch.isfinite(tiny)).sum()) >= 1
