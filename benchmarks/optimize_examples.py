@@ -34,9 +34,11 @@ def _describe(device: str) -> str:
         import torch
 
         return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
-    import platform
+    import os
 
-    return f"{platform.processor() or platform.machine()} CPU"
+    from forge.verifier.machine import cpu_model
+
+    return f"{cpu_model()}, {os.cpu_count()} cores"
 
 
 def main() -> None:

@@ -107,6 +107,7 @@ def test_other_row_wise_kinds_pass_the_verifier(expr, kind, fast_settings, tmp_p
     ("expr", "config"),
     [
         ("torch.softmax(x, dim=1)", {"stream": True, "softmax": "recompute", "threads": 1}),
+        ("torch.softmax(x, dim=1)", {"stream": True, "prefetch": False}),
         ("layernorm module", {"acc": "float", "stream": True}),
         ("layernorm module", {"moments": "one_pass", "stream": True}),
     ],

@@ -94,3 +94,20 @@ def test_output_pool_takes_a_new_chunk_when_full():
     assert first is not None and second is not None
     assert torch.equal(first, torch.zeros(200)) and torch.equal(second, torch.ones(200))
     assert first.untyped_storage().data_ptr() != second.untyped_storage().data_ptr()
+
+
+def test_garbage_collector_is_off_during_timed_calls_and_restored_after():
+    import gc
+
+    seen: list[bool] = []
+    clocks = Clocks(host_ns=lambda: 0, sync=lambda: None)
+    assert gc.isenabled()
+    sets = [[torch.zeros(1)], [torch.zeros(1)]]
+    timed_loop(lambda inp: seen.append(gc.isenabled()), sets, sets[:1], lambda: None, clocks)
+    assert seen == [False, False, False] and gc.isenabled()
+    gc.disable()
+    try:  # a caller that had it off keeps it off
+        timed_loop(lambda inp: None, sets, [], lambda: None, clocks)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -37,22 +37,35 @@ HEADER = r"""
 # Writing a row: ``stream`` uses non-temporal stores (no read-for-ownership of the output lines,
 # which a memory-bound kernel otherwise pays for); the values are still computed by a SIMD loop.
 WRITE = r"""
-template <class F> static inline void forge_write(float* y, int64_t n, bool stream, F f) {
+template <class F>
+static inline void forge_write(float* y, int64_t n, bool stream, F f, const float* pf = nullptr) {
 #ifdef __AVX__
     if (stream && (((uintptr_t)y) & 31) == 0) {
         int64_t c = 0;
-        for (; c + 8 <= n; c += 8) {
-            alignas(32) float tmp[8];
+        // 64 values per block: an 8-wide block was unrolled into scalar code when f is an exp
+        // (softmax recompute + stream ran 2x slower than without streaming).
+        for (; c + 64 <= n; c += 64) {
+            alignas(32) float tmp[64];
             #pragma omp simd
-            for (int k = 0; k < 8; ++k) tmp[k] = f(c + k);
-            _mm256_stream_ps(y + c, _mm256_load_ps(tmp));
+            for (int k = 0; k < 64; ++k) tmp[k] = f(c + k);
+            for (int k = 0; k < 64; k += 8) _mm256_stream_ps(y + c + k, _mm256_load_ps(tmp + k));
+            if (pf) for (int k = 0; k < 64; k += 16) __builtin_prefetch(pf + c + k, 0, 3);
         }
         for (; c < n; ++c) y[c] = f(c);
         return;
     }
 #endif
+    int64_t c = 0;
+    if (pf) {  // pf: the next row's input, pulled into the cache while this row is written
+        for (; c + 32 <= n; c += 32) {
+            __builtin_prefetch(pf + c, 0, 3);
+            __builtin_prefetch(pf + c + 16, 0, 3);
+            #pragma omp simd
+            for (int k = 0; k < 32; ++k) y[c + k] = f(c + k);
+        }
+    }
     #pragma omp simd
-    for (int64_t c = 0; c < n; ++c) y[c] = f(c);
+    for (int64_t i = c; i < n; ++i) y[i] = f(i);
 }
 
 static inline void forge_fence() {
@@ -67,10 +80,15 @@ static inline void forge_fence() {
 # a reduction over a cached row (softmax measured 1.3-1.45x faster with these). forge_max
 # propagates NaN, as torch's max-based ops do.
 REDUCE = r"""
-template <class A, class F> static inline A forge_sum(int64_t n, F f) {
+// pf/pw, when given, are the next row's input and output, pulled into the cache (for reading,
+// for writing) a block at a time while this row is summed.
+template <class A, class F>
+static inline A forge_sum(int64_t n, F f, const float* pf = nullptr, float* pw = nullptr) {
     A part[32] = {};
     int64_t c = 0;
     for (; c + 32 <= n; c += 32) {
+        if (pf) { __builtin_prefetch(pf + c, 0, 3); __builtin_prefetch(pf + c + 16, 0, 3); }
+        if (pw) { __builtin_prefetch(pw + c, 1, 3); __builtin_prefetch(pw + c + 16, 1, 3); }
         #pragma omp simd
         for (int k = 0; k < 32; ++k) part[k] += (A)f(c + k);
     }
@@ -110,7 +128,9 @@ static inline float forge_max(const float* x, int64_t n) {
 """
 
 # The tuner's knobs for row-wise kernels (a config picks one value of each that applies).
-ROW_DEFAULT = {"acc": "double", "stream": False, "threads": 0, "softmax": "store", "moments": "two_pass"}
+ROW_DEFAULT = {
+    "acc": "double", "stream": False, "threads": 0, "softmax": "store", "moments": "two_pass", "prefetch": True,
+}  # fmt: skip
 
 
 def _kernel(body: str, cfg: dict, extra_args: str = "", tail: str = "", reduce: bool = False) -> str:
@@ -122,7 +142,13 @@ def _kernel(body: str, cfg: dict, extra_args: str = "", tail: str = "", reduce: 
     loop = (
         f"    #pragma omp parallel for schedule(static){clause}\n"
         "    for (int64_t r = 0; r < rows; ++r) {\n"
-        "        const float* xr = x + r * cols;\n" + ("" if reduce else "        float* yr = y + r * cols;\n")
+        "        const float* xr = x + r * cols;\n"
+        + ("" if reduce else "        float* yr = y + r * cols;\n")
+        # The next row (this thread's, except at the end of its share), for the passes that prefetch
+        # it: a row is read from memory in its first pass and from cache after, so that pass's
+        # memory traffic for the next row overlaps this row's arithmetic.
+        + "        const float* xn = PREFETCH && r + 1 < rows ? xr + cols : nullptr;\n"
+        + ("" if reduce else "        float* yn = PREFETCH && r + 1 < rows ? yr + cols : nullptr;\n")
     )
     fence = "" if reduce or not cfg.get("stream") else "    forge_fence();\n"
     return "\n" + head + loop + body + "    }\n" + fence + "}\n"
@@ -136,13 +162,18 @@ _ROW_SUM = "        const ACC s = forge_sum<ACC>(cols, [&](int64_t c) { return x
 # maximum makes every exp, the sum and so the whole row NaN, as in torch.
 _EXP_SUM = (
     "        const float s = forge_sum<float>(cols, [&](int64_t c) {\n"
-    "            float e = forge_exp(xr[c] - m); STORE return e; });\n"
+    "            float e = forge_exp(xr[c] - m); STORE return e; }NEXT);\n"
 )
-_WRITE_ROW = "        forge_write(yr, cols, STREAM, [&](int64_t c) {{ return {expr}; }});\n"
+_WRITE_ROW = "        forge_write(yr, cols, STREAM, [&](int64_t c) {{ return {expr}; }}{next});\n"
 
 
-def _write(expr: str) -> str:
-    return _WRITE_ROW.format(expr=expr)
+def _write(expr: str, prefetch: bool = False) -> str:
+    return _WRITE_ROW.format(expr=expr, next=", xn" if prefetch else "")
+
+
+def _exp_sum(store: str, next_rows: str) -> str:
+    """The exp-sum pass; ``next_rows`` (", xn" or ", xn, yn") prefetches the next row in it."""
+    return _EXP_SUM.replace("STORE", store).replace("NEXT", next_rows)
 
 
 def rowwise_cpp(kind: str, cfg: dict) -> str:
@@ -151,15 +182,15 @@ def rowwise_cpp(kind: str, cfg: dict) -> str:
     if kind == "softmax" and cfg["softmax"] == "store":
         body = (
             _ROW_MAX
-            + _EXP_SUM.replace("STORE", "yr[c] = e;")
+            + _exp_sum("yr[c] = e;", ", xn, yn")
             + "        const float inv = 1.0f / s;\n"
             + _write("yr[c] * inv")
         )
     elif kind == "softmax":  # recompute exp in the write pass: x is read three times, y written once
-        body = _ROW_MAX + _EXP_SUM.replace("STORE ", "") + "        const float inv = 1.0f / s;\n"
+        body = _ROW_MAX + _exp_sum("", ", xn") + "        const float inv = 1.0f / s;\n"
         body += _write("forge_exp(xr[c] - m) * inv")
     elif kind == "log_softmax":
-        body = _ROW_MAX + _EXP_SUM.replace("STORE ", "") + "        const float lse = m + std::log(s);\n"
+        body = _ROW_MAX + _exp_sum("", ", xn, yn") + "        const float lse = m + std::log(s);\n"
         body += _write("xr[c] - lse")
     elif kind == "layernorm" and cfg["moments"] == "one_pass":  # the row is read twice, not three times
         body = """        double s, q;
@@ -168,13 +199,13 @@ def rowwise_cpp(kind: str, cfg: dict) -> str:
         const double var = q / (double)cols - md * md;
         const float mean = (float)md;
         const float rstd = (float)(1.0 / std::sqrt((var < 0.0 ? 0.0 : var) + eps));  // NaN stays NaN
-""" + _write("(xr[c] - mean) * rstd * (w ? w[c] : 1.0f) + (b ? b[c] : 0.0f)")
+""" + _write("(xr[c] - mean) * rstd * (w ? w[c] : 1.0f) + (b ? b[c] : 0.0f)", prefetch=True)
         return _finish(_kernel(body, cfg, ", const float* w, const float* b", ", double eps"), cfg)
     elif kind == "layernorm":
         body = (
             _ROW_SUM
             + """        const float mean = (float)(s / (ACC)cols);
-        const ACC v = forge_sum<ACC>(cols, [&](int64_t c) { float d = xr[c] - mean; return d * d; });
+        const ACC v = forge_sum<ACC>(cols, [&](int64_t c) { float d = xr[c] - mean; return d * d; }, xn, yn);
         const float rstd = (float)(1.0 / std::sqrt((double)v / (double)cols + eps));
 """
             + _write("(xr[c] - mean) * rstd * (w ? w[c] : 1.0f) + (b ? b[c] : 0.0f)")
@@ -183,13 +214,13 @@ def rowwise_cpp(kind: str, cfg: dict) -> str:
     elif kind == "rmsnorm":
         body = """        const ACC acc = forge_sum<ACC>(cols, [&](int64_t c) { return xr[c] * xr[c]; });
         const float inv = (float)(1.0 / std::sqrt((double)acc / (double)cols + eps));
-""" + _write("xr[c] * inv * (w ? w[c] : 1.0f)")
+""" + _write("xr[c] * inv * (w ? w[c] : 1.0f)", prefetch=True)
         return _finish(_kernel(body, cfg, ", const float* w", ", double eps"), cfg)
     elif kind in ("sum", "mean"):
         div = "" if kind == "sum" else " / (ACC)cols"
         return _finish(_kernel(_ROW_SUM + f"        y[r] = (float)(s{div});\n", cfg, reduce=True), cfg)
     elif kind == "logsumexp":  # an infinite maximum decides the result alone (inf - inf is NaN)
-        body = _ROW_MAX + _EXP_SUM.replace("STORE ", "")
+        body = _ROW_MAX + _exp_sum("", ", xn")
         body += "        y[r] = std::isinf(m) ? m : m + std::log(s);\n"
         return _finish(_kernel(body, cfg, reduce=True), cfg)
     elif kind == "amax":
@@ -201,7 +232,8 @@ def rowwise_cpp(kind: str, cfg: dict) -> str:
 
 def _finish(src: str, cfg: dict) -> str:
     acc = "double" if cfg["acc"] == "double" else "float"
-    return src.replace("ACC", acc).replace("STREAM", "true" if cfg["stream"] else "false")
+    src = src.replace("ACC", acc).replace("STREAM", "true" if cfg["stream"] else "false")
+    return src.replace("PREFETCH", "true" if cfg["prefetch"] else "false")
 
 
 ROW_KINDS = ("softmax", "log_softmax", "logsumexp", "layernorm", "rmsnorm", "sum", "mean", "amax")

@@ -144,6 +144,8 @@ def space(recipe: RowRecipe) -> dict[str, list[Any]]:
         knobs["softmax"] = ["store", "recompute"]
     if recipe.kind == "layernorm":
         knobs["moments"] = ["two_pass", "one_pass"]
+    if recipe.kind not in ("sum", "mean", "amax"):  # a pass that reads the row from cache, to overlap
+        knobs["prefetch"] = [True, False]  # with the next row's fetch (a one-pass reduction has none)
     knobs["threads"] = [0, 1]
     return knobs
 
