@@ -20,8 +20,19 @@ from forge.verifier.timing import Clocks, timed_loop
 
 _MIN_TRIALS, _MAX_TRIALS = 5, 30
 # Each batch costs a fresh draw and two transfers of its inputs (~1 s for 160 MB on a small VM):
-# three alternations of eager and candidate are enough to spread a slow spell over both.
+# three alternations of eager and candidate are enough to spread a slow spell over both. Large
+# inputs fit few sets in a batch, though (two 64 MB sets of a 4096x1024 residual add + norm), and
+# with six trials one outlier moves the upper quartile the acceptance rule reads; such problems
+# get more batches, up to _STEADY_TRIALS trials where the budget allows that many.
 _MAX_BATCHES = 3
+_STEADY_TRIALS, _MAX_STEADY_BATCHES = 12, 6
+
+
+def plan_batches(total: int, per_batch: int) -> tuple[int, int]:
+    """(batches, trials) for ``total`` wanted trials when a batch holds ``per_batch`` input sets."""
+    enough = max(_MAX_BATCHES, min(_MAX_STEADY_BATCHES, -(-min(total, _STEADY_TRIALS) // per_batch)))
+    batches = min(enough, -(-total // per_batch))
+    return batches, min(total, batches * per_batch)
 
 
 def as_output_list(out: Any) -> list[Any]:
@@ -195,8 +206,7 @@ class ReferenceSide:
         est_s = sorted(est)[1] / 1e9 + 0.002  # plus a cache flush
         total = max(_MIN_TRIALS, min(_MAX_TRIALS, int(float(msg.get("timing_budget_s", 1.0)) / est_s)))
         per_batch = max(1, min(total, (int(msg.get("timing_batch_mb", 160)) << 20) // max(per_set, 1)))
-        batches = min(_MAX_BATCHES, -(-total // per_batch))
-        total = min(total, batches * per_batch)
+        batches, total = plan_batches(total, per_batch)
         self.timing_seed, self.per_batch = seed, -(-total // batches)  # batches of (almost) equal size
         warmup = [self._draw(base, seed + i) for i in range(2)]
         first = self.timing_batch({"index": 0})

@@ -111,3 +111,14 @@ def test_garbage_collector_is_off_during_timed_calls_and_restored_after():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_large_inputs_get_more_batches_for_enough_trials():
+    from forge.verifier.reference_side import plan_batches
+
+    assert plan_batches(30, 10) == (3, 30)  # small inputs: three batches hold every trial
+    assert plan_batches(30, 8) == (3, 24)  # the batch count, not the trials, is what is capped
+    assert plan_batches(30, 2) == (6, 12)  # two 64 MB sets a batch: six batches, not six trials
+    assert plan_batches(30, 1) == (6, 6)
+    assert plan_batches(6, 2) == (3, 6)  # a slow call's budget allows only six: no extra batches
+    assert plan_batches(5, 5) == (1, 5)
