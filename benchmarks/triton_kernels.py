@@ -17,7 +17,6 @@ Usage (on a machine with a CUDA GPU): python benchmarks/triton_kernels.py [--con
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import random
 import sys
@@ -31,6 +30,7 @@ import torch
 from forge.agents.builtin import BuiltinCoder
 from forge.agents.builtin.tuner import default_config
 from forge.harness.problem import load_problem
+from forge.importing import import_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FLUSH = None
@@ -72,13 +72,9 @@ def _nbytes(xs: Any) -> int:
 
 
 def _load_candidate(source: str, name: str, tmp: Path) -> type:
-    path = tmp / f"{name}.py"
+    path = tmp / f"{name}.py"  # Triton reads a kernel's source from its file
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.ModelNew
+    return import_file(name, path).ModelNew
 
 
 def _configs(space: dict[str, list[Any]], n: int) -> list[dict[str, Any]]:

@@ -29,6 +29,24 @@ def forge(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _load_banked_rmsnorm(bank: Path, device: str, rows: int) -> subprocess.CompletedProcess[str]:
+    """A fresh process loads the banked rmsnorm onto ``device`` and checks it against the reference;
+    it prints ok."""
+    script = (
+        "import sys, torch, forge.kernelbank as kb\n"
+        "sys.path.insert(0, 'examples/ops')\n"
+        "import rmsnorm\n"
+        "bank = kb.open(sys.argv[1], strict=True)\n"
+        f"m = bank.load('rmsnorm', *rmsnorm.get_init_inputs()).to('{device}')\n"
+        "assert type(m).__name__ != 'Model', type(m)\n"
+        f"x = torch.randn({rows}, 1024, device='{device}')\n"
+        f"ref = rmsnorm.Model(*rmsnorm.get_init_inputs()).to('{device}')\n"
+        "torch.testing.assert_close(m(x), ref(x))\n"
+        "print('ok')\n"
+    )
+    return subprocess.run([sys.executable, "-c", script, str(bank)], capture_output=True, text=True, cwd=ROOT)
+
+
 def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
     bank, report = tmp_path / "bank.db", tmp_path / "report"
     ops = [str(EXAMPLES / "ops" / "rmsnorm.py"), str(EXAMPLES / "ops" / "scale_bias_gelu.py")]
@@ -45,19 +63,7 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
     assert (report / "speedups.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((report / "results.json").read_text())["problems"] == data["problems"]
     # the banked kernels load and agree with the reference
-    script = (
-        "import sys, torch, forge.kernelbank as kb\n"
-        "sys.path.insert(0, 'examples/ops')\n"
-        "import rmsnorm\n"
-        "bank = kb.open(sys.argv[1], strict=True)\n"
-        "m = bank.load('rmsnorm', *rmsnorm.get_init_inputs())\n"
-        "assert type(m).__name__ != 'Model', type(m)\n"
-        "x = torch.randn(8, 1024)\n"
-        "ref = rmsnorm.Model(*rmsnorm.get_init_inputs())\n"
-        "torch.testing.assert_close(m(x), ref(x))\n"
-        "print('ok')\n"
-    )
-    run = subprocess.run([sys.executable, "-c", script, str(bank)], capture_output=True, text=True, cwd=ROOT)
+    run = _load_banked_rmsnorm(bank, "cpu", rows=8)
     assert run.stdout.strip() == "ok", run.stderr
     with sqlite3.connect(bank) as db:
         configs = db.execute("SELECT config FROM kernel_configs").fetchall()
@@ -170,17 +176,5 @@ def test_builtin_agent_banks_triton_kernels_on_gpu(tmp_path, cache_dir):
     assert r.returncode == 0, r.stderr
     for p in json.loads(r.stdout)["problems"]:
         assert p["accepted"] and p["backend"] == "triton" and p["speedup_vs_eager"] > 1.0, p
-    script = (
-        "import sys, torch, forge.kernelbank as kb\n"
-        "sys.path.insert(0, 'examples/ops')\n"
-        "import rmsnorm\n"
-        "bank = kb.open(sys.argv[1], strict=True)\n"
-        "m = bank.load('rmsnorm', *rmsnorm.get_init_inputs()).cuda()\n"
-        "assert type(m).__name__ != 'Model', type(m)\n"
-        "x = torch.randn(64, 1024, device='cuda')\n"
-        "ref = rmsnorm.Model(*rmsnorm.get_init_inputs()).cuda()\n"
-        "torch.testing.assert_close(m(x), ref(x))\n"
-        "print('ok')\n"
-    )
-    run = subprocess.run([sys.executable, "-c", script, str(bank)], capture_output=True, text=True, cwd=ROOT)
+    run = _load_banked_rmsnorm(bank, "cuda", rows=64)
     assert run.stdout.strip() == "ok", run.stderr

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import gc
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -115,11 +116,11 @@ def timed_loop(
     times). The flush alone (~0.1 ms on an H100) was too short: a Python launch of 40-100 us
     sometimes outran it, and the trials it did were charged the rest, which spread the quartiles
     of fast kernels over 2x. Host time in the call beyond the cover leaves the device idle inside
-    the events and is charged. The host time inside
-    the call is reported on its own (``launch``): a kernel whose launch costs more than its device
-    work is launch-bound, and only a model that keeps the device busy hides that. The host clock
-    around the whole trial and a device synchronize, against events over the same span, catches
-    work that escaped the stream (side streams).
+    the events and is charged. The host time inside the call is reported on its own (``launch``):
+    a kernel whose launch costs more than its device work is launch-bound, and only a model that
+    keeps the device busy hides that. The host clock around the whole trial and a device
+    synchronize, against events over the same span, catches work that escaped the stream (side
+    streams).
 
     Each output is handed to ``keep`` after the clock stopped and then released, as a program in a
     loop releases it: holding every output would make each call's output buffer fresh memory, and
@@ -127,65 +128,60 @@ def timed_loop(
     """
     if clocks.event_cls is None:  # CPU: room for this loop's outputs and temporaries, already touched
         prefault_heap(sets)
-    # Python's cyclic garbage collector runs when allocations pass a threshold, wherever that
-    # happens to be: inside a timed call it added 16 ms to one 2 ms call of six (as timeit, collect
-    # first and keep it off while timing).
-    gc_enabled = gc.isenabled()
+    with _gc_paused():
+        for inputs in warmup:
+            call(inputs)
+        clocks.sync()
+        run = TimedRun([], [], [], [], [])
+        for inputs in sets:
+            if clocks.event_cls is not None:
+                clocks.sync()
+                if tick:
+                    tick()
+                mark, start, end = (clocks.event_cls(enable_timing=True) for _ in range(3))
+                h0 = clocks.host_ns()
+                clocks.record(mark)
+                flush()
+                clocks.cover()
+                clocks.record(start)
+                c0 = clocks.host_ns()
+                out = call(inputs)
+                run.launch.append(clocks.host_ns() - c0)
+                clocks.record(end)
+                clocks.sync()
+                run.host.append(clocks.host_ns() - h0)
+                run.times.append(int(clocks.elapsed(start, end) * 1e6))
+                run.window.append(int(clocks.elapsed(mark, end) * 1e6))
+            else:
+                flush()
+                if tick:
+                    tick()
+                t0 = clocks.host_ns()
+                out = call(inputs)
+                clocks.sync()
+                took = clocks.host_ns() - t0
+                for series in (run.times, run.host, run.window, run.launch):
+                    series.append(took)
+            if tick:
+                tick()
+            run.outputs.append(keep(out))
+            del out
+    return run
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Collect, then keep Python's cyclic garbage collector off (as ``timeit`` does). It runs when
+    allocations pass a threshold, wherever that happens to be: inside a timed call it added 16 ms
+    to one 2 ms call of six."""
+    enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
-        return _trials(call, sets, warmup, flush, clocks, tick, keep)
+        yield
     finally:
-        if gc_enabled:
+        if enabled:
             gc.enable()
-
-
-def _trials(
-    call: Callable[[Sequence[Any]], Any],
-    sets: Sequence[Sequence[Any]],
-    warmup: Sequence[Sequence[Any]],
-    flush: Callable[[], None],
-    clocks: Clocks,
-    tick: Callable[[], None] | None,
-    keep: Callable[[Any], Any],
-) -> TimedRun:
-    for inputs in warmup:
-        call(inputs)
-    clocks.sync()
-    run = TimedRun([], [], [], [], [])
-    for inputs in sets:
-        if clocks.event_cls is not None:
-            clocks.sync()
-            if tick:
-                tick()
-            mark, start, end = (clocks.event_cls(enable_timing=True) for _ in range(3))
-            h0 = clocks.host_ns()
-            clocks.record(mark)
-            flush()
-            clocks.cover()
-            clocks.record(start)
-            c0 = clocks.host_ns()
-            out = call(inputs)
-            run.launch.append(clocks.host_ns() - c0)
-            clocks.record(end)
-            clocks.sync()
-            run.host.append(clocks.host_ns() - h0)
-            run.times.append(int(clocks.elapsed(start, end) * 1e6))
-            run.window.append(int(clocks.elapsed(mark, end) * 1e6))
-        else:
-            flush()
-            if tick:
-                tick()
-            t0 = clocks.host_ns()
-            out = call(inputs)
-            clocks.sync()
-            for series in (run.times, run.host, run.window, run.launch):
-                series.append(clocks.host_ns() - t0)
-        if tick:
-            tick()
-        run.outputs.append(keep(out))
-        del out
-    return run
 
 
 def record_speedups(
@@ -244,9 +240,11 @@ def record_launch_cost(v: Verdict, cand_launch_ns: list[int], eager_launch_ns: l
         return
     launch = stats_from_ns(cand_launch_ns)
     v.timing_stats["candidate_launch"] = launch.to_dict()
-    eager = f"{stats_from_ns(eager_launch_ns).median_ms * 1e3:.1f} us" if eager_launch_ns else "not measured"
+    eager = "not measured"
     if eager_launch_ns:
-        v.timing_stats["eager_launch"] = stats_from_ns(eager_launch_ns).to_dict()
+        eager_launch = stats_from_ns(eager_launch_ns)
+        v.timing_stats["eager_launch"] = eager_launch.to_dict()
+        eager = f"{eager_launch.median_ms * 1e3:.1f} us"
     device_ms = v.timing_stats["candidate"]["median_ms"]
     bound = launch.median_ms > device_ms
     v.add(

@@ -38,7 +38,12 @@ def _device_wait(torch: Any) -> Any:
     if spin is not None:
         return lambda: spin(1_000_000)
     pad = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
-    return lambda: [pad.zero_() for _ in range(40)] and None
+
+    def flushes() -> None:
+        for _ in range(40):
+            pad.zero_()
+
+    return flushes
 
 
 def _setup_torch(device: str, threads: int) -> tuple[Any, Any]:

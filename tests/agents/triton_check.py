@@ -11,7 +11,6 @@ Each case renders a kernel, loads it as a candidate module (the reference import
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from forge.agents.builtin.rowwise import analyze as row_analyze
 from forge.agents.builtin.triton_pointwise import render_triton as render_pointwise
 from forge.agents.builtin.triton_residual_norm import render_triton as render_residual
 from forge.agents.builtin.triton_rowwise import render_triton as render_row
+from forge.importing import import_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
 TMP = Path(tempfile.mkdtemp(prefix="forge-triton-check-"))
@@ -50,13 +50,9 @@ ROW_OPS = {
 
 
 def _module(name: str, source: str) -> types.ModuleType:
-    path = TMP / f"{name}.py"
+    path = TMP / f"{name}.py"  # Triton reads a kernel's source from its file
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return import_file(name, path)
 
 
 def _load(ref_source: str, candidates: list[str]) -> tuple[types.ModuleType, list[type]]:
