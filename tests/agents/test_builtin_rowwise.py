@@ -110,6 +110,8 @@ def test_other_row_wise_kinds_pass_the_verifier(expr, kind, fast_settings, tmp_p
         ("torch.softmax(x, dim=1)", {"stream": True, "prefetch": False}),
         ("layernorm module", {"acc": "float", "stream": True}),
         ("layernorm module", {"moments": "one_pass", "stream": True}),
+        ("x.sum(dim=-1)", {"interleave": 8, "acc": "float"}),
+        ("x.amax(dim=-1)", {"interleave": 2, "threads": 1}),
     ],
 )
 def test_tuned_configs_are_correct_too(expr, config, fast_settings, tmp_path):
@@ -117,7 +119,7 @@ def test_tuned_configs_are_correct_too(expr, config, fast_settings, tmp_path):
     op = OPS / "small_layernorm.py"
     if expr != "layernorm module":
         op = tmp_path / "op.py"
-        text = OP_TEMPLATE.format(expr=expr).replace("rows = 24", "rows = 40")
+        text = OP_TEMPLATE.format(expr=expr).replace("rows = 24", "rows = 43")
         op.write_text(text.replace("cols = 300", "cols = 512"))
     recipe = _recipe(op)
     assert isinstance(recipe, RowRecipe), recipe
@@ -162,3 +164,42 @@ def test_layernorm_rows_with_inf_or_nan_are_all_nan_like_torch(moments, cache_di
     y = torch.empty_like(x)
     lib.kernel(x, None, None, y, 3, 40, 1e-5)
     torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (40,), eps=1e-5), equal_nan=True)
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean", "amax"])
+@pytest.mark.parametrize("interleave", [1, 2, 4, 8])
+def test_interleaved_reductions_match_torch_on_awkward_shapes(kind, interleave, cache_dir, monkeypatch):
+    """Rows reduced side by side: row counts that leave a partial block (the rows after it are
+    reduced one at a time), columns that are not a multiple of the partials, NaN and inf in
+    place, an empty set of rows."""
+    from forge import cpp
+    from forge.agents.builtin.cpp_snippets import FEXP, HEADER, REDUCE, WRITE, rowwise_cpp
+
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
+    for acc in ("double", "float"):
+        lib = cpp.load(HEADER + WRITE + REDUCE + FEXP + rowwise_cpp(kind, {"interleave": interleave, "acc": acc}))
+        for rows, cols in [(23, 300), (9, 4096), (1, 7), (0, 5)]:
+            x = torch.randn(rows, cols)
+            if rows > 5:
+                x[3, cols - 1], x[rows - 1, 2], x[5, 0] = float("nan"), float("inf"), -float("inf")
+            y = torch.full((rows,), 123.0)
+            lib.kernel(x, y, rows, cols)
+            expected = {"sum": x.sum(-1), "mean": x.mean(-1), "amax": x.amax(-1)}[kind]
+            torch.testing.assert_close(y, expected, equal_nan=True, rtol=1e-5, atol=1e-4)
+
+
+def test_interleave_is_a_knob_of_the_one_pass_reductions_only():
+    from forge.agents.builtin.cpp_snippets import ROW_DEFAULT, ROW_KINDS
+    from forge.agents.builtin.rowwise import space
+
+    for kind in ("sum", "mean", "amax"):
+        assert 1 in space(RowRecipe(kind))["interleave"]
+    for kind in ("softmax", "layernorm", "logsumexp"):
+        assert "interleave" not in space(RowRecipe(kind))
+    # the C++ fallbacks (ROW_DEFAULT) are the tuner's defaults: a config the tuner leaves out
+    # renders the kernel the tuner measured as the default
+    for kind in ROW_KINDS:
+        for knob, values in space(RowRecipe(kind)).items():
+            assert ROW_DEFAULT[knob] == values[0], (kind, knob)
+    with pytest.raises(ValueError, match="interleave"):
+        render(RowRecipe("sum"), {"interleave": 3})

@@ -38,6 +38,46 @@ def test_tuner_follows_the_fastest_and_bans_a_failing_change():
     assert next_configs(SPACE, trials) == []  # neighbourhood exhausted: the judge says stop
 
 
+def test_tuner_does_not_remeasure_a_config_that_renders_the_same_kernel():
+    """With the library doing the matmul, the Triton tile and precision change nothing: after
+    {library, tile A} has run, {library, tile B} is the same kernel and must not be proposed."""
+    from forge.agents.builtin.pointwise import analyze as analyze_pointwise
+    from forge.agents.builtin.triton_pointwise import triton_canonical, triton_space
+    from forge.harness import load_problem
+
+    p = load_problem(EXAMPLES / "ops" / "linear_gelu.py")
+    recipe = analyze_pointwise(p.model_cls(*p.init_inputs()), p.inputs())
+    space = triton_space(recipe)
+
+    def canonical(config: dict) -> dict:
+        return triton_canonical(recipe, config)
+
+    base = default_config(space)
+    lib = {**base, "matmul": "library"}
+    trials = [Trial(base, True, 2.0), Trial(lib, True, 1.0, base)]  # the library is the best so far
+    got = next_configs(space, trials, n=50, canonical=canonical)
+    # from the library config only the warps of the epilogue kernel are left to vary
+    assert got == [{**lib, "num_warps": w} for w in space["num_warps"] if w != lib["num_warps"]]
+    # without the map every tile, precision and stage count would come back as "new"
+    plain = next_configs(space, trials, n=50)
+    assert len(plain) > len(got)
+    # on the Triton matmul every knob counts
+    assert canonical({**base, "tile": "32x64x32"}) == {**base, "tile": "32x64x32"}
+
+
+def test_one_pass_layernorm_ignores_the_accumulator_knob():
+    from forge.agents.builtin import RowRecipe
+    from forge.agents.builtin.rowwise import canonical, space
+
+    ln = RowRecipe("layernorm")
+    base = default_config(space(ln))
+    one = {**base, "moments": "one_pass"}
+    trials = [Trial(base, True, 2.0), Trial(one, True, 1.0, base)]
+    got = next_configs(space(ln), trials, n=50, canonical=lambda c: canonical(ln, c))
+    assert all(not (c["moments"] == "one_pass" and c["acc"] == "float") for c in got)
+    assert canonical(ln, {**base, "acc": "float"})["acc"] == "float"  # two passes: acc counts
+
+
 def _verdict(cand: float, cand_iqr: float, eager: float, eager_iqr: float, **kw) -> dict:
     return {
         "status": "passed",

@@ -21,7 +21,14 @@ from forge.agents.builtin import (
     triton_residual_norm,
     triton_rowwise,
 )
-from forge.agents.builtin.tuner import Space, best_trial, config_key, default_config, next_configs, trials_from
+from forge.agents.builtin.tuner import (
+    Space,
+    best_trial,
+    canonical_key,
+    default_config,
+    next_configs,
+    trials_from,
+)
 from forge.agents.roles import CoderContext, Proposal
 from forge.errors import ProblemError
 
@@ -34,11 +41,13 @@ class Family:
     analyze: Callable[[Any, list[Any]], Any]  # a recipe, or the reason the op is not in the family
     space: Callable[[Any], dict[str, list[Any]]]
     render: Callable[[Any, dict[str, Any] | None], str]
+    # the config that renders the same kernel, inert knobs reset (see tuner)
+    canonical: Callable[[Any, dict[str, Any]], dict[str, Any]] = lambda recipe, config: config
 
 
 FAMILIES: dict[str, tuple[Family, ...]] = {
     "cpp": (
-        Family("rowwise", rowwise.analyze, rowwise.space, rowwise.render),
+        Family("rowwise", rowwise.analyze, rowwise.space, rowwise.render, rowwise.canonical),
         Family("residual_norm", residual_norm.analyze, residual_norm.space, residual_norm.render),
         Family("pointwise", pointwise.analyze, pointwise.space, pointwise.render),
     ),
@@ -50,7 +59,13 @@ FAMILIES: dict[str, tuple[Family, ...]] = {
             triton_rowwise.triton_space,
             triton_residual_norm.render_triton,
         ),
-        Family("pointwise", pointwise.analyze, triton_pointwise.triton_space, triton_pointwise.render_triton),
+        Family(
+            "pointwise",
+            pointwise.analyze,
+            triton_pointwise.triton_space,
+            triton_pointwise.render_triton,
+            triton_pointwise.triton_canonical,
+        ),
     ),
 }
 
@@ -94,6 +109,11 @@ class BuiltinCoder:
         self._analyze()
         return None if self._family is None else dict(self._family.space(self._recipe))
 
+    def canonical(self, config: dict[str, Any]) -> dict[str, Any]:
+        """``config`` with the knobs that do not change this op's kernel reset (see tuner)."""
+        self._analyze()
+        return config if self._family is None else self._family.canonical(self._recipe, config)
+
     def propose(self, context: CoderContext) -> list[Proposal]:
         if context.backend != self.backend:  # the session fixed the backend when it made this coder
             self.backend, self._family, self._why = context.backend, None, None
@@ -106,10 +126,12 @@ class BuiltinCoder:
         parent = context.parent
         if context.want == 1 and parent is not None and parent.feedback and parent.feedback.config:
             suggested = {k: v for k, v in parent.feedback.config.items() if k in space}
-            configs = [] if config_key(suggested) in self._issued else [suggested]
+            configs = [] if canonical_key(space, suggested, self.canonical) in self._issued else [suggested]
         if not configs:
-            configs = next_configs(space, trials_from(context.history), n=context.want, exclude=self._issued)
-        self._issued.update(config_key(c) for c in configs)
+            configs = next_configs(
+                space, trials_from(context.history), n=context.want, exclude=self._issued, canonical=self.canonical
+            )
+        self._issued.update(canonical_key(space, c, self.canonical) for c in configs)
         if not configs and not context.history:
             configs = [default_config(space)]
         best = best_trial(trials_from(context.history))

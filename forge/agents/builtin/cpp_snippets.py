@@ -112,6 +112,55 @@ template <class F> static inline void forge_moments(int64_t n, F f, double& s, d
     for (int k = 0; k < 16; ++k) { s += ps[k]; q += pq[k]; }
 }
 
+// R rows reduced side by side. One row read from memory is one stream of cache-line fetches, and
+// the hardware prefetcher restarts at every 4 KB page of it; R independent streams keep more
+// fetches in flight (row sum of 2048x4096 on the 2-core EPYC VM, back-to-back C++ calls: median
+// 1.09-1.49 ms with R = 1, 0.96-1.22 ms with R = 4, 10-18% less in each run). Fewer partials per
+// row as R grows keep the accumulators in registers.
+template <class A, int R>
+static inline void forge_sum_rows(const float* x, int64_t cols, A* out) {
+    constexpr int P = R >= 4 ? 8 : (R == 2 ? 16 : 32);
+    A part[R][P] = {};
+    int64_t c = 0;
+    for (; c + P <= cols; c += P) {
+        #pragma GCC unroll 8
+        for (int s = 0; s < R; ++s) {
+            #pragma omp simd
+            for (int k = 0; k < P; ++k) part[s][k] += (A)x[s * cols + c + k];
+        }
+    }
+    for (int s = 0; s < R; ++s) {
+        A t = 0;
+        for (int64_t i = c; i < cols; ++i) t += (A)x[s * cols + i];
+        for (int k = 0; k < P; ++k) t += part[s][k];
+        out[s] = t;
+    }
+}
+
+#define FORGE_MAX_NAN(v, m) (((v) > (m) || (v) != (v)) ? (v) : (m))
+
+template <int R>
+static inline void forge_max_rows(const float* x, int64_t cols, float* out) {
+    constexpr int P = R >= 4 ? 8 : (R == 2 ? 16 : 32);
+    float part[R][P];
+    for (int s = 0; s < R; ++s)
+        for (int k = 0; k < P; ++k) part[s][k] = -INFINITY;
+    int64_t c = 0;
+    for (; c + P <= cols; c += P) {
+        #pragma GCC unroll 8
+        for (int s = 0; s < R; ++s) {
+            #pragma omp simd
+            for (int k = 0; k < P; ++k) part[s][k] = FORGE_MAX_NAN(x[s * cols + c + k], part[s][k]);
+        }
+    }
+    for (int s = 0; s < R; ++s) {
+        float m = -INFINITY;
+        for (int64_t i = c; i < cols; ++i) m = FORGE_MAX_NAN(x[s * cols + i], m);
+        for (int k = 0; k < P; ++k) m = FORGE_MAX_NAN(part[s][k], m);
+        out[s] = m;
+    }
+}
+
 static inline float forge_max(const float* x, int64_t n) {
     float part[32];
     for (int k = 0; k < 32; ++k) part[k] = -INFINITY;
@@ -130,6 +179,7 @@ static inline float forge_max(const float* x, int64_t n) {
 # The tuner's knobs for row-wise kernels (a config picks one value of each that applies).
 ROW_DEFAULT = {
     "acc": "double", "stream": False, "threads": 0, "softmax": "store", "moments": "two_pass", "prefetch": True,
+    "interleave": 4,
 }  # fmt: skip
 
 
@@ -216,18 +266,52 @@ def rowwise_cpp(kind: str, cfg: dict) -> str:
         const float inv = (float)(1.0 / std::sqrt((double)acc / (double)cols + eps));
 """ + _write("xr[c] * inv * (w ? w[c] : 1.0f)", prefetch=True)
         return _finish(_kernel(body, cfg, ", const float* w", ", double eps"), cfg)
-    elif kind in ("sum", "mean"):
-        div = "" if kind == "sum" else " / (ACC)cols"
-        return _finish(_kernel(_ROW_SUM + f"        y[r] = (float)(s{div});\n", cfg, reduce=True), cfg)
+    elif kind in ("sum", "mean", "amax"):
+        return _finish(_interleaved_kernel(kind, int(cfg["interleave"]), cfg), cfg)
     elif kind == "logsumexp":  # an infinite maximum decides the result alone (inf - inf is NaN)
         body = _ROW_MAX + _exp_sum("", ", xn")
         body += "        y[r] = std::isinf(m) ? m : m + std::log(s);\n"
         return _finish(_kernel(body, cfg, reduce=True), cfg)
-    elif kind == "amax":
-        return _finish(_kernel(_ROW_MAX + "        y[r] = m;\n", cfg, reduce=True), cfg)
     else:
         raise KeyError(kind)
     return _finish(_kernel(body, cfg), cfg)
+
+
+def _interleaved_kernel(kind: str, rows_at_once: int, cfg: dict) -> str:
+    """A one-pass row reduction (sum, mean, amax) over ``rows_at_once`` rows side by side; the
+    rows past the last whole block are reduced one at a time."""
+    if rows_at_once not in (1, 2, 4, 8):
+        raise ValueError(f"interleave must be 1, 2, 4 or 8, not {rows_at_once}")
+    threads = int(cfg.get("threads") or 0)
+    clause = f" num_threads({threads})" if threads > 0 else ""
+    if kind == "amax":
+        acc, reduce = "float", "forge_max_rows<{n}>"
+    else:
+        acc, reduce = "ACC", "forge_sum_rows<ACC, {n}>"
+
+    def result(v: str) -> str:
+        return {"amax": v, "sum": f"(float){v}", "mean": f"(float)({v} / (ACC)cols)"}[kind]
+
+    return f"""
+extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {{
+    const int64_t blocks = (rows + {rows_at_once} - 1) / {rows_at_once};
+    #pragma omp parallel for schedule(static){clause}
+    for (int64_t b = 0; b < blocks; ++b) {{
+        const int64_t r0 = b * {rows_at_once};
+        if (r0 + {rows_at_once} <= rows) {{
+            {acc} v[{rows_at_once}];
+            {reduce.format(n=rows_at_once)}(x + r0 * cols, cols, v);
+            for (int i = 0; i < {rows_at_once}; ++i) y[r0 + i] = {result("v[i]")};
+        }} else {{
+            for (int64_t r = r0; r < rows; ++r) {{
+                {acc} v;
+                {reduce.format(n=1)}(x + r * cols, cols, &v);
+                y[r] = {result("v")};
+            }}
+        }}
+    }}
+}}
+"""
 
 
 def _finish(src: str, cfg: dict) -> str:

@@ -37,7 +37,7 @@ class BuiltinJudge:
         space = self.coder.space()
         if space is None:
             return Review(None, error="the built-in judge only tunes the built-in coder's kernels")
-        nxt = next_configs(space, trials_from(context.history), n=1)
+        nxt = next_configs(space, trials_from(context.history), n=1, canonical=self.coder.canonical)
         status = verdict.get("status")
         diagnosis = bottleneck = ""
         if status != "passed":

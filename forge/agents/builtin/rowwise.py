@@ -144,10 +144,20 @@ def space(recipe: RowRecipe) -> dict[str, list[Any]]:
         knobs["softmax"] = ["store", "recompute"]
     if recipe.kind == "layernorm":
         knobs["moments"] = ["two_pass", "one_pass"]
+    if recipe.kind in ("sum", "mean", "amax"):  # rows reduced side by side: more fetches in flight
+        knobs["interleave"] = [4, 1, 2, 8]
     if recipe.kind not in ("sum", "mean", "amax"):  # a pass that reads the row from cache, to overlap
         knobs["prefetch"] = [True, False]  # with the next row's fetch (a one-pass reduction has none)
     knobs["threads"] = [0, 1]
     return knobs
+
+
+def canonical(recipe: RowRecipe, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the knobs that do not change this recipe's kernel at their defaults: the
+    one-pass layernorm accumulates its moments in double whatever ``acc`` says."""
+    if recipe.kind == "layernorm" and config.get("moments") == "one_pass" and "acc" in config:
+        return {**config, "acc": space(recipe)["acc"][0]}
+    return config
 
 
 # Source of the attribute helpers rendered candidates carry (every family needs ``_attr``).

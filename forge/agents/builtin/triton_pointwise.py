@@ -39,6 +39,16 @@ def triton_space(recipe: PointwiseRecipe) -> dict[str, list[Any]]:
     return {"block": [1024, 2048, 4096, 512], "num_warps": [4, 8, 2]}
 
 
+def triton_canonical(recipe: PointwiseRecipe, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the knobs that do not change the kernel at their defaults: with the library
+    doing the matmul, the Triton matmul's tile, dot precision and stages (its warps still launch
+    the epilogue kernel)."""
+    if recipe.linear and config.get("matmul") == "library":
+        defaults = default_config(triton_space(recipe))
+        return {**config, **{k: defaults[k] for k in ("tile", "precision", "num_stages") if k in config}}
+    return config
+
+
 def _gathers(recipe: PointwiseRecipe) -> str:
     """Each parameter's value at output offsets ``offs``: its per-outer-block base (``B<j>``) plus,
     when it is full over the inner run, the position within it."""

@@ -4,17 +4,23 @@ From the fastest passing config so far, it varies one knob at a time to a value 
 knob value whose single change made a candidate fail is banned for the rest of the search (the
 verifier, not the tuner, decides what is correct: e.g. float accumulation may pass or fail the
 stress cases depending on the op).
+
+Some knobs do not change the kernel under some configs (the matmul tile when the library does
+the matmul): a family's ``canonical`` resets them, and configs equal after it are one config, so
+the search does not spend rounds re-measuring the same kernel.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from forge.agents.roles import HistoryItem
 
 Space = dict[str, list[Any]]
+Canonical = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -57,27 +63,42 @@ def banned(trials: list[Trial]) -> set[tuple[str, str]]:
 
 
 def next_configs(
-    space: Space, trials: list[Trial], n: int = 1, exclude: set[str] | None = None
+    space: Space,
+    trials: list[Trial],
+    n: int = 1,
+    exclude: set[str] | None = None,
+    canonical: Canonical | None = None,
 ) -> list[dict[str, Any]]:
     """Up to ``n`` untried configs, each one knob away from the best (the default when nothing
-    passed yet); empty when the neighbourhood is exhausted. ``exclude``: keys already handed out."""
+    passed yet); empty when the neighbourhood is exhausted. ``exclude``: keys (``canonical_key``)
+    already handed out; ``canonical``: the family's map to the config that renders the same kernel."""
+
+    def key(config: dict[str, Any]) -> str:
+        return canonical_key(space, config, canonical)
+
     base = default_config(space)
     best = best_trial(trials)
     if best is not None:
         base = {**base, **{k: v for k, v in best.config.items() if k in space}}
-    tried = {config_key({k: t.config.get(k) for k in space}) for t in trials} | (exclude or set())
+    tried = {key(t.config) for t in trials} | (exclude or set())
     ban = banned(trials)
     out: list[dict[str, Any]] = []
-    if config_key(base) not in tried:
+    if key(base) not in tried:
         out.append(base)
     for knob, values in space.items():
         for value in values:
             if value == base[knob] or (knob, config_key({"v": value})) in ban:
                 continue
             cand = {**base, knob: value}
-            if config_key(cand) not in tried and all(config_key(c) != config_key(cand) for c in out):
+            if key(cand) not in tried and all(key(c) != key(cand) for c in out):
                 out.append(cand)
     return out[:n]
+
+
+def canonical_key(space: Space, config: dict[str, Any], canonical: Canonical | None = None) -> str:
+    """The key of the kernel ``config`` renders: its knobs in ``space``, inert ones reset."""
+    mine = {k: config.get(k) for k in space}
+    return config_key(canonical(mine) if canonical else mine)
 
 
 def trials_from(history: list[HistoryItem]) -> list[Trial]:
