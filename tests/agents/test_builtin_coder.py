@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from forge.agents import CoderContext
-from forge.agents.builtin import BuiltinCoder
+from forge.agents import CoderContext, HistoryItem, JudgeFeedback
+from forge.agents.builtin import BuiltinCoder, BuiltinJudge
+from forge.agents.builtin.tuner import default_config
 from tests.conftest import EXAMPLES, OPS
 
 SHIPPED = sorted((EXAMPLES / "ops").glob("*.py"))
@@ -36,3 +37,30 @@ def test_cuda_gets_triton_and_raw_cuda_is_refused():
     (proposal,) = BuiltinCoder(op, "cuda").propose(CoderContext("small_softmax", op.read_text(), "cuda", "cuda"))
     assert proposal.source is None and proposal.fatal and "Triton (CUDA)" in (proposal.error or "")
     assert "--model" in (proposal.error or "")
+
+
+def test_configs_that_render_the_same_kernel_are_not_proposed_twice():
+    """The one-pass layernorm accumulates in double whatever ``acc`` says: after the one-pass
+    kernel was measured, neither the judge nor the coder hands out {one_pass, acc=float}."""
+    op = OPS / "small_layernorm.py"
+    coder = BuiltinCoder(op)
+    space = coder.space()
+    assert space is not None
+    base = default_config(space)
+    one = {**base, "moments": "one_pass"}
+    same = {**one, "acc": "float"}
+    assert coder.canonical(same) == coder.canonical(one) != coder.canonical(base)
+    history = [
+        HistoryItem(1, "src", "passed", timings_ms={"candidate": 2.0}, config=base, speedup_vs_eager=1.0),
+        HistoryItem(
+            2, "src", "passed", timings_ms={"candidate": 1.0}, config=one, parent_config=base,
+            speedup_vs_eager=2.0, feedback=JudgeFeedback(config=same),
+        ),
+    ]  # fmt: skip
+    ctx = CoderContext(op.stem, op.read_text(), "cpu", "cpp", history=history, parent=history[1])
+    proposals = coder.propose(ctx)
+    measured = {str(coder.canonical(c)) for c in (base, one)}
+    assert proposals and all(str(coder.canonical(p.config)) not in measured for p in proposals)
+    review = BuiltinJudge(coder).review(ctx, {"status": "passed"})
+    assert review.feedback is not None and review.feedback.config
+    assert str(coder.canonical(review.feedback.config)) not in measured

@@ -182,6 +182,7 @@ def test_interleaved_reductions_match_torch_on_awkward_shapes(kind, interleave, 
             x = torch.randn(rows, cols)
             if rows > 5:
                 x[3, cols - 1], x[rows - 1, 2], x[5, 0] = float("nan"), float("inf"), -float("inf")
+                x[1, 0], x[1, 1:] = float("nan"), 1e6  # a NaN first in its lane, larger values after
             y = torch.full((rows,), 123.0)
             lib.kernel(x, y, rows, cols)
             expected = {"sum": x.sum(-1), "mean": x.mean(-1), "amax": x.amax(-1)}[kind]

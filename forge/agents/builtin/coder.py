@@ -117,6 +117,7 @@ class BuiltinCoder:
     def propose(self, context: CoderContext) -> list[Proposal]:
         if context.backend != self.backend:  # the session fixed the backend when it made this coder
             self.backend, self._family, self._why = context.backend, None, None
+            self._issued = set()  # keys of the other backend's space
         self._analyze()
         if self._family is None:
             msg = self._why if self._problem_error else UNSUPPORTED.format(op=context.op_name, why=self._why)
@@ -126,7 +127,10 @@ class BuiltinCoder:
         parent = context.parent
         if context.want == 1 and parent is not None and parent.feedback and parent.feedback.config:
             suggested = {k: v for k, v in parent.feedback.config.items() if k in space}
-            configs = [] if canonical_key(space, suggested, self.canonical) in self._issued else [suggested]
+            # a suggestion is dropped when this coder handed it out or the history measured it
+            # (a resumed session's coder has issued nothing yet)
+            done = self._issued | {canonical_key(space, t.config, self.canonical) for t in trials_from(context.history)}
+            configs = [] if canonical_key(space, suggested, self.canonical) in done else [suggested]
         if not configs:
             configs = next_configs(
                 space, trials_from(context.history), n=context.want, exclude=self._issued, canonical=self.canonical

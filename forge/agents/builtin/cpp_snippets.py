@@ -116,7 +116,7 @@ template <class F> static inline void forge_moments(int64_t n, F f, double& s, d
 // the hardware prefetcher restarts at every 4 KB page of it; R independent streams keep more
 // fetches in flight (row sum of 2048x4096 on the 2-core EPYC VM, back-to-back C++ calls: median
 // 1.09-1.49 ms with R = 1, 0.96-1.22 ms with R = 4, 10-18% less in each run). Fewer partials per
-// row as R grows keep the accumulators in registers.
+// row as R grows keep the accumulator count near the 16 AVX registers (R = 8 in double spills).
 template <class A, int R>
 static inline void forge_sum_rows(const float* x, int64_t cols, A* out) {
     constexpr int P = R >= 4 ? 8 : (R == 2 ? 16 : 32);
