@@ -98,11 +98,17 @@ def _row_case(kind: str) -> None:
         torch.testing.assert_close(cand(x), model(x), rtol=1e-5, atol=1e-4)
 
 
-def _amax_nan() -> None:
-    source = _row_source(*ROW_OPS["amax"])
+def _row_kernel_64(kind: str) -> type:
+    """The built-in Triton row kernel for ``kind`` in tiles of 64 columns (several per row)."""
+    source = _row_source(*ROW_OPS[kind])
     ref, _ = _load(source, [])
     recipe = row_analyze(ref.Model(), ref.get_inputs())
     _, (cls,) = _load(source, [render_row(recipe, {"block": 64})])
+    return cls
+
+
+def _amax_nan() -> None:
+    cls = _row_kernel_64("amax")
     x = torch.randn(3, 300, device=DEVICE)
     x[1, 200] = float("nan")
     got = cls().to(DEVICE)(x)
@@ -112,10 +118,7 @@ def _amax_nan() -> None:
 def _logsumexp_inf() -> None:
     """torch's logsumexp: +inf in a row gives +inf, unless the row also holds a NaN; all -inf rows
     give -inf."""
-    source = _row_source(*ROW_OPS["logsumexp"])
-    ref, _ = _load(source, [])
-    recipe = row_analyze(ref.Model(), ref.get_inputs())
-    _, (cls,) = _load(source, [render_row(recipe, {"block": 64})])
+    cls = _row_kernel_64("logsumexp")
     x = torch.randn(4, 300, device=DEVICE)
     x[0, 10] = float("inf")
     x[1, 10], x[1, 250] = float("inf"), float("nan")

@@ -28,6 +28,7 @@ from forge.agents.builtin.tuner import (
     default_config,
     next_configs,
     trials_from,
+    tried_keys,
 )
 from forge.agents.roles import CoderContext, Proposal
 from forge.errors import ProblemError
@@ -124,21 +125,20 @@ class BuiltinCoder:
             return [Proposal(None, self.backend, error=msg, fatal=True)]
         space = self.space() or {}
         configs: list[dict[str, Any]] = []
+        trials = trials_from(context.history)
         parent = context.parent
         if context.want == 1 and parent is not None and parent.feedback and parent.feedback.config:
             suggested = {k: v for k, v in parent.feedback.config.items() if k in space}
             # a suggestion is dropped when this coder handed it out or the history measured it
             # (a resumed session's coder has issued nothing yet)
-            done = self._issued | {canonical_key(space, t.config, self.canonical) for t in trials_from(context.history)}
+            done = self._issued | tried_keys(space, trials, self.canonical)
             configs = [] if canonical_key(space, suggested, self.canonical) in done else [suggested]
         if not configs:
-            configs = next_configs(
-                space, trials_from(context.history), n=context.want, exclude=self._issued, canonical=self.canonical
-            )
+            configs = next_configs(space, trials, n=context.want, exclude=self._issued, canonical=self.canonical)
         self._issued.update(canonical_key(space, c, self.canonical) for c in configs)
         if not configs and not context.history:
             configs = [default_config(space)]
-        best = best_trial(trials_from(context.history))
+        best = best_trial(trials)
         base = best.config if best else (parent.config if parent else None)
         family = self._family
         return [

@@ -117,61 +117,43 @@ template <class F> static inline void forge_moments(int64_t n, F f, double& s, d
 // fetches in flight (row sum of 2048x4096 on the 2-core EPYC VM, back-to-back C++ calls: median
 // 1.09-1.49 ms with R = 1, 0.96-1.22 ms with R = 4, 10-18% less in each run). Fewer partials per
 // row as R grows keep the accumulator count near the 16 AVX registers (R = 8 in double spills).
-template <class A, int R>
-static inline void forge_sum_rows(const float* x, int64_t cols, A* out) {
+// op(acc, value) folds one value in; init is its identity.
+template <class A, int R, class Op>
+static inline void forge_reduce_rows(const float* x, int64_t cols, A* out, A init, Op op) {
     constexpr int P = R >= 4 ? 8 : (R == 2 ? 16 : 32);
-    A part[R][P] = {};
+    A part[R][P];
+    for (int s = 0; s < R; ++s)
+        for (int k = 0; k < P; ++k) part[s][k] = init;
     int64_t c = 0;
     for (; c + P <= cols; c += P) {
         #pragma GCC unroll 8
         for (int s = 0; s < R; ++s) {
             #pragma omp simd
-            for (int k = 0; k < P; ++k) part[s][k] += (A)x[s * cols + c + k];
+            for (int k = 0; k < P; ++k) part[s][k] = op(part[s][k], (A)x[s * cols + c + k]);
         }
     }
     for (int s = 0; s < R; ++s) {
-        A t = 0;
-        for (int64_t i = c; i < cols; ++i) t += (A)x[s * cols + i];
-        for (int k = 0; k < P; ++k) t += part[s][k];
+        A t = init;
+        for (int64_t i = c; i < cols; ++i) t = op(t, (A)x[s * cols + i]);
+        for (int k = 0; k < P; ++k) t = op(t, part[s][k]);
         out[s] = t;
     }
 }
 
-#define FORGE_MAX_NAN(v, m) (((v) > (m) || (v) != (v)) ? (v) : (m))
+template <class A, int R>
+static inline void forge_sum_rows(const float* x, int64_t cols, A* out) {
+    forge_reduce_rows<A, R>(x, cols, out, (A)0, [](A a, A v) { return a + v; });
+}
 
+// The maximum that propagates NaN, as torch's max-based ops do.
 template <int R>
 static inline void forge_max_rows(const float* x, int64_t cols, float* out) {
-    constexpr int P = R >= 4 ? 8 : (R == 2 ? 16 : 32);
-    float part[R][P];
-    for (int s = 0; s < R; ++s)
-        for (int k = 0; k < P; ++k) part[s][k] = -INFINITY;
-    int64_t c = 0;
-    for (; c + P <= cols; c += P) {
-        #pragma GCC unroll 8
-        for (int s = 0; s < R; ++s) {
-            #pragma omp simd
-            for (int k = 0; k < P; ++k) part[s][k] = FORGE_MAX_NAN(x[s * cols + c + k], part[s][k]);
-        }
-    }
-    for (int s = 0; s < R; ++s) {
-        float m = -INFINITY;
-        for (int64_t i = c; i < cols; ++i) m = FORGE_MAX_NAN(x[s * cols + i], m);
-        for (int k = 0; k < P; ++k) m = FORGE_MAX_NAN(part[s][k], m);
-        out[s] = m;
-    }
+    forge_reduce_rows<float, R>(x, cols, out, -INFINITY, [](float m, float v) { return (v > m || v != v) ? v : m; });
 }
 
 static inline float forge_max(const float* x, int64_t n) {
-    float part[32];
-    for (int k = 0; k < 32; ++k) part[k] = -INFINITY;
-    int64_t c = 0;
-    for (; c + 32 <= n; c += 32) {
-        #pragma omp simd
-        for (int k = 0; k < 32; ++k) part[k] = (x[c + k] > part[k] || x[c + k] != x[c + k]) ? x[c + k] : part[k];
-    }
-    float m = -INFINITY;
-    for (; c < n; ++c) m = (x[c] > m || x[c] != x[c]) ? x[c] : m;
-    for (int k = 0; k < 32; ++k) m = (part[k] > m || part[k] != part[k]) ? part[k] : m;
+    float m;
+    forge_max_rows<1>(x, n, &m);
     return m;
 }
 """
@@ -183,14 +165,18 @@ ROW_DEFAULT = {
 }  # fmt: skip
 
 
+def _threads_clause(cfg: dict) -> str:
+    """The OpenMP clause for the ``threads`` knob (0: all the runtime's threads)."""
+    threads = int(cfg.get("threads") or 0)
+    return f" num_threads({threads})" if threads > 0 else ""
+
+
 def _kernel(body: str, cfg: dict, extra_args: str = "", tail: str = "", reduce: bool = False) -> str:
     """A row-wise kernel: OpenMP over rows; ``body`` sees ``xr`` (this row of x) and, unless the
     kernel reduces each row to one value ``y[r]``, ``yr`` (this row of y)."""
     head = f'extern "C" void kernel(const float* x{extra_args}, float* y, int64_t rows, int64_t cols{tail}) {{\n'
-    threads = int(cfg.get("threads") or 0)
-    clause = f" num_threads({threads})" if threads > 0 else ""
     loop = (
-        f"    #pragma omp parallel for schedule(static){clause}\n"
+        f"    #pragma omp parallel for schedule(static){_threads_clause(cfg)}\n"
         "    for (int64_t r = 0; r < rows; ++r) {\n"
         "        const float* xr = x + r * cols;\n"
         + ("" if reduce else "        float* yr = y + r * cols;\n")
@@ -282,8 +268,6 @@ def _interleaved_kernel(kind: str, rows_at_once: int, cfg: dict) -> str:
     rows past the last whole block are reduced one at a time."""
     if rows_at_once not in (1, 2, 4, 8):
         raise ValueError(f"interleave must be 1, 2, 4 or 8, not {rows_at_once}")
-    threads = int(cfg.get("threads") or 0)
-    clause = f" num_threads({threads})" if threads > 0 else ""
     if kind == "amax":
         acc, reduce = "float", "forge_max_rows<{n}>"
     else:
@@ -295,7 +279,7 @@ def _interleaved_kernel(kind: str, rows_at_once: int, cfg: dict) -> str:
     return f"""
 extern "C" void kernel(const float* x, float* y, int64_t rows, int64_t cols) {{
     const int64_t blocks = (rows + {rows_at_once} - 1) / {rows_at_once};
-    #pragma omp parallel for schedule(static){clause}
+    #pragma omp parallel for schedule(static){_threads_clause(cfg)}
     for (int64_t b = 0; b < blocks; ++b) {{
         const int64_t r0 = b * {rows_at_once};
         if (r0 + {rows_at_once} <= rows) {{

@@ -80,7 +80,7 @@ def next_configs(
     best = best_trial(trials)
     if best is not None:
         base = {**base, **{k: v for k, v in best.config.items() if k in space}}
-    tried = {key(t.config) for t in trials} | (exclude or set())
+    tried = tried_keys(space, trials, canonical) | (exclude or set())
     ban = banned(trials)
     out: list[dict[str, Any]] = []
     if key(base) not in tried:
@@ -93,6 +93,11 @@ def next_configs(
             if key(cand) not in tried and all(key(c) != key(cand) for c in out):
                 out.append(cand)
     return out[:n]
+
+
+def tried_keys(space: Space, trials: list[Trial], canonical: Canonical | None = None) -> set[str]:
+    """The keys (``canonical_key``) of the kernels ``trials`` measured."""
+    return {canonical_key(space, t.config, canonical) for t in trials}
 
 
 def canonical_key(space: Space, config: dict[str, Any], canonical: Canonical | None = None) -> str:
