@@ -122,7 +122,8 @@ class Session:
             verdicts = {a.id: dict(a.verdict or {}) for a in stored_session.attempts}
             for item in self.history:
                 self._note_trace(item)
-                self._consider(item.attempt_id, item.source, verdicts.get(item.attempt_id or -1, {}), item.config)
+                verdict = verdicts.get(item.attempt_id or -1, {})
+                self._consider(item.attempt_id, item.source, verdict, verdict.get("kernel_config") or item.config)
         self.resumed = resume_id is not None
 
     # -- bookkeeping ----------------------------------------------------------------------------
@@ -179,7 +180,10 @@ class Session:
         out = []
         for p in proposals:
             self._charge(p.tokens, p.cost_usd, p.cost_known)
-            meta = {"config": p.config or None, "parent_config": p.parent_config, "note": p.note}
+            meta = {
+                "config": p.config or None, "parent_config": p.parent_config, "kernel_config": p.kernel_config,
+                "note": p.note,
+            }  # fmt: skip
             if p.source is None:
                 if p.fatal:
                     return [], p.error or "the coder produced no candidate"
@@ -207,13 +211,16 @@ class Session:
         verdicts = self._verify_all([(aid, p.source or "") for aid, p in batch])
         items = []
         for (aid, p), verdict in zip(batch, verdicts, strict=True):
-            items.append(self._record(aid, self.round, p.source or "", verdict, p.config or None, p.parent_config))
+            meta = {"config": p.config or None, "parent_config": p.parent_config, "kernel_config": p.kernel_config}
+            items.append(self._record(aid, self.round, p.source or "", verdict, meta))
         return items
 
-    def _record(
-        self, aid: int, round: int, source: str, verdict: dict[str, Any], config: Any, parent_config: Any
-    ) -> HistoryItem:
+    def _record(self, aid: int, round: int, source: str, verdict: dict[str, Any], meta: dict[str, Any]) -> HistoryItem:
+        """``meta``: the proposal's config, parent_config and kernel_config (what is banked)."""
+        config, parent_config = meta.get("config"), meta.get("parent_config")
         verdict = {**verdict, "config": config, "parent_config": parent_config}
+        if meta.get("kernel_config") is not None:
+            verdict["kernel_config"] = meta["kernel_config"]
         rows.finish_attempt(self.engine, aid, verdict)
         item = history_item(round, source, verdict, config, parent_config, aid)
         self.history.append(item)
@@ -223,7 +230,7 @@ class Session:
             speedup_vs_eager=verdict.get("speedup_vs_eager"), speedup_vs_compile=verdict.get("speedup_vs_compile"),
             timings_ms=dict(verdict.get("timings_ms") or {}),
         )  # fmt: skip
-        self._consider(aid, source, verdict, config)
+        self._consider(aid, source, verdict, verdict.get("kernel_config") or config)
         self._review(item, verdict)
         return item
 
@@ -294,7 +301,7 @@ class Session:
         """Verify attempts a killed session left unverified (resume)."""
         for aid, round, source, meta in self._pending:
             (verdict,) = self._verify_all([(aid, source)])
-            self._record(aid, round, source, verdict, meta.get("config"), meta.get("parent_config"))
+            self._record(aid, round, source, verdict, meta)
         self._pending = []
 
     # -- the end ----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ verification, what lands in the bank."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from forge.harness import events as ev
@@ -49,3 +50,25 @@ def test_time_limit_stops_before_the_next_round(tmp_path, fast_settings):
     (result,) = run.results
     assert result.status == "time_limit" and result.attempts == 0 and not result.accepted
     assert run.exit_code == 4 and "time limit reached" in (result.reason or "")
+
+
+def test_attempts_and_the_bank_record_a_kernel_without_its_inert_knobs(tmp_path, fast_settings):
+    """The one-pass layernorm accumulates in double whatever ``acc`` says: its attempt keeps the
+    tuner's full config (the search reasons over it) but records, and banks, the config without
+    ``acc``; every other attempt's kernel config is its whole config."""
+    bank = tmp_path / "bank.db"
+    options = OptimizeOptions(strategy="evolve", rounds=1, population=4, workers=2, bank=bank)
+    (result,) = optimize([OPS / "small_layernorm.py"], options, fast_settings).results
+    with sqlite3.connect(bank) as db:
+        query = "SELECT id, json_extract(verdict, '$.config'), json_extract(verdict, '$.kernel_config') FROM attempts"
+        rows = [(aid, json.loads(c), json.loads(k)) for aid, c, k in db.execute(query + " WHERE role='coder'")]
+        banked = db.execute("SELECT config FROM kernel_configs").fetchall()
+        winner = db.execute("SELECT attempt_id FROM kernels").fetchall()
+    one_pass = [(c, k) for _, c, k in rows if c["moments"] == "one_pass"]
+    assert len(rows) == 4 and len(one_pass) == 1
+    config, kernel = one_pass[0]
+    assert "acc" in config and kernel == {k: v for k, v in config.items() if k != "acc"}
+    assert all(k == c for _, c, k in rows if c["moments"] != "one_pass")
+    if result.accepted:
+        ((aid,),), ((stored,),) = winner, banked
+        assert json.loads(stored) == next(k for a, _, k in rows if a == aid)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from forge.agents.builtin.tuner import Trial, default_config, next_configs
+from forge.agents.builtin.tuner import Trial, default_config, effective_config, next_configs
 from forge.errors import UsageError
 from forge.harness.limits import Limits, beats_eager, ctrl_c_stops
 from forge.harness.optimize import RunResult, collect_ops, resolve_backend
@@ -76,6 +76,26 @@ def test_one_pass_layernorm_ignores_the_accumulator_knob():
     got = next_configs(space(ln), trials, n=50, canonical=lambda c: canonical(ln, c))
     assert all(not (c["moments"] == "one_pass" and c["acc"] == "float") for c in got)
     assert canonical(ln, {**base, "acc": "float"})["acc"] == "float"  # two passes: acc counts
+
+
+def test_a_kernel_is_shown_and_banked_without_its_inert_knobs():
+    """The one-pass layernorm's config must not claim float accumulation (it accumulates in
+    double); under two passes ``acc`` counts and stays. Knobs outside the space are kept."""
+    from forge.agents.builtin import RowRecipe
+    from forge.agents.builtin.rowwise import canonical, space
+
+    ln = RowRecipe("layernorm")
+    knobs = space(ln)
+    base = default_config(knobs)
+
+    def shown(config: dict) -> dict:
+        return effective_config(knobs, config, lambda c: canonical(ln, c))
+
+    one = {**base, "moments": "one_pass", "acc": "float", "extra": 1}
+    assert shown(one) == {k: v for k, v in one.items() if k != "acc"}
+    two = {**base, "acc": "float"}
+    assert shown(two) == two
+    assert effective_config(knobs, one) == one  # no map: every knob counts
 
 
 def _verdict(cand: float, cand_iqr: float, eager: float, eager_iqr: float, **kw) -> dict:

@@ -26,6 +26,7 @@ from forge.agents.builtin.tuner import (
     best_trial,
     canonical_key,
     default_config,
+    effective_config,
     next_configs,
     trials_from,
     tried_keys,
@@ -141,13 +142,18 @@ class BuiltinCoder:
         best = best_trial(trials)
         base = best.config if best else (parent.config if parent else None)
         family = self._family
-        return [
-            Proposal(
-                family.render(self._recipe, cfg),
-                self.backend,
-                config=cfg,
-                parent_config=base if base != cfg else None,
-                note=f"{family.name} family ({self.backend}): {type(self._recipe).__name__}, config {cfg}",
+        out = []
+        for cfg in configs:
+            shown = effective_config(space, cfg, self.canonical)
+            note = f"{family.name} family ({self.backend}): {type(self._recipe).__name__}, config {shown}"
+            out.append(
+                Proposal(
+                    family.render(self._recipe, cfg),
+                    self.backend,
+                    config=cfg,
+                    parent_config=base if base != cfg else None,
+                    kernel_config=shown,
+                    note=note,
+                )
             )
-            for cfg in configs
-        ]
+        return out

@@ -106,6 +106,20 @@ def canonical_key(space: Space, config: dict[str, Any], canonical: Canonical | N
     return config_key(canonical(mine) if canonical else mine)
 
 
+def effective_config(space: Space, config: dict[str, Any], canonical: Canonical | None = None) -> dict[str, Any]:
+    """``config`` without its inert knobs: those no value of which changes the kernel it renders.
+    What a kernel is banked and shown with (the layernorm's ``acc`` under one-pass moments would
+    say float accumulation where the kernel accumulates in double)."""
+    if canonical is None:
+        return dict(config)
+    key = canonical_key(space, config, canonical)
+
+    def inert(knob: str) -> bool:
+        return all(canonical_key(space, {**config, knob: v}, canonical) == key for v in space[knob])
+
+    return {k: v for k, v in config.items() if k not in space or not inert(k)}
+
+
 def trials_from(history: list[HistoryItem]) -> list[Trial]:
     """The tuner's view of a history: one trial per attempt that carried a config."""
     return [
