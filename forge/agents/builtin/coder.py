@@ -51,7 +51,7 @@ FAMILIES: dict[str, tuple[Family, ...]] = {
     "cpp": (
         Family("rowwise", rowwise.analyze, rowwise.space, rowwise.render, rowwise.canonical),
         Family("residual_norm", residual_norm.analyze, residual_norm.space, residual_norm.render),
-        Family("pointwise", pointwise.analyze, pointwise.space, pointwise.render),
+        Family("pointwise", pointwise.analyze, pointwise.space, pointwise.render, pointwise.canonical),
     ),
     "triton": (
         Family("rowwise", rowwise.analyze, triton_rowwise.triton_space, triton_rowwise.render_triton),
