@@ -25,6 +25,10 @@ from forge.settings import load_settings
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def times(x: float | None) -> str:
+    return f"{x:.2f}x" if x else "-"
+
+
 def geo(xs: list[float]) -> str:
     return f"{math.exp(sum(map(math.log, xs)) / len(xs)):.2f}x" if xs else "-"
 
@@ -72,8 +76,8 @@ def main() -> None:
         f = first.get(r.problem)
         cfg = json.loads(configs[r.problem]) if r.problem in configs else None
         print(
-            f"{r.problem:16s} {'yes' if r.accepted else 'no':8s} {f or 0:12.2f}x {r.speedup_vs_eager or 0:7.2f}x "
-            f"{r.speedup_vs_compile or 0:8.2f}x {r.attempts:8d}  {cfg if cfg is not None else r.reason}"
+            f"{r.problem:16s} {'yes' if r.accepted else 'no':8s} {times(f):>13s} {times(r.speedup_vs_eager):>8s} "
+            f"{times(r.speedup_vs_compile):>9s} {r.attempts:8d}  {cfg if cfg is not None else r.reason}"
         )
         if r.accepted and r.speedup_vs_eager:
             eager.append(r.speedup_vs_eager)

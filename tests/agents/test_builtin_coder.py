@@ -64,3 +64,24 @@ def test_configs_that_render_the_same_kernel_are_not_proposed_twice():
     review = BuiltinJudge(coder).review(ctx, {"status": "passed"})
     assert review.feedback is not None and review.feedback.config
     assert str(coder.canonical(review.feedback.config)) not in measured
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("op", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_a_knob_changes_the_kernel_exactly_when_the_family_says_it_counts(op, backend):
+    """For every one-knob change from the defaults and from each knob's other values: configs the
+    family's canonical map calls equal render the same source, and any other change renders a
+    different one (no knob the tuner spends rounds on is secretly inert)."""
+    coder = BuiltinCoder(op, backend)
+    space = coder.space()
+    assert space is not None
+    family, recipe = coder._family, coder._recipe
+    assert family is not None
+    for base_knob, base_values in space.items():
+        for base_value in base_values:
+            base = {**default_config(space), base_knob: base_value}
+            for knob, values in space.items():
+                for value in values:
+                    cfg = {**base, knob: value}
+                    same = coder.canonical(cfg) == coder.canonical(base)
+                    assert (family.render(recipe, cfg) == family.render(recipe, base)) == same, (base, cfg)

@@ -17,6 +17,7 @@ import torch.fx as fx
 from forge.agents.builtin.cpp_snippets import FEXP, HEADER, WRITE
 from forge.agents.builtin.pointwise_expr import CPP, TRITON, expression
 from forge.agents.builtin.rowwise import ATTR_SOURCE, fetch_attr
+from forge.agents.builtin.tuner import effective_config
 
 FMATH = (
     FEXP
@@ -282,9 +283,10 @@ def prologue(recipe: PointwiseRecipe) -> str:
 
 
 def render(recipe: PointwiseRecipe, config: dict[str, Any] | None = None) -> str:
-    cfg = {**POINTWISE_DEFAULT, **(config or {})}
+    cfg = canonical(recipe, {**POINTWISE_DEFAULT, **(config or {})})  # inert knobs leave no trace
     cpp = _cpp(recipe, cfg)
-    shown = {k: cfg[k] for k in space(recipe)}
+    knobs = space(recipe)  # the docstring lists the knobs that shape this kernel
+    shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: canonical(recipe, c))
     linear = prologue(recipe)
     return f'''"""forge built-in coder: a fused pointwise chain (C++, one pass, OpenMP + SIMD).
 

@@ -13,6 +13,7 @@ import torch
 import torch.fx as fx
 
 from forge.agents.builtin.cpp_snippets import FEXP, HEADER, REDUCE, ROW_DEFAULT, WRITE, rowwise_cpp
+from forge.agents.builtin.tuner import effective_config
 
 
 @dataclass(frozen=True)
@@ -199,9 +200,10 @@ def eps_source(recipe: RowRecipe) -> str:
 
 def render(recipe: RowRecipe, config: dict[str, Any] | None = None) -> str:
     """The candidate's Python source under ``config`` (knobs from ``space``; defaults otherwise)."""
-    cfg = {**ROW_DEFAULT, **(config or {})}
+    cfg = canonical(recipe, {**ROW_DEFAULT, **(config or {})})  # inert knobs leave no trace
     cpp = HEADER + WRITE + REDUCE + FEXP + rowwise_cpp(recipe.kind, cfg)
-    shown = {k: cfg[k] for k in space(recipe)}
+    knobs = space(recipe)  # the docstring lists the knobs that shape this kernel
+    shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: canonical(recipe, c))
     reduce = recipe.kind in ("sum", "mean", "amax", "logsumexp")
     out_shape = "x.shape[:-1] + ((1,) if KEEPDIM else ())" if reduce else "x.shape"
     args = ["x", *norm_param_args(recipe), "y", "rows", "cols"]

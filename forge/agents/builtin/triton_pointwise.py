@@ -16,7 +16,7 @@ from typing import Any
 
 from forge.agents.builtin.pointwise import PLAN_SOURCE, PointwiseRecipe, prologue
 from forge.agents.builtin.rowwise import ATTR_SOURCE
-from forge.agents.builtin.tuner import default_config
+from forge.agents.builtin.tuner import default_config, effective_config
 
 TRITON_POINTWISE_DEFAULT: dict[str, Any] = {"block": 1024, "num_warps": 4}
 
@@ -165,7 +165,8 @@ def render_triton(recipe: PointwiseRecipe, config: dict[str, Any] | None = None)
     """The candidate's Python source: the Triton kernel and a ``ModelNew`` that launches it."""
     # block stays at its default on the library-matmul path, whose knobs do not include it
     cfg = {**TRITON_POINTWISE_DEFAULT, **default_config(triton_space(recipe)), **(config or {})}
-    shown = {k: cfg[k] for k in triton_space(recipe)}
+    knobs = triton_space(recipe)  # the docstring lists the knobs that shape this kernel
+    shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: triton_canonical(recipe, c))
     fused_matmul = bool(recipe.linear) and cfg["matmul"] == "triton"
     if fused_matmul:
         bm, bn, bk = (int(d) for d in str(cfg["tile"]).split("x"))
