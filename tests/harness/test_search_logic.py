@@ -32,10 +32,14 @@ def test_tuner_follows_the_fastest_and_bans_a_failing_change():
     st = {**base, "stream": True}
     trials = [Trial(base, True, 2.0), Trial(fl, False, None, base), Trial(st, True, 1.0, base)]
     got = next_configs(SPACE, trials, n=5)
-    # from the best (stream=True): acc=float is banned (its single change failed), threads=1 remains
-    assert got == [{**st, "threads": 1}]
+    # from the best (stream=True): acc=float is banned (its single change failed), threads=1
+    # remains; then the runner-up's (the default's) untried neighbour
+    assert got == [{**st, "threads": 1}, {**base, "threads": 1}]
     trials.append(Trial({**st, "threads": 1}, True, 1.5, st))
-    assert next_configs(SPACE, trials) == []  # neighbourhood exhausted: the judge says stop
+    # the best's neighbourhood is exhausted: the search goes on from the next fastest
+    assert next_configs(SPACE, trials) == [{**base, "threads": 1}]
+    trials.append(Trial({**base, "threads": 1}, True, 3.0, {**st, "threads": 1}))
+    assert next_configs(SPACE, trials) == []  # every neighbourhood exhausted: the judge says stop
 
 
 def test_tuner_does_not_remeasure_a_config_that_renders_the_same_kernel():
@@ -56,8 +60,10 @@ def test_tuner_does_not_remeasure_a_config_that_renders_the_same_kernel():
     lib = {**base, "matmul": "library"}
     trials = [Trial(base, True, 2.0), Trial(lib, True, 1.0, base)]  # the library is the best so far
     got = next_configs(space, trials, n=50, canonical=canonical)
-    # from the library config only the warps of the epilogue kernel are left to vary
-    assert got == [{**lib, "num_warps": w} for w in space["num_warps"] if w != lib["num_warps"]]
+    # from the library config only the warps of the epilogue kernel are left to vary; then the
+    # Triton matmul's (the runner-up's) neighbours, none of them a library config again
+    warps = [{**lib, "num_warps": w} for w in space["num_warps"] if w != lib["num_warps"]]
+    assert got[: len(warps)] == warps and all(c["matmul"] == "triton" for c in got[len(warps) :])
     # without the map every tile, precision and stage count would come back as "new"
     plain = next_configs(space, trials, n=50)
     assert len(plain) > len(got)

@@ -50,7 +50,7 @@ class BuiltinJudge:
                     {
                         "diagnosis": diagnosis,
                         "bottleneck": bottleneck,
-                        "next_step": "every neighbouring config of the best one has been tried; stop",
+                        "next_step": "every neighbouring config of every passing one has been tried; stop",
                         "continue": False,
                     }
                 )

@@ -1,7 +1,8 @@
 """The built-in tuner: coordinate descent over a kernel family's knobs, driven by verdicts.
 
-From the fastest passing config so far, it varies one knob at a time to a value not yet tried. A
-knob value whose single change made a candidate fail is banned for the rest of the search (the
+From the fastest passing config so far, it varies one knob at a time to a value not yet tried;
+when the fastest has no untried neighbour left, it goes on from the next fastest. A knob value
+whose single change made a candidate fail is banned for the rest of the search (the
 verifier, not the tuner, decides what is correct: e.g. float accumulation may pass or fail the
 stress cases depending on the op).
 
@@ -70,28 +71,34 @@ def next_configs(
     canonical: Canonical | None = None,
 ) -> list[dict[str, Any]]:
     """Up to ``n`` untried configs, each one knob away from the best (the default when nothing
-    passed yet); empty when the neighbourhood is exhausted. ``exclude``: keys (``canonical_key``)
-    already handed out; ``canonical``: the family's map to the config that renders the same kernel."""
+    passed yet), then from the next best; empty when every passing config's neighbourhood is.
+    ``exclude``: keys (``canonical_key``) already handed out; ``canonical``: the family's map to
+    the config that renders the same kernel."""
 
     def key(config: dict[str, Any]) -> str:
         return canonical_key(space, config, canonical)
 
-    base = default_config(space)
-    best = best_trial(trials)
-    if best is not None:
-        base = {**base, **{k: v for k, v in best.config.items() if k in space}}
+    default = default_config(space)
+    # the best config's neighbours first, then the runner-up's, ...: a search whose best has no
+    # untried neighbour goes on from the next (timing noise can rank a two-knob winner's first
+    # step below the default)
+    ranked = sorted((t for t in trials if t.passed and t.score > 0), key=lambda t: t.score, reverse=True)
+    bases = [{**default, **{k: v for k, v in t.config.items() if k in space}} for t in ranked] or [default]
     tried = tried_keys(space, trials, canonical) | (exclude or set())
     ban = banned(trials)
     out: list[dict[str, Any]] = []
-    if key(base) not in tried:
-        out.append(base)
-    for knob, values in space.items():
-        for value in values:
-            if value == base[knob] or (knob, config_key({"v": value})) in ban:
-                continue
-            cand = {**base, knob: value}
-            if key(cand) not in tried and all(key(c) != key(cand) for c in out):
-                out.append(cand)
+    for base in bases:
+        if key(base) not in tried and all(key(c) != key(base) for c in out):
+            out.append(base)
+        for knob, values in space.items():
+            for value in values:
+                if value == base[knob] or (knob, config_key({"v": value})) in ban:
+                    continue
+                cand = {**base, knob: value}
+                if key(cand) not in tried and all(key(c) != key(cand) for c in out):
+                    out.append(cand)
+        if len(out) >= n:
+            break
     return out[:n]
 
 
