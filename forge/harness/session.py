@@ -66,6 +66,12 @@ class SessionResult:
         return out
 
 
+def _configs_of(p: Proposal) -> dict[str, Any]:
+    """What an attempt records of its proposal's configs: the tuner's full config, its parent's,
+    and the config less inert knobs (what is banked)."""
+    return {"config": p.config or None, "parent_config": p.parent_config, "kernel_config": p.kernel_config}
+
+
 @dataclass
 class _Best:
     attempt_id: int
@@ -180,10 +186,7 @@ class Session:
         out = []
         for p in proposals:
             self._charge(p.tokens, p.cost_usd, p.cost_known)
-            meta = {
-                "config": p.config or None, "parent_config": p.parent_config, "kernel_config": p.kernel_config,
-                "note": p.note,
-            }  # fmt: skip
+            meta = {**_configs_of(p), "note": p.note}
             if p.source is None:
                 if p.fatal:
                     return [], p.error or "the coder produced no candidate"
@@ -211,8 +214,7 @@ class Session:
         verdicts = self._verify_all([(aid, p.source or "") for aid, p in batch])
         items = []
         for (aid, p), verdict in zip(batch, verdicts, strict=True):
-            meta = {"config": p.config or None, "parent_config": p.parent_config, "kernel_config": p.kernel_config}
-            items.append(self._record(aid, self.round, p.source or "", verdict, meta))
+            items.append(self._record(aid, self.round, p.source or "", verdict, _configs_of(p)))
         return items
 
     def _record(self, aid: int, round: int, source: str, verdict: dict[str, Any], meta: dict[str, Any]) -> HistoryItem:

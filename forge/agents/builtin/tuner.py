@@ -47,9 +47,14 @@ def default_config(space: Space) -> dict[str, Any]:
     return {knob: values[0] for knob, values in space.items()}
 
 
+def ranked_trials(trials: list[Trial]) -> list[Trial]:
+    """The passing, timed trials, fastest first."""
+    return sorted((t for t in trials if t.passed and t.score > 0), key=lambda t: t.score, reverse=True)
+
+
 def best_trial(trials: list[Trial]) -> Trial | None:
-    timed = [t for t in trials if t.passed and t.score > 0]
-    return max(timed, key=lambda t: t.score) if timed else None
+    ranked = ranked_trials(trials)
+    return ranked[0] if ranked else None
 
 
 def banned(trials: list[Trial]) -> set[tuple[str, str]]:
@@ -82,21 +87,23 @@ def next_configs(
     # the best config's neighbours first, then the runner-up's, ...: a search whose best has no
     # untried neighbour goes on from the next (timing noise can rank a two-knob winner's first
     # step below the default)
-    ranked = sorted((t for t in trials if t.passed and t.score > 0), key=lambda t: t.score, reverse=True)
-    bases = [{**default, **{k: v for k, v in t.config.items() if k in space}} for t in ranked] or [default]
-    tried = tried_keys(space, trials, canonical) | (exclude or set())
+    bases = [{**default, **{k: v for k, v in t.config.items() if k in space}} for t in ranked_trials(trials)]
+    taken = tried_keys(space, trials, canonical) | (exclude or set())  # grows with each config handed out
     ban = banned(trials)
     out: list[dict[str, Any]] = []
-    for base in bases:
-        if key(base) not in tried and all(key(c) != key(base) for c in out):
-            out.append(base)
+
+    def offer(config: dict[str, Any]) -> None:
+        k = key(config)
+        if k not in taken:
+            taken.add(k)
+            out.append(config)
+
+    for base in bases or [default]:
+        offer(base)
         for knob, values in space.items():
             for value in values:
-                if value == base[knob] or (knob, config_key({"v": value})) in ban:
-                    continue
-                cand = {**base, knob: value}
-                if key(cand) not in tried and all(key(c) != key(cand) for c in out):
-                    out.append(cand)
+                if value != base[knob] and (knob, config_key({"v": value})) not in ban:
+                    offer({**base, knob: value})
         if len(out) >= n:
             break
     return out[:n]
