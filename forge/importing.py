@@ -1,14 +1,29 @@
-"""Importing a Python file as a named module (op files, candidates, bank sources).
+"""Importing a Python file as a named module (op files, candidates, bank sources), and parsing
+Python source safely from several threads.
 
 Light on purpose: the kernel-bank runtime uses it too.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
+import threading
 import types
 from pathlib import Path
+
+# CPython 3.11.7 (this project's CI) keeps the AST-to-Python conversion's recursion counter in
+# state shared by threads: two threads parsing at once can raise "SystemError: AST constructor
+# recursion depth mismatch" (CPython issue gh-106905). forge parses in its parallel verification
+# threads, so every forge parse goes through one lock.
+_parse_lock = threading.Lock()
+
+
+def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse``, one thread at a time (see above); raises SyntaxError as it does."""
+    with _parse_lock:
+        return ast.parse(source, filename=filename)
 
 
 def import_file(name: str, path: str | Path) -> types.ModuleType:

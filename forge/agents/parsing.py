@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from forge.agents.roles import JudgeFeedback
+from forge.importing import parse_python
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_TAGS = {"", "python", "py", "python3"}
@@ -28,7 +29,7 @@ class Extracted:
 
 def _defines_modelnew(src: str) -> bool:
     try:
-        tree = ast.parse(src)
+        tree = parse_python(src)
     except SyntaxError:
         return "class ModelNew" in src
     return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(tree))
@@ -46,7 +47,7 @@ def extract_candidate(reply: str) -> Extracted:
         return Extracted(max(with_model, key=len).strip() + "\n")
     if not blocks and _defines_modelnew(reply):
         try:
-            ast.parse(reply)
+            parse_python(reply)
             return Extracted(reply.strip() + "\n")
         except SyntaxError:
             pass

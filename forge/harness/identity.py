@@ -6,11 +6,13 @@ import ast
 import hashlib
 import inspect
 
+from forge.importing import parse_python
+
 
 def normalized_hash(source: str) -> str:
     """sha256 of the source with comments and formatting removed (ast round trip)."""
     try:
-        norm = ast.unparse(ast.parse(source))
+        norm = ast.unparse(parse_python(source))
     except SyntaxError:
         norm = source
     return hashlib.sha256(norm.encode()).hexdigest()

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from forge.errors import ProblemError
 from forge.harness.identity import normalized_hash, op_identity
-from forge.importing import import_file
+from forge.importing import import_file, parse_python
 
 _REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
@@ -100,7 +100,7 @@ def read_problem_source(path: str | Path) -> ProblemSource:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProblemError(f"{str(p)!r} cannot be read: {exc}") from exc
     try:
-        tree = ast.parse(source, filename=str(p))
+        tree = parse_python(source, filename=str(p))
     except SyntaxError as exc:
         raise ProblemError(
             f"{p}:{exc.lineno}:{exc.offset or 0}: syntax error in op file: {exc.msg}; fix the file and retry"

@@ -105,3 +105,38 @@ def test_family_overrides_skip_small_constants():
     assert fam["small"] == {"batch_size": 8, "hidden": 512}
     assert set(fam["odd"]) == {"batch_size", "hidden"}
     assert family_overrides({"dim": 1}) == {}
+
+
+def test_op_files_parse_safely_from_parallel_verification_threads():
+    """On CPython 3.11.7 two threads building AST objects at once, while another thread's garbage
+    collection runs finalizers, raise "AST constructor recursion depth mismatch" now and then
+    (seen in an evolve session's verification threads); forge's parses take turns."""
+    import threading
+
+    from forge.importing import parse_python
+
+    source = (EXAMPLES / "ops" / "layernorm.py").read_text() * 50
+    errors: list[BaseException] = []
+
+    class Cycle:
+        def __del__(self) -> None:
+            self.garbage = [0] * 100  # a finalizer that allocates: it runs in whichever thread collects
+
+    def parse() -> None:
+        for _ in range(60):
+            try:
+                parse_python(source)
+            except SystemError as exc:
+                errors.append(exc)
+
+    def churn() -> None:
+        for _ in range(200_000):
+            a, b = Cycle(), Cycle()
+            a.other, b.other = b, a
+
+    threads = [threading.Thread(target=parse) for _ in range(3)] + [threading.Thread(target=churn)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
