@@ -1,7 +1,9 @@
 """`forge optimize` with the built-in agent over every shipped example: what the search finds.
 
-For each op: the first candidate's speedup (the coder's default config), the accepted kernel's
-speedup vs eager and vs torch.compile after tuning, the config the tuner settled on, and attempts.
+For each op: the first candidate's speedup (the coder's default config), the winner's speedup in
+the round that chose it, the accepted kernel's speedup vs eager and vs torch.compile as its
+confirmation measured them (timed again after the choice: what the session reports and banks),
+the config the tuner settled on, and attempts.
 Ends with geometric means. Uses a throw-away bank. Usage:
     python benchmarks/optimize_examples.py [--rounds N] [--device cpu|cuda] [--no-compile-baseline] [OPS ...]
 On cuda the built-in coder writes Triton and the verifier times with CUDA events.
@@ -55,10 +57,15 @@ def main() -> None:
     settings = load_settings(device=a.device, compile_baseline=not a.no_compile_baseline)
     print(f"device: {_describe(a.device)}", flush=True)
     first: dict[str, float | None] = {}
+    in_round: dict[int, float | None] = {}  # attempt id -> its round's speedup vs eager
+    chosen: dict[str, float | None] = {}  # op -> the banked attempt's round speedup
 
     def on_event(e: ev.Event) -> None:
-        if isinstance(e, ev.VerdictReady) and e.problem not in first:
-            first[e.problem] = e.speedup_vs_eager
+        if isinstance(e, ev.VerdictReady):
+            first.setdefault(e.problem, e.speedup_vs_eager)
+            in_round[e.attempt_id] = e.speedup_vs_eager
+        elif isinstance(e, ev.KernelAccepted):
+            chosen[e.problem] = in_round.get(e.attempt_id)
 
     with tempfile.TemporaryDirectory() as tmp:
         bank = Path(tmp) / "bench.db"
@@ -69,14 +76,17 @@ def main() -> None:
             configs = dict(
                 db.execute("SELECT k.op_name, c.config FROM kernels k JOIN kernel_configs c ON c.kernel_id = k.id")
             )
-    head = ("op", "accepted", "first x eager", "x eager", "x compile", "attempts", "config")
-    print(f"{head[0]:16s} {head[1]:8s} {head[2]:>13s} {head[3]:>8s} {head[4]:>9s} {head[5]:>8s}  {head[6]}")
+    head = ("op", "accepted", "first x eager", "in round", "x eager", "x compile", "attempts", "config")
+    print(
+        f"{head[0]:16s} {head[1]:8s} {head[2]:>13s} {head[3]:>8s} {head[4]:>8s} {head[5]:>9s} {head[6]:>8s}  {head[7]}"
+    )
     eager, compiled = [], []
     for r in run.results:
         f = first.get(r.problem)
         cfg = json.loads(configs[r.problem]) if r.problem in configs else None
         print(
-            f"{r.problem:16s} {'yes' if r.accepted else 'no':8s} {times(f):>13s} {times(r.speedup_vs_eager):>8s} "
+            f"{r.problem:16s} {'yes' if r.accepted else 'no':8s} {times(f):>13s} {times(chosen.get(r.problem)):>8s} "
+            f"{times(r.speedup_vs_eager):>8s} "
             f"{times(r.speedup_vs_compile):>9s} {r.attempts:8d}  {cfg if cfg is not None else r.reason}"
         )
         if r.accepted and r.speedup_vs_eager:

@@ -78,6 +78,9 @@ def verify(
     device: Annotated[str | None, typer.Option(help="cpu, cuda or auto")] = None,
     timeout: Annotated[float | None, typer.Option(help="seconds the candidate may take in all")] = None,
     memory_limit: Annotated[int | None, typer.Option(help="MiB each worker process may use")] = None,
+    trials: Annotated[
+        int | None, typer.Option(min=5, help="timed calls per side, at least 5 (default: about 1 s of calls, 5 to 30)")
+    ] = None,
     no_compile_baseline: Annotated[
         bool, typer.Option("--no-compile-baseline", help="skip timing torch.compile of the reference")
     ] = False,
@@ -93,6 +96,7 @@ def verify(
             device=device,
             timeout=timeout,
             memory_limit_mb=memory_limit,
+            timing_trials=trials,
             compile_baseline=False if no_compile_baseline else None,
         )
         progress = (lambda m: err.print(f"[dim]… {m}[/]")) if sys.stderr.isatty() or not as_json else (lambda m: None)

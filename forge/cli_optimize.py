@@ -49,6 +49,12 @@ class Progress:
         elif isinstance(e, ev.CostUpdated):
             cost = "unknown" if e.cost_usd is None else f"${e.cost_usd:.4f}"
             err.print(f"  [dim]tokens {e.tokens}, cost {cost}[/]")
+        elif isinstance(e, ev.ConfirmStarted):
+            err.print(f"{name}: timing attempt {e.attempt_id} again, alone, {e.trials} calls a side")
+        elif isinstance(e, ev.ConfirmFinished):
+            c = f", {e.speedup_vs_compile:.2f}x compile" if e.speedup_vs_compile else ""
+            held = f"[green]held[/] {_x(e.speedup_vs_eager)} eager{c}"
+            err.print(f"  attempt {e.attempt_id} again: {held if e.held else f'[yellow]did not hold[/]: {e.reason}'}")
         elif isinstance(e, ev.KernelAccepted):
             err.print(f"{name}: [green bold]kernel {e.kernel_id} banked[/] ({_x(e.speedup_vs_eager)} eager)")
         elif isinstance(e, ev.SessionFinished) and not e.accepted:

@@ -39,6 +39,12 @@ class ForgeSettings(BaseSettings):
     compile_baseline: bool = True
     threads: int | None = Field(default=None, ge=1, description="CPU threads for timing (default: all)")
     timing_budget_s: float = Field(default=1.0, gt=0, description="target seconds of timed calls per side")
+    timing_trials: int | None = Field(
+        default=None, ge=5, description="timed calls per side (default: what timing_budget_s allows, 5 to 30)"
+    )
+    confirm_trials: int = Field(
+        default=60, ge=5, description="timed calls per side when a session times its finalist again before banking it"
+    )
     timing_batch_mb: int = Field(
         default=160, ge=1, description="MiB of fresh timing inputs and outputs held at once (trials come in batches)"
     )

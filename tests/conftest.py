@@ -46,5 +46,6 @@ def fast_settings(cache_dir: Path) -> ForgeSettings:
         timeout=120,
         memory_limit_mb=3072,
         timing_budget_s=0.2,
+        confirm_trials=10,
         cache_dir=cache_dir,
     )

@@ -58,6 +58,16 @@ def test_timed_trials_come_in_batches_alternating_with_eager(cache_dir):
     assert timed["passed"] and "all 24 timed calls" in timed["detail"]
 
 
+def test_asked_trials_are_all_timed_in_as_many_batches_as_they_take(cache_dir):
+    # --trials lifts the budget's cap (30 trials, 3 batches): 40 calls a side, 8 sets a batch
+    args = ("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"))
+    r = forge(*args, "--no-compile-baseline", "--trials", "40", cache=cache_dir, FORGE_TIMING_BATCH_MB="1")
+    assert r.returncode == 0, r.stderr
+    assert "timing: candidate, 8 trials (batch 5/5)" in r.stderr and "all 40 timed calls" in r.stdout
+    bad = forge(*args, "--trials", "3", cache=cache_dir)
+    assert bad.returncode == 2 and "--trials" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_json_stays_clean_when_candidate_prints(cache_dir):
     r = forge(
         "verify",

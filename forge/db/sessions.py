@@ -3,7 +3,8 @@
 The parent process is the only writer. An attempt is inserted when the coder proposes it
 (``pending``) and updated when its verdict is in; a session killed in between leaves pending rows
 that ``--resume`` verifies again. Judge calls are attempts too (``role="judge"``, parent = the
-coder attempt they reviewed), so prompts, replies, tokens and cost of both roles are on record.
+coder attempt they reviewed), so prompts, replies, tokens and cost of both roles are on record;
+so are the finalists' confirmations (``role="confirm"``, parent = the attempt timed again).
 """
 
 from __future__ import annotations

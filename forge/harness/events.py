@@ -64,6 +64,24 @@ class JudgeFeedback(Event):
 
 
 @dataclass
+class ConfirmStarted(Event):
+    """The session times a finalist again, alone, before banking it."""
+
+    attempt_id: int
+    trials: int
+
+
+@dataclass
+class ConfirmFinished(Event):
+    attempt_id: int
+    confirm_id: int  # the confirmation's own row (role "confirm", parent = the attempt)
+    held: bool  # beat eager beyond the noise again
+    reason: str
+    speedup_vs_eager: float | None
+    speedup_vs_compile: float | None
+
+
+@dataclass
 class KernelAccepted(Event):
     kernel_id: int
     attempt_id: int

@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from forge.agents.roles import Coder, CoderContext, HistoryItem, Judge, Proposal
 from forge.db import sessions as rows
 from forge.harness import events as ev
 from forge.harness.attempts import history_item, invalid_item, restore_history
+from forge.harness.confirm import Contender, confirm_finalists
 from forge.harness.limits import Limits, beats_eager
 from forge.settings import ForgeSettings
 
@@ -72,14 +73,6 @@ def _configs_of(p: Proposal) -> dict[str, Any]:
     return {"config": p.config or None, "parent_config": p.parent_config, "kernel_config": p.kernel_config}
 
 
-@dataclass
-class _Best:
-    attempt_id: int
-    source: str
-    verdict: dict[str, Any]
-    config: dict[str, Any]
-
-
 class Session:
     """Run with ``run()``; the strategy calls ``context``, ``propose`` and ``evaluate``."""
 
@@ -107,7 +100,8 @@ class Session:
         self.options, self.settings, self.limits, self.engine = options, settings, limits, engine
         self.coder, self.judge, self.agent, self.device_spec, self._emit = coder, judge, agent, device_spec, emit
         self.history: list[HistoryItem] = []
-        self.best: _Best | None = None
+        self.best: Contender | None = None  # the fastest that beat eager beyond the noise in its own round
+        self.contenders: list[Contender] = []  # every passed attempt faster than eager at the median
         self.round = 0
         self.tokens, self.cost = 0, 0.0
         self.cost_known = True
@@ -158,12 +152,15 @@ class Session:
         self.emit(ev.CostUpdated, tokens=self.limits.tokens, cost_usd=self.limits.cost_reported)
 
     def _consider(self, attempt_id: int | None, source: str, verdict: dict[str, Any], config: Any) -> None:
-        ok, _why = beats_eager(verdict)
-        if not ok or attempt_id is None:
+        if attempt_id is None or verdict.get("status") != "passed" or not verdict.get("timing_meaningful", True):
             return
+        entry = Contender(attempt_id, source, verdict, dict(config or {}))
+        if (verdict.get("speedup_vs_eager") or 0.0) > 1.0:
+            self.contenders.append(entry)
+        ok, _why = beats_eager(verdict)
         # ranked by speedup vs eager measured in the same run: machine drift between runs cancels out
-        if self.best is None or verdict["speedup_vs_eager"] > self.best.verdict["speedup_vs_eager"]:
-            self.best = _Best(attempt_id, source, verdict, dict(config or {}))
+        if ok and (self.best is None or verdict["speedup_vs_eager"] > self.best.verdict["speedup_vs_eager"]):
+            self.best = entry
 
     # -- the three steps a strategy uses --------------------------------------------------------
 
@@ -254,11 +251,15 @@ class Session:
             error=None if fb else review.error,
         )  # fmt: skip
 
-    def _verify_all(self, jobs: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    def _verify_all(self, jobs: list[tuple[int, str]], trials: int | None = None) -> list[dict[str, Any]]:
+        """Verdicts for ``jobs`` (attempt id, source). ``trials``: timed calls per side, one job at a
+        time on the whole machine (a finalist's confirmation)."""
         from forge.verifier import verify
 
-        workers = max(1, min(self.options.workers, len(jobs)))
+        workers = 1 if trials else max(1, min(self.options.workers, len(jobs)))
         settings = self.settings
+        if trials:
+            settings = settings.model_copy(update={"timing_trials": trials})
         if workers > 1 and self.device == "cpu":  # parallel timing on one CPU: split the cores
             from forge.verifier.machine import available_cores
 
@@ -299,6 +300,11 @@ class Session:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
+    def verify_alone(self, aid: int, source: str, trials: int) -> dict[str, Any]:
+        """One verdict with ``trials`` timed calls a side, on the whole machine (a confirmation)."""
+        (verdict,) = self._verify_all([(aid, source)], trials=trials)
+        return verdict
+
     def verify_pending(self) -> None:
         """Verify attempts a killed session left unverified (resume)."""
         for aid, round, source, meta in self._pending:
@@ -309,7 +315,8 @@ class Session:
     # -- the end ----------------------------------------------------------------------------------
 
     def finish(self, status: str, reason: str | None) -> SessionResult:
-        """Bank the best candidate (confirmed alone when it was timed next to others) and close."""
+        """Bank the finalist that holds up when timed again (``confirm.py``) and close. An interrupted
+        session banks the fastest that beat eager in its own round, marked unconfirmed."""
         from forge.db.store import save_verdict
 
         result = SessionResult(
@@ -317,20 +324,25 @@ class Session:
             cost_usd=round(self.cost, 6) if self.cost_known else None, trace=list(self.trace),
             attempts=len(self.trace),
         )  # fmt: skip
-        best = self.best
-        if best is not None and self.options.workers > 1 and status != "interrupted":
-            (confirm,) = self._verify_all([(best.attempt_id, best.source)])  # alone: all the cores
-            ok, why = beats_eager(confirm)
-            best = replace(best, verdict=confirm) if ok else None
-            if not ok:
-                reason = f"the best candidate did not hold up when timed alone: {why}"
+        best, confirmed = self.best, False
+        if status != "interrupted":
+            try:
+                best, reason = confirm_finalists(self, reason)
+                confirmed = True
+            except KeyboardInterrupt:  # Ctrl-C while confirming: bank what its own round measured
+                from forge.verifier.process import kill_all
+
+                kill_all()
+                status, reason = "interrupted", "interrupted (Ctrl-C); `--resume` continues the session"
+                result.status = status
         if best is not None:
             prov = {
                 "session_id": self.id, "attempt_id": best.attempt_id, "agent": self.agent,
                 "model": self.options.model if self.agent == "llm" else None,
                 "cost_usd": round(self.cost, 6) if self.cost_known else None, "config": best.config,
             }  # fmt: skip
-            kid = save_verdict(self.engine, self.spec, best.source, best.verdict, prov)
+            evidence = {**best.verdict, "confirmed": confirmed}  # timed again after it was chosen, or not
+            kid = save_verdict(self.engine, self.spec, best.source, evidence, prov)
             result.accepted, result.kernel_id = True, kid
             result.speedup_vs_eager = best.verdict.get("speedup_vs_eager")
             result.speedup_vs_compile = best.verdict.get("speedup_vs_compile")

@@ -28,8 +28,12 @@ _MAX_BATCHES = 3
 _STEADY_TRIALS, _MAX_STEADY_BATCHES = 12, 6
 
 
-def plan_batches(total: int, per_batch: int) -> tuple[int, int]:
-    """(batches, trials) for ``total`` wanted trials when a batch holds ``per_batch`` input sets."""
+def plan_batches(total: int, per_batch: int, exact: bool = False) -> tuple[int, int]:
+    """(batches, trials) for ``total`` wanted trials when a batch holds ``per_batch`` input sets.
+    ``exact``: the caller asked for this many trials (``timing_trials``): as many batches as they
+    take, not capped."""
+    if exact:
+        return -(-total // per_batch), total
     enough = max(_MAX_BATCHES, min(_MAX_STEADY_BATCHES, -(-min(total, _STEADY_TRIALS) // per_batch)))
     batches = min(enough, -(-total // per_batch))
     return batches, min(total, batches * per_batch)
@@ -204,9 +208,11 @@ class ReferenceSide:
             self.clocks.sync()
             est.append(self.clocks.host_ns() - t0)
         est_s = sorted(est)[1] / 1e9 + 0.002  # plus a cache flush
+        asked = msg.get("timing_trials")
         total = max(_MIN_TRIALS, min(_MAX_TRIALS, int(float(msg.get("timing_budget_s", 1.0)) / est_s)))
+        total = max(_MIN_TRIALS, int(asked)) if asked else total
         per_batch = max(1, min(total, (int(msg.get("timing_batch_mb", 160)) << 20) // max(per_set, 1)))
-        batches, total = plan_batches(total, per_batch)
+        batches, total = plan_batches(total, per_batch, exact=bool(asked))
         self.timing_seed, self.per_batch = seed, -(-total // batches)  # batches of (almost) equal size
         warmup = [self._draw(base, seed + i) for i in range(2)]
         first = self.timing_batch({"index": 0})

@@ -121,6 +121,7 @@ class _Run:
                 "op_path": str(self.spec.path),
                 "seed": self.v.seed,
                 "timing_budget_s": self.settings.timing_budget_s,
+                "timing_trials": self.settings.timing_trials,
                 "timing_batch_mb": self.settings.timing_batch_mb,
                 "cache_dir": str(self.cache),
             }

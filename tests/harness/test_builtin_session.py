@@ -9,7 +9,7 @@ import sqlite3
 from forge.harness import events as ev
 from forge.harness.optimize import optimize
 from forge.harness.session import OptimizeOptions
-from tests.conftest import OPS
+from tests.conftest import EXAMPLES, OPS
 
 
 def test_evolve_verifies_generations_in_parallel_and_records_everything(tmp_path, fast_settings):
@@ -72,3 +72,53 @@ def test_attempts_and_the_bank_record_a_kernel_without_its_inert_knobs(tmp_path,
     if result.accepted:
         ((aid,),), ((stored,),) = winner, banked
         assert json.loads(stored) == next(k for a, _, k in rows if a == aid)
+
+
+def test_finalists_are_timed_again_and_only_a_confirmation_that_holds_is_banked(tmp_path, fast_settings):
+    """The kernel banked carries its confirmation's timings (more calls, fresh inputs, after the
+    choice); a finalist whose confirmation does not beat eager beyond the noise is not banked,
+    and the next fastest distinct one is tried before the session gives up."""
+    bank = tmp_path / "bank.db"
+    seen: list[ev.Event] = []
+    options = OptimizeOptions(rounds=1, bank=bank)  # the shipped RMSNorm: ~3x eager from the first kernel
+    (result,) = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings, seen.append).results
+    confirms = [e for e in seen if isinstance(e, ev.ConfirmFinished)]
+    assert confirms and [type(e).__name__ for e in seen].index("ConfirmStarted") > max(
+        i for i, e in enumerate(seen) if isinstance(e, ev.VerdictReady)
+    )
+    with sqlite3.connect(bank) as db:
+        rows = db.execute(
+            "SELECT id, parent_id, json_extract(verdict, '$.trials'), json_extract(verdict, '$.held'),"
+            " json_extract(verdict, '$.timing_stats.candidate.trials') FROM attempts WHERE role='confirm'"
+        ).fetchall()
+        kernels = db.execute("SELECT attempt_id, speedup_vs_eager, evidence FROM kernels").fetchall()
+    assert [(r[0], r[1]) for r in rows] == [(e.confirm_id, e.attempt_id) for e in confirms]
+    assert all(trials == 10 and timed >= 10 for _, _, trials, _, timed in rows)  # confirm_trials, not the budget's
+    if result.accepted:
+        ((attempt_id, speedup, evidence),) = kernels
+        held = confirms[-1]
+        assert held.held and held.attempt_id == attempt_id and speedup == held.speedup_vs_eager
+        assert json.loads(evidence)["confirmed"] is True and result.speedup_vs_eager == speedup
+    else:
+        assert kernels == [] and "no finalist held up" in (result.reason or "")
+
+
+def test_a_session_banks_nothing_when_no_finalist_holds_up(tmp_path, fast_settings, monkeypatch):
+    from forge.harness.session import Session
+
+    def noisy(self, aid, source, trials):  # as if eager's and the candidate's quartiles overlapped
+        stats = {"median_ms": 1.0, "iqr_ms": 0.2, "q1_ms": 0.9, "q3_ms": 1.1}
+        return {"status": "passed", "speedup_vs_eager": 1.0, "timing_stats": {"candidate": stats, "eager": stats}}
+
+    monkeypatch.setattr(Session, "verify_alone", noisy)
+    seen: list[ev.Event] = []
+    options = OptimizeOptions(rounds=2, bank=tmp_path / "bank.db")
+    run = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings, seen.append)
+    (result,) = run.results
+    faster = {e.attempt_id for e in seen if isinstance(e, ev.VerdictReady) and (e.speedup_vs_eager or 0) > 1}
+    tried = [e.attempt_id for e in seen if isinstance(e, ev.ConfirmStarted)]
+    assert faster, "the built-in RMSNorm should beat eager at the median"
+    assert len(tried) == min(2, len(faster)) and set(tried) <= faster
+    assert not result.accepted and run.exit_code == 1
+    if tried:
+        assert "no finalist held up" in (result.reason or "") and "within the measured noise" in (result.reason or "")

@@ -210,3 +210,16 @@ def test_parallel_verifications_get_a_gpu_each(monkeypatch, tmp_path):
     assert _worker_env("cuda", 4, tmp_path, "3")["CUDA_VISIBLE_DEVICES"] == "3"
     assert _worker_env("cuda", 4, tmp_path)["CUDA_VISIBLE_DEVICES"] == "2, 3"
     assert _worker_env("cpu", 4, tmp_path, "3")["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_finalists_are_the_fastest_distinct_kernels():
+    from forge.harness.confirm import Contender, finalists
+
+    def c(aid: int, source: str, speedup: float) -> Contender:
+        return Contender(aid, source, {"status": "passed", "speedup_vs_eager": speedup}, {})
+
+    pool = [c(1, "a", 1.1), c(2, "b", 1.4), c(3, "a", 1.6), c(4, "c", 1.3), c(5, "b", 1.2)]
+    # two configs that render one source are one kernel: its faster attempt stands for it
+    assert [f.attempt_id for f in finalists(pool)] == [3, 2]
+    assert [f.attempt_id for f in finalists(pool, n=5)] == [3, 2, 4]
+    assert finalists([]) == []
