@@ -20,8 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "FORGE_CACHE_DIR": str(cache), "FORGE_TIMING_BUDGET_S": "0.3", "FORGE_DEVICE": "cpu",
-            "FORGE_CONFIRM_TRIALS": "10"}
+    return {
+        **os.environ,
+        "FORGE_CACHE_DIR": str(cache),
+        "FORGE_TIMING_BUDGET_S": "0.3",
+        "FORGE_DEVICE": "cpu",
+        "FORGE_CONFIRM_TRIALS": "10",
+    }
 
 
 def forge(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:

@@ -122,6 +122,19 @@ def get_kernel(engine: Engine, kernel_id: int) -> Kernel:
         return k
 
 
+def remove_provisional(engine: Engine, session_id: int) -> list[int]:
+    """Remove the kernels a session banked without a confirmation (an interrupted session banks its
+    round's best that way); its resumed run confirms, and banks what holds up. Returns their ids."""
+    with session_factory(engine).begin() as session:
+        gone = [
+            k for k in session.scalars(select(Kernel).where(Kernel.session_id == session_id))
+            if (k.evidence or {}).get("confirmed") is False
+        ]  # fmt: skip
+        for k in gone:
+            session.delete(k)
+        return [int(k.id) for k in gone]
+
+
 def remove_kernel(engine: Engine, kernel_id: int) -> None:
     with session_factory(engine).begin() as session:
         k = session.get(Kernel, kernel_id)

@@ -102,6 +102,7 @@ class Session:
         self.history: list[HistoryItem] = []
         self.best: Contender | None = None  # the fastest that beat eager beyond the noise in its own round
         self.contenders: list[Contender] = []  # every passed attempt faster than eager at the median
+        self.rejected: set[int] = set()  # attempts whose confirmation did not hold up
         self.round = 0
         self.tokens, self.cost = 0, 0.0
         self.cost_known = True
@@ -251,7 +252,9 @@ class Session:
             error=None if fb else review.error,
         )  # fmt: skip
 
-    def _verify_all(self, jobs: list[tuple[int, str]], trials: int | None = None) -> list[dict[str, Any]]:
+    def _verify_all(
+        self, jobs: list[tuple[int, str]], trials: int | None = None, timeout: float | None = None
+    ) -> list[dict[str, Any]]:
         """Verdicts for ``jobs`` (attempt id, source). ``trials``: timed calls per side, one job at a
         time on the whole machine (a finalist's confirmation)."""
         from forge.verifier import verify
@@ -259,7 +262,7 @@ class Session:
         workers = 1 if trials else max(1, min(self.options.workers, len(jobs)))
         settings = self.settings
         if trials:
-            settings = settings.model_copy(update={"timing_trials": trials})
+            settings = settings.model_copy(update={"timing_trials": trials, "timeout": timeout or settings.timeout})
         if workers > 1 and self.device == "cpu":  # parallel timing on one CPU: split the cores
             from forge.verifier.machine import available_cores
 
@@ -300,9 +303,10 @@ class Session:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def verify_alone(self, aid: int, source: str, trials: int) -> dict[str, Any]:
-        """One verdict with ``trials`` timed calls a side, on the whole machine (a confirmation)."""
-        (verdict,) = self._verify_all([(aid, source)], trials=trials)
+    def verify_alone(self, aid: int, source: str, trials: int, timeout: float) -> dict[str, Any]:
+        """One verdict with ``trials`` timed calls a side, on the whole machine, within ``timeout``
+        seconds (a confirmation)."""
+        (verdict,) = self._verify_all([(aid, source)], trials=trials, timeout=timeout)
         return verdict
 
     def verify_pending(self) -> None:
@@ -317,7 +321,7 @@ class Session:
     def finish(self, status: str, reason: str | None) -> SessionResult:
         """Bank the finalist that holds up when timed again (``confirm.py``) and close. An interrupted
         session banks the fastest that beat eager in its own round, marked unconfirmed."""
-        from forge.db.store import save_verdict
+        from forge.db.store import remove_provisional, save_verdict
 
         result = SessionResult(
             self.spec.name, self.id, status, backend=self.backend, tokens=self.tokens,
@@ -335,6 +339,10 @@ class Session:
                 kill_all()
                 status, reason = "interrupted", "interrupted (Ctrl-C); `--resume` continues the session"
                 result.status = status
+        if best is not None and best.attempt_id in self.rejected:
+            best = None  # its confirmation said no before the Ctrl-C
+        if confirmed:  # a Ctrl-C before banked this session's round best unconfirmed: this run decides
+            remove_provisional(self.engine, self.id)
         if best is not None:
             prov = {
                 "session_id": self.id, "attempt_id": best.attempt_id, "agent": self.agent,

@@ -106,7 +106,7 @@ def test_finalists_are_timed_again_and_only_a_confirmation_that_holds_is_banked(
 def test_a_session_banks_nothing_when_no_finalist_holds_up(tmp_path, fast_settings, monkeypatch):
     from forge.harness.session import Session
 
-    def noisy(self, aid, source, trials):  # as if eager's and the candidate's quartiles overlapped
+    def noisy(self, aid, source, trials, timeout):  # as if eager's and the candidate's quartiles overlapped
         stats = {"median_ms": 1.0, "iqr_ms": 0.2, "q1_ms": 0.9, "q3_ms": 1.1}
         return {"status": "passed", "speedup_vs_eager": 1.0, "timing_stats": {"candidate": stats, "eager": stats}}
 
@@ -122,3 +122,63 @@ def test_a_session_banks_nothing_when_no_finalist_holds_up(tmp_path, fast_settin
     assert not result.accepted and run.exit_code == 1
     if tried:
         assert "no finalist held up" in (result.reason or "") and "within the measured noise" in (result.reason or "")
+
+
+def test_the_next_finalist_is_banked_when_the_first_does_not_hold_up(tmp_path, fast_settings, monkeypatch):
+    from forge.harness.session import Session
+
+    real = Session.verify_alone
+    calls: list[int] = []
+
+    def first_fails(self, aid, source, trials, timeout):
+        calls.append(aid)
+        if len(calls) == 1:
+            return {"status": "failed_correctness", "reason": "max abs error 1.0 on case 3"}
+        return real(self, aid, source, trials, timeout)
+
+    monkeypatch.setattr(Session, "verify_alone", first_fails)
+    seen: list[ev.Event] = []
+    bank = tmp_path / "bank.db"
+    options = OptimizeOptions(rounds=2, bank=bank)
+    (result,) = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings, seen.append).results
+    first, second = (e for e in seen if isinstance(e, ev.ConfirmFinished))
+    assert not first.held and "max abs error 1.0 on case 3" in first.reason
+    assert second.held and result.accepted, result.reason
+    with sqlite3.connect(bank) as db:
+        ((attempt_id, config),) = db.execute(
+            "SELECT k.attempt_id, c.config FROM kernels k JOIN kernel_configs c ON c.kernel_id = k.id"
+        ).fetchall()
+        (kernel_config,) = db.execute(
+            "SELECT json_extract(verdict, '$.kernel_config') FROM attempts WHERE id = ?", (attempt_id,)
+        ).fetchone()
+    assert attempt_id == second.attempt_id == calls[1] != calls[0]
+    assert json.loads(config) == json.loads(kernel_config)  # the second finalist's own config
+
+
+def test_ctrl_c_while_confirming_banks_the_round_best_unconfirmed_and_resume_decides(
+    tmp_path, fast_settings, monkeypatch
+):
+    from forge.harness.session import Session
+
+    def interrupted(self, aid, source, trials, timeout):
+        raise KeyboardInterrupt
+
+    bank = tmp_path / "bank.db"
+    options = OptimizeOptions(rounds=2, bank=bank)
+    with monkeypatch.context() as m:
+        m.setattr(Session, "verify_alone", interrupted)
+        run = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings)
+    (result,) = run.results
+    assert result.status == "interrupted" and run.exit_code == 130
+    assert result.accepted, "the built-in RMSNorm beats eager beyond the noise in its round"
+    query = "SELECT id, json_extract(evidence, '$.confirmed') FROM kernels WHERE session_id = ?"
+    with sqlite3.connect(bank) as db:
+        assert db.execute(query, (result.session_id,)).fetchall() == [(result.kernel_id, 0)]
+    # --resume: no rounds left, so it confirms; the provisional kernel gives way to what holds up
+    resumed = optimize([], options, fast_settings, resume=result.session_id)
+    (again,) = resumed.results
+    with sqlite3.connect(bank) as db:
+        kernels = db.execute(query, (result.session_id,)).fetchall()
+        (status,) = db.execute("SELECT status FROM sessions WHERE id = ?", (result.session_id,)).fetchone()
+    assert status == "finished"
+    assert kernels == ([(again.kernel_id, 1)] if again.accepted else [])

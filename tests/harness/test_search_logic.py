@@ -223,3 +223,7 @@ def test_finalists_are_the_fastest_distinct_kernels():
     assert [f.attempt_id for f in finalists(pool)] == [3, 2]
     assert [f.attempt_id for f in finalists(pool, n=5)] == [3, 2, 4]
     assert finalists([]) == []
+    # the attempt that beat eager beyond the noise in its round keeps a place among the finalists
+    clear = c(6, "d", 1.15)
+    assert [f.attempt_id for f in finalists([*pool, clear], keep=clear)] == [3, 6]
+    assert [f.attempt_id for f in finalists(pool, keep=pool[2])] == [3, 2]  # already in: no change
