@@ -123,8 +123,7 @@ class Session:
             verdicts = {a.id: dict(a.verdict or {}) for a in stored_session.attempts}
             for item in self.history:
                 self._note_trace(item)
-                verdict = verdicts.get(item.attempt_id or -1, {})
-                self._consider(item.attempt_id, item.source, verdict, verdict.get("kernel_config") or item.config)
+                self._consider(item.attempt_id, item.source, verdicts.get(item.attempt_id or -1, {}), item.config)
         self.resumed = resume_id is not None
 
     # -- bookkeeping ----------------------------------------------------------------------------
@@ -153,6 +152,9 @@ class Session:
         self.emit(ev.CostUpdated, tokens=self.limits.tokens, cost_usd=self.limits.cost_reported)
 
     def _consider(self, attempt_id: int | None, source: str, verdict: dict[str, Any], config: Any) -> None:
+        """Note a verdict as a contender (and as the round best); what would be banked with it is
+        its kernel config (the config less inert knobs) where the attempt recorded one."""
+        config = verdict.get("kernel_config") or config
         if attempt_id is None or verdict.get("status") != "passed" or not verdict.get("timing_meaningful", True):
             return
         entry = Contender(attempt_id, source, verdict, dict(config or {}))
@@ -230,7 +232,7 @@ class Session:
             speedup_vs_eager=verdict.get("speedup_vs_eager"), speedup_vs_compile=verdict.get("speedup_vs_compile"),
             timings_ms=dict(verdict.get("timings_ms") or {}),
         )  # fmt: skip
-        self._consider(aid, source, verdict, verdict.get("kernel_config") or config)
+        self._consider(aid, source, verdict, config)
         self._review(item, verdict)
         return item
 
