@@ -5,13 +5,19 @@ max), the candidate's and eager's upper quartile relative to their median (sprea
 verification), and in how many repeats the candidate beat eager beyond the noise (the acceptance
 rule of `forge optimize`). A harness whose numbers are honest gives the same answer every time.
 
-Usage: python benchmarks/timing_stability.py [--repeats N] [--ops rmsnorm,softmax,...]
+``--null``: the candidate is the op's own reference (``class ModelNew(Model): pass``), so every
+difference measured is noise. The speedup spread is this machine's noise floor, and "accepted"
+must stay at 0: a rule that accepts the reference as faster than itself banks noise.
+``--trials N`` times N calls a side (the confirmation stage times 60).
+
+Usage: python benchmarks/timing_stability.py [--repeats N] [--ops rmsnorm,softmax,...] [--null] [--trials N]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,20 +34,27 @@ PAIRS = {
     "row_sum": "rowsum_torch",
     "linear_gelu": "linear_gelu_cpp",
 }
+NULL_CANDIDATE = "from forge_reference import Model\n\n\nclass ModelNew(Model):\n    pass\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--ops", default=",".join(PAIRS))
+    ap.add_argument("--ops", default=None, help="comma-separated (default: every op with a candidate; --null: all)")
+    ap.add_argument("--null", action="store_true", help="time each op's reference against itself")
+    ap.add_argument("--trials", type=int, default=None, help="timed calls a side (default: the budget's)")
     a = ap.parse_args()
-    settings = load_settings(compile_baseline=False)
+    settings = load_settings(compile_baseline=False, timing_trials=a.trials)
+    null = Path(tempfile.mkdtemp(prefix="forge-null-")) / "null_candidate.py"
+    null.write_text(NULL_CANDIDATE)
+    print("candidates: " + ("each op's own reference (noise only)" if a.null else "examples/candidates"))
     print(
         f"{'op':16s} {'trials':>6s} {'x eager min/med/max':>20s} {'cand q3/med':>11s} {'eager q3/med':>12s} "
         f"{'accepted':>8s} {'s/verify':>8s}"
     )
-    for op in a.ops.split(","):
-        cand = ROOT / "examples/candidates" / f"{PAIRS[op]}.py"
+    everything = sorted(p.stem for p in (ROOT / "examples/ops").glob("*.py")) if a.null else list(PAIRS)
+    for op in a.ops.split(",") if a.ops else everything:
+        cand = null if a.null else ROOT / "examples/candidates" / f"{PAIRS[op]}.py"
         speedups, cand_tail, eager_tail, accepted, secs, trials = [], [], [], 0, [], 0
         for _ in range(a.repeats):
             t0 = time.monotonic()

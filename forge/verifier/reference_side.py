@@ -19,24 +19,32 @@ from forge.verifier import cases, machine, roofline
 from forge.verifier.timing import Clocks, timed_loop
 
 _MIN_TRIALS, _MAX_TRIALS = 5, 30
-# Each batch costs a fresh draw and two transfers of its inputs (~1 s for 160 MB on a small VM):
-# three alternations of eager and candidate are enough to spread a slow spell over both. Large
-# inputs fit few sets in a batch, though (two 64 MB sets of a 4096x1024 residual add + norm), and
-# with six trials one outlier moves the upper quartile the acceptance rule reads; such problems
-# get more batches, up to _STEADY_TRIALS trials where the budget allows that many.
-_MAX_BATCHES = 3
+# Eager and the candidate are timed in turns, batch by batch, so that a slow spell of the machine
+# lands on both sides. A batch holds at most _CALLS_PER_BATCH calls, whatever fits in memory: with
+# every call of a side in one stretch, timing the op's own reference against itself (60 calls a
+# side of linear_gelu, benchmarks/timing_stability.py --null) measured 0.90x-1.09x, and once
+# "faster beyond the noise". There are at least _MIN_BATCHES turns. Each batch costs a fresh draw
+# and two transfers of its inputs (~1 s for 160 MB on a small VM). Large inputs fit few sets in a
+# batch (two 64 MB sets of a 4096x1024 residual add + norm), and with six trials one outlier moves
+# the upper quartile the acceptance rule reads; such problems get more batches, up to
+# _STEADY_TRIALS trials where the budget allows that many.
+_MIN_BATCHES, _CALLS_PER_BATCH = 3, 10
 _STEADY_TRIALS, _MAX_STEADY_BATCHES = 12, 6
 
 
 def plan_batches(total: int, per_batch: int, exact: bool = False) -> tuple[int, int]:
-    """(batches, trials) for ``total`` wanted trials when a batch holds ``per_batch`` input sets.
-    ``exact``: the caller asked for this many trials (``timing_trials``): as many batches as they
-    take, not capped."""
+    """(batches, trials) for ``total`` wanted trials when a batch's memory holds ``per_batch``
+    input sets. ``exact``: the caller asked for this many trials (``timing_trials``): as many
+    batches as they take, not capped. The batches are of (almost) equal size: the caller draws
+    ceil(trials / batches) sets for each."""
+    per_batch = max(1, min(per_batch, _CALLS_PER_BATCH))
     if exact:
-        return -(-total // per_batch), total
-    enough = max(_MAX_BATCHES, min(_MAX_STEADY_BATCHES, -(-min(total, _STEADY_TRIALS) // per_batch)))
-    batches = min(enough, -(-total // per_batch))
-    return batches, min(total, batches * per_batch)
+        batches = -(-total // per_batch)
+    else:
+        enough = max(_MIN_BATCHES, min(_MAX_STEADY_BATCHES, -(-min(total, _STEADY_TRIALS) // per_batch)))
+        batches = min(enough, -(-total // per_batch))
+        total = min(total, batches * per_batch)
+    return max(batches, min(_MIN_BATCHES, total)), total
 
 
 def as_output_list(out: Any) -> list[Any]:

@@ -121,7 +121,12 @@ def test_large_inputs_get_more_batches_for_enough_trials():
     assert plan_batches(30, 2) == (6, 12)  # two 64 MB sets a batch: six batches, not six trials
     assert plan_batches(30, 1) == (6, 6)
     assert plan_batches(6, 2) == (3, 6)  # a slow call's budget allows only six: no extra batches
-    assert plan_batches(5, 5) == (1, 5)
+    assert plan_batches(5, 5) == (3, 5)  # five slow calls still come in three turns (of two)
+    # small inputs: memory would hold every call in one batch, but a side's calls never run in
+    # one stretch (a slow spell would land on one side only)
+    assert plan_batches(30, 200) == (3, 30)
+    assert plan_batches(60, 200, exact=True) == (6, 60)
+    assert plan_batches(60, 5, exact=True) == (12, 60)
 
 
 def test_the_flop_count_does_not_import_dynamo():
