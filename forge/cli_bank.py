@@ -63,7 +63,7 @@ def list_(
             r["backend"],
             r["device"] + (f" {r['capability']}" if r["capability"] else ""),
             r["dtype"],
-            _x(r["speedup_vs_eager"]),
+            _x(r["speedup_vs_eager"]) + (" unconfirmed" if r.get("confirmed") is False else ""),
             _x(r["speedup_vs_compile"]),
             r["status"],
             r["agent"] or "",

@@ -106,6 +106,9 @@ def kernel_summary(k: Kernel) -> dict[str, Any]:
         "speedup_vs_eager": k.speedup_vs_eager,
         "speedup_vs_compile": k.speedup_vs_compile,
         "beats_reference": k.beats_reference,
+        # forge optimize: timed again after it was chosen (True), or banked from its round's figures
+        # on a Ctrl-C (False); None for `forge verify --save`
+        "confirmed": (k.evidence or {}).get("confirmed"),
         "status": k.status,
         "agent": k.agent,
         "torch": k.torch_version,

@@ -176,6 +176,9 @@ def _gc_paused() -> Iterator[None]:
     to one 2 ms call of six."""
     enabled = gc.isenabled()
     gc.collect()
+    # What survived moves to the permanent generation, so the next batch's collection scans only
+    # what is new: a full one walks torch's objects (~0.15 s on the 2-core VM, per batch and side).
+    gc.freeze()
     gc.disable()
     try:
         yield

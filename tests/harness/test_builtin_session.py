@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from forge.db.engine import open_for_writing
+from forge.db.store import list_kernels
 from forge.harness import events as ev
 from forge.harness.optimize import optimize
 from forge.harness.session import OptimizeOptions
@@ -174,6 +176,9 @@ def test_ctrl_c_while_confirming_banks_the_round_best_unconfirmed_and_resume_dec
     query = "SELECT id, json_extract(evidence, '$.confirmed') FROM kernels WHERE session_id = ?"
     with sqlite3.connect(bank) as db:
         assert db.execute(query, (result.session_id,)).fetchall() == [(result.kernel_id, 0)]
+    engine = open_for_writing(bank)
+    assert [(k["id"], k["confirmed"]) for k in list_kernels(engine)] == [(result.kernel_id, False)]  # bank list says so
+    engine.dispose()
     # --resume: no rounds left, so it confirms; the provisional kernel gives way to what holds up
     resumed = optimize([], options, fast_settings, resume=result.session_id)
     (again,) = resumed.results
