@@ -45,8 +45,9 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=None, help="timed calls a side (default: the budget's)")
     a = ap.parse_args()
     settings = load_settings(compile_baseline=False, timing_trials=a.trials)
-    null = Path(tempfile.mkdtemp(prefix="forge-null-")) / "null_candidate.py"
-    null.write_text(NULL_CANDIDATE)
+    if a.null:
+        null = Path(tempfile.mkdtemp(prefix="forge-null-")) / "null_candidate.py"
+        null.write_text(NULL_CANDIDATE)
     print("candidates: " + ("each op's own reference (noise only)" if a.null else "examples/candidates"))
     print(
         f"{'op':16s} {'trials':>6s} {'x eager min/med/max':>20s} {'cand q3/med':>11s} {'eager q3/med':>12s} "

@@ -94,6 +94,12 @@ def list_kernels(engine: Engine, op: str | None = None) -> list[dict[str, Any]]:
         return [kernel_summary(k) for k in session.scalars(q)]
 
 
+def confirmed(k: Kernel) -> Any:
+    """forge optimize: timed again after it was chosen (True), or banked from its round's figures
+    on a Ctrl-C (False); None for `forge verify --save`."""
+    return (k.evidence or {}).get("confirmed")
+
+
 def kernel_summary(k: Kernel) -> dict[str, Any]:
     return {
         "id": k.id,
@@ -106,9 +112,7 @@ def kernel_summary(k: Kernel) -> dict[str, Any]:
         "speedup_vs_eager": k.speedup_vs_eager,
         "speedup_vs_compile": k.speedup_vs_compile,
         "beats_reference": k.beats_reference,
-        # forge optimize: timed again after it was chosen (True), or banked from its round's figures
-        # on a Ctrl-C (False); None for `forge verify --save`
-        "confirmed": (k.evidence or {}).get("confirmed"),
+        "confirmed": confirmed(k),
         "status": k.status,
         "agent": k.agent,
         "torch": k.torch_version,
@@ -131,7 +135,7 @@ def remove_provisional(engine: Engine, session_id: int) -> list[int]:
     with session_factory(engine).begin() as session:
         gone = [
             k for k in session.scalars(select(Kernel).where(Kernel.session_id == session_id))
-            if (k.evidence or {}).get("confirmed") is False
+            if confirmed(k) is False
         ]  # fmt: skip
         for k in gone:
             session.delete(k)
