@@ -19,10 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from forge.core.settings import load_settings
+from forge.harness import OptimizeOptions, optimize
 from forge.harness import events as ev
-from forge.harness.optimize import optimize
-from forge.harness.session import OptimizeOptions
-from forge.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from forge.harness.limits import beats_eager
-from forge.settings import load_settings
+from forge.core.acceptance import beats_eager
+from forge.core.settings import load_settings
 from forge.verifier import verify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,16 +59,16 @@ def main() -> None:
         speedups, cand_tail, eager_tail, accepted, secs, trials = [], [], [], 0, [], 0
         for _ in range(a.repeats):
             t0 = time.monotonic()
-            v = verify(ROOT / "examples/ops" / f"{op}.py", cand, settings).to_dict()
+            v = verify(ROOT / "examples/ops" / f"{op}.py", cand, settings)
             secs.append(time.monotonic() - t0)
-            stats = v.get("timing_stats") or {}
-            if v["status"] != "passed" or not stats:
-                print(f"{op:16s} {v['status']}: {v.get('reason')}")
+            cs, es = v.timing_stats.candidate, v.timing_stats.eager
+            if not v.passed or cs is None or es is None or v.speedup_vs_eager is None:
+                print(f"{op:16s} {v.status}: {v.reason}")
                 break
-            trials = stats["candidate"]["trials"]
-            speedups.append(v["speedup_vs_eager"])
-            cand_tail.append(stats["candidate"]["q3_ms"] / stats["candidate"]["median_ms"])
-            eager_tail.append(stats["eager"]["q3_ms"] / stats["eager"]["median_ms"])
+            trials = cs.trials
+            speedups.append(v.speedup_vs_eager)
+            cand_tail.append(cs.q3_ms / cs.median_ms)
+            eager_tail.append(es.q3_ms / es.median_ms)
             accepted += beats_eager(v)[0]
         else:
             spread = f"{min(speedups):.2f}/{statistics.median(speedups):.2f}/{max(speedups):.2f}"

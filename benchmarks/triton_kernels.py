@@ -29,8 +29,8 @@ import torch
 
 from forge.agents.builtin import BuiltinCoder
 from forge.agents.builtin.tuner import default_config
-from forge.harness.problem import load_problem
-from forge.importing import import_file
+from forge.core.importing import import_file
+from forge.core.problem import load_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 FLUSH = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from forge.settings import load_settings
+from forge.core.settings import load_settings
 from forge.verifier import verify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,10 +40,10 @@ def main() -> None:
     for op, cand in PAIRS:
         v = verify(ROOT / "examples/ops" / f"{op}.py", ROOT / "examples/candidates" / f"{cand}.py", settings)
         t = v.timings_ms
-        roof = (v.roofline or {}).get("fraction_candidate")
+        roof = v.roofline.fraction_candidate if v.roofline else None
         print(
-            f"{op:16s} {cand:22s} {v.status:10s} {fmt(t['candidate'], '8.3f')} {fmt(t['eager'], '8.3f')} "
-            f"{fmt(t['compile'], '10.3f')} {fmt(v.speedup_vs_eager, '7.2f')} {fmt(v.speedup_vs_compile, '9.2f')} "
+            f"{op:16s} {cand:22s} {v.status!s:10s} {fmt(t.candidate, '8.3f')} {fmt(t.eager, '8.3f')} "
+            f"{fmt(t.compile, '10.3f')} {fmt(v.speedup_vs_eager, '7.2f')} {fmt(v.speedup_vs_compile, '9.2f')} "
             f"{fmt(roof, '8.0%')} {v.elapsed_s:5.1f}",
             flush=True,
         )

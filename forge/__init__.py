@@ -1,33 +1,76 @@
 """forge: turn a PyTorch reference op into a faster, verified kernel.
 
-Public names only. Settings load lazily (pydantic is not needed by programs that only use
-``forge.kernelbank``), and heavy modules (torch) load when used.
+The public API:
+
+- ``verify(op, candidate, settings=None) -> Verdict``: check and time one candidate in isolation;
+- ``optimize(ops, OptimizeOptions(...), settings=None) -> RunResult``: search for faster kernels
+  and bank the ones that hold up;
+- ``kernelbank.open(path)``: load banked kernels into a program (``forge.kernelbank``);
+- ``ForgeSettings`` / ``load_settings``, ``Verdict``, and the errors (``ForgeError`` and its kinds).
+
+The errors load with the package; every other name loads on first use, so that a program that
+only imports ``forge.kernelbank`` does not load the engine (pydantic, SQLAlchemy, the agents).
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from forge.errors import BankError, CompileError, ForgeError, ProblemError, UsageError
+from forge.core.errors import (
+    BankError,
+    CompileError,
+    ForgeError,
+    KernelUnavailableError,
+    ProblemError,
+    ProviderError,
+    UnknownOpError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
-    from forge.settings import ForgeSettings, load_settings
+    from forge import kernelbank
+    from forge.core.settings import ForgeSettings, load_settings
+    from forge.core.verdict import Verdict
+    from forge.harness import OptimizeOptions, RunResult, optimize
+    from forge.verifier import verify
 
 __version__ = "0.1.0"
+
+# name -> the module that defines it (attribute of the same name), or the submodule itself
+_ON_FIRST_USE = {
+    "ForgeSettings": "forge.core.settings",
+    "load_settings": "forge.core.settings",
+    "Verdict": "forge.core.verdict",
+    "OptimizeOptions": "forge.harness",
+    "RunResult": "forge.harness",
+    "optimize": "forge.harness",
+    "verify": "forge.verifier",
+    "kernelbank": "forge.kernelbank",
+}
 
 __all__ = [
     "BankError",
     "CompileError",
     "ForgeError",
     "ForgeSettings",
+    "KernelUnavailableError",
+    "OptimizeOptions",
     "ProblemError",
+    "ProviderError",
+    "RunResult",
+    "UnknownOpError",
     "UsageError",
+    "Verdict",
     "__version__",
+    "kernelbank",
     "load_settings",
+    "optimize",
+    "verify",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ForgeSettings", "load_settings"):
-        from forge import settings
-
-        return getattr(settings, name)
-    raise AttributeError(f"module 'forge' has no attribute {name!r}")
+    where = _ON_FIRST_USE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'forge' has no attribute {name!r}")
+    module = import_module(where)
+    return module if where.endswith(f".{name}") else getattr(module, name)

@@ -31,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from forge.errors import CompileError
+from forge.core.errors import CompileError
 
 DEFAULT_FLAGS = (
     "-O3",

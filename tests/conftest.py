@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from forge.settings import ForgeSettings
+from forge.core.settings import ForgeSettings
 
 TESTS = Path(__file__).parent
 OPS = TESTS / "ops"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from forge import cpp
-from forge.errors import CompileError
+from forge.core.errors import CompileError
 
 SRC = r"""
 #include <cstdint>

@@ -1,17 +1,27 @@
-"""Coder and judge roles, their values, and reply parsing (LLM and built-in implementations follow)."""
+"""The coder and judge roles and the values they exchange, the factory that picks a session's
+agents (LLMs through litellm with a model, else the built-in offline pair), and reply parsing.
+Implementations: ``agents.llm`` and ``agents.builtin`` (imported when chosen)."""
 
+from forge.agents.factory import AgentChoice, AgentKind, Agents, check_provider, make_agents
 from forge.agents.parsing import Extracted, extract_candidate, parse_feedback
-from forge.agents.roles import Coder, CoderContext, HistoryItem, Judge, JudgeFeedback, Proposal, Review
+from forge.agents.roles import Coder, CoderContext, HistoryItem, Judge, MachineFacts, Proposal, Review
+from forge.core.feedback import JudgeFeedback
 
 __all__ = [
+    "AgentChoice",
+    "AgentKind",
+    "Agents",
     "Coder",
     "CoderContext",
     "Extracted",
     "HistoryItem",
     "Judge",
     "JudgeFeedback",
+    "MachineFacts",
     "Proposal",
     "Review",
+    "check_provider",
     "extract_candidate",
+    "make_agents",
     "parse_feedback",
 ]

@@ -1,39 +1,64 @@
-"""Choosing the agents for a session: the built-in pair by default, LLM agents with ``--model``."""
+"""Choosing the agents for a session: the built-in pair by default, LLM agents with a model."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from forge.agents.roles import Coder, Judge
-
-if TYPE_CHECKING:
-    from forge.harness.session import OptimizeOptions
+from forge.core.errors import UsageError
 
 
-def make_agents(op_path: Path, options: OptimizeOptions, device: str, backend: str) -> tuple[Coder, Judge, str]:
-    """(coder, judge, agent name)."""
-    if options.model:
+class AgentKind(str, Enum):
+    BUILTIN = "builtin"
+    LLM = "llm"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class AgentChoice:
+    """Which agents a session uses: LLMs named as litellm names them, or (no model) the built-in pair."""
+
+    model: str | None = None
+    judge_model: str | None = None  # default: the coder's model
+    api_base: str | None = None  # an OpenAI-compatible server (vLLM, llama.cpp, Ollama)
+
+    @property
+    def kind(self) -> AgentKind:
+        return AgentKind.LLM if self.model else AgentKind.BUILTIN
+
+
+@dataclass(frozen=True)
+class Agents:
+    coder: Coder
+    judge: Judge
+    kind: AgentKind
+
+
+def make_agents(op_path: Path, choice: AgentChoice, backend: str) -> Agents:
+    """The coder and judge for one op."""
+    if choice.model:
         from forge.agents.llm import LLMClient, LLMCoder, LLMJudge
 
-        coder = LLMCoder(LLMClient(options.model, options.api_base))
-        judge = LLMJudge(LLMClient(options.judge_model or options.model, options.api_base))
-        return coder, judge, "llm"
+        coder = LLMCoder(LLMClient(choice.model, choice.api_base))
+        judge = LLMJudge(LLMClient(choice.judge_model or choice.model, choice.api_base))
+        return Agents(coder, judge, AgentKind.LLM)
     from forge.agents.builtin import BuiltinCoder, BuiltinJudge
 
     builtin = BuiltinCoder(op_path, backend)
-    return builtin, BuiltinJudge(builtin), "builtin"
+    return Agents(builtin, BuiltinJudge(builtin), AgentKind.BUILTIN)
 
 
-def check_provider(options: OptimizeOptions) -> None:
-    """With --model: fail now (ProviderError, exit 3) if a model cannot be reached or has no key."""
-    if not options.model:
-        if options.judge_model:
-            from forge.errors import UsageError
-
+def check_provider(choice: AgentChoice) -> None:
+    """With a model: fail now (ProviderError, exit 3) if it cannot be reached or has no key."""
+    if not choice.model:
+        if choice.judge_model:
             raise UsageError("--judge needs --model too (the built-in coder works with the built-in judge)")
         return
     from forge.agents.llm import check_model
 
-    for model in dict.fromkeys([options.model, options.judge_model or options.model]):
-        check_model(model, options.api_base)
+    for model in dict.fromkeys([choice.model, choice.judge_model or choice.model]):
+        check_model(model, choice.api_base)

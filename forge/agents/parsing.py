@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from forge.agents.roles import JudgeFeedback
-from forge.importing import parse_python
+from forge.core.feedback import JudgeFeedback
+from forge.core.importing import parse_python
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_TAGS = {"", "python", "py", "python3"}

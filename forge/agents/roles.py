@@ -1,16 +1,42 @@
 """The two agent roles and the values they exchange (implementations: LLM and built-in).
 
 A ``Coder`` proposes candidate sources from a ``CoderContext``; a ``Judge`` reviews a verdict with
-the history and returns ``JudgeFeedback``. The judge's answer crosses a trust boundary (it may come
-from an LLM), so it is a pydantic model and is validated.
+the history and returns a ``Review`` holding its ``JudgeFeedback`` (validated: it may come from an
+LLM).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from forge.core.feedback import JudgeFeedback
+from forge.core.statuses import AttemptStatus
+from forge.core.verdict import Timings, Verdict
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """What the coder's prompt says about the machine: the device, its measured bandwidth and
+    matmul peak, and the CPU's model, cores, ISA extensions and caches, or the GPU's name, SMs,
+    memory and compute capability."""
+
+    device: str
+    device_name: str | None = None
+    bandwidth_gbs: float | None = None
+    peak_gflops: float | None = None
+    cpu_model: str | None = None
+    cores: int | None = None
+    isa: list[str] | None = None
+    caches: dict[str, int] | None = None
+    gpu: str | None = None
+    sms: int | None = None
+    memory_gb: float | None = None
+    capability: str | None = None
+
+    def items(self) -> list[tuple[str, Any]]:
+        """The facts that are known, in this order (the prompt lists them)."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None]
 
 
 @dataclass
@@ -19,12 +45,12 @@ class HistoryItem:
 
     round: int
     source: str
-    status: str
+    status: AttemptStatus
     reason: str | None = None
     failing_check: str | None = None
     error_text: str | None = None
     max_abs_error: float | None = None
-    timings_ms: dict[str, float | None] = field(default_factory=dict)
+    timings_ms: Timings = field(default_factory=Timings)
     roofline_fraction: float | None = None
     feedback: JudgeFeedback | None = None
     config: dict[str, Any] | None = None  # the launch/parallel config the candidate was built with
@@ -39,7 +65,7 @@ class CoderContext:
     op_source: str
     device: str
     backend: str  # "cpp", "triton" or "cuda"
-    device_spec: dict[str, Any] = field(default_factory=dict)
+    machine: MachineFacts | None = None  # None: only the device is known (the built-in coder needs no more)
     history: list[HistoryItem] = field(default_factory=list)
     want: int = 1  # how many candidates to propose (evolve asks for several)
     parent: HistoryItem | None = None  # the attempt to improve on (None: start from scratch)
@@ -64,18 +90,6 @@ class Proposal:
     cost_known: bool = True
 
 
-class JudgeFeedback(BaseModel):
-    """What the judge returns: validated, because it may come from an LLM."""
-
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-
-    diagnosis: str = Field(default="", description="why a failing candidate failed")
-    bottleneck: str = Field(default="", description="the main bottleneck of a passing candidate")
-    next_step: str = Field(default="", description="one concrete next step")
-    continue_search: bool = Field(default=True, alias="continue")
-    config: dict[str, Any] = Field(default_factory=dict, description="launch/parallel config to try next")
-
-
 @dataclass
 class Review:
     """One judge call: its feedback (None when the judge gave no usable answer) and what it cost."""
@@ -94,4 +108,4 @@ class Coder(Protocol):
 
 
 class Judge(Protocol):
-    def review(self, context: CoderContext, verdict: dict[str, Any]) -> Review: ...
+    def review(self, context: CoderContext, verdict: Verdict) -> Review: ...

@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from forge.db.paths import default_bank_path
-from forge.errors import BankError
+from forge.core.errors import BankError
+from forge.core.paths import default_bank_path
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 _BUSY_MS = 60_000
@@ -104,6 +104,20 @@ def open_for_writing(path: Path | None = None, revision: str = "head") -> Engine
         if current_revision(engine) != (head_revision() if revision == "head" else revision):
             upgrade(engine, revision)
     return engine
+
+
+@contextlib.contextmanager
+def open_bank(path: Path | None, *, must_exist: bool = True) -> Iterator[Engine]:
+    """The bank at ``path`` (default: $FORGE_BANK or the per-user bank), migrated if it is older,
+    closed on exit. A missing bank is an error unless the caller is about to add to it."""
+    where = (path or default_bank_path()).expanduser()
+    if must_exist and not where.is_file():
+        raise BankError(f"no kernel bank at {str(where)!r}; `forge verify OP CAND --save` creates it")
+    engine = open_for_writing(where)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def _check_not_newer(engine: Engine, path: Path) -> None:

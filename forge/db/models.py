@@ -17,7 +17,7 @@ class Base(DeclarativeBase):
     pass
 
 
-class Problem(Base):
+class ProblemRow(Base):
     """An op, identified by name plus the hash of its normalized reference source."""
 
     __tablename__ = "problems"
@@ -30,10 +30,10 @@ class Problem(Base):
     target_class_path: Mapped[str | None] = mapped_column(String(400))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
-    kernels: Mapped[list[Kernel]] = relationship(back_populates="problem")
+    kernels: Mapped[list[KernelRow]] = relationship(back_populates="problem")
 
 
-class Session(Base):
+class SessionRow(Base):
     """One optimisation run over one problem."""
 
     __tablename__ = "sessions"
@@ -51,7 +51,7 @@ class Session(Base):
     cost_usd: Mapped[float | None] = mapped_column(Float)
 
 
-class Attempt(Base):
+class AttemptRow(Base):
     """Everything one candidate produced: prompt, response, source, verdict, cost."""
 
     __tablename__ = "attempts"
@@ -75,7 +75,7 @@ class Attempt(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
-class Kernel(Base):
+class KernelRow(Base):
     """A bank entry: a verified candidate with its evidence, validators and provenance."""
 
     __tablename__ = "kernels"
@@ -106,11 +106,11 @@ class Kernel(Base):
     status: Mapped[str] = mapped_column(String(20), default="active")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
-    problem: Mapped[Problem] = relationship(back_populates="kernels")
-    configs: Mapped[list[KernelConfig]] = relationship(back_populates="kernel", cascade="all, delete-orphan")
+    problem: Mapped[ProblemRow] = relationship(back_populates="kernels")
+    configs: Mapped[list[KernelConfigRow]] = relationship(back_populates="kernel", cascade="all, delete-orphan")
 
 
-class KernelConfig(Base):
+class KernelConfigRow(Base):
     """A launch/parallel config and its timing for one shape bucket of a kernel."""
 
     __tablename__ = "kernel_configs"
@@ -121,10 +121,10 @@ class KernelConfig(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     timing_ms: Mapped[float | None] = mapped_column(Float)
 
-    kernel: Mapped[Kernel] = relationship(back_populates="configs")
+    kernel: Mapped[KernelRow] = relationship(back_populates="configs")
 
 
-class ParallelPlan(Base):
+class ParallelPlanRow(Base):
     """Room for parallel configs (mesh, tensor-parallel plan, FSDP settings): filled by later work."""
 
     __tablename__ = "parallel_plans"

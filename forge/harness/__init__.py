@@ -1,26 +1,60 @@
-"""The engine's problem side: op files, shape variants (sessions and search come later).
+"""The engine: every operation a front end needs, as a function, and the events it reports.
 
-Names load lazily so that ``forge.harness.identity`` (used by the runtime) stays light.
+- ``optimize``: sessions that search for a faster kernel per op and bank the one that holds up
+  (``OptimizeOptions`` in, ``RunResult`` out, ``events`` while it runs);
+- ``verify_candidate``: one candidate checked and timed (and saved to the bank when asked);
+- the bank: ``bank_list``, ``bank_show``, ``bank_export``, ``bank_import``, ``bank_reverify``,
+  ``bank_remove``; the sessions in it: ``session_list``, ``session_show``;
+- ``write_report``: an optimize run's JSON and chart.
+
+Inside, a session is a sequence of steps (``steps``, ``confirm``, ``banking``) driven by a search
+strategy (``search``), over the verifier service, the agents and the bank.
 """
 
-from typing import TYPE_CHECKING, Any
+from forge.db import BucketConfig, KernelDetail, KernelSummary, SessionSummary, StoredAttempt, StoredSession
+from forge.harness import events
+from forge.harness.bank_ops import (
+    Reverified,
+    Verification,
+    bank_export,
+    bank_import,
+    bank_list,
+    bank_remove,
+    bank_reverify,
+    bank_show,
+    verify_candidate,
+)
+from forge.harness.options import DEFAULT_ROUNDS, OptimizeOptions
+from forge.harness.report import write_report
+from forge.harness.run import RunResult, collect_ops, optimize
+from forge.harness.session import SessionResult, TracePoint
+from forge.harness.session_ops import session_list, session_show
 
-if TYPE_CHECKING:
-    from forge.harness.problem import (
-        Problem,
-        ProblemSource,
-        Tolerance,
-        load_problem,
-        read_problem_source,
-        reference_hash,
-    )
-
-__all__ = ["Problem", "ProblemSource", "Tolerance", "load_problem", "read_problem_source", "reference_hash"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from forge.harness import problem
-
-        return getattr(problem, name)
-    raise AttributeError(f"module 'forge.harness' has no attribute {name!r}")
+__all__ = [
+    "DEFAULT_ROUNDS",
+    "BucketConfig",
+    "KernelDetail",
+    "KernelSummary",
+    "OptimizeOptions",
+    "Reverified",
+    "RunResult",
+    "SessionResult",
+    "SessionSummary",
+    "StoredAttempt",
+    "StoredSession",
+    "TracePoint",
+    "Verification",
+    "bank_export",
+    "bank_import",
+    "bank_list",
+    "bank_remove",
+    "bank_reverify",
+    "bank_show",
+    "collect_ops",
+    "events",
+    "optimize",
+    "session_list",
+    "session_show",
+    "verify_candidate",
+    "write_report",
+]

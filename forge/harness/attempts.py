@@ -1,39 +1,29 @@
-"""Attempts as the agents see them: a verdict turned into a ``HistoryItem``, and a stored session
-turned back into a history (for ``--resume``)."""
+"""Attempts as the agents see them: a verdict turned into a ``HistoryItem``."""
 
 from __future__ import annotations
 
-from typing import Any
+from forge.agents import HistoryItem
+from forge.core.candidate_config import CandidateConfig
+from forge.core.statuses import AttemptStatus
+from forge.core.verdict import Verdict
 
-from forge.agents.roles import HistoryItem, JudgeFeedback
-from forge.db.sessions import StoredSession
 
-
-def history_item(
-    round: int,
-    source: str,
-    verdict: dict[str, Any],
-    config: dict[str, Any] | None = None,
-    parent_config: dict[str, Any] | None = None,
-    attempt_id: int | None = None,
-) -> HistoryItem:
-    failing = next((c for c in verdict.get("checks") or [] if not c.get("passed") and c.get("fatal", True)), None)
-    case = verdict.get("failing_case") or {}
-    roof = verdict.get("roofline") or {}
+def history_item(round: int, source: str, verdict: Verdict, config: CandidateConfig, attempt_id: int) -> HistoryItem:
+    failing = verdict.first_failed_check()
     return HistoryItem(
         round=round,
         source=source,
-        status=str(verdict.get("status", "crashed")),
-        reason=verdict.get("reason"),
-        failing_check=failing.get("name") if failing else None,
-        error_text=(failing.get("detail") if failing else None) or verdict.get("reason"),
-        max_abs_error=case.get("max_abs"),
-        timings_ms=dict(verdict.get("timings_ms") or {}),
-        roofline_fraction=roof.get("fraction_candidate"),
-        config=config,
-        parent_config=parent_config,
+        status=AttemptStatus.of(verdict.status),
+        reason=verdict.reason,
+        failing_check=failing.name if failing else None,
+        error_text=(failing.detail if failing else None) or verdict.reason,
+        max_abs_error=verdict.failing_case.max_abs if verdict.failing_case else None,
+        timings_ms=verdict.timings_ms.model_copy(),
+        roofline_fraction=verdict.roofline.fraction_candidate if verdict.roofline else None,
+        config=config.config,
+        parent_config=config.parent_config,
         attempt_id=attempt_id,
-        speedup_vs_eager=verdict.get("speedup_vs_eager"),
+        speedup_vs_eager=verdict.speedup_vs_eager,
     )
 
 
@@ -42,35 +32,8 @@ def invalid_item(round: int, reason: str, response: str | None, attempt_id: int 
     return HistoryItem(
         round=round,
         source=response or "",
-        status="invalid_reply",
+        status=AttemptStatus.INVALID_REPLY,
         reason=reason,
         error_text=reason,
         attempt_id=attempt_id,
     )
-
-
-def restore_history(stored: StoredSession) -> tuple[list[HistoryItem], list[tuple[int, int, str, dict[str, Any]]]]:
-    """(history of finished attempts, pending attempts to verify again as (id, round, source, meta))."""
-    feedback: dict[int, JudgeFeedback] = {}
-    for a in stored.attempts:
-        if a.role == "judge" and a.parent_id is not None and a.verdict and a.verdict.get("feedback"):
-            try:
-                feedback[a.parent_id] = JudgeFeedback.model_validate(a.verdict["feedback"])
-            except ValueError:
-                continue
-    history: list[HistoryItem] = []
-    pending = []
-    for a in stored.attempts:
-        if a.role != "coder":
-            continue
-        meta = dict(a.verdict or {})
-        if a.status == "pending" and a.source:
-            pending.append((a.id, a.round, a.source, meta))
-            continue
-        if a.status == "invalid_reply":
-            history.append(invalid_item(a.round, str(meta.get("reason", "no usable candidate")), a.response, a.id))
-            continue
-        item = history_item(a.round, a.source or "", meta, meta.get("config"), meta.get("parent_config"), a.id)
-        item.feedback = feedback.get(a.id)
-        history.append(item)
-    return history, pending

@@ -1,4 +1,4 @@
-"""The session's last step: time its finalists again before one is banked.
+"""The session's confirm step: its finalists are timed again before one is banked.
 
 Picking the fastest of many noisy timings favours whichever attempt was measured luckiest, and a
 round's 5-30 timed calls leave quartiles too coarse to separate a real 10% gain from the noise.
@@ -10,27 +10,28 @@ session reports was measured after the choice, not the draw that made it.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
 
-from forge.db import sessions as rows
+from forge.core.acceptance import beats_eager
+from forge.core.candidate_config import CandidateConfig
+from forge.core.settings import ForgeSettings
+from forge.core.verdict import Verdict
 from forge.harness import events as ev
-from forge.harness.limits import beats_eager
-
-if TYPE_CHECKING:
-    from forge.harness.session import Session
-    from forge.settings import ForgeSettings
+from forge.harness.steps import SessionIO
+from forge.verifier import Job, VerifierService
 
 FINALISTS = 2  # contenders timed again before a session gives up on banking a kernel
-_CHOICE_KEYS = ("config", "parent_config", "kernel_config")  # what the attempt's own verdict records
 
 
 @dataclass
 class Contender:
+    """A passed attempt faster than eager at the median: what the session may bank."""
+
     attempt_id: int
     source: str
-    verdict: dict[str, Any]
-    config: dict[str, Any]  # what is banked with the kernel: the config less inert knobs
+    verdict: Verdict
+    config: CandidateConfig
 
 
 def finalists(contenders: list[Contender], n: int = FINALISTS, keep: Contender | None = None) -> list[Contender]:
@@ -38,7 +39,7 @@ def finalists(contenders: list[Contender], n: int = FINALISTS, keep: Contender |
     source (the tuner can reach one kernel through two configs). ``keep`` (the fastest that beat
     eager beyond the noise in its own round) takes the last place if the medians left it out:
     two noisy attempts with higher medians must not push out the one measured clearly faster."""
-    ranked = sorted(contenders, key=lambda c: -(c.verdict.get("speedup_vs_eager") or 0.0))
+    ranked = sorted(contenders, key=lambda c: -(c.verdict.speedup_vs_eager or 0.0))
     out: list[Contender] = []
     for c in ranked:
         if len(out) < n and all(f.source != c.source for f in out):
@@ -52,39 +53,60 @@ def confirm_timeout(settings: ForgeSettings, c: Contender, trials: int) -> float
     """Seconds a confirmation may take: the usual limit plus three times its timed calls at the
     speed its round measured (eager, torch.compile and the candidate each take ``trials`` calls),
     so 60 calls of a slow op are not cut short by a limit meant for a round's 5-30."""
-    per_call_s = sum(float(t or 0.0) for t in (c.verdict.get("timings_ms") or {}).values()) / 1000 + 0.01
+    t = c.verdict.timings_ms
+    per_call_s = sum(float(ms or 0.0) for ms in (t.candidate, t.eager, t.compile)) / 1000 + 0.01
     return settings.timeout + 3 * trials * per_call_s
 
 
-def confirm_finalists(session: Session, reason: str | None) -> tuple[Contender | None, str | None]:
-    """(the finalist to bank, with its confirmation verdict, or None; the reason when None). Each
-    confirmation is recorded as an attempt of role ``confirm`` whose parent is the finalist."""
-    settings = session.settings
+@dataclass(frozen=True)
+class Confirmation:
+    """The confirm step's outcome: the finalist to bank (its verdict the second measurement's,
+    with its confirmation's row id), and why the others were not."""
+
+    chosen: Contender | None
+    trials: int
+    why_not: tuple[str, ...] = ()
+
+    def reason(self, search_reason: str | None) -> str | None:
+        """Why nothing is banked (after the search's own reason, which is kept)."""
+        if not self.why_not:
+            return search_reason
+        told = f"timed again ({self.trials} calls a side), no finalist held up: " + "; ".join(self.why_not)
+        return f"{search_reason}; {told}" if search_reason else told
+
+
+def confirm_finalists(
+    candidates: list[Contender],
+    verifier: VerifierService,
+    io: SessionIO,
+    settings: ForgeSettings,
+    round: int,
+    stop: threading.Event,
+    rejected: set[int],
+) -> Confirmation:
+    """Time each finalist again until one holds up. Each confirmation is recorded as an attempt of
+    role ``confirm`` whose parent is the finalist; a finalist that does not hold up is added to
+    ``rejected`` at once (a Ctrl-C later must not bank it)."""
     trials = max(settings.confirm_trials, settings.timing_trials or 0)
-    why_not = []
-    for c in finalists(session.contenders, keep=session.best):
-        if session.limits.stop_requested.is_set():
+    why_not: list[str] = []
+    for c in candidates:
+        if stop.is_set():
             raise KeyboardInterrupt
-        session.emit(ev.ConfirmStarted, attempt_id=c.attempt_id, trials=trials)
-        verdict = session.verify_alone(c.attempt_id, c.source, trials, confirm_timeout(settings, c, trials))
+        io.events(ev.ConfirmStarted, attempt_id=c.attempt_id, trials=trials)
+        job = Job(f"attempt_{c.attempt_id}", c.source)
+        verdict = verifier.verify_alone(job, trials, confirm_timeout(settings, c, trials))
         ok, why = beats_eager(verdict)
-        if verdict.get("status") != "passed" and verdict.get("reason"):
-            why = f"{why}: {verdict['reason']}"
-        cid = rows.add_attempt(
-            session.engine, session.id, session.round, role="confirm", parent_id=c.attempt_id,
-            backend=verdict.get("backend"),
-        )  # fmt: skip
-        rows.finish_attempt(session.engine, cid, {**verdict, "held": ok, "why": why, "trials": trials})
-        session.emit(
+        if not verdict.passed and verdict.reason:
+            why = f"{why}: {verdict.reason}"
+        recorded = verdict.model_copy(update={"confirm_held": ok, "confirm_reason": why, "confirm_trials": trials})
+        cid = io.recorder.confirmed(round, c.attempt_id, recorded)
+        io.events(
             ev.ConfirmFinished, attempt_id=c.attempt_id, confirm_id=cid, held=ok, reason=why,
-            speedup_vs_eager=verdict.get("speedup_vs_eager"), speedup_vs_compile=verdict.get("speedup_vs_compile"),
+            speedup_vs_eager=verdict.speedup_vs_eager, speedup_vs_compile=verdict.speedup_vs_compile,
         )  # fmt: skip
         if ok:
-            chosen = {k: c.verdict[k] for k in _CHOICE_KEYS if k in c.verdict}
-            return replace(c, verdict={**verdict, **chosen, "confirm_attempt_id": cid}), None
-        session.rejected.add(c.attempt_id)
+            chosen = replace(c, verdict=verdict.model_copy(update={"confirm_attempt_id": cid}))
+            return Confirmation(chosen, trials, tuple(why_not))
+        rejected.add(c.attempt_id)
         why_not.append(f"attempt {c.attempt_id}: {why}")
-    if why_not:
-        told = f"timed again ({trials} calls a side), no finalist held up: " + "; ".join(why_not)
-        return None, f"{reason}; {told}" if reason else told
-    return None, reason
+    return Confirmation(None, trials, tuple(why_not))

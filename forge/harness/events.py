@@ -1,11 +1,27 @@
-"""What the engine reports while it works. The engine never prints: front ends render these
-(the CLI on stderr or as JSON lines, the TUI as Textual messages)."""
+"""What the engine reports while it works. The engine never prints: a front end passes an ``Emit``
+and renders what arrives (``forge optimize`` prints progress lines on stderr; the TUI will post
+them as messages). Every event names its op and session; ``to_dict`` gives it as JSON-ready data.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
+from enum import Enum
 from typing import Any
+
+from pydantic import BaseModel
+
+from forge.core.statuses import SessionStatus, VerdictStatus
+from forge.core.verdict import Timings
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
 
 
 @dataclass
@@ -14,7 +30,7 @@ class Event:
     session_id: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"event": type(self).__name__, **asdict(self)}
+        return {"event": type(self).__name__, **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}
 
 
 @dataclass
@@ -38,29 +54,31 @@ class CandidateProposed(Event):
     round: int
     attempt_id: int
     note: str = ""
-    error: str | None = None
+    error: str | None = None  # the reply held no usable candidate (recorded as such)
 
 
 @dataclass
 class VerdictReady(Event):
     round: int
     attempt_id: int
-    status: str
+    status: VerdictStatus
     reason: str | None
     speedup_vs_eager: float | None
     speedup_vs_compile: float | None
-    timings_ms: dict[str, float | None] = field(default_factory=dict)
+    timings_ms: Timings = field(default_factory=Timings)
 
 
 @dataclass
-class JudgeFeedback(Event):
+class JudgeReviewed(Event):
+    """The judge's feedback on an attempt (``error``: it gave no usable answer; the session goes on)."""
+
     round: int
     attempt_id: int
     diagnosis: str
     bottleneck: str
     next_step: str
     continue_search: bool
-    error: str | None = None  # the judge gave no usable answer (the session goes on without it)
+    error: str | None = None
 
 
 @dataclass
@@ -91,13 +109,13 @@ class KernelAccepted(Event):
 
 @dataclass
 class CostUpdated(Event):
-    tokens: int
+    tokens: int  # the run's totals so far (every session of it)
     cost_usd: float | None  # None: some call's price is unknown
 
 
 @dataclass
 class SessionFinished(Event):
-    status: str  # finished | budget | time_limit | interrupted | unsupported | failed
+    status: SessionStatus
     accepted: bool
     kernel_id: int | None
     speedup_vs_eager: float | None

@@ -1,4 +1,4 @@
-"""Run-wide limits (budget, time) and the acceptance rule for kernels."""
+"""Run-wide limits (budget, time), a session's own spending, and Ctrl-C as a clean stop."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from forge.core.statuses import SessionStatus
+from forge.verifier import stop_all_workers
 
 
 @dataclass
@@ -30,12 +33,12 @@ class Limits:
         if not known:
             self.cost_unknown = True
 
-    def exceeded(self) -> str | None:
-        """'budget' or 'time_limit' when a limit is reached, else None."""
+    def exceeded(self) -> SessionStatus | None:
+        """BUDGET or TIME_LIMIT when a limit is reached, else None."""
         if self.budget_usd is not None and self.cost_usd >= self.budget_usd:
-            return "budget"
+            return SessionStatus.BUDGET
         if self.time_limit_s is not None and time.monotonic() - self.started >= self.time_limit_s:
-            return "time_limit"
+            return SessionStatus.TIME_LIMIT
         return None
 
     def remaining_s(self) -> float | None:
@@ -47,6 +50,25 @@ class Limits:
     def cost_reported(self) -> float | None:
         """The total, or None when a price was unknown and nothing was priced at all."""
         return None if self.cost_unknown and self.cost_usd == 0 else round(self.cost_usd, 6)
+
+
+@dataclass
+class Spend:
+    """What one session's LLM calls cost: its own totals (the run's are in ``Limits``)."""
+
+    tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True  # every call had a price
+
+    def add(self, tokens: int, cost_usd: float | None, known: bool) -> None:
+        self.tokens += tokens
+        self.cost_usd += cost_usd or 0.0
+        self.cost_known &= known
+
+    @property
+    def cost_reported(self) -> float | None:
+        """The total, or None when some call's price was unknown."""
+        return round(self.cost_usd, 6) if self.cost_known else None
 
 
 @contextlib.contextmanager
@@ -62,10 +84,8 @@ def ctrl_c_stops(limits: Limits) -> Iterator[None]:
         return
 
     def on_sigint(signum: int, frame: Any) -> None:
-        from forge.verifier.process import kill_all
-
         limits.stop_requested.set()
-        kill_all()
+        stop_all_workers()
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, on_sigint)
@@ -73,23 +93,3 @@ def ctrl_c_stops(limits: Limits) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def beats_eager(verdict: dict[str, Any]) -> tuple[bool, str]:
-    """A passed verdict is accepted only when the candidate beats eager by more than the noise:
-    the candidate's upper timing quartile must lie below eager's lower quartile. (Verdicts stored
-    before quartiles were recorded fall back to median ± IQR/2.)"""
-    if verdict.get("status") != "passed":
-        return False, f"did not pass ({verdict.get('status')})"
-    if not verdict.get("timing_meaningful", True):
-        return False, "its timings are not meaningful on this device (e.g. Triton in the CPU interpreter)"
-    stats = verdict.get("timing_stats") or {}
-    cand, eager = stats.get("candidate"), stats.get("eager")
-    if not cand or not eager:
-        return False, "no timings"
-    cand_hi = cand.get("q3_ms") or cand["median_ms"] + cand["iqr_ms"] / 2
-    eager_lo = eager.get("q1_ms") or eager["median_ms"] - eager["iqr_ms"] / 2
-    speedup = eager["median_ms"] / cand["median_ms"] if cand["median_ms"] else 0.0
-    if cand_hi < eager_lo:
-        return True, f"{speedup:.2f}x faster than eager, beyond the measured noise"
-    return False, f"{speedup:.2f}x eager is within the measured noise (quartiles overlap) or slower"

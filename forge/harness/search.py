@@ -9,18 +9,25 @@ Both stop when the rounds are spent, the judge says stop, or a run-wide limit is
 
 from __future__ import annotations
 
-from forge.agents.roles import HistoryItem
+from collections.abc import Callable
+
+from forge.agents import HistoryItem
+from forge.core.statuses import AttemptStatus, SessionStatus
 from forge.harness import events as ev
 from forge.harness.session import Session
+from forge.harness.steps import Candidate
+
+Outcome = tuple[SessionStatus, str | None]
 
 
-def _start_round(session: Session, unit: str) -> tuple[str, str] | None:
+def _start_round(session: Session, unit: str) -> Outcome | None:
     """Begin the next round, or (status, reason) when a run-wide limit stops the session first."""
-    stop = "interrupted" if session.limits.stop_requested.is_set() else session.limits.exceeded()
+    limits = session.io.limits
+    stop = SessionStatus.INTERRUPTED if limits.stop_requested.is_set() else limits.exceeded()
     if stop:
-        return stop, f"{stop.replace('_', ' ')} reached after {session.round} {unit}(s)"
-    session.round += 1
-    session.emit(ev.RoundStarted, round=session.round, rounds=session.options.rounds)
+        return stop, f"{str(stop).replace('_', ' ')} reached after {session.state.round} {unit}(s)"
+    session.state.round += 1
+    session.io.events(ev.RoundStarted, round=session.state.round, rounds=session.options.round_limit)
     return None
 
 
@@ -28,54 +35,53 @@ def _judge_says_stop(items: list[HistoryItem]) -> bool:
     return bool(items) and all(i.feedback is not None and not i.feedback.continue_search for i in items)
 
 
-def refine(session: Session) -> tuple[str, str | None]:
+def refine(session: Session) -> Outcome:
     """(status, reason): finished | budget | time_limit | interrupted | unsupported."""
-    while session.round < session.options.rounds:
+    history = session.state.history
+    while session.state.round < session.options.round_limit:
         stop = _start_round(session, "round")
         if stop:
             return stop
-        parent = session.history[-1] if session.history else None
-        batch, fatal = session.propose(session.context(parent))
-        if fatal:
-            return "unsupported", fatal
-        if not batch and session.history and session.history[-1].status != "invalid_reply":
+        got = session.propose(history[-1] if history else None)
+        if got.fatal:
+            return SessionStatus.UNSUPPORTED, got.fatal
+        if not got.candidates and history and history[-1].status != AttemptStatus.INVALID_REPLY:
             break  # the coder has nothing left to try
-        items = session.evaluate(batch)
-        if _judge_says_stop(items):
+        if _judge_says_stop(session.evaluate(got.candidates)):
             break
-    return "finished", None
+    return SessionStatus.FINISHED, None
 
 
 def _parents(session: Session) -> list[HistoryItem | None]:
-    passed = [h for h in session.history if h.status == "passed" and h.speedup_vs_eager]
+    history = session.state.history
+    passed = [h for h in history if h.status == AttemptStatus.PASSED and h.speedup_vs_eager]
     passed.sort(key=lambda h: -(h.speedup_vs_eager or 0.0))
     top: list[HistoryItem | None] = list(passed[: session.options.top_k])
     if not top:
-        top = [session.history[-1]] if session.history else [None]
+        top = [history[-1]] if history else [None]
     return top
 
 
-def evolve(session: Session) -> tuple[str, str | None]:
-    while session.round < session.options.rounds:
+def evolve(session: Session) -> Outcome:
+    history = session.state.history
+    while session.state.round < session.options.round_limit:
         stop = _start_round(session, "generation")
         if stop:
             return stop
         parents = _parents(session)
         per_parent = max(1, session.options.population // len(parents))
         extra = max(0, session.options.population - per_parent * len(parents))
-        batch = []
+        batch: list[Candidate] = []
         for i, parent in enumerate(parents):
-            want = per_parent + (1 if i < extra else 0)
-            proposed, fatal = session.propose(session.context(parent, want=want))
-            if fatal:
-                return "unsupported", fatal
-            batch.extend(proposed)
-        if not batch and not any(h.status == "invalid_reply" for h in session.history[-per_parent:]):
+            got = session.propose(parent, want=per_parent + (1 if i < extra else 0))
+            if got.fatal:
+                return SessionStatus.UNSUPPORTED, got.fatal
+            batch.extend(got.candidates)
+        if not batch and not any(h.status == AttemptStatus.INVALID_REPLY for h in history[-per_parent:]):
             break  # the coder has nothing left to try
-        items = session.evaluate(batch)
-        if _judge_says_stop(items):
+        if _judge_says_stop(session.evaluate(batch)):
             break
-    return "finished", None
+    return SessionStatus.FINISHED, None
 
 
-STRATEGIES = {"refine": refine, "evolve": evolve}
+STRATEGIES: dict[str, Callable[[Session], Outcome]] = {"refine": refine, "evolve": evolve}

@@ -1,6 +1,6 @@
 """Load verified kernels from a forge bank into programs, with a safe fallback to the reference."""
 
-from forge.errors import BankError, KernelUnavailableError, UnknownOpError
+from forge.core.errors import BankError, KernelUnavailableError, UnknownOpError
 from forge.kernelbank.loader import KernelBankWarning
 from forge.kernelbank.runtime import KernelBank, bank_enabled, open
 

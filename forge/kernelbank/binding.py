@@ -21,10 +21,10 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from forge.errors import KernelUnavailableError
+from forge.core.errors import KernelUnavailableError
 from forge.kernelbank import loader
+from forge.kernelbank.bank_file import KernelEntry
 from forge.kernelbank.dispatch import nearest_config
-from forge.kernelbank.store import Entry
 
 _handles: dict[int, _Handle] = {}
 _ids = itertools.count(1)
@@ -33,7 +33,9 @@ _ids = itertools.count(1)
 class _Handle:
     """One (instance, kernel) binding, addressable by an int from inside the custom op."""
 
-    def __init__(self, instance: torch.nn.Module, entry: Entry, cls: Any, fallback: Callable[..., Any], strict: bool):
+    def __init__(
+        self, instance: torch.nn.Module, entry: KernelEntry, cls: Any, fallback: Callable[..., Any], strict: bool
+    ) -> None:
         self.id = next(_ids)
         self.entry = entry
         self.kernel_forward = cls.forward
@@ -120,7 +122,7 @@ def first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor 
 def make_forward(
     instance: torch.nn.Module,
     name: str,
-    table: dict[tuple[str, torch.dtype], tuple[Entry, Any]],
+    table: dict[tuple[str, torch.dtype], tuple[KernelEntry, Any]],
     fallback: Callable[..., Any],
     strict: bool,
 ) -> Callable[..., Any]:

@@ -15,9 +15,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from forge.harness.identity import normalized_hash, op_identity
-from forge.importing import import_file
-from forge.kernelbank.store import Entry, ProblemRow
+from forge.core.identity import normalized_hash, op_identity
+from forge.core.importing import import_file
+from forge.kernelbank.bank_file import KernelEntry, OpRecord
 
 
 class KernelBankWarning(UserWarning):
@@ -25,9 +25,9 @@ class KernelBankWarning(UserWarning):
 
 
 _warned: set[str] = set()
-bad_kernels: dict[str, str] = {}  # Entry.key -> why
+bad_kernels: dict[str, str] = {}  # KernelEntry.key -> why
 _reference_modules: dict[str, types.ModuleType] = {}
-_kernel_modules: dict[str, types.ModuleType] = {}  # Entry.key -> module
+_kernel_modules: dict[str, types.ModuleType] = {}  # KernelEntry.key -> module
 
 
 def warn_once(key: str, message: str) -> None:
@@ -36,7 +36,7 @@ def warn_once(key: str, message: str) -> None:
         warnings.warn(message, KernelBankWarning, stacklevel=4)
 
 
-def mark_bad(entry: Entry, why: str) -> None:
+def mark_bad(entry: KernelEntry, why: str) -> None:
     bad_kernels[entry.key] = why
     warn_once(
         f"bad:{entry.key}",
@@ -71,7 +71,7 @@ def _source_file(kind: str, source: str) -> Path:
     return path
 
 
-def reference_module(problem: ProblemRow) -> types.ModuleType:
+def reference_module(problem: OpRecord) -> types.ModuleType:
     """The op file as stored in the bank, imported once per process (its Model may come from user code)."""
     key = problem.op_hash
     if key not in _reference_modules:
@@ -80,14 +80,14 @@ def reference_module(problem: ProblemRow) -> types.ModuleType:
     return _reference_modules[key]
 
 
-def current_hash(problem: ProblemRow, module: types.ModuleType) -> str:
+def current_hash(problem: OpRecord, module: types.ModuleType) -> str:
     """The identity of the reference as it is *now* (the user's class may have changed)."""
     model = getattr(module, "Model", None)
     imported = problem.target_class_path is not None and isinstance(model, type)
     return op_identity(normalized_hash(problem.source), model if imported else None)
 
 
-def kernel_class(entry: Entry, ref_module: types.ModuleType) -> type:
+def kernel_class(entry: KernelEntry, ref_module: types.ModuleType) -> type:
     """Import a kernel's source (``forge_reference`` resolves to its op) and return ModelNew."""
     module = _kernel_modules.get(entry.key)
     if module is None:
@@ -116,7 +116,7 @@ def _cap(v: str | None) -> tuple[int, ...] | None:
     return tuple(int(p) for p in v.split(".")) if v else None
 
 
-def invalid_reason(entry: Entry, ref_hash: str, capability: str | None) -> str | None:
+def invalid_reason(entry: KernelEntry, ref_hash: str, capability: str | None) -> str | None:
     """Why an entry may not be used here, or None. Device kind and dtype are checked per call."""
     import torch
 

@@ -21,10 +21,11 @@ from typing import Any
 
 import torch
 
-from forge.errors import KernelUnavailableError, UnknownOpError
+from forge.core.errors import KernelUnavailableError, UnknownOpError
+from forge.core.paths import default_bank_path
 from forge.kernelbank import loader
+from forge.kernelbank.bank_file import KernelEntry, OpRecord, ReadOnlyBank
 from forge.kernelbank.binding import first_tensor, make_forward
-from forge.kernelbank.store import Entry, ProblemRow, ReadOnlyBank
 
 _ATTR = "_forge_kernel"  # set on patched instances: the op name
 
@@ -43,11 +44,11 @@ def _capability() -> str | None:
 class _Op:
     """One op resolved in this process: its reference class and the usable kernels per (device, dtype)."""
 
-    def __init__(self, problem: ProblemRow, ref_module: types.ModuleType, ref_cls: Any) -> None:
+    def __init__(self, problem: OpRecord, ref_module: types.ModuleType, ref_cls: Any) -> None:
         self.problem = problem
         self.ref_module = ref_module
         self.ref_cls = ref_cls
-        self.table: dict[tuple[str, torch.dtype], tuple[Entry, Any]] = {}
+        self.table: dict[tuple[str, torch.dtype], tuple[KernelEntry, Any]] = {}
         self.reasons: list[str] = []
 
 
@@ -174,7 +175,5 @@ class KernelBank:
 def open(path: str | Path | None = None, *, strict: bool = False) -> KernelBank:
     """Open a kernel bank read-only (default: $FORGE_BANK, else the per-user bank)."""
     if path is None:
-        from forge.db.paths import default_bank_path
-
         path = default_bank_path()
     return KernelBank(Path(path).expanduser(), strict=strict)

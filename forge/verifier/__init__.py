@@ -1,7 +1,12 @@
-"""The verifier: decides, in isolated workers, whether a candidate is correct and how fast it is."""
+"""The verifier: decides, in isolated workers, whether a candidate is correct and how fast it is.
+
+``verify(op, candidate)`` runs one verification; ``VerifierService`` runs many for a session (in
+parallel where asked, splitting the CPU's cores or giving each a GPU) and times a finalist again
+alone. Workers that are still running are ended by ``stop_all_workers`` (Ctrl-C).
+"""
 
 from forge.verifier.machine import resolve_device
-from forge.verifier.verdict import STATUSES, Check, Verdict
-from forge.verifier.verify import verify
+from forge.verifier.service import Job, VerifierService, stop_all_workers
+from forge.verifier.verification import ProgressNote, verify
 
-__all__ = ["STATUSES", "Check", "Verdict", "resolve_device", "verify"]
+__all__ = ["Job", "ProgressNote", "VerifierService", "resolve_device", "stop_all_workers", "verify"]

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from forge.harness.problem import load_problem, read_problem_source
-from forge.importing import import_file
+from forge.core.importing import import_file
+from forge.core.problem import load_problem, read_problem_source
 from forge.verifier.timing import Clocks, timed_loop
 
 _IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from forge.errors import UsageError
+from forge.core.errors import UsageError
 
 
 def resolve_device(choice: str) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from forge.errors import ProblemError
-from forge.harness import shapes
-from forge.harness.problem import Problem, load_problem, read_problem_source, reference_hash
+from forge.core import shapes
+from forge.core.errors import ProblemError
+from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
 from forge.verifier import cases, machine, roofline
 from forge.verifier.timing import Clocks, timed_loop
 

@@ -9,50 +9,14 @@ before any candidate code was imported.
 from __future__ import annotations
 
 import gc
-import statistics
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from forge.verifier.verdict import Verdict
+from forge.core.verdict import Roofline, TimingStats, Verdict
 
 _ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
-
-
-@dataclass(frozen=True)
-class TimingStats:
-    median_ms: float
-    mean_ms: float
-    min_ms: float
-    max_ms: float
-    iqr_ms: float
-    stdev_ms: float
-    trials: int
-    q1_ms: float = 0.0  # lower and upper quartiles: acceptance compares these (harness/limits.py)
-    q3_ms: float = 0.0
-
-    def to_dict(self) -> dict[str, float | int]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
-
-
-def stats_from_ns(times_ns: Sequence[float]) -> TimingStats:
-    ms = sorted(t / 1e6 for t in times_ns)
-    if not ms:
-        raise ValueError("no timing trials")
-    q = statistics.quantiles(ms, n=4) if len(ms) >= 2 else [ms[0], ms[0], ms[0]]
-    return TimingStats(
-        median_ms=statistics.median(ms),
-        mean_ms=statistics.fmean(ms),
-        min_ms=ms[0],
-        max_ms=ms[-1],
-        iqr_ms=q[2] - q[0],
-        stdev_ms=statistics.pstdev(ms),
-        trials=len(ms),
-        q1_ms=q[0],
-        q3_ms=q[2],
-    )
 
 
 @dataclass
@@ -195,40 +159,41 @@ def record_speedups(
     compile_ns: list[int],
     compile_error: str | None,
 ) -> None:
-    """Timing statistics, speedups and the roofline fraction, written into the verdict."""
-    stats = {"candidate": stats_from_ns(cand_ns), "eager": stats_from_ns(eager_ns)}
-    if compile_ns:
-        stats["compile"] = stats_from_ns(compile_ns)
-    elif compile_error:
+    """Timing statistics, speedups and the roofline fraction, written into the verdict.
+    ``roofline``: the reference worker's estimate (bytes, flops, the machine's figures, bound_ms)."""
+    cand, eager = TimingStats.from_ns(cand_ns), TimingStats.from_ns(eager_ns)
+    compiled = TimingStats.from_ns(compile_ns) if compile_ns else None
+    if compiled is None and compile_error:
         v.warnings.append(f"torch.compile baseline failed: {compile_error}")
-    for k, s in stats.items():
-        v.timing_stats[k] = s.to_dict()
-        v.timings_ms[k] = round(s.median_ms, 6)
-    cand = stats["candidate"].median_ms
+    for side, stats in (("candidate", cand), ("eager", eager), ("compile", compiled)):
+        if stats is not None:
+            setattr(v.timing_stats, side, stats.rounded())
+            setattr(v.timings_ms, side, round(stats.median_ms, 6))
+    cand_ms = cand.median_ms
     if not v.timing_meaningful:
         v.add(
             "timing", True, "Triton ran under TRITON_INTERPRET=1 on CPU: timings are not meaningful, no speedup",
             fatal=False,
         )  # fmt: skip
         return
-    v.speedup_vs_eager = round(stats["eager"].median_ms / cand, 4) if cand > 0 else None
-    if "compile" in stats and cand > 0:
-        v.speedup_vs_compile = round(stats["compile"].median_ms / cand, 4)
-    spread = stats["candidate"].iqr_ms / cand if cand else 0.0
+    v.speedup_vs_eager = round(eager.median_ms / cand_ms, 4) if cand_ms > 0 else None
+    if compiled is not None and cand_ms > 0:
+        v.speedup_vs_compile = round(compiled.median_ms / cand_ms, 4)
+    spread = cand.iqr_ms / cand_ms if cand_ms else 0.0
     v.add(
-        "timing", True, f"median {cand:.4f} ms over {stats['candidate'].trials} trials (IQR {spread:.1%})",
+        "timing", True, f"median {cand_ms:.4f} ms over {cand.trials} trials (IQR {spread:.1%})",
         fatal=False,
     )  # fmt: skip
-    roof = dict(roofline or {})
-    if roof.get("bound_ms"):
-        roof["fraction_candidate"] = round(roof["bound_ms"] / cand, 4) if cand else None
-        roof["fraction_eager"] = round(roof["bound_ms"] / stats["eager"].median_ms, 4)
-        beyond = (roof["fraction_candidate"] or 0) > _ROOFLINE_SLACK
+    roof = Roofline.model_validate(roofline or {})
+    if roof.bound_ms:
+        roof.fraction_candidate = round(roof.bound_ms / cand_ms, 4) if cand_ms else None
+        roof.fraction_eager = round(roof.bound_ms / eager.median_ms, 4)
+        beyond = (roof.fraction_candidate or 0) > _ROOFLINE_SLACK
         v.add(
             "roofline",
             not beyond,
-            f"estimated bound {roof['bound_ms']:.4f} ms ({roof['bytes'] / 1e6:.1f} MB, "
-            f"{roof['flops'] / 1e9:.2f} GFLOP); candidate at {roof['fraction_candidate']:.0%} of it"
+            f"estimated bound {roof.bound_ms:.4f} ms ({(roof.bytes or 0) / 1e6:.1f} MB, "
+            f"{(roof.flops or 0) / 1e9:.2f} GFLOP); candidate at {roof.fraction_candidate:.0%} of it"
             + (" — faster than physically plausible, check the result" if beyond else ""),
             fatal=False,
         )
@@ -239,16 +204,17 @@ def record_launch_cost(v: Verdict, cand_launch_ns: list[int], eager_launch_ns: l
     """CUDA: the host time one call spends launching its work, against eager's, as a warning when
     it exceeds the call's device time. The speedups are device time (the launch hides behind work
     already queued); a launch-bound kernel only keeps them where the caller keeps the GPU busy."""
-    if not cand_launch_ns or not v.timing_meaningful or "candidate" not in v.timing_stats:
+    device = v.timing_stats.candidate
+    if not cand_launch_ns or not v.timing_meaningful or device is None:
         return
-    launch = stats_from_ns(cand_launch_ns)
-    v.timing_stats["candidate_launch"] = launch.to_dict()
+    launch = TimingStats.from_ns(cand_launch_ns)
+    v.timing_stats.candidate_launch = launch.rounded()
     eager = "not measured"
     if eager_launch_ns:
-        eager_launch = stats_from_ns(eager_launch_ns)
-        v.timing_stats["eager_launch"] = eager_launch.to_dict()
+        eager_launch = TimingStats.from_ns(eager_launch_ns)
+        v.timing_stats.eager_launch = eager_launch.rounded()
         eager = f"{eager_launch.median_ms * 1e3:.1f} us"
-    device_ms = v.timing_stats["candidate"]["median_ms"]
+    device_ms = device.median_ms
     bound = launch.median_ms > device_ms
     v.add(
         "launch_cost",

@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
     threads = int(os.environ.get("FORGE_WORKER_THREADS", "1"))
     import torch
 
-    from forge.errors import UsageError
+    from forge.core.errors import UsageError
     from forge.verifier.machine import resolve_device
 
     try:
@@ -129,7 +129,7 @@ def main(argv: list[str]) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
     clocks, (flush, clock_check) = _setup_torch(device, threads)
 
-    from forge.errors import ProblemError
+    from forge.core.errors import ProblemError
     from forge.verifier.candidate_side import CandidateSide, StageError
 
     side: Any

@@ -7,6 +7,8 @@ import pytest
 from forge.agents import CoderContext, HistoryItem, JudgeFeedback
 from forge.agents.builtin import BuiltinCoder, BuiltinJudge
 from forge.agents.builtin.tuner import default_config
+from forge.core.statuses import AttemptStatus, VerdictStatus
+from forge.core.verdict import Timings, Verdict
 from tests.conftest import EXAMPLES, OPS
 
 SHIPPED = sorted((EXAMPLES / "ops").glob("*.py"))
@@ -51,9 +53,11 @@ def test_configs_that_render_the_same_kernel_are_not_proposed_twice():
     same = {**one, "acc": "float"}
     assert coder.canonical(same) == coder.canonical(one) != coder.canonical(base)
     history = [
-        HistoryItem(1, "src", "passed", timings_ms={"candidate": 2.0}, config=base, speedup_vs_eager=1.0),
         HistoryItem(
-            2, "src", "passed", timings_ms={"candidate": 1.0}, config=one, parent_config=base,
+            1, "src", AttemptStatus.PASSED, timings_ms=Timings(candidate=2.0), config=base, speedup_vs_eager=1.0
+        ),
+        HistoryItem(
+            2, "src", AttemptStatus.PASSED, timings_ms=Timings(candidate=1.0), config=one, parent_config=base,
             speedup_vs_eager=2.0, feedback=JudgeFeedback(config=same),
         ),
     ]  # fmt: skip
@@ -61,7 +65,7 @@ def test_configs_that_render_the_same_kernel_are_not_proposed_twice():
     proposals = coder.propose(ctx)
     measured = {str(coder.canonical(c)) for c in (base, one)}
     assert proposals and all(str(coder.canonical(p.config)) not in measured for p in proposals)
-    review = BuiltinJudge(coder).review(ctx, {"status": "passed"})
+    review = BuiltinJudge(coder).review(ctx, Verdict(status=VerdictStatus.PASSED))
     assert review.feedback is not None and review.feedback.config
     assert str(coder.canonical(review.feedback.config)) not in measured
 

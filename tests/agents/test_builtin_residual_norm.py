@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from forge.agents.builtin.residual_norm import ResidualNormRecipe, analyze, render
-from forge.harness import load_problem
+from forge.core.problem import load_problem
 from forge.verifier import verify
 from tests.conftest import EXAMPLES
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from forge.agents.builtin import RowRecipe, analyze, render
-from forge.harness import load_problem
+from forge.core.problem import load_problem
 from forge.verifier import verify
 from tests.conftest import EXAMPLES, OPS
 

@@ -15,7 +15,7 @@ import pytest
 
 from forge.agents import CoderContext
 from forge.agents.builtin import BuiltinCoder
-from forge.settings import load_settings
+from forge.core.settings import load_settings
 from forge.verifier import verify
 from tests.agents.triton_check import CASES, run_cases
 from tests.conftest import OPS

@@ -5,7 +5,9 @@ from __future__ import annotations
 from forge.agents.llm.agents import LLMCoder, LLMJudge
 from forge.agents.llm.client import Completion
 from forge.agents.llm.prompts import category
-from forge.agents.roles import CoderContext, HistoryItem, JudgeFeedback
+from forge.agents.roles import CoderContext, HistoryItem, JudgeFeedback, MachineFacts
+from forge.core.statuses import AttemptStatus
+from forge.core.verdict import Timings, Verdict
 from tests.conftest import EXAMPLES
 
 
@@ -23,15 +25,15 @@ class FakeClient:
 
 def _ctx(history=None, backend="cpp", device="cpu") -> CoderContext:
     src = (EXAMPLES / "ops" / "softmax.py").read_text()
-    spec = {"cpu_model": "AMD EPYC", "cores": 2, "isa": ["avx2", "fma"], "bandwidth_gbs": 20.5}
-    return CoderContext("softmax", src, device, backend, spec, history or [])
+    facts = MachineFacts(device, cpu_model="AMD EPYC", cores=2, isa=["avx2", "fma"], bandwidth_gbs=20.5)
+    return CoderContext("softmax", src, device, backend, facts, history or [])
 
 
 def test_coder_prompt_has_source_contract_device_example_and_history():
     item = HistoryItem(
-        round=1, source="class ModelNew: pass", status="failed_correctness", reason="stress: case base/1",
+        round=1, source="class ModelNew: pass", status=AttemptStatus.FAILED_CORRECTNESS, reason="stress: case base/1",
         failing_check="stress", error_text="output 0: 12 of 100 elements outside atol", max_abs_error=0.5,
-        timings_ms={"candidate": None},
+        timings_ms=Timings(candidate=None),
         feedback=JudgeFeedback(diagnosis="NaN handling", next_step="use a NaN-aware max"),
     )  # fmt: skip
     coder = LLMCoder(FakeClient(["```python\nclass ModelNew(Model):\n    pass\n```"]))  # type: ignore[arg-type]
@@ -53,8 +55,8 @@ def test_triton_prompt_and_category_examples():
 
 
 def test_judge_retries_once_then_goes_on_without_feedback():
-    item = HistoryItem(round=1, source="src", status="passed", timings_ms={"candidate": 1.0})
-    verdict = {"status": "passed", "reason": None, "checks": [], "timings_ms": {"candidate": 1.0}}
+    item = HistoryItem(round=1, source="src", status=AttemptStatus.PASSED, timings_ms=Timings(candidate=1.0))
+    verdict = Verdict.from_json({"status": "passed", "reason": None, "checks": [], "timings_ms": {"candidate": 1.0}})
     client = FakeClient(["no json here", '{"next_step": "tile it", "continue": false}'])
     review = LLMJudge(client).review(_with_parent(_ctx([item]), item), verdict)  # type: ignore[arg-type]
     assert review.feedback is not None and review.feedback.next_step == "tile it"

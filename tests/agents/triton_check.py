@@ -28,7 +28,7 @@ from forge.agents.builtin.rowwise import analyze as row_analyze
 from forge.agents.builtin.triton_pointwise import render_triton as render_pointwise
 from forge.agents.builtin.triton_residual_norm import render_triton as render_residual
 from forge.agents.builtin.triton_rowwise import render_triton as render_row
-from forge.importing import import_file
+from forge.core.importing import import_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
 TMP = Path(tempfile.mkdtemp(prefix="forge-triton-check-"))

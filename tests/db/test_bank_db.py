@@ -12,10 +12,10 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from forge.core.errors import BankError
 from forge.db.engine import current_revision, head_revision, open_for_writing
+from forge.db.kernels import list_kernels
 from forge.db.models import Base
-from forge.db.store import list_kernels
-from forge.errors import BankError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,7 +52,7 @@ def test_migration_from_first_revision_keeps_data(tmp_path):
     engine = open_for_writing(path)
     assert current_revision(engine) == head_revision()
     rows = list_kernels(engine)
-    assert len(rows) == 1 and rows[0]["op"] == "op" and rows[0]["status"] == "active"
+    assert len(rows) == 1 and rows[0].op == "op" and rows[0].status == "active"
 
 
 def test_bank_from_a_newer_forge_is_refused(tmp_path):
@@ -77,12 +77,12 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from tests.kernelbank.helpers import OP, KERNEL, passed_verdict
 from forge.db.engine import open_for_writing
-from forge.db.store import save_verdict
-from forge.harness.problem import read_problem_source
+from forge.db.kernels import save_kernel
+from forge.core.problem import read_problem_source
 engine = open_for_writing(Path({path!r}))
 spec = read_problem_source(OP)
 for i in range({n}):
-    save_verdict(engine, spec, KERNEL.read_text() + f"# writer {{sys.argv[1]}} #{{i}}", passed_verdict(OP))
+    save_kernel(engine, spec, KERNEL.read_text() + f"# writer {{sys.argv[1]}} #{{i}}", passed_verdict(OP))
 """
 
 

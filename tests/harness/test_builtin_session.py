@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
+from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
-from forge.db.store import list_kernels
+from forge.db.kernels import list_kernels
+from forge.harness import OptimizeOptions, optimize
 from forge.harness import events as ev
-from forge.harness.optimize import optimize
-from forge.harness.session import OptimizeOptions
+from forge.verifier import Job, VerifierService
 from tests.conftest import EXAMPLES, OPS
+
+
+def _attempt_id(job: Job) -> int:
+    return int(job.name.removeprefix("attempt_"))
 
 
 def test_evolve_verifies_generations_in_parallel_and_records_everything(tmp_path, fast_settings):
@@ -29,7 +35,7 @@ def test_evolve_verifies_generations_in_parallel_and_records_everything(tmp_path
     assert 4 <= n <= 6 and all(v.status == "passed" for v in verdicts)
     assert [v.round for v in verdicts[:3]] == [1, 1, 1] and {v.round for v in verdicts[3:]} == {2}
     assert sum(isinstance(e, ev.RoundStarted) for e in seen) == 2
-    assert sum(isinstance(e, ev.JudgeFeedback) for e in seen) == n
+    assert sum(isinstance(e, ev.JudgeReviewed) for e in seen) == n
     assert all(e.to_dict()["event"] == type(e).__name__ for e in seen)
     with sqlite3.connect(bank) as db:
         coder = db.execute("SELECT round, status FROM attempts WHERE role='coder' ORDER BY id").fetchall()
@@ -47,8 +53,8 @@ def test_evolve_verifies_generations_in_parallel_and_records_everything(tmp_path
 
 
 def test_time_limit_stops_before_the_next_round(tmp_path, fast_settings):
-    options = OptimizeOptions(rounds=5, bank=tmp_path / "bank.db")
-    run = optimize([OPS / "small_softmax.py"], options, fast_settings, time_limit_s=0.001)
+    options = OptimizeOptions(rounds=5, bank=tmp_path / "bank.db", time_limit_s=0.001)
+    run = optimize([OPS / "small_softmax.py"], options, fast_settings)
     (result,) = run.results
     assert result.status == "time_limit" and result.attempts == 0 and not result.accepted
     assert run.exit_code == 4 and "time limit reached" in (result.reason or "")
@@ -106,13 +112,12 @@ def test_finalists_are_timed_again_and_only_a_confirmation_that_holds_is_banked(
 
 
 def test_a_session_banks_nothing_when_no_finalist_holds_up(tmp_path, fast_settings, monkeypatch):
-    from forge.harness.session import Session
-
-    def noisy(self, aid, source, trials, timeout):  # as if eager's and the candidate's quartiles overlapped
+    def noisy(self, job, trials, timeout):  # as if eager's and the candidate's quartiles overlapped
         stats = {"median_ms": 1.0, "iqr_ms": 0.2, "q1_ms": 0.9, "q3_ms": 1.1}
-        return {"status": "passed", "speedup_vs_eager": 1.0, "timing_stats": {"candidate": stats, "eager": stats}}
+        timing = {"candidate": stats, "eager": stats}
+        return Verdict.from_json({"status": "passed", "speedup_vs_eager": 1.0, "timing_stats": timing})
 
-    monkeypatch.setattr(Session, "verify_alone", noisy)
+    monkeypatch.setattr(VerifierService, "verify_alone", noisy)
     seen: list[ev.Event] = []
     options = OptimizeOptions(rounds=2, bank=tmp_path / "bank.db")
     run = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings, seen.append)
@@ -127,18 +132,16 @@ def test_a_session_banks_nothing_when_no_finalist_holds_up(tmp_path, fast_settin
 
 
 def test_the_next_finalist_is_banked_when_the_first_does_not_hold_up(tmp_path, fast_settings, monkeypatch):
-    from forge.harness.session import Session
-
-    real = Session.verify_alone
+    real = VerifierService.verify_alone
     calls: list[int] = []
 
-    def first_fails(self, aid, source, trials, timeout):
-        calls.append(aid)
+    def first_fails(self, job, trials, timeout):
+        calls.append(_attempt_id(job))
         if len(calls) == 1:
-            return {"status": "failed_correctness", "reason": "max abs error 1.0 on case 3"}
-        return real(self, aid, source, trials, timeout)
+            return Verdict.from_json({"status": "failed_correctness", "reason": "max abs error 1.0 on case 3"})
+        return real(self, job, trials, timeout)
 
-    monkeypatch.setattr(Session, "verify_alone", first_fails)
+    monkeypatch.setattr(VerifierService, "verify_alone", first_fails)
     seen: list[ev.Event] = []
     bank = tmp_path / "bank.db"
     options = OptimizeOptions(rounds=2, bank=bank)
@@ -160,15 +163,13 @@ def test_the_next_finalist_is_banked_when_the_first_does_not_hold_up(tmp_path, f
 def test_ctrl_c_while_confirming_banks_the_round_best_unconfirmed_and_resume_decides(
     tmp_path, fast_settings, monkeypatch
 ):
-    from forge.harness.session import Session
-
-    def interrupted(self, aid, source, trials, timeout):
+    def interrupted(self, job, trials, timeout):
         raise KeyboardInterrupt
 
     bank = tmp_path / "bank.db"
     options = OptimizeOptions(rounds=2, bank=bank)
     with monkeypatch.context() as m:
-        m.setattr(Session, "verify_alone", interrupted)
+        m.setattr(VerifierService, "verify_alone", interrupted)
         run = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings)
     (result,) = run.results
     assert result.status == "interrupted" and run.exit_code == 130
@@ -177,10 +178,10 @@ def test_ctrl_c_while_confirming_banks_the_round_best_unconfirmed_and_resume_dec
     with sqlite3.connect(bank) as db:
         assert db.execute(query, (result.session_id,)).fetchall() == [(result.kernel_id, 0)]
     engine = open_for_writing(bank)
-    assert [(k["id"], k["confirmed"]) for k in list_kernels(engine)] == [(result.kernel_id, False)]  # bank list says so
+    assert [(k.id, k.confirmed) for k in list_kernels(engine)] == [(result.kernel_id, False)]  # bank list says so
     engine.dispose()
     # --resume: no rounds left, so it confirms; the provisional kernel gives way to what holds up
-    resumed = optimize([], options, fast_settings, resume=result.session_id)
+    resumed = optimize([], replace(options, resume=result.session_id), fast_settings)
     (again,) = resumed.results
     with sqlite3.connect(bank) as db:
         kernels = db.execute(query, (result.session_id,)).fetchall()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from forge.errors import ProviderError
-from forge.harness.optimize import optimize
-from forge.harness.session import OptimizeOptions
+from forge.core.errors import ProviderError
+from forge.harness import OptimizeOptions, optimize
 from tests.conftest import OPS
 from tests.llm_server import Script, serve
 
@@ -86,7 +86,7 @@ def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
         run = optimize([OP], _options(url, bank), fast_settings)
     (result,) = run.results
     assert result.accepted and result.kernel_id is not None, result.reason
-    assert [t["status"] for t in result.trace] == ["compile_error", "failed_correctness", "passed"]
+    assert [t.status for t in result.trace] == ["compile_error", "failed_correctness", "passed"]
     assert result.speedup_vs_eager and result.speedup_vs_eager > 1.0
     assert run.exit_code == 0 and run.tokens == 150 * (3 + 4)  # pings are not charged
     assert run.cost_usd is None  # the local model has no price: reported as unknown, not as $0
@@ -124,7 +124,7 @@ def test_garbage_replies_are_failed_attempts_not_crashes(tmp_path, fast_settings
         run = optimize([OP], _options(url, bank, rounds=4), fast_settings)
     (result,) = run.results
     assert not result.accepted and run.exit_code == 1
-    statuses = [t["status"] for t in result.trace]
+    statuses = [t.status for t in result.trace]
     assert statuses[:3] == ["invalid_reply"] * 3
     # an unparseable block defining ModelNew is still tried: the verifier reports the syntax error
     assert statuses[3] in ("compile_error", "runtime_error")
@@ -138,7 +138,8 @@ def test_budget_stops_the_session(tmp_path, fast_settings):
     script = Script(coder=[WRONG, RIGHT], judge=[judge_json("drop the 1.01")])
     bank = tmp_path / "bank.db"
     with serve(script) as url:
-        run = optimize([OP], _options(url, bank, model="openai/gpt-4o", rounds=5), fast_settings, budget_usd=1e-6)
+        options = replace(_options(url, bank, model="openai/gpt-4o", rounds=5), budget_usd=1e-6)
+        run = optimize([OP], options, fast_settings)
     (result,) = run.results
     assert result.status == "budget" and not result.accepted
     assert run.exit_code == 4

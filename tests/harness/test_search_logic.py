@@ -9,9 +9,14 @@ import time
 import pytest
 
 from forge.agents.builtin.tuner import Trial, default_config, effective_config, next_configs
-from forge.errors import UsageError
-from forge.harness.limits import Limits, beats_eager, ctrl_c_stops
-from forge.harness.optimize import RunResult, collect_ops, resolve_backend
+from forge.core.acceptance import beats_eager
+from forge.core.candidate_config import CandidateConfig
+from forge.core.errors import UsageError
+from forge.core.statuses import SessionStatus
+from forge.core.verdict import Verdict
+from forge.harness.limits import Limits, ctrl_c_stops
+from forge.harness.options import resolve_backend
+from forge.harness.run import RunResult, collect_ops
 from forge.harness.session import SessionResult
 from tests.conftest import EXAMPLES
 
@@ -47,7 +52,7 @@ def test_tuner_does_not_remeasure_a_config_that_renders_the_same_kernel():
     {library, tile A} has run, {library, tile B} is the same kernel and must not be proposed."""
     from forge.agents.builtin.pointwise import analyze as analyze_pointwise
     from forge.agents.builtin.triton_pointwise import triton_canonical, triton_space
-    from forge.harness import load_problem
+    from forge.core.problem import load_problem
 
     p = load_problem(EXAMPLES / "ops" / "linear_gelu.py")
     recipe = analyze_pointwise(p.model_cls(*p.init_inputs()), p.inputs())
@@ -104,8 +109,8 @@ def test_a_kernel_is_shown_and_banked_without_its_inert_knobs():
     assert effective_config(knobs, one) == one  # no map: every knob counts
 
 
-def _verdict(cand: float, cand_iqr: float, eager: float, eager_iqr: float, **kw) -> dict:
-    return {
+def _verdict(cand: float, cand_iqr: float, eager: float, eager_iqr: float, **kw) -> Verdict:
+    return Verdict.from_json({
         "status": "passed",
         "timing_meaningful": True,
         "timing_stats": {
@@ -113,7 +118,7 @@ def _verdict(cand: float, cand_iqr: float, eager: float, eager_iqr: float, **kw)
             "eager": {"median_ms": eager, "iqr_ms": eager_iqr},
         },
         **kw,
-    }
+    })
 
 
 def test_acceptance_needs_a_margin_beyond_the_noise():
@@ -125,11 +130,11 @@ def test_acceptance_needs_a_margin_beyond_the_noise():
     assert not beats_eager(_verdict(1.0, 0.0, 2.0, 0.0, timing_meaningful=False))[0]
 
 
-def _quartiles(cand: tuple[float, float, float], eager: tuple[float, float, float]) -> dict:
+def _quartiles(cand: tuple[float, float, float], eager: tuple[float, float, float]) -> Verdict:
     def stats(q1: float, med: float, q3: float) -> dict:
         return {"median_ms": med, "iqr_ms": q3 - q1, "q1_ms": q1, "q3_ms": q3}
 
-    return {"status": "passed", "timing_stats": {"candidate": stats(*cand), "eager": stats(*eager)}}
+    return Verdict.from_json({"status": "passed", "timing_stats": {"candidate": stats(*cand), "eager": stats(*eager)}})
 
 
 def test_acceptance_reads_the_real_quartiles_of_skewed_timings():
@@ -170,16 +175,16 @@ def test_limits():
 
 
 def test_exit_codes():
-    ok = SessionResult("a", 1, "finished", accepted=True)
-    none = SessionResult("b", 2, "finished")
-    budget = SessionResult("c", 3, "budget")
+    ok = SessionResult("a", 1, SessionStatus.FINISHED, accepted=True)
+    none = SessionResult("b", 2, SessionStatus.FINISHED)
+    budget = SessionResult("c", 3, SessionStatus.BUDGET)
     assert RunResult([ok]).exit_code == 0
     assert RunResult([ok, none]).exit_code == 1
     assert RunResult([budget]).exit_code == 4
     assert RunResult([ok, budget]).exit_code == 1
-    assert RunResult([SessionResult("d", 4, "provider_error")]).exit_code == 3
+    assert RunResult([SessionResult("d", 4, SessionStatus.PROVIDER_ERROR)]).exit_code == 3
     assert RunResult([ok], interrupted=True).exit_code == 130
-    summary = none.summary()
+    summary = none.to_json()
     assert set(summary) >= {"problem", "accepted", "kernel_id", "backend", "speedup_vs_eager", "speedup_vs_compile"}
     assert set(summary) >= {"attempts", "session_id", "reason"}
 
@@ -200,7 +205,7 @@ def test_collect_ops_and_backends(tmp_path):
 
 def test_parallel_verifications_get_a_gpu_each(monkeypatch, tmp_path):
     from forge.verifier.machine import gpu_slots, visible_gpus
-    from forge.verifier.verify import _worker_env
+    from forge.verifier.verification import _worker_env
 
     assert gpu_slots(2, ["0", "1", "2"]) == ["0", "1"]
     assert gpu_slots(3, ["4", "5"]) == ["4", "5", "4"]  # more workers than GPUs: shared
@@ -216,7 +221,8 @@ def test_finalists_are_the_fastest_distinct_kernels():
     from forge.harness.confirm import Contender, finalists
 
     def c(aid: int, source: str, speedup: float) -> Contender:
-        return Contender(aid, source, {"status": "passed", "speedup_vs_eager": speedup}, {})
+        verdict = Verdict.from_json({"status": "passed", "speedup_vs_eager": speedup})
+        return Contender(aid, source, verdict, CandidateConfig())
 
     pool = [c(1, "a", 1.1), c(2, "b", 1.4), c(3, "a", 1.6), c(4, "c", 1.3), c(5, "b", 1.2)]
     # two configs that render one source are one kernel: its faster attempt stands for it

@@ -11,16 +11,17 @@ from typing import Any
 
 import torch
 
+from forge.core.problem import load_problem, read_problem_source, reference_hash
+from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
-from forge.db.store import save_verdict
-from forge.harness.problem import load_problem, read_problem_source, reference_hash
+from forge.db.kernels import save_kernel
 
 FIXTURES = Path(__file__).resolve().parents[2] / "examples" / "kernelbank"
 OP = FIXTURES / "rmsnorm_op.py"
 KERNEL = FIXTURES / "rmsnorm_kernel.py"
 
 
-def passed_verdict(op_path: Path, **over: Any) -> dict[str, Any]:
+def passed_verdict(op_path: Path, **over: Any) -> Verdict:
     problem = load_problem(op_path)
     v: dict[str, Any] = {
         "status": "passed",
@@ -40,12 +41,12 @@ def passed_verdict(op_path: Path, **over: Any) -> dict[str, Any]:
         "checks": [{"name": "correctness", "passed": True, "detail": "", "fatal": True}],
     }
     v.update(over)
-    return v
+    return Verdict.from_json(v)
 
 
 def make_bank(path: Path, kernels: list[tuple[Path, str, dict[str, Any]]]) -> list[int]:
     """kernels: (op file, kernel source, verdict overrides) -> kernel ids."""
     engine = open_for_writing(path)
-    ids = [save_verdict(engine, read_problem_source(op), src, passed_verdict(op, **over)) for op, src, over in kernels]
+    ids = [save_kernel(engine, read_problem_source(op), src, passed_verdict(op, **over)) for op, src, over in kernels]
     engine.dispose()
     return ids

@@ -11,7 +11,7 @@ import torch
 from mylayers.norm import Block, RMSNorm
 
 import forge.kernelbank as kb
-from forge.errors import ForgeError
+from forge.core.errors import ForgeError
 from tests.kernelbank.helpers import KERNEL, OP, make_bank
 
 GOOD = KERNEL.read_text()
@@ -186,14 +186,14 @@ def test_strict_raises_instead_of_falling_back(tmp_path):
 
 def test_shape_buckets_pick_the_nearest_config(tmp_path):
     from forge.db.engine import open_for_writing, session_factory
-    from forge.db.models import KernelConfig
+    from forge.db.models import KernelConfigRow
 
     path = tmp_path / "bank.db"
     (kid,) = make_bank(path, [(OP, GOOD, {})])
     engine = open_for_writing(path)
     with session_factory(engine).begin() as s:
-        s.add(KernelConfig(kernel_id=kid, bucket=[[8, 256]], config={"tile": "small"}, timing_ms=0.01))
-        s.add(KernelConfig(kernel_id=kid, bucket=[[4096, 256]], config={"tile": "large"}, timing_ms=1.0))
+        s.add(KernelConfigRow(kernel_id=kid, bucket=[[8, 256]], config={"tile": "small"}, timing_ms=0.01))
+        s.add(KernelConfigRow(kernel_id=kid, bucket=[[4096, 256]], config={"tile": "large"}, timing_ms=1.0))
     engine.dispose()
     layer = kb.open(path).load("user_rmsnorm", 256)
     with torch.no_grad():
@@ -217,7 +217,7 @@ def test_compiles_fullgraph_through_the_custom_op(bank_path):
 
 def test_exported_bank_opens_without_side_files(bank_path, tmp_path):
     from forge.db.engine import open_for_writing
-    from forge.db.store import export_bank
+    from forge.db.kernels import export_bank
 
     out = tmp_path / "ship" / "kernels.db"
     out.parent.mkdir()

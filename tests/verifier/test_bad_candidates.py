@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from forge.errors import CandidateFileError
+from forge.core.errors import CandidateFileError
 from forge.verifier import verify
 from tests.conftest import CANDIDATES, OPS
 

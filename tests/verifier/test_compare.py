@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from forge.verifier import judge
+from forge.verifier import checks
 from forge.verifier.compare import compare, constant_would_pass, tolerance
 
 
@@ -77,12 +77,12 @@ def test_wall_clock_discrepancy():
     for r in reported:
         honest_ticks += [t, t + r + 50_000]
         t += 5_000_000
-    assert judge.wall_clock_discrepancy(honest_ticks, reported) is None
+    assert checks.wall_clock_discrepancy(honest_ticks, reported) is None
     slow_ticks = []
     for k in range(10):
         slow_ticks += [k * 100_000_000, k * 100_000_000 + 30_000_000]  # really 30 ms each
-    assert "parent's clock saw" in judge.wall_clock_discrepancy(slow_ticks, reported)
-    assert "ticks" in judge.wall_clock_discrepancy(honest_ticks[:-2], reported)
+    assert "parent's clock saw" in checks.wall_clock_discrepancy(slow_ticks, reported)
+    assert "ticks" in checks.wall_clock_discrepancy(honest_ticks[:-2], reported)
 
 
 def _case(kind="normal"):
@@ -107,14 +107,14 @@ def _facts(**over):
     return facts
 
 
-def test_judge_case_clean():
-    out = judge.judge_case(
+def test_check_case_clean():
+    out = checks.check_case(
         _case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)], "facts": _facts()}, "cpu", None
     )
     assert out.correctness is None and out.determinism is None and out.integrity == {}
 
 
-def test_judge_case_integrity_findings():
+def test_check_case_integrity_findings():
     facts = _facts(
         plain=[False],
         aliases=[[0]],
@@ -123,7 +123,7 @@ def test_judge_case_integrity_findings():
         busy_python_threads=["Thread-1"],
         clock_tampering=["time.perf_counter"],
     )
-    out = judge.judge_case(
+    out = checks.check_case(
         _case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)], "facts": facts}, "cpu", None
     )
     assert set(out.integrity) == {
@@ -138,31 +138,31 @@ def test_judge_case_integrity_findings():
 
 def test_native_threads_allowed_only_on_first_call():
     res = {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)]}
-    first = judge.judge_case(_case(), {**res, "facts": _facts(new_native_threads=2, call_index=0)}, "cpu", None)
-    later = judge.judge_case(_case(), {**res, "facts": _facts(new_native_threads=1, call_index=4)}, "cpu", None)
+    first = checks.check_case(_case(), {**res, "facts": _facts(new_native_threads=2, call_index=0)}, "cpu", None)
+    later = checks.check_case(_case(), {**res, "facts": _facts(new_native_threads=1, call_index=4)}, "cpu", None)
     assert "no_background_threads" not in first.integrity
     assert "no_background_threads" in later.integrity
 
 
 def test_nondeterminism_found():
-    out = judge.judge_case(
+    out = checks.check_case(
         _case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3) * 2], "facts": _facts()}, "cpu", None
     )
     assert out.determinism is not None and "second call" in out.determinism.detail
 
 
 def test_backend_detection():
-    assert judge.detect_backend("import triton\n@triton.jit\ndef k(): pass") == "triton"
-    assert judge.detect_backend("load_inline(name, cpp_sources=s, cuda_sources=c)") == "cuda"
-    assert judge.detect_backend("load_inline(name, cpp_sources=s)") == "cpp"
-    assert judge.detect_backend("from forge import cpp") == "cpp"
-    assert judge.detect_backend("torch.softmax(x)") == "torch"
+    assert checks.detect_backend("import triton\n@triton.jit\ndef k(): pass") == "triton"
+    assert checks.detect_backend("load_inline(name, cpp_sources=s, cuda_sources=c)") == "cuda"
+    assert checks.detect_backend("load_inline(name, cpp_sources=s)") == "cpp"
+    assert checks.detect_backend("from forge import cpp") == "cpp"
+    assert checks.detect_backend("torch.softmax(x)") == "torch"
 
 
 def test_side_stream_escape_detection():
     events = [50_000] * 10  # 50 us by the stream's events
-    assert judge.escaped_events(events, [120_000] * 10) is None  # launch overhead: fine
-    assert "side streams" in judge.escaped_events(events, [3_000_000] * 10)
+    assert checks.escaped_events(events, [120_000] * 10) is None  # launch overhead: fine
+    assert "side streams" in checks.escaped_events(events, [3_000_000] * 10)
 
 
 def test_wall_clock_tolerates_scheduling_outliers():
@@ -171,19 +171,19 @@ def test_wall_clock_tolerates_scheduling_outliers():
     for k, r in enumerate(reported):
         delay = 8_000_000 if k % 5 == 0 else 40_000  # every fifth wake-up is 8 ms late
         ticks += [k * 10_000_000, k * 10_000_000 + r + delay]
-    assert judge.wall_clock_discrepancy(ticks, reported) is None
+    assert checks.wall_clock_discrepancy(ticks, reported) is None
 
 
 def test_refill_miss_is_caching_only_when_the_old_result_comes_back():
     old, new = torch.ones(3), torch.full((3,), 2.0)
     case = {**_case(), "expected": [old], "partner": {"id": "p", "kind": "normal", "expected": [new]}}
     base = {"outputs": [old], "outputs2": [old], "facts": _facts()}
-    stale = judge.judge_case(case, {**base, "outputs_refill": [old.clone()]}, "cpu", None)
+    stale = checks.check_case(case, {**base, "outputs_refill": [old.clone()]}, "cpu", None)
     assert "no_stale_results" in stale.integrity and stale.correctness is None
-    sloppy = judge.judge_case(case, {**base, "outputs_refill": [new + 0.01]}, "cpu", None)
+    sloppy = checks.check_case(case, {**base, "outputs_refill": [new + 0.01]}, "cpu", None)
     assert "no_stale_results" not in sloppy.integrity
     assert sloppy.correctness is not None and "new values" in sloppy.correctness.detail
-    good = judge.judge_case(case, {**base, "outputs_refill": [new.clone()]}, "cpu", None)
+    good = checks.check_case(case, {**base, "outputs_refill": [new.clone()]}, "cpu", None)
     assert good.correctness is None and good.integrity == {}
 
 

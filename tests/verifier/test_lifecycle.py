@@ -41,7 +41,7 @@ def _alive(pid: int) -> bool:
 def test_killed_parent_takes_workers_with_it(cache_dir):
     script = (
         "from forge.verifier import verify\n"
-        "from forge.settings import ForgeSettings\n"
+        "from forge.core.settings import ForgeSettings\n"
         f"verify({str(OPS / 'small_softmax.py')!r}, {str(CANDIDATES / 'softmax/infinite_loop.py')!r}, "
         f"ForgeSettings(compile_baseline=False, timeout=300, cache_dir={str(cache_dir)!r}))\n"
     )

@@ -6,12 +6,13 @@ import weakref
 
 import torch
 
+from forge.core.verdict import TimingStats
 from forge.verifier.candidate_side import _OutputPool
-from forge.verifier.timing import Clocks, stats_from_ns, timed_loop
+from forge.verifier.timing import Clocks, timed_loop
 
 
 def test_quartiles_are_the_real_ones_for_a_skewed_sample():
-    s = stats_from_ns([1_000_000] * 6 + [9_000_000] * 2)  # two interference spikes
+    s = TimingStats.from_ns([1_000_000] * 6 + [9_000_000] * 2)  # two interference spikes
     assert s.median_ms == 1.0 and s.q1_ms == 1.0 and s.q3_ms > 1.0
     assert s.iqr_ms == s.q3_ms - s.q1_ms and s.trials == 8
 

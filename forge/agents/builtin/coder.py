@@ -32,7 +32,8 @@ from forge.agents.builtin.tuner import (
     tried_keys,
 )
 from forge.agents.roles import CoderContext, Proposal
-from forge.errors import ProblemError
+from forge.core.errors import ProblemError
+from forge.core.problem import load_problem
 
 UNSUPPORTED = "the built-in agent can't handle {op} ({why}); use --model to let an LLM write the kernel"
 
@@ -87,8 +88,6 @@ class BuiltinCoder:
     def _analyze(self) -> None:
         if self._family is not None or self._why is not None:
             return
-        from forge.harness.problem import load_problem
-
         try:
             problem = load_problem(self.op_path)
             model = problem.model_cls(*problem.init_inputs())

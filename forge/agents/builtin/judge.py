@@ -6,22 +6,22 @@ roofline fraction the verifier measured), and the next config from ``tuner.next_
 
 from __future__ import annotations
 
-from typing import Any
-
 from forge.agents.builtin.coder import BuiltinCoder
 from forge.agents.builtin.tuner import next_configs, trials_from
-from forge.agents.roles import CoderContext, JudgeFeedback, Review
+from forge.agents.roles import CoderContext, Review
+from forge.core.feedback import JudgeFeedback
+from forge.core.verdict import Roofline, Verdict
 
 
-def _bottleneck(verdict: dict[str, Any]) -> str:
-    roof = verdict.get("roofline") or {}
-    frac = roof.get("fraction_candidate")
+def _bottleneck(verdict: Verdict) -> str:
+    roof = verdict.roofline or Roofline()
+    frac = roof.fraction_candidate
     if not frac:
         return "no roofline estimate for this op; judged on time alone"
-    mem_ms = roof.get("bytes", 0) / (float(roof.get("bandwidth_gbs") or 1) * 1e9)
-    flop_ms = roof.get("flops", 0) / (float(roof.get("peak_gflops") or 1) * 1e9)
+    mem_ms = (roof.bytes or 0) / (float(roof.bandwidth_gbs or 1) * 1e9)
+    flop_ms = (roof.flops or 0) / (float(roof.peak_gflops or 1) * 1e9)
     kind = "memory traffic" if mem_ms >= flop_ms else "arithmetic"
-    where = f"{kind}: at {frac:.0%} of the estimated bound ({roof.get('bound_ms', 0):.3f} ms)"
+    where = f"{kind}: at {frac:.0%} of the estimated bound ({roof.bound_ms or 0:.3f} ms)"
     if frac >= 0.8:
         return where + " — close to the machine's limit; little left to gain from launch configs"
     return where
@@ -33,15 +33,14 @@ class BuiltinJudge:
     def __init__(self, coder: BuiltinCoder) -> None:
         self.coder = coder
 
-    def review(self, context: CoderContext, verdict: dict[str, Any]) -> Review:
+    def review(self, context: CoderContext, verdict: Verdict) -> Review:
         space = self.coder.space()
         if space is None:
             return Review(None, error="the built-in judge only tunes the built-in coder's kernels")
         nxt = next_configs(space, trials_from(context.history), n=1, canonical=self.coder.canonical)
-        status = verdict.get("status")
         diagnosis = bottleneck = ""
-        if status != "passed":
-            diagnosis = f"{status}: {verdict.get('reason') or 'no reason given'}"
+        if not verdict.passed:
+            diagnosis = f"{verdict.status}: {verdict.reason or 'no reason given'}"
         else:
             bottleneck = _bottleneck(verdict)
         if not nxt:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge.agents.roles import HistoryItem
+from forge.core.statuses import AttemptStatus
 
 Space = dict[str, list[Any]]
 Canonical = Callable[[dict[str, Any]], dict[str, Any]]
@@ -136,8 +137,9 @@ def effective_config(space: Space, config: dict[str, Any], canonical: Canonical 
 
 def trials_from(history: list[HistoryItem]) -> list[Trial]:
     """The tuner's view of a history: one trial per attempt that carried a config."""
-    return [
-        Trial(dict(h.config), h.status == "passed", h.timings_ms.get("candidate"), h.parent_config, h.speedup_vs_eager)
-        for h in history
-        if h.config is not None
-    ]
+    return [_trial(h, h.config) for h in history if h.config is not None]
+
+
+def _trial(h: HistoryItem, config: dict[str, Any]) -> Trial:
+    passed = h.status == AttemptStatus.PASSED
+    return Trial(dict(config), passed, h.timings_ms.candidate, h.parent_config, h.speedup_vs_eager)

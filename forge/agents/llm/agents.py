@@ -8,19 +8,18 @@ the session goes on without feedback.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from forge.agents.llm.client import LLMClient
 from forge.agents.llm.prompts import example, render
 from forge.agents.parsing import extract_candidate, parse_feedback
-from forge.agents.roles import CoderContext, Proposal, Review
+from forge.agents.roles import CoderContext, MachineFacts, Proposal, Review
+from forge.core.verdict import Verdict
 
 
-def _device_line(ctx: CoderContext) -> str:
-    spec = ctx.device_spec
-    if ctx.device == "cuda":
-        return f"an NVIDIA GPU ({spec.get('gpu', 'CUDA')})"
-    return f"a CPU ({spec.get('cpu_model', 'x86-64')}, {spec.get('cores', '?')} cores)"
+def _device_line(device: str, facts: MachineFacts) -> str:
+    if device == "cuda":
+        return f"an NVIDIA GPU ({facts.gpu or 'CUDA'})"
+    return f"a CPU ({facts.cpu_model or 'x86-64'}, {facts.cores or '?'} cores)"
 
 
 class LLMCoder:
@@ -28,13 +27,14 @@ class LLMCoder:
         self.client = client
 
     def prompt(self, ctx: CoderContext) -> list[dict[str, str]]:
+        facts = ctx.machine or MachineFacts(ctx.device)
         user = render(
             "coder.j2",
             op_name=ctx.op_name,
             op_source=ctx.op_source,
-            device_line=_device_line(ctx),
+            device_line=_device_line(ctx.device, facts),
             backend=ctx.backend,
-            device_spec=ctx.device_spec,
+            machine=facts,
             example=example(ctx.backend, ctx.op_source),
             history=ctx.history[-6:],  # the recent trajectory; older attempts add tokens, not insight
         )
@@ -66,10 +66,8 @@ class LLMJudge:
     def __init__(self, client: LLMClient) -> None:
         self.client = client
 
-    def review(self, context: CoderContext, verdict: dict[str, Any]) -> Review:
+    def review(self, context: CoderContext, verdict: Verdict) -> Review:
         item = context.parent
-        defaults: dict[str, Any] = {"status": "?", "reason": None, "checks": [], "timings_ms": {}, "roofline": None}
-        verdict = {**defaults, "speedup_vs_eager": None, "speedup_vs_compile": None, "candidate_output": "", **verdict}
         assert item is not None  # the session passes the reviewed attempt as the context's parent
         user = render(
             "judge.j2",
@@ -78,7 +76,7 @@ class LLMJudge:
             backend=context.backend,
             device=context.device,
             item=item,
-            verdict=verdict,
+            verdict=verdict.to_json(),  # the template prints parts of it as the JSON shows them
             history=[h for h in context.history if h is not item][-8:],
         )
         messages = [{"role": "system", "content": render("judge_system.j2")}, {"role": "user", "content": user}]

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from forge.errors import ProviderError
+from forge.core.errors import ProviderError
 
 _RETRIES = 4
 _BACKOFF_S = 1.0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from forge.errors import ProblemError
-from forge.harness import load_problem, read_problem_source, reference_hash
-from forge.harness.shapes import family_overrides, odd_size
+from forge.core.errors import ProblemError
+from forge.core.problem import load_problem, read_problem_source, reference_hash
+from forge.core.shapes import family_overrides, odd_size
 from tests.conftest import EXAMPLES, OPS
 
 BAD = OPS / "bad"
@@ -113,7 +113,7 @@ def test_op_files_parse_safely_from_parallel_verification_threads():
     (seen in an evolve session's verification threads); forge's parses take turns."""
     import threading
 
-    from forge.importing import parse_python
+    from forge.core.importing import parse_python
 
     source = (EXAMPLES / "ops" / "layernorm.py").read_text() * 50
     errors: list[BaseException] = []

@@ -14,7 +14,7 @@ import tomllib
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from forge.errors import UsageError
+from forge.core.errors import UsageError
 
 DeviceChoice = Literal["auto", "cpu", "cuda"]
 
@@ -50,6 +50,15 @@ class ForgeSettings(BaseSettings):
     )
     gpu: str | None = Field(default=None, description="the CUDA device verification workers see (CUDA_VISIBLE_DEVICES)")
     cache_dir: Path | None = None
+
+    def cache_path(self) -> Path:
+        """Where forge caches compiled kernels and measured machine figures (``cache_dir``, else the
+        per-user cache directory)."""
+        if self.cache_dir:
+            return self.cache_dir
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("forge"))
 
 
 def _file_settings(cwd: Path) -> dict[str, Any]:

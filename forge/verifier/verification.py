@@ -10,16 +10,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from forge.errors import CandidateFileError, ProblemError, UsageError, WorkerError
-from forge.harness.problem import read_problem_source
-from forge.settings import ForgeSettings
-from forge.verifier import judge
+from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
+from forge.core.problem import read_problem_source
+from forge.core.settings import ForgeSettings
+from forge.core.statuses import VerdictStatus
+from forge.core.verdict import FailingCase, InputVariant, TensorSpec, Verdict, Versions
+from forge.verifier import checks
 from forge.verifier.machine import available_cores
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess
 from forge.verifier.timing import record_launch_cost, record_speedups
-from forge.verifier.verdict import Verdict
 
-Progress = Callable[[str], None]
+# Told what the verification is doing now ("timing: eager (batch 1/3)"), for a front end to show.
+ProgressNote = Callable[[str], None]
 _MEMORY_WORDS = ("can't allocate memory", "out of memory", "MemoryError", "Cannot allocate memory")
 _INTEGRITY_CHECKS = (
     "no_stale_results",
@@ -30,14 +32,6 @@ _INTEGRITY_CHECKS = (
     "no_background_threads",
     "clock_integrity",
 )
-
-
-def _cache_dir(settings: ForgeSettings) -> Path:
-    if settings.cache_dir:
-        return settings.cache_dir
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("forge"))
 
 
 def _worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) -> dict[str, str]:
@@ -69,7 +63,7 @@ def _worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) 
 class _Run:
     """State of one verification; methods are its phases, in order."""
 
-    def __init__(self, op_path: Path, cand_path: Path, settings: ForgeSettings, progress: Progress) -> None:
+    def __init__(self, op_path: Path, cand_path: Path, settings: ForgeSettings, progress: ProgressNote) -> None:
         self.settings = settings
         self.progress = progress
         self.spec = read_problem_source(op_path)
@@ -79,9 +73,9 @@ class _Run:
             raise UsageError(f"--device {settings.device!r}: choose cpu, cuda or auto")
         self.device: str = settings.device  # "auto" until the workers report what they found
         self.threads = settings.threads or available_cores()
-        self.cache = _cache_dir(settings)
+        self.cache = settings.cache_path()
         self.v = Verdict(problem=self.spec.name, candidate=str(cand_path), device=self.device, threads=self.threads)
-        self.v.backend = judge.detect_backend(self.source)
+        self.v.backend = checks.detect_backend(self.source)
         self.v.seed = secrets.randbits(62)
         self.tol: dict[str, float] | None = None
         self.info: dict[str, Any] = {}
@@ -145,15 +139,15 @@ class _Run:
         self.tol = info.get("tolerance")
         self.v.op_hash = info["op_hash"]
         self.v.target_class = info.get("target")
-        seen: dict[str, dict[str, Any]] = {}
+        seen: dict[str, InputVariant] = {}
         for c in info["cases"]:
-            sig = [{"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")} for x in c["inputs"]]
-            seen.setdefault(c["shape"], {"variant": c["shape"], "inputs": sig})
+            sig = [TensorSpec(shape=list(x.shape), dtype=str(x.dtype).removeprefix("torch.")) for x in c["inputs"]]
+            seen.setdefault(c["shape"], InputVariant(variant=c["shape"], inputs=sig))
         self.v.inputs = list(seen.values())
         self.v.cases = len(info["cases"])
         self.v.shapes = sorted({c["shape"] for c in info["cases"]})
         self.v.warnings.extend(info.get("notes", []))
-        degenerate = judge.degenerate_warning(info, self.tol)
+        degenerate = checks.degenerate_warning(info, self.tol)
         if degenerate:
             self.v.warnings.append(degenerate)
 
@@ -163,14 +157,14 @@ class _Run:
         reply, _ = self.cand.recv(self.deadline)
         if reply.get("type") == "error":
             self.v.add(reply["stage"], False, reply["message"])
-            self.v.fail("compile_error", f"{reply['stage']}: {judge.first_line(reply['message'])}")
+            self.v.fail(VerdictStatus.COMPILE_ERROR, f"{reply['stage']}: {checks.first_line(reply['message'])}")
             return False
         self.v.add("load", True, "candidate imported")
         models = [{k: m[k] for k in ("key", "init_args", "state_dict", "overrides")} for m in self.info["models"]]
         reply = self._ask_candidate({"op": "instantiate", "models": models}, "ready")
         if reply.get("type") == "error":
             self.v.add("interface", False, reply["message"])
-            self.v.fail("compile_error", f"interface: {judge.first_line(reply['message'])}")
+            self.v.fail(VerdictStatus.COMPILE_ERROR, f"interface: {checks.first_line(reply['message'])}")
             return False
         self.v.add("interface", True, f"ModelNew built and loaded the reference weights ({len(models)} inits/shapes)")
         return True
@@ -182,24 +176,25 @@ class _Run:
         first: dict[str, tuple[str, str]] = {}
         failing = {"correctness": 0, "stress": 0, "determinism": 0}
         for i, case in enumerate(cases):
-            case["partner"] = judge.refill_partner(cases, i)
+            case["partner"] = checks.refill_partner(cases, i)
             refill = case["partner"]["inputs"] if case["partner"] else None
             msg = {"op": "case", "id": case["id"], "model": case["model"], "inputs": case["inputs"], "refill": refill}
             reply = self._ask_candidate(msg, "case_result")
             if reply.get("type") == "error":
-                self.v.failing_case = {"id": case["id"], "shape": case["shape"], "inputs": case["kind"]}
+                self.v.failing_case = FailingCase(id=case["id"], shape=case["shape"], inputs=case["kind"])
                 self.v.add("run", False, f"case {case['id']}: {reply['message']}")
                 if any(w in reply["message"] for w in _MEMORY_WORDS):
                     limit = self.settings.memory_limit_mb
-                    self.v.fail("crashed", f"memory limit ({limit} MiB) reached: {judge.first_line(reply['message'])}")
+                    said = checks.first_line(reply["message"])
+                    self.v.fail(VerdictStatus.CRASHED, f"memory limit ({limit} MiB) reached: {said}")
                 else:
                     self.v.fail(
-                        "runtime_error",
-                        f"the candidate raised on case {case['id']}: {judge.first_line(reply['message'])}",
+                        VerdictStatus.RUNTIME_ERROR,
+                        f"the candidate raised on case {case['id']}: {checks.first_line(reply['message'])}",
                     )
                 return False
             try:
-                found = judge.judge_case(case, reply, self.device, self.tol)
+                found = checks.check_case(case, reply, self.device, self.tol)
             except _MALFORMED as exc:
                 raise WorkerGone(Ending("protocol", f"malformed case result from the worker: {exc!r}")) from None
             group = "correctness" if case["kind"] == "normal" else "stress"
@@ -209,16 +204,16 @@ class _Run:
                     if name not in first:
                         first[name] = (case["id"], mismatch.detail)
                         if self.v.failing_case is None:
-                            self.v.failing_case = {
-                                "id": case["id"],
-                                "shape": case["shape"],
-                                "inputs": case["kind"],
-                                "output": mismatch.output,
-                                "mismatch": mismatch.kind,
-                                "detail": mismatch.detail,
-                                "max_abs": mismatch.max_abs,
-                                "max_rel": mismatch.max_rel,
-                            }
+                            self.v.failing_case = FailingCase(
+                                id=case["id"],
+                                shape=case["shape"],
+                                inputs=case["kind"],
+                                output=mismatch.output,
+                                mismatch=mismatch.kind,
+                                detail=mismatch.detail,
+                                max_abs=mismatch.max_abs,
+                                max_rel=mismatch.max_rel,
+                            )
             for name, detail in found.integrity.items():
                 first.setdefault(name, (case["id"], detail))
         self.v.add("run", True, "every call returned")
@@ -229,14 +224,14 @@ class _Run:
                 self.v.add(name, False, f"case {cid}{count}: {detail}")
             else:
                 self.v.add(
-                    name, True, judge.PASS_TEXT.get(name, "ok").format(n=len(cases), shapes=", ".join(self.v.shapes))
+                    name, True, checks.PASS_TEXT.get(name, "ok").format(n=len(cases), shapes=", ".join(self.v.shapes))
                 )
         integrity = [n for n in _INTEGRITY_CHECKS if n in first]
         if integrity:
-            self.v.fail("failed_integrity", f"{integrity[0]}: {first[integrity[0]][1]}")
+            self.v.fail(VerdictStatus.FAILED_INTEGRITY, f"{integrity[0]}: {first[integrity[0]][1]}")
         for name in ("correctness", "stress", "determinism"):
             if name in first:
-                self.v.fail("failed_correctness", f"{name}: case {first[name][0]}: {first[name][1]}")
+                self.v.fail(VerdictStatus.FAILED_CORRECTNESS, f"{name}: case {first[name][0]}: {first[name][1]}")
         return self.v.passed
 
     def timing(self) -> None:
@@ -288,7 +283,7 @@ class _Run:
             if msg["type"] == "error":
                 self.ref.close()
                 self.v.add("timed_outputs", False, msg["message"])
-                self.v.fail("runtime_error", f"a timed call raised: {judge.first_line(msg['message'])}")
+                self.v.fail(VerdictStatus.RUNTIME_ERROR, f"a timed call raised: {checks.first_line(msg['message'])}")
                 return
             try:
                 k = len(timing["sets"])
@@ -297,7 +292,7 @@ class _Run:
                 window += _ns_list(msg.get("window_ns"), k)
                 launch += _ns_list(msg.get("launch_ns"), k)
                 facts = dict(msg.get("facts") or {})
-                bad = judge.timed_outputs_mismatch(timing["expected"], list(msg.get("outputs") or []), self.tol)
+                bad = checks.timed_outputs_mismatch(timing["expected"], list(msg.get("outputs") or []), self.tol)
                 tampered.update(str(t) for t in facts.get("clock_tampering") or [])
                 threads = max(threads, int(facts.get("new_native_threads", 0)))
             except _MALFORMED as exc:
@@ -310,9 +305,9 @@ class _Run:
             bad_outputs is None,
             bad_outputs or f"all {len(times)} timed calls (fresh inputs) correct",
         )
-        clock = judge.wall_clock_discrepancy(ticks, times)
+        clock = checks.wall_clock_discrepancy(ticks, times)
         if clock is None and self.device == "cuda":
-            clock = judge.escaped_events(window, host)
+            clock = checks.escaped_events(window, host)
         if tampered:
             clock = f"timing functions replaced: {', '.join(sorted(tampered))}" + (f"; {clock}" if clock else "")
         self.v.add("wall_clock", clock is None, clock or "worker timings agree with the parent's clock")
@@ -320,9 +315,9 @@ class _Run:
             self.v.add("no_background_threads", False, f"{threads} new native thread(s) alive after the timed calls")
         for name, failure in (("timed_outputs", bad_outputs), ("wall_clock", clock)):
             if failure:
-                self.v.fail("failed_integrity", f"{name}: {failure}")
+                self.v.fail(VerdictStatus.FAILED_INTEGRITY, f"{name}: {failure}")
         if threads:
-            self.v.fail("failed_integrity", "no_background_threads: threads left running after timed calls")
+            self.v.fail(VerdictStatus.FAILED_INTEGRITY, "no_background_threads: threads left running after timed calls")
         record_speedups(self.v, self.info.get("roofline"), times, eager, compiled, compile_error)
         if self.device == "cuda":
             record_launch_cost(self.v, launch, eager_launch)
@@ -343,7 +338,7 @@ class _Run:
             triton_version: str | None = triton.__version__
         except ImportError:
             triton_version = None
-        self.v.versions = {"torch": torch.__version__, "python": sys.version.split()[0], "triton": triton_version or ""}
+        self.v.versions = Versions(torch=torch.__version__, python=sys.version.split()[0], triton=triton_version or "")
         self.v.elapsed_s = round(time.monotonic() - self.t0, 3)
         return self.v
 
@@ -374,7 +369,7 @@ def verify(
     op_path: str | Path,
     candidate_path: str | Path,
     settings: ForgeSettings | None = None,
-    progress: Progress | None = None,
+    progress: ProgressNote | None = None,
 ) -> Verdict:
     """Verify one candidate against one op file. Raises ForgeError for bad input (exit 2)."""
     cand = Path(candidate_path).expanduser()
@@ -389,8 +384,9 @@ def verify(
         if run.load() and run.correctness():
             run.timing()
     except WorkerGone as exc:
-        status = "timeout" if exc.ending.kind == "timeout" else "crashed"
-        detail = exc.ending.detail + (f" after {run.settings.timeout:g} s" if status == "timeout" else "")
+        timed_out = exc.ending.kind == "timeout"
+        status = VerdictStatus.TIMEOUT if timed_out else VerdictStatus.CRASHED
+        detail = exc.ending.detail + (f" after {run.settings.timeout:g} s" if timed_out else "")
         run.v.add("worker", False, detail)
         run.v.fail(status, detail)
     finally:

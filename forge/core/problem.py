@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from forge.errors import ProblemError
-from forge.harness.identity import normalized_hash, op_identity
-from forge.importing import import_file, parse_python
+from forge.core.errors import ProblemError
+from forge.core.identity import normalized_hash, op_identity
+from forge.core.importing import import_file, parse_python
 
 _REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 

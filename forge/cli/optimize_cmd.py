@@ -9,59 +9,62 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from forge.cli import _fail, _x, err, out
-from forge.errors import ForgeError
-from forge.harness import events as ev
-from forge.settings import load_settings
+from forge.cli.console import err, fmt_times, out, run_or_fail
+from forge.core.settings import load_settings
+from forge.core.statuses import VerdictStatus
+from forge.harness import OptimizeOptions, RunResult, events, optimize, write_report
 
 
-class Progress:
+class EventPrinter:
     """One line per event on stderr: round, attempt verdicts, best so far, tokens and cost."""
 
     def __init__(self) -> None:
         self.best: dict[str, float] = {}
 
-    def __call__(self, e: ev.Event) -> None:
+    def __call__(self, e: events.Event) -> None:
         name = f"[bold]{e.problem}[/]"
-        if isinstance(e, ev.SessionStarted):
+        if isinstance(e, events.SessionStarted):
             what = f"{e.agent} agent" + (f" ({e.model})" if e.model else "")
             verb = "resuming" if e.resumed else "session"
             err.print(f"{name}: {verb} {e.session_id} — {what}, {e.strategy}, {e.backend} on {e.device}")
-        elif isinstance(e, ev.RoundStarted):
+        elif isinstance(e, events.RoundStarted):
             best = self.best.get(e.problem)
             err.print(f"{name}: round {e.round}/{e.rounds}" + (f"  best so far {best:.2f}x eager" if best else ""))
-        elif isinstance(e, ev.CandidateProposed) and e.error:
+        elif isinstance(e, events.CandidateProposed) and e.error:
             err.print(f"  attempt {e.attempt_id}: [red]no usable candidate[/]: {e.error}", soft_wrap=True)
-        elif isinstance(e, ev.VerdictReady):
-            if e.status == "passed":
-                s = e.speedup_vs_eager
-                if s and s > self.best.get(e.problem, 0.0):
-                    self.best[e.problem] = s
-                c = f", {e.speedup_vs_compile:.2f}x compile" if e.speedup_vs_compile else ""
-                err.print(f"  attempt {e.attempt_id}: [green]passed[/] {_x(s)} eager{c}")
-            else:
-                err.print(f"  attempt {e.attempt_id}: [red]{e.status}[/] — {e.reason}", soft_wrap=True)
-        elif isinstance(e, ev.JudgeFeedback):
+        elif isinstance(e, events.VerdictReady):
+            self._verdict(e)
+        elif isinstance(e, events.JudgeReviewed):
             if e.error:
                 err.print(f"  judge: [yellow]{e.error}[/]", soft_wrap=True)
             elif e.next_step:
                 err.print(f"  [dim]judge: {e.next_step}[/]", soft_wrap=True)
-        elif isinstance(e, ev.CostUpdated):
+        elif isinstance(e, events.CostUpdated):
             cost = "unknown" if e.cost_usd is None else f"${e.cost_usd:.4f}"
             err.print(f"  [dim]tokens {e.tokens}, cost {cost}[/]")
-        elif isinstance(e, ev.ConfirmStarted):
+        elif isinstance(e, events.ConfirmStarted):
             err.print(f"{name}: timing attempt {e.attempt_id} again, alone, {e.trials} calls a side")
-        elif isinstance(e, ev.ConfirmFinished):
+        elif isinstance(e, events.ConfirmFinished):
             c = f", {e.speedup_vs_compile:.2f}x compile" if e.speedup_vs_compile else ""
-            held = f"[green]held[/] {_x(e.speedup_vs_eager)} eager{c}"
+            held = f"[green]held[/] {fmt_times(e.speedup_vs_eager)} eager{c}"
             err.print(f"  attempt {e.attempt_id} again: {held if e.held else f'[yellow]did not hold[/]: {e.reason}'}")
-        elif isinstance(e, ev.KernelAccepted):
-            err.print(f"{name}: [green bold]kernel {e.kernel_id} banked[/] ({_x(e.speedup_vs_eager)} eager)")
-        elif isinstance(e, ev.SessionFinished) and not e.accepted:
+        elif isinstance(e, events.KernelAccepted):
+            err.print(f"{name}: [green bold]kernel {e.kernel_id} banked[/] ({fmt_times(e.speedup_vs_eager)} eager)")
+        elif isinstance(e, events.SessionFinished) and not e.accepted:
             err.print(f"{name}: [yellow]no kernel accepted[/] ({e.status}): {e.reason}", soft_wrap=True)
 
+    def _verdict(self, e: events.VerdictReady) -> None:
+        if e.status is VerdictStatus.PASSED:
+            s = e.speedup_vs_eager
+            if s and s > self.best.get(e.problem, 0.0):
+                self.best[e.problem] = s
+            c = f", {e.speedup_vs_compile:.2f}x compile" if e.speedup_vs_compile else ""
+            err.print(f"  attempt {e.attempt_id}: [green]passed[/] {fmt_times(s)} eager{c}")
+        else:
+            err.print(f"  attempt {e.attempt_id}: [red]{e.status}[/] — {e.reason}", soft_wrap=True)
 
-def optimize(
+
+def optimize_command(
     ops: Annotated[list[Path] | None, typer.Argument(help="op files, or directories of them")] = None,
     model: Annotated[str | None, typer.Option(help="LLM for the coder, as litellm names it (openai/...)")] = None,
     judge: Annotated[str | None, typer.Option(help="LLM for the judge (default: --model)")] = None,
@@ -82,57 +85,45 @@ def optimize(
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
 ) -> None:
     """Search for a faster verified kernel for each op and bank the best one."""
-    from forge.harness.optimize import optimize as run_optimize
-    from forge.harness.session import OptimizeOptions
 
-    try:
+    def run() -> RunResult:
         settings = load_settings(device=device, compile_baseline=False if no_compile_baseline else None)
         options = OptimizeOptions(
-            model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy,
-            rounds=rounds or 8, workers=workers, bank=bank,
+            model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy, rounds=rounds,
+            workers=workers, bank=bank, budget_usd=budget_usd, time_limit_s=time_limit, resume=resume,
         )  # fmt: skip
-        run = run_optimize(
-            list(ops or []),
-            options,
-            settings,
-            Progress(),
-            budget_usd=budget_usd,
-            time_limit_s=time_limit,
-            resume=resume,
-            resume_rounds=rounds,
-        )
-        data = run.to_json()
+        result = optimize(list(ops or []), options, settings, EventPrinter())
         if report is not None:
-            from forge.harness.report import write_report
-
-            written = write_report(report, data, {r.problem: r.trace for r in run.results})
+            written = write_report(report, result)
             err.print(f"report: {', '.join(str(p) for p in written)}")
-    except ForgeError as exc:
-        _fail(exc, as_json)
+        return result
+
+    try:
+        result = run_or_fail(run, as_json)
     except KeyboardInterrupt:
         err.print("interrupted")
         raise typer.Exit(130) from None
     if as_json:
-        print(json.dumps(data))
+        print(json.dumps(result.to_json()))
     else:
-        _summary(data)
-    raise typer.Exit(run.exit_code)
+        _summary(result)
+    raise typer.Exit(result.exit_code)
 
 
-def _summary(data: dict) -> None:
+def _summary(run: RunResult) -> None:
     table = Table(show_header=True, header_style="bold")
     for col in ("op", "kernel", "backend", "x eager", "x compile", "attempts", "session"):
         table.add_column(col, no_wrap=True)
-    for p in data["problems"]:
-        kernel = f"[green]{p['kernel_id']}[/]" if p["accepted"] else "[red]none[/]"
+    for r in run.results:
+        kernel = f"[green]{r.kernel_id}[/]" if r.accepted else "[red]none[/]"
         table.add_row(
-            p["problem"], kernel, p["backend"] or "—", _x(p["speedup_vs_eager"]), _x(p["speedup_vs_compile"]),
-            str(p["attempts"]), str(p["session_id"]),
+            r.problem, kernel, r.backend or "—", fmt_times(r.speedup_vs_eager), fmt_times(r.speedup_vs_compile),
+            str(r.attempts), str(r.session_id),
         )  # fmt: skip
     out.print(table)
-    for p in data["problems"]:
-        if not p["accepted"]:
-            out.print(f"{p['problem']}: {p['reason']}", soft_wrap=True)
-    if data["tokens"]:
-        cost = "unknown (no price for this model)" if data["cost_usd"] is None else f"${data['cost_usd']:.4f}"
-        out.print(f"LLM tokens {data['tokens']}, cost {cost}")
+    for r in run.results:
+        if not r.accepted:
+            out.print(f"{r.problem}: {r.reason}", soft_wrap=True)
+    if run.tokens:
+        cost = "unknown (no price for this model)" if run.cost_usd is None else f"${run.cost_usd:.4f}"
+        out.print(f"LLM tokens {run.tokens}, cost {cost}")

@@ -34,7 +34,7 @@ class CaseFindings:
     integrity: dict[str, str] = field(default_factory=dict)
 
 
-def judge_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: dict[str, float] | None) -> CaseFindings:
+def check_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: dict[str, float] | None) -> CaseFindings:
     """``case['partner']``, when set, is the case whose inputs were refilled into the same buffers."""
     facts = result.get("facts") or {}
     found = CaseFindings()

@@ -6,7 +6,7 @@ import ast
 import hashlib
 import inspect
 
-from forge.importing import parse_python
+from forge.core.importing import parse_python
 
 
 def normalized_hash(source: str) -> str:

@@ -14,7 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from forge.errors import BankError
+from forge.core.errors import BankError
 
 _MIGRATIONS = Path(__file__).resolve().parents[1] / "db" / "migrations" / "versions"
 
@@ -24,7 +24,7 @@ def known_revisions() -> set[str]:
 
 
 @dataclass
-class Entry:
+class KernelEntry:
     """One kernel row, as the runtime needs it."""
 
     id: int
@@ -50,7 +50,7 @@ class Entry:
 
 
 @dataclass
-class ProblemRow:
+class OpRecord:
     id: int
     name: str
     op_hash: str
@@ -87,24 +87,24 @@ class ReadOnlyBank:
             )
         self.has_configs = self.revision != "0001"
 
-    def problems(self, name: str) -> list[ProblemRow]:
+    def problems(self, name: str) -> list[OpRecord]:
         rows = self.conn.execute(
             "SELECT id, name, op_hash, source, target_class_path FROM problems WHERE name = ? ORDER BY id DESC",
             (name,),
         ).fetchall()
-        return [ProblemRow(*r) for r in rows]
+        return [OpRecord(*r) for r in rows]
 
-    def target_problems(self) -> list[ProblemRow]:
+    def target_problems(self) -> list[OpRecord]:
         rows = self.conn.execute(
             "SELECT id, name, op_hash, source, target_class_path FROM problems "
             "WHERE target_class_path IS NOT NULL ORDER BY id DESC"
         ).fetchall()
-        return [ProblemRow(*r) for r in rows]
+        return [OpRecord(*r) for r in rows]
 
     def op_names(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT DISTINCT name FROM problems ORDER BY name")]
 
-    def entries(self, op_name: str) -> list[Entry]:
+    def entries(self, op_name: str) -> list[KernelEntry]:
         status = "AND status = 'active'" if self.has_configs else ""
         rows = self.conn.execute(
             "SELECT id, op_name, op_hash, backend, source, entry_point, device_kind, capability_min, capability_max, "
@@ -112,7 +112,7 @@ class ReadOnlyBank:
             "ORDER BY COALESCE(speedup_vs_eager, 0) DESC, id DESC",
             (op_name,),
         ).fetchall()
-        entries = [Entry(*r) for r in rows]
+        entries = [KernelEntry(*r) for r in rows]
         if self.has_configs:
             for e in entries:
                 for bucket, config in self.conn.execute(

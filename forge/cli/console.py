@@ -1,0 +1,44 @@
+"""The bottom of the CLI: its two consoles (data on stdout, progress and errors on stderr), how a
+user's mistake ends a command, and how numbers are shown."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from forge.core.errors import ForgeError
+
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+T = TypeVar("T")
+
+
+def fail(exc: ForgeError, as_json: bool) -> NoReturn:
+    """End the command for a user's mistake: the message (and with ``--json`` an error object on
+    stdout), the error's exit code, never a traceback."""
+    if as_json:
+        print(json.dumps({"error": {"kind": type(exc).__name__, "message": exc.message}}))
+    err.print(f"[bold red]error:[/] {exc.message}", markup=True, soft_wrap=True)
+    raise typer.Exit(exc.exit_code)
+
+
+def run_or_fail(fn: Callable[[], T], as_json: bool) -> T:
+    """``fn()``, or the command ends as ``fail`` says when it raises a ``ForgeError``."""
+    try:
+        return fn()
+    except ForgeError as exc:
+        fail(exc, as_json)
+
+
+def fmt_times(x: float | None) -> str:
+    """A speedup: "2.31x", or "—" when there is none."""
+    return "—" if x is None else f"{x:.2f}x"
+
+
+def fmt_ms(x: float | None) -> str:
+    return "—" if x is None else f"{x:.4f} ms"

@@ -1,0 +1,96 @@
+"""``forge verify``: one candidate checked and timed by the engine, its verdict printed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from forge.cli.console import err, fmt_ms, fmt_times, out, run_or_fail
+from forge.core.settings import load_settings
+from forge.core.verdict import Verdict
+from forge.harness import Verification, verify_candidate
+
+
+def render_verdict(v: Verdict) -> None:
+    color = "green" if v.passed else "red"
+    out.print(f"[bold]{v.problem}[/] ← {v.candidate}  [{color} bold]{str(v.status).upper()}[/]")
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    for c in v.checks:
+        mark = "[green]pass[/]" if c.passed else ("[red]FAIL[/]" if c.fatal else "[yellow]warn[/]")
+        detail = c.detail if len(c.detail) < 600 else c.detail[:600] + " …"
+        table.add_row(c.name, mark, detail)
+    out.print(table)
+    if v.reason:
+        out.print(f"[red]reason:[/] {v.reason}", soft_wrap=True)
+    t = v.timings_ms
+    if t.candidate is not None:
+        out.print(
+            f"timings (median): candidate {fmt_ms(t.candidate)}, eager {fmt_ms(t.eager)}, "
+            f"torch.compile {fmt_ms(t.compile)}  |  speedup vs eager {fmt_times(v.speedup_vs_eager)}, "
+            f"vs compile {fmt_times(v.speedup_vs_compile)}"
+            + ("" if v.timing_meaningful else "  (not meaningful: Triton interpreter)")
+        )
+    for w in v.warnings:
+        out.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+    if v.candidate_output.strip():
+        out.print("[dim]candidate output (captured):[/]")
+        out.print(v.candidate_output.strip()[-1500:], markup=False, soft_wrap=True)
+    out.print(f"[dim]{v.cases} cases on {v.device} ({v.threads} threads), {v.elapsed_s:.1f} s[/]")
+
+
+def verify(
+    op: Annotated[Path, typer.Argument(help="KernelBench-format op file (the reference)")],
+    candidate: Annotated[Path, typer.Argument(help="candidate .py file defining ModelNew")],
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or auto")] = None,
+    timeout: Annotated[float | None, typer.Option(help="seconds the candidate may take in all")] = None,
+    memory_limit: Annotated[int | None, typer.Option(help="MiB each worker process may use")] = None,
+    trials: Annotated[
+        int | None, typer.Option(min=5, help="timed calls per side, at least 5 (default: about 1 s of calls, 5 to 30)")
+    ] = None,
+    no_compile_baseline: Annotated[
+        bool, typer.Option("--no-compile-baseline", help="skip timing torch.compile of the reference")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
+    save: Annotated[bool, typer.Option("--save", help="store a passing candidate in the kernel bank")] = False,
+    bank: Annotated[Path | None, typer.Option(help="bank file (default: $FORGE_BANK or the per-user bank)")] = None,
+) -> None:
+    """Check a candidate kernel against a reference op, in isolation, and time it."""
+
+    def run() -> Verification:
+        settings = load_settings(
+            device=device,
+            timeout=timeout,
+            memory_limit_mb=memory_limit,
+            timing_trials=trials,
+            compile_baseline=False if no_compile_baseline else None,
+        )
+        quiet = as_json and not sys.stderr.isatty()
+        progress = (lambda m: None) if quiet else (lambda m: err.print(f"[dim]… {m}[/]"))
+        return verify_candidate(op, candidate, settings, progress, save=save, bank=bank)
+
+    try:
+        result = run_or_fail(run, as_json)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+    verdict = result.verdict
+    if as_json:
+        data = verdict.to_json()
+        if result.kernel_id is not None:
+            data["kernel_id"] = result.kernel_id
+        print(json.dumps(data))
+    else:
+        render_verdict(verdict)
+        if result.kernel_id is not None:
+            out.print(f"saved as kernel {result.kernel_id} in the bank")
+        elif save:
+            out.print("not saved: only passing candidates enter the bank")
+    raise typer.Exit(0 if verdict.passed else 1)

@@ -1,0 +1,95 @@
+"""The status vocabularies of verdicts, attempts, sessions and bank entries.
+
+Each is a ``str`` enum: stored in the bank and printed in JSON as its plain value, compared equal
+to that value, and read back with ``Status(value)``. Exit codes and acceptance are decided from
+these members, never from free strings.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class _Text(str, Enum):
+    """A str enum that prints as its value (``f"{s}"`` gives "passed", not "VerdictStatus.PASSED")."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class VerdictStatus(_Text):
+    """What the verifier decided about one candidate."""
+
+    PASSED = "passed"
+    FAILED_CORRECTNESS = "failed_correctness"
+    FAILED_INTEGRITY = "failed_integrity"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+
+
+class AttemptRole(_Text):
+    """Who produced an attempt row: the coder's candidate, the judge's review of one, or a
+    finalist's confirmation (timed again before banking)."""
+
+    CODER = "coder"
+    JUDGE = "judge"
+    CONFIRM = "confirm"
+
+
+class AttemptStatus(_Text):
+    """An attempt row's status: a verdict's status once verified, else where it stands."""
+
+    PENDING = "pending"  # proposed, not verified yet (a killed session leaves these; resume verifies them)
+    INVALID_REPLY = "invalid_reply"  # the coder's reply held no candidate, or the judge's no usable answer
+    REVIEWED = "reviewed"  # a judge row with usable feedback
+    PASSED = "passed"
+    FAILED_CORRECTNESS = "failed_correctness"
+    FAILED_INTEGRITY = "failed_integrity"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+
+    @classmethod
+    def of(cls, verdict: VerdictStatus) -> AttemptStatus:
+        return cls(verdict.value)
+
+    @property
+    def verified(self) -> bool:
+        """The row holds a verdict."""
+        return self.value in _VERDICT_VALUES
+
+
+_VERDICT_VALUES = frozenset(s.value for s in VerdictStatus)
+
+
+class SessionStatus(_Text):
+    """How an optimisation session stands or ended."""
+
+    RUNNING = "running"
+    FINISHED = "finished"  # rounds spent, or the judge/coder had nothing left to try
+    BUDGET = "budget"  # --budget-usd reached
+    TIME_LIMIT = "time_limit"  # --time-limit reached
+    INTERRUPTED = "interrupted"  # Ctrl-C; --resume continues it
+    UNSUPPORTED = "unsupported"  # the coder cannot handle this op at all
+    PROVIDER_ERROR = "provider_error"  # the LLM provider went away mid-session; --resume continues it
+
+    @property
+    def hit_limit(self) -> bool:
+        return self in (SessionStatus.BUDGET, SessionStatus.TIME_LIMIT)
+
+    @property
+    def resumable(self) -> bool:
+        return self is not SessionStatus.FINISHED
+
+
+class KernelStatus(_Text):
+    """A bank entry's status: used by the runtime, or found bad by a re-verification."""
+
+    ACTIVE = "active"
+    BAD = "bad"

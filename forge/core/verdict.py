@@ -1,0 +1,249 @@
+"""The verdict: what the verifier decided about one candidate, as a typed record.
+
+It is built only in the trusted parent (``forge.verifier``), stored as JSON in the bank (an
+attempt's row, a kernel's evidence) and read back into this type wherever it is used. Reading is
+lenient about what older forges did not write (a missing field takes its default, an unknown key
+is ignored), so banks written before a field existed still load; a value of the wrong type is
+refused (``ValueError``).
+
+A session adds the fields of a confirmation (a finalist timed again before it is banked) to the
+verdict of that second measurement; they are left out of the JSON of a plain verification.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
+
+from forge.core.statuses import VerdictStatus
+
+_LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class Check(BaseModel):
+    """One named check. A non-fatal check that fails is a warning: it never fails the verdict."""
+
+    model_config = _LENIENT
+    name: str
+    passed: bool
+    detail: str = ""
+    fatal: bool = True
+
+
+class TimingStats(BaseModel):
+    """One side's timed calls: median, spread and quartiles in milliseconds."""
+
+    model_config = _LENIENT
+    median_ms: float
+    mean_ms: float = 0.0
+    min_ms: float = 0.0
+    max_ms: float = 0.0
+    iqr_ms: float = 0.0
+    stdev_ms: float = 0.0
+    trials: int = 0
+    # Lower and upper quartiles (the acceptance rule compares these); 0 in verdicts stored before
+    # forge recorded them, where the rule falls back to median -/+ IQR/2.
+    q1_ms: float = 0.0
+    q3_ms: float = 0.0
+
+    @classmethod
+    def from_ns(cls, times_ns: Sequence[float]) -> TimingStats:
+        ms = sorted(t / 1e6 for t in times_ns)
+        if not ms:
+            raise ValueError("no timing trials")
+        q = statistics.quantiles(ms, n=4) if len(ms) >= 2 else [ms[0], ms[0], ms[0]]
+        return cls(
+            median_ms=statistics.median(ms),
+            mean_ms=statistics.fmean(ms),
+            min_ms=ms[0],
+            max_ms=ms[-1],
+            iqr_ms=q[2] - q[0],
+            stdev_ms=statistics.pstdev(ms),
+            trials=len(ms),
+            q1_ms=q[0],
+            q3_ms=q[2],
+        )
+
+    def rounded(self) -> TimingStats:
+        """The figures as a verdict stores them (to the nanosecond)."""
+        return self.model_copy(update={k: round(v, 6) for k, v in self.__dict__.items() if isinstance(v, float)})
+
+    @property
+    def upper_ms(self) -> float:
+        """The upper quartile (median + IQR/2 for verdicts stored without quartiles)."""
+        return self.q3_ms or self.median_ms + self.iqr_ms / 2
+
+    @property
+    def lower_ms(self) -> float:
+        return self.q1_ms or self.median_ms - self.iqr_ms / 2
+
+
+class Timings(BaseModel):
+    """Median milliseconds per call of each side (None: not timed)."""
+
+    model_config = _LENIENT
+    candidate: float | None = None
+    eager: float | None = None
+    compile: float | None = None
+
+
+def _without_none(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if v is not None}
+
+
+class TimingSides(BaseModel):
+    """The timing statistics of every side that was timed (absent sides are left out of the JSON).
+    ``*_launch``: CUDA only, the host time spent inside one call (launching its work)."""
+
+    model_config = _LENIENT
+    candidate: TimingStats | None = None
+    eager: TimingStats | None = None
+    compile: TimingStats | None = None
+    candidate_launch: TimingStats | None = None
+    eager_launch: TimingStats | None = None
+
+    @model_serializer(mode="wrap")
+    def _present_only(self, handler: Any) -> dict[str, Any]:
+        return _without_none(handler(self))
+
+
+class Roofline(BaseModel):
+    """The speed-of-light estimate: the op's bytes and FLOPs against this machine's measured
+    bandwidth and matmul peak, and the fraction of it the candidate and eager reach."""
+
+    model_config = _LENIENT
+    bytes: int | None = None
+    flops: int | None = None
+    device_name: str | None = None
+    bandwidth_gbs: float | None = None
+    peak_gflops: float | None = None
+    bound_ms: float | None = None
+    fraction_candidate: float | None = None
+    fraction_eager: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _present_only(self, handler: Any) -> dict[str, Any]:
+        return _without_none(handler(self))
+
+
+class FailingCase(BaseModel):
+    """The first case the candidate failed: which one, and (for a wrong result) how it was off."""
+
+    model_config = _LENIENT
+    id: str = ""
+    shape: str = ""
+    inputs: str = ""  # "normal" or the stress distribution
+    output: int | None = None  # the first output that was off (-1: the output structure)
+    mismatch: str | None = None  # count, missing, dtype, shape, device, nan, inf, values, structure
+    detail: str | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _mismatch_when_known(self, handler: Any) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.mismatch is None:  # it raised: there is no result to describe
+            return {k: data[k] for k in ("id", "shape", "inputs")}
+        return data
+
+
+class TensorSpec(BaseModel):
+    model_config = _LENIENT
+    shape: list[int]
+    dtype: str
+
+
+class InputVariant(BaseModel):
+    """The inputs of one shape variant, as verified."""
+
+    model_config = _LENIENT
+    variant: str
+    inputs: list[TensorSpec] = Field(default_factory=list)
+
+
+class Versions(BaseModel):
+    model_config = _LENIENT
+    torch: str = ""
+    python: str = ""
+    triton: str = ""
+
+
+class Verdict(BaseModel):
+    """A plain, serializable record of one verification (see the module docstring)."""
+
+    model_config = _LENIENT
+    problem: str = ""
+    candidate: str = ""
+    device: str = ""
+    status: VerdictStatus = VerdictStatus.PASSED
+    reason: str | None = None
+    checks: list[Check] = Field(default_factory=list)
+    timings_ms: Timings = Field(default_factory=Timings)
+    timing_stats: TimingSides = Field(default_factory=TimingSides)
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    timing_meaningful: bool = True
+    roofline: Roofline | None = None
+    failing_case: FailingCase | None = None
+    warnings: list[str] = Field(default_factory=list)
+    candidate_output: str = ""
+    backend: str = "torch"
+    op_hash: str = ""
+    target_class: str | None = None  # "module:Class" when the op's Model comes from user code
+    capability: str | None = None  # CUDA compute capability ("9.0"), None on CPU
+    inputs: list[InputVariant] = Field(default_factory=list)
+    cases: int = 0
+    shapes: list[str] = Field(default_factory=list)
+    seed: int = 0
+    threads: int = 1
+    elapsed_s: float = 0.0
+    versions: Versions = Field(default_factory=Versions)
+    # A confirmation (the finalist timed again, alone, before banking): stored under the keys in
+    # the aliases, as forge always has.
+    confirm_trials: int | None = Field(default=None, alias="trials")  # timed calls a side
+    confirm_held: bool | None = Field(default=None, alias="held")  # beat eager beyond the noise again
+    confirm_reason: str | None = Field(default=None, alias="why")  # the acceptance rule's words
+    confirm_attempt_id: int | None = None  # banked evidence: the confirmation's own attempt row
+    # Banked evidence: True when timed again after it was chosen, False when banked from its round's
+    # figures on a Ctrl-C; None for a kernel saved by `forge verify --save`.
+    confirmed: bool | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status is VerdictStatus.PASSED
+
+    def add(self, name: str, passed: bool, detail: str = "", fatal: bool = True) -> Check:
+        check = Check(name=name, passed=passed, detail=detail, fatal=fatal)
+        self.checks.append(check)
+        return check
+
+    def fail(self, status: VerdictStatus, reason: str) -> None:
+        """Record the first failure; later ones do not overwrite it."""
+        assert status is not VerdictStatus.PASSED
+        if self.status is VerdictStatus.PASSED:
+            self.status = status
+            self.reason = reason
+
+    def first_failed_check(self) -> Check | None:
+        """The first fatal check that failed (what made the verdict fail)."""
+        return next((c for c in self.checks if not c.passed and c.fatal), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object ``forge verify --json`` prints and the bank stores (with ``passed``)."""
+        data = self.model_dump(mode="json", by_alias=True)
+        for key in _CONFIRMATION_KEYS:
+            if data[key] is None:
+                del data[key]
+        data["passed"] = self.passed
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Verdict:
+        """A stored verdict read back (ValueError when a field holds the wrong type)."""
+        return cls.model_validate(data)
+
+
+_CONFIRMATION_KEYS = ("trials", "held", "why", "confirm_attempt_id", "confirmed")

@@ -1,0 +1,126 @@
+"""What a front end does with one candidate and with the bank: verify (and save), list, show,
+export, import, re-verify and remove kernels. Each call opens the bank it is given (default: the
+per-user bank), migrating an older one, and closes it; a bank that does not exist is an error
+(``BankError``) except for the calls that add to it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from forge.core.problem import read_problem_source
+from forge.core.settings import ForgeSettings
+from forge.core.statuses import KernelStatus
+from forge.core.verdict import Verdict
+from forge.db import (
+    KernelDetail,
+    KernelSummary,
+    export_bank,
+    import_bank,
+    kernel_detail,
+    list_kernels,
+    open_bank,
+    remove_kernel,
+    save_kernel,
+    set_status,
+)
+from forge.verifier import ProgressNote, verify
+
+
+@dataclass(frozen=True)
+class Verification:
+    """``forge verify``'s outcome: the verdict, and the kernel's id when it was saved."""
+
+    verdict: Verdict
+    kernel_id: int | None = None
+
+
+def verify_candidate(
+    op_path: Path,
+    candidate_path: Path,
+    settings: ForgeSettings,
+    progress: ProgressNote | None = None,
+    *,
+    save: bool = False,
+    bank: Path | None = None,
+) -> Verification:
+    """Verify a candidate file against an op file; with ``save``, a passing one goes into ``bank``."""
+    verdict = verify(op_path, candidate_path, settings, progress=progress)
+    if not (save and verdict.passed):
+        return Verification(verdict)
+    spec = read_problem_source(op_path)
+    with open_bank(bank, must_exist=False) as engine:
+        return Verification(verdict, save_kernel(engine, spec, candidate_path.read_text(), verdict))
+
+
+def bank_list(bank: Path | None, op: str | None = None) -> list[KernelSummary]:
+    with open_bank(bank) as engine:
+        return list_kernels(engine, op)
+
+
+def bank_show(bank: Path | None, kernel_id: int) -> KernelDetail:
+    with open_bank(bank) as engine:
+        return kernel_detail(engine, kernel_id)
+
+
+def bank_export(bank: Path | None, out: Path, ops: list[str] | None = None) -> int:
+    """A standalone bank at ``out`` with the given ops' kernels (all when None); returns how many."""
+    with open_bank(bank) as engine:
+        return export_bank(engine, out, ops)
+
+
+def bank_import(bank: Path | None, path: Path) -> int:
+    """Merge the kernels of the bank file at ``path`` (left as it is) into ``bank``; returns how many."""
+    with open_bank(bank, must_exist=False) as engine:
+        return import_bank(engine, path)
+
+
+def bank_remove(bank: Path | None, kernel_id: int) -> None:
+    with open_bank(bank) as engine:
+        remove_kernel(engine, kernel_id)
+
+
+@dataclass(frozen=True)
+class Reverified:
+    kernel_id: int
+    verdict: Verdict
+
+
+def bank_reverify(
+    bank: Path | None,
+    kernel_id: int | None,
+    settings: ForgeSettings,
+    starting: Callable[[int], None] | None = None,
+) -> list[Reverified]:
+    """Verify one kernel (or every kernel) again on this machine, recording each outcome: a kernel
+    that fails, or whose reference changed since it was saved, gets status ``bad``. ``starting``
+    is told each kernel's id before its verification."""
+    with open_bank(bank) as engine:
+        ids = [kernel_id] if kernel_id is not None else [k.id for k in list_kernels(engine)]
+        out = []
+        for i in ids:
+            if starting is not None:
+                starting(i)
+            out.append(Reverified(i, _reverify(engine, i, settings)))
+        return out
+
+
+def _reverify(engine: Engine, kernel_id: int, settings: ForgeSettings) -> Verdict:
+    k = kernel_detail(engine, kernel_id)
+    with tempfile.TemporaryDirectory(prefix="forge-reverify-") as tmp:
+        op_path = Path(tmp) / f"{k.op_name}.py"
+        cand_path = Path(tmp) / f"kernel_{kernel_id}.py"
+        op_path.write_text(k.op_source)
+        cand_path.write_text(k.source)
+        verdict = verify(op_path, cand_path, settings)
+    same_reference = verdict.op_hash == k.op_hash
+    if not same_reference:
+        verdict.warnings.append("the reference changed since this kernel was saved")
+    status = KernelStatus.ACTIVE if verdict.passed and same_reference else KernelStatus.BAD
+    set_status(engine, kernel_id, status, evidence=verdict if verdict.passed else None)
+    return verdict

@@ -1,0 +1,108 @@
+"""What a front end asks ``optimize`` for, checked before anything runs, and what a session stores
+so that ``--resume`` goes on the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from forge.agents import AgentChoice
+from forge.core.errors import UsageError
+
+DEFAULT_ROUNDS = 8
+BACKENDS = ("auto", "triton", "cpp", "cuda")
+STRATEGIES = ("refine", "evolve")
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    """One ``forge optimize`` run: the agents, the search, its limits, the bank, or the session to resume.
+
+    ``rounds``: None takes the default (8), or a resumed session's stored count; a number given with
+    ``resume`` replaces the stored one.
+    """
+
+    model: str | None = None
+    judge_model: str | None = None
+    api_base: str | None = None
+    backend: str = "auto"  # auto | triton | cpp | cuda
+    strategy: str = "refine"  # refine | evolve
+    rounds: int | None = None
+    population: int = 4  # evolve: children per generation
+    top_k: int = 2  # evolve: parents per generation
+    workers: int = 1  # verifications run in parallel
+    bank: Path | None = None
+    budget_usd: float | None = None  # shared by every op of the run
+    time_limit_s: float | None = None  # likewise
+    resume: int | None = None  # a session id
+
+    @property
+    def agents(self) -> AgentChoice:
+        return AgentChoice(self.model, self.judge_model, self.api_base)
+
+    @property
+    def round_limit(self) -> int:
+        return DEFAULT_ROUNDS if self.rounds is None else self.rounds
+
+    def check(self) -> None:
+        """UsageError naming the bad option."""
+        if self.strategy not in STRATEGIES:
+            raise UsageError(f"--strategy {self.strategy!r}: choose refine or evolve")
+        for name in ("rounds", "workers", "population", "top_k"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+
+
+class StoredOptions(BaseModel):
+    """A session's settings as the bank keeps them (JSON): what a resumed session needs."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    judge_model: str | None = None
+    api_base: str | None = None
+    strategy: str = "refine"
+    rounds: int = DEFAULT_ROUNDS
+    population: int = 4
+    top_k: int = 2
+    workers: int = 1
+    op_path: str = ""
+    device: str | None = None
+    backend: str | None = None
+
+    @classmethod
+    def of(cls, options: OptimizeOptions, op_path: Path, device: str, backend: str) -> StoredOptions:
+        return cls(
+            model=options.model, judge_model=options.judge_model, api_base=options.api_base,
+            strategy=options.strategy, rounds=options.round_limit, population=options.population,
+            top_k=options.top_k, workers=options.workers, op_path=str(op_path), device=device, backend=backend,
+        )  # fmt: skip
+
+    def resumed(self, given: OptimizeOptions) -> OptimizeOptions:
+        """``given`` (this run's flags) with the session's own agents and search; a ``rounds``
+        given now replaces the stored count."""
+        return replace(
+            given, model=self.model, judge_model=self.judge_model, api_base=self.api_base, strategy=self.strategy,
+            rounds=self.rounds if given.rounds is None else given.rounds, population=self.population,
+            top_k=self.top_k, backend=self.backend or given.backend,
+        )  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+def resolve_backend(choice: str, device: str) -> str:
+    """The backend a session writes kernels for: ``auto`` is Triton on CUDA and C++ on a CPU."""
+    if choice not in BACKENDS:
+        raise UsageError(f"--backend {choice!r}: choose one of {', '.join(BACKENDS)}")
+    if choice == "auto":
+        return "triton" if device == "cuda" else "cpp"
+    if choice in ("triton", "cuda") and device != "cuda":
+        why = "Triton runs on CPU only in its interpreter, where timings mean nothing" if choice == "triton" else ""
+        raise UsageError(f"--backend {choice} needs a CUDA device (this run uses cpu). {why}".strip())
+    if choice == "cpp" and device != "cpu":
+        raise UsageError("--backend cpp writes CPU kernels; use --device cpu with it")
+    return choice

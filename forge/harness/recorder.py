@@ -1,0 +1,82 @@
+"""A session's record in the bank: every step writes what it produced, as soon as it exists.
+
+``SessionRecorder`` binds the bank and the session's id and turns the agents' values (proposals,
+reviews) and the verifier's verdicts into rows (``forge.db.sessions`` owns their layout). Each
+write is committed at once, so a killed process leaves a consistent bank that ``--resume``
+continues from.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from forge.agents import Proposal, Review
+from forge.core.candidate_config import CandidateConfig
+from forge.core.problem import ProblemSource
+from forge.core.statuses import SessionStatus
+from forge.core.verdict import Verdict
+from forge.db import sessions as rows
+from forge.harness.limits import Spend
+
+
+def proposal_config(p: Proposal) -> CandidateConfig:
+    """What an attempt records of its proposal's configs."""
+    return CandidateConfig(config=p.config or None, parent_config=p.parent_config, kernel_config=p.kernel_config)
+
+
+class SessionRecorder:
+    def __init__(self, engine: Engine, session_id: int) -> None:
+        self.engine, self.session_id = engine, session_id
+
+    @classmethod
+    def start(
+        cls,
+        engine: Engine,
+        spec: ProblemSource,
+        op_hash: str,
+        target: str | None,
+        *,
+        strategy: str,
+        agent: str,
+        model: str | None,
+        settings: dict[str, object],
+    ) -> SessionRecorder:
+        return cls(engine, rows.start_session(engine, spec, op_hash, target, strategy, agent, model, settings))
+
+    @classmethod
+    def reopen(cls, engine: Engine, session_id: int, rounds: int) -> SessionRecorder:
+        """A stored session running again; ``rounds`` replaces its stored count."""
+        rows.reopen_session(engine, session_id, {"rounds": rounds})
+        return cls(engine, session_id)
+
+    def proposed(self, round: int, p: Proposal) -> int:
+        """A candidate to verify (pending until its verdict is recorded)."""
+        assert p.source is not None
+        return rows.add_proposal(
+            self.engine, self.session_id, round, source=p.source, backend=p.backend, config=proposal_config(p),
+            note=p.note, prompt=p.prompt, response=p.response, tokens=p.tokens, cost_usd=p.cost_usd,
+        )  # fmt: skip
+
+    def invalid_reply(self, round: int, p: Proposal, reason: str) -> int:
+        return rows.add_invalid_reply(
+            self.engine, self.session_id, round, reason=reason, backend=p.backend, config=proposal_config(p),
+            note=p.note, prompt=p.prompt, response=p.response, tokens=p.tokens, cost_usd=p.cost_usd,
+        )  # fmt: skip
+
+    def verified(self, attempt_id: int, verdict: Verdict, config: CandidateConfig) -> None:
+        rows.finish_attempt(self.engine, attempt_id, verdict, config)
+
+    def reviewed(self, round: int, attempt_id: int | None, review: Review) -> int:
+        return rows.add_review(
+            self.engine, self.session_id, round, attempt_id, feedback=review.feedback, error=review.error,
+            prompt=review.prompt, response=review.response, tokens=review.tokens, cost_usd=review.cost_usd,
+        )  # fmt: skip
+
+    def confirmed(self, round: int, attempt_id: int, verdict: Verdict) -> int:
+        """A finalist's confirmation: its own row, whose parent is the finalist."""
+        return rows.add_confirmation(self.engine, self.session_id, round, attempt_id, verdict)
+
+    def totals(self, spend: Spend, status: SessionStatus | None = None) -> None:
+        rows.update_session(
+            self.engine, self.session_id, status=status, tokens=spend.tokens, cost_usd=spend.cost_reported
+        )

@@ -1,0 +1,59 @@
+"""``--resume``: a stored session's options, op file and search state, read back from the bank."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from forge.core.errors import BankError, ForgeError
+from forge.core.feedback import JudgeFeedback
+from forge.core.statuses import AttemptRole, AttemptStatus
+from forge.db import StoredSession
+from forge.harness.attempts import history_item, invalid_item
+from forge.harness.limits import Spend
+from forge.harness.options import OptimizeOptions, StoredOptions
+from forge.harness.session import SearchState
+from forge.harness.steps import Candidate
+
+
+def resumed_options(stored: StoredSession, given: OptimizeOptions) -> tuple[OptimizeOptions, Path]:
+    """The stored session's options (this run's ``rounds`` replacing the stored count when given),
+    and its op file: where it was, or rewritten from the bank if it moved or changed."""
+    if not stored.status.resumable:
+        raise ForgeError(f"session {stored.id} already finished; start a new one with `forge optimize OP.py`")
+    try:
+        saved = StoredOptions.model_validate(stored.settings)
+    except ValidationError as exc:
+        raise BankError(f"session {stored.id}'s stored settings cannot be read ({exc.errors()[0]['msg']})") from exc
+    path = Path(saved.op_path)
+    if not (path.is_file() and path.read_text() == stored.problem_source):
+        path = Path(tempfile.mkdtemp(prefix="forge-resume-")) / f"{stored.problem_name}.py"
+        path.write_text(stored.problem_source)
+    return saved.resumed(given), path
+
+
+def restore_state(stored: StoredSession) -> tuple[SearchState, Spend]:
+    """The search as the stored session left it: its history (with the judge's feedback), the
+    attempts a killed run left unverified, its contenders, its round, and what it spent."""
+    feedback: dict[int, JudgeFeedback] = {
+        a.parent_id: a.feedback
+        for a in stored.attempts
+        if a.role is AttemptRole.JUDGE and a.parent_id is not None and a.feedback is not None
+    }
+    state = SearchState(round=max((a.round for a in stored.attempts), default=0))
+    for a in stored.attempts:
+        if a.role is not AttemptRole.CODER:
+            continue
+        if a.status is AttemptStatus.PENDING and a.source:
+            state.pending.append(Candidate(a.id, a.round, a.source, a.config))
+        elif a.status is AttemptStatus.INVALID_REPLY:
+            state.add(invalid_item(a.round, a.reason or "no usable candidate", a.response, a.id))
+        elif a.verdict is not None:
+            item = history_item(a.round, a.source or "", a.verdict, a.config, a.id)
+            item.feedback = feedback.get(a.id)
+            state.add(item)
+            state.consider(a.id, a.source or "", a.verdict, a.config)
+    spend = Spend(tokens=stored.tokens, cost_usd=stored.cost_usd or 0.0)
+    return state, spend

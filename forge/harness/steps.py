@@ -1,0 +1,126 @@
+"""The steps of a session, each a function with typed inputs and outputs: propose (the coder),
+verify (the verifier service), record the verdict, review (the judge). The confirm and bank steps
+are in ``confirm.py`` and ``banking.py``. A step writes what it produced through ``SessionIO``: a
+row in the bank (at once), an event for the front end, and what an LLM call cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from forge.agents import Coder, CoderContext, HistoryItem, Judge, Proposal
+from forge.core.candidate_config import CandidateConfig
+from forge.core.feedback import JudgeFeedback
+from forge.core.verdict import Verdict
+from forge.harness import events as ev
+from forge.harness.attempts import history_item, invalid_item
+from forge.harness.limits import Limits, Spend
+from forge.harness.recorder import SessionRecorder, proposal_config
+from forge.verifier import Job, VerifierService
+
+
+class SessionEvents:
+    """Emits a session's events: each is stamped with the op's name and the session's id."""
+
+    def __init__(self, emit: ev.Emit, problem: str, session_id: int) -> None:
+        self.emit, self.problem, self.session_id = emit, problem, session_id
+
+    def __call__(self, event_cls: type[ev.Event], **fields: Any) -> None:
+        self.emit(event_cls(problem=self.problem, session_id=self.session_id, **fields))
+
+
+@dataclass
+class SessionIO:
+    """Where a step's outputs go: the session's rows, its events, and its spending (charged to the
+    run's limits too)."""
+
+    recorder: SessionRecorder
+    events: SessionEvents
+    limits: Limits
+    spend: Spend = field(default_factory=Spend)
+
+    def charge(self, tokens: int, cost_usd: float | None, known: bool) -> None:
+        if not tokens and cost_usd is None and known:
+            return
+        self.spend.add(tokens, cost_usd, known)
+        self.limits.charge(tokens, cost_usd, known)
+        self.recorder.totals(self.spend)
+        self.events(ev.CostUpdated, tokens=self.limits.tokens, cost_usd=self.limits.cost_reported)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A proposed candidate, recorded as an attempt, to verify."""
+
+    attempt_id: int
+    round: int
+    source: str
+    config: CandidateConfig
+
+    def job(self) -> Job:
+        return Job(f"attempt_{self.attempt_id}", self.source)
+
+
+@dataclass
+class Proposed:
+    """The propose step's outcome: candidates to verify, replies that held none (already in the
+    history), or ``fatal``: why the coder cannot handle this op at all (the session stops)."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    invalid: list[HistoryItem] = field(default_factory=list)
+    fatal: str | None = None
+
+
+def propose(coder: Coder, context: CoderContext, round: int, io: SessionIO) -> Proposed:
+    """Ask the coder; record each proposal as an attempt."""
+    out = Proposed()
+    for p in coder.propose(context):
+        io.charge(p.tokens, p.cost_usd, p.cost_known)
+        if p.source is None:
+            if p.fatal:
+                return Proposed(fatal=p.error or "the coder produced no candidate")
+            out.invalid.append(_invalid(p, round, io))
+            continue
+        aid = io.recorder.proposed(round, p)
+        io.events(ev.CandidateProposed, round=round, attempt_id=aid, note=p.note)
+        out.candidates.append(Candidate(aid, round, p.source, proposal_config(p)))
+    return out
+
+
+def _invalid(p: Proposal, round: int, io: SessionIO) -> HistoryItem:
+    reason = p.error or "the reply held no candidate"
+    aid = io.recorder.invalid_reply(round, p, reason)
+    io.events(ev.CandidateProposed, round=round, attempt_id=aid, note=p.note, error=reason)
+    return invalid_item(round, reason, p.response, aid)
+
+
+def verify(verifier: VerifierService, candidates: list[Candidate]) -> list[Verdict]:
+    """Verdicts for a batch, in its order (in parallel where the service has several workers)."""
+    return verifier.verify([c.job() for c in candidates])
+
+
+def record_verdict(candidate: Candidate, verdict: Verdict, io: SessionIO) -> HistoryItem:
+    """The verdict into the attempt's row, an event, and the history item the agents will see."""
+    io.recorder.verified(candidate.attempt_id, verdict, candidate.config)
+    item = history_item(candidate.round, candidate.source, verdict, candidate.config, candidate.attempt_id)
+    io.events(
+        ev.VerdictReady, round=candidate.round, attempt_id=candidate.attempt_id, status=verdict.status,
+        reason=verdict.reason, speedup_vs_eager=verdict.speedup_vs_eager,
+        speedup_vs_compile=verdict.speedup_vs_compile, timings_ms=verdict.timings_ms.model_copy(),
+    )  # fmt: skip
+    return item
+
+
+def review(judge: Judge, context: CoderContext, item: HistoryItem, verdict: Verdict, io: SessionIO) -> None:
+    """Ask the judge about ``item`` (the context's parent) and note its feedback on the item."""
+    got = judge.review(context, verdict)
+    io.charge(got.tokens, got.cost_usd, got.cost_known)
+    io.recorder.reviewed(item.round, item.attempt_id, got)
+    item.feedback = got.feedback
+    fb = got.feedback or JudgeFeedback()
+    io.events(
+        ev.JudgeReviewed, round=item.round, attempt_id=item.attempt_id or 0, diagnosis=fb.diagnosis,
+        bottleneck=fb.bottleneck, next_step=fb.next_step, continue_search=fb.continue_search,
+        error=None if got.feedback else got.error,
+    )  # fmt: skip

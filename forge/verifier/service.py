@@ -1,0 +1,110 @@
+"""Verifying many candidates of one op: what a session (or any other caller) asks the verifier for.
+
+``VerifierService`` writes each candidate's source to a file of its own, runs the verifications of
+a batch in parallel threads when asked for several workers, and shares the machine between them:
+on a CPU each parallel verification gets an equal share of the cores (timings of two on the same
+cores would disturb each other), on CUDA each gets its own GPU from the visible ones (shared
+round-robin only when there are more workers than GPUs). A finalist's confirmation runs alone,
+on the whole machine, with more timed calls. When ``stop`` is set (Ctrl-C), the running workers
+are ended and ``KeyboardInterrupt`` is raised: a verdict from a killed worker means nothing.
+"""
+
+from __future__ import annotations
+
+import queue
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from forge.core.settings import ForgeSettings
+from forge.core.verdict import Verdict
+from forge.verifier.machine import available_cores, gpu_slots, visible_gpus
+from forge.verifier.process import kill_all
+from forge.verifier.verification import verify
+
+
+@dataclass(frozen=True)
+class Job:
+    """One candidate to verify: a name for its file (unique within the service) and its source."""
+
+    name: str
+    source: str
+
+
+def stop_all_workers() -> int:
+    """End every verification worker still running in this process (returns how many)."""
+    return kill_all()
+
+
+class VerifierService:
+    """Verifications of candidate sources against the op file at ``op_path``. Close it (or use it
+    as a context manager) to remove the candidates' files."""
+
+    def __init__(
+        self,
+        op_path: Path,
+        settings: ForgeSettings,
+        device: str,
+        workers: int = 1,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.op_path, self.settings, self.device = op_path, settings, device
+        self.workers = max(1, workers)
+        self.stop = stop or threading.Event()
+        self._dir = tempfile.TemporaryDirectory(prefix="forge-session-")
+
+    def __enter__(self) -> VerifierService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._dir.cleanup()
+
+    def verify(self, jobs: list[Job]) -> list[Verdict]:
+        """Verdicts for ``jobs``, in their order; up to ``workers`` of them at a time."""
+        workers = min(self.workers, len(jobs))
+        settings = self.settings
+        if workers > 1 and self.device == "cpu":  # parallel timing on one CPU: split the cores
+            settings = settings.model_copy(update={"threads": max(1, available_cores() // workers)})
+        gpus: queue.SimpleQueue[str] = queue.SimpleQueue()
+        if workers > 1 and self.device == "cuda" and settings.gpu is None:  # one GPU per worker
+            for gpu in gpu_slots(workers, visible_gpus()):
+                gpus.put(gpu)
+        pinned = not gpus.empty()
+
+        def one(job: Job) -> Verdict:
+            gpu = gpus.get() if pinned else None  # as many slots as threads: never waits long
+            try:
+                return self._run(job, settings if gpu is None else settings.model_copy(update={"gpu": gpu}))
+            finally:
+                if gpu is not None:
+                    gpus.put(gpu)
+
+        if workers <= 1:
+            return [one(j) for j in jobs]
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="forge-verify")
+        try:
+            return list(pool.map(one, jobs))
+        except KeyboardInterrupt:  # do not wait for the running verifications: end their workers
+            kill_all()
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict:
+        """One verdict with ``trials`` timed calls a side, on the whole machine, within ``timeout``
+        seconds (a finalist's confirmation)."""
+        update = {"timing_trials": trials, "timeout": timeout}
+        return self._run(job, self.settings.model_copy(update=update))
+
+    def _run(self, job: Job, settings: ForgeSettings) -> Verdict:
+        path = Path(self._dir.name) / f"{job.name}.py"
+        path.write_text(job.source)
+        verdict = verify(self.op_path, path, settings)
+        if self.stop.is_set():  # its workers were ended: the verdict means nothing
+            raise KeyboardInterrupt
+        return verdict
