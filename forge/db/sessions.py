@@ -115,7 +115,7 @@ def reopen_session(engine: Engine, session_id: int, settings: dict[str, Any] | N
     with session_factory(engine).begin() as db:
         row = db.get(SessionRow, session_id)
         if row is None:
-            raise BankError(f"no session {session_id} in this bank; `forge bank` lists what is there")
+            raise BankError(f"no session {session_id} in this bank; pass the id that `forge optimize` printed")
         row.status, row.ended_at = str(SessionStatus.RUNNING), None
         if settings:
             row.settings = {**(row.settings or {}), **settings}  # a new dict: the JSON column sees the change

@@ -55,5 +55,6 @@ def restore_state(stored: StoredSession) -> tuple[SearchState, Spend]:
             item.feedback = feedback.get(a.id)
             state.add(item)
             state.consider(a.id, a.source or "", a.verdict, a.config)
-    spend = Spend(tokens=stored.tokens, cost_usd=stored.cost_usd or 0.0)
-    return state, spend
+    # A session whose calls had no known price stored no cost: it stays unknown, never $0.
+    known = stored.cost_usd is not None or stored.tokens == 0
+    return state, Spend(tokens=stored.tokens, cost_usd=stored.cost_usd or 0.0, cost_known=known)

@@ -72,11 +72,10 @@ def collect_ops(paths: list[Path]) -> list[Path]:
 def machine_facts(device: str, settings: ForgeSettings) -> MachineFacts:
     """What the coder's prompt says about the machine (measured figures are cached)."""
     threads = settings.threads or machine.available_cores()
-    figures = machine.machine_figures(device, threads, settings.cache_path())
+    figures = machine.measured_figures(device, threads, settings.cache_path())
     measured = MachineFacts(
-        device, device_name=figures.get("device_name"), bandwidth_gbs=figures.get("bandwidth_gbs"),
-        peak_gflops=figures.get("peak_gflops"),
-    )  # fmt: skip
+        device, device_name=figures.device_name, bandwidth_gbs=figures.bandwidth_gbs, peak_gflops=figures.peak_gflops
+    )
     if device == "cpu":
         isa = [f for f in machine.cpu_flags() if f.startswith(("avx", "fma", "sse4", "amx", "f16c", "bmi"))]
         return replace(

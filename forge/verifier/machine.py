@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,20 @@ def _measure(device: str) -> dict[str, float]:
     x = torch.randn(m, m, device=device)
     t_mm = best(lambda: x @ x)
     return {"bandwidth_gbs": 2 * a.numel() * 4 / t_copy / 1e9, "peak_gflops": 2 * m**3 / t_mm / 1e9}
+
+
+@dataclass(frozen=True)
+class MachineFigures:
+    """This device's measured memory bandwidth and fp32 matmul peak."""
+
+    device_name: str
+    bandwidth_gbs: float
+    peak_gflops: float
+
+
+def measured_figures(device: str, threads: int, cache_dir: Path) -> MachineFigures:
+    f = machine_figures(device, threads, cache_dir)
+    return MachineFigures(str(f["device_name"]), float(f["bandwidth_gbs"]), float(f["peak_gflops"]))
 
 
 def machine_figures(device: str, threads: int, cache_dir: Path) -> dict[str, Any]:

@@ -90,6 +90,10 @@ def test_a_stored_search_is_restored(old_bank):
     assert [c.attempt_id for c in state.pending] == [17] and state.pending[0].config.config
     assert [h.attempt_id for h in state.history] == [13, 15] and all(h.feedback for h in state.history)
     assert state.best is not None and state.round == 2 and spend.tokens == 0
+    engine = open_for_writing(old_bank)
+    _, llm_spend = restore_state(load_session(engine, 2))  # a model without a price: its cost is unknown
+    engine.dispose()
+    assert llm_spend.tokens > 0 and llm_spend.cost_reported is None
 
 
 def test_an_interrupted_session_of_an_old_bank_resumes(old_bank, fast_settings):
