@@ -53,3 +53,38 @@ def test_importing_the_runtime_does_not_load_the_engine():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == []
+
+
+def _names_imported_for_type_checkers(module: object) -> dict[str, str]:
+    """name -> module, for the imports under ``if TYPE_CHECKING:`` in ``module``'s source."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+    block = next(n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test))
+    found = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom)
+        for alias in node.names:
+            found[alias.name] = f"{node.module}.{alias.name}" if alias.name in ("events", "kernelbank") else node.module
+    return found
+
+
+def test_names_loaded_on_first_use_are_the_ones_type_checkers_see():
+    """The packages that resolve names on first use (forge, forge.harness) list each name three
+    times: in __all__, in the table that loads it, and under TYPE_CHECKING: the three agree, and
+    each name resolves to the object its module defines."""
+    import importlib
+
+    from forge import harness
+
+    for package, table in ((forge, forge._ON_FIRST_USE), (harness, harness._WHERE)):
+        typed = _names_imported_for_type_checkers(package)
+        assert typed == table, package.__name__
+        assert set(package.__all__) - {"__version__"} - set(table) <= {
+            n for n in package.__all__ if n[0].isupper() and n.endswith("Error")
+        }
+        for name, where in table.items():
+            module = importlib.import_module(where)
+            expected = module if where.endswith(f".{name}") else getattr(module, name)
+            assert getattr(package, name) is expected, (package.__name__, name)

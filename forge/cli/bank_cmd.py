@@ -10,18 +10,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from forge import harness
 from forge.cli.console import err, fmt_times, out, run_or_fail
 from forge.core.settings import load_settings
-from forge.harness import (
-    KernelDetail,
-    Reverified,
-    bank_export,
-    bank_import,
-    bank_list,
-    bank_remove,
-    bank_reverify,
-    bank_show,
-)
 
 bank_app = typer.Typer(no_args_is_help=True, help="Inspect and manage the kernel bank.")
 BankOpt = Annotated[Path | None, typer.Option("--bank", help="bank file (default: $FORGE_BANK or the per-user bank)")]
@@ -33,7 +24,7 @@ def list_command(
     op: Annotated[str | None, typer.Option(help="only this op")] = None, bank: BankOpt = None, as_json: JsonOpt = False
 ) -> None:
     """List bank entries."""
-    rows = run_or_fail(lambda: bank_list(bank, op), as_json)
+    rows = run_or_fail(lambda: harness.bank_list(bank, op), as_json)
     if as_json:
         print(json.dumps([r.to_json() for r in rows]))
         return
@@ -55,7 +46,7 @@ def list_command(
     out.print(table if rows else "the bank is empty")
 
 
-def _shown(k: KernelDetail, with_source: bool) -> dict[str, Any]:
+def _shown(k: harness.KernelDetail, with_source: bool) -> dict[str, Any]:
     info = {
         **k.summary.to_json(),
         "verified_shapes": k.verified_shapes,
@@ -76,7 +67,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one entry: summary, evidence, configs (and source with --source)."""
-    k = run_or_fail(lambda: bank_show(bank, kernel_id), as_json)
+    k = run_or_fail(lambda: harness.bank_show(bank, kernel_id), as_json)
     info = _shown(k, source)
     if as_json:
         print(json.dumps(info))
@@ -98,7 +89,7 @@ def export(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a standalone bank with only the given ops, to ship beside a model."""
-    n = run_or_fail(lambda: bank_export(bank, out_path, op or None), as_json)
+    n = run_or_fail(lambda: harness.bank_export(bank, out_path, op or None), as_json)
     if as_json:
         print(json.dumps({"exported": n, "path": str(out_path)}))
     else:
@@ -112,14 +103,14 @@ def import_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Merge another bank's entries into this one."""
-    n = run_or_fail(lambda: bank_import(bank, in_path), as_json)
+    n = run_or_fail(lambda: harness.bank_import(bank, in_path), as_json)
     print(json.dumps({"imported": n})) if as_json else out.print(f"imported {n} kernels")
 
 
 @bank_app.command()
 def rm(kernel_id: int, bank: BankOpt = None, as_json: JsonOpt = False) -> None:
     """Remove one entry."""
-    run_or_fail(lambda: bank_remove(bank, kernel_id), as_json)
+    run_or_fail(lambda: harness.bank_remove(bank, kernel_id), as_json)
     print(json.dumps({"removed": kernel_id})) if as_json else out.print(f"removed kernel {kernel_id}")
 
 
@@ -131,7 +122,7 @@ def reverify(
 ) -> None:
     """Re-verify entries on this machine and record the result (failures become status 'bad')."""
     done = run_or_fail(
-        lambda: bank_reverify(
+        lambda: harness.bank_reverify(
             bank, kernel_id, load_settings(), starting=lambda i: err.print(f"[dim]… re-verifying kernel {i}[/]")
         ),
         as_json,
@@ -146,6 +137,6 @@ def reverify(
         raise typer.Exit(1)
 
 
-def _reverified_json(r: Reverified) -> dict[str, Any]:
+def _reverified_json(r: harness.Reverified) -> dict[str, Any]:
     v = r.verdict
     return {"id": r.kernel_id, "status": str(v.status), "reason": v.reason, "speedup_vs_eager": v.speedup_vs_eager}

@@ -9,10 +9,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from forge import harness
 from forge.cli.console import err, fmt_times, out, run_or_fail
 from forge.core.settings import load_settings
 from forge.core.statuses import VerdictStatus
-from forge.harness import OptimizeOptions, RunResult, events, optimize, write_report
+from forge.harness import events
 
 
 class EventPrinter:
@@ -86,15 +87,15 @@ def optimize_command(
 ) -> None:
     """Search for a faster verified kernel for each op and bank the best one."""
 
-    def run() -> RunResult:
+    def run() -> harness.RunResult:
         settings = load_settings(device=device, compile_baseline=False if no_compile_baseline else None)
-        options = OptimizeOptions(
+        options = harness.OptimizeOptions(
             model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy, rounds=rounds,
             workers=workers, bank=bank, budget_usd=budget_usd, time_limit_s=time_limit, resume=resume,
         )  # fmt: skip
-        result = optimize(list(ops or []), options, settings, EventPrinter())
+        result = harness.optimize(list(ops or []), options, settings, EventPrinter())
         if report is not None:
-            written = write_report(report, result)
+            written = harness.write_report(report, result)
             err.print(f"report: {', '.join(str(p) for p in written)}")
         return result
 
@@ -110,7 +111,7 @@ def optimize_command(
     raise typer.Exit(result.exit_code)
 
 
-def _summary(run: RunResult) -> None:
+def _summary(run: harness.RunResult) -> None:
     table = Table(show_header=True, header_style="bold")
     for col in ("op", "kernel", "backend", "x eager", "x compile", "attempts", "session"):
         table.add_column(col, no_wrap=True)

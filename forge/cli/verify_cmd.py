@@ -10,10 +10,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from forge import harness
 from forge.cli.console import err, fmt_ms, fmt_times, out, run_or_fail
 from forge.core.settings import load_settings
 from forge.core.verdict import Verdict
-from forge.harness import Verification, verify_candidate
 
 
 def render_verdict(v: Verdict) -> None:
@@ -64,7 +64,7 @@ def verify(
 ) -> None:
     """Check a candidate kernel against a reference op, in isolation, and time it."""
 
-    def run() -> Verification:
+    def run() -> harness.Verification:
         settings = load_settings(
             device=device,
             timeout=timeout,
@@ -74,7 +74,7 @@ def verify(
         )
         quiet = as_json and not sys.stderr.isatty()
         progress = (lambda m: None) if quiet else (lambda m: err.print(f"[dim]… {m}[/]"))
-        return verify_candidate(op, candidate, settings, progress, save=save, bank=bank)
+        return harness.verify_candidate(op, candidate, settings, progress, save=save, bank=bank)
 
     try:
         result = run_or_fail(run, as_json)

@@ -9,26 +9,32 @@
 
 Inside, a session is a sequence of steps (``steps``, ``confirm``, ``banking``) driven by a search
 strategy (``search``), over the verifier service, the agents and the bank.
+
+Each name loads its module on first use: a front end imports this package at start-up, and a
+``forge verify`` should not wait for the bank's database layer or the agents to load.
 """
 
-from forge.db import BucketConfig, KernelDetail, KernelSummary, SessionSummary, StoredAttempt, StoredSession
-from forge.harness import events
-from forge.harness.bank_ops import (
-    Reverified,
-    Verification,
-    bank_export,
-    bank_import,
-    bank_list,
-    bank_remove,
-    bank_reverify,
-    bank_show,
-    verify_candidate,
-)
-from forge.harness.options import DEFAULT_ROUNDS, OptimizeOptions
-from forge.harness.report import write_report
-from forge.harness.run import RunResult, collect_ops, optimize
-from forge.harness.session import SessionResult, TracePoint
-from forge.harness.session_ops import session_list, session_show
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forge.db import BucketConfig, KernelDetail, KernelSummary, SessionSummary, StoredAttempt, StoredSession
+    from forge.harness import events
+    from forge.harness.bank_ops import (
+        Reverified,
+        bank_export,
+        bank_import,
+        bank_list,
+        bank_remove,
+        bank_reverify,
+        bank_show,
+    )
+    from forge.harness.options import DEFAULT_ROUNDS, OptimizeOptions
+    from forge.harness.report import write_report
+    from forge.harness.run import RunResult, collect_ops, optimize
+    from forge.harness.session import SessionResult, TracePoint
+    from forge.harness.session_ops import session_list, session_show
+    from forge.harness.verify_op import Verification, verify_candidate
 
 __all__ = [
     "DEFAULT_ROUNDS",
@@ -58,3 +64,27 @@ __all__ = [
     "verify_candidate",
     "write_report",
 ]
+
+# The module each name comes from (the same imports as above, made on first use).
+_SOURCES = {
+    "forge.db": ("BucketConfig", "KernelDetail", "KernelSummary", "SessionSummary", "StoredAttempt", "StoredSession"),
+    "forge.harness.bank_ops": (
+        "Reverified", "bank_export", "bank_import", "bank_list", "bank_remove", "bank_reverify", "bank_show",
+    ),
+    "forge.harness.events": ("events",),
+    "forge.harness.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),
+    "forge.harness.report": ("write_report",),
+    "forge.harness.run": ("RunResult", "collect_ops", "optimize"),
+    "forge.harness.session": ("SessionResult", "TracePoint"),
+    "forge.harness.session_ops": ("session_list", "session_show"),
+    "forge.harness.verify_op": ("Verification", "verify_candidate"),
+}  # fmt: skip
+_WHERE = {name: module for module, names in _SOURCES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'forge.harness' has no attribute {name!r}")
+    module = import_module(where)
+    return module if where.endswith(f".{name}") else getattr(module, name)

@@ -1,7 +1,6 @@
-"""What a front end does with one candidate and with the bank: verify (and save), list, show,
-export, import, re-verify and remove kernels. Each call opens the bank it is given (default: the
-per-user bank), migrating an older one, and closes it; a bank that does not exist is an error
-(``BankError``) except for the calls that add to it.
+"""What a front end does with the bank: list, show, export, import, re-verify and remove kernels.
+Each call opens the bank it is given (default: the per-user bank), migrating an older one, and
+closes it; a bank that does not exist is an error (``BankError``) except for an import into it.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import KernelStatus
 from forge.core.verdict import Verdict
@@ -26,36 +24,9 @@ from forge.db import (
     list_kernels,
     open_bank,
     remove_kernel,
-    save_kernel,
     set_status,
 )
-from forge.verifier import ProgressNote, verify
-
-
-@dataclass(frozen=True)
-class Verification:
-    """``forge verify``'s outcome: the verdict, and the kernel's id when it was saved."""
-
-    verdict: Verdict
-    kernel_id: int | None = None
-
-
-def verify_candidate(
-    op_path: Path,
-    candidate_path: Path,
-    settings: ForgeSettings,
-    progress: ProgressNote | None = None,
-    *,
-    save: bool = False,
-    bank: Path | None = None,
-) -> Verification:
-    """Verify a candidate file against an op file; with ``save``, a passing one goes into ``bank``."""
-    verdict = verify(op_path, candidate_path, settings, progress=progress)
-    if not (save and verdict.passed):
-        return Verification(verdict)
-    spec = read_problem_source(op_path)
-    with open_bank(bank, must_exist=False) as engine:
-        return Verification(verdict, save_kernel(engine, spec, candidate_path.read_text(), verdict))
+from forge.verifier import verify
 
 
 def bank_list(bank: Path | None, op: str | None = None) -> list[KernelSummary]:
