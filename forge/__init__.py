@@ -12,8 +12,7 @@ The errors load with the package; every other name loads on first use, so that a
 only imports ``forge.kernelbank`` does not load the engine (pydantic, SQLAlchemy, the agents).
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.core.errors import (
     BankError,
@@ -25,6 +24,7 @@ from forge.core.errors import (
     UnknownOpError,
     UsageError,
 )
+from forge.core.importing import attributes_on_first_use
 
 if TYPE_CHECKING:
     from forge import kernelbank
@@ -67,10 +67,4 @@ __all__ = [
     "verify",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    where = _ON_FIRST_USE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'forge' has no attribute {name!r}")
-    module = import_module(where)
-    return module if where.endswith(f".{name}") else getattr(module, name)
+__getattr__ = attributes_on_first_use(__name__, _ON_FIRST_USE)

@@ -7,11 +7,14 @@ Light on purpose: the kernel-bank runtime uses it too.
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import sys
 import threading
 import types
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 # CPython 3.11.7 (this project's CI) keeps the AST-to-Python conversion's recursion counter in
 # state shared by threads: two threads parsing at once can raise "SystemError: AST constructor
@@ -24,6 +27,21 @@ def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
     """``ast.parse``, one thread at a time (see above); raises SyntaxError as it does."""
     with _parse_lock:
         return ast.parse(source, filename=filename)
+
+
+def attributes_on_first_use(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) for ``package``: ``where[name]`` is the module that defines
+    ``name`` (an attribute of the same name), or the submodule ``name`` itself; it is imported when
+    the name is first asked for."""
+
+    def __getattr__(name: str) -> Any:
+        module_name = where.get(name)
+        if module_name is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = importlib.import_module(module_name)
+        return module if module_name.endswith(f".{name}") else getattr(module, name)
+
+    return __getattr__
 
 
 def import_file(name: str, path: str | Path) -> types.ModuleType:

@@ -7,9 +7,11 @@ reads the stored JSON by key.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,8 +135,11 @@ def get_or_create_problem(db: Session, spec: ProblemSource, op_hash: str, target
 
 def evidence_json(verdict: Verdict, config: CandidateConfig | None) -> dict[str, Any]:
     """How a verdict is stored (a kernel's evidence, an attempt's row): its JSON with the
-    candidate's configs beside it."""
-    return {**verdict.to_json(), **(config.model_dump() if config is not None else {})}
+    candidate's configs beside it (``kernel_config`` only when there is one, as forge always wrote it)."""
+    if config is None:
+        return verdict.to_json()
+    unset = {"kernel_config"} if config.kernel_config is None else None
+    return {**verdict.to_json(), **config.model_dump(exclude=unset)}
 
 
 def save_kernel(
@@ -281,9 +286,10 @@ def export_bank(src: Engine, out: Path, ops: list[str] | None = None) -> int:
     return n
 
 
-def import_bank(dst: Engine, path: Path) -> int:
-    """Merge the kernels of the bank file at ``path`` into ``dst``; returns how many. The file is
-    left as it is: a copy of it is migrated to this forge's schema and read."""
+@contextlib.contextmanager
+def bank_to_import(path: Path) -> Iterator[Engine]:
+    """The bank file at ``path`` as a source to copy kernels from. The file is left as it is: a
+    copy of it is migrated to this forge's schema (a bank from a newer forge is refused) and read."""
     if not path.is_file():
         raise ForgeError(f"{str(path)!r}: no such bank file")
     with tempfile.TemporaryDirectory() as tmp:
@@ -291,6 +297,6 @@ def import_bank(dst: Engine, path: Path) -> int:
         shutil.copyfile(path, copy)
         src = open_for_writing(copy)
         try:
-            return copy_kernels(src, dst)
+            yield src
         finally:
             src.dispose()

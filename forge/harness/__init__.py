@@ -14,8 +14,9 @@ Each name loads its module on first use: a front end imports this package at sta
 ``forge verify`` should not wait for the bank's database layer or the agents to load.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from forge.core.importing import attributes_on_first_use
 
 if TYPE_CHECKING:
     from forge.db import BucketConfig, KernelDetail, KernelSummary, SessionSummary, StoredAttempt, StoredSession
@@ -80,11 +81,4 @@ _SOURCES = {
     "forge.harness.verify_op": ("Verification", "verify_candidate"),
 }  # fmt: skip
 _WHERE = {name: module for module, names in _SOURCES.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'forge.harness' has no attribute {name!r}")
-    module = import_module(where)
-    return module if where.endswith(f".{name}") else getattr(module, name)
+__getattr__ = attributes_on_first_use(__name__, _WHERE)

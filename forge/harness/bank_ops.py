@@ -18,8 +18,9 @@ from forge.core.verdict import Verdict
 from forge.db import (
     KernelDetail,
     KernelSummary,
+    bank_to_import,
+    copy_kernels,
     export_bank,
-    import_bank,
     kernel_detail,
     list_kernels,
     open_bank,
@@ -46,9 +47,10 @@ def bank_export(bank: Path | None, out: Path, ops: list[str] | None = None) -> i
 
 
 def bank_import(bank: Path | None, path: Path) -> int:
-    """Merge the kernels of the bank file at ``path`` (left as it is) into ``bank``; returns how many."""
-    with open_bank(bank, must_exist=False) as engine:
-        return import_bank(engine, path)
+    """Merge the kernels of the bank file at ``path`` (left as it is) into ``bank``; returns how many.
+    The file is checked before ``bank`` is opened (or created)."""
+    with bank_to_import(path) as source, open_bank(bank, must_exist=False) as engine:
+        return copy_kernels(source, engine)
 
 
 def bank_remove(bank: Path | None, kernel_id: int) -> None:

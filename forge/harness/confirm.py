@@ -18,8 +18,8 @@ from forge.core.candidate_config import CandidateConfig
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
-from forge.harness.steps import SessionIO
-from forge.verifier import Job, VerifierService
+from forge.harness.steps import SessionIO, attempt_job
+from forge.verifier import VerifierService
 
 FINALISTS = 2  # contenders timed again before a session gives up on banking a kernel
 
@@ -93,7 +93,7 @@ def confirm_finalists(
         if stop.is_set():
             raise KeyboardInterrupt
         io.events(ev.ConfirmStarted, attempt_id=c.attempt_id, trials=trials)
-        job = Job(f"attempt_{c.attempt_id}", c.source)
+        job = attempt_job(c.attempt_id, c.source)
         verdict = verifier.verify_alone(job, trials, confirm_timeout(settings, c, trials))
         ok, why = beats_eager(verdict)
         if not verdict.passed and verdict.reason:

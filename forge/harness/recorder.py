@@ -77,6 +77,5 @@ class SessionRecorder:
         return rows.add_confirmation(self.engine, self.session_id, round, attempt_id, verdict)
 
     def totals(self, spend: Spend, status: SessionStatus | None = None) -> None:
-        rows.update_session(
-            self.engine, self.session_id, status=status, tokens=spend.tokens, cost_usd=spend.cost_reported
-        )
+        cost = spend.cost_usd if spend.cost_known else None  # the sum as it is (reports round it)
+        rows.update_session(self.engine, self.session_id, status=status, tokens=spend.tokens, cost_usd=cost)

@@ -9,7 +9,8 @@ from pydantic import ValidationError
 
 from forge.core.errors import BankError, ForgeError
 from forge.core.feedback import JudgeFeedback
-from forge.core.statuses import AttemptRole, AttemptStatus
+from forge.core.statuses import AttemptRole, AttemptStatus, VerdictStatus
+from forge.core.verdict import Verdict
 from forge.db import StoredSession
 from forge.harness.attempts import history_item, invalid_item
 from forge.harness.limits import Spend
@@ -48,6 +49,8 @@ def restore_state(stored: StoredSession) -> tuple[SearchState, Spend]:
             continue
         if a.status is AttemptStatus.PENDING and a.source:
             state.pending.append(Candidate(a.id, a.round, a.source, a.config))
+        elif a.status is AttemptStatus.PENDING:  # no source to verify: it cannot have run
+            state.add(history_item(a.round, "", Verdict(status=VerdictStatus.CRASHED), a.config, a.id))
         elif a.status is AttemptStatus.INVALID_REPLY:
             state.add(invalid_item(a.round, a.reason or "no usable candidate", a.response, a.id))
         elif a.verdict is not None:

@@ -170,7 +170,7 @@ class Session:
     def propose(self, parent: HistoryItem | None, want: int = 1) -> Proposed:
         """The propose step; replies without a candidate go into the history at once (the coder sees why)."""
         got = steps.propose(self.agents.coder, self.context(parent, want), self.state.round, self.io)
-        for item in got.invalid:
+        for item in got.invalid:  # (a fatal reply after some of them leaves them in the history too)
             self.state.add(item)
         return got
 

@@ -59,7 +59,12 @@ class Candidate:
     config: CandidateConfig
 
     def job(self) -> Job:
-        return Job(f"attempt_{self.attempt_id}", self.source)
+        return attempt_job(self.attempt_id, self.source)
+
+
+def attempt_job(attempt_id: int, source: str) -> Job:
+    """The verifier's job for an attempt's candidate (its file is named after the attempt)."""
+    return Job(f"attempt_{attempt_id}", source)
 
 
 @dataclass
@@ -78,8 +83,8 @@ def propose(coder: Coder, context: CoderContext, round: int, io: SessionIO) -> P
     for p in coder.propose(context):
         io.charge(p.tokens, p.cost_usd, p.cost_known)
         if p.source is None:
-            if p.fatal:
-                return Proposed(fatal=p.error or "the coder produced no candidate")
+            if p.fatal:  # what was recorded before stays in the history; nothing is verified
+                return Proposed(invalid=out.invalid, fatal=p.error or "the coder produced no candidate")
             out.invalid.append(_invalid(p, round, io))
             continue
         aid = io.recorder.proposed(round, p)
