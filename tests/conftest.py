@@ -52,6 +52,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture
+def old_bank(tmp_path: Path) -> Path:
+    """A bank written by forge at f089c95, before verdicts were typed (tests/data/bank_f089c95.sql;
+    what it holds: tests/db/test_old_banks.py)."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.executescript((TESTS / "data" / "bank_f089c95.sql").read_text())
+    return path
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("forge-cache")

@@ -11,9 +11,6 @@ then killed with one attempt left pending.
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
-
-import pytest
 
 from forge.core.statuses import AttemptRole, AttemptStatus, KernelStatus, SessionStatus, VerdictStatus
 from forge.db.engine import open_for_writing
@@ -21,16 +18,6 @@ from forge.db.kernels import kernel_detail, list_kernels
 from forge.db.sessions import list_sessions, load_session
 from forge.harness import OptimizeOptions, optimize
 from forge.harness.resume import restore_state
-
-DUMP = Path(__file__).resolve().parents[1] / "data" / "bank_f089c95.sql"
-
-
-@pytest.fixture
-def old_bank(tmp_path: Path) -> Path:
-    path = tmp_path / "old.db"
-    with sqlite3.connect(path) as db:
-        db.executescript(DUMP.read_text())
-    return path
 
 
 def test_kernels_and_their_evidence_read_back_typed(old_bank):

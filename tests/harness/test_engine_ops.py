@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -11,15 +10,10 @@ from forge import harness
 from forge.core.errors import BankError, ForgeError
 from forge.core.statuses import AttemptRole, SessionStatus
 
-DUMP = Path(__file__).resolve().parents[1] / "data" / "bank_f089c95.sql"
-
 
 @pytest.fixture
-def bank(tmp_path: Path) -> Path:
-    path = tmp_path / "bank.db"
-    with sqlite3.connect(path) as db:
-        db.executescript(DUMP.read_text())
-    return path
+def bank(old_bank: Path) -> Path:
+    return old_bank
 
 
 def test_sessions_are_listed_newest_first_and_filtered(bank):
