@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 from forge.agents.roles import Coder, Judge
 from forge.core.errors import UsageError
+from forge.core.statuses import TextEnum
 
 
-class AgentKind(str, Enum):
+class AgentKind(TextEnum):
     BUILTIN = "builtin"
     LLM = "llm"
-
-    def __str__(self) -> str:
-        return str(self.value)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 
 
-class _Text(str, Enum):
+class TextEnum(str, Enum):
     """A str enum that prints as its value (``f"{s}"`` gives "passed", not "VerdictStatus.PASSED")."""
 
     def __str__(self) -> str:
@@ -20,7 +20,7 @@ class _Text(str, Enum):
         return format(str(self.value), spec)
 
 
-class VerdictStatus(_Text):
+class VerdictStatus(TextEnum):
     """What the verifier decided about one candidate."""
 
     PASSED = "passed"
@@ -32,7 +32,7 @@ class VerdictStatus(_Text):
     CRASHED = "crashed"
 
 
-class AttemptRole(_Text):
+class AttemptRole(TextEnum):
     """Who produced an attempt row: the coder's candidate, the judge's review of one, or a
     finalist's confirmation (timed again before banking)."""
 
@@ -41,7 +41,7 @@ class AttemptRole(_Text):
     CONFIRM = "confirm"
 
 
-class AttemptStatus(_Text):
+class AttemptStatus(TextEnum):
     """An attempt row's status: a verdict's status once verified, else where it stands."""
 
     PENDING = "pending"  # proposed, not verified yet (a killed session leaves these; resume verifies them)
@@ -68,7 +68,7 @@ class AttemptStatus(_Text):
 _VERDICT_VALUES = frozenset(s.value for s in VerdictStatus)
 
 
-class SessionStatus(_Text):
+class SessionStatus(TextEnum):
     """How an optimisation session stands or ended."""
 
     RUNNING = "running"
@@ -88,7 +88,7 @@ class SessionStatus(_Text):
         return self is not SessionStatus.FINISHED
 
 
-class KernelStatus(_Text):
+class KernelStatus(TextEnum):
     """A bank entry's status: used by the runtime, or found bad by a re-verification."""
 
     ACTIVE = "active"
