@@ -35,6 +35,8 @@ torch.manual_seed(0)
 model = Block(256)
 x = torch.randn(64, 256)
 with torch.no_grad():
+    model.norm1.weight.normal_()  # the two layers differ, as in a trained model
+    model.norm2.weight.uniform_(0.5, 2.0)
     ref = model(x)
     with warnings.catch_warnings(record=True) as caught:
         bank = kb.open({bank!r})
@@ -94,6 +96,22 @@ def test_fresh_process_kernelizes_read_only(saved_bank, tmp_path):
     (ro / "bank.db").chmod(0o444)
     swapped, restored, same, n_warn, _ = use_bank(ro / "bank.db", USERPKG)
     assert (swapped, restored, same, n_warn) == (2, 2, True, 0)
+
+
+def test_kernelbench_form_saved_by_verify_is_kernelized(tmp_path):
+    """A standalone ``ModelNew(nn.Module)`` (KernelBench's form) swaps into every instance of the
+    user's class in a fresh process, gives the reference's outputs, and is restored."""
+    bank = tmp_path / "bank.db"
+    r = forge(
+        "verify", "rmsnorm_op.py", "rmsnorm_kernelbench.py", "--no-compile-baseline", "--save", "--bank", str(bank),
+        cwd=USERPKG,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "binds" in r.stdout and "direct" in r.stdout
+    swapped, restored, same, n_warn, msgs = use_bank(bank, USERPKG)
+    assert (swapped, restored, same, n_warn) == (2, 2, True, 0), msgs
+    shown = forge("bank", "show", "1", "--bank", str(bank), cwd=tmp_path)
+    assert "binds to instances" in shown.stdout and "direct" in shown.stdout, shown.stdout
 
 
 def test_switched_off_gives_reference(saved_bank):

@@ -44,15 +44,18 @@ def test_json_passing(cache_dir):
 
 def test_timed_trials_come_in_batches_alternating_with_eager(cache_dir):
     # 1 MiB holds 8 of this op's input+output sets: its 30 trials need four batches (capped at three),
-    # each timed for eager and then for the candidate.
+    # each timed call by call, every candidate call paired with an adjacent eager call.
     args = ("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"))
     env = {"FORGE_TIMING_BATCH_MB": "1", "FORGE_TIMING_BUDGET_S": "5"}  # a budget for the most trials (30)
     r = forge(*args, "--no-compile-baseline", cache=cache_dir, **env)
     assert r.returncode == 0, r.stderr
-    assert "timing: eager (batch 1/3)" in r.stderr and "timing: candidate, 8 trials (batch 3/3)" in r.stderr
+    assert "timing: 8 pairs of calls, eager and candidate (batch 1/3)" in r.stderr
+    assert "timing: 8 pairs of calls, eager and candidate (batch 3/3)" in r.stderr
     data = json.loads(forge(*args, "--no-compile-baseline", "--json", cache=cache_dir, **env).stdout)
     stats = data["timing_stats"]
-    assert stats["candidate"]["trials"] == stats["eager"]["trials"] == 24
+    assert stats["candidate"]["trials"] == stats["eager"]["trials"] == stats["paired_eager"]["pairs"] == 24
+    paired = stats["paired_eager"]
+    assert paired["low"] <= paired["median"] <= paired["high"] and data["speedup_vs_eager"] == paired["median"]
     assert stats["eager"]["q1_ms"] <= stats["eager"]["median_ms"] <= stats["eager"]["q3_ms"]
     timed = next(c for c in data["checks"] if c["name"] == "timed_outputs")
     assert timed["passed"] and "all 24 timed calls" in timed["detail"]
@@ -63,7 +66,7 @@ def test_asked_trials_are_all_timed_in_as_many_batches_as_they_take(cache_dir):
     args = ("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"))
     r = forge(*args, "--no-compile-baseline", "--trials", "40", cache=cache_dir, FORGE_TIMING_BATCH_MB="1")
     assert r.returncode == 0, r.stderr
-    assert "timing: candidate, 8 trials (batch 5/5)" in r.stderr and "all 40 timed calls" in r.stdout
+    assert "timing: 8 pairs of calls, eager and candidate (batch 5/5)" in r.stderr and "all 40 timed calls" in r.stdout
     bad = forge(*args, "--trials", "3", cache=cache_dir)
     assert bad.returncode == 2 and "--trials" in bad.stderr and "Traceback" not in bad.stderr
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from forge import harness
 from forge.cli.console import err, fmt_times, out, run_or_fail
 from forge.core.settings import load_settings
+from forge.core.verdict import Verdict
 
 bank_app = typer.Typer(no_args_is_help=True, help="Inspect and manage the kernel bank.")
 BankOpt = Annotated[Path | None, typer.Option("--bank", help="bank file (default: $FORGE_BANK or the per-user bank)")]
@@ -46,12 +47,22 @@ def list_command(
     out.print(table if rows else "the bank is empty")
 
 
+def _binds(v: Verdict) -> str:
+    """How kernelize runs the entry on existing instances of the user's class."""
+    if v.binding is None:
+        return "not checked (saved by an older forge; `forge bank verify` checks it)"
+    if v.binding.mode == "none":
+        return f"no: {v.binding.reason}"
+    return f"{v.binding.mode}: {v.binding.reason}"
+
+
 def _shown(k: harness.KernelDetail, with_source: bool) -> dict[str, Any]:
     info = {
         **k.summary.to_json(),
         "verified_shapes": k.verified_shapes,
         "configs": [{"bucket": c.bucket, "config": c.config, "timing_ms": c.timing_ms} for c in k.configs],
         "target_class": k.target_class,
+        "binds to instances": _binds(k.evidence),
         "reason_checks": [{"name": c.name, "passed": c.passed} for c in k.evidence.checks],
     }
     if with_source:

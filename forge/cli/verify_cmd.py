@@ -38,6 +38,12 @@ def render_verdict(v: Verdict) -> None:
             f"vs compile {fmt_times(v.speedup_vs_compile)}"
             + ("" if v.timing_meaningful else "  (not meaningful: Triton interpreter)")
         )
+        paired = v.timing_stats.paired_eager
+        if paired is not None and v.timing_meaningful:
+            out.print(
+                f"per pair of adjacent calls: {paired.median:.2f}x eager, 95% CI {paired.low:.2f}-{paired.high:.2f}x "
+                f"over {paired.pairs} pairs (the speedup forge reports and accepts on)"
+            )
     for w in v.warnings:
         out.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     if v.candidate_output.strip():

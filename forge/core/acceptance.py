@@ -5,18 +5,40 @@ from __future__ import annotations
 from forge.core.verdict import Verdict
 
 
+def timed_while_busy(verdict: Verdict) -> bool:
+    """Its calls were timed while other processes loaded the machine (and the load check was on):
+    its figures say nothing either way, and it should be timed again when the machine is quiet."""
+    busy = verdict.timing_stats.contention
+    return busy is not None and busy.busy and busy.enforced
+
+
 def beats_eager(verdict: Verdict) -> tuple[bool, str]:
-    """A passed verdict is accepted only when the candidate beats eager by more than the noise:
-    the candidate's upper timing quartile must lie below eager's lower quartile. (Verdicts stored
-    before quartiles were recorded fall back to median ± IQR/2.)"""
+    """A passed verdict is accepted only when the candidate beats eager beyond the noise, on a
+    machine that was not busy:
+
+    * the 95% confidence interval of the per-pair ratio (eager call / adjacent candidate call)
+      lies above 1, and
+    * the candidate's upper timing quartile lies below eager's lower quartile (the rule forge
+      used before pairing; kept because it is stricter whenever the pairs are few), and
+    * the OS did not report other processes loading the cores while the calls were timed.
+
+    Verdicts stored before pairing or quartiles were recorded fall back to what they have
+    (quartiles, else median +/- IQR/2)."""
     if not verdict.passed:
         return False, f"did not pass ({verdict.status})"
     if not verdict.timing_meaningful:
         return False, "its timings are not meaningful on this device (e.g. Triton in the CPU interpreter)"
-    cand, eager = verdict.timing_stats.candidate, verdict.timing_stats.eager
+    stats = verdict.timing_stats
+    cand, eager = stats.candidate, stats.eager
     if cand is None or eager is None:
         return False, "no timings"
-    speedup = eager.median_ms / cand.median_ms if cand.median_ms else 0.0
+    if timed_while_busy(verdict) and stats.contention is not None:
+        return False, f"the machine was busy while it was timed ({stats.contention.detail})"
+    paired = stats.paired_eager
+    speedup = paired.median if paired is not None else (eager.median_ms / cand.median_ms if cand.median_ms else 0.0)
+    interval = f" (95% CI {paired.low:.2f}-{paired.high:.2f}x over {paired.pairs} pairs)" if paired else ""
+    if paired is not None and paired.low <= 1.0:
+        return False, f"{speedup:.2f}x eager{interval}: the interval reaches 1.0x, within the noise"
     if cand.upper_ms < eager.lower_ms:
-        return True, f"{speedup:.2f}x faster than eager, beyond the measured noise"
-    return False, f"{speedup:.2f}x eager is within the measured noise (quartiles overlap) or slower"
+        return True, f"{speedup:.2f}x faster than eager{interval}, beyond the measured noise"
+    return False, f"{speedup:.2f}x eager{interval} is within the measured noise (quartiles overlap) or slower"

@@ -48,6 +48,11 @@ class ForgeSettings(BaseSettings):
     timing_batch_mb: int = Field(
         default=160, ge=1, description="MiB of fresh timing inputs and outputs held at once (trials come in batches)"
     )
+    load_check: bool = Field(
+        default=True,
+        description="time a batch again when other processes loaded the machine while it was timed, and never "
+        "accept a speedup measured under such load (off: record the load only)",
+    )
     gpu: str | None = Field(default=None, description="the CUDA device verification workers see (CUDA_VISIBLE_DEVICES)")
     cache_dir: Path | None = None
 

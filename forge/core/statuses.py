@@ -78,6 +78,7 @@ class SessionStatus(TextEnum):
     INTERRUPTED = "interrupted"  # Ctrl-C; --resume continues it
     UNSUPPORTED = "unsupported"  # the coder cannot handle this op at all
     PROVIDER_ERROR = "provider_error"  # the LLM provider went away mid-session; --resume continues it
+    BUSY = "busy"  # the machine was busy when the finalists were timed again; --resume times them again
 
     @property
     def hit_limit(self) -> bool:
@@ -93,3 +94,11 @@ class KernelStatus(TextEnum):
 
     ACTIVE = "active"
     BAD = "bad"
+
+
+class BindMode(TextEnum):
+    """How a bank kernel runs on an existing instance of the user's layer (forge.core.instance_binding)."""
+
+    DIRECT = "direct"  # its forward runs on the instance itself
+    VIEW = "view"  # its forward runs on a view: the instance's state plus the kernel's own constants
+    NONE = "none"  # it cannot: bank.load still uses it, kernelize does not

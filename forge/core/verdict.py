@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from forge.core.statuses import VerdictStatus
+from forge.core.statuses import BindMode, VerdictStatus
 
 _LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
 
@@ -94,6 +94,40 @@ def _without_none(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None}
 
 
+class PairedRatio(BaseModel):
+    """A baseline's time over the candidate's, call by call: each candidate call was timed next to
+    one baseline call (ABBA order across pairs), so load that comes and goes lands on both sides of
+    a pair. ``low``-``high``: a distribution-free 95% confidence interval for the median ratio
+    (order statistics of the pairs' ratios; with fewer than 6 pairs, their whole range)."""
+
+    model_config = _LENIENT
+    pairs: int
+    median: float
+    low: float
+    high: float
+
+
+class Contention(BaseModel):
+    """What the OS said about the machine while the timed calls ran (Linux /proc; None elsewhere).
+
+    ``other_cores``: CPU used by processes other than forge's own (the parent and both workers),
+    in cores, over the timed span; ``steal``: the fraction of CPU time the hypervisor gave to other
+    guests; ``max_running``: the most runnable tasks seen; ``retried``: batches timed again because
+    the machine was busy; ``busy``: the measurement was still taken under load after the retries."""
+
+    model_config = _LENIENT
+    cores: int
+    other_cores: float
+    steal: float = 0.0
+    max_running: int = 0
+    retried: int = 0
+    busy: bool = False
+    detail: str = ""
+    # False when the load check was off (parallel rounds, whose siblings are known load, or
+    # load_check=false): the load is recorded, and acceptance does not refuse on it.
+    enforced: bool = True
+
+
 class TimingSides(BaseModel):
     """The timing statistics of every side that was timed (absent sides are left out of the JSON).
     ``*_launch``: CUDA only, the host time spent inside one call (launching its work)."""
@@ -104,6 +138,9 @@ class TimingSides(BaseModel):
     compile: TimingStats | None = None
     candidate_launch: TimingStats | None = None
     eager_launch: TimingStats | None = None
+    paired_eager: PairedRatio | None = None  # eager / candidate, per adjacent pair
+    paired_compile: PairedRatio | None = None  # torch.compile / candidate, per adjacent pair
+    contention: Contention | None = None
 
     @model_serializer(mode="wrap")
     def _present_only(self, handler: Any) -> dict[str, Any]:
@@ -171,6 +208,15 @@ class Versions(BaseModel):
     triton: str = ""
 
 
+class Binding(BaseModel):
+    """How the candidate ran on an instance of the user's class holding weights of its own, the
+    way ``bank.kernelize`` will run it (``mode`` none: kernelize leaves such instances alone)."""
+
+    model_config = _LENIENT
+    mode: BindMode
+    reason: str = ""
+
+
 class Verdict(BaseModel):
     """A plain, serializable record of one verification (see the module docstring)."""
 
@@ -201,6 +247,7 @@ class Verdict(BaseModel):
     threads: int = 1
     elapsed_s: float = 0.0
     versions: Versions = Field(default_factory=Versions)
+    binding: Binding | None = None  # None: not checked (a failed verdict, or an older forge)
     # A confirmation (the finalist timed again, alone, before banking): stored under the keys in
     # the aliases, as forge always has.
     confirm_trials: int | None = Field(default=None, alias="trials")  # timed calls a side

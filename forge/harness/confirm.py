@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from forge.core.acceptance import beats_eager
+from forge.core.acceptance import beats_eager, timed_while_busy
 from forge.core.candidate_config import CandidateConfig
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
@@ -66,9 +66,20 @@ class Confirmation:
     chosen: Contender | None
     trials: int
     why_not: tuple[str, ...] = ()
+    busy: str | None = None  # a finalist was timed while the machine was busy: the load it saw
 
-    def reason(self, search_reason: str | None) -> str | None:
+    def reason(self, search_reason: str | None, session_id: int | str = "ID") -> str | None:
         """Why nothing is banked (after the search's own reason, which is kept)."""
+        if self.busy is not None and self.chosen is None:
+            told = (
+                f"the machine was busy when the finalists were timed again ({self.busy}); nothing measured "
+                f"under that load is banked: `forge optimize --resume {session_id}` times them again when "
+                "the machine is quiet"
+            )
+            return f"{search_reason}; {told}" if search_reason else told
+        return self._reason(search_reason)
+
+    def _reason(self, search_reason: str | None) -> str | None:
         if not self.why_not:
             return search_reason
         told = f"timed again ({self.trials} calls a side), no finalist held up: " + "; ".join(self.why_not)
@@ -89,6 +100,7 @@ def confirm_finalists(
     ``rejected`` at once (a Ctrl-C later must not bank it)."""
     trials = max(settings.confirm_trials, settings.timing_trials or 0)
     why_not: list[str] = []
+    busy: str | None = None
     for c in candidates:
         if stop.is_set():
             raise KeyboardInterrupt
@@ -106,7 +118,10 @@ def confirm_finalists(
         )  # fmt: skip
         if ok:
             chosen = replace(c, verdict=verdict.model_copy(update={"confirm_attempt_id": cid}))
-            return Confirmation(chosen, trials, tuple(why_not))
-        rejected.add(c.attempt_id)
+            return Confirmation(chosen, trials, tuple(why_not), busy)
         why_not.append(f"attempt {c.attempt_id}: {why}")
-    return Confirmation(None, trials, tuple(why_not))
+        if timed_while_busy(verdict) and verdict.timing_stats.contention is not None:
+            busy = verdict.timing_stats.contention.detail  # not rejected: a quiet machine decides
+        else:
+            rejected.add(c.attempt_id)
+    return Confirmation(None, trials, tuple(why_not), busy)

@@ -208,7 +208,9 @@ class Session:
                     finalists(state.contenders, keep=state.best), self.verifier, self.io, self.settings, state.round,
                     self.io.limits.stop_requested, state.rejected,
                 )  # fmt: skip
-                best, reason, confirmed = outcome.chosen, outcome.reason(reason), True
+                best, reason, confirmed = outcome.chosen, outcome.reason(reason, self.id), True
+                if best is None and outcome.busy is not None:
+                    status = result.status = SessionStatus.BUSY
             except KeyboardInterrupt:  # Ctrl-C while confirming: bank what its own round measured
                 stop_all_workers()
                 status = result.status = SessionStatus.INTERRUPTED

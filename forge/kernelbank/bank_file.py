@@ -40,6 +40,10 @@ class KernelEntry:
     speedup_vs_eager: float | None
     torch_version: str
     triton_version: str | None
+    # How the verifier found it binds to existing instances ("direct", "view", "none"), from its
+    # evidence; None for kernels verified before forge checked that.
+    binding: str | None = None
+    binding_reason: str | None = None
     configs: list[tuple[list[list[int]], dict[str, Any]]] = field(default_factory=list)
 
     @cached_property
@@ -108,7 +112,9 @@ class ReadOnlyBank:
         status = "AND status = 'active'" if self.has_configs else ""
         rows = self.conn.execute(
             "SELECT id, op_name, op_hash, backend, source, entry_point, device_kind, capability_min, capability_max, "
-            f"dtype, speedup_vs_eager, torch_version, triton_version FROM kernels WHERE op_name = ? {status} "
+            "dtype, speedup_vs_eager, torch_version, triton_version, "
+            "json_extract(evidence, '$.binding.mode'), json_extract(evidence, '$.binding.reason') "
+            f"FROM kernels WHERE op_name = ? {status} "
             "ORDER BY COALESCE(speedup_vs_eager, 0) DESC, id DESC",
             (op_name,),
         ).fetchall()

@@ -34,11 +34,16 @@ class _Handle:
     """One (instance, kernel) binding, addressable by an int from inside the custom op."""
 
     def __init__(
-        self, instance: torch.nn.Module, entry: KernelEntry, cls: Any, fallback: Callable[..., Any], strict: bool
+        self,
+        instance: torch.nn.Module,
+        entry: KernelEntry,
+        kernel_forward: Callable[..., Any],
+        fallback: Callable[..., Any],
+        strict: bool,
     ) -> None:
         self.id = next(_ids)
         self.entry = entry
-        self.kernel_forward = cls.forward
+        self.kernel_forward = kernel_forward  # called as kernel_forward(instance, *args)
         self.fallback = fallback
         self.strict = strict
         self._instance = weakref.ref(instance)
@@ -80,8 +85,7 @@ class _Handle:
         with _disable_current_modes():
             if self._meta is None:
                 meta = copy.copy(self.instance)
-                meta.__dict__ = dict(meta.__dict__)
-                meta.__dict__.pop("forward", None)
+                meta.__dict__ = {k: v for k, v in meta.__dict__.items() if k != "forward"}
                 self._meta = copy.deepcopy(meta).to("meta")
             args = [torch.empty(tuple(int(s) for s in x.shape), dtype=x.dtype, device="meta") for x in inputs]
             out = self.fallback(self._meta, *args)
@@ -122,12 +126,13 @@ def first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor 
 def make_forward(
     instance: torch.nn.Module,
     name: str,
-    table: dict[tuple[str, torch.dtype], tuple[KernelEntry, Any]],
+    table: dict[tuple[str, torch.dtype], tuple[KernelEntry, Callable[..., Any]]],
     fallback: Callable[..., Any],
     strict: bool,
 ) -> Callable[..., Any]:
-    """The forward to set on ``instance``: its kernels by (device kind, dtype), else the reference."""
-    handles = {key: _Handle(instance, entry, cls, fallback, strict) for key, (entry, cls) in table.items()}
+    """The forward to set on ``instance``: its kernels by (device kind, dtype), else the reference.
+    ``table`` holds each kernel's forward as called on this instance (``fn(instance, *args)``)."""
+    handles = {key: _Handle(instance, entry, fn, fallback, strict) for key, (entry, fn) in table.items()}
 
     def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
         # The hot path: a handful of attribute reads and one dict lookup before the kernel.

@@ -22,12 +22,14 @@ from typing import Any
 import torch
 
 from forge.core.errors import KernelUnavailableError, UnknownOpError
+from forge.core.instance_binding import BindMode, BindPlan, BindRefused, bound_forward, plan_binding
 from forge.core.paths import default_bank_path
 from forge.kernelbank import loader
 from forge.kernelbank.bank_file import KernelEntry, OpRecord, ReadOnlyBank
 from forge.kernelbank.binding import first_tensor, make_forward
 
 _ATTR = "_forge_kernel"  # set on patched instances: the op name
+_Key = tuple[str, torch.dtype]  # (device kind, dtype): what a kernel is picked by
 
 
 def bank_enabled() -> bool:
@@ -50,6 +52,34 @@ class _Op:
         self.ref_cls = ref_cls
         self.table: dict[tuple[str, torch.dtype], tuple[KernelEntry, Any]] = {}
         self.reasons: list[str] = []
+        self.plans: dict[str, BindPlan | str] = {}  # KernelEntry.key -> how it binds, or why not
+        self._like: torch.nn.Module | None = None
+
+    def like(self) -> torch.nn.Module:
+        """A reference built with the verified constructor arguments (once)."""
+        if self._like is None:
+            self._like = self.ref_cls(*self.ref_module.get_init_inputs())
+        return self._like
+
+    def plan(self, entry: KernelEntry, cls: type) -> BindPlan | str:
+        """How this kernel binds to existing instances (a plan), or why it does not (a sentence)."""
+        if entry.key not in self.plans:
+            self.plans[entry.key] = self._decide(entry, cls)
+        return self.plans[entry.key]
+
+    def _decide(self, entry: KernelEntry, cls: type) -> BindPlan | str:
+        if entry.binding == BindMode.NONE:
+            return f"its bound form failed verification: {entry.binding_reason}"
+        if entry.binding is None and not issubclass(cls, self.ref_cls):
+            return (
+                "it was verified before forge checked how kernels bind to instances; "
+                "re-verify it (`forge bank verify`) to use it with kernelize"
+            )
+        try:
+            plan = plan_binding(cls, self.ref_cls, cls(*self.ref_module.get_init_inputs()), self.like())
+        except Exception as exc:
+            return f"building it with the op's get_init_inputs() raised {type(exc).__name__}: {exc}"
+        return plan.reason if plan.mode is BindMode.NONE else plan
 
 
 class KernelBank:
@@ -113,6 +143,7 @@ class KernelBank:
                 raise
             loader.mark_bad(entry, f"ModelNew(...) raised {type(exc).__name__}: {exc}")
             return ref_cls(*init_args, **init_kwargs)
+        table = {key: (e, c.forward) for key, (e, c) in resolved.table.items()}
         if isinstance(module, ref_cls):
             fallback: Callable[..., Any] = ref_cls.forward
         else:  # a standalone ModelNew: fall back to a reference holding the same weights
@@ -122,44 +153,61 @@ class KernelBank:
             def fallback(_self: Any, *a: Any, **k: Any) -> Any:
                 return ref.to(first_tensor(a, k).device)(*a, **k)  # type: ignore[union-attr]
 
-        forward = make_forward(module, op, resolved.table, fallback, self.strict)
+        forward = make_forward(module, op, table, fallback, self.strict)
         module.forward = types.MethodType(forward, module)
         setattr(module, _ATTR, op)
         return module
 
     def kernelize(self, model: torch.nn.Module) -> int:
-        """Swap ``forward`` on every instance of a bank op's target class; returns how many."""
+        """Swap ``forward`` on every instance of a bank op's target class; returns how many.
+
+        Each instance runs the kernel against its own parameters and attributes (see
+        ``forge.core.instance_binding``); a kernel that cannot be exact on an instance leaves that
+        instance on its reference forward, with one warning saying why.
+        """
         if not bank_enabled():
             loader.warn_once("off", "forge kernel bank: FORGE_KERNELBANK=off, kernelize swaps nothing (references run)")
             return 0
-        targets: list[tuple[type, _Op]] = []
+        targets: list[_Op] = []
         for problem in self._db.target_problems():
-            if any(op.problem.name == problem.name for _, op in targets):
-                continue
-            op = self._resolve(problem.name)
-            usable = {k: v for k, v in op.table.items() if issubclass(v[1], op.ref_cls)}
-            if len(usable) != len(op.table):
-                loader.warn_once(
-                    f"unbindable:{problem.name}",
-                    f"forge kernel bank: some kernels for {problem.name!r} "
-                    "do not subclass the reference Model and cannot be bound to existing instances",
-                )
-                op.table = usable
-            if op.table:
-                targets.append((op.ref_cls, op))
+            if not any(op.problem.name == problem.name for op in targets):
+                op = self._resolve(problem.name)
+                if op.table:
+                    targets.append(op)
         count = 0
         for sub in model.modules():
             if _ATTR in sub.__dict__:
                 continue
-            for cls, op in targets:
-                if isinstance(sub, cls):
-                    original = type(sub).forward
-                    forward = make_forward(sub, op.problem.name, op.table, original, self.strict)
-                    sub.forward = types.MethodType(forward, sub)
-                    sub.__dict__[_ATTR] = op.problem.name
-                    count += 1
-                    break
+            target = next((op for op in targets if isinstance(sub, op.ref_cls)), None)
+            if target is None:
+                continue
+            table = self._bound_table(target, sub)
+            if table:
+                forward = make_forward(sub, target.problem.name, table, type(sub).forward, self.strict)
+                sub.forward = types.MethodType(forward, sub)
+                sub.__dict__[_ATTR] = target.problem.name
+                count += 1
         return count
+
+    def _bound_table(self, op: _Op, instance: torch.nn.Module) -> dict[_Key, tuple[KernelEntry, Any]]:
+        """The op's kernels as run on ``instance``, by (device kind, dtype); those that cannot be
+        exact there are left out with a warning."""
+        table: dict[_Key, tuple[KernelEntry, Any]] = {}
+        for key, (entry, cls) in op.table.items():
+            plan = op.plan(entry, cls)
+            try:
+                if isinstance(plan, str):
+                    raise BindRefused(plan)
+                table[key] = (entry, bound_forward(cls, plan, instance, op.like()))
+            except BindRefused as exc:
+                if self.strict:
+                    raise KernelUnavailableError(f"{op.problem.name}: kernel {entry.id} cannot bind: {exc}") from None
+                loader.warn_once(
+                    f"unbindable:{entry.key}:{exc}",
+                    f"forge kernel bank: kernelize leaves {type(instance).__name__} instances on the reference "
+                    f"for {op.problem.name!r} (kernel {entry.id}): {exc}",
+                )
+        return table
 
     def restore(self, model: torch.nn.Module) -> int:
         """Undo ``kernelize``: the instances get their class's forward back. Returns how many."""

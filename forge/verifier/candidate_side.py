@@ -18,8 +18,9 @@ from typing import Any
 import torch
 
 from forge.core.importing import import_file
+from forge.core.instance_binding import BindRefused, bound_forward, plan_binding
 from forge.core.problem import load_problem, read_problem_source
-from forge.verifier.timing import Clocks, timed_loop
+from forge.verifier.timing import Clocks, TimedCalls
 
 _IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
 _MAX_ERROR = 4000
@@ -171,6 +172,17 @@ def _constants(module: Any, overrides: dict[str, Any]) -> Iterator[None]:
             setattr(module, k, v)
 
 
+class _BoundCall:
+    """A kernel bound to an instance of the user's class, called like a module."""
+
+    def __init__(self, forward: Callable[..., Any], instance: torch.nn.Module) -> None:
+        self.forward = forward
+        self.instance = instance
+
+    def __call__(self, *args: Any) -> Any:
+        return self.forward(self.instance, *args)
+
+
 class CandidateSide:
     def __init__(
         self, device: str, clocks: Clocks, flush: Callable[[], None], clock_check: Callable[[], list[str]]
@@ -184,6 +196,9 @@ class CandidateSide:
         self.models: dict[str, torch.nn.Module] = {}
         self.warmup: list[list[Any]] = []
         self.calls = 0
+        self.timing_sets: list[list[Any]] = []
+        self.tids_before: set[int] = set()
+        self.timed = TimedCalls(lambda _inputs: None, flush, clocks)
 
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
         # The reference module is importable as ``forge_reference`` so candidates may subclass Model.
@@ -224,6 +239,26 @@ class CandidateSide:
                 ) from exc
             self.models[spec["key"]] = model
         return {"type": "ready"}
+
+    def bind(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Bind ModelNew to an instance of the reference's own class, as ``bank.kernelize`` does:
+        later cases on model "bound" call the kernel through that binding."""
+        spec = msg["model"]
+        ref_cls = sys.modules["forge_reference"].Model
+        try:
+            with _constants(sys.modules.get("forge_reference"), spec.get("overrides") or {}):
+                instance = ref_cls(*spec["init_args"])
+                sample = self.module.ModelNew(*spec["init_args"])
+            instance = instance.to(self.device)
+            instance.load_state_dict({k: v.to(self.device) for k, v in spec["state_dict"].items()}, strict=True)
+            plan = plan_binding(self.module.ModelNew, ref_cls, sample, instance)
+            forward = bound_forward(self.module.ModelNew, plan, instance, instance)
+        except BindRefused as exc:
+            return {"type": "bound", "mode": "none", "reason": str(exc)}
+        except Exception as exc:
+            raise StageError("bind", candidate_trace(exc, self.path)) from exc
+        self.models[spec["key"]] = _BoundCall(forward, instance)  # type: ignore[assignment]
+        return {"type": "bound", "mode": str(plan.mode), "reason": plan.reason}
 
     def _call(self, model: torch.nn.Module, inputs: Sequence[torch.Tensor], sync: bool = True) -> Any:
         """One call under no_grad. Untimed calls synchronize inside, so an asynchronous device error
@@ -299,21 +334,35 @@ class CandidateSide:
             "facts": facts,
         }
 
-    def time(self, msg: dict[str, Any], tick: Callable[[], None]) -> dict[str, Any]:
+    def time_begin(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Prepare a batch of timed calls; the parent then asks for them one by one (``time_call``)."""
         model = self.models[msg["model"]]
-        sets = [[_fresh(x, self.device) for x in s] for s in msg["sets"]]
+        self.timing_sets = [[_fresh(x, self.device) for x in s] for s in msg["sets"]]
         if msg.get("warmup") is not None:  # sent with the first batch, kept for the later ones
             self.warmup = [[_fresh(x, self.device) for x in s] for s in msg["warmup"]]
-        warm = self.warmup
-        tids_before = native_threads()
+        self.tids_before = native_threads()
         pool = _OutputPool()
+        self.timed = TimedCalls(
+            lambda inp: self._call(model, inp, sync=False), self.flush, self.clocks,
+            keep=lambda out: [pool.copy(o) for o in _as_list(out)],
+        )  # fmt: skip
         try:
-            run = timed_loop(
-                lambda inp: self._call(model, inp, sync=False), sets, warm, self.flush, self.clocks, tick,
-                keep=lambda out: [pool.copy(o) for o in _as_list(out)],
-            )  # fmt: skip
+            self.timed.begin(self.timing_sets, self.warmup)
+        except Exception as exc:
+            raise StageError("run", "a warm-up call raised:\n" + candidate_trace(exc, self.path)) from exc
+        return {"type": "time_ready"}
+
+    def time_call(self, msg: dict[str, Any], tick: Callable[[], None]) -> dict[str, Any]:
+        self.timed.tick = tick
+        try:
+            took = self.timed.one(self.timing_sets[int(msg["index"])])
         except Exception as exc:
             raise StageError("run", "a timed call raised:\n" + candidate_trace(exc, self.path)) from exc
+        return {"type": "timed_call", "ns": took}
+
+    def time_end(self, msg: dict[str, Any]) -> dict[str, Any]:
+        run = self.timed.end()
+        self.timing_sets = []
         return {
             "type": "timing",
             "times_ns": run.times,
@@ -322,7 +371,7 @@ class CandidateSide:
             "launch_ns": run.launch,
             "outputs": run.outputs,
             "facts": {
-                "new_native_threads": len(native_threads() - tids_before),
+                "new_native_threads": len(native_threads() - self.tids_before),
                 "clock_tampering": self.clock_check(),
             },
         }

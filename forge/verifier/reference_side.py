@@ -16,7 +16,7 @@ from forge.core import shapes
 from forge.core.errors import ProblemError
 from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
 from forge.verifier import cases, machine, roofline
-from forge.verifier.timing import Clocks, timed_loop
+from forge.verifier.timing import Clocks, TimedCalls
 
 _MIN_TRIALS, _MAX_TRIALS = 5, 30
 # Eager and the candidate are timed in turns, batch by batch, so that a slow spell of the machine
@@ -62,6 +62,8 @@ class ReferenceSide:
         self.compiled: Any = None
         self.compile_error: str | None = None
         self.single_output = True
+        self.eager_calls: TimedCalls = TimedCalls(lambda _inputs: None, flush, clocks)
+        self.compiled_calls: TimedCalls | None = None
 
     # -- helpers -----------------------------------------------------------------------------
     def _build(self, problem: Problem, seed: int, perturbed: bool) -> tuple[list[Any], torch.nn.Module]:
@@ -184,6 +186,7 @@ class ReferenceSide:
                         "single": self.single_output,
                     }
                 )
+        bound = self._bound_cases(base, seed + 5_555_555)
         timing = self._timing_sets(base, seed + 7_777_777, msg)
         tol = base.tolerance.model_dump() if base.tolerance else None
         return {
@@ -195,8 +198,32 @@ class ReferenceSide:
             "models": models,
             "cases": case_list,
             "timing": timing,
+            "bound": bound,
             "notes": notes,
         }
+
+    def _bound_cases(self, base: Problem, seed: int) -> dict[str, Any]:
+        """An instance of the user's class with weights of its own (unlike any the candidate was
+        built with) and two cases on it: the candidate is bound to such an instance the way
+        ``bank.kernelize`` binds it and must give its outputs."""
+        init_args, model = self._build(base, seed, True)
+        found = []
+        for t in range(2):
+            inputs = self._draw(base, seed + 17 * (t + 1))
+            found.append(
+                {
+                    "id": f"bound:normal:{t}",
+                    "model": "bound",
+                    "kind": "normal",
+                    "shape": shapes.describe(base.overrides),
+                    "inputs": inputs,
+                    "expected": self._run(base, model, inputs),
+                    "single": self.single_output,
+                }
+            )
+        state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+        spec = {"key": "bound", "init_args": init_args, "state_dict": state, "overrides": base.overrides}
+        return {"model": spec, "cases": found}
 
     def _timing_sets(self, base: Problem, seed: int, msg: dict[str, Any]) -> dict[str, Any]:
         """Plan the timed trials and draw the first batch of them.
@@ -252,10 +279,10 @@ class ReferenceSide:
         bound = roofline.bound_ms(nbytes, flops, figures["bandwidth_gbs"], figures["peak_gflops"])
         return {"type": "roofline", "bytes": nbytes, "flops": flops, **figures, "bound_ms": bound}
 
-    def baselines(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Time eager (and torch.compile, compiled once per run) on the current batch."""
+    def baselines_begin(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Prepare to time eager (and torch.compile, compiled once per run) on the current batch,
+        one call at a time (``baseline_call``), paired by the parent with the candidate's calls."""
         model = self.models["base/0"]
-        result: dict[str, Any] = {"type": "baselines"}
 
         def call_with(m: Any) -> Any:
             def call(inputs: Any) -> Any:
@@ -264,21 +291,42 @@ class ReferenceSide:
 
             return call
 
-        warm = self.timing["warmup"]
-        run = timed_loop(call_with(model), self.timing["sets"], warm, self.flush, self.clocks)
-        result["eager_ns"], result["eager_launch_ns"] = run.times, run.launch
+        sets, warm = self.timing["sets"], self.timing["warmup"]
+        self.eager_calls = TimedCalls(call_with(model), self.flush, self.clocks)
+        self.eager_calls.begin(sets, warm)
+        self.compiled_calls = None
         if msg.get("compile") and self.compile_error is None:
             try:
                 if self.compiled is None:
                     self.compiled = torch.compile(model)
                     warm = warm + warm  # the first calls compile
-                run = timed_loop(call_with(self.compiled), self.timing["sets"], warm, self.flush, self.clocks)
-                result["compile_ns"] = run.times
+                compiled = TimedCalls(call_with(self.compiled), self.flush, self.clocks)
+                compiled.begin([], warm)
+                self.compiled_calls = compiled
             except Exception as exc:  # the baseline is informative; its failure is not the candidate's
                 self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
+        return {"type": "baselines_ready"}
+
+    def baseline_call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        inputs = self.timing["sets"][int(msg["index"])]
+        reply: dict[str, Any] = {"type": "baseline_call", "eager_ns": self.eager_calls.one(inputs)}
+        reply["eager_launch_ns"] = self.eager_calls.run.launch[-1]
+        if self.compiled_calls is not None:
+            try:
+                reply["compile_ns"] = self.compiled_calls.one(inputs)
+            except Exception as exc:
+                self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
+                self.compiled_calls = None
+        return reply
+
+    def baselines_end(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.eager_calls.end()
+        if self.compiled_calls is not None:
+            self.compiled_calls.end()
+        reply: dict[str, Any] = {"type": "baselines"}
         if self.compile_error is not None:
-            result["compile_error"] = self.compile_error
-        return result
+            reply["compile_error"] = self.compile_error
+        return reply
 
 
 def _trace(exc: BaseException) -> str:

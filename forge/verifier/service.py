@@ -69,7 +69,10 @@ class VerifierService:
         workers = min(self.workers, len(jobs))
         settings = self.settings
         if workers > 1 and self.device == "cpu":  # parallel timing on one CPU: split the cores
-            settings = settings.model_copy(update={"threads": max(1, available_cores() // workers)})
+            # The sibling verifications are known load: recorded, not retried; a finalist is
+            # confirmed alone, with the load check on, before anything is banked.
+            update = {"threads": max(1, available_cores() // workers), "load_check": False}
+            settings = settings.model_copy(update=update)
         gpus: queue.SimpleQueue[str] = queue.SimpleQueue()
         if workers > 1 and self.device == "cuda" and settings.gpu is None:  # one GPU per worker
             for gpu in gpu_slots(workers, visible_gpus()):

@@ -8,13 +8,15 @@ before any candidate code was imported.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from forge.core.verdict import Roofline, TimingStats, Verdict
+from forge.core.verdict import Contention, Roofline, TimingStats, Verdict
+from forge.verifier.pairing import paired_ratio
 
 _ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
 
@@ -62,6 +64,79 @@ class TimedRun:
     outputs: list[Any]
 
 
+class TimedCalls:
+    """Timed calls one at a time, for a parent that pairs them with the other side's calls.
+
+    ``begin`` makes room in the heap, pauses the garbage collector and runs the warm-up calls;
+    each ``one`` is a trial (see ``timed_loop``); ``end`` resumes the collector. Between trials
+    the worker waits for the parent, which meanwhile times the other side.
+    """
+
+    def __init__(
+        self,
+        call: Callable[[Sequence[Any]], Any],
+        flush: Callable[[], None],
+        clocks: Clocks,
+        tick: Callable[[], None] | None = None,
+        keep: Callable[[Any], Any] = lambda out: None,
+    ) -> None:
+        self.call, self.flush, self.clocks, self.tick, self.keep = call, flush, clocks, tick, keep
+        self.run = TimedRun([], [], [], [], [])
+        self._gc: contextlib.ExitStack | None = None
+
+    def begin(self, sets: Sequence[Sequence[Any]], warmup: Sequence[Sequence[Any]]) -> None:
+        if self.clocks.event_cls is None:  # CPU: room for the outputs and temporaries, already touched
+            prefault_heap(sets)
+        self._gc = contextlib.ExitStack()
+        self._gc.enter_context(_gc_paused())
+        for inputs in warmup:
+            self.call(inputs)
+        self.clocks.sync()
+
+    def one(self, inputs: Sequence[Any]) -> int:
+        """One trial; returns its time on the primary clock (ns)."""
+        clocks, run, tick = self.clocks, self.run, self.tick
+        if clocks.event_cls is not None:
+            clocks.sync()
+            if tick:
+                tick()
+            mark, start, end = (clocks.event_cls(enable_timing=True) for _ in range(3))
+            h0 = clocks.host_ns()
+            clocks.record(mark)
+            self.flush()
+            clocks.cover()
+            clocks.record(start)
+            c0 = clocks.host_ns()
+            out = self.call(inputs)
+            run.launch.append(clocks.host_ns() - c0)
+            clocks.record(end)
+            clocks.sync()
+            run.host.append(clocks.host_ns() - h0)
+            run.times.append(int(clocks.elapsed(start, end) * 1e6))
+            run.window.append(int(clocks.elapsed(mark, end) * 1e6))
+        else:
+            self.flush()
+            if tick:
+                tick()
+            t0 = clocks.host_ns()
+            out = self.call(inputs)
+            clocks.sync()
+            took = clocks.host_ns() - t0
+            for series in (run.times, run.host, run.window, run.launch):
+                series.append(took)
+        if tick:
+            tick()
+        run.outputs.append(self.keep(out))
+        del out
+        return run.times[-1]
+
+    def end(self) -> TimedRun:
+        if self._gc is not None:
+            self._gc.close()
+            self._gc = None
+        return self.run
+
+
 def timed_loop(
     call: Callable[[Sequence[Any]], Any],
     sets: Sequence[Sequence[Any]],
@@ -90,46 +165,13 @@ def timed_loop(
     loop releases it: holding every output would make each call's output buffer fresh memory, and
     the first-touch page faults (10x the kernel on a 16 MB output) would be timed instead.
     """
-    if clocks.event_cls is None:  # CPU: room for this loop's outputs and temporaries, already touched
-        prefault_heap(sets)
-    with _gc_paused():
-        for inputs in warmup:
-            call(inputs)
-        clocks.sync()
-        run = TimedRun([], [], [], [], [])
+    calls = TimedCalls(call, flush, clocks, tick, keep)
+    calls.begin(sets, warmup)
+    try:
         for inputs in sets:
-            if clocks.event_cls is not None:
-                clocks.sync()
-                if tick:
-                    tick()
-                mark, start, end = (clocks.event_cls(enable_timing=True) for _ in range(3))
-                h0 = clocks.host_ns()
-                clocks.record(mark)
-                flush()
-                clocks.cover()
-                clocks.record(start)
-                c0 = clocks.host_ns()
-                out = call(inputs)
-                run.launch.append(clocks.host_ns() - c0)
-                clocks.record(end)
-                clocks.sync()
-                run.host.append(clocks.host_ns() - h0)
-                run.times.append(int(clocks.elapsed(start, end) * 1e6))
-                run.window.append(int(clocks.elapsed(mark, end) * 1e6))
-            else:
-                flush()
-                if tick:
-                    tick()
-                t0 = clocks.host_ns()
-                out = call(inputs)
-                clocks.sync()
-                took = clocks.host_ns() - t0
-                for series in (run.times, run.host, run.window, run.launch):
-                    series.append(took)
-            if tick:
-                tick()
-            run.outputs.append(keep(out))
-            del out
+            calls.one(inputs)
+    finally:
+        run = calls.end()
     return run
 
 
@@ -198,6 +240,31 @@ def record_speedups(
             fatal=False,
         )
     v.roofline = roof
+
+
+def record_pairs(
+    v: Verdict, cand_ns: list[int], eager_ns: list[int], compile_ns: list[int], contention: Contention | None
+) -> None:
+    """The per-pair ratios (the speedups the verdict reports, being immune to load that lands on
+    both calls of a pair) and the machine's load while they were timed."""
+    v.timing_stats.contention = contention
+    if contention is not None and contention.busy:
+        note = f"the machine was busy while timing: {contention.detail}"
+        if contention.retried:
+            note += f" (after timing {contention.retried} batch(es) again)"
+        v.warnings.append(note + ("; the speedup is not accepted" if contention.enforced else ""))
+        v.add("quiet_machine", False, note, fatal=False)
+    elif contention is not None:
+        v.add("quiet_machine", True, contention.detail, fatal=False)
+    if not v.timing_meaningful or len(eager_ns) != len(cand_ns):
+        return
+    v.timing_stats.paired_eager = paired_ratio(eager_ns, cand_ns)
+    if v.timing_stats.paired_eager is not None:
+        v.speedup_vs_eager = v.timing_stats.paired_eager.median
+    if compile_ns and len(compile_ns) == len(cand_ns):
+        v.timing_stats.paired_compile = paired_ratio(compile_ns, cand_ns)
+        if v.timing_stats.paired_compile is not None:
+            v.speedup_vs_compile = v.timing_stats.paired_compile.median
 
 
 def record_launch_cost(v: Verdict, cand_launch_ns: list[int], eager_launch_ns: list[int]) -> None:

@@ -13,14 +13,17 @@ from typing import Any
 from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import VerdictStatus
-from forge.core.verdict import FailingCase, InputVariant, TensorSpec, Verdict, Versions
+from forge.core.statuses import BindMode, VerdictStatus
+from forge.core.verdict import Binding, FailingCase, InputVariant, TensorSpec, Verdict, Versions
 from forge.verifier import checks
+from forge.verifier.bound_check import check_binding
 from forge.verifier.machine import available_cores
+from forge.verifier.paired_timing import BatchTimes, CandidateFailed, PairedTimer
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess
-from forge.verifier.timing import record_launch_cost, record_speedups
+from forge.verifier.timing import record_launch_cost, record_pairs, record_speedups
 
-# Told what the verification is doing now ("timing: eager (batch 1/3)"), for a front end to show.
+# Told what the verification is doing now ("timing: 8 pairs of calls, eager and candidate (batch 1/3)"), for a
+# front end to show.
 ProgressNote = Callable[[str], None]
 _MEMORY_WORDS = ("can't allocate memory", "out of memory", "MemoryError", "Cannot allocate memory")
 _INTEGRITY_CHECKS = (
@@ -235,92 +238,68 @@ class _Run:
         return self.v.passed
 
     def timing(self) -> None:
-        timing = self.info["timing"]
         roof = self._ref_reply("failed while estimating the roofline")
         self.info["roofline"] = (
             {k: v for k, v in roof.items() if k != "type"} if roof.get("type") == "roofline" else None
         )
-        batches = max(1, int(timing.get("batches", 1)))
-        eager: list[int] = []
-        compiled: list[int] = []
-        compile_error: str | None = None
-        times: list[int] = []
-        host: list[int] = []
-        window: list[int] = []
-        launch: list[int] = []
-        eager_launch: list[int] = []
-        ticks: list[float] = []
-        tampered: set[str] = set()
-        threads = 0
-        bad_outputs: str | None = None
-        for index in range(batches):  # eager, then the candidate, batch by batch
-            if index:
-                self.ref.send({"op": "timing_batch", "index": index})
-                timing = {**timing, **self._ref_reply("failed while drawing timing inputs")}
-                if timing.get("type") != "timing_batch":
-                    raise ProblemError(f"{self.spec.path}: the reference failed while drawing timing inputs: {timing}")
-            where = f" (batch {index + 1}/{batches})" if batches > 1 else ""
-            self.progress(f"timing: eager{' and torch.compile' if self.settings.compile_baseline else ''}{where}")
-            self.ref.send({"op": "baselines", "compile": self.settings.compile_baseline})
-            base = self._ref_reply("failed while being timed")
-            if base.get("type") != "baselines":
-                raise ProblemError(
-                    f"{self.spec.path}: the reference failed while being timed: {base.get('message', base)}"
-                )
-            eager += base["eager_ns"]
-            eager_launch += base.get("eager_launch_ns") or []
-            compiled += base.get("compile_ns") or []
-            compile_error = base.get("compile_error") or compile_error
-            self.progress(f"timing: candidate, {len(timing['sets'])} trials{where}")
-            warm = timing["warmup"] if index == 0 else None
-            self.cand.send({"op": "time", "model": timing["model"], "sets": timing["sets"], "warmup": warm})
-            while True:
-                msg, t = self.cand.recv(self.deadline)
-                if msg.get("type") != "tick":
-                    break
-                ticks.append(t)
-            _check_reply(msg, "timing", None)
-            if msg["type"] == "error":
-                self.ref.close()
-                self.v.add("timed_outputs", False, msg["message"])
-                self.v.fail(VerdictStatus.RUNTIME_ERROR, f"a timed call raised: {checks.first_line(msg['message'])}")
-                return
-            try:
-                k = len(timing["sets"])
-                times += _ns_list(msg.get("times_ns"), k)
-                host += _ns_list(msg.get("host_ns"), k)
-                window += _ns_list(msg.get("window_ns"), k)
-                launch += _ns_list(msg.get("launch_ns"), k)
-                facts = dict(msg.get("facts") or {})
-                bad = checks.timed_outputs_mismatch(timing["expected"], list(msg.get("outputs") or []), self.tol)
-                tampered.update(str(t) for t in facts.get("clock_tampering") or [])
-                threads = max(threads, int(facts.get("new_native_threads", 0)))
-            except _MALFORMED as exc:
-                raise WorkerGone(Ending("protocol", f"malformed timing reply from the worker: {exc!r}")) from None
-            if bad and bad_outputs is None:
-                bad_outputs = f"batch {index + 1}/{batches}: {bad}" if batches > 1 else bad
+        kept = _CandidateTimes(self.tol)
+        timer = PairedTimer(
+            self.ref, self.cand, self.deadline, self._ref_reply, self.settings.compile_baseline,
+            self.settings.load_check, self.threads, str(self.spec.path),
+        )  # fmt: skip
+        try:
+            paired = timer.run(self.info["timing"], self.progress, kept.take)
+        except CandidateFailed as exc:
+            self.ref.close()
+            self.v.add("timed_outputs", False, str(exc.reply["message"]))
+            self.v.fail(VerdictStatus.RUNTIME_ERROR, f"a timed call raised: {checks.first_line(str(exc))}")
+            return
         self.ref.close()
+        self._timing_checks(kept)
+        record_speedups(self.v, self.info.get("roofline"), kept.times, paired.eager, paired.compiled,
+                        paired.compile_error)  # fmt: skip
+        record_pairs(self.v, kept.times, paired.eager, paired.compiled, paired.contention)
+        if self.device == "cuda":
+            record_launch_cost(self.v, kept.launch, paired.eager_launch)
+
+    def _timing_checks(self, kept: _CandidateTimes) -> None:
+        times = kept.times
         self.v.add(
             "timed_outputs",
-            bad_outputs is None,
-            bad_outputs or f"all {len(times)} timed calls (fresh inputs) correct",
+            kept.bad_outputs is None,
+            kept.bad_outputs or f"all {len(times)} timed calls (fresh inputs) correct",
         )
-        clock = checks.wall_clock_discrepancy(ticks, times)
+        clock = checks.wall_clock_discrepancy(kept.ticks, times)
         if clock is None and self.device == "cuda":
-            clock = checks.escaped_events(window, host)
-        if tampered:
-            clock = f"timing functions replaced: {', '.join(sorted(tampered))}" + (f"; {clock}" if clock else "")
+            clock = checks.escaped_events(kept.window, kept.host)
+        if kept.tampered:
+            clock = f"timing functions replaced: {', '.join(sorted(kept.tampered))}" + (f"; {clock}" if clock else "")
         self.v.add("wall_clock", clock is None, clock or "worker timings agree with the parent's clock")
-        if threads:
-            self.v.add("no_background_threads", False, f"{threads} new native thread(s) alive after the timed calls")
-        for name, failure in (("timed_outputs", bad_outputs), ("wall_clock", clock)):
+        if kept.threads:
+            self.v.add(
+                "no_background_threads", False, f"{kept.threads} new native thread(s) alive after the timed calls"
+            )
+        for name, failure in (("timed_outputs", kept.bad_outputs), ("wall_clock", clock)):
             if failure:
                 self.v.fail(VerdictStatus.FAILED_INTEGRITY, f"{name}: {failure}")
-        if threads:
+        if kept.threads:
             self.v.fail(VerdictStatus.FAILED_INTEGRITY, "no_background_threads: threads left running after timed calls")
-        record_speedups(self.v, self.info.get("roofline"), times, eager, compiled, compile_error)
-        if self.device == "cuda":
-            record_launch_cost(self.v, launch, eager_launch)
+
+    def bind(self) -> None:
+        """How a passing candidate binds to existing instances of the user's class (it never fails
+        the verdict: ``bank.load`` uses the kernel either way)."""
+        if not self.v.passed or "bound" not in self.info:
+            return
+        self.progress("candidate: bound to an instance of the reference class")
+        try:
+            found = check_binding(self._ask_candidate, self.info["bound"], self.device, self.tol)
+        except WorkerGone as exc:
+            found = Binding(mode=BindMode.NONE, reason=f"bound to an instance, the worker ended: {exc.ending.detail}")
+        except _MALFORMED as exc:
+            found = Binding(mode=BindMode.NONE, reason=f"malformed reply while bound: {exc!r}")
+        self.v.binding = found
+        binds = found.mode is not BindMode.NONE
+        self.v.add("binds", binds, f"{found.mode}: {found.reason}" if binds else f"no: {found.reason}", fatal=False)
 
     def finish(self) -> Verdict:
         ref: WorkerProcess | None = getattr(self, "ref", None)
@@ -344,6 +323,41 @@ class _Run:
 
 
 _MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError)
+
+
+class _CandidateTimes:
+    """The candidate's side of every kept timing batch, and what its replies showed."""
+
+    def __init__(self, tol: dict[str, float] | None) -> None:
+        self.tol = tol
+        self.times: list[int] = []
+        self.host: list[int] = []
+        self.window: list[int] = []
+        self.launch: list[int] = []
+        self.ticks: list[float] = []
+        self.tampered: set[str] = set()
+        self.threads = 0
+        self.bad_outputs: str | None = None
+        self.batches = 0
+
+    def take(self, timing: dict[str, Any], batch: BatchTimes) -> None:
+        msg = batch.cand
+        self.batches += 1
+        try:
+            k = len(timing["sets"])
+            self.times += _ns_list(msg.get("times_ns"), k)
+            self.host += _ns_list(msg.get("host_ns"), k)
+            self.window += _ns_list(msg.get("window_ns"), k)
+            self.launch += _ns_list(msg.get("launch_ns"), k)
+            self.ticks += batch.ticks
+            facts = dict(msg.get("facts") or {})
+            bad = checks.timed_outputs_mismatch(timing["expected"], list(msg.get("outputs") or []), self.tol)
+            self.tampered.update(str(t) for t in facts.get("clock_tampering") or [])
+            self.threads = max(self.threads, int(facts.get("new_native_threads", 0)))
+        except _MALFORMED as exc:
+            raise WorkerGone(Ending("protocol", f"malformed timing reply from the worker: {exc!r}")) from None
+        if bad and self.bad_outputs is None:
+            self.bad_outputs = f"batch {self.batches}: {bad}"
 
 
 def _ns_list(value: Any, n: int) -> list[int]:
@@ -383,6 +397,7 @@ def verify(
         run.reference()
         if run.load() and run.correctness():
             run.timing()
+            run.bind()
     except WorkerGone as exc:
         timed_out = exc.ending.kind == "timeout"
         status = VerdictStatus.TIMEOUT if timed_out else VerdictStatus.CRASHED

@@ -154,8 +154,8 @@ def main(argv: list[str]) -> int:
             sys.stdout.flush()
             os._exit(0)  # no interpreter teardown: the parent is waiting to time the other side
         try:
-            if op == "time":
-                reply = side.time(msg, lambda: chan.send({"type": "tick"}))
+            if op == "time_call":
+                reply = side.time_call(msg, lambda: chan.send({"type": "tick"}))
             else:
                 reply = getattr(side, op)(msg)
         except ProblemError as exc:

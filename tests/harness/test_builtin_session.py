@@ -188,3 +188,34 @@ def test_ctrl_c_while_confirming_banks_the_round_best_unconfirmed_and_resume_dec
         (status,) = db.execute("SELECT status FROM sessions WHERE id = ?", (result.session_id,)).fetchone()
     assert status == "finished"
     assert kernels == ([(again.kernel_id, 1)] if again.accepted else [])
+
+
+def test_a_busy_machine_banks_nothing_and_resume_times_the_finalists_again(tmp_path, fast_settings, monkeypatch):
+    """A confirmation timed while other processes loaded the machine is neither banked nor
+    rejected: the session ends "busy", says why, and ``--resume`` confirms on the quiet machine."""
+
+    def busy(self, job, trials, timeout):  # a wild speedup, measured while the cores were taken
+        fast = {"median_ms": 0.1, "iqr_ms": 0.02, "q1_ms": 0.09, "q3_ms": 0.11}
+        slow = {"median_ms": 1.4, "iqr_ms": 0.2, "q1_ms": 1.3, "q3_ms": 1.5}
+        load = {"cores": 2, "other_cores": 0.9, "busy": True, "detail": "other processes used 0.90 of 2 cores"}
+        timing = {"candidate": fast, "eager": slow, "paired_eager": {"pairs": 60, "median": 14.0, "low": 13.0,
+                  "high": 15.0}, "contention": load}  # fmt: skip
+        return Verdict.from_json({"status": "passed", "speedup_vs_eager": 14.0, "timing_stats": timing})
+
+    bank = tmp_path / "bank.db"
+    options = OptimizeOptions(rounds=1, bank=bank)
+    with monkeypatch.context() as m:
+        m.setattr(VerifierService, "verify_alone", busy)
+        run = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings)
+    (result,) = run.results
+    assert result.status == "busy" and not result.accepted and run.exit_code == 1
+    assert "machine was busy" in (result.reason or "") and "0.90 of 2 cores" in (result.reason or "")
+    assert f"--resume {result.session_id}" in (result.reason or "")
+    with sqlite3.connect(bank) as db:
+        assert db.execute("SELECT count(*) FROM kernels").fetchone() == (0,)
+    resumed = optimize([], replace(options, resume=result.session_id), fast_settings)
+    (again,) = resumed.results
+    assert again.status == "finished"
+    with sqlite3.connect(bank) as db:
+        confirms = db.execute("SELECT count(*) FROM attempts WHERE role='confirm'").fetchone()[0]
+    assert confirms >= 2  # the finalist was timed again by the resumed run

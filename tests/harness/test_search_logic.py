@@ -121,7 +121,7 @@ def _verdict(cand: float, cand_iqr: float, eager: float, eager_iqr: float, **kw)
     })
 
 
-def test_acceptance_needs_a_margin_beyond_the_noise():
+def test_acceptance_needs_a_margin_beyond_the_noise():  # verdicts stored before pairing
     assert beats_eager(_verdict(1.0, 0.1, 2.0, 0.1))[0]
     ok, why = beats_eager(_verdict(1.0, 0.4, 1.3, 0.4))  # 1.3x on paper, but the IQRs overlap
     assert not ok and "noise" in why

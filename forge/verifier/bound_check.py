@@ -1,0 +1,49 @@
+"""The bound form: a passing candidate run the way ``bank.kernelize`` will run it.
+
+The candidate worker binds ModelNew to an instance of the user's own class that holds weights of
+its own (drawn by the reference worker, never seen by the candidate before) and runs two cases
+through that binding; the parent compares the outputs with the reference's for that instance. A
+kernel that only works when forge constructs it (it reads state only its own constructor made,
+or caches weights across instances) is caught here, and its bank entry says it does not bind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from forge.core.statuses import BindMode
+from forge.core.verdict import Binding
+from forge.verifier import checks
+
+AskCandidate = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
+def check_binding(ask: AskCandidate, bound: dict[str, Any], device: str, tol: dict[str, float] | None) -> Binding:
+    """Bind, run the bound cases, and say how the candidate binds (or why it does not)."""
+    reply = ask({"op": "bind", "model": bound["model"]}, "bound")
+    if reply.get("type") == "error":
+        return Binding(mode=BindMode.NONE, reason=f"binding it raised: {checks.first_line(str(reply['message']))}")
+    try:
+        mode = BindMode(str(reply.get("mode")))
+    except ValueError:
+        return Binding(mode=BindMode.NONE, reason=f"the worker reported an unknown binding {reply.get('mode')!r}")
+    reason = str(reply.get("reason") or "")[:500]
+    if mode is BindMode.NONE:
+        return Binding(mode=mode, reason=reason)
+    for case in bound["cases"]:
+        msg = {"op": "case", "id": case["id"], "model": "bound", "inputs": case["inputs"], "refill": None}
+        result = ask(msg, "case_result")
+        if result.get("type") == "error":
+            said = checks.first_line(str(result["message"]))
+            return Binding(mode=BindMode.NONE, reason=f"bound to an instance of the user's class, it raised: {said}")
+        found = checks.check_case(case, result, device, tol)
+        wrong = found.correctness or found.determinism
+        if wrong is not None or found.integrity:
+            detail = wrong.detail if wrong is not None else next(iter(found.integrity.values()))
+            return Binding(
+                mode=BindMode.NONE,
+                reason="bound to an instance of the user's class holding weights of its own, "
+                f"it gave wrong outputs ({detail})",
+            )
+    return Binding(mode=mode, reason=reason)

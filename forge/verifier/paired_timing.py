@@ -1,0 +1,187 @@
+"""The parent's side of timing: eager (and torch.compile) and the candidate, call by call.
+
+Inputs come in batches that fit in memory (the reference worker draws them). For each batch both
+workers prepare (warm-up, heap room, collector paused), then the parent asks for one timed call at
+a time, alternating which side goes first (``pairing.baseline_first``), so every candidate call has
+an adjacent eager call. Only one side runs at a time: the workers never compete with each other.
+
+Around each batch the parent reads the machine's load (``LoadMonitor``). A batch timed while other
+processes used the cores is timed again, on the same inputs, once the load has gone (at most
+``_RETRIES`` times in a verification, waiting up to ``_QUIET_WAIT_S`` each); a batch still busy
+after that is kept and the verdict says the machine was busy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from forge.core.errors import ProblemError
+from forge.core.verdict import Contention
+from forge.verifier.load_monitor import LoadMonitor, combined
+from forge.verifier.pairing import baseline_first
+from forge.verifier.process import Ending, WorkerGone, WorkerProcess
+
+_RETRIES, _QUIET_WAIT_S = 3, 10.0
+
+ProgressNote = Callable[[str], None]
+
+
+class CandidateFailed(Exception):
+    """A timed candidate call raised (the worker's error reply is attached)."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        super().__init__(str(reply.get("message")))
+        self.reply = reply
+
+
+@dataclass
+class BatchTimes:
+    """One batch's timed calls, in pair order."""
+
+    eager: list[int] = field(default_factory=list)
+    compiled: list[int] = field(default_factory=list)
+    eager_launch: list[int] = field(default_factory=list)
+    cand: dict[str, Any] = field(default_factory=dict)  # the candidate's end-of-batch reply
+    ticks: list[float] = field(default_factory=list)
+    compile_error: str | None = None
+
+
+@dataclass
+class PairedTimes:
+    """Every kept batch, concatenated, and the machine's load over them."""
+
+    eager: list[int] = field(default_factory=list)
+    compiled: list[int] = field(default_factory=list)
+    eager_launch: list[int] = field(default_factory=list)
+    compile_error: str | None = None
+    contention: Contention | None = None
+
+
+class PairedTimer:
+    """Runs the batches; ``take`` receives each kept batch for the caller's checks."""
+
+    def __init__(
+        self,
+        ref: WorkerProcess,
+        cand: WorkerProcess,
+        deadline: float,
+        ref_reply: Callable[[str], dict[str, Any]],
+        compile_baseline: bool,
+        load_check: bool,
+        cores: int,
+        op: str,
+    ) -> None:
+        self.op = op  # the op file, for messages
+        self.ref, self.cand, self.deadline = ref, cand, deadline
+        self.ref_reply = ref_reply
+        self.compile_baseline = compile_baseline
+        self.load_check = load_check
+        self.monitor = LoadMonitor([ref.proc.pid, cand.proc.pid], cores)
+        self.retries_left = _RETRIES if load_check else 0
+
+    def run(
+        self, timing: dict[str, Any], progress: ProgressNote, take: Callable[[dict[str, Any], BatchTimes], None]
+    ) -> PairedTimes:
+        batches = max(1, int(timing.get("batches", 1)))
+        out = PairedTimes()
+        spans: list[Contention] = []
+        for index in range(batches):
+            if index:
+                timing = {**timing, **self._draw(index)}
+            where = f" (batch {index + 1}/{batches})" if batches > 1 else ""
+            retried = 0
+            while True:
+                progress(f"timing: {len(timing['sets'])} pairs of calls, eager and candidate{where}")
+                batch, load = self._batch(timing, first=index == 0 and retried == 0, retried=retried)
+                if load is None or not load.busy or self.retries_left == 0:
+                    break
+                self.retries_left -= 1
+                retried += 1
+                progress(f"timing: the machine was busy ({load.detail}); waiting for it to quieten{where}")
+                self.monitor.wait_for_quiet(_QUIET_WAIT_S)
+                timing = {**timing, **self._draw(index)}  # the same inputs again, fresh buffers
+            if load is not None:
+                spans.append(load.model_copy(update={"enforced": self.load_check}))
+            take(timing, batch)
+            out.eager += batch.eager
+            out.compiled += batch.compiled
+            out.eager_launch += batch.eager_launch
+            out.compile_error = batch.compile_error or out.compile_error
+        out.contention = combined(spans)
+        if out.contention is not None:
+            out.contention = out.contention.model_copy(update={"enforced": self.load_check})
+        return out
+
+    def _draw(self, index: int) -> dict[str, Any]:
+        self.ref.send({"op": "timing_batch", "index": index})
+        reply = self.ref_reply("failed while drawing timing inputs")
+        if reply.get("type") != "timing_batch":
+            raise ProblemError(
+                f"{self.op}: the reference failed while drawing timing inputs: {reply.get('message', reply)}"
+            )
+        return reply
+
+    def _batch(self, timing: dict[str, Any], first: bool, retried: int) -> tuple[BatchTimes, Contention | None]:
+        """One batch, and the machine's load over its timed calls (warm-up and torch.compile's
+        compilation, which runs in helper processes, excluded)."""
+        sets = timing["sets"]
+        self.ref.send({"op": "baselines_begin", "compile": self.compile_baseline})
+        warm = timing["warmup"] if first else None
+        self.cand.send({"op": "time_begin", "model": timing["model"], "sets": sets, "warmup": warm})
+        self._expect_ref("baselines_ready")
+        self._expect_cand("time_ready")
+        batch = BatchTimes()
+        start = self.monitor.sample()
+        for i in range(len(sets)):
+            if baseline_first(i):
+                self._baseline_call(i, batch)
+                self._candidate_call(i, batch)
+            else:
+                self._candidate_call(i, batch)
+                self._baseline_call(i, batch)
+        load = self.monitor.between(start, self.monitor.sample(), retried)
+        self.ref.send({"op": "baselines_end"})
+        base = self._expect_ref("baselines")
+        batch.compile_error = base.get("compile_error")
+        self.cand.send({"op": "time_end"})
+        batch.cand = self._expect_cand("timing")
+        return batch, load
+
+    def _baseline_call(self, i: int, batch: BatchTimes) -> None:
+        self.ref.send({"op": "baseline_call", "index": i})
+        reply = self._expect_ref("baseline_call")
+        batch.eager.append(int(reply["eager_ns"]))
+        batch.eager_launch.append(int(reply.get("eager_launch_ns") or 0))
+        if reply.get("compile_ns") is not None:
+            batch.compiled.append(int(reply["compile_ns"]))
+
+    def _candidate_call(self, i: int, batch: BatchTimes) -> None:
+        self.cand.send({"op": "time_call", "index": i})
+        while True:
+            msg, t = self.cand.recv(self.deadline)
+            if msg.get("type") != "tick":
+                break
+            batch.ticks.append(t)
+        if msg.get("type") == "error":
+            raise CandidateFailed(msg)
+        _expect(msg, "timed_call")
+
+    def _expect_ref(self, kind: str) -> dict[str, Any]:
+        reply = self.ref_reply("failed while being timed")
+        if reply.get("type") != kind:
+            raise ProblemError(f"{self.op}: the reference failed while being timed: {reply.get('message', reply)}")
+        return reply
+
+    def _expect_cand(self, kind: str) -> dict[str, Any]:
+        msg, _ = self.cand.recv(self.deadline)
+        if msg.get("type") == "error":
+            raise CandidateFailed(msg)
+        _expect(msg, kind)
+        return msg
+
+
+def _expect(msg: dict[str, Any], kind: str) -> None:
+    if msg.get("type") != kind:
+        raise WorkerGone(Ending("protocol", f"worker replied {msg.get('type')!r} to a {kind!r} job"))

@@ -1,0 +1,51 @@
+"""Paired timing: each candidate call next to a baseline call, and what their ratios say.
+
+On a shared machine load comes and goes on the scale of milliseconds to seconds. Timing all of
+one side, then all of the other (or batch against batch) lets a burst land on one side only and
+move the speedup by 2-10x. Timing the sides call by call, alternating which goes first (ABBA:
+baseline-candidate, candidate-baseline, ...), puts each burst on both sides of a pair or on a
+single pair, and a slow drift cancels within each pair. The decision reads the distribution of
+per-pair ratios, with a confidence interval for its median, not two independent medians.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from forge.core.verdict import PairedRatio
+
+_CONFIDENCE_TAIL = 0.025  # two-sided 95%
+_MIN_PAIRS_FOR_INTERVAL = 6  # below this no order statistic gives 95%: the whole range is reported
+
+
+def baseline_first(pair_index: int) -> bool:
+    """ABBA across pairs: pairs 0, 3, 4, 7, 8, ... time the baseline first; 1, 2, 5, 6, ... the candidate."""
+    return pair_index % 4 in (0, 3)
+
+
+def _binomial_cdf(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def median_interval_ranks(n: int) -> tuple[int, int]:
+    """0-based ranks (lo, hi) of the sorted sample bounding a 95% confidence interval for the
+    median, from the binomial distribution of how many values fall below it (distribution-free)."""
+    if n < _MIN_PAIRS_FOR_INTERVAL:
+        return 0, n - 1
+    k = 0
+    while _binomial_cdf(k, n) <= _CONFIDENCE_TAIL:
+        k += 1
+    return max(k - 1, 0), n - k  # the k-th smallest and k-th largest values (1-based k)
+
+
+def paired_ratio(baseline_ns: Sequence[int], candidate_ns: Sequence[int]) -> PairedRatio | None:
+    """Baseline time over candidate time per pair: median and its 95% interval (None without pairs)."""
+    ratios = sorted(b / c for b, c in zip(baseline_ns, candidate_ns, strict=True) if c > 0 and b > 0)
+    if not ratios:
+        return None
+    n = len(ratios)
+    median = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
+    lo, hi = median_interval_ranks(n)
+    return PairedRatio(pairs=n, median=round(median, 4), low=round(ratios[lo], 4), high=round(ratios[hi], 4))

@@ -1,0 +1,103 @@
+"""Paired timing and the load monitor: the pure logic (order, intervals, load figures, acceptance)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from forge.core.acceptance import beats_eager, timed_while_busy
+from forge.core.verdict import Contention, Verdict
+from forge.verifier.load_monitor import BUSY_OTHER_CORES, CpuSample, LoadMonitor, combined, judged
+from forge.verifier.pairing import baseline_first, median_interval_ranks, paired_ratio
+
+
+def test_pairs_alternate_abba():
+    assert [baseline_first(i) for i in range(8)] == [True, False, False, True, True, False, False, True]
+
+
+@pytest.mark.parametrize(("n", "ranks"), [(5, (0, 4)), (6, (0, 5)), (10, (1, 8)), (30, (9, 20)), (60, (21, 38))])
+def test_median_interval_ranks_match_the_binomial_table(n, ranks):
+    assert median_interval_ranks(n) == ranks
+
+
+def test_interval_covers_the_true_ratio_about_95_percent_of_the_time():
+    rng = random.Random(7)
+    covered = 0
+    for _ in range(400):
+        eager = [rng.lognormvariate(0, 0.3) * 2.0 for _ in range(30)]
+        cand = [rng.lognormvariate(0, 0.3) for _ in range(30)]
+        r = paired_ratio([int(e * 1e6) for e in eager], [int(c * 1e6) for c in cand])
+        assert r is not None and r.low <= r.median <= r.high
+        covered += r.low <= 2.0 <= r.high
+    assert 0.90 <= covered / 400 <= 0.995
+
+
+def test_load_landing_on_single_calls_moves_the_paired_median_little():
+    # The candidate is 2x faster; bursts make a third of the calls of either side 5x slower.
+    rng = random.Random(3)
+    eager, cand = [], []
+    for _ in range(40):
+        eager.append(int(2e6 * (5 if rng.random() < 0.33 else 1)))
+        cand.append(int(1e6 * (5 if rng.random() < 0.33 else 1)))
+    r = paired_ratio(eager, cand)
+    assert r is not None and r.low > 1.0 and 1.5 <= r.median <= 2.5
+
+
+def _sample(wall, busy, ours, steal=0.0, total=None, running=1):
+    return CpuSample(wall, busy, steal, total if total is not None else 2 * wall, ours, running)
+
+
+def test_other_processes_load_is_busy_time_that_is_not_forges():
+    monitor = LoadMonitor([], cores=2)
+    quiet = monitor.between(_sample(0, 0, 0), _sample(1.0, 1.0, 0.98))
+    assert quiet is not None and not quiet.busy and quiet.other_cores == 0.0  # 2 ticks: below the floor
+    busy = monitor.between(_sample(0, 0, 0), _sample(1.0, 1.9, 1.0))
+    assert busy is not None and busy.busy and busy.other_cores == pytest.approx(0.9)
+    assert "0.90 of 2 cores" in busy.detail
+    stolen = monitor.between(_sample(0, 0, 0, 0.0, 0.0), _sample(2.0, 1.0, 1.0, 0.4, 4.0))
+    assert stolen is not None and stolen.busy and stolen.steal == pytest.approx(0.1)
+    assert monitor.between(None, _sample(1, 1, 1)) is None  # no /proc: nothing claimed
+
+
+def test_monitor_reads_this_machine():
+    monitor = LoadMonitor([], cores=2)
+    a = monitor.sample()
+    if a is None:
+        pytest.skip("no /proc on this system")
+    assert a.total_s > 0 and a.ours_s >= 0 and a.running >= 1
+
+
+def test_the_busiest_batch_speaks_for_the_measurement():
+    spans = [judged(Contention(cores=2, other_cores=0.0, retried=1)), judged(Contention(cores=2, other_cores=0.7))]
+    c = combined(spans)
+    assert c is not None and c.busy and c.other_cores == 0.7 and c.retried == 1
+    assert combined([]) is None
+    assert not judged(Contention(cores=2, other_cores=BUSY_OTHER_CORES / 2)).busy
+
+
+def _paired_verdict(low: float, median: float, high: float, busy: bool = False, enforced: bool = True) -> Verdict:
+    def stats(q1: float, med: float, q3: float) -> dict:
+        return {"median_ms": med, "iqr_ms": q3 - q1, "q1_ms": q1, "q3_ms": q3}
+
+    contention = {"cores": 2, "other_cores": 0.9 if busy else 0.0, "busy": busy, "enforced": enforced,
+                  "detail": "other processes used 0.90 of 2 cores"}  # fmt: skip
+    return Verdict.from_json({
+        "status": "passed",
+        "timing_stats": {
+            "candidate": stats(0.9, 1.0, 1.1),
+            "eager": stats(1.8, 2.0, 2.2),
+            "paired_eager": {"pairs": 30, "median": median, "low": low, "high": high},
+            "contention": contention,
+        },
+    })
+
+
+def test_acceptance_reads_the_paired_interval_and_the_load():
+    ok, why = beats_eager(_paired_verdict(1.8, 2.0, 2.2))
+    assert ok and "95% CI 1.80-2.20x over 30 pairs" in why
+    ok, why = beats_eager(_paired_verdict(0.95, 2.0, 2.2))  # quartiles apart, pairs not convinced
+    assert not ok and "reaches 1.0x" in why
+    ok, why = beats_eager(_paired_verdict(1.8, 2.0, 2.2, busy=True))
+    assert not ok and "machine was busy" in why and timed_while_busy(_paired_verdict(1, 2, 3, busy=True))
+    assert beats_eager(_paired_verdict(1.8, 2.0, 2.2, busy=True, enforced=False))[0]  # load check off
