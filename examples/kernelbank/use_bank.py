@@ -2,6 +2,9 @@
 
 forge verify rmsnorm_op.py rmsnorm_kernel.py --save --bank kernels.db
 python use_bank.py kernels.db
+
+Either form of kernel works: rmsnorm_kernel.py subclasses the user's RMSNorm, rmsnorm_kernelbench.py
+is KernelBench's standalone ``ModelNew(nn.Module)``; kernelize runs either on the model's own layers.
 """
 
 import sys

@@ -63,6 +63,7 @@ def _shown(k: harness.KernelDetail, with_source: bool) -> dict[str, Any]:
         "configs": [{"bucket": c.bucket, "config": c.config, "timing_ms": c.timing_ms} for c in k.configs],
         "target_class": k.target_class,
         "binds to instances": _binds(k.evidence),
+        "timing regimes": next((c.detail for c in k.evidence.checks if c.name == "regimes"), "cold only (older forge)"),
         "reason_checks": [{"name": c.name, "passed": c.passed} for c in k.evidence.checks],
     }
     if with_source:

@@ -113,13 +113,15 @@ def optimize_command(
 
 def _summary(run: harness.RunResult) -> None:
     table = Table(show_header=True, header_style="bold")
-    for col in ("op", "kernel", "backend", "x eager", "x compile", "attempts", "session"):
+    for col in ("op", "kernel", "backend", "x eager", "x compile", "judged", "other regime", "attempts", "session"):
         table.add_column(col, no_wrap=True)
     for r in run.results:
         kernel = f"[green]{r.kernel_id}[/]" if r.accepted else "[red]none[/]"
+        other = next(((name, f) for name, f in r.regimes.items() if name != r.regime), None)
+        shown = f"{other[0]} {fmt_times(other[1]['eager'])} / {fmt_times(other[1]['compile'])}" if other else "—"
         table.add_row(
             r.problem, kernel, r.backend or "—", fmt_times(r.speedup_vs_eager), fmt_times(r.speedup_vs_compile),
-            str(r.attempts), str(r.session_id),
+            r.regime or "—", shown, str(r.attempts), str(r.session_id),
         )  # fmt: skip
     out.print(table)
     for r in run.results:

@@ -31,18 +31,20 @@ def render_verdict(v: Verdict) -> None:
     if v.reason:
         out.print(f"[red]reason:[/] {v.reason}", soft_wrap=True)
     t = v.timings_ms
+    judged = f" ({v.timing_stats.regime})" if v.timing_stats.regime is not None else ""
     if t.candidate is not None:
         out.print(
-            f"timings (median): candidate {fmt_ms(t.candidate)}, eager {fmt_ms(t.eager)}, "
-            f"torch.compile {fmt_ms(t.compile)}  |  speedup vs eager {fmt_times(v.speedup_vs_eager)}, "
+            f"timings (cold medians): candidate {fmt_ms(t.candidate)}, eager {fmt_ms(t.eager)}, "
+            f"torch.compile {fmt_ms(t.compile)}  |  speedup{judged} vs eager {fmt_times(v.speedup_vs_eager)}, "
             f"vs compile {fmt_times(v.speedup_vs_compile)}"
             + ("" if v.timing_meaningful else "  (not meaningful: Triton interpreter)")
         )
-        paired = v.timing_stats.paired_eager
+        paired = v.timing_stats.headline_pairs()[0]
         if paired is not None and v.timing_meaningful:
+            regime = v.timing_stats.regime or "cold"
             out.print(
-                f"per pair of adjacent calls: {paired.median:.2f}x eager, 95% CI {paired.low:.2f}-{paired.high:.2f}x "
-                f"over {paired.pairs} pairs (the speedup forge reports and accepts on)"
+                f"per pair of adjacent calls, {regime}: {paired.median:.2f}x eager, 95% CI {paired.low:.2f}-"
+                f"{paired.high:.2f}x over {paired.pairs} pairs (the speedup forge reports and accepts on)"
             )
     for w in v.warnings:
         out.print(f"[yellow]warning:[/] {w}", soft_wrap=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from forge.core.statuses import TimingRegime
 from forge.core.verdict import Verdict
 
 
@@ -17,9 +18,10 @@ def beats_eager(verdict: Verdict) -> tuple[bool, str]:
     machine that was not busy:
 
     * the 95% confidence interval of the per-pair ratio (eager call / adjacent candidate call)
-      lies above 1, and
-    * the candidate's upper timing quartile lies below eager's lower quartile (the rule forge
-      used before pairing; kept because it is stricter whenever the pairs are few), and
+      lies above 1 in the regime the verdict is judged in (warm when the op's data fits in the
+      cache, cold otherwise: ``TimingSides.regime``), and
+    * judged cold, the candidate's upper timing quartile lies below eager's lower quartile (the
+      rule forge used before pairing; kept because it is stricter whenever the pairs are few), and
     * the OS did not report other processes loading the cores while the calls were timed.
 
     Verdicts stored before pairing or quartiles were recorded fall back to what they have
@@ -34,11 +36,15 @@ def beats_eager(verdict: Verdict) -> tuple[bool, str]:
         return False, "no timings"
     if timed_while_busy(verdict) and stats.contention is not None:
         return False, f"the machine was busy while it was timed ({stats.contention.detail})"
-    paired = stats.paired_eager
+    paired = stats.headline_pairs()[0]
     speedup = paired.median if paired is not None else (eager.median_ms / cand.median_ms if cand.median_ms else 0.0)
-    interval = f" (95% CI {paired.low:.2f}-{paired.high:.2f}x over {paired.pairs} pairs)" if paired else ""
+    regime = f", {stats.regime}" if stats.regime is not None else ""
+    interval = f" (95% CI {paired.low:.2f}-{paired.high:.2f}x over {paired.pairs} pairs{regime})" if paired else ""
     if paired is not None and paired.low <= 1.0:
         return False, f"{speedup:.2f}x eager{interval}: the interval reaches 1.0x, within the noise"
+    if stats.regime is TimingRegime.WARM and paired is not None:
+        # The quartiles describe the cold calls: another regime than the one judged.
+        return True, f"{speedup:.2f}x faster than eager{interval}, beyond the measured noise"
     if cand.upper_ms < eager.lower_ms:
         return True, f"{speedup:.2f}x faster than eager{interval}, beyond the measured noise"
     return False, f"{speedup:.2f}x eager{interval} is within the measured noise (quartiles overlap) or slower"

@@ -102,3 +102,10 @@ class BindMode(TextEnum):
     DIRECT = "direct"  # its forward runs on the instance itself
     VIEW = "view"  # its forward runs on a view: the instance's state plus the kernel's own constants
     NONE = "none"  # it cannot: bank.load still uses it, kernelize does not
+
+
+class TimingRegime(TextEnum):
+    """How the timed calls found the caches (forge.verifier.paired_timing)."""
+
+    COLD = "cold"  # the last-level cache flushed before each call, inputs never used before
+    WARM = "warm"  # back-to-back calls on inputs just written (as a model's activations are)

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from forge.core.statuses import BindMode, VerdictStatus
+from forge.core.statuses import BindMode, TimingRegime, VerdictStatus
 
 _LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
 
@@ -138,9 +138,23 @@ class TimingSides(BaseModel):
     compile: TimingStats | None = None
     candidate_launch: TimingStats | None = None
     eager_launch: TimingStats | None = None
-    paired_eager: PairedRatio | None = None  # eager / candidate, per adjacent pair
-    paired_compile: PairedRatio | None = None  # torch.compile / candidate, per adjacent pair
+    paired_eager: PairedRatio | None = None  # eager / candidate, per adjacent pair (cold)
+    paired_compile: PairedRatio | None = None  # torch.compile / candidate, per adjacent pair (cold)
+    warm_paired_eager: PairedRatio | None = None  # the same, calls back to back on inputs just written
+    warm_paired_compile: PairedRatio | None = None
     contention: Contention | None = None
+    # The regime the headline speedups come from: warm when one call's inputs and outputs fit in
+    # half the last-level cache (a model's activations of that size are still there when the op
+    # runs), cold otherwise. None in verdicts from before forge timed both.
+    regime: TimingRegime | None = None
+    working_set_bytes: int | None = None  # one call's inputs and outputs
+    cache_bytes: int | None = None  # the last-level cache (CPU L3, GPU L2)
+
+    def headline_pairs(self) -> tuple[PairedRatio | None, PairedRatio | None]:
+        """(vs eager, vs torch.compile) in the regime the verdict is judged in."""
+        if self.regime is TimingRegime.WARM and self.warm_paired_eager is not None:
+            return self.warm_paired_eager, self.warm_paired_compile
+        return self.paired_eager, self.paired_compile
 
     @model_serializer(mode="wrap")
     def _present_only(self, handler: Any) -> dict[str, Any]:

@@ -69,6 +69,10 @@ class SessionResult:
     backend: str | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    # The regime the speedups above were judged in, and the accepted kernel's figures in each
+    # regime ({"cold": {"eager": x, "compile": y}, "warm": {...}}).
+    regime: str | None = None
+    regimes: dict[str, dict[str, float | None]] = field(default_factory=dict)
     attempts: int = 0
     reason: str | None = None
     tokens: int = 0
@@ -79,9 +83,23 @@ class SessionResult:
         """The op's entry in ``forge optimize --json``."""
         keys = ("problem", "accepted", "kernel_id", "backend", "speedup_vs_eager", "speedup_vs_compile")
         out = {k: getattr(self, k) for k in keys}
+        out.update(regime=self.regime, regimes=self.regimes)
         out.update(attempts=self.attempts, session_id=self.session_id, status=str(self.status))
         out["reason"] = None if self.accepted else self.reason
         return out
+
+
+def regime_figures(v: Verdict) -> tuple[str | None, dict[str, dict[str, float | None]]]:
+    """The verdict's judged regime, and its speedups in each regime that was timed."""
+    ts = v.timing_stats
+    figures: dict[str, dict[str, float | None]] = {}
+    for name, eager, compiled in (
+        ("cold", ts.paired_eager, ts.paired_compile),
+        ("warm", ts.warm_paired_eager, ts.warm_paired_compile),
+    ):
+        if eager is not None:
+            figures[name] = {"eager": eager.median, "compile": compiled.median if compiled is not None else None}
+    return (str(ts.regime) if ts.regime is not None else None), figures
 
 
 @dataclass
@@ -241,6 +259,7 @@ class Session:
         v = chosen.verdict
         result.accepted, result.kernel_id, result.backend = True, kid, v.backend
         result.speedup_vs_eager, result.speedup_vs_compile = v.speedup_vs_eager, v.speedup_vs_compile
+        result.regime, result.regimes = regime_figures(v)
         self.io.events(
             ev.KernelAccepted, kernel_id=kid, attempt_id=chosen.attempt_id,
             speedup_vs_eager=v.speedup_vs_eager, speedup_vs_compile=v.speedup_vs_compile,

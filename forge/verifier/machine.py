@@ -90,6 +90,15 @@ def cache_sizes() -> dict[str, int]:
     return sizes
 
 
+def last_level_cache_bytes(device: str) -> int | None:
+    """The GPU's L2 on CUDA, else the CPU's largest cache (None when unknown)."""
+    if device == "cuda":
+        import torch
+
+        return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0)) or None
+    return max(cache_sizes().values(), default=None)
+
+
 def cpu_flush_bytes() -> int:
     """Enough bytes to evict the last-level cache: twice its size, within [16 MiB, 256 MiB]."""
     llc = max(cache_sizes().values(), default=32 * 1024 * 1024)

@@ -5,6 +5,13 @@ workers prepare (warm-up, heap room, collector paused), then the parent asks for
 a time, alternating which side goes first (``pairing.baseline_first``), so every candidate call has
 an adjacent eager call. Only one side runs at a time: the workers never compete with each other.
 
+Each batch is timed in two regimes. Cold: the last-level cache flushed before each call, each call
+on its own inputs, never used before (an op whose data comes from DRAM). Warm: no flush, every call
+on the same buffers, its inputs' values written into them just before the call (an op whose input
+was just produced by the layer before it and is still in cache). A kernel can beat eager cold and
+lose to torch.compile warm; which regime a verdict is judged in depends on whether the op's data
+fits in the cache (``record_regimes``).
+
 Around each batch the parent reads the machine's load (``LoadMonitor``). A batch timed while other
 processes used the cores is timed again, on the same inputs, once the load has gone (at most
 ``_RETRIES`` times in a verification, waiting up to ``_QUIET_WAIT_S`` each); a batch still busy
@@ -18,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forge.core.errors import ProblemError
+from forge.core.statuses import TimingRegime
 from forge.core.verdict import Contention
 from forge.verifier.load_monitor import LoadMonitor, combined
 from forge.verifier.pairing import baseline_first
@@ -49,14 +57,30 @@ class BatchTimes:
 
 
 @dataclass
-class PairedTimes:
-    """Every kept batch, concatenated, and the machine's load over them."""
+class SideTimes:
+    """The baselines' calls of every kept batch of one regime, concatenated."""
 
     eager: list[int] = field(default_factory=list)
     compiled: list[int] = field(default_factory=list)
     eager_launch: list[int] = field(default_factory=list)
+
+    def add(self, batch: BatchTimes) -> None:
+        self.eager += batch.eager
+        self.compiled += batch.compiled
+        self.eager_launch += batch.eager_launch
+
+
+@dataclass
+class PairedTimes:
+    """Both regimes' baselines, and the machine's load over every kept batch."""
+
+    cold: SideTimes = field(default_factory=SideTimes)
+    warm: SideTimes = field(default_factory=SideTimes)
     compile_error: str | None = None
     contention: Contention | None = None
+
+
+TakeBatch = Callable[[dict[str, Any], BatchTimes, TimingRegime], None]
 
 
 class PairedTimer:
@@ -81,9 +105,8 @@ class PairedTimer:
         self.monitor = LoadMonitor([ref.proc.pid, cand.proc.pid], cores)
         self.retries_left = _RETRIES if load_check else 0
 
-    def run(
-        self, timing: dict[str, Any], progress: ProgressNote, take: Callable[[dict[str, Any], BatchTimes], None]
-    ) -> PairedTimes:
+    def run(self, timing: dict[str, Any], progress: ProgressNote, take: TakeBatch) -> PairedTimes:
+        """Every batch, timed cold and then warm; ``take`` gets each kept batch for its checks."""
         batches = max(1, int(timing.get("batches", 1)))
         out = PairedTimes()
         spans: list[Contention] = []
@@ -91,28 +114,33 @@ class PairedTimer:
             if index:
                 timing = {**timing, **self._draw(index)}
             where = f" (batch {index + 1}/{batches})" if batches > 1 else ""
-            retried = 0
-            while True:
-                progress(f"timing: {len(timing['sets'])} pairs of calls, eager and candidate{where}")
-                batch, load = self._batch(timing, first=index == 0 and retried == 0, retried=retried)
-                if load is None or not load.busy or self.retries_left == 0:
-                    break
-                self.retries_left -= 1
-                retried += 1
-                progress(f"timing: the machine was busy ({load.detail}); waiting for it to quieten{where}")
-                self.monitor.wait_for_quiet(_QUIET_WAIT_S)
-                timing = {**timing, **self._draw(index)}  # the same inputs again, fresh buffers
-            if load is not None:
-                spans.append(load.model_copy(update={"enforced": self.load_check}))
-            take(timing, batch)
-            out.eager += batch.eager
-            out.compiled += batch.compiled
-            out.eager_launch += batch.eager_launch
-            out.compile_error = batch.compile_error or out.compile_error
+            for regime in (TimingRegime.COLD, TimingRegime.WARM):
+                batch, load = self._measured(timing, index, regime, where, progress)
+                if load is not None:
+                    spans.append(load)
+                take(timing, batch, regime)
+                (out.cold if regime is TimingRegime.COLD else out.warm).add(batch)
+                out.compile_error = batch.compile_error or out.compile_error
         out.contention = combined(spans)
         if out.contention is not None:
             out.contention = out.contention.model_copy(update={"enforced": self.load_check})
         return out
+
+    def _measured(
+        self, timing: dict[str, Any], index: int, regime: TimingRegime, where: str, progress: ProgressNote
+    ) -> tuple[BatchTimes, Contention | None]:
+        """One batch in one regime, timed again (same inputs) while the machine is busy and retries last."""
+        retried = 0
+        while True:
+            progress(f"timing: {len(timing['sets'])} pairs of calls, eager and candidate, {regime}{where}")
+            first = index == 0 and retried == 0 and regime is TimingRegime.COLD
+            batch, load = self._batch(timing, first, retried, regime)
+            if load is None or not load.busy or self.retries_left == 0:
+                return batch, load
+            self.retries_left -= 1
+            retried += 1
+            progress(f"timing: the machine was busy ({load.detail}); waiting for it to quieten{where}")
+            self.monitor.wait_for_quiet(_QUIET_WAIT_S)
 
     def _draw(self, index: int) -> dict[str, Any]:
         self.ref.send({"op": "timing_batch", "index": index})
@@ -123,13 +151,19 @@ class PairedTimer:
             )
         return reply
 
-    def _batch(self, timing: dict[str, Any], first: bool, retried: int) -> tuple[BatchTimes, Contention | None]:
+    def _batch(
+        self, timing: dict[str, Any], first: bool, retried: int, regime: TimingRegime
+    ) -> tuple[BatchTimes, Contention | None]:
         """One batch, and the machine's load over its timed calls (warm-up and torch.compile's
         compilation, which runs in helper processes, excluded)."""
         sets = timing["sets"]
-        self.ref.send({"op": "baselines_begin", "compile": self.compile_baseline})
-        warm = timing["warmup"] if first else None
-        self.cand.send({"op": "time_begin", "model": timing["model"], "sets": sets, "warmup": warm})
+        warm = regime is TimingRegime.WARM
+        self.ref.send({"op": "baselines_begin", "compile": self.compile_baseline, "warm": warm})
+        warmup = timing["warmup"] if first else None
+        # Warm calls reuse the batch the candidate already holds (its values are written into the
+        # warm buffers call by call): no second transfer of the inputs.
+        sent = None if warm else sets
+        self.cand.send({"op": "time_begin", "model": timing["model"], "sets": sent, "warmup": warmup, "warm": warm})
         self._expect_ref("baselines_ready")
         self._expect_cand("time_ready")
         batch = BatchTimes()

@@ -64,6 +64,7 @@ class ReferenceSide:
         self.single_output = True
         self.eager_calls: TimedCalls = TimedCalls(lambda _inputs: None, flush, clocks)
         self.compiled_calls: TimedCalls | None = None
+        self.warm_buffers: list[torch.Tensor] | None = None
 
     # -- helpers -----------------------------------------------------------------------------
     def _build(self, problem: Problem, seed: int, perturbed: bool) -> tuple[list[Any], torch.nn.Module]:
@@ -254,7 +255,11 @@ class ReferenceSide:
         warmup = [self._draw(base, seed + i) for i in range(2)]
         first = self.timing_batch({"index": 0})
         self.timing["warmup"] = warmup
-        return {"model": "base/0", "warmup": warmup, "batches": batches, **first}
+        cache = machine.last_level_cache_bytes(self.device)
+        return {
+            "model": "base/0", "warmup": warmup, "batches": batches, "working_set_bytes": per_set,
+            "cache_bytes": cache, **first,
+        }  # fmt: skip
 
     def timing_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
         """The next batch of fresh timing inputs and their expected outputs (the previous batch is dropped)."""
@@ -281,7 +286,9 @@ class ReferenceSide:
 
     def baselines_begin(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Prepare to time eager (and torch.compile, compiled once per run) on the current batch,
-        one call at a time (``baseline_call``), paired by the parent with the candidate's calls."""
+        one call at a time (``baseline_call``), paired by the parent with the candidate's calls.
+        ``warm``: no cache flush, and every call on the same buffers, its set's values written
+        into them just before (as a model's activations are)."""
         model = self.models["base/0"]
 
         def call_with(m: Any) -> Any:
@@ -292,7 +299,11 @@ class ReferenceSide:
             return call
 
         sets, warm = self.timing["sets"], self.timing["warmup"]
-        self.eager_calls = TimedCalls(call_with(model), self.flush, self.clocks)
+        self.warm_buffers = [x.clone() for x in sets[0]] if msg.get("warm") else None
+        flush = self.flush if self.warm_buffers is None else (lambda: None)
+        if self.warm_buffers is not None:
+            warm = [self.warm_buffers, self.warm_buffers]
+        self.eager_calls = TimedCalls(call_with(model), flush, self.clocks)
         self.eager_calls.begin(sets, warm)
         self.compiled_calls = None
         if msg.get("compile") and self.compile_error is None:
@@ -300,20 +311,29 @@ class ReferenceSide:
                 if self.compiled is None:
                     self.compiled = torch.compile(model)
                     warm = warm + warm  # the first calls compile
-                compiled = TimedCalls(call_with(self.compiled), self.flush, self.clocks)
+                compiled = TimedCalls(call_with(self.compiled), flush, self.clocks)
                 compiled.begin([], warm)
                 self.compiled_calls = compiled
             except Exception as exc:  # the baseline is informative; its failure is not the candidate's
                 self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
         return {"type": "baselines_ready"}
 
+    def _inputs(self, index: int) -> list[torch.Tensor]:
+        """The call's inputs: its own set (cold), or the warm buffers holding its set's values."""
+        inputs = self.timing["sets"][index]
+        if self.warm_buffers is None:
+            return list(inputs)
+        for buf, x in zip(self.warm_buffers, inputs, strict=True):
+            buf.copy_(x)
+        return self.warm_buffers
+
     def baseline_call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        inputs = self.timing["sets"][int(msg["index"])]
-        reply: dict[str, Any] = {"type": "baseline_call", "eager_ns": self.eager_calls.one(inputs)}
+        index = int(msg["index"])
+        reply: dict[str, Any] = {"type": "baseline_call", "eager_ns": self.eager_calls.one(self._inputs(index))}
         reply["eager_launch_ns"] = self.eager_calls.run.launch[-1]
         if self.compiled_calls is not None:
             try:
-                reply["compile_ns"] = self.compiled_calls.one(inputs)
+                reply["compile_ns"] = self.compiled_calls.one(self._inputs(index))
             except Exception as exc:
                 self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
                 self.compiled_calls = None

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from forge.core.verdict import Contention, Roofline, TimingStats, Verdict
+from forge.core.statuses import TimingRegime
+from forge.core.verdict import Contention, PairedRatio, Roofline, TimingStats, Verdict
 from forge.verifier.pairing import paired_ratio
 
 _ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
@@ -265,6 +266,50 @@ def record_pairs(
         v.timing_stats.paired_compile = paired_ratio(compile_ns, cand_ns)
         if v.timing_stats.paired_compile is not None:
             v.speedup_vs_compile = v.timing_stats.paired_compile.median
+
+
+def record_regimes(
+    v: Verdict,
+    cand_ns: list[int],
+    eager_ns: list[int],
+    compile_ns: list[int],
+    working_set: int | None,
+    cache: int | None,
+) -> None:
+    """The warm regime's per-pair ratios, and which regime the verdict is judged in: warm when one
+    call's inputs and outputs fit in half the last-level cache (a model's activations that small
+    are still cached when the op runs: the layer before just wrote them), cold otherwise. The
+    headline speedups become that regime's."""
+    ts = v.timing_stats
+    ts.working_set_bytes, ts.cache_bytes = working_set, cache
+    if not v.timing_meaningful or not cand_ns or len(eager_ns) != len(cand_ns):
+        return
+    ts.warm_paired_eager = paired_ratio(eager_ns, cand_ns)
+    if compile_ns and len(compile_ns) == len(cand_ns):
+        ts.warm_paired_compile = paired_ratio(compile_ns, cand_ns)
+    fits = working_set is not None and cache is not None and working_set <= cache // 2
+    ts.regime = TimingRegime.WARM if fits and ts.warm_paired_eager is not None else TimingRegime.COLD
+    eager, compiled = ts.headline_pairs()
+    if eager is not None:
+        v.speedup_vs_eager = eager.median
+    if ts.regime is TimingRegime.WARM:
+        v.speedup_vs_compile = compiled.median if compiled is not None else None
+    where = (
+        f"one call's data ({(working_set or 0) / 1e6:.2f} MB) {'fits in' if fits else 'exceeds'} half the "
+        f"last-level cache ({(cache or 0) / 1e6:.1f} MB)"
+        if cache
+        else "the cache size is unknown"
+    )
+    v.add("regimes", True, f"{_regime_line('cold', ts.paired_eager, ts.paired_compile)}; "
+          f"{_regime_line('warm', ts.warm_paired_eager, ts.warm_paired_compile)}; judged {ts.regime}: {where}",
+          fatal=False)  # fmt: skip
+
+
+def _regime_line(name: str, eager: PairedRatio | None, compiled: PairedRatio | None) -> str:
+    if eager is None:
+        return f"{name}: not timed"
+    line = f"{name} {eager.median:.2f}x eager ({eager.low:.2f}-{eager.high:.2f})"
+    return line + (f", {compiled.median:.2f}x torch.compile" if compiled is not None else "")
 
 
 def record_launch_cost(v: Verdict, cand_launch_ns: list[int], eager_launch_ns: list[int]) -> None:

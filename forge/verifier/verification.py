@@ -13,14 +13,14 @@ from typing import Any
 from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import BindMode, VerdictStatus
+from forge.core.statuses import BindMode, TimingRegime, VerdictStatus
 from forge.core.verdict import Binding, FailingCase, InputVariant, TensorSpec, Verdict, Versions
 from forge.verifier import checks
 from forge.verifier.bound_check import check_binding
 from forge.verifier.machine import available_cores
 from forge.verifier.paired_timing import BatchTimes, CandidateFailed, PairedTimer
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess
-from forge.verifier.timing import record_launch_cost, record_pairs, record_speedups
+from forge.verifier.timing import record_launch_cost, record_pairs, record_regimes, record_speedups
 
 # Told what the verification is doing now ("timing: 8 pairs of calls, eager and candidate (batch 1/3)"), for a
 # front end to show.
@@ -256,20 +256,22 @@ class _Run:
             return
         self.ref.close()
         self._timing_checks(kept)
-        record_speedups(self.v, self.info.get("roofline"), kept.times, paired.eager, paired.compiled,
-                        paired.compile_error)  # fmt: skip
-        record_pairs(self.v, kept.times, paired.eager, paired.compiled, paired.contention)
+        cold, warm = paired.cold, paired.warm
+        record_speedups(self.v, self.info.get("roofline"), kept.times, cold.eager, cold.compiled, paired.compile_error)
+        record_pairs(self.v, kept.times, cold.eager, cold.compiled, paired.contention)
+        timing = self.info["timing"]
+        record_regimes(self.v, kept.warm, warm.eager, warm.compiled, timing.get("working_set_bytes"),
+                       timing.get("cache_bytes"))  # fmt: skip
         if self.device == "cuda":
-            record_launch_cost(self.v, kept.launch, paired.eager_launch)
+            record_launch_cost(self.v, kept.launch, cold.eager_launch + warm.eager_launch)
 
     def _timing_checks(self, kept: _CandidateTimes) -> None:
-        times = kept.times
         self.v.add(
             "timed_outputs",
             kept.bad_outputs is None,
-            kept.bad_outputs or f"all {len(times)} timed calls (fresh inputs) correct",
+            kept.bad_outputs or f"all {len(kept.called)} timed calls (fresh inputs, cold and warm) correct",
         )
-        clock = checks.wall_clock_discrepancy(kept.ticks, times)
+        clock = checks.wall_clock_discrepancy(kept.ticks, kept.called)
         if clock is None and self.device == "cuda":
             clock = checks.escaped_events(kept.window, kept.host)
         if kept.tampered:
@@ -330,7 +332,9 @@ class _CandidateTimes:
 
     def __init__(self, tol: dict[str, float] | None) -> None:
         self.tol = tol
-        self.times: list[int] = []
+        self.times: list[int] = []  # cold calls
+        self.warm: list[int] = []  # warm calls
+        self.called: list[int] = []  # every call, in the order the ticks came
         self.host: list[int] = []
         self.window: list[int] = []
         self.launch: list[int] = []
@@ -340,12 +344,17 @@ class _CandidateTimes:
         self.bad_outputs: str | None = None
         self.batches = 0
 
-    def take(self, timing: dict[str, Any], batch: BatchTimes) -> None:
+    def take(self, timing: dict[str, Any], batch: BatchTimes, regime: TimingRegime) -> None:
         msg = batch.cand
         self.batches += 1
         try:
             k = len(timing["sets"])
-            self.times += _ns_list(msg.get("times_ns"), k)
+            times = _ns_list(msg.get("times_ns"), k)
+            self.called += times
+            if regime is TimingRegime.WARM:
+                self.warm += times
+            else:
+                self.times += times
             self.host += _ns_list(msg.get("host_ns"), k)
             self.window += _ns_list(msg.get("window_ns"), k)
             self.launch += _ns_list(msg.get("launch_ns"), k)

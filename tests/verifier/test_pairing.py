@@ -101,3 +101,35 @@ def test_acceptance_reads_the_paired_interval_and_the_load():
     ok, why = beats_eager(_paired_verdict(1.8, 2.0, 2.2, busy=True))
     assert not ok and "machine was busy" in why and timed_while_busy(_paired_verdict(1, 2, 3, busy=True))
     assert beats_eager(_paired_verdict(1.8, 2.0, 2.2, busy=True, enforced=False))[0]  # load check off
+
+
+def _timed_verdict() -> Verdict:
+    stats = {"median_ms": 1.0, "iqr_ms": 0.1, "q1_ms": 0.95, "q3_ms": 1.05}
+    return Verdict.from_json({"status": "passed", "timing_stats": {"candidate": stats, "eager": stats}})
+
+
+def test_the_regime_judged_is_warm_when_one_calls_data_fits_in_half_the_cache():
+    from forge.verifier.timing import record_regimes
+
+    cand = [1_000_000] * 10
+    eager = [2_000_000] * 10  # warm: 2x eager
+    compiled = [800_000] * 10  # warm: torch.compile beats the kernel
+    small = _timed_verdict()
+    record_regimes(small, cand, eager, compiled, working_set=1 << 20, cache=32 << 20)
+    ts = small.timing_stats
+    assert ts.regime == "warm" and small.speedup_vs_eager == 2.0 and small.speedup_vs_compile == 0.8
+    assert "judged warm" in next(c.detail for c in small.checks if c.name == "regimes")
+    big = _timed_verdict()
+    big.speedup_vs_eager = 1.5  # the cold figure recorded before
+    record_regimes(big, cand, eager, compiled, working_set=64 << 20, cache=32 << 20)
+    assert big.timing_stats.regime == "cold" and big.speedup_vs_eager == 1.5
+    assert big.timing_stats.warm_paired_eager is not None  # both regimes are carried
+
+
+def test_a_warm_verdict_is_accepted_on_its_warm_pairs_alone():
+    data = _paired_verdict(0.9, 1.05, 1.2).to_json()  # cold: within the noise
+    data["timing_stats"].update(regime="warm", warm_paired_eager={"pairs": 30, "median": 1.6, "low": 1.4, "high": 1.8})
+    ok, why = beats_eager(Verdict.from_json(data))
+    assert ok and "1.60x" in why and "warm" in why
+    data["timing_stats"]["regime"] = "cold"
+    assert not beats_eager(Verdict.from_json(data))[0]
