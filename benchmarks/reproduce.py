@@ -11,8 +11,9 @@ comes and goes lands on all three), in two regimes:
   inputs drawn for that call, as forge's verifier times.
 
 It prints forge's claim (the banked speedups vs eager and vs torch.compile, with the interval the
-verifier measured) beside the median of the per-round ratios in each regime and their 95%
-interval, and says whether the claim falls within that interval widened by this machine's noise.
+verifier measured, and the regime it was judged in) beside the median of the per-round ratios in
+each regime and their 95% interval, and says whether the claim falls within that interval widened
+by this machine's noise (10%, "How much is noise" in the README); the judged regime is bracketed.
 
 Usage: python benchmarks/reproduce.py BANK [--rounds N] [--kernel ID ...] [--no-compile]
 Run it from the directory the ops were verified in when their Model comes from user code.
@@ -119,7 +120,7 @@ def main() -> None:
           "fresh inputs; ratios are eager (or torch.compile) time over the kernel's, per round")  # fmt: skip
     print(f"{'kernel':>6s} {'op':18s} {'claimed x eager (CI)':>22s} {'x compile':>9s} | "
           f"{'warm x eager (CI)':>20s} {'x compile':>9s} | {'cold x eager (CI)':>20s} {'x compile':>9s} | "
-          "claim within: warm cold")  # fmt: skip
+          "judged | claim within: warm cold")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for summary in list_kernels(engine):
             if (a.kernel and summary.id not in a.kernel) or str(summary.status) != "active":
@@ -138,9 +139,12 @@ def main() -> None:
                 comp = f"{r.compiled:.2f}x" if r.compiled else "-"
                 cells.append(f"{f'{r.eager:.2f}x ({r.eager_low:.2f}-{r.eager_high:.2f})':>20s} {comp:>9s}")
             claimed_compile = f"{v.speedup_vs_compile:.2f}x" if v.speedup_vs_compile else "-"
+            judged = str(v.timing_stats.regime or "cold")  # verdicts from before the regimes were timed cold
+            marks = {name: within(v.speedup_vs_eager, regimes[name]) for name in ("warm", "cold")}
+            marks[judged] = f"[{marks[judged]}]"  # the regime the claim was judged in
             print(
                 f"{k.summary.id:>6d} {k.op_name:18s} {claim:>22s} {claimed_compile:>9s} | {cells[0]} | {cells[1]} | "
-                f"{within(v.speedup_vs_eager, regimes['warm']):>5s} {within(v.speedup_vs_eager, regimes['cold']):>4s}",
+                f"{judged:>6s} | {marks['warm']:>5s} {marks['cold']:>5s}",
                 flush=True,
             )
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from forge import harness
@@ -113,17 +114,18 @@ def optimize_command(
 
 def _summary(run: harness.RunResult) -> None:
     table = Table(show_header=True, header_style="bold")
-    for col in ("op", "kernel", "backend", "x eager", "x compile", "judged", "other regime", "attempts", "session"):
-        table.add_column(col, no_wrap=True)
+    for col in ("op", "kernel", "x eager", "x compile", "judged", "other regime", "attempts", "session"):
+        table.add_column(col, no_wrap=col != "op")
     for r in run.results:
-        kernel = f"[green]{r.kernel_id}[/]" if r.accepted else "[red]none[/]"
+        kernel = f"[green]{r.kernel_id}[/] {r.backend or ''}" if r.accepted else "[red]none[/]"
         other = next(((name, f) for name, f in r.regimes.items() if name != r.regime), None)
-        shown = f"{other[0]} {fmt_times(other[1]['eager'])} / {fmt_times(other[1]['compile'])}" if other else "—"
+        shown = f"{other[0]} {fmt_times(other[1]['eager'])}/{fmt_times(other[1]['compile'])}" if other else "—"
         table.add_row(
-            r.problem, kernel, r.backend or "—", fmt_times(r.speedup_vs_eager), fmt_times(r.speedup_vs_compile),
+            r.problem, kernel, fmt_times(r.speedup_vs_eager), fmt_times(r.speedup_vs_compile),
             r.regime or "—", shown, str(r.attempts), str(r.session_id),
         )  # fmt: skip
-    out.print(table)
+    # Piped output gets rich's 80 columns, too narrow for this table; a terminal keeps its own width.
+    (out if out.is_terminal else Console(highlight=False, width=max(out.width, 110))).print(table)
     for r in run.results:
         if not r.accepted:
             out.print(f"{r.problem}: {r.reason}", soft_wrap=True)
