@@ -13,13 +13,14 @@ from typing import Any
 from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import BindMode, TimingRegime, VerdictStatus
+from forge.core.statuses import BindMode, VerdictStatus
 from forge.core.verdict import Binding, FailingCase, InputVariant, TensorSpec, Verdict, Versions
 from forge.verifier import checks
 from forge.verifier.bound_check import check_binding
 from forge.verifier.machine import available_cores
-from forge.verifier.paired_timing import BatchTimes, CandidateFailed, PairedTimer
+from forge.verifier.paired_timing import CandidateFailed, PairedTimer
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess
+from forge.verifier.timed_replies import MALFORMED, CandidateTimes
 from forge.verifier.timing import record_launch_cost, record_pairs, record_regimes, record_speedups
 
 # Told what the verification is doing now ("timing: 8 pairs of calls, eager and candidate (batch 1/3)"), for a
@@ -198,7 +199,7 @@ class _Run:
                 return False
             try:
                 found = checks.check_case(case, reply, self.device, self.tol)
-            except _MALFORMED as exc:
+            except MALFORMED as exc:
                 raise WorkerGone(Ending("protocol", f"malformed case result from the worker: {exc!r}")) from None
             group = "correctness" if case["kind"] == "normal" else "stress"
             for name, mismatch in ((group, found.correctness), ("determinism", found.determinism)):
@@ -242,7 +243,7 @@ class _Run:
         self.info["roofline"] = (
             {k: v for k, v in roof.items() if k != "type"} if roof.get("type") == "roofline" else None
         )
-        kept = _CandidateTimes(self.tol)
+        kept = CandidateTimes(self.tol)
         timer = PairedTimer(
             self.ref, self.cand, self.deadline, self._ref_reply, self.settings.compile_baseline,
             self.settings.load_check, self.threads, str(self.spec.path),
@@ -265,7 +266,7 @@ class _Run:
         if self.device == "cuda":
             record_launch_cost(self.v, kept.launch, cold.eager_launch + warm.eager_launch)
 
-    def _timing_checks(self, kept: _CandidateTimes) -> None:
+    def _timing_checks(self, kept: CandidateTimes) -> None:
         self.v.add(
             "timed_outputs",
             kept.bad_outputs is None,
@@ -297,7 +298,7 @@ class _Run:
             found = check_binding(self._ask_candidate, self.info["bound"], self.device, self.tol)
         except WorkerGone as exc:
             found = Binding(mode=BindMode.NONE, reason=f"bound to an instance, the worker ended: {exc.ending.detail}")
-        except _MALFORMED as exc:
+        except MALFORMED as exc:
             found = Binding(mode=BindMode.NONE, reason=f"malformed reply while bound: {exc!r}")
         self.v.binding = found
         binds = found.mode is not BindMode.NONE
@@ -322,60 +323,6 @@ class _Run:
         self.v.versions = Versions(torch=torch.__version__, python=sys.version.split()[0], triton=triton_version or "")
         self.v.elapsed_s = round(time.monotonic() - self.t0, 3)
         return self.v
-
-
-_MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError)
-
-
-class _CandidateTimes:
-    """The candidate's side of every kept timing batch, and what its replies showed."""
-
-    def __init__(self, tol: dict[str, float] | None) -> None:
-        self.tol = tol
-        self.times: list[int] = []  # cold calls
-        self.warm: list[int] = []  # warm calls
-        self.called: list[int] = []  # every call, in the order the ticks came
-        self.host: list[int] = []
-        self.window: list[int] = []
-        self.launch: list[int] = []
-        self.ticks: list[float] = []
-        self.tampered: set[str] = set()
-        self.threads = 0
-        self.bad_outputs: str | None = None
-        self.batches = 0
-
-    def take(self, timing: dict[str, Any], batch: BatchTimes, regime: TimingRegime) -> None:
-        msg = batch.cand
-        self.batches += 1
-        try:
-            k = len(timing["sets"])
-            times = _ns_list(msg.get("times_ns"), k)
-            self.called += times
-            if regime is TimingRegime.WARM:
-                self.warm += times
-            else:
-                self.times += times
-            self.host += _ns_list(msg.get("host_ns"), k)
-            self.window += _ns_list(msg.get("window_ns"), k)
-            self.launch += _ns_list(msg.get("launch_ns"), k)
-            self.ticks += batch.ticks
-            facts = dict(msg.get("facts") or {})
-            bad = checks.timed_outputs_mismatch(timing["expected"], list(msg.get("outputs") or []), self.tol)
-            self.tampered.update(str(t) for t in facts.get("clock_tampering") or [])
-            self.threads = max(self.threads, int(facts.get("new_native_threads", 0)))
-        except _MALFORMED as exc:
-            raise WorkerGone(Ending("protocol", f"malformed timing reply from the worker: {exc!r}")) from None
-        if bad and self.bad_outputs is None:
-            self.bad_outputs = f"batch {self.batches}: {bad}"
-
-
-def _ns_list(value: Any, n: int) -> list[int]:
-    if not isinstance(value, list) or len(value) != n:
-        raise ValueError(f"expected {n} timings")
-    out = [int(v) for v in value]
-    if any(v < 0 for v in out):
-        raise ValueError("negative timing")
-    return out
 
 
 def _check_reply(reply: dict[str, Any], expect: str, case_id: str | None) -> None:
