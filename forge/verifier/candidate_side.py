@@ -199,7 +199,6 @@ class CandidateSide:
         self.timing_sets: list[list[Any]] = []
         self.tids_before: set[int] = set()
         self.timed = TimedCalls(lambda _inputs: None, flush, clocks)
-        self.warm_buffers: list[torch.Tensor] | None = None
 
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
         # The reference module is importable as ``forge_reference`` so candidates may subclass Model.
@@ -342,31 +341,22 @@ class CandidateSide:
             self.timing_sets = [[_fresh(x, self.device) for x in s] for s in msg.get("sets") or []]
         if msg.get("warmup") is not None:  # sent with the first batch, kept for the later ones
             self.warmup = [[_fresh(x, self.device) for x in s] for s in msg["warmup"]]
-        # Warm: no flush, every call on the same buffers, its set's values written in just before.
-        self.warm_buffers = [x.clone() for x in self.timing_sets[0]] if msg.get("warm") else None
-        warmup = self.warmup if self.warm_buffers is None else [self.warm_buffers, self.warm_buffers]
         self.tids_before = native_threads()
         pool = _OutputPool()
         self.timed = TimedCalls(
-            lambda inp: self._call(model, inp, sync=False),
-            self.flush if self.warm_buffers is None else (lambda: None), self.clocks,
-            keep=lambda out: [pool.copy(o) for o in _as_list(out)],
+            lambda inp: self._call(model, inp, sync=False), self.flush, self.clocks,
+            keep=lambda out: [pool.copy(o) for o in _as_list(out)], warm=bool(msg.get("warm")),
         )  # fmt: skip
         try:
-            self.timed.begin(self.timing_sets, warmup)
+            self.timed.begin(self.timing_sets, self.warmup)
         except Exception as exc:
             raise StageError("run", "a warm-up call raised:\n" + candidate_trace(exc, self.path)) from exc
         return {"type": "time_ready"}
 
     def time_call(self, msg: dict[str, Any], tick: Callable[[], None]) -> dict[str, Any]:
         self.timed.tick = tick
-        inputs = self.timing_sets[int(msg["index"])]
-        if self.warm_buffers is not None:
-            for buf, x in zip(self.warm_buffers, inputs, strict=True):
-                buf.copy_(x)
-            inputs = self.warm_buffers
         try:
-            took = self.timed.one(inputs)
+            took = self.timed.one(self.timing_sets[int(msg["index"])])
         except Exception as exc:
             raise StageError("run", "a timed call raised:\n" + candidate_trace(exc, self.path)) from exc
         return {"type": "timed_call", "ns": took}

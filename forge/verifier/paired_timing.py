@@ -117,13 +117,11 @@ class PairedTimer:
             for regime in (TimingRegime.COLD, TimingRegime.WARM):
                 batch, load = self._measured(timing, index, regime, where, progress)
                 if load is not None:
-                    spans.append(load)
+                    spans.append(load.model_copy(update={"enforced": self.load_check}))
                 take(timing, batch, regime)
                 (out.cold if regime is TimingRegime.COLD else out.warm).add(batch)
                 out.compile_error = batch.compile_error or out.compile_error
         out.contention = combined(spans)
-        if out.contention is not None:
-            out.contention = out.contention.model_copy(update={"enforced": self.load_check})
         return out
 
     def _measured(

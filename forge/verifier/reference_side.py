@@ -64,7 +64,6 @@ class ReferenceSide:
         self.single_output = True
         self.eager_calls: TimedCalls = TimedCalls(lambda _inputs: None, flush, clocks)
         self.compiled_calls: TimedCalls | None = None
-        self.warm_buffers: list[torch.Tensor] | None = None
 
     # -- helpers -----------------------------------------------------------------------------
     def _build(self, problem: Problem, seed: int, perturbed: bool) -> tuple[list[Any], torch.nn.Module]:
@@ -286,9 +285,8 @@ class ReferenceSide:
 
     def baselines_begin(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Prepare to time eager (and torch.compile, compiled once per run) on the current batch,
-        one call at a time (``baseline_call``), paired by the parent with the candidate's calls.
-        ``warm``: no cache flush, and every call on the same buffers, its set's values written
-        into them just before (as a model's activations are)."""
+        one call at a time (``baseline_call``), paired by the parent with the candidate's calls,
+        cold or ``warm`` (``TimedCalls``)."""
         model = self.models["base/0"]
 
         def call_with(m: Any) -> Any:
@@ -298,12 +296,8 @@ class ReferenceSide:
 
             return call
 
-        sets, warm = self.timing["sets"], self.timing["warmup"]
-        self.warm_buffers = [x.clone() for x in sets[0]] if msg.get("warm") else None
-        flush = self.flush if self.warm_buffers is None else (lambda: None)
-        if self.warm_buffers is not None:
-            warm = [self.warm_buffers, self.warm_buffers]
-        self.eager_calls = TimedCalls(call_with(model), flush, self.clocks)
+        sets, warm, regime = self.timing["sets"], self.timing["warmup"], bool(msg.get("warm"))
+        self.eager_calls = TimedCalls(call_with(model), self.flush, self.clocks, warm=regime)
         self.eager_calls.begin(sets, warm)
         self.compiled_calls = None
         if msg.get("compile") and self.compile_error is None:
@@ -311,29 +305,20 @@ class ReferenceSide:
                 if self.compiled is None:
                     self.compiled = torch.compile(model)
                     warm = warm + warm  # the first calls compile
-                compiled = TimedCalls(call_with(self.compiled), flush, self.clocks)
-                compiled.begin([], warm)
+                compiled = TimedCalls(call_with(self.compiled), self.flush, self.clocks, warm=regime)
+                compiled.begin(sets, warm, prefault=False)
                 self.compiled_calls = compiled
             except Exception as exc:  # the baseline is informative; its failure is not the candidate's
                 self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
         return {"type": "baselines_ready"}
 
-    def _inputs(self, index: int) -> list[torch.Tensor]:
-        """The call's inputs: its own set (cold), or the warm buffers holding its set's values."""
-        inputs = self.timing["sets"][index]
-        if self.warm_buffers is None:
-            return list(inputs)
-        for buf, x in zip(self.warm_buffers, inputs, strict=True):
-            buf.copy_(x)
-        return self.warm_buffers
-
     def baseline_call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        index = int(msg["index"])
-        reply: dict[str, Any] = {"type": "baseline_call", "eager_ns": self.eager_calls.one(self._inputs(index))}
+        inputs = self.timing["sets"][int(msg["index"])]
+        reply: dict[str, Any] = {"type": "baseline_call", "eager_ns": self.eager_calls.one(inputs)}
         reply["eager_launch_ns"] = self.eager_calls.run.launch[-1]
         if self.compiled_calls is not None:
             try:
-                reply["compile_ns"] = self.compiled_calls.one(self._inputs(index))
+                reply["compile_ns"] = self.compiled_calls.one(inputs)
             except Exception as exc:
                 self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
                 self.compiled_calls = None
