@@ -7,6 +7,8 @@ import json
 import sqlite3
 from dataclasses import replace
 
+import pytest
+
 from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
 from forge.db.kernels import list_kernels
@@ -101,7 +103,8 @@ def test_finalists_are_timed_again_and_only_a_confirmation_that_holds_is_banked(
         ).fetchall()
         kernels = db.execute("SELECT attempt_id, speedup_vs_eager, evidence FROM kernels").fetchall()
     assert [(r[0], r[1]) for r in rows] == [(e.confirm_id, e.attempt_id) for e in confirms]
-    assert all(trials == 10 and timed >= 10 for _, _, trials, _, timed in rows)  # confirm_trials, not the budget's
+    # confirm_trials, not the budget's; an inconclusive confirmation is timed once more with 3x the calls
+    assert all(trials in (10, 30) and timed >= trials for _, _, trials, _, timed in rows)
     if result.accepted:
         ((attempt_id, speedup, evidence),) = kernels
         held = confirms[-1]
@@ -131,6 +134,40 @@ def test_a_session_banks_nothing_when_no_finalist_holds_up(tmp_path, fast_settin
         assert "no finalist held up" in (result.reason or "") and "within the measured noise" in (result.reason or "")
 
 
+def _confirm_verdict(cand_ms: float, low: float, pairs: int) -> Verdict:
+    """A passed confirmation 1/cand_ms faster than eager at the median, its interval from ``low``."""
+    ratio = 1.0 / cand_ms
+    pair = {"median": ratio, "low": low, "high": ratio * 2, "pairs": pairs}
+    cand = {"median_ms": cand_ms, "iqr_ms": 0.1, "q1_ms": cand_ms - 0.05, "q3_ms": cand_ms + 0.05}
+    eager = {"median_ms": 1.0, "iqr_ms": 0.1, "q1_ms": 0.95, "q3_ms": 1.05}
+    timing = {"candidate": cand, "eager": eager, "paired_eager": pair, "regime": "cold"}
+    return Verdict.from_json({"status": "passed", "speedup_vs_eager": ratio, "timing_stats": timing})
+
+
+@pytest.mark.parametrize("second_low", [1.4, 0.8])
+def test_an_inconclusive_confirmation_is_timed_once_more_with_more_calls(
+    tmp_path, fast_settings, monkeypatch, second_low
+):
+    """Faster at the median but an interval reaching 1.0x: one more confirmation, three times the
+    calls, judged alone; it banks the kernel only if that larger sample clears the noise."""
+    asked: list[int] = []
+
+    def inconclusive_first(self, job, trials, timeout):
+        asked.append(trials)
+        return _confirm_verdict(0.5, 0.7 if len(asked) == 1 else second_low, 3 * trials)
+
+    monkeypatch.setattr(VerifierService, "verify_alone", inconclusive_first)
+    seen: list[ev.Event] = []
+    options = OptimizeOptions(rounds=1, bank=tmp_path / "bank.db")
+    (result,) = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings, seen.append).results
+    confirms = [e for e in seen if isinstance(e, ev.ConfirmFinished)]
+    assert asked[:2] == [10, 30] and confirms[0].attempt_id == confirms[1].attempt_id
+    assert not confirms[0].held and "reaches 1.0x" in confirms[0].reason
+    assert confirms[1].held is (second_low > 1) and result.accepted is (second_low > 1)
+    if second_low < 1:  # each finalist gets one extension, no more
+        assert asked == [10, 30] * (len(asked) // 2) and "reaches 1.0x" in (result.reason or "")
+
+
 def test_the_next_finalist_is_banked_when_the_first_does_not_hold_up(tmp_path, fast_settings, monkeypatch):
     real = VerifierService.verify_alone
     calls: list[int] = []
@@ -146,7 +183,7 @@ def test_the_next_finalist_is_banked_when_the_first_does_not_hold_up(tmp_path, f
     bank = tmp_path / "bank.db"
     options = OptimizeOptions(rounds=2, bank=bank)
     (result,) = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings, seen.append).results
-    first, second = (e for e in seen if isinstance(e, ev.ConfirmFinished))
+    first, *_, second = (e for e in seen if isinstance(e, ev.ConfirmFinished))
     assert not first.held and "max abs error 1.0 on case 3" in first.reason
     assert second.held and result.accepted, result.reason
     with sqlite3.connect(bank) as db:
