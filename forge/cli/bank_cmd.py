@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from forge import harness
-from forge.cli.console import err, fmt_times, out, run_or_fail
+from forge.cli.console import err, fmt_times, out, print_wide, run_or_fail
 from forge.core.settings import load_settings
 from forge.core.verdict import Verdict
 
@@ -44,7 +44,10 @@ def list_command(
             str(r.status),
             r.agent or "",
         )
-    out.print(table if rows else "the bank is empty")
+    if rows:
+        print_wide(table)
+    else:
+        out.print("the bank is empty")
 
 
 def _binds(v: Verdict) -> str:

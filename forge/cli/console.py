@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 
 from forge.core.errors import ForgeError
 
@@ -16,6 +16,14 @@ err = Console(stderr=True, highlight=False)
 out = Console(highlight=False)
 
 T = TypeVar("T")
+
+PIPED_WIDTH = 110  # columns a table gets when stdout is not a terminal (rich would assume 80)
+
+
+def print_wide(table: RenderableType) -> None:
+    """A table on stdout; piped into a file or a pager it gets ``PIPED_WIDTH`` columns, so cells
+    like "float32" are not broken over two lines."""
+    (out if out.is_terminal else Console(highlight=False, width=max(out.width, PIPED_WIDTH))).print(table)
 
 
 def fail(exc: ForgeError, as_json: bool) -> NoReturn:

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from forge import harness
-from forge.cli.console import err, fmt_times, out, run_or_fail
+from forge.cli.console import err, fmt_times, out, print_wide, run_or_fail
 from forge.core.settings import load_settings
 from forge.core.statuses import VerdictStatus
 from forge.harness import events
@@ -125,7 +124,7 @@ def _summary(run: harness.RunResult) -> None:
             r.regime or "—", shown, str(r.attempts), str(r.session_id),
         )  # fmt: skip
     # Piped output gets rich's 80 columns, too narrow for this table; a terminal keeps its own width.
-    (out if out.is_terminal else Console(highlight=False, width=max(out.width, 110))).print(table)
+    print_wide(table)
     for r in run.results:
         if not r.accepted:
             out.print(f"{r.problem}: {r.reason}", soft_wrap=True)
