@@ -1,3 +1,3 @@
-from forge.cli import main
+from forge.entry import main
 
 main()

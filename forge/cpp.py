@@ -45,7 +45,7 @@ DEFAULT_FLAGS = (
     "-fno-math-errno",
     "-fno-trapping-math",
 )
-__all__ = ["DEFAULT_FLAGS", "CppFunction", "CppLibrary", "build", "cache_dir", "load"]
+__all__ = ["DEFAULT_FLAGS", "CppFunction", "CppLibrary", "build", "cache_dir", "compiler_name", "load"]
 
 _lock = threading.Lock()
 _loaded: dict[str, CppLibrary] = {}
@@ -77,6 +77,11 @@ def _compiler_id(cxx: str) -> str:
             raise CompileError(f"C++ compiler {cxx!r} does not run: {exc}") from exc
         _compiler_ids[cxx] = out.splitlines()[0] if out else cxx
     return _compiler_ids[cxx]
+
+
+def compiler_name() -> str:
+    """The C++ compiler kernels are built with, as its ``--version`` names it (CompileError if none)."""
+    return _compiler_id(_compiler())
 
 
 def _trim(stderr: str, limit: int = 40) -> str:

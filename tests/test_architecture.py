@@ -20,11 +20,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.core",),  # the domain: problem, verdict, statuses, errors, settings
     ("forge.verifier", "forge.db", "forge.agents", "forge.kernelbank", "forge.cpp"),  # each on the base alone
     ("forge.harness",),  # the engine: orchestration and the operations front ends call
+    ("forge.present",),  # how both front ends show things: formats, table rows, a verdict
     ("forge.cli", "forge.tui"),  # front ends: views over the engine
+    ("forge.entry",),  # the installed `forge` command: the one place joining both front ends
     ("forge", "forge.__main__"),  # the package's public names, and `python -m forge`
 )
 FRONT_ENDS = ("forge.cli", "forge.tui")
-FRONT_ENDS_SEE = ("forge.harness", "forge.core")
+FRONT_ENDS_SEE = ("forge.harness", "forge.present", "forge.core")
 
 
 def module_name(path: Path) -> str:

@@ -88,3 +88,16 @@ def test_names_loaded_on_first_use_are_the_ones_type_checkers_see():
             module = importlib.import_module(where)
             expected = module if where.endswith(f".{name}") else getattr(module, name)
             assert getattr(package, name) is expected, (package.__name__, name)
+
+
+def test_engine_names_are_what_they_say_not_a_module_of_the_same_name():
+    """A function exported from a module of its own name would be shadowed by the submodule once
+    that is imported (``harness.doctor`` was the module, not the function)."""
+    import types
+
+    from forge import harness
+
+    for name in harness.__all__:
+        harness.__getattr__(name) if name not in vars(harness) else None  # import every source module
+    shadowed = [n for n in harness.__all__ if n != "events" and isinstance(getattr(harness, n), types.ModuleType)]
+    assert shadowed == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from forge.cli.bank_cmd import bank_app
+from forge.cli.doctor_cmd import doctor_command
 from forge.cli.optimize_cmd import optimize_command
 from forge.cli.verify_cmd import verify
 
@@ -21,6 +22,7 @@ def _root() -> None:
 app.command()(verify)
 app.command("optimize")(optimize_command)
 app.add_typer(bank_app, name="bank")
+app.command("doctor")(doctor_command)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ the engine's bank operations)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,9 +12,9 @@ import typer
 from rich.table import Table
 
 from forge import harness
-from forge.cli.console import err, fmt_times, out, print_wide, run_or_fail
+from forge.cli.console import err, out, print_wide, run_or_fail
 from forge.core.settings import load_settings
-from forge.core.verdict import Verdict
+from forge.present import KERNEL_COLUMNS, evidence_line, fmt_times, kernel_cells, kernel_details
 
 bank_app = typer.Typer(no_args_is_help=True, help="Inspect and manage the kernel bank.")
 BankOpt = Annotated[Path | None, typer.Option("--bank", help="bank file (default: $FORGE_BANK or the per-user bank)")]
@@ -30,48 +31,14 @@ def list_command(
         print(json.dumps([r.to_json() for r in rows]))
         return
     table = Table(header_style="bold")
-    for name in ("id", "op", "backend", "device", "dtype", "×eager", "×compile", "status", "agent"):
+    for name in KERNEL_COLUMNS:
         table.add_column(name, no_wrap=name in ("id", "op", "status"), overflow="fold")
     for r in rows:
-        table.add_row(
-            str(r.id),
-            r.op,
-            r.backend,
-            r.device + (f" {r.capability}" if r.capability else ""),
-            r.dtype,
-            fmt_times(r.speedup_vs_eager) + (" unconfirmed" if r.confirmed is False else ""),
-            fmt_times(r.speedup_vs_compile),
-            str(r.status),
-            r.agent or "",
-        )
+        table.add_row(*kernel_cells(r))
     if rows:
         print_wide(table)
     else:
         out.print("the bank is empty")
-
-
-def _binds(v: Verdict) -> str:
-    """How kernelize runs the entry on existing instances of the user's class."""
-    if v.binding is None:
-        return "not checked (saved by an older forge; `forge bank verify` checks it)"
-    if v.binding.mode == "none":
-        return f"no: {v.binding.reason}"
-    return f"{v.binding.mode}: {v.binding.reason}"
-
-
-def _shown(k: harness.KernelDetail, with_source: bool) -> dict[str, Any]:
-    info = {
-        **k.summary.to_json(),
-        "verified_shapes": k.verified_shapes,
-        "configs": [{"bucket": c.bucket, "config": c.config, "timing_ms": c.timing_ms} for c in k.configs],
-        "target_class": k.target_class,
-        "binds to instances": _binds(k.evidence),
-        "timing regimes": next((c.detail for c in k.evidence.checks if c.name == "regimes"), "cold only (older forge)"),
-        "reason_checks": [{"name": c.name, "passed": c.passed} for c in k.evidence.checks],
-    }
-    if with_source:
-        info["source"] = k.source
-    return info
 
 
 @bank_app.command()
@@ -83,17 +50,17 @@ def show(
 ) -> None:
     """Show one entry: summary, evidence, configs (and source with --source)."""
     k = run_or_fail(lambda: harness.bank_show(bank, kernel_id), as_json)
-    info = _shown(k, source)
+    info = kernel_details(k, source)
     if as_json:
         print(json.dumps(info))
         return
     for key, value in info.items():
         if key not in ("source", "reason_checks"):
             out.print(f"[bold]{key}:[/] {value}")
-    passed = sum(1 for c in k.evidence.checks if c.passed)
-    out.print(f"[bold]evidence:[/] {passed}/{len(k.evidence.checks)} checks passed when saved")
+    out.print(f"[bold]evidence:[/] {evidence_line(k)}")
     if source:
-        out.print(k.source, markup=False, highlight=False)
+        # verbatim: a piped console would wrap long lines at 80 columns and the saved kernel not compile
+        sys.stdout.write(k.source if k.source.endswith("\n") else k.source + "\n")
 
 
 @bank_app.command()

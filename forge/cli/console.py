@@ -1,5 +1,5 @@
 """The bottom of the CLI: its two consoles (data on stdout, progress and errors on stderr), how a
-user's mistake ends a command, and how numbers are shown."""
+user's mistake ends a command, and how wide a piped table is."""
 
 from __future__ import annotations
 
@@ -41,12 +41,3 @@ def run_or_fail(fn: Callable[[], T], as_json: bool) -> T:
         return fn()
     except ForgeError as exc:
         fail(exc, as_json)
-
-
-def fmt_times(x: float | None) -> str:
-    """A speedup: "2.31x", or "—" when there is none."""
-    return "—" if x is None else f"{x:.2f}x"
-
-
-def fmt_ms(x: float | None) -> str:
-    return "—" if x is None else f"{x:.4f} ms"

@@ -10,10 +10,11 @@ import typer
 from rich.table import Table
 
 from forge import harness
-from forge.cli.console import err, fmt_times, out, print_wide, run_or_fail
+from forge.cli.console import err, out, print_wide, run_or_fail
 from forge.core.settings import load_settings
 from forge.core.statuses import VerdictStatus
 from forge.harness import events
+from forge.present import fmt_times
 
 
 class EventPrinter:

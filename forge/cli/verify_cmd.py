@@ -8,50 +8,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from forge import harness
-from forge.cli.console import err, fmt_ms, fmt_times, out, run_or_fail
+from forge.cli.console import err, out, run_or_fail
 from forge.core.settings import load_settings
-from forge.core.verdict import Verdict
-
-
-def render_verdict(v: Verdict) -> None:
-    color = "green" if v.passed else "red"
-    out.print(f"[bold]{v.problem}[/] ← {v.candidate}  [{color} bold]{str(v.status).upper()}[/]")
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("check")
-    table.add_column("result")
-    table.add_column("detail", overflow="fold")
-    for c in v.checks:
-        mark = "[green]pass[/]" if c.passed else ("[red]FAIL[/]" if c.fatal else "[yellow]warn[/]")
-        detail = c.detail if len(c.detail) < 600 else c.detail[:600] + " …"
-        table.add_row(c.name, mark, detail)
-    out.print(table)
-    if v.reason:
-        out.print(f"[red]reason:[/] {v.reason}", soft_wrap=True)
-    t = v.timings_ms
-    judged = f" ({v.timing_stats.regime})" if v.timing_stats.regime is not None else ""
-    if t.candidate is not None:
-        out.print(
-            f"timings (cold medians): candidate {fmt_ms(t.candidate)}, eager {fmt_ms(t.eager)}, "
-            f"torch.compile {fmt_ms(t.compile)}  |  speedup{judged} vs eager {fmt_times(v.speedup_vs_eager)}, "
-            f"vs compile {fmt_times(v.speedup_vs_compile)}"
-            + ("" if v.timing_meaningful else "  (not meaningful: Triton interpreter)")
-        )
-        paired = v.timing_stats.headline_pairs()[0]
-        if paired is not None and v.timing_meaningful:
-            regime = v.timing_stats.regime or "cold"
-            out.print(
-                f"per pair of adjacent calls, {regime}: {paired.median:.2f}x eager, 95% CI {paired.low:.2f}-"
-                f"{paired.high:.2f}x over {paired.pairs} pairs (the speedup forge reports and accepts on)"
-            )
-    for w in v.warnings:
-        out.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
-    if v.candidate_output.strip():
-        out.print("[dim]candidate output (captured):[/]")
-        out.print(v.candidate_output.strip()[-1500:], markup=False, soft_wrap=True)
-    out.print(f"[dim]{v.cases} cases on {v.device} ({v.threads} threads), {v.elapsed_s:.1f} s[/]")
+from forge.present import verdict_renderable
 
 
 def verify(
@@ -96,7 +57,7 @@ def verify(
             data["kernel_id"] = result.kernel_id
         print(json.dumps(data))
     else:
-        render_verdict(verdict)
+        out.print(verdict_renderable(verdict))
         if result.kernel_id is not None:
             out.print(f"saved as kernel {result.kernel_id} in the bank")
         elif save:

@@ -79,6 +79,7 @@ class SessionStatus(TextEnum):
     UNSUPPORTED = "unsupported"  # the coder cannot handle this op at all
     PROVIDER_ERROR = "provider_error"  # the LLM provider went away mid-session; --resume continues it
     BUSY = "busy"  # the machine was busy when the finalists were timed again; --resume times them again
+    CRASHED = "crashed"  # forge itself failed mid-session (a bug: see the log); --resume continues it
 
     @property
     def hit_limit(self) -> bool:

@@ -1,7 +1,15 @@
 """The kernel bank database: SQLAlchemy models, engines and Alembic migrations, and the typed
 reads and writes of kernels (``kernels``) and of sessions and their attempts (``sessions``)."""
 
-from forge.db.engine import head_revision, open_bank, open_for_writing, session_factory
+from forge.db.engine import (
+    BankFacts,
+    bank_facts,
+    head_revision,
+    open_bank,
+    open_for_writing,
+    open_reader,
+    session_factory,
+)
 from forge.db.kernels import (
     BucketConfig,
     KernelDetail,
@@ -17,9 +25,17 @@ from forge.db.kernels import (
     save_kernel,
     set_status,
 )
-from forge.db.sessions import SessionSummary, StoredAttempt, StoredSession, list_sessions, load_session
+from forge.db.sessions import (
+    SessionSummary,
+    StoredAttempt,
+    StoredSession,
+    list_sessions,
+    load_session,
+    mark_crashed,
+)
 
 __all__ = [
+    "BankFacts",
     "BucketConfig",
     "KernelDetail",
     "KernelSummary",
@@ -27,6 +43,7 @@ __all__ = [
     "SessionSummary",
     "StoredAttempt",
     "StoredSession",
+    "bank_facts",
     "bank_to_import",
     "copy_kernels",
     "export_bank",
@@ -35,8 +52,10 @@ __all__ = [
     "list_kernels",
     "list_sessions",
     "load_session",
+    "mark_crashed",
     "open_bank",
     "open_for_writing",
+    "open_reader",
     "remove_kernel",
     "remove_provisional",
     "save_kernel",

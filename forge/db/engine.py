@@ -3,7 +3,9 @@
 A bank opened for writing is migrated to the current schema first (under a file lock, so two
 processes opening a fresh bank at once do not both create it); one written by a newer forge is
 refused. Connections run with foreign keys on, WAL journaling and a generous busy timeout, so
-concurrent writers wait for each other instead of failing.
+concurrent writers wait for each other instead of failing. A viewer opens a reader instead
+(``open_reader``): no writes, no locks held between queries. ``bank_facts`` describes a bank
+without touching it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +121,60 @@ def open_bank(path: Path | None, *, must_exist: bool = True) -> Iterator[Engine]
         yield engine
     finally:
         engine.dispose()
+
+
+def open_reader(path: Path | None) -> Engine:
+    """An engine that only reads an existing bank (migrated first when it is older): what a
+    viewer keeps open and polls. Its connections refuse writes (``query_only``), and in WAL mode
+    a reader never blocks the writer nor waits for it; between queries it holds no lock."""
+    where = (path or default_bank_path()).expanduser()
+    if not where.is_file():
+        raise BankError(f"no kernel bank at {str(where)!r}; `forge optimize OP.py` or `forge verify --save` creates it")
+    open_for_writing(where).dispose()  # the schema at head (a no-op when it is)
+    engine = create_engine(f"sqlite:///{where}", connect_args={"timeout": _BUSY_MS / 1000})
+
+    def read_only(dbapi_conn: Any, _record: Any) -> None:
+        _on_connect(dbapi_conn, _record)
+        dbapi_conn.execute("PRAGMA query_only=ON")
+
+    event.listen(engine, "connect", read_only)
+    return engine
+
+
+@dataclass(frozen=True)
+class BankFacts:
+    """What ``forge doctor`` says about a bank."""
+
+    path: Path
+    exists: bool
+    revision: str | None  # the schema revision it is at (None: not a bank yet)
+    head: str  # the revision this forge writes
+    size_bytes: int
+    kernels: int
+    sessions: int
+    attempts: int
+
+
+def bank_facts(path: Path | None) -> BankFacts:
+    """The bank's schema revision, size and row counts, read without migrating or creating it."""
+    where = (path or default_bank_path()).expanduser()
+    head = head_revision()
+    if not where.is_file():
+        return BankFacts(where, False, None, head, 0, 0, 0, 0)
+    engine = create_engine(f"sqlite:///{where}")
+    try:
+        with engine.connect() as conn:
+            revision = current_revision(engine)
+            counts = [
+                int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar() or 0)
+                if inspect(conn).has_table(table) else 0
+                for table in ("kernels", "sessions", "attempts")
+            ]  # fmt: skip
+    except Exception as exc:
+        raise BankError(f"{str(where)!r} is not a forge bank (SQLite said: {exc})") from exc
+    finally:
+        engine.dispose()
+    return BankFacts(where, True, revision, head, where.stat().st_size, *counts)
 
 
 def _check_not_newer(engine: Engine, path: Path) -> None:

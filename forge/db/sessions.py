@@ -141,15 +141,17 @@ def add_proposal(
     response: str | None = None,
     tokens: int = 0,
     cost_usd: float | None = None,
+    parent_id: int | None = None,
 ) -> int:
-    """A candidate the coder proposed, pending its verification."""
+    """A candidate the coder proposed, pending its verification (``parent_id``: the attempt it
+    was written to improve, when there was one)."""
     payload = {**config.model_dump(), "note": note}
     return _insert(
         engine,
         AttemptRow(
             session_id=session_id, round=round, role=str(AttemptRole.CODER), prompt=prompt, response=response,
             candidate_source=source, backend=backend, status=str(AttemptStatus.PENDING), verdict=payload,
-            tokens=tokens, cost_usd=cost_usd,
+            tokens=tokens, cost_usd=cost_usd, parent_id=parent_id,
         ),
     )  # fmt: skip
 
@@ -243,6 +245,17 @@ def update_session(
         if status is not None:
             row.status = str(status)
             row.ended_at = None if status is SessionStatus.RUNNING else utcnow()
+
+
+def mark_crashed(engine: Engine, session_id: int) -> bool:
+    """Close a session its process can no longer close (forge failed mid-run): status ``crashed``,
+    resumable. Only a session still marked running is changed; returns whether it was."""
+    with session_factory(engine).begin() as db:
+        row = db.get(SessionRow, session_id)
+        if row is None or row.status != str(SessionStatus.RUNNING):
+            return False
+        row.status, row.ended_at = str(SessionStatus.CRASHED), utcnow()
+        return True
 
 
 def _judge_answer(data: dict[str, Any]) -> tuple[JudgeFeedback | None, str | None]:

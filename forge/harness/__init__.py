@@ -1,10 +1,14 @@
 """The engine: every operation a front end needs, as a function, and the events it reports.
 
 - ``optimize``: sessions that search for a faster kernel per op and bank the one that holds up
-  (``OptimizeOptions`` in, ``RunResult`` out, ``events`` while it runs);
+  (``OptimizeOptions`` in, ``RunResult`` out, ``events`` while it runs, ``RunControl`` to stop it
+  from another thread);
 - ``verify_candidate``: one candidate checked and timed (and saved to the bank when asked);
 - the bank: ``bank_list``, ``bank_show``, ``bank_export``, ``bank_import``, ``bank_reverify``,
   ``bank_remove``; the sessions in it: ``session_list``, ``session_show``;
+- ``BankReader``: a long-lived read-only view of a bank, for a front end that polls it;
+- ``doctor``: what this machine gives forge;
+- ``preflight``: optimize's checks before it starts, one per field (a new-session form);
 - ``write_report``: an optimize run's JSON and chart.
 
 Inside, a session is a sequence of steps (``steps``, ``confirm``, ``banking``) driven by a search
@@ -30,20 +34,29 @@ if TYPE_CHECKING:
         bank_reverify,
         bank_show,
     )
+    from forge.harness.bank_reader import BankReader
+    from forge.harness.control import RunControl
+    from forge.harness.machine_check import DoctorReport, Finding, doctor
     from forge.harness.options import DEFAULT_ROUNDS, OptimizeOptions
     from forge.harness.report import write_report
     from forge.harness.run import RunResult, collect_ops, optimize
+    from forge.harness.run_checks import FieldProblem, preflight
     from forge.harness.session import SessionResult, TracePoint
-    from forge.harness.session_ops import session_list, session_show
+    from forge.harness.session_ops import session_list, session_show, sessions_crashed
     from forge.harness.verify_op import Verification, verify_candidate
 
 __all__ = [
     "DEFAULT_ROUNDS",
+    "BankReader",
     "BucketConfig",
+    "DoctorReport",
+    "FieldProblem",
+    "Finding",
     "KernelDetail",
     "KernelSummary",
     "OptimizeOptions",
     "Reverified",
+    "RunControl",
     "RunResult",
     "SessionResult",
     "SessionSummary",
@@ -58,10 +71,13 @@ __all__ = [
     "bank_reverify",
     "bank_show",
     "collect_ops",
+    "doctor",
     "events",
     "optimize",
+    "preflight",
     "session_list",
     "session_show",
+    "sessions_crashed",
     "verify_candidate",
     "write_report",
 ]
@@ -72,12 +88,16 @@ _SOURCES = {
     "forge.harness.bank_ops": (
         "Reverified", "bank_export", "bank_import", "bank_list", "bank_remove", "bank_reverify", "bank_show",
     ),
+    "forge.harness.bank_reader": ("BankReader",),
+    "forge.harness.control": ("RunControl",),
+    "forge.harness.machine_check": ("DoctorReport", "Finding", "doctor"),
     "forge.harness.events": ("events",),
     "forge.harness.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),
+    "forge.harness.run_checks": ("FieldProblem", "preflight"),
     "forge.harness.report": ("write_report",),
     "forge.harness.run": ("RunResult", "collect_ops", "optimize"),
     "forge.harness.session": ("SessionResult", "TracePoint"),
-    "forge.harness.session_ops": ("session_list", "session_show"),
+    "forge.harness.session_ops": ("session_list", "session_show", "sessions_crashed"),
     "forge.harness.verify_op": ("Verification", "verify_candidate"),
 }  # fmt: skip
 _WHERE = {name: module for module, names in _SOURCES.items() for name in names}

@@ -28,4 +28,3 @@ def bank_kernel(
     )  # fmt: skip
     evidence = chosen.verdict.model_copy(update={"confirmed": confirmed})
     return save_kernel(engine, spec, chosen.source, evidence, provenance, chosen.config)
-

@@ -22,7 +22,9 @@ class OptimizeOptions:
     """One ``forge optimize`` run: the agents, the search, its limits, the bank, or the session to resume.
 
     ``rounds``: None takes the default (8), or a resumed session's stored count; a number given with
-    ``resume`` replaces the stored one.
+    ``resume`` replaces the stored one (more than stored continues a finished session).
+    ``bank_attempt``: bank one of the resumed session's passed attempts by hand, through the same
+    confirmation its own finalists get (it is banked only if it holds up).
     """
 
     model: str | None = None
@@ -38,6 +40,7 @@ class OptimizeOptions:
     budget_usd: float | None = None  # shared by every op of the run
     time_limit_s: float | None = None  # likewise
     resume: int | None = None  # a session id
+    bank_attempt: int | None = None  # with resume: confirm this passed attempt and bank it, no search
 
     @property
     def agents(self) -> AgentChoice:
@@ -55,6 +58,8 @@ class OptimizeOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+        if self.bank_attempt is not None and self.resume is None:
+            raise UsageError("banking an attempt by hand needs its session (resume=SESSION_ID)")
 
 
 class StoredOptions(BaseModel):

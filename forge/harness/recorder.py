@@ -49,12 +49,14 @@ class SessionRecorder:
         rows.reopen_session(engine, session_id, {"rounds": rounds})
         return cls(engine, session_id)
 
-    def proposed(self, round: int, p: Proposal) -> int:
-        """A candidate to verify (pending until its verdict is recorded)."""
+    def proposed(self, round: int, p: Proposal, parent_id: int | None = None) -> int:
+        """A candidate to verify (pending until its verdict is recorded); ``parent_id``: the
+        attempt it was written to improve."""
         assert p.source is not None
         return rows.add_proposal(
             self.engine, self.session_id, round, source=p.source, backend=p.backend, config=proposal_config(p),
             note=p.note, prompt=p.prompt, response=p.response, tokens=p.tokens, cost_usd=p.cost_usd,
+            parent_id=parent_id,
         )  # fmt: skip
 
     def invalid_reply(self, round: int, p: Proposal, reason: str) -> int:

@@ -22,12 +22,16 @@ from forge.harness.steps import Candidate
 def resumed_options(stored: StoredSession, given: OptimizeOptions) -> tuple[OptimizeOptions, Path]:
     """The stored session's options (this run's ``rounds`` replacing the stored count when given),
     and its op file: where it was, or rewritten from the bank if it moved or changed."""
-    if not stored.status.resumable:
-        raise ForgeError(f"session {stored.id} already finished; start a new one with `forge optimize OP.py`")
     try:
         saved = StoredOptions.model_validate(stored.settings)
     except ValidationError as exc:
         raise BankError(f"session {stored.id}'s stored settings cannot be read ({exc.errors()[0]['msg']})") from exc
+    more_rounds = given.rounds is not None and given.rounds > saved.rounds
+    if not stored.status.resumable and not more_rounds and given.bank_attempt is None:
+        raise ForgeError(
+            f"session {stored.id} already finished its {saved.rounds} rounds; continue it with more "
+            f"(`--resume {stored.id} --rounds {saved.rounds + 4}`) or start a new one with `forge optimize OP.py`"
+        )
     path = Path(saved.op_path)
     if not (path.is_file() and path.read_text() == stored.problem_source):
         path = Path(tempfile.mkdtemp(prefix="forge-resume-")) / f"{stored.problem_name}.py"

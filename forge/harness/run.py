@@ -19,6 +19,7 @@ from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
 from forge.db import load_session, open_for_writing
 from forge.harness import events as ev
+from forge.harness.control import RunControl
 from forge.harness.limits import Limits, ctrl_c_stops
 from forge.harness.options import OptimizeOptions, StoredOptions, resolve_backend
 from forge.harness.recorder import SessionRecorder
@@ -26,7 +27,7 @@ from forge.harness.resume import restore_state, resumed_options
 from forge.harness.search import STRATEGIES
 from forge.harness.session import INTERRUPTED_REASON, SearchState, Session, SessionPlan, SessionResult
 from forge.harness.steps import SessionEvents, SessionIO
-from forge.verifier import VerifierService, machine, resolve_device, stop_all_workers
+from forge.verifier import VerifierService, machine, resolve_device
 
 
 @dataclass
@@ -92,7 +93,13 @@ def machine_facts(device: str, settings: ForgeSettings) -> MachineFacts:
 
 
 def open_session(
-    op_path: Path, options: OptimizeOptions, settings: ForgeSettings, limits: Limits, engine: Engine, emit: ev.Emit
+    op_path: Path,
+    options: OptimizeOptions,
+    settings: ForgeSettings,
+    limits: Limits,
+    engine: Engine,
+    emit: ev.Emit,
+    control: RunControl | None = None,
 ) -> Session:
     """A new session for ``op_path``, or the stored one ``options.resume`` names, ready to run."""
     device = resolve_device(settings.device)
@@ -116,19 +123,24 @@ def open_session(
         recorder = SessionRecorder.reopen(engine, options.resume, options.round_limit)
         io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits, spend)
     verifier = VerifierService(op_path, settings, device, options.workers, limits.stop_requested)
+    if control is not None:
+        control.attach(verifier)
     return Session(plan, agents, io, verifier, settings, state)
 
 
-def run_session(session: Session) -> SessionResult:
-    """The search, then the session's end (confirm, bank), whatever stopped the search."""
+def run_session(session: Session, stored_status: SessionStatus | None = None) -> SessionResult:
+    """The search, then the session's end (confirm, bank), whatever stopped the search; or, with
+    ``bank_attempt``, only that attempt's confirmation (the session keeps ``stored_status``)."""
     session.start()
+    if session.options.bank_attempt is not None:
+        return session.bank_by_hand(session.options.bank_attempt, stored_status or SessionStatus.FINISHED)
     try:
         session.verify_pending()
         status, reason = STRATEGIES[session.options.strategy](session)
     except ProviderError as exc:  # the provider went away mid-session: stop cleanly, resumable
         return session.finish(SessionStatus.PROVIDER_ERROR, exc.message)
     except KeyboardInterrupt:
-        stop_all_workers()
+        session.verifier.end_workers()
         return session.finish(SessionStatus.INTERRUPTED, INTERRUPTED_REASON)
     return session.finish(status, reason)
 
@@ -138,19 +150,25 @@ def optimize(
     options: OptimizeOptions | None = None,
     settings: ForgeSettings | None = None,
     emit: ev.Emit = ev.ignore,
+    control: RunControl | None = None,
 ) -> RunResult:
     """Optimise each op in turn, or resume the session ``options.resume`` names; ``emit`` is told
-    what happens as it happens. Defaults: the built-in agents, 8 rounds, the per-user bank, and
-    settings from the ``FORGE_*`` environment. Raises ForgeError for bad input."""
+    what happens as it happens, and ``control.stop()`` (from another thread) ends the run as
+    Ctrl-C does. Defaults: the built-in agents, 8 rounds, the per-user bank, and settings from the
+    ``FORGE_*`` environment. Raises ForgeError for bad input."""
     options = options or OptimizeOptions()
     settings = settings or ForgeSettings()
     options.check()
     limits = Limits(budget_usd=options.budget_usd, time_limit_s=options.time_limit_s)
+    if control is not None:
+        limits.stop_requested = control.stop_requested
     engine = open_for_writing(options.bank)
     try:
+        stored_status = None
         if options.resume is not None:
-            options, op_path = resumed_options(load_session(engine, options.resume), options)
-            op_paths = [op_path]
+            stored = load_session(engine, options.resume)
+            options, op_path = resumed_options(stored, options)
+            op_paths, stored_status = [op_path], stored.status
         ops = collect_ops(op_paths)
         if not ops:
             raise UsageError("name at least one op file (or a directory of them), or pass --resume SESSION")
@@ -158,7 +176,8 @@ def optimize(
         run = RunResult()
         with ctrl_c_stops(limits):
             for op in ops:
-                result = run_session(open_session(op, options, settings, limits, engine, emit))
+                session = open_session(op, options, settings, limits, engine, emit, control)
+                result = run_session(session, stored_status)
                 run.results.append(result)
                 if result.status is SessionStatus.INTERRUPTED:
                     run.interrupted = True

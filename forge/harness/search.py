@@ -24,6 +24,8 @@ def _start_round(session: Session, unit: str) -> Outcome | None:
     """Begin the next round, or (status, reason) when a run-wide limit stops the session first."""
     limits = session.io.limits
     stop = SessionStatus.INTERRUPTED if limits.stop_requested.is_set() else limits.exceeded()
+    if stop is SessionStatus.INTERRUPTED:
+        return stop, f"stopped after {session.state.round} {unit}(s); `--resume {session.id}` continues the session"
     if stop:
         return stop, f"{str(stop).replace('_', ' ')} reached after {session.state.round} {unit}(s)"
     session.state.round += 1

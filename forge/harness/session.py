@@ -16,6 +16,7 @@ from typing import Any
 from forge.agents import AgentKind, Agents, CoderContext, HistoryItem, MachineFacts
 from forge.core.acceptance import beats_eager
 from forge.core.candidate_config import CandidateConfig
+from forge.core.errors import UsageError
 from forge.core.problem import ProblemSource
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import AttemptStatus, SessionStatus
@@ -27,9 +28,9 @@ from forge.harness.banking import bank_kernel
 from forge.harness.confirm import Contender, confirm_finalists, finalists
 from forge.harness.options import OptimizeOptions
 from forge.harness.steps import Candidate, Proposed, SessionIO
-from forge.verifier import VerifierService, stop_all_workers
+from forge.verifier import VerifierService
 
-INTERRUPTED_REASON = "interrupted (Ctrl-C); `--resume` continues the session"
+INTERRUPTED_REASON = "interrupted (Ctrl-C, or stop in the TUI); `--resume` continues the session"
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,7 @@ class Session:
                 if best is None and outcome.busy is not None:
                     status = result.status = SessionStatus.BUSY
             except KeyboardInterrupt:  # Ctrl-C while confirming: bank what its own round measured
-                stop_all_workers()
+                self.verifier.end_workers()
                 status = result.status = SessionStatus.INTERRUPTED
                 reason = INTERRUPTED_REASON
         if best is not None and best.attempt_id in state.rejected:
@@ -242,6 +243,38 @@ class Session:
         else:
             result.reason = reason or state.why_none()
         self.io.recorder.totals(spend, status)
+        return self._finished(result, status)
+
+    def bank_by_hand(self, attempt_id: int, status: SessionStatus) -> SessionResult:
+        """Bank one passed attempt the user picked: timed again exactly as the session's own
+        finalists are (``confirm_finalists``), banked only if that confirmation holds up. The
+        session keeps ``status`` (its stored one)."""
+        state = self.state
+        picked = next((c for c in state.contenders if c.attempt_id == attempt_id), None)
+        if picked is None:
+            raise UsageError(
+                f"attempt {attempt_id} is not a passed attempt of session {self.id} that was faster than eager "
+                "at the median: its confirmation could only refuse it"
+            )
+        result = SessionResult(
+            self.plan.spec.name, self.id, status, backend=self.plan.backend, tokens=self.io.spend.tokens,
+            cost_usd=self.io.spend.cost_reported, trace=list(state.trace), attempts=len(state.trace),
+        )  # fmt: skip
+        try:
+            outcome = confirm_finalists(
+                [picked], self.verifier, self.io, self.settings, state.round, self.io.limits.stop_requested, set()
+            )
+        except KeyboardInterrupt:
+            self.verifier.end_workers()
+            outcome = None
+        if outcome is not None and outcome.chosen is not None:
+            self._bank(outcome.chosen, True, result)
+        else:
+            result.reason = outcome.reason(None, self.id) if outcome is not None else INTERRUPTED_REASON
+        self.io.recorder.totals(self.io.spend, status)  # reopening marked it running
+        return self._finished(result, status)
+
+    def _finished(self, result: SessionResult, status: SessionStatus) -> SessionResult:
         self.io.events(
             ev.SessionFinished, status=status, accepted=result.accepted, kernel_id=result.kernel_id,
             speedup_vs_eager=result.speedup_vs_eager, speedup_vs_compile=result.speedup_vs_compile,

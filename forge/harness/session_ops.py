@@ -1,12 +1,13 @@
 """What a front end reads about sessions: every session in a bank, and one in full (its attempts
-with their verdicts, the judge's feedback, the confirmations)."""
+with their verdicts, the judge's feedback, the confirmations); and how a front end closes the
+sessions of a run that failed under it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from forge.core.statuses import SessionStatus
-from forge.db import SessionSummary, StoredSession, list_sessions, load_session, open_bank
+from forge.db import SessionSummary, StoredSession, list_sessions, load_session, mark_crashed, open_bank
 
 
 def session_list(bank: Path | None, op: str | None = None, status: SessionStatus | None = None) -> list[SessionSummary]:
@@ -18,3 +19,9 @@ def session_list(bank: Path | None, op: str | None = None, status: SessionStatus
 def session_show(bank: Path | None, session_id: int) -> StoredSession:
     with open_bank(bank) as engine:
         return load_session(engine, session_id)
+
+
+def sessions_crashed(bank: Path | None, session_ids: list[int]) -> list[int]:
+    """Mark the sessions a failed run left ``running`` as ``crashed`` (resumable); returns those marked."""
+    with open_bank(bank) as engine:
+        return [sid for sid in session_ids if mark_crashed(engine, sid)]

@@ -87,7 +87,8 @@ def propose(coder: Coder, context: CoderContext, round: int, io: SessionIO) -> P
                 return Proposed(invalid=out.invalid, fatal=p.error or "the coder produced no candidate")
             out.invalid.append(_invalid(p, round, io))
             continue
-        aid = io.recorder.proposed(round, p)
+        # its parent: the attempt the coder was asked to improve (refine's last, evolve's parent)
+        aid = io.recorder.proposed(round, p, context.parent.attempt_id if context.parent else None)
         io.events(ev.CandidateProposed, round=round, attempt_id=aid, note=p.note)
         out.candidates.append(Candidate(aid, round, p.source, proposal_config(p)))
     return out

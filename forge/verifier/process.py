@@ -8,6 +8,7 @@ deadline. Whatever way it ends is turned into an ``Ending`` the verdict can name
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import resource
 import signal
@@ -61,6 +62,11 @@ def _signal_name(num: int) -> str:
 
 
 _LIVE: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
+# The group the workers started by this thread (and context) belong to: a front end running
+# several runs in one process ends one run's workers, not the others'.
+worker_group: contextvars.ContextVar[weakref.WeakSet[WorkerProcess] | None] = contextvars.ContextVar(
+    "forge_worker_group", default=None
+)
 
 
 def kill_all() -> int:
@@ -111,6 +117,9 @@ class WorkerProcess:
         self._monitor = threading.Thread(target=self._watch_memory, daemon=True)
         self._monitor.start()
         _LIVE.add(self)
+        group = worker_group.get()
+        if group is not None:
+            group.add(self)
 
     def _watch_memory(self) -> None:
         status = Path(f"/proc/{self.proc.pid}/status")

@@ -7,6 +7,7 @@ cores would disturb each other), on CUDA each gets its own GPU from the visible 
 round-robin only when there are more workers than GPUs). A finalist's confirmation runs alone,
 on the whole machine, with more timed calls. When ``stop`` is set (Ctrl-C), the running workers
 are ended and ``KeyboardInterrupt`` is raised: a verdict from a killed worker means nothing.
+``end_workers`` ends this service's own workers (another run in the same process keeps its own).
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from __future__ import annotations
 import queue
 import tempfile
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from forge.core.errors import ForgeError
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.verifier.machine import available_cores, gpu_slots, visible_gpus
-from forge.verifier.process import kill_all
+from forge.verifier.process import WorkerProcess, kill_all, worker_group
 from forge.verifier.verification import verify
 
 
@@ -54,6 +57,14 @@ class VerifierService:
         self.workers = max(1, workers)
         self.stop = stop or threading.Event()
         self._dir = tempfile.TemporaryDirectory(prefix="forge-session-")
+        self._workers: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
+
+    def end_workers(self) -> int:
+        """Kill the workers this service's verifications are running now (returns how many)."""
+        running = list(self._workers)
+        for w in running:
+            w.kill()
+        return len(running)
 
     def __enter__(self) -> VerifierService:
         return self
@@ -93,7 +104,7 @@ class VerifierService:
         try:
             return list(pool.map(one, jobs))
         except KeyboardInterrupt:  # do not wait for the running verifications: end their workers
-            kill_all()
+            self.end_workers()
             raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -107,7 +118,15 @@ class VerifierService:
     def _run(self, job: Job, settings: ForgeSettings) -> Verdict:
         path = Path(self._dir.name) / f"{job.name}.py"
         path.write_text(job.source)
-        verdict = verify(self.op_path, path, settings)
+        token = worker_group.set(self._workers)
+        try:
+            verdict = verify(self.op_path, path, settings)
+        except ForgeError:
+            if self.stop.is_set():  # the stop killed a worker while it started: not the op's fault
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            worker_group.reset(token)
         if self.stop.is_set():  # its workers were ended: the verdict means nothing
             raise KeyboardInterrupt
         return verdict

@@ -1,0 +1,44 @@
+"""``forge doctor``: what this machine gives forge, and what to do about what is missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from forge import harness
+from forge.cli.console import err, out, print_wide
+from forge.core.settings import load_settings
+
+_MARKS = {True: Text("ok", style="green"), False: Text("MISSING", style="bold red"), None: Text("·", style="dim")}
+
+
+def doctor_command(
+    api_base: Annotated[
+        list[str] | None, typer.Option(help="check that this OpenAI-compatible server answers (repeatable)")
+    ] = None,
+    bank: Annotated[Path | None, typer.Option(help="bank file (default: $FORGE_BANK or the per-user bank)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
+) -> None:
+    """Say what this machine gives forge: torch, GPUs, Triton, C++/OpenMP, ISA, measured figures,
+    the bank, LLM keys (names only). Exit 0 when forge can run its main job here."""
+    if not as_json:
+        err.print("[dim]… checking (the first run measures bandwidth and matmul peak, then caches them)[/]")
+    report = harness.doctor(load_settings(), bank, tuple(api_base or ()))
+    if as_json:
+        print(json.dumps(report.to_json()))
+    else:
+        table = Table(header_style="bold", show_lines=False)
+        for col in ("", "finding", "what forge sees", "what to do"):
+            table.add_column(col, overflow="fold")
+        for f in report.findings:
+            fix = f.fix if f.ok is not True else ""
+            table.add_row(_MARKS[f.ok], f.topic + (" *" if f.needed else ""), f.detail, fix)
+        print_wide(table)
+        verdict = "[green]forge can run its main job here[/]" if report.can_run else "[red]forge cannot run here yet[/]"
+        out.print(f"{verdict} (* = needed for it)")
+    raise typer.Exit(0 if report.can_run else 1)

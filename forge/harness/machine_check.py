@@ -1,0 +1,161 @@
+"""``forge doctor``: what this machine gives forge, each finding with what to do when it is missing.
+
+A finding is ``needed`` when forge's main job (``forge optimize`` on an example with the built-in
+agent) cannot run without it; the report says whether all of those are there. Keys are reported
+by name only, never by value.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from forge.core.errors import CompileError, ForgeError
+from forge.core.settings import ForgeSettings
+from forge.db import bank_facts
+from forge.verifier import machine
+
+_OPENMP_PROBE = """
+extern "C" int forge_doctor_threads() {
+    int n = 0;
+    #pragma omp parallel reduction(+ : n)
+    n += 1;
+    return n;
+}
+"""
+
+
+@dataclass(frozen=True)
+class Finding:
+    topic: str
+    ok: bool | None  # None: a fact, neither good nor bad
+    detail: str
+    fix: str = ""  # what to do when it is missing or wrong
+    needed: bool = False  # forge's main job cannot run without it
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    findings: list[Finding]
+
+    @property
+    def can_run(self) -> bool:
+        """Everything forge's main job needs is here."""
+        return all(f.ok for f in self.findings if f.needed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"can_run": self.can_run, "findings": [asdict(f) for f in self.findings]}
+
+
+def _torch() -> tuple[list[Finding], bool]:
+    try:
+        import torch
+    except ImportError as exc:
+        fix = "pip install torch (CPU: pip install torch==2.13.0; GPU: the CUDA build for your driver)"
+        return [Finding("torch", False, f"not importable ({exc})", fix, needed=True)], False
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU only"
+    found = [Finding("torch", True, f"{torch.__version__} ({build}), {torch.get_num_threads()} threads", needed=True)]
+    cuda = bool(torch.version.cuda) and torch.cuda.is_available()
+    if cuda:
+        gpus = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
+        names = "; ".join(f"{g.name} (sm_{g.major}{g.minor}, {g.total_memory / 2**30:.0f} GiB)" for g in gpus)
+        found.append(Finding("GPUs", True, names))
+    else:
+        why = "this torch is a CPU build" if not torch.version.cuda else "torch sees no CUDA device"
+        fix = "for Triton/CUDA kernels: a machine with an NVIDIA GPU and torch's CUDA build"
+        found.append(Finding("GPUs", None, f"none ({why}): kernels are C++ on the CPU", fix))
+    return found, cuda
+
+
+def _triton(cuda: bool) -> Finding:
+    try:
+        import triton
+    except ImportError:
+        return Finding("Triton", False if cuda else None, "not installed", "pip install triton", needed=cuda)
+    where = "on the GPU" if cuda else "in its CPU interpreter only (TRITON_INTERPRET=1: correct, not timed)"
+    return Finding("Triton", True, f"{triton.__version__}, {where}", needed=cuda)
+
+
+def _cpp(cuda: bool) -> Finding:
+    from forge import cpp
+
+    try:
+        lib = cpp.load(_OPENMP_PROBE)
+        threads = lib.function("forge_doctor_threads", ctypes.c_int)()
+    except CompileError as exc:
+        fix = "install g++ with OpenMP (apt-get install g++), or set CXX to a compiler that has it"
+        return Finding("C++ compiler + OpenMP", False, exc.message.splitlines()[0], fix, needed=not cuda)
+    return Finding("C++ compiler + OpenMP", True, f"{cpp.compiler_name()}; OpenMP ran {threads} threads",
+                   needed=not cuda)  # fmt: skip
+
+
+def _cpu(settings: ForgeSettings) -> list[Finding]:
+    caches = ", ".join(f"{k} {v / 2**20:.1f} MiB" if v >= 2**20 else f"{k} {v // 1024} KiB"
+                       for k, v in machine.cache_sizes().items())  # fmt: skip
+    flags = ", ".join(machine.cpu_flags()) or "none of avx/avx2/avx512/fma found"
+    return [
+        Finding("CPU", None, f"{machine.cpu_model()}, {machine.available_cores()} cores; {caches}"),
+        Finding("ISA flags", None, flags),
+    ]
+
+
+def _figures(device: str, settings: ForgeSettings) -> Finding:
+    threads = settings.threads or machine.available_cores()
+    try:
+        f = machine.measured_figures(device, threads, settings.cache_path())
+    except Exception as exc:  # a broken device is a finding, not a crash
+        return Finding("measured figures", False, f"could not measure on {device}: {exc}")
+    detail = f"{f.bandwidth_gbs:.1f} GB/s memory bandwidth, {f.peak_gflops:.0f} GFLOP/s fp32 matmul ({device}, cached)"
+    return Finding("measured figures", True, detail)
+
+
+def _bank(bank: Path | None) -> Finding:
+    try:
+        facts = bank_facts(bank)
+    except ForgeError as exc:
+        return Finding("bank", False, exc.message, "point --bank (or FORGE_BANK) at a forge bank, or move this file")
+    if not facts.exists:
+        return Finding("bank", None, f"{facts.path} (not created yet: the first `forge optimize` creates it)")
+    state = "current" if facts.revision == facts.head else f"at {facts.revision}, migrated to {facts.head} when opened"
+    detail = (f"{facts.path}: schema {state}, {facts.size_bytes / 2**20:.1f} MiB, {facts.kernels} kernels, "
+              f"{facts.sessions} sessions, {facts.attempts} attempts")  # fmt: skip
+    return Finding("bank", True, detail)
+
+
+def _llm_keys() -> Finding:
+    names = sorted(k for k, v in os.environ.items() if k.endswith("_API_KEY") and v)
+    if names:
+        return Finding("LLM keys", True, "set: " + ", ".join(names))
+    fix = "the built-in agent needs none; for --model set the provider's key (e.g. OPENAI_API_KEY) or use --api-base"
+    return Finding("LLM keys", None, "none set", fix)
+
+
+def _api_base(url: str) -> Finding:
+    """Whether an OpenAI-compatible server answers its model list (3 s, no key sent)."""
+    target = url.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(target, timeout=3) as reply:
+            models = [m.get("id", "?") for m in json.loads(reply.read() or b"{}").get("data", [])][:5]
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return Finding(f"--api-base {url}", False, f"no answer from {target} ({reason})",
+                       "start the server, or fix the URL (it should end in /v1 for most servers)")  # fmt: skip
+    return Finding(f"--api-base {url}", True, "answers; models: " + (", ".join(models) or "none listed"))
+
+
+def doctor(settings: ForgeSettings, bank: Path | None = None, api_bases: tuple[str, ...] = ()) -> DoctorReport:
+    """Every finding, slow ones cached (the measured figures) so a second call is quick."""
+    found = [Finding("python", None, f"{platform.python_version()} ({platform.platform(terse=True)})")]
+    torch_findings, cuda = _torch()
+    found += torch_findings
+    if torch_findings[0].ok:
+        found += [_triton(cuda), _cpp(cuda), *_cpu(settings), _figures("cuda" if cuda else "cpu", settings)]
+    found += [_bank(bank), _llm_keys(), *(_api_base(u) for u in api_bases)]
+    return DoctorReport(found)

@@ -1,0 +1,42 @@
+"""How forge shows things, shared by its two front ends: numbers, statuses, table rows and a
+verdict, built once as rich renderables that the CLI prints and the TUI's widgets display.
+
+- ``formats``: speedups, times, cost, dates, and the colour of each status;
+- ``rows``: the columns and cells of the sessions, attempts and kernels tables;
+- ``kernel_view``: a bank entry in full (configs, binding, regimes, checks);
+- ``verdict_view``: a verdict (checks, first failure, timings with spread, roofline) and the diff
+  of an attempt against its parent.
+"""
+
+from forge.present.formats import fmt_cost, fmt_ms, fmt_times, fmt_when, status_text
+from forge.present.kernel_view import binds_text, evidence_line, kernel_details
+from forge.present.rows import (
+    ATTEMPT_COLUMNS,
+    KERNEL_COLUMNS,
+    SESSION_COLUMNS,
+    attempt_cells,
+    best_so_far,
+    kernel_cells,
+    session_cells,
+)
+from forge.present.verdict_view import source_diff, verdict_renderable
+
+__all__ = [
+    "ATTEMPT_COLUMNS",
+    "KERNEL_COLUMNS",
+    "SESSION_COLUMNS",
+    "attempt_cells",
+    "best_so_far",
+    "binds_text",
+    "evidence_line",
+    "fmt_cost",
+    "fmt_ms",
+    "fmt_times",
+    "fmt_when",
+    "kernel_cells",
+    "kernel_details",
+    "session_cells",
+    "source_diff",
+    "status_text",
+    "verdict_renderable",
+]

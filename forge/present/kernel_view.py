@@ -1,0 +1,38 @@
+"""A bank entry in full, as ``forge bank show`` prints it and the TUI's bank screen shows it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forge.core.verdict import Verdict
+from forge.harness import KernelDetail
+
+
+def binds_text(v: Verdict) -> str:
+    """How kernelize runs the entry on existing instances of the user's class."""
+    if v.binding is None:
+        return "not checked (saved by an older forge; `forge bank verify` checks it)"
+    if v.binding.mode == "none":
+        return f"no: {v.binding.reason}"
+    return f"{v.binding.mode}: {v.binding.reason}"
+
+
+def kernel_details(k: KernelDetail, with_source: bool = False) -> dict[str, Any]:
+    """Summary, shapes, per-bucket configs, binding, timing regimes, checks (and the source)."""
+    info = {
+        **k.summary.to_json(),
+        "verified_shapes": k.verified_shapes,
+        "configs": [{"bucket": c.bucket, "config": c.config, "timing_ms": c.timing_ms} for c in k.configs],
+        "target_class": k.target_class,
+        "binds to instances": binds_text(k.evidence),
+        "timing regimes": next((c.detail for c in k.evidence.checks if c.name == "regimes"), "cold only (older forge)"),
+        "reason_checks": [{"name": c.name, "passed": c.passed} for c in k.evidence.checks],
+    }
+    if with_source:
+        info["source"] = k.source
+    return info
+
+
+def evidence_line(k: KernelDetail) -> str:
+    passed = sum(1 for c in k.evidence.checks if c.passed)
+    return f"{passed}/{len(k.evidence.checks)} checks passed when saved"

@@ -1,0 +1,55 @@
+"""The rows of forge's tables, built once for ``forge bank list`` (rich) and the TUI (DataTable):
+each function gives one row's cells in the order of its ``*_COLUMNS``."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from forge.core.statuses import AttemptRole
+from forge.harness import KernelSummary, SessionSummary, StoredAttempt
+from forge.present.formats import fmt_cost, fmt_ms, fmt_times, fmt_when, status_text
+
+SESSION_COLUMNS = ("id", "op", "agent", "strategy", "status", "attempts", "best ×eager", "×compile", "cost", "started")
+ATTEMPT_COLUMNS = ("id", "round", "role", "backend", "status", "×eager", "×compile", "time")
+KERNEL_COLUMNS = ("id", "op", "backend", "device", "dtype", "×eager", "×compile", "status", "agent")
+
+
+def session_cells(s: SessionSummary) -> tuple[str | Text, ...]:
+    agent = s.agent + (f" {s.model}" if s.model else "")
+    return (
+        str(s.id), s.op, agent, s.strategy, status_text(s.status), str(s.attempts),
+        fmt_times(s.best_speedup_vs_eager), fmt_times(s.best_speedup_vs_compile), fmt_cost(s.cost_usd, s.tokens),
+        fmt_when(s.started_at),
+    )  # fmt: skip
+
+
+def attempt_cells(a: StoredAttempt) -> tuple[str | Text, ...]:
+    """An attempt's row; a judge row shows its advice's first words where the speedups would be."""
+    v = a.verdict
+    if a.role is AttemptRole.JUDGE:
+        advice = a.feedback.next_step if a.feedback else (a.judge_error or "")
+        advice = advice if len(advice) <= 24 else advice[:23] + "…"
+        return (str(a.id), str(a.round), str(a.role), "", status_text(a.status), advice, "", "")
+    time = fmt_ms(v.timings_ms.candidate) if v is not None else "—"
+    eager = fmt_times(v.speedup_vs_eager) if v is not None else "—"
+    compiled = fmt_times(v.speedup_vs_compile) if v is not None else "—"
+    return (str(a.id), str(a.round), str(a.role), a.backend or "", status_text(a.status), eager, compiled, time)
+
+
+def kernel_cells(k: KernelSummary) -> tuple[str | Text, ...]:
+    return (
+        str(k.id), k.op, k.backend, k.device + (f" {k.capability}" if k.capability else ""), k.dtype,
+        fmt_times(k.speedup_vs_eager) + (" unconfirmed" if k.confirmed is False else ""),
+        fmt_times(k.speedup_vs_compile), status_text(k.status), k.agent or "",
+    )  # fmt: skip
+
+
+def best_so_far(attempts: list[StoredAttempt]) -> list[float]:
+    """The best speedup vs eager after each coder attempt (0 until one passes): the session's curve."""
+    best, curve = 0.0, []
+    for a in attempts:
+        if a.role is AttemptRole.CODER:
+            s = a.verdict.speedup_vs_eager if a.verdict is not None and a.verdict.passed else None
+            best = max(best, s or 0.0)
+            curve.append(best)
+    return curve

@@ -1,0 +1,91 @@
+"""A verdict as forge shows it (``forge verify`` prints it; the TUI's verdict tab displays it), and
+an attempt's source against its parent's."""
+
+from __future__ import annotations
+
+import difflib
+
+from rich.console import Group, RenderableType
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from forge.core.verdict import Verdict
+from forge.present.formats import fmt_ms, fmt_times
+
+
+def _checks(v: Verdict) -> Table:
+    table = Table(show_header=True, header_style="bold", expand=False)
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    for c in v.checks:
+        mark = "[green]pass[/]" if c.passed else ("[red]FAIL[/]" if c.fatal else "[yellow]warn[/]")
+        detail = c.detail if len(c.detail) < 600 else c.detail[:600] + " …"
+        table.add_row(c.name, mark, Text(detail))
+    return table
+
+
+def _timings(v: Verdict) -> list[RenderableType]:
+    t, stats = v.timings_ms, v.timing_stats
+    if t.candidate is None:
+        return []
+    judged = f" ({stats.regime})" if stats.regime is not None else ""
+    lines: list[RenderableType] = [
+        Text(
+            f"timings (cold medians): candidate {fmt_ms(t.candidate)}, eager {fmt_ms(t.eager)}, "
+            f"torch.compile {fmt_ms(t.compile)}  |  speedup{judged} vs eager {fmt_times(v.speedup_vs_eager)}, "
+            f"vs compile {fmt_times(v.speedup_vs_compile)}"
+            + ("" if v.timing_meaningful else "  (not meaningful: Triton interpreter)")
+        )
+    ]
+    cand = stats.candidate
+    if cand is not None and cand.q3_ms > 0:
+        lines.append(Text(f"candidate spread: quartiles {cand.q1_ms:.4f}-{cand.q3_ms:.4f} ms over {cand.trials} calls"))
+    paired = stats.headline_pairs()[0]
+    if paired is not None and v.timing_meaningful:
+        lines.append(
+            Text(
+                f"per pair of adjacent calls, {stats.regime or 'cold'}: {paired.median:.2f}x eager, 95% CI "
+                f"{paired.low:.2f}-{paired.high:.2f}x over {paired.pairs} pairs (the speedup forge reports and "
+                "accepts on)"
+            )
+        )
+    roof = v.roofline
+    if roof is not None and roof.fraction_candidate is not None:
+        lines.append(Text(f"roofline: the candidate reaches {roof.fraction_candidate:.0%} of this machine's bound"))
+    return lines
+
+
+def verdict_renderable(v: Verdict) -> Group:
+    """Header, the first failure, timings with their spread, roofline, then the checks, warnings,
+    the candidate's captured output: what decides it first, the evidence after."""
+    color = "green" if v.passed else "red"
+    parts: list[RenderableType] = [
+        Text.from_markup(f"[bold]{v.problem}[/] ← {v.candidate}  [{color} bold]{str(v.status).upper()}[/]"),
+    ]
+    if v.reason:
+        parts.append(Text.assemble(("reason: ", "red"), v.reason))
+    case = v.failing_case
+    if case is not None and case.max_abs is not None:
+        where = f"{case.id} {case.shape} ({case.inputs})"
+        parts.append(Text(f"first failing case: {where}, max abs error {case.max_abs:.3g}"))
+    parts += _timings(v)
+    parts.append(_checks(v))
+    parts += [Text.assemble(("warning: ", "yellow"), w) for w in v.warnings]
+    if v.candidate_output.strip():
+        parts += [Text("candidate output (captured):", style="dim"), Text(v.candidate_output.strip()[-1500:])]
+    parts.append(Text(f"{v.cases} cases on {v.device} ({v.threads} threads), {v.elapsed_s:.1f} s", style="dim"))
+    return Group(*parts)
+
+
+def source_diff(parent: str | None, source: str | None, parent_name: str = "parent") -> Syntax:
+    """The unified diff from ``parent``'s source to this one, highlighted ("no parent" when none)."""
+    if source is None:
+        return Syntax("(no source: the reply held no candidate)", "text")
+    if parent is None:
+        return Syntax("(no parent attempt: this is a first candidate)", "text")
+    diff = difflib.unified_diff(
+        parent.splitlines(keepends=True), source.splitlines(keepends=True), fromfile=parent_name, tofile="this attempt"
+    )
+    return Syntax("".join(diff) or "(identical to its parent)", "diff", word_wrap=False)

@@ -1,0 +1,49 @@
+"""The ``forge tui`` command: its options are ``forge optimize``'s; with op files their sessions
+start at once, without it opens on the sessions screen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from forge.core.errors import ForgeError
+from forge.core.settings import load_settings
+
+
+def tui_command(
+    ops: Annotated[
+        list[Path] | None, typer.Argument(help="op files to optimize at once (none: the sessions screen)")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="LLM for the coder, as litellm names it (openai/...)")] = None,
+    judge: Annotated[str | None, typer.Option(help="LLM for the judge (default: --model)")] = None,
+    api_base: Annotated[str | None, typer.Option(help="base URL of an OpenAI-compatible server")] = None,
+    backend: Annotated[str, typer.Option(help="auto, triton, cpp or cuda")] = "auto",
+    strategy: Annotated[str, typer.Option(help="refine (one trajectory) or evolve (a population)")] = "refine",
+    rounds: Annotated[int | None, typer.Option(help="rounds (evolve: generations); default 8")] = None,
+    budget_usd: Annotated[float | None, typer.Option(help="stop once the LLM cost reaches this")] = None,
+    time_limit: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
+    workers: Annotated[int, typer.Option(help="verifications run in parallel")] = 1,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or auto")] = None,
+    bank: Annotated[Path | None, typer.Option(help="bank file (default: $FORGE_BANK or the per-user bank)")] = None,
+) -> None:
+    """Live optimization sessions and the kernel bank in a terminal UI (F1 for its keys)."""
+    from forge import harness
+    from forge.tui.app import ForgeApp, TuiLaunch
+
+    options = harness.OptimizeOptions(
+        model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy, rounds=rounds,
+        workers=workers, bank=bank, budget_usd=budget_usd, time_limit_s=time_limit,
+    )  # fmt: skip
+    try:
+        settings = load_settings(device=device)
+        options.check()
+        if ops:
+            problems = harness.preflight(list(ops), options, settings)
+            if problems:
+                raise ForgeError("; ".join(p.message for p in problems))
+    except ForgeError as exc:
+        typer.secho(f"error: {exc.message}", fg="red", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    ForgeApp(TuiLaunch(list(ops or []), options, settings)).run()

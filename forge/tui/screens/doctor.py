@@ -1,0 +1,60 @@
+"""``forge doctor`` as a screen: what this machine gives forge (measured in a thread worker)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, cast
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from forge import harness
+from forge.tui.host import ForgeHost
+
+_MARKS = {True: Text("ok", style="green"), False: Text("MISSING", style="bold red"), None: Text("·", style="dim")}
+
+
+class DoctorScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("r", "recheck", "Check again"),
+    ]
+
+    @property
+    def forge(self) -> ForgeHost:
+        return cast(ForgeHost, self.app)
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("checking this machine…", id="verdict")
+        yield DataTable(cursor_type="row", zebra_stripes=True, id="findings")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "doctor"
+        table = self.query_one(DataTable)
+        table.add_columns("", "finding", "what forge sees", "what to do")
+        self.action_recheck()
+
+    def action_recheck(self) -> None:
+        self.query_one("#verdict", Static).update("checking this machine…")
+        self._check()
+
+    @work(thread=True, exclusive=True, group="doctor")
+    def _check(self) -> None:
+        report = harness.doctor(self.forge.settings, self.forge.bank_path, self.forge.api_bases)
+        self.app.call_from_thread(self._show, report)
+
+    def _show(self, report: harness.DoctorReport) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        for f in report.findings:
+            fix = f.fix if f.ok is not True else ""
+            table.add_row(_MARKS[f.ok], f.topic + (" *" if f.needed else ""), f.detail, fix)
+        ok = "forge can run its main job here" if report.can_run else "forge cannot run here yet"
+        self.query_one("#verdict", Static).update(
+            Text(f"{ok} (* = needed for it)", style="green" if report.can_run else "bold red")
+        )

@@ -1,0 +1,112 @@
+"""The new-session form's inline errors (the engine's own preflight messages), a session that a
+separate `forge optimize` process runs showing up live, and a crash in a session worker becoming
+a notification and a `crashed` session row, never a dead UI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from textual.widgets import Input, Label, Select
+
+import forge.harness
+from forge.harness import events
+from forge.tui.screens import NewSessionScreen, SessionsScreen
+from forge.tui.widgets import LiveTable
+from tests.conftest import OPS
+from tests.tui.helpers import make_app, text_of, wait_for
+
+OP = OPS / "small_softmax.py"
+
+
+@pytest.mark.asyncio
+async def test_the_form_shows_the_engines_messages_beside_their_fields(tmp_path, fast_settings):
+    app = make_app(tmp_path / "bank.db", fast_settings)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("n")
+        form = app.screen
+        assert isinstance(form, NewSessionScreen)
+        form.query_one("#f-ops", Input).value = str(tmp_path / "nope.py")
+        form.query_one("#f-backend", Select).value = "triton"
+        form.query_one("#f-rounds", Input).value = "two"
+        form.submit()
+        await pilot.pause(0.2)
+        assert "not a whole number" in text_of(form.query_one("#e-rounds", Label))
+        form.query_one("#f-rounds", Input).value = "2"
+        form.submit()
+        await wait_for(pilot, lambda: bool(text_of(form.query_one("#e-ops", Label)).strip()), 30, "the checks")
+        assert "no such op file" in text_of(form.query_one("#e-ops", Label))
+        assert "needs a CUDA device" in text_of(form.query_one("#e-backend", Label))
+        assert isinstance(app.screen, NewSessionScreen) and not app.runs.runs  # nothing started
+
+        form.query_one("#f-ops", Input).value = str(OP)
+        form.query_one("#f-backend", Select).value = "auto"
+        form.query_one("#f-model", Input).value = "nosuchprovider/model"
+        form.submit()
+        await wait_for(pilot, lambda: bool(text_of(form.query_one("#e-model", Label)).strip()), 60, "the model check")
+        assert text_of(form.query_one("#e-ops", Label)).strip() == ""
+        assert not app.runs.runs
+
+
+@pytest.mark.asyncio
+async def test_a_session_run_by_another_process_shows_up_and_updates(tmp_path, fast_settings):
+    bank = tmp_path / "bank.db"
+    env = {**os.environ, "FORGE_CACHE_DIR": str(fast_settings.cache_path()), "FORGE_COMPILE_BASELINE": "false",
+           "FORGE_TIMING_BUDGET_S": "0.2", "FORGE_CONFIRM_TRIALS": "10"}  # fmt: skip
+    cmd = [sys.executable, "-m", "forge", "optimize", str(OP), "--rounds", "2", "--bank", str(bank)]
+    app = make_app(bank, fast_settings)
+    async with app.run_test(size=(120, 40)) as pilot:
+        sessions = app.screen
+        assert isinstance(sessions, SessionsScreen)
+        other = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            table = sessions.query_one(LiveTable)
+            await wait_for(pilot, lambda: table.row_count == 1, 120, "the other process's session")
+            statuses = set()
+
+            def ended() -> bool:
+                statuses.add(str(table.get_row_at(0)[4]))
+                return other.poll() is not None
+
+            await wait_for(pilot, ended, what="the other process to finish")
+            await pilot.pause(1.5)  # one more poll of the bank
+            statuses.add(str(table.get_row_at(0)[4]))
+        finally:
+            other.kill()
+    assert "running" in statuses and statuses - {"running"}, statuses
+
+
+@pytest.mark.asyncio
+async def test_a_crash_in_a_session_worker_is_a_notification_and_a_crashed_row(tmp_path, fast_settings, monkeypatch):
+    real = forge.harness.optimize
+
+    def breaks_after_the_first_verdict(ops, options, settings, emit, control):  # type: ignore[no-untyped-def]
+        def emit_then_fail(e: events.Event) -> None:
+            emit(e)
+            if isinstance(e, events.VerdictReady):
+                raise RuntimeError("a bug in forge")
+
+        return real(ops, options, settings, emit_then_fail, control)
+
+    monkeypatch.setattr(forge.harness, "optimize", breaks_after_the_first_verdict)
+    bank = tmp_path / "bank.db"
+    app = make_app(bank, fast_settings, [OP], rounds=2)
+    told: list[str] = []
+    notify = app.notify
+
+    def record(message, **kwargs):  # type: ignore[no-untyped-def]
+        told.append(str(message))
+        return notify(message, **kwargs)
+
+    app.notify = record  # type: ignore[method-assign]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: bool(app.runs.runs) and not app.runs.running(), what="the run to fail")
+        await pilot.pause(0.3)
+        assert any("a bug in forge" in t for t in told), told
+        (summary,) = app.reader().sessions()
+        assert str(summary.status) == "crashed"
+        await pilot.press("b")  # the UI still answers
+        await pilot.pause(0.2)
+        assert app.is_running
