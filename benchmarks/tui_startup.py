@@ -2,7 +2,8 @@
 screens on a bank holding many attempts.
 
 1. ``forge tui`` cold, in a fresh process: from the process's start to the sessions screen drawn
-   (torch and litellm are not imported for it). Median and range of ``--repeats`` runs.
+   (torch and litellm are not imported for it), with no bank yet and with the big bank below (its
+   sessions listed). Median and range of ``--repeats`` runs.
 2. A bank with ``--sessions`` sessions of ``--attempts`` attempts each (default 200 x 50 = 10,000
    attempts; every attempt carries a real verdict's JSON) and ``--kernels`` kernels: the time to
    open the sessions screen with its rows, the bank screen with its rows, and one session's screen
@@ -42,7 +43,10 @@ from forge.tui import ForgeApp, TuiLaunch
 from forge.harness import OptimizeOptions
 
 async def drawn(pilot):
+    from forge.tui.widgets import LiveTable
     await pilot.pause()
+    while Path(sys.argv[2]).exists() and not pilot.app.screen.query_one(LiveTable).row_count:
+        await pilot.pause(0.01)  # a bank with sessions: until its rows are drawn
     print(time.time() - t0, "torch" in sys.modules, "litellm" in sys.modules)
     pilot.app.exit()
 
@@ -50,7 +54,7 @@ ForgeApp(TuiLaunch([], OptimizeOptions(bank=Path(sys.argv[2])))).run(headless=Tr
 """
 
 
-def first_screen(bank: Path, repeats: int) -> None:
+def first_screen(bank: Path, repeats: int, what: str) -> None:
     times, heavy = [], set()
     for _ in range(repeats):
         out = subprocess.run(
@@ -60,7 +64,7 @@ def first_screen(bank: Path, repeats: int) -> None:
         heavy |= {name for name, loaded in zip(("torch", "litellm"), out[1:], strict=True) if loaded == "True"}
     loaded = sorted(heavy) or "neither torch nor litellm"
     print(
-        f"first screen drawn, fresh process: median {statistics.median(times):.2f} s "
+        f"first screen drawn ({what}), fresh process: median {statistics.median(times):.2f} s "
         f"(min {min(times):.2f}, max {max(times):.2f}, {repeats} runs); imported: {loaded}"
     )
 
@@ -118,7 +122,7 @@ async def open_screens(bank: Path) -> dict[str, float]:
         for name, action in (
             ("bank screen", lambda: app.action_show_bank()),
             ("a session's screen", lambda: app.open_session(1)),
-            ("sessions screen", lambda: app.action_show_sessions()),
+            ("back to the sessions screen", lambda: app.action_show_sessions()),
         ):
             t0 = time.perf_counter()
             action()
@@ -137,7 +141,7 @@ def main() -> None:
     ap.add_argument("--kernels", type=int, default=100)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        first_screen(Path(tmp) / "empty.db", a.repeats)
+        first_screen(Path(tmp) / "empty.db", a.repeats, "no bank yet")
         bank = Path(tmp) / "big.db"
         t0 = time.perf_counter()
         big_bank(bank, a.sessions, a.attempts, a.kernels)
@@ -146,6 +150,7 @@ def main() -> None:
             f"bank: {a.sessions} sessions x {a.attempts} attempts = {a.sessions * a.attempts} attempts, "
             f"{a.kernels} kernels, {size:.0f} MiB (built in {time.perf_counter() - t0:.0f} s)"
         )
+        first_screen(bank, a.repeats, "this bank, its sessions listed")
         runs = [asyncio.run(open_screens(bank)) for _ in range(a.repeats)]
         for name in runs[0]:
             values = [r[name] for r in runs]

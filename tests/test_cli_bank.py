@@ -155,6 +155,9 @@ def test_bank_commands(saved_bank, tmp_path):
     assert shown["configs"] and shown["configs"][0]["bucket"] == [[64, 256]]
     human = forge("bank", "list", "--bank", str(work), cwd=USERPKG)
     assert human.returncode == 0 and "user_rmsnorm" in human.stdout.replace("\n", "")
+    # piped into a file the source is byte for byte the stored one: no wrapping at 80 columns
+    piped = forge("bank", "show", str(kid), "--source", "--bank", str(work), cwd=USERPKG).stdout
+    assert shown["source"] in piped and max(len(line) for line in shown["source"].splitlines()) > 80
 
     shipped = tmp_path / "ship.db"
     r = forge("bank", "export", str(shipped), "--op", "user_rmsnorm", "--bank", str(work), "--json", cwd=USERPKG)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,17 @@ class LiveRun:
     control: harness.RunControl = field(default_factory=lambda: harness.RunControl())
     sessions: set[int] = field(default_factory=set)
     running: bool = True
+    started: float = field(default_factory=time.monotonic)
+
+    def limits_left(self, cost_usd: float | None) -> str:
+        """What is left of the run's limits ("" when it has none): seconds, and dollars given
+        what its sessions spent (``cost_usd``)."""
+        left = []
+        if self.options.time_limit_s is not None:
+            left.append(f"{max(0.0, self.options.time_limit_s - (time.monotonic() - self.started)):.0f} s")
+        if self.options.budget_usd is not None:
+            left.append(f"${max(0.0, self.options.budget_usd - (cost_usd or 0.0)):.4f}")
+        return " and ".join(left)
 
     @property
     def label(self) -> str:

@@ -33,3 +33,16 @@ def text_of(widget: Static) -> str:
 
 def make_app(bank: Path, settings, ops: list[Path] | None = None, **options) -> ForgeApp:  # type: ignore[no-untyped-def]
     return ForgeApp(TuiLaunch(ops or [], OptimizeOptions(bank=bank, **options), settings))
+
+
+def record_notifications(app: ForgeApp) -> list[str]:
+    """Every message the app shows as a notification, in order (it still shows them)."""
+    told: list[str] = []
+    notify = app.notify
+
+    def record(message, **kwargs):  # type: ignore[no-untyped-def]
+        told.append(str(message))
+        return notify(message, **kwargs)
+
+    app.notify = record  # type: ignore[method-assign]
+    return told

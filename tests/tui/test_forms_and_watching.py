@@ -16,7 +16,7 @@ from forge.harness import events
 from forge.tui.screens import NewSessionScreen, SessionsScreen
 from forge.tui.widgets import LiveTable
 from tests.conftest import OPS
-from tests.tui.helpers import make_app, text_of, wait_for
+from tests.tui.helpers import make_app, record_notifications, text_of, wait_for
 
 OP = OPS / "small_softmax.py"
 
@@ -93,14 +93,7 @@ async def test_a_crash_in_a_session_worker_is_a_notification_and_a_crashed_row(t
     monkeypatch.setattr(forge.harness, "optimize", breaks_after_the_first_verdict)
     bank = tmp_path / "bank.db"
     app = make_app(bank, fast_settings, [OP], rounds=2)
-    told: list[str] = []
-    notify = app.notify
-
-    def record(message, **kwargs):  # type: ignore[no-untyped-def]
-        told.append(str(message))
-        return notify(message, **kwargs)
-
-    app.notify = record  # type: ignore[method-assign]
+    told = record_notifications(app)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: bool(app.runs.runs) and not app.runs.running(), what="the run to fail")
         await pilot.pause(0.3)

@@ -13,7 +13,7 @@ from forge.harness import BankReader
 from forge.tui.screens import BankScreen, SessionScreen, SessionsScreen
 from forge.tui.widgets import AskNumber, AskText, ConfirmDialog, LiveTable
 from tests.conftest import EXAMPLES, OPS
-from tests.tui.helpers import make_app, text_of, wait_for
+from tests.tui.helpers import make_app, record_notifications, text_of, wait_for
 
 OP = OPS / "small_softmax.py"
 RMSNORM = EXAMPLES / "ops" / "rmsnorm.py"  # the built-in kernel is ~3x eager from its first attempt
@@ -74,14 +74,7 @@ async def test_a_session_runs_live_to_a_banked_kernel_that_the_bank_screen_expor
 async def test_stop_then_continue_then_bank_by_hand(tmp_path, fast_settings):
     bank = tmp_path / "bank.db"
     app = make_app(bank, fast_settings, [RMSNORM], rounds=6)
-    told: list[str] = []
-    notify = app.notify
-
-    def record(message, **kwargs):  # type: ignore[no-untyped-def]
-        told.append(str(message))
-        return notify(message, **kwargs)
-
-    app.notify = record  # type: ignore[method-assign]
+    told = record_notifications(app)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: app.reader() is not None and len(app.reader().sessions()) == 1, what="a session")
         sid = app.reader().sessions()[0].id

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from textual.widgets import Input
 
 import forge.harness
 from forge.harness import DoctorReport, Finding
@@ -40,6 +41,8 @@ def test_screen(snap_compare, fixed_app, size, keys):  # type: ignore[no-untyped
     async def settle(pilot):  # type: ignore[no-untyped-def]
         await pilot.pause(0.3)
         await pilot.press(*keys)
+        for field in pilot.app.screen.query(Input):  # a blinking cursor would be on or off by timing
+            field.cursor_blink = False
         await pilot.pause(0.6)
 
     assert snap_compare(fixed_app, terminal_size=size, run_before=settle)

@@ -4,7 +4,7 @@ details and source; re-verify it, export its op's kernels to a standalone bank, 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, cast
+from typing import ClassVar
 
 from rich.syntax import Syntax
 from rich.text import Text
@@ -12,17 +12,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent, TabPane
 
 from forge import harness
 from forge.core.errors import ForgeError
 from forge.harness import KernelSummary
 from forge.present import KERNEL_COLUMNS, evidence_line, kernel_cells, kernel_details
-from forge.tui.host import ForgeHost
+from forge.tui.screens.base import ForgeScreen
 from forge.tui.widgets import AskText, ConfirmDialog, LiveTable
-
-POLL_S = 2.0
 
 
 def matches(k: KernelSummary, text: str) -> bool:
@@ -33,7 +30,8 @@ def matches(k: KernelSummary, text: str) -> bool:
     return all(word in k.op.lower() or word in exact for word in text.split())
 
 
-class BankScreen(Screen[None]):
+class BankScreen(ForgeScreen):
+    POLL_S = 2.0
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("slash", "filter", "Filter"),
@@ -41,10 +39,6 @@ class BankScreen(Screen[None]):
         Binding("e", "export", "Export"),
         Binding("delete,D", "remove", "Remove"),
     ]
-
-    @property
-    def forge(self) -> ForgeHost:
-        return cast(ForgeHost, self.app)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -60,8 +54,7 @@ class BankScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.sub_title = "kernel bank"
-        self.refresh_data()
-        self.set_interval(POLL_S, self.refresh_data)
+        self.start_polling()
         self.query_one(LiveTable).focus()
 
     def refresh_data(self) -> None:

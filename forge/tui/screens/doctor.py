@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, cast
+from typing import ClassVar
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from forge import harness
-from forge.tui.host import ForgeHost
+from forge.tui.screens.base import ForgeScreen
 
 _MARKS = {True: Text("ok", style="green"), False: Text("MISSING", style="bold red"), None: Text("·", style="dim")}
 
 
-class DoctorScreen(Screen[None]):
+class DoctorScreen(ForgeScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("r", "recheck", "Check again"),
     ]
-
-    @property
-    def forge(self) -> ForgeHost:
-        return cast(ForgeHost, self.app)
 
     def compose(self) -> ComposeResult:
         yield Header()

@@ -6,7 +6,7 @@ attempts; running totals. Stop it, continue it with more rounds, or bank an atte
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import ClassVar, cast
+from typing import ClassVar
 
 from rich.console import RenderableType
 from rich.syntax import Syntax
@@ -14,22 +14,20 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Sparkline, Static, TabbedContent, TabPane
 
 from forge.core.errors import ForgeError
 from forge.core.statuses import AttemptRole, SessionStatus
 from forge.harness import StoredAttempt, StoredSession
 from forge.present import ATTEMPT_COLUMNS, attempt_cells, best_so_far, fmt_cost, source_diff, verdict_renderable
-from forge.tui.host import ForgeHost
+from forge.tui.screens.base import ForgeScreen
 from forge.tui.widgets import AskNumber, LiveTable
-
-POLL_S = 1.0
 
 TABS = (("source", "Source"), ("diff", "Diff"), ("verdict", "Verdict"), ("judge", "Judge"), ("llm", "Prompt/Reply"))
 
 
-class SessionScreen(Screen[None]):
+class SessionScreen(ForgeScreen):
+    POLL_S = 1.0
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("x", "stop", "Stop"),
@@ -44,10 +42,6 @@ class SessionScreen(Screen[None]):
         self.stored: StoredSession | None = None
         self._shown_attempt: tuple[int, str] | None = None  # (id, status) in the tabs
 
-    @property
-    def forge(self) -> ForgeHost:
-        return cast(ForgeHost, self.app)
-
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="totals")
@@ -61,8 +55,7 @@ class SessionScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.sub_title = f"session {self.session_id}"
-        self.refresh_data()
-        self.set_interval(POLL_S, self.refresh_data)
+        self.start_polling()
         self.query_one(LiveTable).focus()
 
     def refresh_data(self) -> None:
@@ -88,9 +81,8 @@ class SessionScreen(Screen[None]):
         live = self.forge.runs.of_session(s.id)
         elsewhere = "running elsewhere" if s.status is SessionStatus.RUNNING else str(s.status)
         where = "running here" if live else elsewhere
-        limits = ""
-        if live is not None and (live.options.time_limit_s or live.options.budget_usd):
-            limits = f" · limits: {live.options.time_limit_s or '-'} s, ${live.options.budget_usd or '-'}"
+        left = live.limits_left(s.cost_usd) if live is not None else ""
+        limits = f" · left: {left}" if left else ""
         return Text(
             f"{s.problem_name} · {where} · {len(coder)} attempts over {rounds} rounds · best {best:.2f}x eager · "
             f"tokens {s.tokens} · cost {fmt_cost(s.cost_usd, s.tokens)} · {elapsed:.0f} s{limits}"

@@ -3,22 +3,20 @@ filtered by op or status; open one, start one, resume one."""
 
 from __future__ import annotations
 
-from typing import ClassVar, cast
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from forge.core.errors import ForgeError
 from forge.present import SESSION_COLUMNS, session_cells
-from forge.tui.host import ForgeHost
+from forge.tui.screens.base import ForgeScreen
 from forge.tui.widgets import LiveTable
 
-POLL_S = 1.0  # how often the bank is read again: what another process writes shows up within this
 
-
-class SessionsScreen(Screen[None]):
+class SessionsScreen(ForgeScreen):
+    POLL_S = 1.0
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Open", show=False),
         Binding("n", "app.new_session", "New"),
@@ -27,10 +25,6 @@ class SessionsScreen(Screen[None]):
         Binding("b", "app.show_bank", "Bank"),
         Binding("d", "app.show_doctor", "Doctor"),
     ]
-
-    @property
-    def forge(self) -> ForgeHost:
-        return cast(ForgeHost, self.app)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -41,8 +35,7 @@ class SessionsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.sub_title = "sessions"
-        self.refresh_data()
-        self.set_interval(POLL_S, self.refresh_data)
+        self.start_polling()
         self.query_one(LiveTable).focus()
 
     def refresh_data(self) -> None:
