@@ -2,7 +2,8 @@
 replies: the real litellm client talks to it, nothing reaches the network.
 
 Requests are told apart by their system prompt: the judge's says it reviews candidates. Every
-request body is kept for the tests to inspect.
+request body is kept for the tests to inspect. A request asking to stream gets its reply as
+server-sent events, a chunk at a time, with the usage last (as OpenAI's API sends it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class Script:
     judge: list[str] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     fail_with: int | None = None  # answer every request with this HTTP status
+    chunk_chars: int = 40  # a streamed reply (a request with "stream": true) comes this many characters a chunk
+    chunk_delay_s: float = 0.01
 
     def role(self, body: dict[str, Any]) -> str:
         system = next((m["content"] for m in body.get("messages", []) if m.get("role") == "system"), "")
@@ -50,6 +53,9 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 self._send(script.fail_with, {"error": {"message": "scripted failure", "type": "server_error"}})
                 return
             text = script.reply(body)
+            if body.get("stream"):
+                self._stream(text, body)
+                return
             self._send(
                 200,
                 {
@@ -63,6 +69,28 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                     "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150},
                 },
             )
+
+        def _stream(self, text: str, body: dict[str, Any]) -> None:
+            """The reply as server-sent events, a few characters a chunk, then the usage."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            base = {"id": f"chatcmpl-{len(script.requests)}", "object": "chat.completion.chunk",
+                    "created": int(time.time()), "model": body.get("model", "test-model")}  # fmt: skip
+            pieces = [text[i : i + script.chunk_chars] for i in range(0, len(text), script.chunk_chars)] or [""]
+            for i, piece in enumerate(pieces):
+                delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
+                self._event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                time.sleep(script.chunk_delay_s)
+            self._event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            usage = {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}
+            self._event({**base, "choices": [], "usage": usage})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+        def _event(self, payload: dict[str, Any]) -> None:
+            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+            self.wfile.flush()
 
         def _send(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()

@@ -7,6 +7,7 @@ LLM).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
@@ -69,6 +70,8 @@ class CoderContext:
     history: list[HistoryItem] = field(default_factory=list)
     want: int = 1  # how many candidates to propose (evolve asks for several)
     parent: HistoryItem | None = None  # the attempt to improve on (None: start from scratch)
+    # Told (role, the reply so far) while an LLM's reply streams in; None: replies are not streamed.
+    on_reply: Callable[[str, str], None] | None = None
 
 
 @dataclass

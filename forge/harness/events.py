@@ -58,6 +58,15 @@ class CandidateProposed(Event):
 
 
 @dataclass
+class ReplyProgress(Event):
+    """An LLM's reply so far, while it streams in (only when the run asked for ``stream_replies``)."""
+
+    round: int
+    role: str  # "coder" or "judge"
+    text: str
+
+
+@dataclass
 class VerdictReady(Event):
     round: int
     attempt_id: int

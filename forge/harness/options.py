@@ -41,6 +41,7 @@ class OptimizeOptions:
     time_limit_s: float | None = None  # likewise
     resume: int | None = None  # a session id
     bank_attempt: int | None = None  # with resume: confirm this passed attempt and bank it, no search
+    stream_replies: bool = False  # LLM replies streamed and reported as they arrive (ReplyProgress events)
 
     @property
     def agents(self) -> AgentChoice:

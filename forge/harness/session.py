@@ -177,7 +177,11 @@ class Session:
             history=list(self.state.history),
             want=want,
             parent=parent,
+            on_reply=self._reply_progress if self.options.stream_replies else None,
         )
+
+    def _reply_progress(self, role: str, text: str) -> None:
+        self.io.events(ev.ReplyProgress, round=self.state.round, role=role, text=text)
 
     def start(self) -> None:
         p = self.plan

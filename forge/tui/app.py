@@ -27,6 +27,7 @@ from forge.tui.screens import (
     SessionScreen,
     SessionsScreen,
 )
+from forge.tui.screens.base import ForgeScreen
 from forge.tui.screens.new_session import NewRun
 from forge.tui.widgets import ConfirmDialog
 
@@ -128,7 +129,7 @@ class ForgeApp(App[None]):
         self.push_screen(NewSessionScreen(self.launch.options), go)
 
     def start_run(self, new: NewRun) -> LiveRun:
-        run = self.runs.new(new.ops, new.options)
+        run = self.runs.new(new.ops, replace(new.options, stream_replies=True))  # the reply tab shows them live
         self.run_worker(lambda: self.runs.work(run), thread=True, group="runs", name=f"run {run.run_id}")
         self.notify(f"started: {run.label}")
         return run
@@ -152,9 +153,8 @@ class ForgeApp(App[None]):
             self.notify(f"{e.problem}: session {e.session_id} started")
         if isinstance(e, harness.events.KernelAccepted):
             self.notify(f"{e.problem}: kernel {e.kernel_id} banked ({e.speedup_vs_eager or 0:.2f}x eager)")
-        refresh = getattr(self.screen, "refresh_data", None)
-        if refresh is not None and self.reader() is not None:
-            refresh()
+        if isinstance(self.screen, ForgeScreen) and self.reader() is not None:
+            self.screen.engine_event(e)
 
     def on_run_ended(self, message: RunEnded) -> None:
         if message.error:

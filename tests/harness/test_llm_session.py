@@ -12,6 +12,7 @@ import pytest
 
 from forge.core.errors import ProviderError
 from forge.harness import OptimizeOptions, optimize
+from forge.harness import events as ev
 from tests.conftest import OPS
 from tests.llm_server import Script, serve
 
@@ -162,3 +163,32 @@ def test_missing_key_names_the_variable(tmp_path, fast_settings, monkeypatch):
             [OP], OptimizeOptions(model="anthropic/claude-3-5-sonnet-20240620", bank=tmp_path / "b.db"), fast_settings
         )
     assert "ANTHROPIC_API_KEY" in err.value.message
+
+
+def test_streamed_replies_arrive_as_they_grow_and_are_stored_whole(tmp_path, fast_settings):
+    """With ``stream_replies`` (the TUI asks for it) the coder's and the judge's replies stream
+    from the provider: ReplyProgress events carry the text so far, growing, and the attempt
+    stores the whole reply with its tokens counted as usual."""
+    script = Script(coder=[RIGHT], judge=[judge_json("done", go_on=False)], chunk_chars=8, chunk_delay_s=0.03)
+    seen: list[ev.Event] = []
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        options = OptimizeOptions(model="openai/test-model", api_base=url, rounds=1, bank=bank, stream_replies=True)
+        run = optimize([OP], options, fast_settings, seen.append)
+    progress = [e for e in seen if isinstance(e, ev.ReplyProgress)]
+    coder = [e.text for e in progress if e.role == "coder"]
+    assert len(coder) >= 2 and coder[-1] == RIGHT and all(RIGHT.startswith(t) for t in coder)
+    assert any(e.role == "judge" for e in progress)
+    assert all(r.get("stream") for r in script.requests if r["role"] != "ping")
+    with sqlite3.connect(bank) as db:
+        (response, tokens) = db.execute("SELECT response, tokens FROM attempts WHERE role = 'coder'").fetchone()
+    assert response == RIGHT and tokens == 150 and run.tokens == 300
+
+
+def test_replies_are_not_streamed_unless_asked(tmp_path, fast_settings):
+    script = Script(coder=[RIGHT], judge=[judge_json("done", go_on=False)])
+    seen: list[ev.Event] = []
+    with serve(script) as url:
+        optimize([OP], _options(url, tmp_path / "bank.db", rounds=1), fast_settings, seen.append)
+    assert not any(isinstance(e, ev.ReplyProgress) for e in seen)
+    assert not any(r.get("stream") for r in script.requests)

@@ -4,12 +4,13 @@ a notification and a `crashed` session row, never a dead UI."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
 
 import pytest
-from textual.widgets import Input, Label, Select
+from textual.widgets import Input, Label, Select, Static
 
 import forge.harness
 from forge.harness import events
@@ -103,3 +104,29 @@ async def test_a_crash_in_a_session_worker_is_a_notification_and_a_crashed_row(t
         await pilot.press("b")  # the UI still answers
         await pilot.pause(0.2)
         assert app.is_running
+
+
+@pytest.mark.asyncio
+async def test_an_llm_sessions_reply_streams_into_the_reply_tab(tmp_path, fast_settings):
+    from tests.harness.test_llm_session import RIGHT, judge_json
+    from tests.llm_server import Script, serve
+
+    script = Script(coder=[RIGHT], judge=[judge_json("done", go_on=False)], chunk_chars=6, chunk_delay_s=0.08)
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        app = make_app(bank, fast_settings, [OPS / "loop_rowsum.py"], rounds=1, model="openai/test-model", api_base=url)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: app.reader() is not None and bool(app.reader().sessions()), 60, "a session")
+            app.open_session(app.reader().sessions()[0].id)
+            shown: list[str] = []
+
+            def streaming_seen() -> bool:
+                body = app.screen.query("#llm-body")
+                if body:
+                    shown.append(text_of(body.first(Static)))
+                return not app.runs.running()
+
+            await wait_for(pilot, streaming_seen, what="the run to end")
+    live = [t for t in shown if "CODER REPLY, round 1, arriving" in t]
+    assert len(set(live)) >= 2, shown[-3:]  # seen more than once, growing as it arrives
+    assert all(len(a) <= len(b) for a, b in itertools.pairwise(live))

@@ -8,6 +8,7 @@ the session goes on without feedback.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from forge.agents.llm.client import LLMClient
 from forge.agents.llm.prompts import example, render
@@ -20,6 +21,14 @@ def _device_line(device: str, facts: MachineFacts) -> str:
     if device == "cuda":
         return f"an NVIDIA GPU ({facts.gpu or 'CUDA'})"
     return f"a CPU ({facts.cpu_model or 'x86-64'}, {facts.cores or '?'} cores)"
+
+
+def _streamed_to(context: CoderContext, role: str) -> Callable[[str], None] | None:
+    """Where a streamed reply goes: the context's listener, told which role is speaking."""
+    listener = context.on_reply
+    if listener is None:
+        return None
+    return lambda text: listener(role, text)
 
 
 class LLMCoder:
@@ -44,7 +53,7 @@ class LLMCoder:
         out = []
         for _ in range(context.want):
             messages = self.prompt(context)
-            reply = self.client.complete(messages)
+            reply = self.client.complete(messages, on_text=_streamed_to(context, "coder"))
             got = extract_candidate(reply.text)
             out.append(
                 Proposal(
@@ -84,7 +93,7 @@ class LLMJudge:
         responses = []
         why = None
         for _try in range(2):
-            reply = self.client.complete(messages)
+            reply = self.client.complete(messages, on_text=_streamed_to(context, "judge"))
             tokens += reply.tokens
             cost += reply.cost_usd or 0.0
             known &= reply.cost_known

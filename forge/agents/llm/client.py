@@ -1,4 +1,5 @@
-"""A thin litellm client: one chat completion with retries, tokens and dollar cost.
+"""A thin litellm client: one chat completion with retries, tokens and dollar cost, streamed
+when the caller wants to show the reply as it arrives.
 
 litellm is imported on first use (never at forge import) and told to use its bundled price map,
 so nothing reaches the network until a request is made. Rate limits, timeouts and transient
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +19,7 @@ from forge.core.errors import ProviderError
 
 _RETRIES = 4
 _BACKOFF_S = 1.0
+_STREAM_EVERY_S = 0.2  # a streamed reply is reported at most this often
 
 
 @dataclass
@@ -52,8 +55,14 @@ class LLMClient:
         return kw
 
     def complete(
-        self, messages: list[dict[str, str]], max_tokens: int | None = None, retries: int = _RETRIES
+        self,
+        messages: list[dict[str, str]],
+        max_tokens: int | None = None,
+        retries: int = _RETRIES,
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
+        """One reply. ``on_text``: the reply is streamed, and told the text so far as it grows
+        (at most every ``_STREAM_EVERY_S``, and once complete)."""
         litellm = _litellm()
         transient = (
             litellm.RateLimitError,
@@ -71,7 +80,10 @@ class LLMClient:
         delay = _BACKOFF_S
         for attempt in range(retries + 1):
             try:
-                resp = litellm.completion(messages=messages, max_tokens=max_tokens, **self._kwargs())
+                if on_text is None:
+                    resp = litellm.completion(messages=messages, max_tokens=max_tokens, **self._kwargs())
+                else:
+                    resp = self._streamed(litellm, messages, max_tokens, on_text)
                 break
             except fatal as exc:
                 raise ProviderError(f"{self.model}: the provider refused the request ({_short(exc)})") from None
@@ -94,6 +106,26 @@ class LLMClient:
         except Exception:  # no price for this model (local servers, new models): say unknown
             cost, known = None, False
         return Completion(text, tokens, cost, known)
+
+    def _streamed(
+        self, litellm: Any, messages: list[dict[str, str]], max_tokens: int | None, on_text: Callable[[str], None]
+    ) -> Any:
+        """A streamed completion, put back together as one response (usage included, for the cost)."""
+        chunks, text, told = [], "", 0.0
+        stream = litellm.completion(
+            messages=messages, max_tokens=max_tokens, stream=True, stream_options={"include_usage": True},
+            **self._kwargs(),
+        )  # fmt: skip
+        for chunk in stream:
+            chunks.append(chunk)
+            delta = chunk.choices[0].delta.content if chunk.choices else None
+            if delta:
+                text += delta
+                if time.monotonic() - told >= _STREAM_EVERY_S:
+                    on_text(text)
+                    told = time.monotonic()
+        on_text(text)
+        return litellm.stream_chunk_builder(chunks, messages=messages)
 
 
 def _short(exc: BaseException) -> str:

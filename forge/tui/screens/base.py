@@ -7,6 +7,7 @@ from typing import ClassVar, cast
 
 from textual.screen import Screen
 
+from forge.harness import events
 from forge.tui.host import ForgeHost
 
 
@@ -19,6 +20,12 @@ class ForgeScreen(Screen[None]):
 
     def refresh_data(self) -> None:
         """Read the bank again and update in place (screens that show bank data override it)."""
+
+    def engine_event(self, event: events.Event) -> None:
+        """An event from a run started here: read the bank again at once (a streamed reply's
+        progress is left to the screen that shows it)."""
+        if not isinstance(event, events.ReplyProgress):
+            self.refresh_data()
 
     def start_polling(self) -> None:
         self.refresh_data()

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Header, Sparkline, Static, Tabbed
 
 from forge.core.errors import ForgeError
 from forge.core.statuses import AttemptRole, SessionStatus
-from forge.harness import StoredAttempt, StoredSession
+from forge.harness import StoredAttempt, StoredSession, events
 from forge.present import ATTEMPT_COLUMNS, attempt_cells, best_so_far, fmt_cost, source_diff, verdict_renderable
 from forge.tui.screens.base import ForgeScreen
 from forge.tui.widgets import AskNumber, LiveTable
@@ -87,6 +87,15 @@ class SessionScreen(ForgeScreen):
             f"{s.problem_name} · {where} · {len(coder)} attempts over {rounds} rounds · best {best:.2f}x eager · "
             f"tokens {s.tokens} · cost {fmt_cost(s.cost_usd, s.tokens)} · {elapsed:.0f} s{limits}"
         )
+
+    def engine_event(self, event: events.Event) -> None:
+        """A streamed reply of this session goes to the Prompt/Reply tab as it arrives."""
+        if not isinstance(event, events.ReplyProgress):
+            super().engine_event(event)
+        elif event.session_id == self.session_id:
+            live = Text(f"{event.role.upper()} REPLY, round {event.round}, arriving…\n", style="bold cyan")
+            # shown until the selection moves to another attempt (the poll leaves it alone till then)
+            self.query_one("#llm-body", Static).update(Text.assemble(live, event.text))
 
     def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
         self._show_selected()
