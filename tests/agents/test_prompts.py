@@ -18,7 +18,7 @@ class FakeClient:
         self.replies = replies
         self.seen: list[list[dict[str, str]]] = []
 
-    def complete(self, messages, max_tokens=None, retries=4):
+    def complete(self, messages, max_tokens=None, retries=4, on_text=None):
         self.seen.append(messages)
         return Completion(self.replies.pop(0), 10, 0.001, True)
 
