@@ -86,6 +86,7 @@ class SessionSummary:
     best_speedup_vs_eager: float | None  # over its passing attempts, as their rounds measured
     best_speedup_vs_compile: float | None
     kernel_id: int | None  # the kernel it banked (the newest, when a resume banked again)
+    kernel_speedup_vs_eager: float | None  # that kernel's confirmed figure (what the bank claims)
     tokens: int
     cost_usd: float | None
     started_at: datetime | None
@@ -331,6 +332,11 @@ def list_sessions(engine: Engine, op: str | None = None, status: SessionStatus |
             select(func.max(AttemptRow.speedup_vs_eager)).where(passed).scalar_subquery(),
             select(func.max(AttemptRow.speedup_vs_compile)).where(passed).scalar_subquery(),
             select(func.max(KernelRow.id)).where(KernelRow.session_id == SessionRow.id).scalar_subquery(),
+            select(KernelRow.speedup_vs_eager)
+            .where(KernelRow.session_id == SessionRow.id)
+            .order_by(KernelRow.id.desc())
+            .limit(1)
+            .scalar_subquery(),
         )
         .join(ProblemRow, ProblemRow.id == SessionRow.problem_id)
         .order_by(SessionRow.id.desc())
@@ -344,10 +350,17 @@ def list_sessions(engine: Engine, op: str | None = None, status: SessionStatus |
 
 
 def _summary(
-    s: SessionRow, op: str, attempts: int | None, best: float | None, best_compile: float | None, kernel: int | None
+    s: SessionRow,
+    op: str,
+    attempts: int | None,
+    best: float | None,
+    best_compile: float | None,
+    kernel: int | None,
+    kernel_speedup: float | None,
 ) -> SessionSummary:
     return SessionSummary(
         id=s.id, op=op, agent=s.agent, model=s.model, strategy=s.strategy, status=SessionStatus(s.status),
         attempts=int(attempts or 0), best_speedup_vs_eager=best, best_speedup_vs_compile=best_compile,
-        kernel_id=kernel, tokens=s.tokens or 0, cost_usd=s.cost_usd, started_at=s.started_at, ended_at=s.ended_at,
+        kernel_id=kernel, kernel_speedup_vs_eager=kernel_speedup, tokens=s.tokens or 0, cost_usd=s.cost_usd,
+        started_at=s.started_at, ended_at=s.ended_at,
     )  # fmt: skip

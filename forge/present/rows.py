@@ -9,17 +9,20 @@ from forge.core.statuses import AttemptRole
 from forge.harness import KernelSummary, SessionSummary, StoredAttempt
 from forge.present.formats import fmt_cost, fmt_ms, fmt_times, fmt_when, status_text
 
-SESSION_COLUMNS = ("id", "op", "agent", "strategy", "status", "attempts", "best ×eager", "×compile", "cost", "started")
+# "in rounds": the best of the search's own noisy timings; "kernel": what was banked, timed again after the choice
+SESSION_COLUMNS = (
+    "id", "op", "agent", "status", "attempts", "kernel", "best in rounds", "×compile", "cost", "strategy", "started",
+)  # fmt: skip
 ATTEMPT_COLUMNS = ("id", "round", "role", "backend", "status", "×eager", "×compile", "time")
 KERNEL_COLUMNS = ("id", "op", "backend", "device", "dtype", "×eager", "×compile", "status", "agent")
 
 
 def session_cells(s: SessionSummary) -> tuple[str | Text, ...]:
     agent = s.agent + (f" {s.model}" if s.model else "")
+    kernel = f"#{s.kernel_id} {fmt_times(s.kernel_speedup_vs_eager)}" if s.kernel_id is not None else "—"
     return (
-        str(s.id), s.op, agent, s.strategy, status_text(s.status), str(s.attempts),
-        fmt_times(s.best_speedup_vs_eager), fmt_times(s.best_speedup_vs_compile), fmt_cost(s.cost_usd, s.tokens),
-        fmt_when(s.started_at),
+        str(s.id), s.op, agent, status_text(s.status), str(s.attempts), kernel, fmt_times(s.best_speedup_vs_eager),
+        fmt_times(s.best_speedup_vs_compile), fmt_cost(s.cost_usd, s.tokens), s.strategy, fmt_when(s.started_at),
     )  # fmt: skip
 
 

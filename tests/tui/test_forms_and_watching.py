@@ -14,6 +14,7 @@ from textual.widgets import Input, Label, Select, Static
 
 import forge.harness
 from forge.harness import events
+from forge.present import SESSION_COLUMNS
 from forge.tui.screens import NewSessionScreen, SessionsScreen
 from forge.tui.widgets import LiveTable
 from tests.conftest import OPS
@@ -68,12 +69,12 @@ async def test_a_session_run_by_another_process_shows_up_and_updates(tmp_path, f
             statuses = set()
 
             def ended() -> bool:
-                statuses.add(str(table.get_row_at(0)[4]))
+                statuses.add(str(table.get_row_at(0)[SESSION_COLUMNS.index("status")]))
                 return other.poll() is not None
 
             await wait_for(pilot, ended, what="the other process to finish")
             await pilot.pause(1.5)  # one more poll of the bank
-            statuses.add(str(table.get_row_at(0)[4]))
+            statuses.add(str(table.get_row_at(0)[SESSION_COLUMNS.index("status")]))
         finally:
             other.kill()
     assert "running" in statuses and statuses - {"running"}, statuses

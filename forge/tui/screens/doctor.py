@@ -22,10 +22,15 @@ class DoctorScreen(ForgeScreen):
         Binding("r", "recheck", "Check again"),
     ]
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._findings: list[harness.Finding] = []
+
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("checking this machine…", id="verdict")
         yield DataTable(cursor_type="row", zebra_stripes=True, id="findings")
+        yield Static("", id="finding", classes="hint")  # the selected line in full, wrapped
         yield Footer()
 
     def on_mount(self) -> None:
@@ -43,7 +48,15 @@ class DoctorScreen(ForgeScreen):
         report = harness.doctor(self.forge.settings, self.forge.bank_path, self.forge.api_bases)
         self.app.call_from_thread(self._show, report)
 
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        findings = self._findings
+        if 0 <= event.cursor_row < len(findings):
+            f = findings[event.cursor_row]
+            fix = f"\nwhat to do: {f.fix}" if f.fix and f.ok is not True else ""
+            self.query_one("#finding", Static).update(Text(f"{f.topic}: {f.detail}{fix}"))
+
     def _show(self, report: harness.DoctorReport) -> None:
+        self._findings = report.findings
         table = self.query_one(DataTable)
         table.clear()
         for f in report.findings:
