@@ -18,7 +18,8 @@ PACKAGE = ROOT / "forge"
 # Bottom to top. Components in one layer do not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.core",),  # the domain: problem, verdict, statuses, errors, settings
-    ("forge.verifier", "forge.db", "forge.agents", "forge.kernelbank", "forge.cpp"),  # each on the base alone
+    # each on the base alone
+    ("forge.verifier", "forge.db", "forge.agents", "forge.kernelbank", "forge.cpp", "forge.parallel"),
     ("forge.harness",),  # the engine: orchestration and the operations front ends call
     ("forge.present",),  # how both front ends show things: formats, table rows, a verdict
     ("forge.cli", "forge.tui"),  # front ends: views over the engine
