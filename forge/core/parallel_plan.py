@@ -4,9 +4,9 @@ checks judge, the bank stores (as JSON) and ``bank.parallelize`` applies.
 - ``mesh``: sizes of the mesh's dimensions. ``dp`` (data parallel, sharded by FSDP) and ``tp``
   (tensor parallel) are run for real; ``pp`` (pipeline) and ``cp`` (context) are recorded and
   judged by the static rules and the cost model only (pipelines hang on gloo today).
-- ``tp``: a tensor-parallel style per module-name pattern (``fnmatch`` over
-  ``model.named_modules()`` names: ``blocks.*.attn.qkv``), with the layouts of its input and output
-  as torch.distributed.tensor.parallel takes them.
+- ``tp``: a tensor-parallel style per module-name pattern (matched part by dotted part against
+  ``model.named_modules()`` names, ``*`` and ``[qkv]`` within one part: ``blocks.*.attn.[qkv]``),
+  with the layouts of its input and output as torch.distributed.tensor.parallel takes them.
 - ``fsdp``: which modules are FSDP units, and whether they reshard after forward.
 - ``microbatches`` and ``checkpoint``: activation checkpointing per module pattern.
 

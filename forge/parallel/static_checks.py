@@ -34,8 +34,15 @@ _HEAD_ATTRS = ("num_heads", "n_heads", "n_head", "num_attention_heads")
 
 
 def matched_modules(model: nn.Module, pattern: str) -> list[str]:
-    """The names of ``model``'s submodules that ``pattern`` matches (fnmatch, case-sensitive)."""
-    return [name for name, _ in model.named_modules() if name and fnmatchcase(name, pattern)]
+    """The names of ``model``'s submodules that ``pattern`` matches, part by dotted part (``*``
+    stays within one part: ``blocks.*`` is each block, not everything inside them)."""
+    parts = pattern.split(".")
+    return [
+        name
+        for name, _ in model.named_modules()
+        if name and len(name.split(".")) == len(parts)
+        and all(fnmatchcase(n, p) for n, p in zip(name.split("."), parts, strict=True))
+    ]
 
 
 def _mesh(plan: ParallelPlan, world_size: int, inputs: Sequence[Any]) -> Check:

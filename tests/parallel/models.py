@@ -9,13 +9,14 @@ from torch import nn
 class Attention(nn.Module):
     def __init__(self, hidden: int, num_heads: int) -> None:
         super().__init__()
-        self.num_heads = num_heads
+        self.num_heads, self.head_dim = num_heads, hidden // num_heads
         self.q, self.k, self.v = (nn.Linear(hidden, hidden) for _ in range(3))
         self.proj = nn.Linear(hidden, hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
-        q, k, v = (t(x).view(b, s, self.num_heads, -1).transpose(1, 2) for t in (self.q, self.k, self.v))
+        # heads from the width each rank holds: under tensor parallelism q/k/v are column shards
+        q, k, v = (t(x).view(b, s, -1, self.head_dim).transpose(1, 2) for t in (self.q, self.k, self.v))
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(out.transpose(1, 2).reshape(b, s, -1))
 

@@ -1,0 +1,123 @@
+"""A real run of a plan: ``world_size`` processes on this machine (gloo on CPU), each one
+``forge.parallel.rank_worker``, on free loopback ports, with a memory limit and one time limit for
+the run. A rank that fails or hangs fails the plan with its reason, and every other rank is
+killed (they would wait in a collective forever): the caller never hangs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from forge.core.parallel_plan import ParallelPlan
+from forge.parallel.rank_worker import RankJob
+
+
+@dataclass(frozen=True)
+class RankResult:
+    rank: int
+    mismatches: list[str]
+    median_ms: float
+    peak_rss_mb: float
+
+
+@dataclass(frozen=True)
+class MeshRun:
+    """What the real run found: ``ok`` when every rank matched the unsharded model."""
+
+    ok: bool
+    reason: str
+    ranks: list[RankResult] = field(default_factory=list)
+
+    @property
+    def step_ms(self) -> float | None:
+        """The slowest rank's median step: a step ends when every rank's does."""
+        return max((r.median_ms for r in self.ranks), default=None)
+
+    @property
+    def peak_rss_mb(self) -> float | None:
+        return max((r.peak_rss_mb for r in self.ranks), default=None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _spawn(
+    rank: int, world_size: int, port: int, job_path: Path, memory_limit_mb: int, log: Path
+) -> subprocess.Popen[bytes]:
+    limit = memory_limit_mb << 20
+
+    def limits() -> None:  # in the child, before exec
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    path = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH")]))
+    env = {
+        **os.environ, "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": path,
+    }  # fmt: skip
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "forge.parallel.rank_worker", str(job_path)], env=env, stdout=out,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=limits,
+        )  # fmt: skip
+
+
+def _kill(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+    for p in procs:
+        p.wait()
+
+
+def _tail(log: Path, lines: int = 6) -> str:
+    text = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+    return " | ".join(text[-lines:]) or "no output"
+
+
+def run_plan(model_path: Path, plan: ParallelPlan, world_size: int, *, train: bool = True, steps: int = 5,
+             timeout_s: float = 120.0, memory_limit_mb: int = 4096) -> MeshRun:  # fmt: skip
+    """Run ``plan`` for real on ``world_size`` local processes and compare with the unsharded model."""
+    with tempfile.TemporaryDirectory(prefix="forge-mesh-") as tmp:
+        job = RankJob(model_path=str(model_path), plan=plan.to_json(), train=train, steps=steps,
+                      timeout_s=timeout_s, result_dir=tmp)  # fmt: skip
+        job_path = Path(tmp) / "job.json"
+        job_path.write_text(job.model_dump_json())
+        port, logs = free_port(), [Path(tmp) / f"rank{r}.log" for r in range(world_size)]
+        procs = [_spawn(r, world_size, port, job_path, memory_limit_mb, logs[r]) for r in range(world_size)]
+        deadline, failed = time.monotonic() + timeout_s, None
+        try:
+            while any(p.poll() is None for p in procs) and failed is None:
+                failed = next((r for r, p in enumerate(procs) if p.returncode not in (None, 0)), None)
+                if time.monotonic() > deadline:
+                    hung = [str(r) for r, p in enumerate(procs) if p.poll() is None]
+                    return MeshRun(False, f"rank {', '.join(hung)} did not finish within {timeout_s:g} s (killed)")
+                time.sleep(0.05)
+            failed = next((r for r, p in enumerate(procs) if p.returncode != 0), failed)
+        finally:
+            _kill(procs)
+        if failed is not None:
+            code = procs[failed].returncode
+            return MeshRun(False, f"rank {failed} failed (exit {code}): {_tail(logs[failed])}")
+        ranks = [RankResult(**{k: v for k, v in json.loads((Path(tmp) / f"rank{r}.json").read_text()).items()
+                               if k != "step_ms"}) for r in range(world_size)]  # fmt: skip
+    wrong = sorted({m for r in ranks for m in r.mismatches})
+    if wrong:
+        return MeshRun(False, f"differs from the unsharded model: {'; '.join(wrong[:5])}", ranks)
+    return MeshRun(True, "outputs, gradients and the parameters after a step match the unsharded model", ranks)
