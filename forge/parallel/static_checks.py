@@ -40,7 +40,8 @@ def matched_modules(model: nn.Module, pattern: str) -> list[str]:
     return [
         name
         for name, _ in model.named_modules()
-        if name and len(name.split(".")) == len(parts)
+        if name
+        and len(name.split(".")) == len(parts)
         and all(fnmatchcase(n, p) for n, p in zip(name.split("."), parts, strict=True))
     ]
 
