@@ -55,7 +55,13 @@ def free_port() -> int:
 
 
 def _spawn(
-    rank: int, world_size: int, port: int, job_path: Path, memory_limit_mb: int, log: Path
+    rank: int,
+    world_size: int,
+    port: int,
+    job_path: Path,
+    memory_limit_mb: int,
+    log: Path,
+    module: str = "forge.parallel.rank_worker",
 ) -> subprocess.Popen[bytes]:
     limit = memory_limit_mb << 20
 
@@ -72,7 +78,7 @@ def _spawn(
     }  # fmt: skip
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "forge.parallel.rank_worker", str(job_path)], env=env, stdout=out,
+            [sys.executable, "-m", module, str(job_path)], env=env, stdout=out,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=limits,
         )  # fmt: skip
 
@@ -121,3 +127,35 @@ def run_plan(model_path: Path, plan: ParallelPlan, world_size: int, *, train: bo
     if wrong:
         return MeshRun(False, f"differs from the unsharded model: {'; '.join(wrong[:5])}", ranks)
     return MeshRun(True, "outputs, gradients and the parameters after a step match the unsharded model", ranks)
+
+
+def measure_link(cache: Path | None = None, world_size: int = 2, timeout_s: float = 60.0) -> float:
+    """Bus bandwidth (bytes/s) of a ring all-reduce between ``world_size`` local gloo ranks,
+    measured once and cached in ``cache`` (a JSON file) when given."""
+    key = f"gloo-cpu-{world_size}"
+    known: dict[str, float] = {}
+    if cache is not None and cache.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            known = json.loads(cache.read_text())
+    if key in known:
+        return float(known[key])
+    with tempfile.TemporaryDirectory(prefix="forge-link-") as tmp:
+        out, port = Path(tmp) / "link.json", free_port()
+        logs = [Path(tmp) / f"rank{r}.log" for r in range(world_size)]
+        procs = [
+            _spawn(r, world_size, port, out, 2048, logs[r], "forge.parallel.link_probe") for r in range(world_size)
+        ]
+        deadline = time.monotonic() + timeout_s
+        try:
+            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            _kill(procs)
+        if not out.is_file():
+            raise RuntimeError(f"the link probe did not finish: {_tail(logs[0])}")
+        bandwidth = float(json.loads(out.read_text())["bytes_per_s"])
+    if cache is not None:
+        with contextlib.suppress(OSError):
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps({**known, key: bandwidth}))
+    return bandwidth

@@ -1,7 +1,8 @@
 """The static rules, cheapest first: each is a named ``Check`` (passed or not, and why).
 
-- ``mesh``: the mesh's sizes multiply to the world size; pipeline stages have microbatches to
-  overlap, and the sequence splits evenly over context parallelism.
+- ``mesh``: the mesh's sizes multiply to the world size; data parallelism comes with FSDP (forge
+  shards data-parallel ranks with it; without it they would not share gradients); pipeline
+  stages have microbatches to overlap, and the sequence splits evenly over context parallelism.
 - ``patterns``: every pattern (tp, FSDP units, checkpointing) matches at least one module, and no
   module gets two tensor-parallel rules.
 - ``styles``: colwise/rowwise go on Linear or Embedding modules, sequence parallel on norms and
@@ -52,6 +53,9 @@ def _mesh(plan: ParallelPlan, world_size: int, inputs: Sequence[Any]) -> Check:
         problems.append(f"the mesh {plan.mesh} has {plan.world_size} ranks, the world size is {world_size}")
     if plan.degree("pp") > 1 and plan.microbatches < plan.degree("pp"):
         problems.append(f"{plan.degree('pp')} pipeline stages need at least as many microbatches ({plan.microbatches})")
+    if plan.degree("dp") > 1 and plan.fsdp is None:
+        problems.append(f"dp={plan.degree('dp')} without fsdp: the data-parallel ranks would never share their "
+                        "gradients; name FSDP units (fsdp.units, e.g. the blocks)")  # fmt: skip
     seq = _sequence_length(inputs)
     if plan.degree("cp") > 1 and seq is not None and seq % plan.degree("cp"):
         problems.append(f"the sequence ({seq}) does not split over cp={plan.degree('cp')}")

@@ -48,6 +48,7 @@ def test_the_usual_transformer_recipes_pass():
 
 def test_each_rule_fails_with_what_it_is_about():
     assert "has 2 ranks, the world size is 4" in _failed(ParallelPlan(mesh={"dp": 1, "tp": 2}, tp=MEGATRON))["mesh"]
+    assert "dp=4 without fsdp" in _failed(ParallelPlan(mesh={"dp": 4}))["mesh"]
     missing = ParallelPlan(mesh={"tp": 4}, tp=[*MEGATRON, TpRule(pattern="blocks.*.ffn", style="colwise")])
     assert "'blocks.*.ffn' matches no module" in _failed(missing)["patterns"]
     twice = ParallelPlan(mesh={"tp": 4}, tp=[TpRule(pattern="head", style="colwise"),

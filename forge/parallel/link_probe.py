@@ -1,0 +1,40 @@
+"""The link between two local ranks, measured: ``python -m forge.parallel.link_probe RESULT.json``
+on each rank (spawned by ``mesh_run.measure_link``) times all-reduces of a 4 MiB tensor over gloo
+and rank 0 writes the bus bandwidth (bytes a ring all-reduce moves per second per rank)."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+SIZE = 1 << 20  # float32 elements: 4 MiB
+REPEATS = 10
+
+
+def main() -> None:
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    n = dist.get_world_size()
+    x = torch.ones(SIZE)
+    dist.all_reduce(x)  # warm-up: connections set up
+    times = []
+    for _ in range(REPEATS):
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(x)
+        times.append(time.perf_counter() - t0)
+    moved = 2 * (n - 1) / n * SIZE * 4
+    if int(os.environ["RANK"]) == 0:
+        Path(sys.argv[1]).write_text(json.dumps({"bytes_per_s": moved / statistics.median(times), "world_size": n}))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
