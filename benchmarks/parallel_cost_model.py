@@ -52,8 +52,9 @@ def main() -> None:
     peak = measured_figures("cpu", 1, settings.cache_path()).peak_gflops * 1e9
     with tempfile.TemporaryDirectory() as tmp:
         link = measure_link(Path(tmp) / "link.json")
-    machine = Machine(peak_flops=peak, link_bytes_per_s=link)
-    print(f"machine: {peak / 1e9:.0f} GFLOP/s per rank (one thread), loopback all-reduce {link / 1e9:.2f} GB/s")
+    machine = Machine(peak_flops=peak, link_bytes_per_s=link.bytes_per_s, latency_s=link.latency_s)
+    print(f"machine: {peak / 1e9:.0f} GFLOP/s per rank (one thread), loopback all-reduce {link.bytes_per_s / 1e9:.2f} "
+          f"GB/s, {link.latency_s * 1e6:.0f} us per collective")  # fmt: skip
     op = import_file("tiny_transformer_op", OP)
     torch.manual_seed(0)
     model = op.Model()

@@ -5,11 +5,12 @@ and compares the sharded model with the unsharded one (outputs, gradients, a ste
 
 from forge.parallel.apply_plan import apply_plan, plan_mesh
 from forge.parallel.cost_model import Calibration, Machine, Prediction, model_facts, over_memory, predict
-from forge.parallel.mesh_run import MeshRun, RankResult, measure_link, run_plan
+from forge.parallel.mesh_run import LinkFigures, MeshRun, RankResult, measure_link, run_plan
 from forge.parallel.static_checks import matched_modules, static_checks
 
 __all__ = [
     "Calibration",
+    "LinkFigures",
     "Machine",
     "MeshRun",
     "Prediction",

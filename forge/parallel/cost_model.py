@@ -24,7 +24,8 @@ communication (bytes moved per device, ring collectives over ``n`` ranks: all-re
   ``t_comm = Σ volume / link_bandwidth + α · collectives``
 
 ``step = t_c + t_comm`` (no overlap assumed). ``Calibration`` fits one factor on each term from
-measured steps (least squares) and reports the mean relative error before and after.
+measured steps (least squares on the relative error) and reports the mean relative error before
+and after.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from forge.core.parallel_plan import Layout, ParallelPlan, TpStyle
 from forge.parallel.static_checks import matched_modules
-
-LATENCY_S = 50e-6  # per collective, gloo over loopback (order of magnitude; calibration absorbs it)
 
 
 @dataclass(frozen=True)
@@ -104,7 +103,8 @@ class Prediction:
 @dataclass(frozen=True)
 class Machine:
     peak_flops: float  # FLOP/s of one rank
-    link_bytes_per_s: float  # between two ranks
+    link_bytes_per_s: float  # ring all-reduce bus bandwidth between the ranks
+    latency_s: float = 50e-6  # what one collective costs before any byte moves (measure_link measures it)
     optimizer_states: int = 0  # per parameter: SGD 0, Adam 2
 
 
@@ -155,7 +155,7 @@ def predict(
             passes = (2 if plan.fsdp is not None and plan.fsdp.reshard_after_forward else 1) if train else 1
             volume += passes * _ring("all_gather", size, dp) + (_ring("reduce_scatter", size, dp) if train else 0)
             collectives += passes + (1 if train else 0)
-    comm_s = volume / machine.link_bytes_per_s + LATENCY_S * collectives
+    comm_s = volume / machine.link_bytes_per_s + machine.latency_s * collectives
     return Prediction(int(memory), flops / machine.peak_flops, comm_s, int(volume), collectives)
 
 
@@ -178,17 +178,30 @@ class Calibration:
         return sum(abs(guess(p) - t) / t for p, t in self.seen) / len(self.seen)
 
     def add(self, prediction: Prediction, measured_s: float) -> None:
-        """One more measurement; the factors are fitted again (least squares, kept positive)."""
+        """One more measurement; the factors are fitted again (least squares on the relative
+        error, kept positive)."""
         self.seen.append((prediction, measured_s))
-        a = torch.tensor([[p.compute_s, p.comm_s] for p, _ in self.seen], dtype=torch.float64)
-        y = torch.tensor([t for _, t in self.seen], dtype=torch.float64)
-        if len(self.seen) == 1 or torch.linalg.matrix_rank(a) < 2:
-            total = a.sum(dim=1)
-            scale = float((total @ y) / (total @ total)) if float(total @ total) else 1.0
-            self.compute = self.comm = max(scale, 1e-6)
+        # rows weighted by 1/measured: the fit minimises the relative error, the one reported
+        a = torch.tensor([[p.compute_s / t, p.comm_s / t] for p, t in self.seen], dtype=torch.float64)
+        y = torch.ones(len(self.seen), dtype=torch.float64)
+        if len(self.seen) > 1 and int(torch.linalg.matrix_rank(a)) == 2:
+            fit = torch.linalg.lstsq(a, y.unsqueeze(1)).solution.squeeze(1)
+            if bool((fit > 0).all()):
+                self.compute, self.comm = (float(v) for v in fit)
+                return
+        # one factor on each term alone (a negative factor means nothing), keep the better of them
+        best = None
+        for col in range(2):
+            x = a[:, col]
+            if float(x @ x) > 0:
+                k = float((x @ y) / (x @ x))
+                err = float(((x * k - y) ** 2).sum())
+                if k > 0 and (best is None or err < best[0]):
+                    best = (err, col, k)
+        if best is None:
             return
-        fit = torch.linalg.lstsq(a, y.unsqueeze(1)).solution.squeeze(1)
-        self.compute, self.comm = (max(float(v), 1e-6) for v in fit)
+        _err, col, k = best
+        self.compute, self.comm = (k, 0.0) if col == 0 else (0.0, k)
 
 
 def over_memory(prediction: Prediction, limit_bytes: int | None) -> str | None:

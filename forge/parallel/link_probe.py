@@ -1,6 +1,7 @@
-"""The link between two local ranks, measured: ``python -m forge.parallel.link_probe RESULT.json``
-on each rank (spawned by ``mesh_run.measure_link``) times all-reduces of a 4 MiB tensor over gloo
-and rank 0 writes the bus bandwidth (bytes a ring all-reduce moves per second per rank)."""
+"""The link between local ranks, measured: ``python -m forge.parallel.link_probe RESULT.json`` on
+each rank (spawned by ``mesh_run.measure_link``) times all-reduces over gloo, of one element (the
+latency a collective costs before any byte moves) and of 4 MiB; rank 0 writes the latency and the
+bus bandwidth (bytes a ring all-reduce moves per second per rank, the latency taken out)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,17 @@ def main() -> None:
         t0 = time.perf_counter()
         dist.all_reduce(x)
         times.append(time.perf_counter() - t0)
+    tiny, small = torch.ones(1), []
+    for _ in range(REPEATS * 5):  # one element: what a collective costs before any byte moves
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(tiny)
+        small.append(time.perf_counter() - t0)
+    latency = statistics.median(small)
     moved = 2 * (n - 1) / n * SIZE * 4
     if int(os.environ["RANK"]) == 0:
-        Path(sys.argv[1]).write_text(json.dumps({"bytes_per_s": moved / statistics.median(times), "world_size": n}))
+        bandwidth = moved / max(statistics.median(times) - latency, 1e-9)
+        Path(sys.argv[1]).write_text(json.dumps({"bytes_per_s": bandwidth, "latency_s": latency, "world_size": n}))
     dist.destroy_process_group()
 
 

@@ -129,16 +129,30 @@ def run_plan(model_path: Path, plan: ParallelPlan, world_size: int, *, train: bo
     return MeshRun(True, "outputs, gradients and the parameters after a step match the unsharded model", ranks)
 
 
-def measure_link(cache: Path | None = None, world_size: int = 2, timeout_s: float = 60.0) -> float:
-    """Bus bandwidth (bytes/s) of a ring all-reduce between ``world_size`` local gloo ranks,
-    measured once and cached in ``cache`` (a JSON file) when given."""
+@dataclass(frozen=True)
+class LinkFigures:
+    bytes_per_s: float  # ring all-reduce bus bandwidth
+    latency_s: float  # one collective of one element
+
+
+def measure_link(cache: Path | None = None, world_size: int = 2, timeout_s: float = 60.0) -> LinkFigures:
+    """The bus bandwidth and per-collective latency of gloo all-reduces between ``world_size``
+    local ranks, measured once and cached in ``cache`` (a JSON file) when given."""
     key = f"gloo-cpu-{world_size}"
-    known: dict[str, float] = {}
+    known: dict[str, dict[str, float]] = {}
     if cache is not None and cache.is_file():
         with contextlib.suppress(ValueError, OSError):
             known = json.loads(cache.read_text())
-    if key in known:
-        return float(known[key])
+    if key not in known:
+        known[key] = _probe(world_size, timeout_s)
+        if cache is not None:
+            with contextlib.suppress(OSError):
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                cache.write_text(json.dumps(known))
+    return LinkFigures(float(known[key]["bytes_per_s"]), float(known[key]["latency_s"]))
+
+
+def _probe(world_size: int, timeout_s: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="forge-link-") as tmp:
         out, port = Path(tmp) / "link.json", free_port()
         logs = [Path(tmp) / f"rank{r}.log" for r in range(world_size)]
@@ -153,9 +167,5 @@ def measure_link(cache: Path | None = None, world_size: int = 2, timeout_s: floa
             _kill(procs)
         if not out.is_file():
             raise RuntimeError(f"the link probe did not finish: {_tail(logs[0])}")
-        bandwidth = float(json.loads(out.read_text())["bytes_per_s"])
-    if cache is not None:
-        with contextlib.suppress(OSError):
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps({**known, key: bandwidth}))
-    return bandwidth
+        figures = json.loads(out.read_text())
+    return {"bytes_per_s": float(figures["bytes_per_s"]), "latency_s": float(figures["latency_s"])}
