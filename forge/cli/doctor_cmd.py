@@ -8,13 +8,11 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
-from rich.text import Text
 
 from forge import harness
 from forge.cli.console import err, out, print_wide
 from forge.core.settings import load_settings
-
-_MARKS = {True: Text("ok", style="green"), False: Text("MISSING", style="bold red"), None: Text("·", style="dim")}
+from forge.present import FINDING_COLUMNS, finding_cells
 
 
 def doctor_command(
@@ -33,11 +31,10 @@ def doctor_command(
         print(json.dumps(report.to_json()))
     else:
         table = Table(header_style="bold", show_lines=False)
-        for col in ("", "finding", "what forge sees", "what to do"):
+        for col in FINDING_COLUMNS:
             table.add_column(col, overflow="fold")
         for f in report.findings:
-            fix = f.fix if f.ok is not True else ""
-            table.add_row(_MARKS[f.ok], f.topic + (" *" if f.needed else ""), f.detail, fix)
+            table.add_row(*finding_cells(f))
         print_wide(table)
         verdict = "[green]forge can run its main job here[/]" if report.can_run else "[red]forge cannot run here yet[/]"
         out.print(f"{verdict} (* = needed for it)")

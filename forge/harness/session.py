@@ -220,10 +220,7 @@ class Session:
         """The confirm and bank steps, then the session's row closed. An interrupted session banks
         the fastest that beat eager in its own round, marked unconfirmed."""
         state, spend = self.state, self.io.spend
-        result = SessionResult(
-            self.plan.spec.name, self.id, status, backend=self.plan.backend, tokens=spend.tokens,
-            cost_usd=spend.cost_reported, trace=list(state.trace), attempts=len(state.trace),
-        )  # fmt: skip
+        result = self._new_result(status)
         best, confirmed = state.best, False
         if status is not SessionStatus.INTERRUPTED:
             try:
@@ -260,10 +257,7 @@ class Session:
                 f"attempt {attempt_id} is not a passed attempt of session {self.id} that was faster than eager "
                 "at the median: its confirmation could only refuse it"
             )
-        result = SessionResult(
-            self.plan.spec.name, self.id, status, backend=self.plan.backend, tokens=self.io.spend.tokens,
-            cost_usd=self.io.spend.cost_reported, trace=list(state.trace), attempts=len(state.trace),
-        )  # fmt: skip
+        result = self._new_result(status)
         try:
             outcome = confirm_finalists(
                 [picked], self.verifier, self.io, self.settings, state.round, self.io.limits.stop_requested, set()
@@ -277,6 +271,14 @@ class Session:
             result.reason = outcome.reason(None, self.id) if outcome is not None else INTERRUPTED_REASON
         self.io.recorder.totals(self.io.spend, status)  # reopening marked it running
         return self._finished(result, status)
+
+    def _new_result(self, status: SessionStatus) -> SessionResult:
+        """The session's result before anything is banked: its trace and what it spent."""
+        spend, trace = self.io.spend, self.state.trace
+        return SessionResult(
+            self.plan.spec.name, self.id, status, backend=self.plan.backend, tokens=spend.tokens,
+            cost_usd=spend.cost_reported, trace=list(trace), attempts=len(trace),
+        )  # fmt: skip
 
     def _finished(self, result: SessionResult, status: SessionStatus) -> SessionResult:
         self.io.events(

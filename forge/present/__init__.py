@@ -2,7 +2,7 @@
 verdict, built once as rich renderables that the CLI prints and the TUI's widgets display.
 
 - ``formats``: speedups, times, cost, dates, and the colour of each status;
-- ``rows``: the columns and cells of the sessions, attempts and kernels tables;
+- ``rows``: the columns and cells of the sessions, attempts, kernels and doctor tables;
 - ``kernel_view``: a bank entry in full (configs, binding, regimes, checks);
 - ``verdict_view``: a verdict (checks, first failure, timings with spread, roofline) and the diff
   of an attempt against its parent.
@@ -12,10 +12,12 @@ from forge.present.formats import fmt_cost, fmt_ms, fmt_times, fmt_when, status_
 from forge.present.kernel_view import binds_text, evidence_line, kernel_details
 from forge.present.rows import (
     ATTEMPT_COLUMNS,
+    FINDING_COLUMNS,
     KERNEL_COLUMNS,
     SESSION_COLUMNS,
     attempt_cells,
     best_so_far,
+    finding_cells,
     kernel_cells,
     session_cells,
 )
@@ -23,12 +25,14 @@ from forge.present.verdict_view import source_diff, verdict_renderable
 
 __all__ = [
     "ATTEMPT_COLUMNS",
+    "FINDING_COLUMNS",
     "KERNEL_COLUMNS",
     "SESSION_COLUMNS",
     "attempt_cells",
     "best_so_far",
     "binds_text",
     "evidence_line",
+    "finding_cells",
     "fmt_cost",
     "fmt_ms",
     "fmt_times",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from forge.core.statuses import AttemptRole
-from forge.harness import KernelSummary, SessionSummary, StoredAttempt
+from forge.harness import Finding, KernelSummary, SessionSummary, StoredAttempt
 from forge.present.formats import fmt_cost, fmt_ms, fmt_times, fmt_when, status_text
 
 # "in rounds": the best of the search's own noisy timings; "kernel": what was banked, timed again after the choice
@@ -56,3 +56,14 @@ def best_so_far(attempts: list[StoredAttempt]) -> list[float]:
             best = max(best, s or 0.0)
             curve.append(best)
     return curve
+
+
+FINDING_COLUMNS = ("", "finding", "what forge sees", "what to do")
+_FINDING_MARKS = {True: ("ok", "green"), False: ("MISSING", "bold red"), None: ("·", "dim")}
+
+
+def finding_cells(f: Finding) -> tuple[str | Text, ...]:
+    """One ``forge doctor`` line: its mark, topic (``*``: the main job needs it), what forge sees,
+    and what to do (only where something is missing or off)."""
+    mark, style = _FINDING_MARKS[f.ok]
+    return (Text(mark, style=style), f.topic + (" *" if f.needed else ""), f.detail, f.fix if f.ok is not True else "")

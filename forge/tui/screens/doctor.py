@@ -11,9 +11,8 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Static
 
 from forge import harness
+from forge.present import FINDING_COLUMNS, finding_cells
 from forge.tui.screens.base import ForgeScreen
-
-_MARKS = {True: Text("ok", style="green"), False: Text("MISSING", style="bold red"), None: Text("·", style="dim")}
 
 
 class DoctorScreen(ForgeScreen):
@@ -36,7 +35,7 @@ class DoctorScreen(ForgeScreen):
     def on_mount(self) -> None:
         self.sub_title = "doctor"
         table = self.query_one(DataTable)
-        table.add_columns("", "finding", "what forge sees", "what to do")
+        table.add_columns(*FINDING_COLUMNS)
         self.action_recheck()
 
     def action_recheck(self) -> None:
@@ -60,8 +59,7 @@ class DoctorScreen(ForgeScreen):
         table = self.query_one(DataTable)
         table.clear()
         for f in report.findings:
-            fix = f.fix if f.ok is not True else ""
-            table.add_row(_MARKS[f.ok], f.topic + (" *" if f.needed else ""), f.detail, fix)
+            table.add_row(*finding_cells(f))
         ok = "forge can run its main job here" if report.can_run else "forge cannot run here yet"
         self.query_one("#verdict", Static).update(
             Text(f"{ok} (* = needed for it)", style="green" if report.can_run else "bold red")
