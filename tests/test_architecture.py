@@ -19,7 +19,8 @@ PACKAGE = ROOT / "forge"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.core",),  # the domain: problem, verdict, statuses, errors, settings
     # each on the base alone
-    ("forge.verifier", "forge.db", "forge.agents", "forge.kernelbank", "forge.cpp", "forge.parallel"),
+    ("forge.verifier", "forge.db", "forge.agents", "forge.kernelbank", "forge.cpp"),
+    ("forge.parallel",),  # plans checked for real: applied with the runtime's own code (kernelbank)
     ("forge.harness",),  # the engine: orchestration and the operations front ends call
     ("forge.present",),  # how both front ends show things: formats, table rows, a verdict
     ("forge.cli", "forge.tui"),  # front ends: views over the engine

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from forge.agents.plan_roles import PlanAdvisor, Planner
 from forge.agents.roles import Coder, Judge
 from forge.core.errors import UsageError
 from forge.core.statuses import TextEnum
@@ -59,3 +60,20 @@ def check_provider(choice: AgentChoice) -> None:
 
     for model in dict.fromkeys([choice.model, choice.judge_model or choice.model]):
         check_model(model, choice.api_base)
+
+
+@dataclass(frozen=True)
+class PlanAgents:
+    planner: Planner
+    advisor: PlanAdvisor
+
+
+def make_plan_agents(choice: AgentChoice) -> PlanAgents | None:
+    """The LLM planner and advisor for a parallel-plan session; None without a model (the built-in
+    search in ``forge.parallel`` plans then)."""
+    if not choice.model:
+        return None
+    from forge.agents.llm import LLMClient, LLMPlanAdvisor, LLMPlanner
+
+    planner = LLMPlanner(LLMClient(choice.model, choice.api_base))
+    return PlanAgents(planner, LLMPlanAdvisor(LLMClient(choice.judge_model or choice.model, choice.api_base)))

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from forge import harness
 from forge.cli.console import err, out, print_wide, run_or_fail
+from forge.cli.plan_cmd import fmt_ms
 from forge.core.settings import load_settings
 from forge.present import KERNEL_COLUMNS, evidence_line, fmt_times, kernel_cells, kernel_details
 
@@ -25,10 +26,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON on stdout")]
 def list_command(
     op: Annotated[str | None, typer.Option(help="only this op")] = None, bank: BankOpt = None, as_json: JsonOpt = False
 ) -> None:
-    """List bank entries."""
+    """List bank entries: kernels, then parallel plans."""
     rows = run_or_fail(lambda: harness.bank_list(bank, op), as_json)
-    if as_json:
-        print(json.dumps([r.to_json() for r in rows]))
+    plans = run_or_fail(lambda: harness.bank_plans(bank, op), as_json)
+    if as_json:  # kernels as they always were; plans after them, each marked as one
+        print(json.dumps([r.to_json() for r in rows] + [{"kind": "plan", **p.to_json()} for p in plans]))
         return
     table = Table(header_style="bold")
     for name in KERNEL_COLUMNS:
@@ -37,18 +39,39 @@ def list_command(
         table.add_row(*kernel_cells(r))
     if rows:
         print_wide(table)
-    else:
+    if plans:
+        _plans_table(plans)
+    if not rows and not plans:
         out.print("the bank is empty")
+
+
+def _plans_table(plans: list[harness.PlanSummary]) -> None:
+    table = Table(header_style="bold", title="parallel plans (forge bank show --plan ID)")
+    for name in ("plan", "op", "mesh dp x tp", "ranks", "device", "mode", "step", "predicted", "agent", "status"):
+        table.add_column(name, no_wrap=True)
+    for p in plans:
+        table.add_row(
+            str(p.id), p.op, p.mesh, str(p.world_size), p.device, p.mode, fmt_ms(p.step_ms),
+            fmt_ms(p.predicted_step_ms), p.agent or "—", p.status,
+        )  # fmt: skip
+    print_wide(table)
+
+
+PlanOpt = Annotated[bool, typer.Option("--plan", help="the id is a parallel plan's, not a kernel's")]
 
 
 @bank_app.command()
 def show(
     kernel_id: int,
     source: Annotated[bool, typer.Option("--source", help="print the kernel's source")] = False,
+    plan: PlanOpt = False,
     bank: BankOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one entry: summary, evidence, configs (and source with --source)."""
+    """Show one entry: summary, evidence, configs (and source with --source); --plan: a plan."""
+    if plan:
+        _show_plan(kernel_id, bank, as_json)
+        return
     k = run_or_fail(lambda: harness.bank_show(bank, kernel_id), as_json)
     info = kernel_details(k, source)
     if as_json:
@@ -63,14 +86,49 @@ def show(
         sys.stdout.write(k.source if k.source.endswith("\n") else k.source + "\n")
 
 
+def _show_plan(plan_id: int, bank: Path | None, as_json: bool) -> None:
+    d = run_or_fail(lambda: harness.bank_show_plan(bank, plan_id), as_json)
+    info = {**d.summary.to_json(), "structure_hash": d.structure_hash[:16], "session": d.session_id,
+            "attempt": d.attempt_id, "model": d.model, "torch": d.torch_version}  # fmt: skip
+    if as_json:
+        print(json.dumps({**info, "plan": d.plan.to_json(), "evidence": d.evidence.to_json()}))
+        return
+    for key, value in info.items():
+        out.print(f"[bold]{key}:[/] {value}")
+    e = d.evidence
+    out.print(f"[bold]evidence:[/] {e.status}: {e.reason}")
+    for check in e.checks:
+        out.print(f"  {'ok' if check.passed else 'FAILED'} {check.name}: {check.detail}", soft_wrap=True)
+    if e.prediction is not None:
+        p = e.prediction
+        comm = f"communication {fmt_ms(p.comm_ms)} in {p.collectives} collectives"
+        memory = f"{p.memory_bytes / 2**20:.1f} MiB a device"
+        out.print(f"  predicted: step {fmt_ms(p.step_ms)} (compute {fmt_ms(p.compute_ms)}, {comm}), {memory}")
+    if e.measured is not None:
+        ranks = ", ".join(fmt_ms(t) for t in e.measured.rank_step_ms)
+        out.print(
+            f"  measured: step {fmt_ms(e.measured.step_ms)} (ranks {ranks}), peak {e.measured.peak_rss_mb:.0f} MiB"
+        )
+    sys.stdout.write(json.dumps(d.plan.to_json(), indent=2) + "\n")
+
+
 @bank_app.command()
 def export(
-    out_path: Annotated[Path, typer.Argument(help="the new bank file")],
+    out_path: Annotated[Path, typer.Argument(help="the new bank file (with --plan: a .py file)")],
     op: Annotated[list[str] | None, typer.Option(help="ops to include (repeatable; default all)")] = None,
+    plan: Annotated[int | None, typer.Option("--plan", help="write this plan as a plain-torch Python file")] = None,
     bank: BankOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a standalone bank with only the given ops, to ship beside a model."""
+    """Write a standalone bank with only the given ops (kernels and plans), to ship beside a
+    model; with --plan ID, that plan as a Python file applying it with torch.distributed alone."""
+    if plan is not None:
+        plan_id = plan
+        run_or_fail(lambda: harness.bank_export_plan(bank, plan_id, out_path), as_json)
+        print(json.dumps({"plan": plan, "path": str(out_path)})) if as_json else out.print(
+            f"wrote plan {plan} to {out_path}: call its parallelize(model) on every rank"
+        )
+        return
     n = run_or_fail(lambda: harness.bank_export(bank, out_path, op or None), as_json)
     if as_json:
         print(json.dumps({"exported": n, "path": str(out_path)}))
@@ -90,8 +148,12 @@ def import_command(
 
 
 @bank_app.command()
-def rm(kernel_id: int, bank: BankOpt = None, as_json: JsonOpt = False) -> None:
-    """Remove one entry."""
+def rm(kernel_id: int, plan: PlanOpt = False, bank: BankOpt = None, as_json: JsonOpt = False) -> None:
+    """Remove one entry (--plan: a parallel plan)."""
+    if plan:
+        run_or_fail(lambda: harness.bank_remove_plan(bank, kernel_id), as_json)
+        print(json.dumps({"removed_plan": kernel_id})) if as_json else out.print(f"removed plan {kernel_id}")
+        return
     run_or_fail(lambda: harness.bank_remove(bank, kernel_id), as_json)
     print(json.dumps({"removed": kernel_id})) if as_json else out.print(f"removed kernel {kernel_id}")
 

@@ -11,6 +11,8 @@ from rich.table import Table
 
 from forge import harness
 from forge.cli.console import err, out, print_wide, run_or_fail
+from forge.cli.plan_cmd import plan_summary, print_plan_event
+from forge.core.errors import UsageError
 from forge.core.settings import load_settings
 from forge.core.statuses import VerdictStatus
 from forge.harness import events
@@ -85,8 +87,30 @@ def optimize_command(
     resume: Annotated[int | None, typer.Option(help="continue an interrupted session (its id)")] = None,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline", help="skip torch.compile")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
+    parallel: Annotated[
+        bool, typer.Option("--parallel", help="plan how MODEL.py is spread over ranks instead of writing kernels")
+    ] = False,
+    world_size: Annotated[int | None, typer.Option(help="--parallel: the number of ranks")] = None,
+    mesh: Annotated[str | None, typer.Option(help="--parallel: DPxTP, e.g. 2x2 (default: try each)")] = None,
+    memory_per_device: Annotated[
+        float | None, typer.Option(help="--parallel: GiB a device has; plans over it are refused")
+    ] = None,
+    train: Annotated[
+        bool, typer.Option("--train/--infer", help="--parallel: plan a training step or inference")
+    ] = True,
+    simulate: Annotated[
+        bool, typer.Option("--simulate", help="--parallel: rank plans with the cost model alone (large meshes)")
+    ] = False,
 ) -> None:
-    """Search for a faster verified kernel for each op and bank the best one."""
+    """Search for a faster verified kernel for each op and bank the best one (with --parallel: the
+    fastest verified parallel plan for a model)."""
+    if parallel or world_size is not None or mesh is not None or simulate:
+        plan_options = harness.PlanOptions(
+            world_size=world_size or 0, mesh=mesh, memory_per_device_gib=memory_per_device, train=train,
+            simulate=simulate, model=model, judge_model=judge, api_base=api_base, rounds=rounds,
+            budget_usd=budget_usd, time_limit_s=time_limit, bank=bank,
+        )  # fmt: skip
+        _optimize_plan(ops or [], plan_options, parallel, device, as_json)
 
     def run() -> harness.RunResult:
         settings = load_settings(device=device, compile_baseline=False if no_compile_baseline else None)
@@ -132,3 +156,34 @@ def _summary(run: harness.RunResult) -> None:
     if run.tokens:
         cost = "unknown (no price for this model)" if run.cost_usd is None else f"${run.cost_usd:.4f}"
         out.print(f"LLM tokens {run.tokens}, cost {cost}")
+
+
+def _optimize_plan(ops: list[Path], options: harness.PlanOptions, parallel: bool, device: str | None,
+                   as_json: bool) -> None:  # fmt: skip
+    printer = EventPrinter()
+
+    def emit(e: events.Event) -> None:
+        if not print_plan_event(e):
+            printer(e)
+
+    def run() -> harness.PlanResult:
+        if not parallel:
+            raise UsageError("--world-size, --mesh and --simulate plan a model's ranks: add --parallel")
+        if options.world_size == 0:
+            raise UsageError("--parallel needs --world-size N (the number of ranks)")
+        if len(ops) != 1 or ops[0].is_dir():
+            raise UsageError("--parallel takes one model file (MODEL.py with Model, get_inputs, get_init_inputs)")
+        if device not in (None, "cpu", "auto"):
+            raise UsageError(f"--device {device}: plans are run on CPU ranks over gloo (NCCL runs are not built yet)")
+        return harness.optimize_plan(ops[0], options, load_settings(device="cpu"), emit)
+
+    try:
+        result = run_or_fail(run, as_json)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+    if as_json:
+        print(json.dumps(result.to_json()))
+    else:
+        plan_summary(result)
+    raise typer.Exit(result.exit_code)

@@ -10,14 +10,18 @@ checks judge, the bank stores (as JSON) and ``bank.parallelize`` applies.
 - ``fsdp``: which modules are FSDP units, and whether they reshard after forward.
 - ``microbatches`` and ``checkpoint``: activation checkpointing per module pattern.
 
-A plan round-trips through JSON unchanged (``to_json`` / ``from_json``).
+A plan round-trips through JSON unchanged (``to_json`` / ``from_json``). ``matched_modules`` is
+how every consumer reads a pattern; ``structure_hash`` names the model a plan was made for.
 """
 
 from __future__ import annotations
 
+import hashlib
+from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from torch import nn
 
 from forge.core.statuses import TextEnum
 
@@ -113,3 +117,35 @@ class ParallelPlan(BaseModel):
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ParallelPlan:
         return cls.model_validate(data)
+
+
+    def mesh_text(self) -> str:
+        """The mesh as the CLI takes it: dp x tp (``2x1``), pp and cp appended when set."""
+        sizes = [self.degree("dp"), self.degree("tp")] + [self.degree(d) for d in ("pp", "cp") if self.degree(d) > 1]
+        return "x".join(str(n) for n in sizes)
+
+    def patterns(self) -> list[str]:
+        """Every module-name pattern the plan uses (tp rules, FSDP units, checkpointing)."""
+        return [r.pattern for r in self.tp] + (self.fsdp.units if self.fsdp else []) + self.checkpoint
+
+
+def matched_modules(model: nn.Module, pattern: str) -> list[str]:
+    """The names of ``model``'s submodules that ``pattern`` matches, part by dotted part (``*``
+    stays within one part: ``blocks.*`` is each block, not everything inside them)."""
+    parts = pattern.split(".")
+    return [
+        name
+        for name, _ in model.named_modules()
+        if name
+        and len(name.split(".")) == len(parts)
+        and all(fnmatchcase(n, p) for n, p in zip(name.split("."), parts, strict=True))
+    ]
+
+
+def structure_hash(model: nn.Module) -> str:
+    """What a plan depends on in a model: its modules' names and types and its parameters' names,
+    shapes and dtypes. Equal for two instances built alike; different once a layer is added,
+    renamed or resized (a stored plan no longer matches)."""
+    lines = [f"{name}:{type(m).__name__}" for name, m in model.named_modules()]
+    lines += [f"{name}:{tuple(p.shape)}:{p.dtype}" for name, p in model.named_parameters()]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()

@@ -39,6 +39,7 @@ class AttemptRole(TextEnum):
     CODER = "coder"
     JUDGE = "judge"
     CONFIRM = "confirm"
+    PLAN = "plan"  # a parallel plan proposed for a model (its evidence in place of a verdict)
 
 
 class AttemptStatus(TextEnum):
@@ -54,6 +55,8 @@ class AttemptStatus(TextEnum):
     RUNTIME_ERROR = "runtime_error"
     TIMEOUT = "timeout"
     CRASHED = "crashed"
+    REFUSED = "refused"  # a plan the static rules or the memory limit refused: never run
+    PREDICTED = "predicted"  # a plan ranked by the cost model alone (--simulate): never run
 
     @classmethod
     def of(cls, verdict: VerdictStatus) -> AttemptStatus:

@@ -1,5 +1,6 @@
 """The kernel bank database: SQLAlchemy models, engines and Alembic migrations, and the typed
-reads and writes of kernels (``kernels``) and of sessions and their attempts (``sessions``)."""
+reads and writes of kernels (``kernels``), parallel plans (``plans``) and sessions and their
+attempts (``sessions``)."""
 
 from forge.db.engine import (
     BankFacts,
@@ -25,6 +26,19 @@ from forge.db.kernels import (
     save_kernel,
     set_status,
 )
+from forge.db.plans import (
+    PlanDetail,
+    PlanProvenance,
+    PlanSummary,
+    PlanTarget,
+    add_plan_attempt,
+    list_plans,
+    measured_plans,
+    plan_detail,
+    plan_text,
+    remove_plan,
+    save_plan,
+)
 from forge.db.sessions import (
     SessionSummary,
     StoredAttempt,
@@ -39,10 +53,15 @@ __all__ = [
     "BucketConfig",
     "KernelDetail",
     "KernelSummary",
+    "PlanDetail",
+    "PlanProvenance",
+    "PlanSummary",
+    "PlanTarget",
     "Provenance",
     "SessionSummary",
     "StoredAttempt",
     "StoredSession",
+    "add_plan_attempt",
     "bank_facts",
     "bank_to_import",
     "copy_kernels",
@@ -50,15 +69,21 @@ __all__ = [
     "head_revision",
     "kernel_detail",
     "list_kernels",
+    "list_plans",
     "list_sessions",
     "load_session",
     "mark_crashed",
+    "measured_plans",
     "open_bank",
     "open_for_writing",
     "open_reader",
+    "plan_detail",
+    "plan_text",
     "remove_kernel",
+    "remove_plan",
     "remove_provisional",
     "save_kernel",
+    "save_plan",
     "session_factory",
     "set_status",
 ]

@@ -25,7 +25,9 @@ from forge.core.problem import ProblemSource
 from forge.core.statuses import KernelStatus
 from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing, session_factory
-from forge.db.models import KernelConfigRow, KernelRow, ProblemRow
+from forge.db.models import KernelConfigRow, KernelRow
+from forge.db.plans import copy_plans
+from forge.db.problems import get_or_create_problem
 
 
 @dataclass(frozen=True)
@@ -121,16 +123,6 @@ def _float_dtype(verdict: Verdict) -> str:
             if x.dtype.startswith(("float", "bfloat")):
                 return x.dtype
     return "float32"
-
-
-def get_or_create_problem(db: Session, spec: ProblemSource, op_hash: str, target: str | None) -> ProblemRow:
-    found = db.scalars(select(ProblemRow).where(ProblemRow.name == spec.name, ProblemRow.op_hash == op_hash)).first()
-    if found is not None:
-        return found
-    problem = ProblemRow(name=spec.name, op_hash=op_hash, source=spec.source, target_class_path=target)
-    db.add(problem)
-    db.flush()
-    return problem
 
 
 def evidence_json(verdict: Verdict, config: CandidateConfig | None) -> dict[str, Any]:
@@ -249,7 +241,8 @@ def set_status(engine: Engine, kernel_id: int, status: KernelStatus, evidence: V
 
 
 def copy_kernels(src: Engine, dst: Engine, ops: list[str] | None = None) -> int:
-    """Copy problems and kernels (with configs) from one bank to another; returns kernels copied."""
+    """Copy problems and kernels (with configs), and banked parallel plans, from one bank to
+    another; returns the kernels copied."""
     n = 0
     with session_factory(src)() as s_src, session_factory(dst).begin() as s_dst:
         q = select(KernelRow)
@@ -268,6 +261,7 @@ def copy_kernels(src: Engine, dst: Engine, ops: list[str] | None = None) -> int:
             copy.configs = [KernelConfigRow(bucket=c.bucket, config=c.config, timing_ms=c.timing_ms) for c in k.configs]
             s_dst.add(copy)
             n += 1
+        copy_plans(s_src, s_dst, ops)
     return n
 
 

@@ -125,14 +125,27 @@ class KernelConfigRow(Base):
 
 
 class ParallelPlanRow(Base):
-    """Room for parallel configs (mesh, tensor-parallel plan, FSDP settings): filled by later work."""
+    """A banked parallel plan: the plan (JSON), what it is for, its evidence and provenance."""
 
     __tablename__ = "parallel_plans"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"), index=True)
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(200))  # the model's op name
     plan: Mapped[dict[str, Any]] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(40), default="proposed")
+    status: Mapped[str] = mapped_column(String(40), default="active")
     evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    op_hash: Mapped[str | None] = mapped_column(String(64))
+    structure_hash: Mapped[str | None] = mapped_column(String(64), index=True)
+    world_size: Mapped[int | None] = mapped_column(Integer)
+    mesh: Mapped[str | None] = mapped_column(String(40))
+    device_kind: Mapped[str | None] = mapped_column(String(20))
+    mode: Mapped[str | None] = mapped_column(String(10))  # train | infer
+    step_ms: Mapped[float | None] = mapped_column(Float)
+    predicted_step_ms: Mapped[float | None] = mapped_column(Float)
+    session_id: Mapped[int | None] = mapped_column(Integer)
+    attempt_id: Mapped[int | None] = mapped_column(Integer)
+    agent: Mapped[str | None] = mapped_column(String(40))
+    model: Mapped[str | None] = mapped_column(String(200))
+    torch_version: Mapped[str | None] = mapped_column(String(40))

@@ -23,12 +23,15 @@ from sqlalchemy import Engine, func, select
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError
 from forge.core.feedback import JudgeFeedback
+from forge.core.plan_evidence import PlanEvidence
 from forge.core.problem import ProblemSource
 from forge.core.statuses import AttemptRole, AttemptStatus, SessionStatus
 from forge.core.verdict import Verdict
 from forge.db.engine import session_factory
-from forge.db.kernels import evidence_json, get_or_create_problem
+from forge.db.kernels import evidence_json
 from forge.db.models import AttemptRow, KernelRow, ProblemRow, SessionRow, utcnow
+from forge.db.plans import stored_plan_evidence
+from forge.db.problems import get_or_create_problem
 
 
 @dataclass
@@ -47,6 +50,7 @@ class StoredAttempt:
     config: CandidateConfig = field(default_factory=CandidateConfig)
     note: str = ""
     verdict: Verdict | None = None  # coder and confirm rows, once verified
+    plan_evidence: PlanEvidence | None = None  # plan rows: the static rules, prediction, real run
     reason: str | None = None  # a coder reply that held no candidate: why
     feedback: JudgeFeedback | None = None  # a judge row with a usable answer
     judge_error: str | None = None  # a judge row without one
@@ -283,6 +287,10 @@ def _stored_attempt(a: AttemptRow) -> StoredAttempt:
         if role is AttemptRole.JUDGE:
             out.feedback, out.judge_error = _judge_answer(data)
             return out
+        if role is AttemptRole.PLAN:
+            out.plan_evidence = stored_plan_evidence(data, a.id)
+            out.reason = None if out.plan_evidence.passed else out.plan_evidence.reason
+            return out
         out.config = CandidateConfig.model_validate(data)
         out.note = str(data.get("note") or "")
         if status is AttemptStatus.INVALID_REPLY:
@@ -322,7 +330,8 @@ def load_session(engine: Engine, session_id: int) -> StoredSession:
 
 def list_sessions(engine: Engine, op: str | None = None, status: SessionStatus | None = None) -> list[SessionSummary]:
     """Every session in the bank (newest first), optionally only one op's or one status's."""
-    coder = (AttemptRow.session_id == SessionRow.id) & (AttemptRow.role == str(AttemptRole.CODER))
+    proposer = AttemptRow.role.in_([str(AttemptRole.CODER), str(AttemptRole.PLAN)])  # a kernel or a plan
+    coder = (AttemptRow.session_id == SessionRow.id) & proposer
     passed = coder & (AttemptRow.status == str(AttemptStatus.PASSED))
     q = (
         select(

@@ -3,6 +3,8 @@
 - ``optimize``: sessions that search for a faster kernel per op and bank the one that holds up
   (``OptimizeOptions`` in, ``RunResult`` out, ``events`` while it runs, ``RunControl`` to stop it
   from another thread);
+- ``optimize_plan``: a parallel-plan session for a model on a world size (``PlanOptions`` in,
+  ``PlanResult`` out): plans up the ladder (static rules, cost model, real runs), the fastest banked;
 - ``verify_candidate``: one candidate checked and timed (and saved to the bank when asked);
 - the bank: ``bank_list``, ``bank_show``, ``bank_export``, ``bank_import``, ``bank_reverify``,
   ``bank_remove``; the sessions in it: ``session_list``, ``session_show``;
@@ -23,21 +25,36 @@ from typing import TYPE_CHECKING
 from forge.core.importing import attributes_on_first_use
 
 if TYPE_CHECKING:
-    from forge.db import BucketConfig, KernelDetail, KernelSummary, SessionSummary, StoredAttempt, StoredSession
+    from forge.db import (
+        BucketConfig,
+        KernelDetail,
+        KernelSummary,
+        PlanDetail,
+        PlanSummary,
+        SessionSummary,
+        StoredAttempt,
+        StoredSession,
+    )
     from forge.harness import events
     from forge.harness.bank_ops import (
         Reverified,
         bank_export,
+        bank_export_plan,
         bank_import,
         bank_list,
+        bank_plans,
         bank_remove,
+        bank_remove_plan,
         bank_reverify,
         bank_show,
+        bank_show_plan,
     )
     from forge.harness.bank_reader import BankReader
     from forge.harness.control import RunControl
     from forge.harness.machine_check import DoctorReport, Finding, doctor
     from forge.harness.options import DEFAULT_ROUNDS, OptimizeOptions
+    from forge.harness.plan_options import PlanOptions
+    from forge.harness.plan_run import PlanResult, optimize_plan
     from forge.harness.report import write_report
     from forge.harness.run import RunResult, collect_ops, optimize
     from forge.harness.run_checks import FieldProblem, preflight
@@ -55,6 +72,10 @@ __all__ = [
     "KernelDetail",
     "KernelSummary",
     "OptimizeOptions",
+    "PlanDetail",
+    "PlanOptions",
+    "PlanResult",
+    "PlanSummary",
     "Reverified",
     "RunControl",
     "RunResult",
@@ -65,15 +86,20 @@ __all__ = [
     "TracePoint",
     "Verification",
     "bank_export",
+    "bank_export_plan",
     "bank_import",
     "bank_list",
+    "bank_plans",
     "bank_remove",
+    "bank_remove_plan",
     "bank_reverify",
     "bank_show",
+    "bank_show_plan",
     "collect_ops",
     "doctor",
     "events",
     "optimize",
+    "optimize_plan",
     "preflight",
     "session_list",
     "session_show",
@@ -84,15 +110,21 @@ __all__ = [
 
 # The module each name comes from (the same imports as above, made on first use).
 _SOURCES = {
-    "forge.db": ("BucketConfig", "KernelDetail", "KernelSummary", "SessionSummary", "StoredAttempt", "StoredSession"),
+    "forge.db": (
+        "BucketConfig", "KernelDetail", "KernelSummary", "PlanDetail", "PlanSummary", "SessionSummary",
+        "StoredAttempt", "StoredSession",
+    ),
     "forge.harness.bank_ops": (
-        "Reverified", "bank_export", "bank_import", "bank_list", "bank_remove", "bank_reverify", "bank_show",
+        "Reverified", "bank_export", "bank_export_plan", "bank_import", "bank_list", "bank_plans", "bank_remove",
+        "bank_remove_plan", "bank_reverify", "bank_show", "bank_show_plan",
     ),
     "forge.harness.bank_reader": ("BankReader",),
     "forge.harness.control": ("RunControl",),
     "forge.harness.machine_check": ("DoctorReport", "Finding", "doctor"),
     "forge.harness.events": ("events",),
     "forge.harness.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),
+    "forge.harness.plan_options": ("PlanOptions",),
+    "forge.harness.plan_run": ("PlanResult", "optimize_plan"),
     "forge.harness.run_checks": ("FieldProblem", "preflight"),
     "forge.harness.report": ("write_report",),
     "forge.harness.run": ("RunResult", "collect_ops", "optimize"),

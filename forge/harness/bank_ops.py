@@ -1,4 +1,5 @@
-"""What a front end does with the bank: list, show, export, import, re-verify and remove kernels.
+"""What a front end does with the bank: list, show, export, import, re-verify and remove kernels,
+and list, show, export (as Python) and remove parallel plans.
 Each call opens the bank it is given (default: the per-user bank), migrating an older one, and
 closes it; a bank that does not exist is an error (``BankError``) except for an import into it.
 """
@@ -12,27 +13,67 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from forge.core.errors import BankError
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import KernelStatus
 from forge.core.verdict import Verdict
 from forge.db import (
     KernelDetail,
     KernelSummary,
+    PlanDetail,
+    PlanSummary,
     bank_to_import,
     copy_kernels,
     export_bank,
     kernel_detail,
     list_kernels,
+    list_plans,
     open_bank,
+    plan_detail,
     remove_kernel,
+    remove_plan,
     set_status,
 )
+from forge.kernelbank.plan_export import plan_module
 from forge.verifier import verify
 
 
 def bank_list(bank: Path | None, op: str | None = None) -> list[KernelSummary]:
     with open_bank(bank) as engine:
         return list_kernels(engine, op)
+
+
+def bank_plans(bank: Path | None, op: str | None = None) -> list[PlanSummary]:
+    """The bank's parallel plans (``list`` shows them beside its kernels)."""
+    with open_bank(bank) as engine:
+        return list_plans(engine, op)
+
+
+def bank_show_plan(bank: Path | None, plan_id: int) -> PlanDetail:
+    with open_bank(bank) as engine:
+        return plan_detail(engine, plan_id)
+
+
+def bank_remove_plan(bank: Path | None, plan_id: int) -> None:
+    with open_bank(bank) as engine:
+        remove_plan(engine, plan_id)
+
+
+def bank_export_plan(bank: Path | None, plan_id: int, out: Path) -> None:
+    """Plan ``plan_id`` as a Python file at ``out`` that applies it with plain torch.distributed."""
+    if out.exists():
+        raise BankError(f"{str(out)!r} already exists; choose a new file name")
+    if out.suffix != ".py":
+        raise BankError(f"{str(out)!r}: a plan is exported as Python; name the file *.py")
+    d = bank_show_plan(bank, plan_id)
+    s = d.summary
+    measured = f"measured {s.step_ms:.3g} ms a step" if s.step_ms is not None else "predicted only, never measured"
+    header = (
+        f"Parallel plan {s.id} for {s.op} (mesh dp x tp = {s.mesh}, {s.world_size} ranks, {s.mode}), exported from "
+        f"a forge bank.\nVerified on {s.device} ranks: outputs, gradients and a step equal the unsharded model's; "
+        f"{measured}.\nModel structure {d.structure_hash[:16]}; {d.plan.note}"
+    )
+    out.write_text(plan_module(d.plan, header))
 
 
 def bank_show(bank: Path | None, kernel_id: int) -> KernelDetail:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from forge.core.statuses import SessionStatus, VerdictStatus
+from forge.core.statuses import AttemptStatus, SessionStatus, VerdictStatus
 from forge.core.verdict import Timings
 
 
@@ -114,6 +114,32 @@ class KernelAccepted(Event):
     attempt_id: int
     speedup_vs_eager: float | None
     speedup_vs_compile: float | None
+
+
+@dataclass
+class PlanChecked(Event):
+    """A parallel plan through the ladder: refused (static rules, memory), predicted only
+    (``--simulate``), or run for real (passed, or failed with its reason)."""
+
+    round: int
+    attempt_id: int
+    mesh: str
+    note: str
+    status: AttemptStatus
+    reason: str
+    predicted_ms: float | None  # the cost model's step (calibrated when the session had runs)
+    measured_ms: float | None  # the real run's step: the slowest rank's median
+    memory_mb: float | None  # predicted per device
+
+
+@dataclass
+class PlanBanked(Event):
+    plan_id: int
+    attempt_id: int | None
+    mesh: str
+    measured_ms: float | None
+    predicted_ms: float | None
+    simulated: bool = False  # ranked by the cost model alone: not measured
 
 
 @dataclass

@@ -76,6 +76,21 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     raise BankError(f"cannot read the kernel bank {str(path)!r}: {last}")
 
 
+@dataclass
+class PlanEntry:
+    """One banked parallel plan, as the runtime needs it (the plan still as JSON)."""
+
+    id: int
+    op_name: str
+    structure_hash: str
+    world_size: int
+    mesh: str
+    device_kind: str
+    mode: str
+    plan_json: str
+    step_ms: float | None
+
+
 class ReadOnlyBank:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -90,6 +105,7 @@ class ReadOnlyBank:
                 f"{str(path)!r} was written by a newer forge (schema revision {self.revision!r}); upgrade forge"
             )
         self.has_configs = self.revision != "0001"
+        self.has_plans = self.revision not in ("0001", "0002")
 
     def problems(self, name: str) -> list[OpRecord]:
         rows = self.conn.execute(
@@ -126,3 +142,15 @@ class ReadOnlyBank:
                 ):
                     e.configs.append((json.loads(bucket), json.loads(config)))
         return entries
+
+    def plans(self, world_size: int, device_kind: str) -> list[PlanEntry]:
+        """Active banked plans for a world size on a device kind, fastest measured first."""
+        if not self.has_plans:
+            return []
+        rows = self.conn.execute(
+            "SELECT id, name, structure_hash, world_size, mesh, device_kind, mode, plan, step_ms FROM parallel_plans "
+            "WHERE world_size = ? AND device_kind = ? AND status = 'active' AND structure_hash IS NOT NULL "
+            "ORDER BY step_ms IS NULL, step_ms, id DESC",
+            (world_size, device_kind),
+        ).fetchall()
+        return [PlanEntry(*r) for r in rows]

@@ -5,6 +5,7 @@
     layer = bank.load("rmsnorm", 1024, 1e-6)      # best verified kernel, or the reference
     n = bank.kernelize(model)                     # patch instances of bank ops' target classes
     bank.restore(model)                           # undo
+    bank.parallelize(model)                       # on every rank: the best banked parallel plan
 
 A kernel is used only for inputs on the device kind and dtype it was verified for; anything else,
 and any kernel that fails to import, build or run, falls back to the reference with one warning.
@@ -208,6 +209,18 @@ class KernelBank:
                     f"for {op.problem.name!r} (kernel {entry.id}): {exc}",
                 )
         return table
+
+    def parallelize(self, model: torch.nn.Module, mesh: Any = None, *, train: bool = True) -> int | None:
+        """Shard ``model`` in place with the best banked parallel plan for it on this mesh (a
+        ``DeviceMesh`` with dims ("dp", "tp"), or None: the plan's own mesh over the whole world);
+        call it on every rank. Returns the plan's id, or None when the model is left as it is
+        (one warning; ``strict`` raises). ``train=False`` may use a plan verified for training."""
+        if not bank_enabled():
+            return None
+        # loads torch.distributed and pydantic: only for programs that parallelize (see the module)
+        from forge.kernelbank.parallelize_plan import parallelize
+
+        return parallelize(self._db, model, mesh, train=train, strict=self.strict)
 
     def restore(self, model: torch.nn.Module) -> int:
         """Undo ``kernelize``: the instances get their class's forward back. Returns how many."""

@@ -38,8 +38,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from forge.core.parallel_plan import Layout, ParallelPlan, TpStyle
-from forge.parallel.static_checks import matched_modules
+from forge.core.parallel_plan import Layout, ParallelPlan, TpStyle, matched_modules
 
 
 @dataclass(frozen=True)

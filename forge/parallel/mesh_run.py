@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forge.core.parallel_plan import ParallelPlan
+from forge.core.statuses import AttemptStatus
 from forge.parallel.rank_worker import RankJob
 
 
@@ -37,6 +38,8 @@ class MeshRun:
     ok: bool
     reason: str
     ranks: list[RankResult] = field(default_factory=list)
+    # passed; failed_correctness (differs, or the sharded model raised); runtime_error (a rank died); timeout
+    status: AttemptStatus = AttemptStatus.PASSED
 
     @property
     def step_ms(self) -> float | None:
@@ -46,6 +49,27 @@ class MeshRun:
     @property
     def peak_rss_mb(self) -> float | None:
         return max((r.peak_rss_mb for r in self.ranks), default=None)
+
+
+RANK_MEMORY_MB = 600  # what one rank costs before the model: Python, torch, gloo
+
+
+def max_local_ranks() -> tuple[int, str]:
+    """How many ranks this machine can spawn for a real run, and what bounds it: memory (each rank
+    is a full torch process) and cores (more than four ranks a core only measures the scheduler)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    available_mb = _available_memory_mb()
+    by_memory = max(1, available_mb // RANK_MEMORY_MB)
+    n = min(by_memory, 4 * cores)
+    return n, f"{cores} cores (4 ranks a core at most) and {available_mb} MiB free ({RANK_MEMORY_MB} MiB a rank)"
+
+
+def _available_memory_mb() -> int:
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/meminfo") as f:
+            line = next(x for x in f if x.startswith("MemAvailable:"))
+        return int(line.split()[1]) // 1024
+    return 4096
 
 
 def free_port() -> int:
@@ -113,19 +137,22 @@ def run_plan(model_path: Path, plan: ParallelPlan, world_size: int, *, train: bo
                 failed = next((r for r, p in enumerate(procs) if p.returncode not in (None, 0)), None)
                 if time.monotonic() > deadline:
                     hung = [str(r) for r, p in enumerate(procs) if p.poll() is None]
-                    return MeshRun(False, f"rank {', '.join(hung)} did not finish within {timeout_s:g} s (killed)")
+                    why = f"rank {', '.join(hung)} did not finish within {timeout_s:g} s (killed)"
+                    return MeshRun(False, why, status=AttemptStatus.TIMEOUT)
                 time.sleep(0.05)
             failed = next((r for r, p in enumerate(procs) if p.returncode != 0), failed)
         finally:
             _kill(procs)
         if failed is not None:
             code = procs[failed].returncode
-            return MeshRun(False, f"rank {failed} failed (exit {code}): {_tail(logs[failed])}")
+            why = f"rank {failed} failed (exit {code}): {_tail(logs[failed])}"
+            return MeshRun(False, why, status=AttemptStatus.RUNTIME_ERROR)
         ranks = [RankResult(**{k: v for k, v in json.loads((Path(tmp) / f"rank{r}.json").read_text()).items()
                                if k != "step_ms"}) for r in range(world_size)]  # fmt: skip
     wrong = sorted({m for r in ranks for m in r.mismatches})
     if wrong:
-        return MeshRun(False, f"differs from the unsharded model: {'; '.join(wrong[:5])}", ranks)
+        why = f"differs from the unsharded model: {'; '.join(wrong[:5])}"
+        return MeshRun(False, why, ranks, AttemptStatus.FAILED_CORRECTNESS)
     return MeshRun(True, "outputs, gradients and the parameters after a step match the unsharded model", ranks)
 
 

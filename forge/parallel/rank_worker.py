@@ -24,7 +24,7 @@ from torch.distributed.tensor import DTensor
 
 from forge.core.parallel_plan import ParallelPlan
 from forge.core.problem import load_problem
-from forge.parallel.apply_plan import apply_plan, plan_mesh
+from forge.kernelbank.plan_apply import apply_plan, plan_mesh
 
 
 class RankJob(BaseModel):

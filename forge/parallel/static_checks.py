@@ -1,6 +1,7 @@
 """The static rules, cheapest first: each is a named ``Check`` (passed or not, and why).
 
-- ``mesh``: the mesh's sizes multiply to the world size; data parallelism comes with FSDP (forge
+- ``mesh``: the mesh's sizes multiply to the world size; the batch splits over dp; data
+  parallelism comes with FSDP (forge
   shards data-parallel ranks with it; without it they would not share gradients); pipeline
   stages have microbatches to overlap, and the sequence splits evenly over context parallelism.
 - ``patterns``: every pattern (tp, FSDP units, checkpointing) matches at least one module, and no
@@ -21,30 +22,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from fnmatch import fnmatchcase
 from typing import Any
 
 import torch
 from torch import nn
 
-from forge.core.parallel_plan import ParallelPlan, TpRule, TpStyle
+from forge.core.parallel_plan import ParallelPlan, TpRule, TpStyle, matched_modules
 from forge.core.verdict import Check
 
 _NORMS = (nn.LayerNorm, nn.RMSNorm, nn.Dropout, nn.GroupNorm)
 _HEAD_ATTRS = ("num_heads", "n_heads", "n_head", "num_attention_heads")
-
-
-def matched_modules(model: nn.Module, pattern: str) -> list[str]:
-    """The names of ``model``'s submodules that ``pattern`` matches, part by dotted part (``*``
-    stays within one part: ``blocks.*`` is each block, not everything inside them)."""
-    parts = pattern.split(".")
-    return [
-        name
-        for name, _ in model.named_modules()
-        if name
-        and len(name.split(".")) == len(parts)
-        and all(fnmatchcase(n, p) for n, p in zip(name.split("."), parts, strict=True))
-    ]
 
 
 def _mesh(plan: ParallelPlan, world_size: int, inputs: Sequence[Any]) -> Check:
@@ -56,6 +43,9 @@ def _mesh(plan: ParallelPlan, world_size: int, inputs: Sequence[Any]) -> Check:
     if plan.degree("dp") > 1 and plan.fsdp is None:
         problems.append(f"dp={plan.degree('dp')} without fsdp: the data-parallel ranks would never share their "
                         "gradients; name FSDP units (fsdp.units, e.g. the blocks)")  # fmt: skip
+    batch = next((int(x.shape[0]) for x in inputs if hasattr(x, "shape") and len(x.shape) >= 1), None)
+    if plan.degree("dp") > 1 and batch is not None and batch % plan.degree("dp"):
+        problems.append(f"the batch ({batch}) does not split over dp={plan.degree('dp')}")
     seq = _sequence_length(inputs)
     if plan.degree("cp") > 1 and seq is not None and seq % plan.degree("cp"):
         problems.append(f"the sequence ({seq}) does not split over cp={plan.degree('cp')}")

@@ -9,11 +9,11 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from forge.core.parallel_plan import FsdpSettings, Layout, ParallelPlan, TpRule
-from forge.parallel import matched_modules, static_checks
+from forge.core.parallel_plan import FsdpSettings, Layout, ParallelPlan, TpRule, matched_modules
+from forge.parallel import static_checks
 from tests.parallel.models import TinyTransformer
 
-TOKENS = torch.randint(0, 128, (2, 16))
+TOKENS = torch.randint(0, 128, (4, 16))
 MEGATRON = [  # the usual tensor-parallel recipe for a transformer block
     TpRule(pattern="blocks.*.attn.[qkv]", style="colwise"),
     TpRule(pattern="blocks.*.attn.proj", style="rowwise"),
@@ -49,6 +49,8 @@ def test_the_usual_transformer_recipes_pass():
 def test_each_rule_fails_with_what_it_is_about():
     assert "has 2 ranks, the world size is 4" in _failed(ParallelPlan(mesh={"dp": 1, "tp": 2}, tp=MEGATRON))["mesh"]
     assert "dp=4 without fsdp" in _failed(ParallelPlan(mesh={"dp": 4}))["mesh"]
+    eight = ParallelPlan(mesh={"dp": 8}, fsdp=FsdpSettings(units=["blocks.*"]))
+    assert "the batch (4) does not split over dp=8" in _failed(eight, world=8)["mesh"]
     missing = ParallelPlan(mesh={"tp": 4}, tp=[*MEGATRON, TpRule(pattern="blocks.*.ffn", style="colwise")])
     assert "'blocks.*.ffn' matches no module" in _failed(missing)["patterns"]
     twice = ParallelPlan(mesh={"tp": 4}, tp=[TpRule(pattern="head", style="colwise"),

@@ -1,6 +1,7 @@
 """Applying a plan to a model on a device mesh with torch.distributed's own APIs
-(``parallelize_module`` for tensor parallel, ``fully_shard`` for FSDP): what a rank of a real run
-does, and what ``bank.parallelize`` will do in a user's program."""
+(``parallelize_module`` for tensor parallel, ``fully_shard`` for FSDP). It lives with the runtime
+because ``bank.parallelize`` runs it in a user's program, and forge's real runs of a plan import it
+from here: the code a plan is verified with is the code that applies it."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
 
-from forge.core.parallel_plan import Layout, ParallelPlan, TpStyle
-from forge.parallel.static_checks import matched_modules
+from forge.core.parallel_plan import Layout, ParallelPlan, TpStyle, matched_modules
 
 _PLACEMENT = {Layout.REPLICATE: Replicate(), Layout.SHARD_LAST: Shard(-1), Layout.SHARD_SEQUENCE: Shard(1)}
 

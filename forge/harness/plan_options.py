@@ -1,0 +1,85 @@
+"""What a front end asks a parallel-plan session for (``forge optimize MODEL.py --parallel``),
+checked before anything runs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from forge.agents import AgentChoice
+from forge.core.errors import UsageError
+
+DEFAULT_PLAN_ROUNDS = 3  # built-in: the best-ranked plans run for real; LLM: plans proposed
+_MESH = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """One parallel-plan session over one model.
+
+    ``mesh``: "DPxTP" (``2x2``), or None to let the agent choose among the world size's meshes.
+    ``simulate``: rank plans with the cost model alone (meshes larger than this machine).
+    """
+
+    world_size: int
+    mesh: str | None = None
+    memory_per_device_gib: float | None = None
+    train: bool = True
+    simulate: bool = False
+    model: str | None = None
+    judge_model: str | None = None
+    api_base: str | None = None
+    rounds: int | None = None
+    budget_usd: float | None = None
+    time_limit_s: float | None = None
+    bank: Path | None = None
+    steps: int = 5  # timed steps per real run (after one warm-up)
+    run_timeout_s: float = 240.0  # one real run, every rank
+
+    @property
+    def agents(self) -> AgentChoice:
+        return AgentChoice(self.model, self.judge_model, self.api_base)
+
+    @property
+    def round_limit(self) -> int:
+        return DEFAULT_PLAN_ROUNDS if self.rounds is None else self.rounds
+
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        return None if self.memory_per_device_gib is None else int(self.memory_per_device_gib * 2**30)
+
+    def mesh_shape(self) -> tuple[int, int] | None:
+        """(dp, tp) from ``--mesh``; UsageError when it is not DPxTP or not the world size."""
+        if self.mesh is None:
+            return None
+        found = _MESH.match(self.mesh)
+        if not found:
+            raise UsageError(f"--mesh {self.mesh!r}: write it as DPxTP, for example 2x2 (data x tensor parallel)")
+        dp, tp = int(found.group(1)), int(found.group(2))
+        if dp < 1 or tp < 1 or dp * tp != self.world_size:
+            raise UsageError(
+                f"--mesh {self.mesh}: {dp} x {tp} = {dp * tp} ranks, but --world-size is {self.world_size}; "
+                "the mesh's sizes must multiply to the world size"
+            )
+        return dp, tp
+
+    def check(self) -> None:
+        """UsageError naming the bad option."""
+        if self.world_size < 2:
+            raise UsageError(f"--world-size {self.world_size}: a parallel plan needs at least 2 ranks")
+        self.mesh_shape()
+        if self.rounds is not None and self.rounds < 1:
+            raise UsageError(f"--rounds must be at least 1 (got {self.rounds})")
+        if self.memory_per_device_gib is not None and self.memory_per_device_gib <= 0:
+            raise UsageError(f"--memory-per-device must be more than 0 GiB (got {self.memory_per_device_gib})")
+
+    def to_json(self, model_path: Path) -> dict[str, Any]:
+        """What the session row stores (shown by `forge session show`)."""
+        return {
+            "parallel": True, "op_path": str(model_path), "world_size": self.world_size, "mesh": self.mesh,
+            "memory_per_device_gib": self.memory_per_device_gib, "train": self.train, "simulate": self.simulate,
+            "model": self.model, "judge_model": self.judge_model, "api_base": self.api_base,
+            "rounds": self.round_limit,
+        }  # fmt: skip

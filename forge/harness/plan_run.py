@@ -1,0 +1,214 @@
+"""``optimize_plan``: a parallel-plan session for one model file, from its checks before anything
+runs to the banked plan. User mistakes (a bad mesh, a model that does not run on its own inputs,
+more ranks than this machine can spawn) raise ``UsageError`` (exit 2) before a session starts."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from forge.agents import PlanTried, check_provider, make_plan_agents
+from forge.core.errors import ProblemError, ProviderError, UsageError
+from forge.core.parallel_plan import structure_hash
+from forge.core.problem import Problem, load_problem, reference_hash
+from forge.core.settings import ForgeSettings
+from forge.core.statuses import AttemptStatus, SessionStatus
+from forge.db import PlanProvenance, PlanTarget, measured_plans, open_for_writing, save_plan
+from forge.db import sessions as session_rows
+from forge.harness import events as ev
+from forge.harness.control import RunControl
+from forge.harness.limits import Limits, ctrl_c_stops
+from forge.harness.plan_options import PlanOptions
+from forge.harness.plan_session import PlanSession, PlanState, PlanWork, as_prediction
+from forge.parallel import Machine, max_local_ranks, measure_link, model_facts
+from forge.parallel.plan_search import module_tree
+from forge.verifier import machine
+
+
+@dataclass
+class PlanResult:
+    """What ``forge optimize --parallel`` reports: the banked plan (or why none), with the
+    prediction beside the measurement and the cost model's error before and after calibration."""
+
+    problem: str
+    session_id: int
+    status: SessionStatus
+    plan_id: int | None = None
+    attempt_id: int | None = None
+    mesh: str | None = None
+    note: str = ""
+    measured_ms: float | None = None
+    predicted_ms: float | None = None  # the cost model's step for it, uncalibrated
+    simulated: bool = False
+    attempts: int = 0
+    runs: int = 0  # plans run for real
+    error_before: float | None = None  # mean relative error of the step, uncalibrated
+    error_after: float | None = None  # calibrated on this session's runs
+    reason: str | None = None
+    tokens: int = 0
+    cost_usd: float | None = None
+    ranked: list[dict[str, Any]] = field(default_factory=list)  # every plan that reached the cost model
+
+    @property
+    def accepted(self) -> bool:
+        return self.plan_id is not None
+
+    @property
+    def exit_code(self) -> int:
+        if self.status is SessionStatus.INTERRUPTED:
+            return 130
+        if self.status is SessionStatus.PROVIDER_ERROR:
+            return 3
+        if self.accepted:
+            return 0
+        return 4 if self.status.hit_limit else 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (str(v) if k == "status" else v) for k, v in self.__dict__.items()}
+
+
+def _runs_on_its_inputs(problem: Problem, train: bool) -> None:
+    """UsageError unless the model builds and runs (and, for training, backpropagates) on its inputs."""
+    try:
+        torch.manual_seed(0)
+        model = problem.model_cls(*problem.module.get_init_inputs())
+        out = model(*problem.module.get_inputs())
+        first = out[0] if isinstance(out, tuple | list) else out
+        if train:
+            first.float().pow(2).mean().backward()
+    except Exception as exc:
+        what = "a training step" if train else "a forward pass"
+        raise UsageError(
+            f"{problem.spec.path}: the model does not run {what} on its own inputs "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); fix Model or get_inputs"
+        ) from None
+
+
+def _load(model_path: Path, options: PlanOptions) -> Problem:
+    if not model_path.is_file():
+        raise UsageError(f"{str(model_path)!r}: no such model file")
+    try:
+        problem = load_problem(model_path)
+    except ProblemError as exc:
+        raise UsageError(exc.message) from None
+    _runs_on_its_inputs(problem, options.train)
+    if not options.simulate:
+        most, why = max_local_ranks()
+        if options.world_size > most:
+            raise UsageError(
+                f"--world-size {options.world_size}: this machine can spawn {most} ranks ({why}); pass --simulate "
+                "to rank plans with the cost model alone"
+            )
+    return problem
+
+
+def _work(model_path: Path, problem: Problem, options: PlanOptions, settings: ForgeSettings) -> PlanWork:
+    torch.manual_seed(0)
+    model = problem.model_cls(*problem.module.get_init_inputs())
+    inputs = list(problem.module.get_inputs())
+    # one rank: one thread (the real run's ranks are pinned so), its measured matmul peak
+    figures = machine.measured_figures("cpu", 1, settings.cache_path())
+    link = measure_link(settings.cache_path() / "link.json", world_size=min(options.world_size, 2))
+    fitted = Machine(peak_flops=figures.peak_gflops * 1e9, link_bytes_per_s=link.bytes_per_s, latency_s=link.latency_s)
+    device = f"CPU processes over gloo ({figures.device_name}, one thread a rank)"
+    facts = model_facts(copy.deepcopy(model), inputs)
+    return PlanWork(model_path, problem.spec, model, inputs, facts, fitted, module_tree(model, inputs), device, options)
+
+
+def _best_predicted(tried: list[PlanTried]) -> PlanTried | None:
+    """The plan with the lowest predicted step among those ranked by the model alone."""
+    steps = {
+        t.attempt_id: t.evidence.prediction.calibrated_step_ms or t.evidence.prediction.step_ms
+        for t in tried
+        if t.evidence.status is AttemptStatus.PREDICTED and t.evidence.prediction is not None
+    }
+    return min((t for t in tried if t.attempt_id in steps), key=lambda t: steps[t.attempt_id], default=None)
+
+
+def _finish(session: PlanSession, status: SessionStatus, reason: str | None, problem: Problem) -> PlanResult:
+    state, options = session.state, session.options
+    cal = state.calibration
+    result = PlanResult(
+        problem=problem.spec.name, session_id=session.session_id, status=status, simulated=options.simulate,
+        attempts=len(state.tried), runs=len(cal.seen), error_before=cal.error(calibrated=False),
+        error_after=cal.error(calibrated=True), reason=reason, tokens=session.spend.tokens,
+        cost_usd=session.spend.cost_reported,
+    )  # fmt: skip
+    result.ranked = [
+        {"attempt_id": t.attempt_id, "mesh": t.evidence.mesh, "status": str(t.evidence.status),
+         "predicted_ms": t.evidence.prediction.step_ms if t.evidence.prediction else None,
+         "calibrated_ms": t.evidence.prediction.calibrated_step_ms if t.evidence.prediction else None,
+         "measured_ms": t.evidence.measured.step_ms if t.evidence.measured else None,
+         "note": t.plan.note if t.plan else ""}
+        for t in state.tried if t.evidence.prediction is not None
+    ]  # fmt: skip
+    chosen = state.best if not options.simulate else _best_predicted(state.tried)
+    if chosen is None or chosen.plan is None:
+        result.reason = reason or ("no plan was ranked" if options.simulate else "no plan passed its real run")
+        session_rows.update_session(session.engine, session.session_id, status=status, tokens=session.spend.tokens,
+                                    cost_usd=session.spend.cost_reported)  # fmt: skip
+        return result
+    target = PlanTarget(reference_hash(problem), structure_hash(session.work.model), options.world_size,
+                        chosen.evidence.mesh, "cpu", options.train)  # fmt: skip
+    agent = "llm" if options.model else "builtin"
+    plan_id = save_plan(session.engine, problem.spec, target, chosen.plan, chosen.evidence,
+                        PlanProvenance(session.session_id, chosen.attempt_id, agent, options.model),
+                        status="predicted" if options.simulate else "active")  # fmt: skip
+    e = chosen.evidence
+    result.plan_id, result.attempt_id, result.mesh, result.note = plan_id, chosen.attempt_id, e.mesh, chosen.plan.note
+    result.measured_ms = e.measured.step_ms if e.measured else None
+    result.predicted_ms = e.prediction.step_ms if e.prediction else None
+    session.emit(ev.PlanBanked(problem.spec.name, session.session_id, plan_id, chosen.attempt_id, e.mesh,
+                               result.measured_ms, result.predicted_ms, options.simulate))  # fmt: skip
+    session_rows.update_session(session.engine, session.session_id, status=status, tokens=session.spend.tokens,
+                                cost_usd=session.spend.cost_reported)  # fmt: skip
+    return result
+
+
+def optimize_plan(
+    model_path: Path,
+    options: PlanOptions,
+    settings: ForgeSettings | None = None,
+    emit: ev.Emit = ev.ignore,
+    control: RunControl | None = None,
+) -> PlanResult:
+    """Search for a parallel plan for the model in ``model_path`` and bank the fastest that passes
+    its real run (with ``simulate``: the best predicted, banked as predicted). Raises ForgeError
+    for bad input."""
+    settings = settings or ForgeSettings()
+    options.check()
+    check_provider(options.agents)
+    problem = _load(model_path, options)
+    limits = Limits(budget_usd=options.budget_usd, time_limit_s=options.time_limit_s)
+    if control is not None:
+        limits.stop_requested = control.stop_requested
+    engine = open_for_writing(options.bank)
+    try:
+        work = _work(model_path, problem, options, settings)
+        agents = make_plan_agents(options.agents)
+        agent = "llm" if agents is not None else "builtin"
+        session_id = session_rows.start_session(engine, problem.spec, reference_hash(problem), None, "parallel",
+                                                agent, options.model, options.to_json(model_path))  # fmt: skip
+        state = PlanState()
+        if options.simulate:  # no run of its own to calibrate on: this machine's earlier runs
+            for e in measured_plans(engine):
+                assert e.prediction is not None and e.measured is not None
+                state.calibration.add(as_prediction(e.prediction), e.measured.step_ms / 1000)
+        session = PlanSession(work, engine, session_id, limits, emit, agents, state)
+        what = f"plans for {options.world_size} ranks" + (" (simulated)" if options.simulate else "")
+        emit(ev.SessionStarted(problem.spec.name, session_id, "parallel", agent, options.model, "cpu", what))
+        with ctrl_c_stops(limits):
+            try:
+                status = session.run_llm() if agents is not None else session.run_builtin()
+                reason = None if status is SessionStatus.FINISHED else f"stopped: {status}"
+            except ProviderError as exc:
+                status, reason = SessionStatus.PROVIDER_ERROR, exc.message
+            except KeyboardInterrupt:
+                status, reason = SessionStatus.INTERRUPTED, "interrupted; every plan tried so far is recorded"
+        return _finish(session, status, reason, problem)
+    finally:
+        engine.dispose()
