@@ -110,15 +110,17 @@ def test_a_kernel_is_shown_and_banked_without_its_inert_knobs():
 
 
 def _verdict(cand: float, cand_iqr: float, eager: float, eager_iqr: float, **kw) -> Verdict:
-    return Verdict.from_json({
-        "status": "passed",
-        "timing_meaningful": True,
-        "timing_stats": {
-            "candidate": {"median_ms": cand, "iqr_ms": cand_iqr},
-            "eager": {"median_ms": eager, "iqr_ms": eager_iqr},
-        },
-        **kw,
-    })
+    return Verdict.from_json(
+        {
+            "status": "passed",
+            "timing_meaningful": True,
+            "timing_stats": {
+                "candidate": {"median_ms": cand, "iqr_ms": cand_iqr},
+                "eager": {"median_ms": eager, "iqr_ms": eager_iqr},
+            },
+            **kw,
+        }
+    )
 
 
 def test_acceptance_needs_a_margin_beyond_the_noise():  # verdicts stored before pairing

@@ -82,15 +82,17 @@ def _paired_verdict(low: float, median: float, high: float, busy: bool = False, 
 
     contention = {"cores": 2, "other_cores": 0.9 if busy else 0.0, "busy": busy, "enforced": enforced,
                   "detail": "other processes used 0.90 of 2 cores"}  # fmt: skip
-    return Verdict.from_json({
-        "status": "passed",
-        "timing_stats": {
-            "candidate": stats(0.9, 1.0, 1.1),
-            "eager": stats(1.8, 2.0, 2.2),
-            "paired_eager": {"pairs": 30, "median": median, "low": low, "high": high},
-            "contention": contention,
-        },
-    })
+    return Verdict.from_json(
+        {
+            "status": "passed",
+            "timing_stats": {
+                "candidate": stats(0.9, 1.0, 1.1),
+                "eager": stats(1.8, 2.0, 2.2),
+                "paired_eager": {"pairs": 30, "median": median, "low": low, "high": high},
+                "contention": contention,
+            },
+        }
+    )
 
 
 def test_acceptance_reads_the_paired_interval_and_the_load():
