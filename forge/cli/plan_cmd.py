@@ -54,8 +54,8 @@ def plan_summary(r: harness.PlanResult) -> None:
     predicted = f"the cost model predicted {fmt_ms(r.predicted_ms)}"
     out.print(f"{r.problem}: plan {r.plan_id} banked, mesh {r.mesh} (dp x tp), {kind}; {predicted}", soft_wrap=True)
     if r.error_before is not None:
-        after = f"{r.error_after:.0%}" if r.error_after is not None else "—"
-        out.print(f"cost model error over {r.runs} real runs: {r.error_before:.0%} uncalibrated, {after} calibrated")
+        after = f", {r.error_after:.0%} calibrated on the runs before each" if r.error_after is not None else ""
+        out.print(f"cost model error over {r.runs} real runs: {r.error_before:.0%} uncalibrated{after}", soft_wrap=True)
     if r.simulated:
         out.print(f"session {r.session_id}; banked as 'predicted': shown by `forge bank list`, never applied by "
                   "parallelize until a run on that mesh verifies it", soft_wrap=True)  # fmt: skip

@@ -47,7 +47,9 @@ class PlanResult:
     attempts: int = 0
     runs: int = 0  # plans run for real
     error_before: float | None = None  # mean relative error of the step, uncalibrated
-    error_after: float | None = None  # calibrated on this session's runs
+    # the same for the predictions calibrated on the session's earlier runs only, as each was made
+    # before its own run (from the second run on): never fitted to the run it is judged against
+    error_after: float | None = None
     reason: str | None = None
     tokens: int = 0
     cost_usd: float | None = None
@@ -113,10 +115,24 @@ def _work(model_path: Path, problem: Problem, options: PlanOptions, settings: Fo
     # one rank: one thread (the real run's ranks are pinned so), its measured matmul peak
     figures = machine.measured_figures("cpu", 1, settings.cache_path())
     link = measure_link(settings.cache_path() / "link.json", world_size=min(options.world_size, 2))
-    fitted = Machine(peak_flops=figures.peak_gflops * 1e9, link_bytes_per_s=link.bytes_per_s, latency_s=link.latency_s)
+    # simulated meshes are clusters (a device a rank); a real run's ranks share this machine's cores
+    cores = 0 if options.simulate else machine.available_cores()
+    fitted = Machine(
+        peak_flops=figures.peak_gflops * 1e9, link_bytes_per_s=link.bytes_per_s, latency_s=link.latency_s, cores=cores
+    )
     device = f"CPU processes over gloo ({figures.device_name}, one thread a rank)"
     facts = model_facts(copy.deepcopy(model), inputs)
     return PlanWork(model_path, problem.spec, model, inputs, facts, fitted, module_tree(model, inputs), device, options)
+
+
+def _calibrated_error(tried: list[PlanTried]) -> float | None:
+    pairs = [
+        (t.evidence.prediction.calibrated_step_ms, t.evidence.measured.step_ms)
+        for t in tried
+        if t.evidence.prediction is not None and t.evidence.measured is not None
+    ]
+    errors = [abs(p - m) / m for p, m in pairs if p is not None and m > 0]
+    return sum(errors) / len(errors) if errors else None
 
 
 def _best_predicted(tried: list[PlanTried]) -> PlanTried | None:
@@ -135,7 +151,7 @@ def _finish(session: PlanSession, status: SessionStatus, reason: str | None, pro
     result = PlanResult(
         problem=problem.spec.name, session_id=session.session_id, status=status, simulated=options.simulate,
         attempts=len(state.tried), runs=len(cal.seen), error_before=cal.error(calibrated=False),
-        error_after=cal.error(calibrated=True), reason=reason, tokens=session.spend.tokens,
+        error_after=_calibrated_error(state.tried), reason=reason, tokens=session.spend.tokens,
         cost_usd=session.spend.cost_reported,
     )  # fmt: skip
     result.ranked = [

@@ -13,7 +13,8 @@ memory per device (bytes)
 
 compute time
   ``t_c = (Σ_tp F_m / tp + Σ_rest F_m) / dp · (3 if training else 1) / peak_flops``
-  (backward costs twice the forward; FLOPs outside the Linear/Embedding layers are replicated)
+  (backward costs twice the forward; FLOPs outside the Linear/Embedding layers are replicated),
+  times ``world_size / cores`` when the ranks share fewer cores than there are ranks
 
 communication (bytes moved per device, ring collectives over ``n`` ranks: all-reduce
 ``2(n-1)/n·S``, all-gather and reduce-scatter ``(n-1)/n·S`` each)
@@ -105,6 +106,7 @@ class Machine:
     link_bytes_per_s: float  # ring all-reduce bus bandwidth between the ranks
     latency_s: float = 50e-6  # what one collective costs before any byte moves (measure_link measures it)
     optimizer_states: int = 0  # per parameter: SGD 0, Adam 2
+    cores: int = 0  # cores the ranks share (0: one device each, as GPUs are)
 
 
 def _ring(kind: str, size: float, n: int) -> float:
@@ -155,7 +157,9 @@ def predict(
             volume += passes * _ring("all_gather", size, dp) + (_ring("reduce_scatter", size, dp) if train else 0)
             collectives += passes + (1 if train else 0)
     comm_s = volume / machine.link_bytes_per_s + machine.latency_s * collectives
-    return Prediction(int(memory), flops / machine.peak_flops, comm_s, int(volume), collectives)
+    # more ranks than cores: each rank computes on its share of them
+    shared = max(1.0, plan.world_size / machine.cores) if machine.cores else 1.0
+    return Prediction(int(memory), flops / machine.peak_flops * shared, comm_s, int(volume), collectives)
 
 
 @dataclass
