@@ -118,7 +118,6 @@ class ParallelPlan(BaseModel):
     def from_json(cls, data: dict[str, Any]) -> ParallelPlan:
         return cls.model_validate(data)
 
-
     def mesh_text(self) -> str:
         """The mesh as the CLI takes it: dp x tp (``2x1``), pp and cp appended when set."""
         sizes = [self.degree("dp"), self.degree("tp")] + [self.degree(d) for d in ("pp", "cp") if self.degree(d) > 1]
