@@ -108,7 +108,7 @@ def optimize_command(
         plan_options = harness.PlanOptions(
             world_size=world_size or 0, mesh=mesh, memory_per_device_gib=memory_per_device, train=train,
             simulate=simulate, model=model, judge_model=judge, api_base=api_base, rounds=rounds,
-            budget_usd=budget_usd, time_limit_s=time_limit, bank=bank,
+            budget_usd=budget_usd, time_limit_s=time_limit, bank=bank, resume=resume,
         )  # fmt: skip
         _optimize_plan(ops or [], plan_options, parallel, device, as_json)
 
@@ -169,13 +169,11 @@ def _optimize_plan(ops: list[Path], options: harness.PlanOptions, parallel: bool
     def run() -> harness.PlanResult:
         if not parallel:
             raise UsageError("--world-size, --mesh and --simulate plan a model's ranks: add --parallel")
-        if options.world_size == 0:
-            raise UsageError("--parallel needs --world-size N (the number of ranks)")
-        if len(ops) != 1 or ops[0].is_dir():
+        if len(ops) > 1 or (ops and ops[0].is_dir()) or (not ops and options.resume is None):
             raise UsageError("--parallel takes one model file (MODEL.py with Model, get_inputs, get_init_inputs)")
         if device not in (None, "cpu", "auto"):
             raise UsageError(f"--device {device}: plans are run on CPU ranks over gloo (NCCL runs are not built yet)")
-        return harness.optimize_plan(ops[0], options, load_settings(device="cpu"), emit)
+        return harness.optimize_plan(ops[0] if ops else None, options, load_settings(device="cpu"), emit)
 
     try:
         result = run_or_fail(run, as_json)

@@ -134,6 +134,10 @@ def save_plan(
     """Bank a plan that passed its real run (``active``: the runtime applies it), or the best one
     the cost model ranked for a mesh too large to run here (``predicted``: shown, never applied)."""
     with session_factory(engine).begin() as db:
+        if provenance.attempt_id is not None:  # a resumed session banking the same attempt again
+            q = select(ParallelPlanRow.id).where(ParallelPlanRow.attempt_id == provenance.attempt_id)
+            if (known := db.scalars(q).first()) is not None:
+                return int(known)
         problem = get_or_create_problem(db, spec, target.op_hash, None)
         row = ParallelPlanRow(
             problem_id=problem.id, name=spec.name, plan=plan.to_json(), status=status, evidence=evidence.to_json(),

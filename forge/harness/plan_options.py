@@ -4,9 +4,11 @@ checked before anything runs."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from forge.agents import AgentChoice
 from forge.core.errors import UsageError
@@ -37,6 +39,7 @@ class PlanOptions:
     bank: Path | None = None
     steps: int = 5  # timed steps per real run (after one warm-up)
     run_timeout_s: float = 240.0  # one real run, every rank
+    resume: int | None = None  # a stored plan session's id: its model, mesh and agents, its plans kept
 
     @property
     def agents(self) -> AgentChoice:
@@ -67,6 +70,8 @@ class PlanOptions:
 
     def check(self) -> None:
         """UsageError naming the bad option."""
+        if self.world_size == 0 and self.resume is None:
+            raise UsageError("--parallel needs --world-size N (the number of ranks)")
         if self.world_size < 2:
             raise UsageError(f"--world-size {self.world_size}: a parallel plan needs at least 2 ranks")
         self.mesh_shape()
@@ -76,10 +81,35 @@ class PlanOptions:
             raise UsageError(f"--memory-per-device must be more than 0 GiB (got {self.memory_per_device_gib})")
 
     def to_json(self, model_path: Path) -> dict[str, Any]:
-        """What the session row stores (shown by `forge session show`)."""
-        return {
-            "parallel": True, "op_path": str(model_path), "world_size": self.world_size, "mesh": self.mesh,
-            "memory_per_device_gib": self.memory_per_device_gib, "train": self.train, "simulate": self.simulate,
-            "model": self.model, "judge_model": self.judge_model, "api_base": self.api_base,
-            "rounds": self.round_limit,
-        }  # fmt: skip
+        """What the session row stores: what ``--resume`` needs (``StoredPlanOptions``)."""
+        return StoredPlanOptions(
+            op_path=str(model_path), world_size=self.world_size, mesh=self.mesh,
+            memory_per_device_gib=self.memory_per_device_gib, train=self.train, simulate=self.simulate,
+            model=self.model, judge_model=self.judge_model, api_base=self.api_base, rounds=self.round_limit,
+        ).model_dump()  # fmt: skip
+
+
+class StoredPlanOptions(BaseModel):
+    """A plan session's settings as the bank keeps them (JSON), read back for ``--resume``."""
+
+    model_config = ConfigDict(extra="ignore")
+    parallel: bool = True  # tells a plan session's settings from a kernel session's
+    op_path: str
+    world_size: int
+    mesh: str | None = None
+    memory_per_device_gib: float | None = None
+    train: bool = True
+    simulate: bool = False
+    model: str | None = None
+    judge_model: str | None = None
+    api_base: str | None = None
+    rounds: int = DEFAULT_PLAN_ROUNDS
+
+    def resumed(self, given: PlanOptions) -> PlanOptions:
+        """``given`` (this run's flags: bank, limits) with the session's own model, mesh and agents;
+        a ``rounds`` given now replaces the stored count."""
+        return replace(
+            given, world_size=self.world_size, mesh=self.mesh, memory_per_device_gib=self.memory_per_device_gib,
+            train=self.train, simulate=self.simulate, model=self.model, judge_model=self.judge_model,
+            api_base=self.api_base, rounds=self.rounds if given.rounds is None else given.rounds,
+        )  # fmt: skip

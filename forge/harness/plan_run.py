@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import ValidationError
+from sqlalchemy import Engine
 
 from forge.agents import PlanTried, check_provider, make_plan_agents
 from forge.core.errors import ProblemError, ProviderError, UsageError
@@ -17,13 +19,13 @@ from forge.core.parallel_plan import structure_hash
 from forge.core.problem import Problem, load_problem, reference_hash
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import AttemptStatus, SessionStatus
-from forge.db import PlanProvenance, PlanTarget, measured_plans, open_for_writing, save_plan
+from forge.db import PlanProvenance, PlanTarget, load_session, measured_plans, open_for_writing, save_plan
 from forge.db import sessions as session_rows
 from forge.harness import events as ev
 from forge.harness.control import RunControl
 from forge.harness.limits import Limits, ctrl_c_stops
-from forge.harness.plan_options import PlanOptions
-from forge.harness.plan_session import PlanSession, PlanState, PlanWork, as_prediction
+from forge.harness.plan_options import PlanOptions, StoredPlanOptions
+from forge.harness.plan_session import PlanSession, PlanState, PlanWork, as_prediction, restore_plan_state
 from forge.parallel import Machine, max_local_ranks, measure_link, model_facts
 from forge.parallel.plan_search import module_tree
 from forge.verifier import machine
@@ -185,46 +187,79 @@ def _finish(session: PlanSession, status: SessionStatus, reason: str | None, pro
     return result
 
 
+def _open(
+    model_path: Path | None, options: PlanOptions, engine: Engine
+) -> tuple[Path, PlanOptions, PlanState, int | None]:
+    """The model file, options and state a session starts from: as given, or the stored session's."""
+    if options.resume is None:
+        if model_path is None:
+            raise UsageError("--parallel takes one model file (MODEL.py with Model, get_inputs, get_init_inputs)")
+        return model_path, options, PlanState(), None
+    stored = load_session(engine, options.resume)
+    try:
+        settings = StoredPlanOptions.model_validate(stored.settings)
+    except ValidationError:
+        raise UsageError(f"session {options.resume} is a kernel session: resume it without --parallel") from None
+    more = options.rounds is not None and options.rounds > settings.rounds
+    if stored.status is SessionStatus.FINISHED and not more:
+        raise UsageError(
+            f"session {stored.id} already finished its {settings.rounds} rounds; continue it with more "
+            f"(`--parallel --resume {stored.id} --rounds {settings.rounds + 2}`)"
+        )
+    return Path(settings.op_path), settings.resumed(options), restore_plan_state(stored), stored.id
+
+
 def optimize_plan(
-    model_path: Path,
+    model_path: Path | None,
     options: PlanOptions,
     settings: ForgeSettings | None = None,
     emit: ev.Emit = ev.ignore,
     control: RunControl | None = None,
 ) -> PlanResult:
     """Search for a parallel plan for the model in ``model_path`` and bank the fastest that passes
-    its real run (with ``simulate``: the best predicted, banked as predicted). Raises ForgeError
-    for bad input."""
+    its real run (with ``simulate``: the best predicted, banked as predicted); with
+    ``options.resume``, continue that stored plan session. Raises ForgeError for bad input."""
     settings = settings or ForgeSettings()
-    options.check()
-    check_provider(options.agents)
-    problem = _load(model_path, options)
-    limits = Limits(budget_usd=options.budget_usd, time_limit_s=options.time_limit_s)
-    if control is not None:
-        limits.stop_requested = control.stop_requested
+    if options.resume is None:
+        options.check()  # before the bank is opened (and perhaps created) for a mistyped command
     engine = open_for_writing(options.bank)
     try:
+        model_path, options, state, resumed = _open(model_path, options, engine)
+        options.check()
+        check_provider(options.agents)
+        problem = _load(model_path, options)
+        limits = Limits(budget_usd=options.budget_usd, time_limit_s=options.time_limit_s)
+        if control is not None:
+            limits.stop_requested = control.stop_requested
         work = _work(model_path, problem, options, settings)
         agents = make_plan_agents(options.agents)
         agent = "llm" if agents is not None else "builtin"
-        session_id = session_rows.start_session(engine, problem.spec, reference_hash(problem), None, "parallel",
-                                                agent, options.model, options.to_json(model_path))  # fmt: skip
-        state = PlanState()
-        if options.simulate:  # no run of its own to calibrate on: this machine's earlier runs
+        if resumed is None:
+            session_id = session_rows.start_session(engine, problem.spec, reference_hash(problem), None, "parallel",
+                                                    agent, options.model, options.to_json(model_path))  # fmt: skip
+        else:
+            session_id = resumed
+            session_rows.reopen_session(engine, resumed, {"rounds": options.round_limit})
+        if options.simulate and resumed is None:  # no run of its own to calibrate on: this machine's earlier runs
             for e in measured_plans(engine):
                 assert e.prediction is not None and e.measured is not None
                 state.calibration.add(as_prediction(e.prediction), e.measured.step_ms / 1000)
         session = PlanSession(work, engine, session_id, limits, emit, agents, state)
         what = f"plans for {options.world_size} ranks" + (" (simulated)" if options.simulate else "")
-        emit(ev.SessionStarted(problem.spec.name, session_id, "parallel", agent, options.model, "cpu", what))
-        with ctrl_c_stops(limits):
-            try:
-                status = session.run_llm() if agents is not None else session.run_builtin()
-                reason = None if status is SessionStatus.FINISHED else f"stopped: {status}"
-            except ProviderError as exc:
-                status, reason = SessionStatus.PROVIDER_ERROR, exc.message
-            except KeyboardInterrupt:
-                status, reason = SessionStatus.INTERRUPTED, "interrupted; every plan tried so far is recorded"
-        return _finish(session, status, reason, problem)
+        emit(ev.SessionStarted(problem.spec.name, session_id, "parallel", agent, options.model, "cpu", what,
+                               resumed=resumed is not None))  # fmt: skip
+        return _run(session, limits, problem)
     finally:
         engine.dispose()
+
+
+def _run(session: PlanSession, limits: Limits, problem: Problem) -> PlanResult:
+    with ctrl_c_stops(limits):
+        try:
+            status = session.run_llm() if session.agents is not None else session.run_builtin()
+            reason = None if status is SessionStatus.FINISHED else f"stopped: {status}"
+        except ProviderError as exc:
+            status, reason = SessionStatus.PROVIDER_ERROR, exc.message
+        except KeyboardInterrupt:
+            status, reason = SessionStatus.INTERRUPTED, "interrupted; every plan tried so far is recorded (--resume)"
+    return _finish(session, status, reason, problem)

@@ -11,6 +11,7 @@ the next prompt. ``simulate`` never runs anything: every plan is ranked by the c
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,8 @@ from forge.agents import PlanAgents, PlanContext, PlanProposal, PlanTried
 from forge.core.parallel_plan import ParallelPlan
 from forge.core.plan_evidence import PlanEvidence, PlanMeasurement, PlanPrediction
 from forge.core.problem import ProblemSource
-from forge.core.statuses import AttemptStatus, SessionStatus
-from forge.db import add_plan_attempt
+from forge.core.statuses import AttemptRole, AttemptStatus, SessionStatus
+from forge.db import StoredSession, add_plan_attempt
 from forge.harness import events as ev
 from forge.harness.limits import Limits, Spend
 from forge.harness.plan_options import PlanOptions
@@ -54,6 +55,25 @@ class PlanState:
     best: PlanTried | None = None  # the fastest measured plan that passed
     calibration: Calibration = field(default_factory=Calibration)
     advice: str = ""
+
+
+def restore_plan_state(stored: StoredSession) -> PlanState:
+    """A stored plan session's state: every plan it tried, the best that passed, and the cost
+    model calibrated on its real runs (resume goes on from there, running none of them again)."""
+    state = PlanState()
+    for a in stored.attempts:
+        if a.role is not AttemptRole.PLAN or a.plan_evidence is None:
+            continue
+        plan = ParallelPlan.from_json(json.loads(a.source)) if a.source else None
+        tried, e = PlanTried(a.id, plan, a.plan_evidence), a.plan_evidence
+        state.tried.append(tried)
+        state.round = max(state.round, a.round)
+        if e.passed and e.measured is not None and e.prediction is not None:
+            state.calibration.add(as_prediction(e.prediction), e.measured.step_ms / 1000)
+            best = state.best
+            if best is None or best.evidence.measured is None or e.measured.step_ms < best.evidence.measured.step_ms:
+                state.best = tried
+    return state
 
 
 def _prediction(p: Prediction, calibration: Calibration) -> PlanPrediction:
@@ -146,7 +166,10 @@ class PlanSession:
         """Screen every candidate (refusals recorded), then run the best-ranked ones for real."""
         w = self.work
         ranked: list[tuple[ParallelPlan, Prediction]] = []
+        done = [t.plan for t in self.state.tried if t.evidence.status is not AttemptStatus.PREDICTED]
         for plan in candidate_plans(w.model, w.inputs, self.options.world_size, self.options.mesh_shape()):
+            if plan in done:  # a resumed session: tried already
+                continue
             screened = screen(w.model, w.inputs, plan, w.facts, w.machine, world_size=self.options.world_size,
                               train=self.options.train, memory_limit_bytes=self.options.memory_limit_bytes)  # fmt: skip
             if screened.refused is not None or screened.prediction is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from forge.core.errors import BankError, ForgeError
+from forge.core.errors import BankError, ForgeError, UsageError
 from forge.core.feedback import JudgeFeedback
 from forge.core.statuses import AttemptRole, AttemptStatus, VerdictStatus
 from forge.core.verdict import Verdict
@@ -22,6 +22,10 @@ from forge.harness.steps import Candidate
 def resumed_options(stored: StoredSession, given: OptimizeOptions) -> tuple[OptimizeOptions, Path]:
     """The stored session's options (this run's ``rounds`` replacing the stored count when given),
     and its op file: where it was, or rewritten from the bank if it moved or changed."""
+    if stored.strategy == "parallel":
+        raise UsageError(
+            f"session {stored.id} is a parallel-plan session: resume it with `--parallel --resume {stored.id}`"
+        )
     try:
         saved = StoredOptions.model_validate(stored.settings)
     except ValidationError as exc:

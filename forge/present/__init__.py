@@ -21,7 +21,7 @@ from forge.present.rows import (
     kernel_cells,
     session_cells,
 )
-from forge.present.verdict_view import source_diff, verdict_renderable
+from forge.present.verdict_view import plan_evidence_renderable, source_diff, verdict_renderable
 
 __all__ = [
     "ATTEMPT_COLUMNS",
@@ -39,6 +39,7 @@ __all__ = [
     "fmt_when",
     "kernel_cells",
     "kernel_details",
+    "plan_evidence_renderable",
     "session_cells",
     "source_diff",
     "status_text",

@@ -33,6 +33,12 @@ def attempt_cells(a: StoredAttempt) -> tuple[str | Text, ...]:
         advice = a.feedback.next_step if a.feedback else (a.judge_error or "")
         advice = advice if len(advice) <= 24 else advice[:23] + "…"
         return (str(a.id), str(a.round), str(a.role), "", status_text(a.status), advice, "", "")
+    if a.plan_evidence is not None:  # a parallel plan: its mesh, and its measured (else predicted) step
+        e = a.plan_evidence
+        step = (
+            fmt_ms(e.measured.step_ms) if e.measured else (f"~{fmt_ms(e.prediction.step_ms)}" if e.prediction else "—")
+        )
+        return (str(a.id), str(a.round), str(a.role), e.mesh, status_text(a.status), "", "", step)
     time = fmt_ms(v.timings_ms.candidate) if v is not None else "—"
     eager = fmt_times(v.speedup_vs_eager) if v is not None else "—"
     compiled = fmt_times(v.speedup_vs_compile) if v is not None else "—"

@@ -10,6 +10,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from forge.core.plan_evidence import PlanEvidence
 from forge.core.verdict import Verdict
 from forge.present.formats import fmt_ms, fmt_times
 
@@ -89,3 +90,21 @@ def source_diff(parent: str | None, source: str | None, parent_name: str = "pare
         parent.splitlines(keepends=True), source.splitlines(keepends=True), fromfile=parent_name, tofile="this attempt"
     )
     return Syntax("".join(diff) or "(identical to its parent)", "diff", word_wrap=False)
+
+
+def plan_evidence_renderable(e: PlanEvidence) -> Group:
+    """A parallel plan's ladder: the static rules, the prediction, the real run."""
+    lines: list[RenderableType] = [Text(f"{e.status}: {e.reason}", style="bold")]
+    for c in e.checks:
+        lines.append(Text(f"  {'ok' if c.passed else 'FAILED'} {c.name}: {c.detail}"))
+    if e.prediction is not None:
+        p = e.prediction
+        calibrated = f", calibrated {p.calibrated_step_ms:.3g} ms" if p.calibrated_step_ms is not None else ""
+        lines.append(Text(f"predicted step {p.step_ms:.3g} ms (compute {p.compute_ms:.3g}, communication "
+                          f"{p.comm_ms:.3g} in {p.collectives} collectives){calibrated}; "
+                          f"{p.memory_bytes / 2**20:.1f} MiB a device"))  # fmt: skip
+    if e.measured is not None:
+        ranks = ", ".join(f"{t:.3g}" for t in e.measured.rank_step_ms)
+        lines.append(Text(f"measured step {e.measured.step_ms:.3g} ms (ranks: {ranks} ms), "
+                          f"peak {e.measured.peak_rss_mb:.0f} MiB a rank"))  # fmt: skip
+    return Group(*lines)

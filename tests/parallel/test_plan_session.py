@@ -152,3 +152,22 @@ def test_simulate_ranks_a_mesh_too_large_to_run_and_says_it_is_predicted(tmp_pat
         assert db.execute("SELECT status, world_size, mesh FROM parallel_plans").fetchall() == [
             ("predicted", 64, "8x8")
         ]
+
+
+def test_resume_runs_more_plans_and_none_of_them_again(tmp_path):
+    bank = tmp_path / "b.db"
+    first = forge("optimize", str(TRANSFORMER), "--parallel", "--world-size", "2", "--rounds", "1", "--bank", str(bank),
+                  "--json", cache=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stderr[-2000:]
+    again = forge("optimize", "--parallel", "--resume", "1", "--bank", str(bank), cache=tmp_path)
+    assert again.returncode == 2 and "already finished its 1 rounds" in again.stderr
+    kernel_path = forge("optimize", "--resume", "1", "--bank", str(bank), cache=tmp_path)
+    assert kernel_path.returncode == 2 and "resume it with `--parallel --resume 1`" in kernel_path.stderr
+    more = forge("optimize", "--parallel", "--resume", "1", "--rounds", "2", "--bank", str(bank), "--json",
+                 cache=tmp_path)  # fmt: skip
+    assert more.returncode == 0, more.stderr[-2000:]
+    assert json.loads(more.stdout)["session_id"] == 1 and "resuming 1" in more.stderr
+    with sqlite3.connect(bank) as db:
+        passed = db.execute("SELECT candidate_source FROM attempts WHERE status = 'passed'").fetchall()
+        sessions = db.execute("SELECT COUNT(*) FROM sessions").fetchone()
+    assert len(passed) == 2 and len(set(passed)) == 2 and sessions == (1,)

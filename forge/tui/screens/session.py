@@ -19,7 +19,15 @@ from textual.widgets import DataTable, Footer, Header, Sparkline, Static, Tabbed
 from forge.core.errors import ForgeError
 from forge.core.statuses import AttemptRole, SessionStatus
 from forge.harness import StoredAttempt, StoredSession, events
-from forge.present import ATTEMPT_COLUMNS, attempt_cells, best_so_far, fmt_cost, source_diff, verdict_renderable
+from forge.present import (
+    ATTEMPT_COLUMNS,
+    attempt_cells,
+    best_so_far,
+    fmt_cost,
+    plan_evidence_renderable,
+    source_diff,
+    verdict_renderable,
+)
 from forge.tui.screens.base import ForgeScreen
 from forge.tui.widgets import AskNumber, LiveTable
 
@@ -74,8 +82,10 @@ class SessionScreen(ForgeScreen):
         self._show_selected()
 
     def _totals(self, s: StoredSession) -> Text:
-        coder = [a for a in s.attempts if a.role is AttemptRole.CODER]
+        coder = [a for a in s.attempts if a.role in (AttemptRole.CODER, AttemptRole.PLAN)]
         best = max(best_so_far(s.attempts), default=0.0)
+        steps = [a.plan_evidence.measured.step_ms for a in coder if a.plan_evidence and a.plan_evidence.measured]
+        shown_best = f"best step {min(steps):.3g} ms" if steps else f"best {best:.2f}x eager"
         elapsed = _seconds(s.started_at, s.ended_at)
         rounds = s.settings.get("rounds", "?")
         live = self.forge.runs.of_session(s.id)
@@ -84,7 +94,7 @@ class SessionScreen(ForgeScreen):
         left = live.limits_left(s.cost_usd) if live is not None else ""
         limits = f" · left: {left}" if left else ""
         return Text(
-            f"{s.problem_name} · {where} · {len(coder)} attempts over {rounds} rounds · best {best:.2f}x eager · "
+            f"{s.problem_name} · {where} · {len(coder)} attempts over {rounds} rounds · {shown_best} · "
             f"tokens {s.tokens} · cost {fmt_cost(s.cost_usd, s.tokens)} · {elapsed:.0f} s{limits}"
         )
 
@@ -128,6 +138,8 @@ class SessionScreen(ForgeScreen):
     @staticmethod
     def _verdict(a: StoredAttempt, subject: StoredAttempt | None) -> RenderableType:
         """The row's own verdict (a confirmation has one), else the attempt it is about."""
+        if a.plan_evidence is not None:
+            return plan_evidence_renderable(a.plan_evidence)
         shown = a if a.verdict is not None else subject
         if shown is None or shown.verdict is None:
             return Text(a.reason or "not verified yet")
@@ -164,6 +176,10 @@ class SessionScreen(ForgeScreen):
             self.notify("this session is still running", severity="warning")
             return
         rounds = int((self.stored.settings.get("rounds") if self.stored else None) or 8)
+        if self.stored is not None and self.stored.strategy == "parallel":
+            more = f"forge optimize --parallel --resume {self.session_id} --rounds {rounds + 2}"
+            self.notify(f"a parallel-plan session continues from the command line: {more}", severity="warning")
+            return
 
         def go(more: str | None) -> None:
             if more is not None:
