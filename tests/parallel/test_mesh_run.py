@@ -12,7 +12,7 @@ import torch
 
 from forge.core.importing import import_file
 from forge.core.parallel_plan import FsdpSettings, ParallelPlan, TpRule
-from forge.parallel import run_plan, static_checks
+from forge.parallel import candidate_plans, run_plan, static_checks
 from tests.parallel.test_plan_static import MEGATRON
 
 OPS = Path(__file__).parent / "ops"
@@ -47,3 +47,15 @@ def test_a_hung_rank_is_killed_within_the_time_limit():
     assert not run.ok and "did not finish within 20 s" in run.reason and "1" in run.reason
     assert time.monotonic() - t0 < 40
     assert torch.get_num_threads() >= 1  # the test process itself is untouched
+
+
+def test_the_built_in_search_plans_an_mlp_stack_and_its_plans_match():
+    op = import_file("mlp_stack_op", OPS / "mlp_stack.py")
+    model, inputs = op.Model(), op.get_inputs()
+    plans = {p.mesh_text(): p for p in candidate_plans(model, inputs, 4, (2, 2))}
+    plan = plans["2x2"]
+    assert [(r.pattern, str(r.style)) for r in plan.tp] == [("blocks.*.fc1", "colwise"), ("blocks.*.fc2", "rowwise")]
+    assert plan.fsdp is not None and plan.fsdp.units == ["blocks.*"]
+    assert all(c.passed for c in static_checks(model, plan, 4, inputs))
+    run = run_plan(OPS / "mlp_stack.py", plan, 4, steps=2, timeout_s=180)
+    assert run.ok, run.reason
