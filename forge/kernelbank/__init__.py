@@ -1,4 +1,5 @@
-"""Load verified kernels from a forge bank into programs, with a safe fallback to the reference."""
+"""Load verified kernels from a forge bank into programs, with a safe fallback to the reference,
+and apply banked parallel plans (``KernelBank.parallelize``; ``plan_apply``, ``plan_export``)."""
 
 from forge.core.errors import BankError, KernelUnavailableError, UnknownOpError
 from forge.kernelbank.loader import KernelBankWarning

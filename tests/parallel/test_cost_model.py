@@ -13,10 +13,10 @@ from tests.parallel.test_plan_static import MEGATRON
 MACHINE = Machine(peak_flops=1e11, link_bytes_per_s=1e9)
 
 
-def _predict(plan: ParallelPlan, train: bool = True) -> Prediction:
+def _predict(plan: ParallelPlan, train: bool = True, machine: Machine = MACHINE) -> Prediction:
     torch.manual_seed(0)
     model = TinyTransformer()
-    return predict(model_facts(model, [torch.randint(0, 128, (4, 16))]), plan, MACHINE, model, train)
+    return predict(model_facts(model, [torch.randint(0, 128, (4, 16))]), plan, machine, model, train)
 
 
 def test_each_term_follows_its_formula():
@@ -33,6 +33,15 @@ def test_each_term_follows_its_formula():
     assert fsdp.comm_bytes > 0 and _predict(ParallelPlan(mesh={"dp": 1}), train=False).compute_s * 3 == (
         single.compute_s
     )
+
+
+def test_ranks_sharing_fewer_cores_compute_on_their_share():
+    plan = ParallelPlan(mesh={"dp": 4}, fsdp=FsdpSettings(units=["blocks.*"]))
+    own = _predict(plan)  # a device a rank (cores=0)
+    shared = _predict(plan, machine=Machine(peak_flops=1e11, link_bytes_per_s=1e9, cores=2))
+    assert abs(shared.compute_s - 2 * own.compute_s) < 1e-12 and shared.comm_s == own.comm_s
+    roomy = _predict(plan, machine=Machine(peak_flops=1e11, link_bytes_per_s=1e9, cores=8))
+    assert roomy.compute_s == own.compute_s
 
 
 def test_a_plan_over_the_memory_limit_is_named():
