@@ -1,0 +1,20 @@
+"""scan: cumsum over dim 1."""
+
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        pass
+
+    def forward(self, x):
+        return torch.cumsum(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(1024, 512)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,20 @@
+"""norm: L2 normalisation over dim 1."""
+
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        pass
+
+    def forward(self, x):
+        return torch.nn.functional.normalize(x, p=2.0, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(1024, 512)]
+
+
+def get_init_inputs():
+    return []
