@@ -1,0 +1,121 @@
+"""A reference traced to a small set of nodes: what the general lowering (issue #18) starts from.
+
+``make_fx`` runs the model on fake tensors (no real compute) with torch's decomposition table, so
+composite ops (softmax, layer/group/batch norm, GELU, losses) break down into primitives: pointwise
+``prims`` ops with broadcasting (``broadcast_in_dim``), reductions over any axes (``prims.sum``,
+``amax``, ``amin``, ``prod``), views and dtype conversions. Some ops are kept whole because their
+decomposition is worse than a kernel of their own:
+
+- scans (``cumsum``, ``cumprod``): the table turns them into an O(n^2) masked sum;
+- windowed reductions (pooling): the table turns them into ``as_strided`` and gathers;
+- arg-reductions (``argmax``/``argmin``, ``max.dim``/``min.dim``): one pass with the index;
+- library producers (``mm``, ``bmm``, ``addmm``, ``convolution``, SDPA): a BLAS or oneDNN call
+  whose output the fused epilogue reads.
+
+Parameters and buffers become graph inputs (``torch.func.functional_call``), so the graph is a
+pure function of (params, buffers, inputs); a buffer a training-mode reference updates shows up as
+a ``copy_`` into it, which the lowering must carry out too (state is output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch._decomp import decomposition_table
+from torch.func import functional_call
+from torch.fx.experimental.proxy_tensor import make_fx
+
+aten = torch.ops.aten
+
+# Kept whole (see the module docstring): the lowering has a node of its own for each.
+KEPT: tuple[Any, ...] = (
+    aten.cumsum, aten.cumprod,
+    aten.max_pool1d_with_indices, aten.max_pool2d_with_indices, aten.max_pool3d_with_indices,
+    aten.avg_pool1d, aten.avg_pool2d, aten.avg_pool3d,
+    aten.argmax, aten.argmin, aten.max, aten.min,
+    aten.mm, aten.bmm, aten.addmm, aten.convolution,
+    aten._scaled_dot_product_flash_attention_for_cpu, aten.scaled_dot_product_attention,
+)  # fmt: skip
+
+# Output sizes that depend on the data: no static kernel can be emitted for them.
+DATA_DEPENDENT: tuple[Any, ...] = (aten.nonzero, aten.masked_select, aten._unique2, aten.unique_dim)
+
+
+# The node set the IR is built from, by kind (packet names, as ``packet_name`` gives them).
+POINTWISE = frozenset(
+    f"prims.{n}" for n in (
+        "abs", "add", "sub", "mul", "div", "neg", "exp", "expm1", "log", "log1p", "erf", "tanh", "sqrt", "rsqrt",
+        "pow", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_or", "bitwise_and", "where", "convert_element_type",
+        "maximum", "minimum", "sigmoid", "sin", "cos", "reciprocal", "sign", "floor", "ceil", "round", "trunc",
+    )
+)  # fmt: skip
+REDUCTIONS = frozenset(f"prims.{n}" for n in ("sum", "amax", "amin", "prod", "var"))
+VIEWS = frozenset(
+    [f"prims.{n}" for n in ("broadcast_in_dim", "collapse_view", "split_dim", "squeeze", "view_of", "transpose",
+                            "rev", "reshape")] + ["aten.as_strided", "aten.view", "aten.permute", "aten.expand"]
+)  # fmt: skip
+KEPT_NAMES = frozenset(f"aten.{p.__name__}" for p in KEPT)
+OTHER = frozenset({"aten.gather", "aten.copy_", "aten.empty", "getitem", "prims.iota", "aten.full"})
+
+
+def kind_of(node: fx.Node) -> str | None:
+    """pointwise, reduction, view, kept or other (state updates, gathers, tuple items); None:
+    outside the node set."""
+    name = packet_name(node)
+    for kind, names in (("pointwise", POINTWISE), ("reduction", REDUCTIONS), ("view", VIEWS),
+                        ("kept", KEPT_NAMES), ("other", OTHER)):  # fmt: skip
+        if name in names:
+            return kind
+    return None
+
+
+def decompositions() -> dict[Any, Any]:
+    """torch's decomposition table without the kept ops."""
+    kept = {overload for packet in KEPT for overload in (getattr(packet, o) for o in packet.overloads())}
+    return {op: fn for op, fn in decomposition_table.items() if op not in kept}
+
+
+@dataclass(frozen=True)
+class Traced:
+    graph: fx.GraphModule
+    params: list[str]  # the first placeholders, in this order
+    buffers: list[str]  # then these
+    inputs: int  # then the op's inputs
+
+
+def trace(model: nn.Module, inputs: Sequence[Any]) -> Traced:
+    """``model(*inputs)`` as a graph of primitives and kept ops (fake tensors: nothing is computed)."""
+    params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
+
+    def pure(p: dict[str, Any], b: dict[str, Any], *xs: Any) -> Any:
+        return functional_call(model, {**p, **b}, xs)
+
+    graph = make_fx(pure, decomposition_table=decompositions(), tracing_mode="fake")(params, buffers, *inputs)
+    return Traced(graph, list(params), list(buffers), len(inputs))
+
+
+def packet_name(node: fx.Node) -> str:
+    """``aten.cumsum`` for ``aten.cumsum.default``; the node's own name for Python builtins."""
+    target = node.target
+    packet = getattr(target, "overloadpacket", None)
+    if packet is not None:
+        return f"{target.namespace}.{packet.__name__}"  # type: ignore[union-attr]
+    return getattr(target, "__name__", str(target))
+
+
+def unloweable(traced: Traced) -> list[str]:
+    """Why a node cannot become a kernel, one line per such node (empty: every node can)."""
+    why = []
+    data_dependent = {f"aten.{p.__name__}" for p in DATA_DEPENDENT}
+    for node in traced.graph.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if packet_name(node) in data_dependent:
+            why.append(f"{packet_name(node)}: its output size depends on the data")
+        elif kind_of(node) is None:
+            why.append(f"{packet_name(node)}: not in the lowering's node set")
+    return why
