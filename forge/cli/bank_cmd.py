@@ -13,9 +13,16 @@ from rich.table import Table
 
 from forge import harness
 from forge.cli.console import err, out, print_wide, run_or_fail
-from forge.cli.plan_cmd import fmt_ms
 from forge.core.settings import load_settings
-from forge.present import KERNEL_COLUMNS, evidence_line, fmt_times, kernel_cells, kernel_details
+from forge.present import (
+    KERNEL_COLUMNS,
+    evidence_line,
+    fmt_step,
+    fmt_times,
+    kernel_cells,
+    kernel_details,
+    plan_evidence_renderable,
+)
 
 bank_app = typer.Typer(no_args_is_help=True, help="Inspect and manage the kernel bank.")
 BankOpt = Annotated[Path | None, typer.Option("--bank", help="bank file (default: $FORGE_BANK or the per-user bank)")]
@@ -51,8 +58,8 @@ def _plans_table(plans: list[harness.PlanSummary]) -> None:
         table.add_column(name, no_wrap=True)
     for p in plans:
         table.add_row(
-            str(p.id), p.op, p.mesh, str(p.world_size), p.device, p.mode, fmt_ms(p.step_ms),
-            fmt_ms(p.predicted_step_ms), p.agent or "—", p.status,
+            str(p.id), p.op, p.mesh, str(p.world_size), p.device, p.mode, fmt_step(p.step_ms),
+            fmt_step(p.predicted_step_ms), p.agent or "—", p.status,
         )  # fmt: skip
     print_wide(table)
 
@@ -95,20 +102,8 @@ def _show_plan(plan_id: int, bank: Path | None, as_json: bool) -> None:
         return
     for key, value in info.items():
         out.print(f"[bold]{key}:[/] {value}")
-    e = d.evidence
-    out.print(f"[bold]evidence:[/] {e.status}: {e.reason}")
-    for check in e.checks:
-        out.print(f"  {'ok' if check.passed else 'FAILED'} {check.name}: {check.detail}", soft_wrap=True)
-    if e.prediction is not None:
-        p = e.prediction
-        comm = f"communication {fmt_ms(p.comm_ms)} in {p.collectives} collectives"
-        memory = f"{p.memory_bytes / 2**20:.1f} MiB a device"
-        out.print(f"  predicted: step {fmt_ms(p.step_ms)} (compute {fmt_ms(p.compute_ms)}, {comm}), {memory}")
-    if e.measured is not None:
-        ranks = ", ".join(fmt_ms(t) for t in e.measured.rank_step_ms)
-        out.print(
-            f"  measured: step {fmt_ms(e.measured.step_ms)} (ranks {ranks}), peak {e.measured.peak_rss_mb:.0f} MiB"
-        )
+    out.print("[bold]evidence:[/]")
+    out.print(plan_evidence_renderable(d.evidence), soft_wrap=True)
     sys.stdout.write(json.dumps(d.plan.to_json(), indent=2) + "\n")
 
 

@@ -9,27 +9,23 @@ from forge import harness
 from forge.cli.console import err, out, print_wide
 from forge.core.statuses import AttemptStatus
 from forge.harness import events
-
-
-def fmt_ms(x: float | None) -> str:
-    """A step time, three significant figures (a step is milliseconds to seconds, not microseconds)."""
-    return "—" if x is None else f"{x:.3g} ms"
+from forge.present import fmt_step
 
 
 def print_plan_event(e: events.Event) -> bool:
     """Render a plan session's own events; False for the events ``EventPrinter`` renders."""
     if isinstance(e, events.PlanChecked):
         what = f"attempt {e.attempt_id} [{e.mesh}] {e.note}".rstrip()
-        predicted = f"predicted {fmt_ms(e.predicted_ms)}" if e.predicted_ms is not None else ""
+        predicted = f"predicted {fmt_step(e.predicted_ms)}" if e.predicted_ms is not None else ""
         if e.status is AttemptStatus.PASSED:
-            err.print(f"  {what}: [green]passed[/] {fmt_ms(e.measured_ms)} a step, {predicted}", soft_wrap=True)
+            err.print(f"  {what}: [green]passed[/] {fmt_step(e.measured_ms)} a step, {predicted}", soft_wrap=True)
         elif e.status is AttemptStatus.PREDICTED:
             err.print(f"  {what}: {predicted}, {e.memory_mb or 0:.1f} MiB a device", soft_wrap=True)
         else:
             err.print(f"  {what}: [red]{e.status}[/] — {e.reason}", soft_wrap=True)
         return True
     if isinstance(e, events.PlanBanked):
-        kind = "[yellow]predicted, not measured[/]" if e.simulated else f"{fmt_ms(e.measured_ms)} a step"
+        kind = "[yellow]predicted, not measured[/]" if e.simulated else f"{fmt_step(e.measured_ms)} a step"
         err.print(f"[bold]{e.problem}[/]: [green bold]plan {e.plan_id} banked[/] (mesh {e.mesh}, {kind})")
         return True
     return False
@@ -43,15 +39,15 @@ def plan_summary(r: harness.PlanResult) -> None:
         chosen = "[green]*[/]" if row["attempt_id"] == r.attempt_id else ""
         table.add_row(
             f"{row['attempt_id']}{chosen}", row["mesh"], row["note"], row["status"],
-            fmt_ms(row["predicted_ms"]), fmt_ms(row["calibrated_ms"]), fmt_ms(row["measured_ms"]),
+            fmt_step(row["predicted_ms"]), fmt_step(row["calibrated_ms"]), fmt_step(row["measured_ms"]),
         )  # fmt: skip
     if r.ranked:
         print_wide(table)
     if r.plan_id is None:
         out.print(f"{r.problem}: no plan banked: {r.reason}", soft_wrap=True)
         return
-    kind = "predicted only (--simulate): not measured" if r.simulated else f"measured {fmt_ms(r.measured_ms)} a step"
-    predicted = f"the cost model predicted {fmt_ms(r.predicted_ms)}"
+    kind = "predicted only (--simulate): not measured" if r.simulated else f"measured {fmt_step(r.measured_ms)} a step"
+    predicted = f"the cost model predicted {fmt_step(r.predicted_ms)}"
     out.print(f"{r.problem}: plan {r.plan_id} banked, mesh {r.mesh} (dp x tp), {kind}; {predicted}", soft_wrap=True)
     if r.error_before is not None:
         after = f", {r.error_after:.0%} calibrated on the runs before each" if r.error_after is not None else ""

@@ -8,7 +8,7 @@ verdict, built once as rich renderables that the CLI prints and the TUI's widget
   of an attempt against its parent.
 """
 
-from forge.present.formats import fmt_cost, fmt_ms, fmt_times, fmt_when, status_text
+from forge.present.formats import fmt_cost, fmt_ms, fmt_step, fmt_times, fmt_when, status_text
 from forge.present.kernel_view import binds_text, evidence_line, kernel_details
 from forge.present.rows import (
     ATTEMPT_COLUMNS,
@@ -35,6 +35,7 @@ __all__ = [
     "finding_cells",
     "fmt_cost",
     "fmt_ms",
+    "fmt_step",
     "fmt_times",
     "fmt_when",
     "kernel_cells",

@@ -35,6 +35,12 @@ def fmt_ms(x: float | None) -> str:
     return "—" if x is None else f"{x:.4f} ms"
 
 
+def fmt_step(x: float | None) -> str:
+    """A parallel plan's step time, three significant figures (milliseconds to seconds, where
+    ``fmt_ms``'s four decimals are for kernels' microseconds)."""
+    return "—" if x is None else f"{x:.3g} ms"
+
+
 def fmt_cost(cost_usd: float | None, tokens: int) -> str:
     """An LLM spend: "$0.0123", "unknown" when a call had no price, "—" when nothing was spent."""
     if not tokens and not cost_usd:

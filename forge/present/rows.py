@@ -7,7 +7,7 @@ from rich.text import Text
 
 from forge.core.statuses import AttemptRole
 from forge.harness import Finding, KernelSummary, SessionSummary, StoredAttempt
-from forge.present.formats import fmt_cost, fmt_ms, fmt_times, fmt_when, status_text
+from forge.present.formats import fmt_cost, fmt_ms, fmt_step, fmt_times, fmt_when, status_text
 
 # "in rounds": the best of the search's own noisy timings; "kernel": what was banked, timed again after the choice
 SESSION_COLUMNS = (
@@ -35,9 +35,8 @@ def attempt_cells(a: StoredAttempt) -> tuple[str | Text, ...]:
         return (str(a.id), str(a.round), str(a.role), "", status_text(a.status), advice, "", "")
     if a.plan_evidence is not None:  # a parallel plan: its mesh, and its measured (else predicted) step
         e = a.plan_evidence
-        step = (
-            fmt_ms(e.measured.step_ms) if e.measured else (f"~{fmt_ms(e.prediction.step_ms)}" if e.prediction else "—")
-        )
+        step = fmt_step(e.measured.step_ms) if e.measured else "—"
+        step = f"~{fmt_step(e.prediction.step_ms)}" if e.measured is None and e.prediction is not None else step
         return (str(a.id), str(a.round), str(a.role), e.mesh, status_text(a.status), "", "", step)
     time = fmt_ms(v.timings_ms.candidate) if v is not None else "—"
     eager = fmt_times(v.speedup_vs_eager) if v is not None else "—"

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from forge.core.plan_evidence import PlanEvidence
 from forge.core.verdict import Verdict
-from forge.present.formats import fmt_ms, fmt_times
+from forge.present.formats import fmt_ms, fmt_step, fmt_times
 
 
 def _checks(v: Verdict) -> Table:
@@ -93,18 +93,19 @@ def source_diff(parent: str | None, source: str | None, parent_name: str = "pare
 
 
 def plan_evidence_renderable(e: PlanEvidence) -> Group:
-    """A parallel plan's ladder: the static rules, the prediction, the real run."""
+    """A parallel plan's ladder: the static rules, the prediction, the real run (``forge bank show
+    --plan`` and the TUI's verdict tab)."""
     lines: list[RenderableType] = [Text(f"{e.status}: {e.reason}", style="bold")]
     for c in e.checks:
         lines.append(Text(f"  {'ok' if c.passed else 'FAILED'} {c.name}: {c.detail}"))
     if e.prediction is not None:
         p = e.prediction
-        calibrated = f", calibrated {p.calibrated_step_ms:.3g} ms" if p.calibrated_step_ms is not None else ""
-        lines.append(Text(f"predicted step {p.step_ms:.3g} ms (compute {p.compute_ms:.3g}, communication "
-                          f"{p.comm_ms:.3g} in {p.collectives} collectives){calibrated}; "
-                          f"{p.memory_bytes / 2**20:.1f} MiB a device"))  # fmt: skip
+        calibrated = f", calibrated {fmt_step(p.calibrated_step_ms)}" if p.calibrated_step_ms is not None else ""
+        comm = f"communication {fmt_step(p.comm_ms)} in {p.collectives} collectives"
+        lines.append(Text(f"  predicted: step {fmt_step(p.step_ms)} (compute {fmt_step(p.compute_ms)}, {comm})"
+                          f"{calibrated}, {p.memory_bytes / 2**20:.1f} MiB a device"))  # fmt: skip
     if e.measured is not None:
-        ranks = ", ".join(f"{t:.3g}" for t in e.measured.rank_step_ms)
-        lines.append(Text(f"measured step {e.measured.step_ms:.3g} ms (ranks: {ranks} ms), "
+        ranks = ", ".join(fmt_step(t) for t in e.measured.rank_step_ms)
+        lines.append(Text(f"  measured: step {fmt_step(e.measured.step_ms)} (ranks {ranks}), "
                           f"peak {e.measured.peak_rss_mb:.0f} MiB a rank"))  # fmt: skip
     return Group(*lines)

@@ -33,7 +33,7 @@ async def test_a_plan_session_shows_its_ladder(tmp_path, fast_settings):
         await pilot.press("3")  # the verdict tab
         await pilot.pause(0.3)
         verdict = text_of(screen.query_one("#verdict-body", Static))
-        assert "ok mesh" in verdict and "predicted step" in verdict and "measured step" in verdict
+        assert "ok mesh" in verdict and "predicted: step" in verdict and "measured: step" in verdict
         await pilot.press("c")
         await pilot.pause(0.3)
     assert any("--parallel --resume" in t for t in told), told
