@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 from rich.table import Table
@@ -124,6 +125,24 @@ def optimize_command(
             err.print(f"report: {', '.join(str(p) for p in written)}")
         return result
 
+    _report(run, as_json, _summary)
+
+
+class _Outcome(Protocol):
+    """What both kinds of run return: a kernel run's ``RunResult``, a plan session's ``PlanResult``."""
+
+    @property
+    def exit_code(self) -> int: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+Outcome = TypeVar("Outcome", bound=_Outcome)
+
+
+def _report(run: Callable[[], Outcome], as_json: bool, summary: Callable[[Outcome], None]) -> None:
+    """Run the engine, print its result (one JSON object, or the summary) and exit with its code;
+    Ctrl-C exits 130."""
     try:
         result = run_or_fail(run, as_json)
     except KeyboardInterrupt:
@@ -132,7 +151,7 @@ def optimize_command(
     if as_json:
         print(json.dumps(result.to_json()))
     else:
-        _summary(result)
+        summary(result)
     raise typer.Exit(result.exit_code)
 
 
@@ -175,13 +194,4 @@ def _optimize_plan(ops: list[Path], options: harness.PlanOptions, parallel: bool
             raise UsageError(f"--device {device}: plans are run on CPU ranks over gloo (NCCL runs are not built yet)")
         return harness.optimize_plan(ops[0] if ops else None, options, load_settings(device="cpu"), emit)
 
-    try:
-        result = run_or_fail(run, as_json)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        raise typer.Exit(130) from None
-    if as_json:
-        print(json.dumps(result.to_json()))
-    else:
-        plan_summary(result)
-    raise typer.Exit(result.exit_code)
+    _report(run, as_json, plan_summary)

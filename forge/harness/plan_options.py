@@ -82,11 +82,14 @@ class PlanOptions:
 
     def to_json(self, model_path: Path) -> dict[str, Any]:
         """What the session row stores: what ``--resume`` needs (``StoredPlanOptions``)."""
-        return StoredPlanOptions(
-            op_path=str(model_path), world_size=self.world_size, mesh=self.mesh,
-            memory_per_device_gib=self.memory_per_device_gib, train=self.train, simulate=self.simulate,
-            model=self.model, judge_model=self.judge_model, api_base=self.api_base, rounds=self.round_limit,
-        ).model_dump()  # fmt: skip
+        kept = {name: getattr(self, name) for name in StoredPlanOptions.model_fields if name in _SESSION_FIELDS}
+        return StoredPlanOptions(op_path=str(model_path), rounds=self.round_limit, **kept).model_dump()
+
+
+# What a plan session keeps of its options and a resumed one takes back (besides op_path and rounds).
+_SESSION_FIELDS = {
+    "world_size", "mesh", "memory_per_device_gib", "train", "simulate", "model", "judge_model", "api_base",
+}  # fmt: skip
 
 
 class StoredPlanOptions(BaseModel):
@@ -108,8 +111,5 @@ class StoredPlanOptions(BaseModel):
     def resumed(self, given: PlanOptions) -> PlanOptions:
         """``given`` (this run's flags: bank, limits) with the session's own model, mesh and agents;
         a ``rounds`` given now replaces the stored count."""
-        return replace(
-            given, world_size=self.world_size, mesh=self.mesh, memory_per_device_gib=self.memory_per_device_gib,
-            train=self.train, simulate=self.simulate, model=self.model, judge_model=self.judge_model,
-            api_base=self.api_base, rounds=self.rounds if given.rounds is None else given.rounds,
-        )  # fmt: skip
+        kept = self.model_dump(include=_SESSION_FIELDS)
+        return replace(given, **kept, rounds=self.rounds if given.rounds is None else given.rounds)

@@ -164,11 +164,11 @@ def _finish(session: PlanSession, status: SessionStatus, reason: str | None, pro
          "note": t.plan.note if t.plan else ""}
         for t in state.tried if t.evidence.prediction is not None
     ]  # fmt: skip
+    session_rows.update_session(session.engine, session.session_id, status=status, tokens=session.spend.tokens,
+                                cost_usd=session.spend.cost_reported)  # fmt: skip
     chosen = state.best if not options.simulate else _best_predicted(state.tried)
     if chosen is None or chosen.plan is None:
         result.reason = reason or ("no plan was ranked" if options.simulate else "no plan passed its real run")
-        session_rows.update_session(session.engine, session.session_id, status=status, tokens=session.spend.tokens,
-                                    cost_usd=session.spend.cost_reported)  # fmt: skip
         return result
     target = PlanTarget(reference_hash(problem), structure_hash(session.work.model), options.world_size,
                         chosen.evidence.mesh, "cpu", options.train)  # fmt: skip
@@ -182,8 +182,6 @@ def _finish(session: PlanSession, status: SessionStatus, reason: str | None, pro
     result.predicted_ms = e.prediction.step_ms if e.prediction else None
     session.emit(ev.PlanBanked(problem.spec.name, session.session_id, plan_id, chosen.attempt_id, e.mesh,
                                result.measured_ms, result.predicted_ms, options.simulate))  # fmt: skip
-    session_rows.update_session(session.engine, session.session_id, status=status, tokens=session.spend.tokens,
-                                cost_usd=session.spend.cost_reported)  # fmt: skip
     return result
 
 

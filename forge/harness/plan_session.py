@@ -29,7 +29,7 @@ from forge.db import StoredSession, add_plan_attempt
 from forge.harness import events as ev
 from forge.harness.limits import Limits, Spend
 from forge.harness.plan_options import PlanOptions
-from forge.parallel import Calibration, Machine, Prediction, candidate_plans, run_plan, screen
+from forge.parallel import Calibration, Machine, Prediction, Screened, candidate_plans, run_plan, screen
 from forge.parallel.cost_model import ModelFacts
 
 
@@ -56,6 +56,15 @@ class PlanState:
     calibration: Calibration = field(default_factory=Calibration)
     advice: str = ""
 
+    def add(self, tried: PlanTried) -> None:
+        """One more plan tried; the best is the fastest measured one that passed."""
+        self.tried.append(tried)
+        e, best = tried.evidence, self.best
+        if not e.passed or e.measured is None:
+            return
+        if best is None or best.evidence.measured is None or e.measured.step_ms < best.evidence.measured.step_ms:
+            self.best = tried
+
 
 def restore_plan_state(stored: StoredSession) -> PlanState:
     """A stored plan session's state: every plan it tried, the best that passed, and the cost
@@ -65,14 +74,11 @@ def restore_plan_state(stored: StoredSession) -> PlanState:
         if a.role is not AttemptRole.PLAN or a.plan_evidence is None:
             continue
         plan = ParallelPlan.from_json(json.loads(a.source)) if a.source else None
-        tried, e = PlanTried(a.id, plan, a.plan_evidence), a.plan_evidence
-        state.tried.append(tried)
+        e = a.plan_evidence
+        state.add(PlanTried(a.id, plan, e))
         state.round = max(state.round, a.round)
         if e.passed and e.measured is not None and e.prediction is not None:
             state.calibration.add(as_prediction(e.prediction), e.measured.step_ms / 1000)
-            best = state.best
-            if best is None or best.evidence.measured is None or e.measured.step_ms < best.evidence.measured.step_ms:
-                state.best = tried
     return state
 
 
@@ -107,11 +113,17 @@ class PlanSession:
             train=self.options.train, device_kind="cpu", **extra,
         )  # fmt: skip
 
-    def ladder(self, plan: ParallelPlan) -> PlanEvidence:
-        """The plan up the rungs, stopping at the first it fails."""
+    def screen(self, plan: ParallelPlan) -> Screened:
+        """The cheap rungs: the static rules, then the cost model and the memory limit."""
         w = self.work
-        screened = screen(w.model, w.inputs, plan, w.facts, w.machine, world_size=self.options.world_size,
-                          train=self.options.train, memory_limit_bytes=self.options.memory_limit_bytes)  # fmt: skip
+        return screen(w.model, w.inputs, plan, w.facts, w.machine, world_size=self.options.world_size,
+                      train=self.options.train, memory_limit_bytes=self.options.memory_limit_bytes)  # fmt: skip
+
+    def ladder(self, plan: ParallelPlan, screened: Screened | None = None) -> PlanEvidence:
+        """The plan up the rungs (the cheap ones from ``screened`` when already taken), stopping
+        at the first it fails."""
+        w = self.work
+        screened = screened or self.screen(plan)
         predicted = _prediction(screened.prediction, self.state.calibration) if screened.prediction else None
         if screened.refused is not None:
             return self._evidence(plan, AttemptStatus.REFUSED, screened.refused, checks=screened.checks,
@@ -139,15 +151,7 @@ class PlanSession:
             response=got.response or None, tokens=got.tokens, cost_usd=got.cost_usd,
         )  # fmt: skip
         tried = PlanTried(attempt_id, plan, evidence)
-        self.state.tried.append(tried)
-        if evidence.measured is not None and evidence.passed:
-            best = self.state.best
-            if (
-                best is None
-                or best.evidence.measured is None
-                or evidence.measured.step_ms < best.evidence.measured.step_ms
-            ):
-                self.state.best = tried
+        self.state.add(tried)
         p = evidence.prediction
         self.emit(ev.PlanChecked(
             self.work.spec.name, self.session_id, self.state.round, attempt_id, evidence.mesh,
@@ -165,31 +169,30 @@ class PlanSession:
     def run_builtin(self) -> SessionStatus:
         """Screen every candidate (refusals recorded), then run the best-ranked ones for real."""
         w = self.work
-        ranked: list[tuple[ParallelPlan, Prediction]] = []
+        ranked: list[tuple[Screened, Prediction]] = []
         done = [t.plan for t in self.state.tried if t.evidence.status is not AttemptStatus.PREDICTED]
         for plan in candidate_plans(w.model, w.inputs, self.options.world_size, self.options.mesh_shape()):
             if plan in done:  # a resumed session: tried already
                 continue
-            screened = screen(w.model, w.inputs, plan, w.facts, w.machine, world_size=self.options.world_size,
-                              train=self.options.train, memory_limit_bytes=self.options.memory_limit_bytes)  # fmt: skip
+            screened = self.screen(plan)
             if screened.refused is not None or screened.prediction is None:
-                self.record(plan, self.ladder(plan))
+                self.record(plan, self.ladder(plan, screened))
             else:
-                ranked.append((plan, screened.prediction))
+                ranked.append((screened, screened.prediction))
         budget = len(ranked) if self.options.simulate else self.options.round_limit
         while ranked and self.state.round < budget:
             if (status := self._stop()) is not None:
                 return status
             ranked.sort(key=lambda pair: self.state.calibration.step_s(pair[1]))
-            plan, _prediction_then = ranked.pop(0)
+            chosen, _prediction_then = ranked.pop(0)
             self.state.round += 1
             if not self.options.simulate:
                 self.emit(ev.RoundStarted(w.spec.name, self.session_id, self.state.round, budget))
-            self.record(plan, self.ladder(plan))
-        for plan, prediction in ranked:  # recorded too: every candidate's fate is in the session
+            self.record(chosen.plan, self.ladder(chosen.plan, chosen))
+        for left, prediction in ranked:  # recorded too: every candidate's fate is in the session
             why = f"not run: ranked below the {budget} plans that were (--rounds)"
             predicted = _prediction(prediction, self.state.calibration)
-            self.record(plan, self._evidence(plan, AttemptStatus.PREDICTED, why, prediction=predicted))
+            self.record(left.plan, self._evidence(left.plan, AttemptStatus.PREDICTED, why, prediction=predicted))
         return SessionStatus.FINISHED
 
     def _context(self) -> PlanContext:

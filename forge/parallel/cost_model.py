@@ -40,6 +40,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from forge.core.parallel_plan import Layout, ParallelPlan, TpStyle, matched_modules
+from forge.parallel.static_checks import forward_once
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,8 @@ def model_facts(model: nn.Module, inputs: Sequence[Any]) -> ModelFacts:
 
         hooks.append(module.register_forward_hook(hook))
     counter = FlopCounterMode(display=False)
-    try:
-        with torch.no_grad(), counter:
-            model(*inputs)
-    finally:
-        for h in hooks:
-            h.remove()
+    with counter:
+        forward_once(model, inputs, hooks)
     size = next((p.element_size() for p in model.parameters()), 4)
     return ModelFacts(facts, int(counter.get_total_flops()), size)
 

@@ -28,7 +28,7 @@ from torch import nn
 from forge.core.parallel_plan import FsdpSettings, ParallelPlan, TpRule, TpStyle
 from forge.core.verdict import Check
 from forge.parallel.cost_model import Machine, ModelFacts, Prediction, over_memory, predict
-from forge.parallel.static_checks import static_checks
+from forge.parallel.static_checks import forward_once, static_checks
 
 _NUMBER = re.compile(r"^\d+$")
 
@@ -44,12 +44,7 @@ def _linear_call_order(model: nn.Module, inputs: Sequence[Any]) -> list[str]:
         for name, m in model.named_modules()
         if isinstance(m, nn.Linear)
     ]
-    try:
-        with torch.no_grad():
-            model(*inputs)
-    finally:
-        for h in hooks:
-            h.remove()
+    forward_once(model, inputs, hooks)
     return list(dict.fromkeys(order))
 
 
@@ -152,12 +147,7 @@ def module_tree(model: nn.Module, inputs: Sequence[Any], limit: int = 80) -> str
         for name, m in model.named_modules()
         if name
     ]
-    try:
-        with torch.no_grad():
-            model(*inputs)
-    finally:
-        for h in hooks:
-            h.remove()
+    forward_once(model, inputs, hooks)
     lines = []
     for name, m in model.named_modules():
         if not name:

@@ -26,12 +26,24 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 from forge.core.parallel_plan import ParallelPlan, TpRule, TpStyle, matched_modules
 from forge.core.verdict import Check
 
 _NORMS = (nn.LayerNorm, nn.RMSNorm, nn.Dropout, nn.GroupNorm)
 _HEAD_ATTRS = ("num_heads", "n_heads", "n_head", "num_attention_heads")
+
+
+def forward_once(model: nn.Module, inputs: Sequence[Any], hooks: list[RemovableHandle]) -> None:
+    """One forward pass without gradients, for the ``hooks`` just registered to observe; they are
+    removed afterwards, whatever happens."""
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def _mesh(plan: ParallelPlan, world_size: int, inputs: Sequence[Any]) -> Check:
@@ -131,13 +143,9 @@ def _steps(model: nn.Module, rule_of: dict[str, TpRule], inputs: Sequence[Any]) 
         if name in rule_of
     ]
     try:
-        with torch.no_grad():
-            model(*inputs)
+        forward_once(model, inputs, hooks)
     except Exception:  # a model that needs a GPU or other inputs: judge the registration order
         calls = [(name, i) for i, (name, _m) in enumerate(model.named_modules()) if name in rule_of]
-    finally:
-        for hook in hooks:
-            hook.remove()
     steps: list[tuple[str, TpRule]] = []
     for i, (name, source) in enumerate(calls):
         if i and source == calls[i - 1][1] and _same_step(steps[-1][1], rule_of[name]):
