@@ -133,7 +133,7 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseReci
                 return "the reference does no elementwise work"
             lin = gm.get_submodule(linear) if linear is not None else None
             shape = (*out_shape[:-1], lin.out_features) if isinstance(lin, torch.nn.Linear) else out_shape
-            outer = _plan_of_shapes()(shape, tuple(pshapes))[0]
+            outer = plan_of_shapes()(shape, tuple(pshapes))[0]
             return PointwiseRecipe(tuple(body), env[result], tuple(params), linear, tuple(tbody), outer)
     return "no output"
 
@@ -142,7 +142,7 @@ _MAX_SPECIALISED = 4  # parameters whose constant/contiguous layout is a templat
 SPLIT_BELOW = 64  # with fewer outer blocks than this, the kernel splits each into chunks
 
 
-def _plan_of_shapes() -> Any:
+def plan_of_shapes() -> Any:
     """The candidate's own ``_plan`` (PLAN_SOURCE), so analysis splits shapes exactly as it does."""
     namespace: dict[str, Any] = {"torch": torch, "_plans": {}}
     exec(PLAN_SOURCE, namespace)

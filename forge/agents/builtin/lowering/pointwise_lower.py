@@ -16,7 +16,7 @@ import torch
 from torch import fx
 
 from forge.agents.builtin.lowering.trace import packet_name, trace, unloweable
-from forge.agents.builtin.pointwise import PointwiseRecipe, _plan_of_shapes
+from forge.agents.builtin.pointwise import PointwiseRecipe, plan_of_shapes
 
 _BINARY = {"prims.add": "+", "prims.sub": "-", "prims.mul": "*", "prims.div": "/"}
 _COMPARE = {"prims.eq": "==", "prims.ne": "!=", "prims.lt": "<", "prims.le": "<=", "prims.gt": ">", "prims.ge": ">="}
@@ -115,6 +115,6 @@ def analyze(model: torch.nn.Module, inputs: list[Any]) -> PointwiseRecipe | str:
             shape = tuple(result.meta["val"].shape) if "val" in result.meta else ()
             if shape != tuple(inputs[0].shape):
                 return "the output's shape differs from the input's (not a pointwise graph)"
-            outer = _plan_of_shapes()(shape, ())[0]
+            outer = plan_of_shapes()(shape, ())[0]
             return PointwiseRecipe(tuple(body), env[result], (), None, (), outer)
     return "no output"
