@@ -231,6 +231,8 @@ class CandidateSide:
                 model = model.to(self.device)
                 state = {k: v.to(self.device) for k, v in spec["state_dict"].items()}
                 model.load_state_dict(state, strict=True)
+                if spec.get("eval"):  # the reference is random in training mode (see ReferenceSide)
+                    model.eval()
             except Exception as exc:
                 raise StageError(
                     "interface",
@@ -284,6 +286,9 @@ class CandidateSide:
         model = self.models[msg["model"]]
         inputs = [_fresh(x, self.device) for x in msg["inputs"]]
         pristine = [x.clone() for x in inputs]
+        state_names = list(msg.get("state_before") or {})
+        if state_names:
+            _set_buffers(model, msg["state_before"], self.device)
         _poison(self.device, sum(x.numel() * x.element_size() for x in inputs))
         py_before = set(threading.enumerate())
         tids_before = native_threads()
@@ -293,10 +298,12 @@ class CandidateSide:
             raise StageError("run", candidate_trace(exc, self.path)) from exc
         outs = _as_list(out)
         first = [_plain_copy(o) for o in outs]  # taken at once: later changes mean lazy work
+        state_after = _get_buffers(model, state_names) if state_names else None
         busy = _busy_python_threads(py_before)
         new_tids = sorted(native_threads() - tids_before)
         facts: dict[str, Any] = {
             "structure": type(out).__name__,
+            "sequence": isinstance(out, tuple | list),  # torch.return_types records are tuples too
             "types": [type(o).__module__ + "." + type(o).__qualname__ for o in outs],
             "plain": [type(o) is torch.Tensor for o in outs],
             "storage_ok": [isinstance(o, torch.Tensor) and _storage_ok(o) for o in outs],
@@ -331,6 +338,7 @@ class CandidateSide:
             "outputs": first,
             "outputs2": second,
             "outputs_refill": refilled,
+            "state_after": state_after,
             "facts": facts,
         }
 
@@ -375,3 +383,23 @@ class CandidateSide:
                 "clock_tampering": self.clock_check(),
             },
         }
+
+
+def _set_buffers(model: torch.nn.Module, state: dict[str, Any], device: str) -> None:
+    """Put the module's buffers in the state a case starts from (the reference's, before its call)."""
+    with torch.no_grad():
+        for name, value in state.items():
+            try:
+                model.get_buffer(name).copy_(value.to(device))
+            except (AttributeError, RuntimeError) as exc:
+                raise StageError("run", f"ModelNew has no buffer {name!r} like the reference's: {exc}") from exc
+
+
+def _get_buffers(model: torch.nn.Module, names: list[str]) -> dict[str, Any]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = _plain_copy(model.get_buffer(name))
+        except AttributeError:
+            continue  # reported missing: the parent names it
+    return out

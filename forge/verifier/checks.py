@@ -31,6 +31,7 @@ class CaseFindings:
 
     correctness: Mismatch | None = None
     determinism: Mismatch | None = None
+    state: Mismatch | None = None  # the module's buffers after the call (when the reference changes them)
     integrity: dict[str, str] = field(default_factory=dict)
 
 
@@ -41,18 +42,21 @@ def check_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: d
     stress = case["kind"] != "normal"
     outs, outs2 = list(result.get("outputs") or []), list(result.get("outputs2") or [])
     devices = facts.get("devices")
-    found.correctness = compare(case["expected"], outs, devices, device, tol, scale_atol=stress)
-    returned_sequence = facts.get("structure") in ("tuple", "list")
+    reduced = sum(int(x.numel()) for x in case.get("inputs") or [] if hasattr(x, "numel"))
+    found.correctness = compare(case["expected"], outs, devices, device, tol, scale_atol=stress, reduced=reduced)
+    returned_sequence = bool(facts.get("sequence", facts.get("structure") in ("tuple", "list")))
     if found.correctness is None and case.get("single", True) == returned_sequence:
         from forge.verifier.compare import Mismatch
 
         want = "a single tensor" if case.get("single", True) else "a tuple of tensors"
         found.correctness = Mismatch(-1, "structure", f"returned a {facts.get('structure')}, the reference {want}")
     if found.correctness is None:
-        m2 = compare(case["expected"], outs2, None, device, tol, scale_atol=stress)
+        m2 = compare(case["expected"], outs2, None, device, tol, scale_atol=stress, reduced=reduced)
         if m2 is not None:
             m2.detail = "second call on the same inputs: " + m2.detail
             found.determinism = m2
+    if case.get("expected_state") is not None:
+        found.state = state_mismatch(case["expected_state"], result.get("state_after"), device, tol)
     integ = found.integrity
     partner = case.get("partner")
     if found.correctness is None and partner is not None and result.get("outputs_refill") is not None:
@@ -166,6 +170,7 @@ PASS_TEXT = {
     "stress": "large-magnitude, heavy-tailed and mixed-sign inputs, and inputs holding NaN and inf, match the "
     "reference (NaN and inf positions included)",
     "determinism": "a second call on the same inputs agrees",
+    "module_state": "the module's buffers after each call match the reference's, which updates them (state is output)",
     "no_stale_results": "results follow new values written into the same input buffers",
     "inputs_unchanged": "inputs unchanged by every call",
     "no_aliasing": "no output shares memory with an input",
@@ -174,6 +179,26 @@ PASS_TEXT = {
     "no_background_threads": "no thread started by a call was left running",
     "clock_integrity": "timing functions untouched",
 }
+
+
+def state_mismatch(
+    expected: dict[str, Any], got: dict[str, Any] | None, device: str, tol: dict[str, float] | None
+) -> Mismatch | None:
+    """How the candidate's module buffers after a call differ from the reference's, or None."""
+    from forge.verifier.compare import Mismatch
+
+    names = list(expected)
+    if got is None or sorted(got) != sorted(names):
+        return Mismatch(-1, "missing", f"the module's buffers {names} were not reported after the call")
+    m = compare([expected[n] for n in names], [got[n] for n in names], None, device, tol)
+    if m is None:
+        return None
+    name = names[m.output] if 0 <= m.output < len(names) else "?"
+    m.detail = (
+        f"buffer {name!r} after the call differs from the reference's, which updates it when called "
+        f"(state is output; e.g. BatchNorm's running statistics in training mode): {m.detail}"
+    )
+    return m
 
 
 def refill_partner(cases: list[dict[str, Any]], i: int) -> dict[str, Any] | None:

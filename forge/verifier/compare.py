@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +38,12 @@ def compare(
     want_device: str,
     override: dict[str, float] | None = None,
     scale_atol: bool = False,
+    reduced: int = 1,
 ) -> Mismatch | None:
     """The first difference between outputs, or None. ``scale_atol`` widens atol by the output's
-    magnitude (used for stress inputs, where legitimate reordering errors scale with the values)."""
+    magnitude (used for stress inputs, where legitimate reordering errors scale with the values).
+    ``reduced``: how many input elements the op reads; a scalar output (a loss) is a reduction of
+    them, and its rtol grows with the reduction's rounding (``scalar_rtol``)."""
     if len(got) != len(expected):
         return Mismatch(-1, "count", f"returned {len(got)} outputs, the reference returns {len(expected)}")
     for i, (r, c) in enumerate(zip(expected, got, strict=True)):
@@ -51,19 +55,31 @@ def compare(
             return Mismatch(i, "shape", f"output {i} has shape {tuple(c.shape)}, the reference {tuple(r.shape)}")
         if devices is not None and devices[i] != want_device:
             return Mismatch(i, "device", f"output {i} is on {devices[i]}, expected {want_device}")
-        m = _compare_values(i, r, c, override, scale_atol)
+        m = _compare_values(i, r, c, override, scale_atol, reduced if r.numel() == 1 else 1)
         if m:
             return m
     return None
 
 
+def scalar_rtol(dtype: torch.dtype, rtol: float, reduced: int) -> float:
+    """The rtol for a scalar that sums ``reduced`` elements: summed in another order (blocked,
+    pairwise, in parallel), a float sum's rounding error grows about as eps * sqrt(n), so the
+    tolerance is the larger of ``rtol`` and 2 * eps * sqrt(n) (float32, 10^6 elements: 2.4e-4)."""
+    if reduced <= 1 or not dtype.is_floating_point:
+        return rtol
+    return max(rtol, 2.0 * torch.finfo(dtype).eps * math.sqrt(reduced))
+
+
 def _compare_values(
-    i: int, r: torch.Tensor, c: torch.Tensor, override: dict[str, float] | None, scale_atol: bool
+    i: int, r: torch.Tensor, c: torch.Tensor, override: dict[str, float] | None, scale_atol: bool, reduced: int = 1
 ) -> Mismatch | None:
     if not (r.is_floating_point() or r.is_complex()):
+        # integer outputs (argmax indices, counts) are exact: a tie must resolve as the reference's does
         bad = int((r != c).sum())
         return Mismatch(i, "values", f"output {i}: {bad} elements differ (exact match required)") if bad else None
     atol, rtol = tolerance(r.dtype, override)
+    if override is None:  # a tolerance the op declares is taken as it is
+        rtol = scalar_rtol(r.dtype, rtol, reduced)
     # fp16/bf16 are compared in fp32 (isclose in half precision would round the tolerance itself).
     work = torch.float64 if r.dtype == torch.float64 else torch.float32
     rw, cw = r.to(work), c.to(work)

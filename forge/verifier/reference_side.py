@@ -62,6 +62,10 @@ class ReferenceSide:
         self.compiled: Any = None
         self.compile_error: str | None = None
         self.single_output = True
+        # A reference whose output is random (dropout in training mode) is verified in eval mode:
+        # random outputs cannot be compared, and a kernel that dropped the randomness must not pass
+        # as the training-mode op (see ``_detect_random``).
+        self.eval_mode = False
         self.eager_calls: TimedCalls = TimedCalls(lambda _inputs: None, flush, clocks)
         self.compiled_calls: TimedCalls | None = None
 
@@ -75,6 +79,8 @@ class ReferenceSide:
             raise ProblemError(f"{problem.spec.path}: Model(*get_init_inputs()) raised:\n{_trace(exc)}") from exc
         if perturbed:
             cases.perturb_parameters(model, seed + 1)
+        if self.eval_mode:
+            model.eval()
         return init_args, model
 
     def _draw(self, problem: Problem, seed: int) -> list[torch.Tensor]:
@@ -137,11 +143,29 @@ class ReferenceSide:
         return accepted, notes
 
     # -- handlers ----------------------------------------------------------------------------
+    def _detect_random(self, base: Problem, seed: int) -> list[str]:
+        """Two calls on the same inputs from the same state: outputs that differ are random."""
+        _, model = self._build(base, seed, False)
+        inputs = self._draw(base, seed)
+        state = _buffers(model)
+        first = self._run(base, model, inputs)
+        _restore(model, state)
+        second = self._run(base, model, inputs)
+        if all(_same(a, b) for a, b in zip(first, second, strict=True)):
+            return []
+        self.eval_mode = True
+        return [
+            "the reference's output is random (two calls on the same inputs differ, e.g. dropout in training "
+            "mode): verified in eval mode, where it is deterministic; the kernel is not verified for training"
+        ]
+
     def setup(self, msg: dict[str, Any]) -> dict[str, Any]:
         seed = int(msg["seed"])
         spec = read_problem_source(Path(msg["op_path"]))
         base = self.base = load_problem(spec)
+        random_notes = self._detect_random(base, seed)
         variants, notes = self._variants(base, seed)
+        notes = random_notes + notes
         plan: list[tuple[str, Problem, int, bool]] = [("base/0", base, 0, False), ("base/1", base, 1, True)]
         plan += [(f"{name}/1", p, 1, True) for name, p in variants]
         models, case_list = [], []
@@ -156,8 +180,10 @@ class ReferenceSide:
                     "init": init,
                     "init_args": init_args,
                     "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+                    "eval": self.eval_mode,
                 }
             )
+            initial = _buffers(model)
             kinds = ["normal", "normal"] if key.startswith("base") else ["normal"]
             if key == "base/1":
                 kinds += list(cases.STRESS_KINDS)
@@ -167,6 +193,7 @@ class ReferenceSide:
                 if kind != "normal":
                     inputs = cases.stress_inputs(inputs, kind, cseed)
                 try:
+                    _restore(model, initial)  # every case starts from the same module state
                     expected = self._run(problem, model, inputs)
                 except ProblemError:
                     if kind != "specials":
@@ -184,8 +211,10 @@ class ReferenceSide:
                         "inputs": inputs,
                         "expected": expected,
                         "single": self.single_output,
+                        **_state_case(initial, _buffers(model)),
                     }
                 )
+            _restore(model, initial)
         bound = self._bound_cases(base, seed + 5_555_555)
         timing = self._timing_sets(base, seed + 7_777_777, msg)
         tol = base.tolerance.model_dump() if base.tolerance else None
@@ -337,3 +366,30 @@ class ReferenceSide:
 def _trace(exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/forge/" not in f.filename]
     return ("".join(traceback.format_list(frames[-5:])) + f"{type(exc).__name__}: {exc}").strip()
+
+
+def _buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: b.detach().clone() for name, b in model.named_buffers()}
+
+
+def _restore(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    with torch.no_grad():
+        for name, value in state.items():
+            model.get_buffer(name).copy_(value)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
+    return bool(torch.equal(a, b))
+
+
+def _state_case(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """For a case whose call changed the module's buffers (BatchNorm's running statistics in
+    training mode): the state to start from and the state the call must leave (state is output)."""
+    if all(_same(before[name], after[name]) for name in before):
+        return {}
+    cpu = {name: v.cpu() for name, v in before.items()}
+    return {"state_before": cpu, "expected_state": {name: v.cpu() for name, v in after.items()}}

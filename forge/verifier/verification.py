@@ -178,11 +178,13 @@ class _Run:
         cases = self.info["cases"]
         self.progress(f"candidate: {len(cases)} correctness cases")
         first: dict[str, tuple[str, str]] = {}
-        failing = {"correctness": 0, "stress": 0, "determinism": 0}
+        failing = {"correctness": 0, "stress": 0, "determinism": 0, "module_state": 0}
         for i, case in enumerate(cases):
             case["partner"] = checks.refill_partner(cases, i)
             refill = case["partner"]["inputs"] if case["partner"] else None
             msg = {"op": "case", "id": case["id"], "model": case["model"], "inputs": case["inputs"], "refill": refill}
+            if case.get("state_before") is not None:
+                msg["state_before"] = case["state_before"]
             reply = self._ask_candidate(msg, "case_result")
             if reply.get("type") == "error":
                 self.v.failing_case = FailingCase(id=case["id"], shape=case["shape"], inputs=case["kind"])
@@ -202,7 +204,8 @@ class _Run:
             except MALFORMED as exc:
                 raise WorkerGone(Ending("protocol", f"malformed case result from the worker: {exc!r}")) from None
             group = "correctness" if case["kind"] == "normal" else "stress"
-            for name, mismatch in ((group, found.correctness), ("determinism", found.determinism)):
+            checked = ((group, found.correctness), ("determinism", found.determinism), ("module_state", found.state))
+            for name, mismatch in checked:
                 if mismatch is not None:
                     failing[name] += 1
                     if name not in first:
@@ -221,7 +224,8 @@ class _Run:
             for name, detail in found.integrity.items():
                 first.setdefault(name, (case["id"], detail))
         self.v.add("run", True, "every call returned")
-        for name in ("correctness", "stress", "determinism", *_INTEGRITY_CHECKS):
+        stateful = ["module_state"] if any(c.get("expected_state") is not None for c in cases) else []
+        for name in ("correctness", "stress", "determinism", *stateful, *_INTEGRITY_CHECKS):
             if name in first:
                 cid, detail = first[name]
                 count = f" ({failing[name]} of {len(cases)} cases)" if name in failing else ""
@@ -233,7 +237,7 @@ class _Run:
         integrity = [n for n in _INTEGRITY_CHECKS if n in first]
         if integrity:
             self.v.fail(VerdictStatus.FAILED_INTEGRITY, f"{integrity[0]}: {first[integrity[0]][1]}")
-        for name in ("correctness", "stress", "determinism"):
+        for name in ("correctness", "stress", "determinism", "module_state"):
             if name in first:
                 self.v.fail(VerdictStatus.FAILED_CORRECTNESS, f"{name}: case {first[name][0]}: {first[name][1]}")
         return self.v.passed

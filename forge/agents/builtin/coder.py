@@ -1,7 +1,7 @@
 """The built-in coder: the ``Coder`` role without an LLM.
 
 It loads the op, traces its reference and emits a kernel from the first family that recognises
-it (row-wise, residual add + norm, pointwise, then the general lowering's pointwise graphs),
+it (row-wise, residual add + norm, pointwise, then the general lowering of any traced graph),
 rendered with a config from the built-in judge (the tuner): C++
 with OpenMP and SIMD for CPU, Triton for CUDA. For anything else it says so, so that the session
 can tell the user to pass ``--model``.
@@ -22,7 +22,7 @@ from forge.agents.builtin import (
     triton_residual_norm,
     triton_rowwise,
 )
-from forge.agents.builtin.lowering import pointwise_lower
+from forge.agents.builtin.lowering import program as lowered
 from forge.agents.builtin.tuner import (
     Space,
     best_trial,
@@ -55,8 +55,8 @@ FAMILIES: dict[str, tuple[Family, ...]] = {
         Family("rowwise", rowwise.analyze, rowwise.space, rowwise.render, rowwise.canonical),
         Family("residual_norm", residual_norm.analyze, residual_norm.space, residual_norm.render),
         Family("pointwise", pointwise.analyze, pointwise.space, pointwise.render, pointwise.canonical),
-        # the general lowering (issue #18), tried after the hand-tuned families: pointwise graphs so far
-        Family("lowered", pointwise_lower.analyze, pointwise.space, pointwise.render, pointwise.canonical),
+        # the general lowering (issue #18), for what no hand-tuned family recognises
+        Family("lowered", lowered.analyze, lowered.space, lowered.render, lowered.canonical),
     ),
     "triton": (
         Family("rowwise", rowwise.analyze, triton_rowwise.triton_space, triton_rowwise.render_triton),

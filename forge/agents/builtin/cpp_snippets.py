@@ -1,10 +1,12 @@
 """C++ building blocks the built-in coder puts into kernels (vectorisable under ``omp simd``)."""
 
 # exp for floats, vectorisable (std::exp is a scalar libm call): Cephes' range reduction and
-# polynomial, relative error below 2e-7; NaN propagates, overflow gives inf, underflow 0.
+# polynomial, relative error below 2e-7; NaN propagates, overflow gives inf, underflow 0. The
+# largest results (x in (88.38, 88.72], 2^127 < exp(x) < FLT_MAX) are scaled by 2^127 * 2: a
+# clamp at 88.38 had given inf where torch gives 3e38.
 FEXP = r"""
 static inline float forge_exp(float x) {
-    const float hi = 88.3762626647949f, lo = -87.3365478515625f;
+    const float hi = 88.72283935546875f, lo = -87.3365478515625f;
     float xc = x > hi ? hi : (x < lo ? lo : x);
     float k = std::floor(xc * 1.44269504088896341f + 0.5f);
     float r = xc - k * 0.693359375f + k * 2.12194440e-4f;
@@ -15,10 +17,11 @@ static inline float forge_exp(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)k + 127) << 23;
+    const int32_t kk = (int32_t)k > 127 ? 127 : (int32_t)k;
+    int32_t bits = (kk + 127) << 23;
     float scale;
     std::memcpy(&scale, &bits, sizeof(scale));
-    float res = p * scale;
+    float res = p * scale * ((int32_t)k > 127 ? 2.0f : 1.0f);
     res = x > hi ? INFINITY : res;
     return x < lo ? 0.0f : res;
 }

@@ -1,7 +1,23 @@
-"""The general lowering of the built-in agent (in progress, issue #18): a reference traced to
-primitives plus a few ops kept whole (``trace``). The IR, fusion and the C++/Triton emitters build
-on it."""
+"""The general lowering of the built-in agent (issue #18): any reference traced to primitives and
+a few ops kept whole (``trace``), scheduled into buffers and steps (``schedule``), written as C++
+steps (``cpp_emit``, ``cpp_reduce``, ``cpp_kept``) over the IR's index algebra (``ir``,
+``cpp_expr``), and packaged as a candidate (``program``): the built-in coder's ``lowered`` family.
+"""
 
+from forge.agents.builtin.lowering.program import LoweredGraph, analyze, canonical, render, space
 from forge.agents.builtin.lowering.trace import KEPT, Traced, decompositions, kind_of, packet_name, trace, unloweable
 
-__all__ = ["KEPT", "Traced", "decompositions", "kind_of", "packet_name", "trace", "unloweable"]
+__all__ = [
+    "KEPT",
+    "LoweredGraph",
+    "Traced",
+    "analyze",
+    "canonical",
+    "decompositions",
+    "kind_of",
+    "packet_name",
+    "render",
+    "space",
+    "trace",
+    "unloweable",
+]

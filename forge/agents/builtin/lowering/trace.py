@@ -41,6 +41,16 @@ KEPT: tuple[Any, ...] = (
     aten._scaled_dot_product_flash_attention_for_cpu, aten.scaled_dot_product_attention,
 )  # fmt: skip
 
+# Random numbers: a reference drawing them (dropout in training mode) is traced in eval mode, as
+# the verifier verifies it (its outputs cannot be compared otherwise).
+RANDOM = frozenset({"aten.bernoulli", "aten.bernoulli_", "aten.rand", "aten.rand_like", "aten.randn", "aten.randn_like",
+                    "prims.rand", "aten.native_dropout", "aten.uniform_", "aten.normal_", "aten.randint"})  # fmt: skip
+
+
+def is_random(traced: Traced) -> bool:
+    return any(packet_name(n) in RANDOM for n in traced.graph.graph.nodes if n.op == "call_function")
+
+
 # Output sizes that depend on the data: no static kernel can be emitted for them.
 DATA_DEPENDENT: tuple[Any, ...] = (aten.nonzero, aten.masked_select, aten._unique2, aten.unique_dim)
 

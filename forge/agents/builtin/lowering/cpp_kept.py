@@ -1,0 +1,235 @@
+"""C++ for the ops the lowering keeps whole: scans, arg-reductions and pooling.
+
+Each reads its input through ``Reader`` (so a pointwise chain before it is fused into the read)
+and follows torch's CPU semantics where they are observable:
+
+- cumsum/cumprod accumulate in double for float inputs (ATen's CPU accumulator type);
+- argmax/argmin and max/min over a dim take the first extreme, and the first NaN wins (torch
+  treats NaN as the extreme);
+- max pooling keeps the last NaN of a window, and its index is the flat position in the input
+  plane, as ATen's CPU kernel does; average pooling divides as ``count_include_pad`` and
+  ``divisor_override`` say.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import fx
+
+from forge.agents.builtin.lowering.cpp_emit import Reader, _body, _decls, _delinear_lines, threads_clause
+from forge.agents.builtin.lowering.ir import (
+    Unsupported,
+    ctype_of,
+    delinear,
+    dtype_of,
+    int_arg,
+    is_float,
+    linear,
+    shape_of,
+)
+from forge.agents.builtin.lowering.schedule import Schedule, Step
+from forge.agents.builtin.lowering.trace import packet_name
+
+
+def arguments(node: fx.Node) -> list[Any]:
+    """The node's positional arguments with the schema's defaults filled in."""
+    schema = node.target._schema  # type: ignore[union-attr]
+    out = []
+    for k, arg in enumerate(schema.arguments):
+        if k < len(node.args):
+            out.append(node.args[k])
+        elif arg.name in node.kwargs:
+            out.append(node.kwargs[arg.name])
+        else:
+            out.append(arg.default_value if arg.has_default_value() else None)
+    return out
+
+
+def _outputs(step: Step, sched: Schedule) -> dict[int, str]:
+    """Which of the step's results are written: result position -> pointer name (y0, y1)."""
+    if step.writes == (step.node,):
+        return {0: f"y0:{sched.slot(step.node)}"}
+    return {int_arg(w, 1): f"y{int_arg(w, 1)}:{sched.slot(w)}" for w in step.writes}
+
+
+def _decl_writes(outs: dict[int, str]) -> dict[int, str]:
+    return {int(v.split(":")[1]): v.split(":")[0] for v in outs.values()}
+
+
+def scan_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
+    node = step.node
+    args = arguments(node)
+    x = args[0]
+    shape = list(shape_of(x)) or [1]
+    nd = len(shape)
+    dim = int(args[1]) % nd
+    names = [f"i{k}" for k in range(nd)]
+    others = [k for k in range(nd) if k != dim]
+    outer = 1
+    for k in others:
+        outer *= shape[k]
+    out_ct = ctype_of(dtype_of(node))
+    acc = "double" if is_float(dtype_of(node)) else "int64_t"
+    op = "+=" if packet_name(node) == "aten.cumsum" else "*="
+    init = "0" if op == "+=" else "1"
+    reader = Reader(sched)
+    v = reader.value(x, names if shape_of(x) else [])
+    writes = _decl_writes(_outputs(step, sched))
+    return f"""
+static void {name}(void** b) {{
+{_decls(sched, reader.reads, writes)}    #pragma omp parallel for schedule(static){threads_clause(cfg)}
+    for (int64_t o = 0; o < {outer}; ++o) {{
+{_delinear_lines("o", [names[k] for k in others], [shape[k] for k in others], "        ")}        {acc} acc = {init};
+        for (int64_t {names[dim]} = 0; {names[dim]} < {shape[dim]}; ++{names[dim]}) {{
+{_body(reader.lines, "            ")}            acc {op} ({acc}){v};
+            y0[{linear(names, shape)}] = ({out_ct})acc;
+        }}
+    }}
+}}
+"""
+
+
+def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
+    """argmax/argmin (indices) and max.dim/min.dim (values, indices) along one dim."""
+    node = step.node
+    args = arguments(node)
+    x = args[0]
+    xshape = list(shape_of(x))
+    is_max = packet_name(node) in ("aten.argmax", "aten.max")
+    if args[1] is None:  # over the flattened input
+        shape, dim = [max(1, _numel(xshape))], 0
+        idx_of = lambda names: delinear(names[0], xshape) if xshape else []  # noqa: E731
+    else:
+        shape = xshape or [1]
+        dim = int(args[1]) % len(shape)
+        idx_of = lambda names: names if xshape else []  # noqa: E731
+    nd = len(shape)
+    names = [f"i{k}" for k in range(nd)]
+    others = [k for k in range(nd) if k != dim]
+    outer = _numel([shape[k] for k in others])
+    reader = Reader(sched)
+    v = reader.value(x, idx_of(names))
+    outs = _outputs(step, sched)
+    vals_only = packet_name(node) in ("aten.argmax", "aten.argmin")
+    yv = None if vals_only else ("y0" if 0 in outs else None)
+    yi = ("y0" if 0 in outs else None) if vals_only else ("y1" if 1 in outs else None)
+    out_shape = list(shape_of(step.writes[0]))
+    keep = len(out_shape) == nd and args[1] is not None
+    out_idx = [("0" if k == dim else names[k]) for k in range(nd)] if keep else [names[k] for k in others]
+    lin = linear(out_idx, out_shape) if out_shape else "0"
+    ct = ctype_of(dtype_of(x))
+    better = f"({v} > best || ({v} != {v}))" if is_max else f"({v} < best || ({v} != {v}))"
+    if not is_float(dtype_of(x)):
+        better = f"({v} > best)" if is_max else f"({v} < best)"
+    stores = (f"            {yv}[{lin}] = best;\n" if yv else "") + (f"            {yi}[{lin}] = bi;\n" if yi else "")
+    return f"""
+static void {name}(void** b) {{
+{_decls(sched, reader.reads, _decl_writes(outs))}    #pragma omp parallel for schedule(static){threads_clause(cfg)}
+    for (int64_t o = 0; o < {outer}; ++o) {{
+{_delinear_lines("o", [names[k] for k in others], [shape[k] for k in others], "        ")}        {ct} best = 0;
+        int64_t bi = -1;
+        for (int64_t {names[dim]} = 0; {names[dim]} < {shape[dim]}; ++{names[dim]}) {{
+{_body(reader.lines, "            ")}            if (bi < 0 || (best == best && {better})) {{
+                best = {v};
+                bi = {names[dim]};
+            }}
+        }}
+        {{
+{stores}        }}
+    }}
+}}
+"""
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _expand(value: Any, n: int, default: int) -> list[int]:
+    if value is None or value == []:
+        return [default] * n
+    vals = [int(v) for v in (value if isinstance(value, list | tuple) else [value])]
+    return vals * n if len(vals) == 1 else vals
+
+
+def pool_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
+    node = step.node
+    op = packet_name(node)
+    is_max = op.startswith("aten.max_pool")
+    nsp = int(op.split("pool")[1][0])
+    args = arguments(node)
+    x = args[0]
+    xshape = list(shape_of(x))
+    out_node = step.writes[0]
+    oshape = list(shape_of(out_node))
+    kernel = _expand(args[1], nsp, 1)
+    stride = _expand(args[2], nsp, 0) if args[2] not in (None, []) else list(kernel)
+    pad = _expand(args[3], nsp, 0)
+    dil = _expand(args[4], nsp, 1) if is_max else [1] * nsp
+    if any(d == 0 for d in stride):
+        raise Unsupported(f"{op}: a zero stride")
+    lead = len(xshape) - nsp
+    names = [f"o{k}" for k in range(len(oshape))]
+    sp_in = xshape[lead:]
+    win = [f"w{s}" for s in range(nsp)]
+    pos = [f"p{s}" for s in range(nsp)]
+    reader = Reader(sched)
+    v = reader.value(x, [*names[:lead], *pos])
+    outs = _outputs(step, sched)
+    start = "".join(
+        f"{' ' * (12 + 4 * s)}for (int64_t {win[s]} = 0; {win[s]} < {kernel[s]}; ++{win[s]}) {{\n"
+        f"{' ' * (16 + 4 * s)}const int64_t {pos[s]} = "
+        f"{names[lead + s]} * {stride[s]} - {pad[s]} + {win[s]} * {dil[s]};\n"
+        f"{' ' * (16 + 4 * s)}if ({pos[s]} < 0 || {pos[s]} >= {sp_in[s]}) continue;\n"
+        for s in range(nsp)
+    )
+    ind = " " * (12 + 4 * nsp)
+    close = "".join(f"{' ' * (12 + 4 * s)}}}\n" for s in reversed(range(nsp)))
+    lin = linear(names, oshape)
+    if is_max:
+        plane = linear(pos, sp_in)
+        take = f"if (bi < 0 || {v} > best || {v} != {v}) {{ best = {v}; bi = {plane}; }}"
+        inner = f"{_body(reader.lines, ind)}{ind}{take}\n"
+        head = f"            {ctype_of(dtype_of(x))} best = -INFINITY;\n            int64_t bi = -1;\n"
+        tail = f"            y0[{lin}] = best;\n" if 0 in outs else ""
+        tail += f"            y1[{lin}] = bi;\n" if 1 in outs else ""
+    else:
+        inner = f"{_body(reader.lines, ind)}{ind}acc += (double){v};\n{ind}++valid;\n"
+        head = "            double acc = 0;\n            int64_t valid = 0;\n"
+        divisor = _divisor(args, names[lead:], kernel, stride, pad, sp_in)
+        out_ct = ctype_of(dtype_of(out_node))
+        tail = f"            y0[{lin}] = ({out_ct})(acc / (double)({divisor}));\n"
+    outer = _numel(oshape[:-1])
+    last = names[-1]
+    delin = _delinear_lines("o", names[:-1], oshape[:-1], "        ")
+    return f"""
+static void {name}(void** b) {{
+{_decls(sched, reader.reads, _decl_writes(outs))}    #pragma omp parallel for schedule(static){threads_clause(cfg)}
+    for (int64_t o = 0; o < {outer}; ++o) {{
+{delin}        for (int64_t {last} = 0; {last} < {oshape[-1]}; {last}++) {{
+{head}{start}{inner}{close}{tail}        }}
+    }}
+}}
+"""
+
+
+def _divisor(args: list[Any], onames: list[str], kernel: list[int], stride: list[int], pad: list[int],
+             sp_in: list[int]) -> str:  # fmt: skip
+    """avg_pool's divisor as ATen computes it (the window clipped to the padded input, or only
+    to the input when count_include_pad is false, or the override)."""
+    if len(args) > 6 and args[6] is not None:
+        return str(int(args[6]))
+    include_pad = args[5] if len(args) > 5 and args[5] is not None else True
+    terms = []
+    for s, o in enumerate(onames):
+        lo = f"({o} * {stride[s]} - {pad[s]})"
+        hi = f"std::min<int64_t>({lo} + {kernel[s]}, {sp_in[s] + pad[s]})"
+        if include_pad:
+            terms.append(f"({hi} - {lo})")
+        else:
+            terms.append(f"(std::min<int64_t>({hi}, {sp_in[s]}) - std::max<int64_t>({lo}, 0))")
+    return " * ".join(terms)

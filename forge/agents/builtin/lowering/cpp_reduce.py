@@ -1,0 +1,274 @@
+"""C++ for the lowering's reduction steps: sum, prod, amax, amin and var over any set of axes.
+
+Three loop shapes (see ``cpp_emit``): the last axis reduced (a parallel task per output, a SIMD
+reduction over the last axis), every axis reduced (the parallel loop reduces too), or the last
+axis kept (per task a chunk of accumulators over it, updated by a SIMD loop per reduced index).
+var is two passes (the mean, then the squared deviations), as torch computes it. max/min keep a
+NaN flag beside the accumulator, so a NaN anywhere gives NaN as in torch, and the SIMD loop stays
+a plain max/min.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx
+
+from forge.agents.builtin.lowering.cpp_emit import (
+    SPLIT_BELOW,
+    Reader,
+    _body,
+    _decls,
+    _delinear_lines,
+    threads_clause,
+)
+from forge.agents.builtin.lowering.ir import ctype_of, dtype_of, int_list, is_float, linear, shape_of
+from forge.agents.builtin.lowering.schedule import Schedule
+from forge.agents.builtin.lowering.trace import packet_name
+
+
+@dataclass(frozen=True)
+class Reduction:
+    op: str  # sum | prod | amax | amin | var
+    dims: tuple[int, ...]  # reduced axes of the input, sorted
+    correction: float = 0.0  # var's
+
+
+def reduction_of(node: fx.Node) -> Reduction:
+    name, x = packet_name(node), node.args[0]
+    assert isinstance(x, fx.Node)
+    nd = len(shape_of(x))
+    if name in ("aten.max", "aten.min"):
+        return Reduction("amax" if name == "aten.max" else "amin", tuple(range(nd)))
+    dims = tuple(sorted({d % nd for d in int_list(node, 1)})) if nd else ()
+    op = name.split(".")[1]
+    correction = float(node.args[2]) if op == "var" else 0.0  # type: ignore[arg-type]
+    return Reduction(op, dims, correction)
+
+
+def _acc_type(node: fx.Node, red: Reduction, cfg: dict[str, Any]) -> str:
+    x = node.args[0]
+    assert isinstance(x, fx.Node)
+    if red.op in ("amax", "amin"):
+        return ctype_of(dtype_of(x))
+    if is_float(dtype_of(node)):
+        return "double" if cfg.get("acc", "double") == "double" or dtype_of(node) == torch.float64 else "float"
+    return "int64_t"
+
+
+def _init(red: Reduction, acc: str) -> str:
+    if red.op in ("sum", "var"):
+        return "0"
+    if red.op == "prod":
+        return "1"
+    big = "INFINITY" if acc in ("float", "double") else f"std::numeric_limits<{acc}>::max()"
+    low = "(-INFINITY)" if acc in ("float", "double") else f"std::numeric_limits<{acc}>::lowest()"
+    return low if red.op == "amax" else big
+
+
+def _update(red: Reduction, acc: str, v: str, floats: bool, second: bool) -> list[str]:
+    """Statements folding value ``v`` into accumulator ``acc`` (and flag ``nan``)."""
+    if red.op == "var" and second:
+        return [f"{{ const ACC_T d = (ACC_T)({v}) - mean; {acc} += d * d; }}"]
+    if red.op in ("sum", "var"):
+        return [f"{acc} += {v};"]
+    if red.op == "prod":
+        return [f"{acc} *= {v};"]
+    op = ">" if red.op == "amax" else "<"
+    lines = [f"{acc} = {v} {op} {acc} ? {v} : {acc};"]
+    return lines + ([f"NAN_FLAG |= ({v} != {v});"] if floats else [])
+
+
+def _omp_op(red: Reduction) -> str:
+    return {"sum": "+", "var": "+", "prod": "*", "amax": "max", "amin": "min"}[red.op]
+
+
+@dataclass(frozen=True)
+class _Nest:
+    """The reduced loops (all but the innermost) and the innermost loop of one pass."""
+
+    outer_loops: str
+    close: str
+    inner_head: str
+
+
+def reduce_step(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any]) -> str:
+    red = reduction_of(node)
+    x = node.args[0]
+    assert isinstance(x, fx.Node)
+    shape = list(shape_of(x)) or [1]
+    nd = len(shape)
+    dims = red.dims if shape_of(x) else (0,)
+    if nd - 1 in dims:
+        return _inner(name, node, x, red, dims, shape, sched, cfg)
+    return _outer(name, node, x, red, dims, shape, sched, cfg)
+
+
+def _count(shape: list[int], dims: tuple[int, ...]) -> int:
+    n = 1
+    for d in dims:
+        n *= shape[d]
+    return n
+
+
+def _finish(red: Reduction, acc: str, n: int, out_ct: str, floats: bool, flag: str) -> str:
+    if red.op == "var":
+        return f"({out_ct})({acc} / (ACC_T)({n} - {red.correction!r}))"
+    if red.op in ("amax", "amin") and floats:
+        return f"({flag} ? ({out_ct})NAN : ({out_ct}){acc})"
+    return f"({out_ct}){acc}"
+
+
+def _pass_lines(reader: Reader, x: fx.Node, idx: list[str], red: Reduction, acc: str, second: bool) -> list[str]:
+    v = reader.value(x, idx, linear(idx, shape_of(x)) if idx else "0")
+    return [*reader.lines, *_update(red, acc, v, is_float(dtype_of(x)), second)]
+
+
+def _inner(name: str, node: fx.Node, x: fx.Node, red: Reduction, dims: tuple[int, ...], shape: list[int],
+           sched: Schedule, cfg: dict[str, Any]) -> str:  # fmt: skip
+    """The last axis reduced: per output a task; every axis reduced: the parallel loop reduces."""
+    nd = len(shape)
+    idx = [f"i{k}" for k in range(nd)] if shape_of(x) else []
+    names = [f"i{k}" for k in range(nd)]
+    kept = [k for k in range(nd) if k not in dims]
+    mid = [k for k in dims if k != nd - 1]
+    acc_t, floats = _acc_type(node, red, cfg), is_float(dtype_of(x))
+    out_ct = ctype_of(dtype_of(node))
+    n = _count(shape, dims)
+    passes = 2 if red.op == "var" else 1
+    reader = Reader(sched)
+    bodies = []
+    for p in range(passes):
+        r = reader.fresh()
+        bodies.append(_pass_lines(r, x, idx, red, "acc" if p == 0 else "acc2", p == 1))
+    omp = _omp_op(red)
+    flag = " reduction(|:NAN_FLAG)" if floats and red.op in ("amax", "amin") else ""
+
+    def red_clause(acc: str) -> str:
+        return f" reduction({omp}:{acc}){flag}"
+
+    last = nd - 1
+    out_idx = [names[k] for k in kept]
+    lin_out = linear(out_idx, [shape[k] for k in kept]) if kept else "0"
+    if kept:
+        outer = _count(shape, tuple(kept))
+        src = f"""    #pragma omp parallel for schedule(static){threads_clause(cfg)}
+    for (int64_t o = 0; o < {outer}; ++o) {{
+{_delinear_lines("o", out_idx, [shape[k] for k in kept], "        ")}        ACC_T acc = {_init(red, acc_t)};
+        int NAN_FLAG = 0;
+{_loops(mid, names, shape, bodies[0], last, red_clause("acc"), "        ")}"""
+        if passes == 2:
+            src += f"""        const ACC_T mean = acc / (ACC_T){n};
+        ACC_T acc2 = 0;
+{_loops(mid, names, shape, bodies[1], last, red_clause("acc2"), "        ")}"""
+        result = _finish(red, "acc2" if passes == 2 else "acc", n, out_ct, floats, "NAN_FLAG")
+        src += f"        y[{lin_out}] = {result};\n    }}\n"
+    else:
+        src = _all_reduced(red, mid, names, shape, bodies, acc_t, n, out_ct, floats, cfg)
+    decl = _decls(sched, reader.reads, {sched.slot(node): "y"})
+    return f"\nstatic void {name}(void** b) {{\n{decl}    typedef {acc_t} ACC_T;\n{src}}}\n"
+
+
+def _loops(mid: list[int], names: list[str], shape: list[int], body: list[str], last: int, clause: str,
+           indent: str, lo: str = "0", hi: str | None = None) -> str:  # fmt: skip
+    """Nested loops over the reduced axes ``mid`` and a SIMD loop over ``last`` around ``body``."""
+    out, ind = [], indent
+    for k in mid:
+        out.append(f"{ind}for (int64_t {names[k]} = 0; {names[k]} < {shape[k]}; ++{names[k]}) {{\n")
+        ind += "    "
+    hi = hi or str(shape[last])
+    out.append(f"{ind}#pragma omp simd{clause}\n")
+    out.append(f"{ind}for (int64_t {names[last]} = {lo}; {names[last]} < {hi}; ++{names[last]}) {{\n")
+    out.append(_body(body, ind + "    "))
+    out.append(f"{ind}}}\n")
+    for _ in mid:
+        ind = ind[:-4]
+        out.append(f"{ind}}}\n")
+    return "".join(out)
+
+
+def _all_reduced(red: Reduction, mid: list[int], names: list[str], shape: list[int], bodies: list[list[str]],
+                 acc_t: str, n: int, out_ct: str, floats: bool, cfg: dict[str, Any]) -> str:  # fmt: skip
+    """Every axis reduced: tasks over the other reduced axes (and chunks of the last) reduce in
+    the parallel loop itself."""
+    last = len(shape) - 1
+    outer = _count(shape, tuple(mid))
+    chunk = int(cfg.get("chunk", 4096))
+    flag = floats and red.op in ("amax", "amin")
+    omp = _omp_op(red)
+    out = [
+        f"    const int64_t nch = {outer} >= {SPLIT_BELOW} ? 1 : ({shape[last]} + {chunk - 1}) / {chunk};\n"
+        f"    const int64_t ch = ({shape[last]} + nch - 1) / nch;\n"
+        f"    ACC_T acc = {_init(red, acc_t)};\n    int NAN_FLAG = 0;\n"
+    ]
+    for p, body in enumerate(bodies):
+        acc = "acc" if p == 0 else "acc2"
+        clause = f" reduction({omp}:{acc})" + (" reduction(|:NAN_FLAG)" if flag else "")
+        if p == 1:
+            out.append(f"    const ACC_T mean = acc / (ACC_T){n};\n    ACC_T acc2 = 0;\n")
+        loops = _loops([], names, shape, body, last, clause, "        ", "c0", "c1")
+        out.append(f"""    #pragma omp parallel for schedule(static){clause}{threads_clause(cfg)}
+    for (int64_t task = 0; task < {outer} * nch; ++task) {{
+        const int64_t o = task / nch;
+        const int64_t c0 = (task % nch) * ch;
+        const int64_t c1 = c0 + ch < {shape[last]} ? c0 + ch : {shape[last]};
+{_delinear_lines("o", [names[k] for k in mid], [shape[k] for k in mid], "        ")}{loops}    }}
+""")
+    result = _finish(red, "acc2" if len(bodies) == 2 else "acc", n, out_ct, floats, "NAN_FLAG")
+    out.append(f"    y[0] = {result};\n")
+    return "".join(out)
+
+
+def _outer(name: str, node: fx.Node, x: fx.Node, red: Reduction, dims: tuple[int, ...], shape: list[int],
+           sched: Schedule, cfg: dict[str, Any]) -> str:  # fmt: skip
+    """The last axis kept: per task one output row's chunk of accumulators, updated across it."""
+    nd = len(shape)
+    names = [f"i{k}" for k in range(nd)]
+    last = nd - 1
+    kept = [k for k in range(nd) if k not in dims]
+    outer_kept = [k for k in kept if k != last]
+    acc_t, floats = _acc_type(node, red, cfg), is_float(dtype_of(x))
+    out_ct = ctype_of(dtype_of(node))
+    n = _count(shape, dims)
+    tile = int(cfg.get("tile", 256))
+    reader = Reader(sched)
+    passes = 2 if red.op == "var" else 1
+    bodies = [
+        _pass_lines(reader.fresh(), x, names, red, "acc[j]" if p == 0 else "acc2[j]", p == 1) for p in range(passes)
+    ]
+    bodies = [[f"const int64_t j = {names[last]} - c0;", *b] for b in bodies]
+    bodies = [[line.replace("NAN_FLAG", "nanf[j]") for line in b] for b in bodies]
+    if passes == 2:
+        bodies[1] = [line.replace("- mean", "- mean[j]") for line in bodies[1]]
+    outer = _count(shape, tuple(outer_kept))
+    red_dims = list(dims)
+    out_idx = [names[k] for k in kept]
+    lin_out = linear(out_idx, [shape[k] for k in kept])
+    head = _delinear_lines("o", [names[k] for k in outer_kept], [shape[k] for k in outer_kept], "        ")
+    src = f"""    const int64_t nch = ({shape[last]} + {tile - 1}) / {tile};
+    #pragma omp parallel for schedule(static){threads_clause(cfg)}
+    for (int64_t task = 0; task < {outer} * nch; ++task) {{
+        const int64_t o = task / nch;
+        const int64_t c0 = (task % nch) * {tile};
+        const int64_t c1 = c0 + {tile} < {shape[last]} ? c0 + {tile} : {shape[last]};
+{head}        ACC_T acc[{tile}];
+        int nanf[{tile}];
+        for (int64_t j = 0; j < {tile}; ++j) {{ acc[j] = {_init(red, acc_t)}; nanf[j] = 0; }}
+{_loops(red_dims, names, shape, bodies[0], last, "", "        ", "c0", "c1")}"""
+    result = "acc[j]"
+    if passes == 2:
+        src += f"""        ACC_T mean[{tile}], acc2[{tile}];
+        for (int64_t j = 0; j < {tile}; ++j) {{ mean[j] = acc[j] / (ACC_T){n}; acc2[j] = 0; }}
+{_loops(red_dims, names, shape, bodies[1], last, "", "        ", "c0", "c1")}"""
+        result = "acc2[j]"
+    fin = _finish(red, result, n, out_ct, floats, "nanf[j]")
+    src += f"""        for (int64_t {names[last]} = c0; {names[last]} < c1; ++{names[last]}) {{
+            const int64_t j = {names[last]} - c0;
+            y[{lin_out}] = {fin};
+        }}
+    }}
+"""
+    decl = _decls(sched, reader.reads, {sched.slot(node): "y"})
+    return f"\nstatic void {name}(void** b) {{\n{decl}    typedef {acc_t} ACC_T;\n{src}}}\n"

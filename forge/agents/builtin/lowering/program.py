@@ -1,0 +1,259 @@
+"""The lowering as a kernel family of the built-in coder: a traced reference becomes one C++
+library of steps and a Python ``ModelNew`` that runs them.
+
+``analyze`` traces and schedules (``schedule``); ``render`` writes the candidate: every run of
+consecutive C++ steps is one exported ``stage<k>`` function over a table of buffer pointers;
+library producers run between stages as the same torch calls the reference makes; module buffers
+a training-mode reference updates are written back after the last stage. The kernel is built for
+the shapes and the training/eval mode it was traced in: called with other shapes, dtypes or
+devices, or in the other mode, ``ModelNew`` runs the reference itself rather than read out of
+bounds or compute the other mode's op. A reference that draws random numbers (dropout in training
+mode) is traced in eval mode, the mode the verifier verifies it in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx
+
+from forge.agents.builtin.cpp_snippets import HEADER
+from forge.agents.builtin.lowering.cpp_emit import pointwise_step
+from forge.agents.builtin.lowering.cpp_expr import VECTOR_MATH
+from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step
+from forge.agents.builtin.lowering.cpp_reduce import reduce_step
+from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, int_arg, shape_of
+from forge.agents.builtin.lowering.schedule import Schedule, Step, reshape_source, schedule, view_chain_source
+from forge.agents.builtin.lowering.trace import Traced, is_random, packet_name, trace, unloweable
+from forge.agents.builtin.pointwise import ERF, FMATH
+from forge.agents.builtin.rowwise import ATTR_SOURCE
+from forge.agents.builtin.tuner import effective_config
+
+
+@dataclass(frozen=True)
+class LoweredGraph:
+    """A traced reference and its schedule (what ``render`` writes a candidate from)."""
+
+    traced: Traced
+    sched: Schedule
+    out_kind: str  # single | tuple | the torch.return_types record the reference returns
+    inputs: tuple[tuple[tuple[int, ...], torch.dtype], ...]  # the op's inputs' shapes and dtypes
+    uses_erf: bool = False  # an exact GELU: the erf knob (see pointwise.ERF) applies
+    training: bool = True  # the module's mode when traced: the kernel computes that mode's op
+
+    def knobs(self) -> dict[str, list[Any]]:
+        kinds = {s.kind for s in self.sched.steps}
+        space: dict[str, list[Any]] = {"threads": [0, 1]}
+        if kinds & {"reduce", "scan"}:
+            space["acc"] = ["double", "float"]
+        if "reduce" in kinds:
+            space["tile"] = [256, 64, 1024]
+        if kinds & {"pointwise", "reduce"}:
+            space["chunk"] = [4096, 16384]
+        if self.uses_erf:
+            space["erf"] = list(ERF)
+        return space
+
+
+DEFAULT: dict[str, Any] = {"threads": 0, "acc": "double", "tile": 256, "chunk": 4096, "erf": "torch"}
+
+
+def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
+    """The lowered graph of ``model(*inputs)``, or why the lowering cannot take it."""
+    if not all(isinstance(x, torch.Tensor) and x.device.type == "cpu" for x in inputs):
+        return "the lowered kernels take CPU tensor inputs only"
+    try:
+        traced = trace(model, inputs)
+        if is_random(traced):  # verified in eval mode (see the verifier's ReferenceSide): built for it
+            model.eval()
+            traced = trace(model, inputs)
+    except Exception as exc:
+        return f"the reference could not be traced ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+    if why := unloweable(traced):
+        return why[0]
+    out_spec = traced.graph.graph._codegen.pytree_info.out_spec  # type: ignore[attr-defined]
+    if out_spec.is_leaf():
+        out_kind = "single"
+    elif issubclass(out_spec.type, tuple) and all(c.is_leaf() for c in out_spec.children()):
+        # a plain tuple, or a torch.return_types record (torch.max over a dim): returned as the same type
+        out_kind = "tuple" if out_spec.type is tuple else f"{out_spec.type.__module__}.{out_spec.type.__qualname__}"
+    else:
+        return "the reference returns a nested structure, not a tensor or a tuple of tensors"
+    try:
+        sched = schedule(traced)
+        uses_erf = any(packet_name(n) == "prims.erf" for n in traced.graph.graph.nodes)
+        specs = tuple((tuple(x.shape), x.dtype) for x in inputs)
+        lowered = LoweredGraph(traced, sched, out_kind, specs, uses_erf, model.training)
+        render(lowered, None)  # every step can be written
+    except Unsupported as exc:
+        return str(exc)
+    return lowered
+
+
+def space(lowered: LoweredGraph) -> dict[str, list[Any]]:
+    return lowered.knobs()
+
+
+def canonical(lowered: LoweredGraph, config: dict[str, Any]) -> dict[str, Any]:
+    return config
+
+
+def _step_cpp(k: int, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
+    name = f"step{k}"
+    if step.kind == "pointwise":
+        return pointwise_step(name, step.node, sched, cfg)
+    if step.kind == "reduce":
+        return reduce_step(name, step.node, sched, cfg)
+    writer = {"scan": scan_step, "arg": arg_step, "pool": pool_step}[step.kind]
+    return writer(name, step, sched, cfg)
+
+
+def _py_arg(value: Any, sched: Schedule) -> str:
+    """A library call's argument as Python text (graph values as buffers or views of them)."""
+    if isinstance(value, fx.Node):
+        return _py_view(value, sched)
+    if isinstance(value, list | tuple):
+        inner = ", ".join(_py_arg(v, sched) for v in value)
+        return f"[{inner}]"
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
+    if value is None or isinstance(value, bool | int | float | str):
+        return repr(value)
+    raise Unsupported(f"a library call's argument {value!r} cannot be written")
+
+
+def _py_view(node: fx.Node, sched: Schedule) -> str:
+    if node in sched.buffers:
+        return f"b[{sched.slot(node)}]"
+    if view_chain_source(node, sched) is None:
+        raise Unsupported(f"{packet_name(node)}: a library input that is neither a buffer nor its view")
+    target = node.target
+    args = ", ".join(_py_arg(a, sched) for a in node.args)
+    return f"torch.ops.{target.namespace}.{target._overloadpacket.__name__}.{target._overloadname}({args})"  # type: ignore[union-attr]
+
+
+def _library_lines(step: Step, sched: Schedule) -> list[str]:
+    node = step.node
+    target = node.target
+    call = f"torch.ops.{target.namespace}.{target._overloadpacket.__name__}.{target._overloadname}"  # type: ignore[union-attr]
+    args = ", ".join(_py_arg(a, sched) for a in node.args)
+    kwargs = "".join(f", {k}={_py_arg(v, sched)}" for k, v in node.kwargs.items())
+    if step.writes == (node,):
+        return [f"b[{sched.slot(node)}] = {call}({args}{kwargs}).contiguous()"]
+    lines = [f"r = {call}({args}{kwargs})"]
+    lines += [f"b[{sched.slot(w)}] = r[{int_arg(w, 1)}].contiguous()" for w in step.writes]
+    return lines
+
+
+def _allocation(node: fx.Node, sched: Schedule) -> str:
+    return f"b[{sched.slot(node)}] = torch.empty({shape_of(node)!r}, dtype={dtype_of(node)})"
+
+
+def _program(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]]:
+    """The C++ source and the lines of ``forward`` that run it."""
+    sched = lowered.sched
+    cpp_parts: list[str] = []
+    lines: list[str] = []
+    stage: list[str] = []
+
+    def close_stage() -> None:
+        if stage:
+            k = len([p for p in cpp_parts if p.startswith("\nextern")])
+            calls = "".join(f"    {s}(b);\n" for s in stage)
+            cpp_parts.append(f'\nextern "C" void stage{k}(void** b) {{\n{calls}}}\n')
+            lines.append(f"_lib.stage{k}(_table(b))")
+            stage.clear()
+
+    for k, step in enumerate(sched.steps):
+        if step.kind == "library":
+            close_stage()
+            lines.extend(_library_lines(step, sched))
+            continue
+        lines.extend(_allocation(w, sched) for w in step.writes)
+        cpp_parts.append(_step_cpp(k, step, sched, cfg))
+        stage.append(f"step{k}")
+    close_stage()
+    traced = lowered.traced
+    for dst, src in sched.copies:
+        path = _placeholder_path(dst, traced, sched)
+        lines.append(f"_attr(self, {path!r}).copy_(b[{sched.slot(src)}])")
+    outs = []
+    for out in sched.outputs:
+        source = reshape_source(out, sched)
+        base = f"b[{sched.slot(source)}]" if source is not None else f"b[{sched.slot(out)}]"
+        outs.append(base if source is out or source is None else f"{base}.reshape({shape_of(out)!r})")
+    ret = outs[0] if lowered.out_kind == "single" else f"({', '.join(outs)},)"
+    if lowered.out_kind not in ("single", "tuple"):
+        ret = f"{lowered.out_kind}({ret})"
+    lines.append(f"return {ret}")
+    header = HEADER + "#include <algorithm>\n#include <limits>\n" + FMATH + VECTOR_MATH
+    header += ERF[str(cfg.get("erf", "torch"))]
+    return header + "".join(cpp_parts), lines
+
+
+def _placeholder_path(node: fx.Node, traced: Traced, sched: Schedule) -> str:
+    k = sched.inputs.index(node)
+    names = [*traced.params, *traced.buffers]
+    if k >= len(names):
+        raise Unsupported("aten.copy_: into one of the op's inputs (the lowering updates module buffers only)")
+    return names[k]
+
+
+def _loads(lowered: LoweredGraph) -> list[str]:
+    traced = lowered.traced
+    names = [*traced.params, *traced.buffers]
+    lines = [f"b[{k}] = _attr(self, {name!r}).detach().contiguous()" for k, name in enumerate(names)]
+    lines += [f"b[{len(names) + j}] = xs[{j}].contiguous()" for j in range(traced.inputs)]
+    return lines
+
+
+def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
+    cfg = {**DEFAULT, **(config or {})}
+    cpp_src, run_lines = _program(lowered, cfg)
+    knobs = lowered.knobs()
+    shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
+    body = "".join(f"        {line}\n" for line in [*_loads(lowered), *run_lines])
+    specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
+    nslots = len(lowered.sched.buffers)
+    steps = ", ".join(s.kind for s in lowered.sched.steps)
+    return f'''"""forge built-in coder: the general lowering (C++, OpenMP + SIMD): steps {steps}.
+
+Tuned config: {shown!r}
+"""
+
+import ctypes
+
+import torch
+
+from forge import cpp
+from forge_reference import Model
+
+_lib = cpp.load(r"""{cpp_src}""")
+_INPUTS = {specs!r}
+_TRAINING = {lowered.training!r}  # the mode the kernel computes (BatchNorm, dropout differ by mode)
+
+
+{ATTR_SOURCE}def _table(b):
+    return (ctypes.c_void_p * len(b))(*[0 if t is None else t.data_ptr() for t in b])
+
+
+def _built_for(xs):
+    return len(xs) == len(_INPUTS) and all(
+        isinstance(x, torch.Tensor) and tuple(x.shape) == s and str(x.dtype) == d and x.device.type == "cpu"
+        for x, (s, d) in zip(xs, _INPUTS)
+    )
+
+
+class ModelNew(Model):
+    def forward(self, *xs):
+        if self.training != _TRAINING or not _built_for(xs):  # not what it was built for: the reference
+            return super().forward(*xs)
+        b = [None] * {nslots}
+{body}'''
+
+
+__all__ = ["DEFAULT", "LoweredGraph", "analyze", "canonical", "render", "space"]

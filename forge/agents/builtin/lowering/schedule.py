@@ -1,0 +1,187 @@
+"""Which values of a traced graph get a buffer, and the steps that fill them, in order.
+
+Everything pointwise (and every view, gather, iota, constant) is inlined into the kernel that
+reads it: a chain of elementwise ops costs no memory pass of its own, and a norm becomes its
+reductions plus one pass that writes the result. A value gets a buffer when it is:
+
+- a graph input (the op's inputs, then the module's parameters and buffers);
+- a reduction's, scan's, arg-reduction's or pooling's result (``reduce``/``scan``/``arg``/``pool``);
+- a library producer's result (``library``: mm/bmm/addmm/convolution/SDPA run by torch, as in
+  the reference; their inputs are buffers, or views of buffers taken in Python);
+- returned by the graph or copied into a module buffer (state is output), when it is not already
+  a buffer (``pointwise``).
+
+A returned value that is a pure reshape of a buffer (a squeeze after pooling) is returned as a
+view of it, with no pass of its own.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+from torch import fx
+
+from forge.agents.builtin.lowering.ir import Unsupported, int_arg, keeps_order, shape_of
+from forge.agents.builtin.lowering.trace import Traced, kind_of, packet_name
+
+REDUCE_OPS = frozenset({"prims.sum", "prims.amax", "prims.amin", "prims.prod", "prims.var"})
+SCAN_OPS = frozenset({"aten.cumsum", "aten.cumprod"})
+ARG_OPS = frozenset({"aten.argmax", "aten.argmin"})
+POOL_OPS = frozenset({f"aten.max_pool{d}d_with_indices" for d in (1, 2, 3)} | {f"aten.avg_pool{d}d" for d in (1, 2, 3)})
+LIBRARY_OPS = frozenset(
+    {"aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.scaled_dot_product_attention",
+     "aten._scaled_dot_product_flash_attention_for_cpu"}
+)  # fmt: skip
+_INLINE_OTHER = frozenset({"aten.gather", "prims.iota", "aten.full", "prims.full"})
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str  # pointwise | reduce | scan | arg | pool | library
+    node: fx.Node  # the node computed
+    writes: tuple[fx.Node, ...]  # the buffer nodes it fills (getitems of a tuple result)
+
+
+@dataclass
+class Schedule:
+    inputs: list[fx.Node]  # placeholders, in call order
+    buffers: dict[fx.Node, int] = field(default_factory=dict)  # node -> slot
+    steps: list[Step] = field(default_factory=list)
+    outputs: list[fx.Node] = field(default_factory=list)  # returned nodes
+    copies: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)  # (module buffer, new value)
+
+    def slot(self, node: fx.Node) -> int:
+        return self.buffers[node]
+
+
+def step_kind(node: fx.Node) -> str | None:
+    """The kind of step a node needs a buffer for (None: it is inlined where it is read)."""
+    name = packet_name(node)
+    if name in REDUCE_OPS or (name in ("aten.max", "aten.min") and len(node.args) == 1):
+        return "reduce"
+    if name in ("aten.max", "aten.min"):
+        return "arg"  # max.dim / min.dim: values and indices
+    if name in SCAN_OPS:
+        return "scan"
+    if name in ARG_OPS:
+        return "arg"
+    if name in POOL_OPS:
+        return "pool"
+    if name in LIBRARY_OPS:
+        return "library"
+    return None
+
+
+def _live(graph: fx.Graph) -> set[fx.Node]:
+    roots = [n for n in graph.nodes if n.op == "output" or packet_name(n) == "aten.copy_"]
+    live: set[fx.Node] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node in live:
+            continue
+        live.add(node)
+        stack.extend(node.all_input_nodes)
+    return live
+
+
+def reshape_source(node: fx.Node, sched: Schedule) -> fx.Node | None:
+    """The buffer node ``node`` is an order-keeping reshape of (None: it is not one)."""
+    while node not in sched.buffers:
+        if kind_of(node) != "view" or not keeps_order(node) or not isinstance(node.args[0], fx.Node):
+            return None
+        node = node.args[0]
+    return node
+
+
+def view_chain_source(node: fx.Node, sched: Schedule) -> fx.Node | None:
+    """The buffer node a chain of views starts from (None: something computed is in the way)."""
+    while node not in sched.buffers:
+        if kind_of(node) != "view" or not isinstance(node.args[0], fx.Node):
+            return None
+        node = node.args[0]
+    return node
+
+
+def _add_buffer(sched: Schedule, node: fx.Node) -> None:
+    if node not in sched.buffers:
+        sched.buffers[node] = len(sched.buffers)
+
+
+def _materialise(sched: Schedule, node: fx.Node) -> None:
+    """Give ``node`` a buffer with a pointwise step, unless it has one (steps are sorted later)."""
+    if node in sched.buffers:
+        return
+    _add_buffer(sched, node)
+    sched.steps.append(Step("pointwise", node, (node,)))
+
+
+def _check_node(node: fx.Node) -> None:
+    kind = kind_of(node)
+    if kind is None:
+        raise Unsupported(f"{packet_name(node)}: not in the lowering's node set")
+    name = packet_name(node)
+    if kind == "other" and name not in _INLINE_OTHER | {"aten.copy_", "getitem"}:
+        raise Unsupported(f"{name}: not a node the lowering emits")
+    if kind == "kept" and step_kind(node) is None:
+        raise Unsupported(f"{name}: kept whole but has no kernel of its own yet")
+
+
+def schedule(traced: Traced) -> Schedule:
+    """The buffers and steps of ``traced`` (raises Unsupported naming the first node it cannot take)."""
+    graph = traced.graph.graph
+    live = _live(graph)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    sched = Schedule(inputs=placeholders)
+    for node in placeholders:
+        _add_buffer(sched, node)
+    output_node = next(n for n in graph.nodes if n.op == "output")
+    for node in graph.nodes:
+        if node not in live or node.op != "call_function":
+            continue
+        _check_node(node)
+        kind = step_kind(node)
+        if kind is None:
+            continue
+        getitems = [u for u in node.users if u.target is operator.getitem and u in live]
+        writes = tuple(sorted(getitems, key=lambda u: int_arg(u, 1))) if getitems else (node,)
+        for w in writes:
+            _add_buffer(sched, w)
+        sched.steps.append(Step(kind, node, writes))
+        if kind == "library":
+            for arg in node.all_input_nodes:
+                if view_chain_source(arg, sched) is None:
+                    _materialise(sched, arg)
+    for node in graph.nodes:
+        if packet_name(node) == "aten.copy_" and node in live:
+            dst, src = node.args[0], node.args[1]
+            if not isinstance(dst, fx.Node) or dst.op != "placeholder" or not isinstance(src, fx.Node):
+                raise Unsupported("aten.copy_: into something other than a module buffer")
+            if any(u is not node and u in live and _after(u, node) for u in dst.users):
+                raise Unsupported("aten.copy_: the updated buffer is read again after the update")
+            _materialise(sched, src)
+            sched.copies.append((dst, src))
+    results = output_node.args[0]
+    for out in results if isinstance(results, list | tuple) else [results]:
+        if not isinstance(out, fx.Node):
+            raise Unsupported("the reference returns something other than tensors")
+        if out.op == "placeholder":
+            raise Unsupported("the reference returns one of its inputs unchanged")
+        if reshape_source(out, sched) is None:
+            _materialise(sched, out)
+        sched.outputs.append(out)
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    sched.steps.sort(key=lambda s: order[s.node])
+    for node in sched.buffers:
+        shape_of(node)  # every buffer is a tensor with a static shape
+    return sched
+
+
+def _after(a: fx.Node, b: fx.Node) -> bool:
+    node = b.next
+    while node.op != "root":
+        if node is a:
+            return True
+        node = node.next
+    return False

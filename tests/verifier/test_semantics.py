@@ -1,0 +1,131 @@
+"""What the verifier holds beyond outputs: a module's buffers as output (state), random references
+verified in eval mode, exact integer outputs, and the scalar (loss) tolerance."""
+
+from __future__ import annotations
+
+import torch
+
+from forge.verifier import verify
+from forge.verifier.compare import compare, scalar_rtol
+
+BATCHNORM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(16)
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+def get_inputs():
+    return [torch.randn(64, 16) * 2 + 1]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# Normalises with the batch's statistics, as training mode does, but never updates the running ones.
+SKIPS_UPDATE = """
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        bn = self.bn
+        mean, var = x.mean(0), x.var(0, unbiased=False)
+        return (x - mean) / torch.sqrt(var + bn.eps) * bn.weight + bn.bias
+"""
+
+UPDATES = SKIPS_UPDATE.replace(
+    "        return (x - mean)",
+    """        with torch.no_grad():
+            m = bn.momentum
+            bn.running_mean.mul_(1 - m).add_(mean * m)
+            bn.running_var.mul_(1 - m).add_(x.var(0, unbiased=True) * m)
+            bn.num_batches_tracked.add_(1)
+        return (x - mean)""",
+)
+
+
+def _verify(tmp_path, op: str, cand: str, settings):  # type: ignore[no-untyped-def]
+    (tmp_path / "op.py").write_text(op)
+    (tmp_path / "cand.py").write_text(cand)
+    return verify(tmp_path / "op.py", tmp_path / "cand.py", settings)
+
+
+def test_a_candidate_that_skips_the_running_statistics_fails_the_state_check(tmp_path, fast_settings):
+    v = _verify(tmp_path, BATCHNORM, SKIPS_UPDATE, fast_settings)
+    assert v.status == "failed_correctness"
+    assert v.reason.startswith("module_state: ") and "running_mean" in v.reason
+    assert any(c.name == "correctness" and c.passed for c in v.checks)  # the outputs themselves agree
+
+
+def test_a_candidate_that_updates_them_passes_with_the_state_check_listed(tmp_path, fast_settings):
+    v = _verify(tmp_path, BATCHNORM, UPDATES, fast_settings)
+    assert v.status == "passed", v.reason
+    assert [c.passed for c in v.checks if c.name == "module_state"] == [True]
+
+
+DROPOUT = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(32, 32)
+        self.drop = nn.Dropout(0.25)
+
+    def forward(self, x):
+        return self.drop(torch.relu(self.lin(x)))
+
+
+def get_inputs():
+    return [torch.randn(8, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+NO_DROPOUT = """
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+"""
+
+
+def test_a_random_reference_is_detected_and_verified_in_eval_mode(tmp_path, fast_settings):
+    v = _verify(tmp_path, DROPOUT, NO_DROPOUT, fast_settings)
+    assert v.status == "passed", v.reason
+    assert any("random" in w and "eval mode" in w for w in v.warnings), v.warnings
+
+
+def test_a_deterministic_reference_is_not_called_random(tmp_path, fast_settings):
+    v = _verify(tmp_path, BATCHNORM, UPDATES, fast_settings)
+    assert not any("random" in w for w in v.warnings)
+
+
+def test_integer_outputs_are_compared_exactly_and_scalars_get_a_summation_tolerance():
+    idx = torch.tensor([3, 1, 2])
+    assert compare([idx], [torch.tensor([3, 1, 1])], None, "cpu") is not None
+    loss = torch.tensor(1.0)
+    off = torch.tensor(1.0 + 2e-4)
+    assert compare([loss], [off], None, "cpu") is not None  # a scalar of a small reduction: 1e-4
+    assert compare([loss], [off], None, "cpu", reduced=2_000_000) is None  # of two million elements
+    assert scalar_rtol(torch.float32, 1e-4, 1) == 1e-4
+    assert abs(scalar_rtol(torch.float32, 1e-4, 10**6) - 2 * 2**-23 * 1000) < 1e-12
+    # a tolerance the op declares is not widened
+    assert compare([loss], [off], None, "cpu", {"atol": 1e-6, "rtol": 1e-6}, reduced=2_000_000) is not None
