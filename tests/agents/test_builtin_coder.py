@@ -22,14 +22,17 @@ def test_every_shipped_example_gets_a_candidate(op):
 
 
 def test_unknown_op_is_refused_with_a_hint(tmp_path):
-    op = tmp_path / "conv.py"
+    op = tmp_path / "sort.py"
     op.write_text(
         "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.c = torch.nn.Conv2d(3, 4, 3)\n    def forward(self, x):\n        return self.c(x)\n"
-        "def get_inputs():\n    return [torch.randn(1, 3, 8, 8)]\ndef get_init_inputs():\n    return []\n"
+        "    def forward(self, x):\n        return torch.sort(x, dim=1)[0]\n"
+        "def get_inputs():\n    return [torch.randn(4, 8)]\ndef get_init_inputs():\n    return []\n"
     )
-    (proposal,) = BuiltinCoder(op).propose(CoderContext("conv", op.read_text(), "cpu", "cpp"))
-    assert proposal.source is None and "can't handle conv" in (proposal.error or "") and "--model" in proposal.error
+    (proposal,) = BuiltinCoder(op).propose(CoderContext("sort", op.read_text(), "cpu", "cpp"))
+    assert proposal.source is None and proposal.error == (
+        "the built-in agent can't handle sort (aten.sort: not in the lowering's node set); "
+        "use --model to let an LLM write the kernel"
+    )
 
 
 def test_cuda_gets_triton_and_raw_cuda_is_refused():

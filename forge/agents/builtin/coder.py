@@ -107,7 +107,11 @@ class BuiltinCoder:
                 continue
             self._family, self._recipe = family, recipe
             return
-        self._why = "; ".join(reasons) or f"it writes C++ (CPU) and Triton (CUDA) kernels, not {self.backend}"
+        # the general lowering's reason names the node it cannot express: the hand-tuned families'
+        # reasons ("takes exactly one float32 input") say nothing more to the user
+        general = [r for f, r in zip(FAMILIES.get(self.backend, ()), reasons, strict=False) if f.name == "lowered"]
+        self._why = general[0] if general else "; ".join(reasons)
+        self._why = self._why or f"it writes C++ (CPU) and Triton (CUDA) kernels, not {self.backend}"
 
     def space(self) -> Space | None:
         """The tuner's knobs for this op (None when the op is not one the coder handles)."""
