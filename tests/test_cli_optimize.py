@@ -161,7 +161,8 @@ def test_ctrl_c_stops_cleanly_and_a_killed_session_resumes(tmp_path, cache_dir):
     (p,) = json.loads(r.stdout)["problems"]
     assert p["session_id"] == sid and p["attempts"] >= before[0]
     with sqlite3.connect(bank) as db:
-        assert db.execute("SELECT status FROM sessions WHERE id=?", (sid,)).fetchone() == ("finished",)
+        finished = db.execute("SELECT status FROM sessions WHERE id=?", (sid,)).fetchone()
+        assert finished == (("finished",) if p["accepted"] else ("no_gain",))
         pending = db.execute("SELECT count(*) FROM attempts WHERE session_id=? AND status='pending'", (sid,))
         assert pending.fetchone() == (0,)
         rounds = [r for (r,) in db.execute("SELECT round FROM attempts WHERE session_id=? AND role='coder'", (sid,))]

@@ -76,6 +76,9 @@ class SessionStatus(TextEnum):
 
     RUNNING = "running"
     FINISHED = "finished"  # rounds spent, or the judge/coder had nothing left to try
+    # finished, with candidates that passed but none faster than eager beyond the measured noise
+    # (the reason gives eager's roofline fraction and the best candidate's speedup with its spread)
+    NO_GAIN = "no_gain"
     BUDGET = "budget"  # --budget-usd reached
     TIME_LIMIT = "time_limit"  # --time-limit reached
     INTERRUPTED = "interrupted"  # Ctrl-C; --resume continues it
@@ -90,7 +93,7 @@ class SessionStatus(TextEnum):
 
     @property
     def resumable(self) -> bool:
-        return self is not SessionStatus.FINISHED
+        return self not in (SessionStatus.FINISHED, SessionStatus.NO_GAIN)
 
 
 class KernelStatus(TextEnum):

@@ -112,6 +112,7 @@ class SearchState:
     trace: list[TracePoint] = field(default_factory=list)
     contenders: list[Contender] = field(default_factory=list)  # passed, faster than eager at the median
     best: Contender | None = None  # the fastest that beat eager beyond the noise in its own round
+    top: Contender | None = None  # the fastest that passed with meaningful timings, beating eager or not
     rejected: set[int] = field(default_factory=set)  # attempts whose confirmation did not hold up
     pending: list[Candidate] = field(default_factory=list)  # proposed, never verified (a killed run)
 
@@ -124,6 +125,8 @@ class SearchState:
         if not verdict.passed or not verdict.timing_meaningful:
             return
         entry = Contender(attempt_id, source, verdict, config)
+        if self.top is None or (verdict.speedup_vs_eager or 0.0) > (self.top.verdict.speedup_vs_eager or 0.0):
+            self.top = entry
         if (verdict.speedup_vs_eager or 0.0) > 1.0:
             self.contenders.append(entry)
         ok, _why = beats_eager(verdict)
@@ -141,6 +144,27 @@ class SearchState:
             last = self.history[-1]
             return f"no candidate passed verification (last: {last.status}: {last.reason})"
         return "no candidate was proposed"
+
+
+def no_gain_reason(verdict: Verdict, why: str | None) -> str:
+    """Why no kernel, measured: the best passed candidate's speedup over eager with its 95%
+    interval, and how close eager already is to this machine's roofline (the room there was)."""
+    pair, _ = verdict.timing_stats.headline_pairs()
+    speed = f"best kernel {verdict.speedup_vs_eager or 0:.2f}x eager"
+    if pair is not None:
+        speed += f" (95% interval {pair.low:.2f}-{pair.high:.2f}x over {pair.pairs} pairs)"
+    roof = verdict.roofline
+    room = ""
+    if roof is not None and roof.fraction_eager is not None:
+        memory = roof.bytes is not None and roof.bandwidth_gbs
+        compute = roof.flops is not None and roof.peak_gflops
+        mem_ms = (roof.bytes or 0) / (roof.bandwidth_gbs * 1e6) if memory and roof.bandwidth_gbs else 0.0
+        flop_ms = (roof.flops or 0) / (roof.peak_gflops * 1e6) if compute and roof.peak_gflops else 0.0
+        bound = "measured memory bandwidth" if mem_ms >= flop_ms else "measured matmul peak"
+        room = f"eager already runs at {roof.fraction_eager:.0%} of this machine's {bound}; "
+    if why:  # e.g. a finalist timed again did not hold up: its words stay
+        return f"no kernel faster than eager beyond the measured noise: {room}{speed}; {why}"
+    return f"no kernel faster than eager beyond the measured noise: {room}{speed}"
 
 
 class Session:
@@ -243,6 +267,9 @@ class Session:
             self._bank(best, confirmed, result)
         else:
             result.reason = reason or state.why_none()
+            if status is SessionStatus.FINISHED and state.top is not None:
+                status = result.status = SessionStatus.NO_GAIN
+                result.reason = no_gain_reason(state.top.verdict, reason)
         self.io.recorder.totals(spend, status)
         return self._finished(result, status)
 

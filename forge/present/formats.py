@@ -21,6 +21,7 @@ _STYLES = {
     "time_limit": "yellow",
     "provider_error": "yellow",
     "unsupported": "yellow",
+    "no_gain": "yellow",
     "invalid_reply": "red",
     "bad": "red",
 }

@@ -14,6 +14,7 @@ from forge.db.engine import open_for_writing
 from forge.db.kernels import list_kernels
 from forge.harness import OptimizeOptions, optimize
 from forge.harness import events as ev
+from forge.harness.session import no_gain_reason
 from forge.verifier import Job, VerifierService
 from tests.conftest import EXAMPLES, OPS
 
@@ -46,7 +47,8 @@ def test_evolve_verifies_generations_in_parallel_and_records_everything(tmp_path
         configs = [c for (c,) in db.execute(query)]
         (status,) = db.execute("SELECT status FROM sessions").fetchone()
     assert coder == [(1, "passed")] * 3 + [(2, "passed")] * (n - 3)
-    assert judged == (n,) and status == "finished"
+    # a search whose passed kernels none beat eager beyond the noise ends no_gain (exit 1, reason measured)
+    assert judged == (n,) and status == ("finished" if result.accepted else "no_gain")
     assert len(set(configs)) == n  # every child a different config
     if result.accepted:  # the winner was timed again alone before it was banked
         assert any(isinstance(e, ev.KernelAccepted) and e.kernel_id == result.kernel_id for e in seen)
@@ -130,8 +132,28 @@ def test_a_session_banks_nothing_when_no_finalist_holds_up(tmp_path, fast_settin
     assert faster, "the built-in RMSNorm should beat eager at the median"
     assert len(tried) == min(2, len(faster)) and set(tried) <= faster
     assert not result.accepted and run.exit_code == 1
+    assert result.status == "no_gain" and "best kernel" in (result.reason or "")  # measured, not just "none"
     if tried:
         assert "no finalist held up" in (result.reason or "") and "within the measured noise" in (result.reason or "")
+
+
+def test_a_no_gain_reason_gives_the_room_eager_left_and_the_best_speedup_with_its_interval():
+    timing = {"paired_eager": {"pairs": 60, "median": 1.05, "low": 0.98, "high": 1.12}, "regime": "cold"}
+    roof = {"bytes": 32_000_000, "flops": 8_000_000, "bandwidth_gbs": 20.0, "peak_gflops": 150.0,
+            "fraction_eager": 0.86}  # fmt: skip
+    verdict = Verdict.from_json(
+        {"status": "passed", "speedup_vs_eager": 1.05, "timing_stats": timing, "roofline": roof}
+    )
+    assert no_gain_reason(verdict, None) == (
+        "no kernel faster than eager beyond the measured noise: eager already runs at 86% of this machine's "
+        "measured memory bandwidth; best kernel 1.05x eager (95% interval 0.98-1.12x over 60 pairs)"
+    )
+    compute_bound = {**roof, "bytes": 1000, "flops": 10**10}
+    verdict = Verdict.from_json({"status": "passed", "speedup_vs_eager": 0.9, "roofline": compute_bound})
+    assert no_gain_reason(verdict, "timed again") == (
+        "no kernel faster than eager beyond the measured noise: eager already runs at 86% of this machine's "
+        "measured matmul peak; best kernel 0.90x eager; timed again"
+    )
 
 
 def _confirm_verdict(cand_ms: float, low: float, pairs: int) -> Verdict:
@@ -223,7 +245,7 @@ def test_ctrl_c_while_confirming_banks_the_round_best_unconfirmed_and_resume_dec
     with sqlite3.connect(bank) as db:
         kernels = db.execute(query, (result.session_id,)).fetchall()
         (status,) = db.execute("SELECT status FROM sessions WHERE id = ?", (result.session_id,)).fetchone()
-    assert status == "finished"
+    assert status == ("finished" if again.accepted else "no_gain")
     assert kernels == ([(again.kernel_id, 1)] if again.accepted else [])
 
 
@@ -252,7 +274,7 @@ def test_a_busy_machine_banks_nothing_and_resume_times_the_finalists_again(tmp_p
         assert db.execute("SELECT count(*) FROM kernels").fetchone() == (0,)
     resumed = optimize([], replace(options, resume=result.session_id), fast_settings)
     (again,) = resumed.results
-    assert again.status == "finished"
+    assert again.status == ("finished" if again.accepted else "no_gain")
     with sqlite3.connect(bank) as db:
         confirms = db.execute("SELECT count(*) FROM attempts WHERE role='confirm'").fetchone()[0]
     assert confirms >= 2  # the finalist was timed again by the resumed run
