@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from forge.agents.builtin.lowering import program
+from forge.agents.builtin.lowering.cpp_emit import split_invariant
 from forge.agents.builtin.lowering.program import LoweredGraph
 
 
@@ -174,3 +175,32 @@ def test_what_the_lowering_cannot_express_is_named():
     assert why == "aten.nonzero: its output size depends on the data"
     why = program.analyze(Op(lambda x: x.to(torch.complex64).abs()), [torch.randn(4, 4)])
     assert isinstance(why, str) and "complex" in why
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_norms_fused_per_row_or_not_give_the_same_result(fuse):
+    layernorm = Op(lambda x: (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False) + 1e-5).sqrt())
+    check(layernorm, [specials((33, 70))], {"fuse": fuse})
+    check(nn.GroupNorm(4, 8), [torch.randn(3, 8, 5, 7)], {"fuse": fuse})
+
+
+def test_a_row_group_whose_result_is_read_at_another_row_runs_unfused():
+    model = Op(lambda x: x - x.sum(-1, keepdim=True).flip(0) * x.amax(-1, keepdim=True))
+    inputs = [torch.randn(6, 40)]
+    lowered = program.analyze(model, inputs)
+    assert isinstance(lowered, LoweredGraph)
+    source = program.render(lowered, {"fuse": True})
+    assert "step0_0" in source  # the group's steps were emitted one by one
+    check(model, inputs, {"fuse": True})
+
+
+def test_loop_invariant_statements_are_computed_before_the_simd_loop():
+    lines = [
+        "const float t0 = b0[i0 * 8 + i1];",
+        "const float t1 = b1[i0];",
+        "const float t2 = std::sqrt(t1);",
+        "const float t3 = ((float)(t0 / t2));",
+        "y[i0 * 8 + i1] = t3;",
+    ]
+    outside, inside = split_invariant(lines, "i1")
+    assert outside == lines[1:3] and inside == [lines[0], lines[3], lines[4]]

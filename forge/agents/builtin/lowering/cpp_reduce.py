@@ -19,9 +19,9 @@ from torch import fx
 from forge.agents.builtin.lowering.cpp_emit import (
     SPLIT_BELOW,
     Reader,
-    _body,
     _decls,
     _delinear_lines,
+    simd_loop,
     threads_clause,
 )
 from forge.agents.builtin.lowering.ir import ctype_of, dtype_of, int_list, is_float, linear, shape_of
@@ -126,47 +126,60 @@ def _pass_lines(reader: Reader, x: fx.Node, idx: list[str], red: Reduction, acc:
     return [*reader.lines, *_update(red, acc, v, is_float(dtype_of(x)), second)]
 
 
+def row_block(node: fx.Node, reader: Reader, cfg: dict[str, Any], out: str, indent: str) -> tuple[str, str]:
+    """The statements reducing ``node``'s input over its reduced axes, for the kept indices the
+    enclosing loop has set (``i<k>``), storing the result at ``out[<kept offset>]``; and the
+    accumulator's C++ type (the block names it ACC_T). For the last axis reduced with some axis kept."""
+    red = reduction_of(node)
+    x = node.args[0]
+    assert isinstance(x, fx.Node)
+    shape = list(shape_of(x))
+    nd = len(shape)
+    names = [f"i{k}" for k in range(nd)]
+    kept = [k for k in range(nd) if k not in red.dims]
+    mid = [k for k in red.dims if k != nd - 1]
+    acc_t, floats = _acc_type(node, red, cfg), is_float(dtype_of(x))
+    n = _count(shape, red.dims)
+    passes = 2 if red.op == "var" else 1
+    bodies = [_pass_lines(reader.fresh(), x, names, red, "acc" if p == 0 else "acc2", p == 1) for p in range(passes)]
+    flag = " reduction(|:NAN_FLAG)" if floats and red.op in ("amax", "amin") else ""
+    omp = _omp_op(red)
+    lin_out = linear([names[k] for k in kept], [shape[k] for k in kept])
+    src = f"{indent}ACC_T acc = {_init(red, acc_t)};\n{indent}int NAN_FLAG = 0;\n"
+    src += _loops(mid, names, shape, bodies[0], nd - 1, f" reduction({omp}:acc){flag}", indent)
+    if passes == 2:
+        src += f"{indent}const ACC_T mean = acc / (ACC_T){n};\n{indent}ACC_T acc2 = 0;\n"
+        src += _loops(mid, names, shape, bodies[1], nd - 1, " reduction(+:acc2)", indent)
+    result = _finish(red, "acc2" if passes == 2 else "acc", n, ctype_of(dtype_of(node)), floats, "NAN_FLAG")
+    return src + f"{indent}{out}[{lin_out}] = {result};\n", acc_t
+
+
 def _inner(name: str, node: fx.Node, x: fx.Node, red: Reduction, dims: tuple[int, ...], shape: list[int],
            sched: Schedule, cfg: dict[str, Any]) -> str:  # fmt: skip
     """The last axis reduced: per output a task; every axis reduced: the parallel loop reduces."""
     nd = len(shape)
+    if any(k not in dims for k in range(nd)) and shape_of(x):
+        kept = [k for k in range(nd) if k not in dims]
+        reader = Reader(sched)
+        block, acc_t = row_block(node, reader, cfg, "y", "        ")
+        names = [f"i{k}" for k in kept]
+        src = f"""    #pragma omp parallel for schedule(static){threads_clause(cfg)}
+    for (int64_t o = 0; o < {_count(shape, tuple(kept))}; ++o) {{
+{_delinear_lines("o", names, [shape[k] for k in kept], "        ")}{block}    }}
+"""
+        decl = _decls(sched, reader.reads, {sched.slot(node): "y"})
+        return f"\nstatic void {name}(void** b) {{\n{decl}    typedef {acc_t} ACC_T;\n{src}}}\n"
     idx = [f"i{k}" for k in range(nd)] if shape_of(x) else []
     names = [f"i{k}" for k in range(nd)]
-    kept = [k for k in range(nd) if k not in dims]
     mid = [k for k in dims if k != nd - 1]
     acc_t, floats = _acc_type(node, red, cfg), is_float(dtype_of(x))
-    out_ct = ctype_of(dtype_of(node))
     n = _count(shape, dims)
-    passes = 2 if red.op == "var" else 1
     reader = Reader(sched)
-    bodies = []
-    for p in range(passes):
-        r = reader.fresh()
-        bodies.append(_pass_lines(r, x, idx, red, "acc" if p == 0 else "acc2", p == 1))
-    omp = _omp_op(red)
-    flag = " reduction(|:NAN_FLAG)" if floats and red.op in ("amax", "amin") else ""
-
-    def red_clause(acc: str) -> str:
-        return f" reduction({omp}:{acc}){flag}"
-
-    last = nd - 1
-    out_idx = [names[k] for k in kept]
-    lin_out = linear(out_idx, [shape[k] for k in kept]) if kept else "0"
-    if kept:
-        outer = _count(shape, tuple(kept))
-        src = f"""    #pragma omp parallel for schedule(static){threads_clause(cfg)}
-    for (int64_t o = 0; o < {outer}; ++o) {{
-{_delinear_lines("o", out_idx, [shape[k] for k in kept], "        ")}        ACC_T acc = {_init(red, acc_t)};
-        int NAN_FLAG = 0;
-{_loops(mid, names, shape, bodies[0], last, red_clause("acc"), "        ")}"""
-        if passes == 2:
-            src += f"""        const ACC_T mean = acc / (ACC_T){n};
-        ACC_T acc2 = 0;
-{_loops(mid, names, shape, bodies[1], last, red_clause("acc2"), "        ")}"""
-        result = _finish(red, "acc2" if passes == 2 else "acc", n, out_ct, floats, "NAN_FLAG")
-        src += f"        y[{lin_out}] = {result};\n    }}\n"
-    else:
-        src = _all_reduced(red, mid, names, shape, bodies, acc_t, n, out_ct, floats, cfg)
+    bodies = [
+        _pass_lines(reader.fresh(), x, idx, red, "acc" if p == 0 else "acc2", p == 1)
+        for p in range(2 if red.op == "var" else 1)
+    ]
+    src = _all_reduced(red, mid, names, shape, bodies, acc_t, n, ctype_of(dtype_of(node)), floats, cfg)
     decl = _decls(sched, reader.reads, {sched.slot(node): "y"})
     return f"\nstatic void {name}(void** b) {{\n{decl}    typedef {acc_t} ACC_T;\n{src}}}\n"
 
@@ -178,11 +191,7 @@ def _loops(mid: list[int], names: list[str], shape: list[int], body: list[str], 
     for k in mid:
         out.append(f"{ind}for (int64_t {names[k]} = 0; {names[k]} < {shape[k]}; ++{names[k]}) {{\n")
         ind += "    "
-    hi = hi or str(shape[last])
-    out.append(f"{ind}#pragma omp simd{clause}\n")
-    out.append(f"{ind}for (int64_t {names[last]} = {lo}; {names[last]} < {hi}; ++{names[last]}) {{\n")
-    out.append(_body(body, ind + "    "))
-    out.append(f"{ind}}}\n")
+    out.append(simd_loop(names[last], lo, hi or str(shape[last]), body, ind, clause))
     for _ in mid:
         ind = ind[:-4]
         out.append(f"{ind}}}\n")

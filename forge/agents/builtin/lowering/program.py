@@ -22,6 +22,7 @@ from torch import fx
 from forge.agents.builtin.cpp_snippets import HEADER
 from forge.agents.builtin.lowering.cpp_emit import pointwise_step
 from forge.agents.builtin.lowering.cpp_expr import VECTOR_MATH
+from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row_groups
 from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step
 from forge.agents.builtin.lowering.cpp_reduce import reduce_step
 from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, int_arg, shape_of
@@ -50,6 +51,8 @@ class LoweredGraph:
             space["acc"] = ["double", "float"]
         if "reduce" in kinds:
             space["tile"] = [256, 64, 1024]
+        if any(isinstance(u, RowGroup) for u in row_groups(self.sched.steps)):
+            space["fuse"] = [True, False]
         if kinds & {"pointwise", "reduce"}:
             space["chunk"] = [4096, 16384]
         if self.uses_erf:
@@ -57,7 +60,7 @@ class LoweredGraph:
         return space
 
 
-DEFAULT: dict[str, Any] = {"threads": 0, "acc": "double", "tile": 256, "chunk": 4096, "erf": "torch"}
+DEFAULT: dict[str, Any] = {"threads": 0, "acc": "double", "tile": 256, "chunk": 4096, "erf": "torch", "fuse": True}
 
 
 def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
@@ -100,8 +103,7 @@ def canonical(lowered: LoweredGraph, config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _step_cpp(k: int, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
-    name = f"step{k}"
+def _step_cpp(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
     if step.kind == "pointwise":
         return pointwise_step(name, step.node, sched, cfg)
     if step.kind == "reduce":
@@ -168,14 +170,22 @@ def _program(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]
             lines.append(f"_lib.stage{k}(_table(b))")
             stage.clear()
 
-    for k, step in enumerate(sched.steps):
-        if step.kind == "library":
+    units = row_groups(sched.steps) if cfg.get("fuse", True) else list(sched.steps)
+    for k, unit in enumerate(units):
+        if isinstance(unit, Step) and unit.kind == "library":
             close_stage()
-            lines.extend(_library_lines(step, sched))
+            lines.extend(_library_lines(unit, sched))
             continue
-        lines.extend(_allocation(w, sched) for w in step.writes)
-        cpp_parts.append(_step_cpp(k, step, sched, cfg))
-        stage.append(f"step{k}")
+        members = unit.steps if isinstance(unit, RowGroup) else (unit,)
+        lines.extend(_allocation(w, sched) for s in members for w in s.writes)
+        fused = fused_row_step(f"step{k}", unit, sched, cfg) if isinstance(unit, RowGroup) else None
+        if fused is not None:
+            cpp_parts.append(fused)
+            stage.append(f"step{k}")
+            continue
+        for j, step in enumerate(members):  # a group whose fusion could change a result runs unfused
+            cpp_parts.append(_step_cpp(f"step{k}_{j}", step, sched, cfg))
+            stage.append(f"step{k}_{j}")
     close_stage()
     traced = lowered.traced
     for dst, src in sched.copies:

@@ -1,0 +1,127 @@
+"""Row fusion: reductions over the same axes of the same shape, and the pass that broadcasts
+their results back (every norm and softmax), as one kernel with one task per kept index.
+
+Unfused, a layernorm written out is three parallel loops over memory (mean, variance, output),
+each reading the whole input. Fused, each task reduces its row (a channel, a group) in turn and
+writes its output while the row is still in cache, so the input comes from memory about once.
+A fusion is taken only when it cannot change a result: every read of a member's result inside
+the kernel must be at the task's own kept index (checked on the generated loads), and the tuner's
+``fuse`` knob can still turn it off where it measures slower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torch import fx
+
+from forge.agents.builtin.lowering.cpp_emit import Reader, _decls, _delinear_lines, _without, simd_loop, threads_clause
+from forge.agents.builtin.lowering.cpp_reduce import reduction_of, row_block
+from forge.agents.builtin.lowering.ir import linear, shape_of
+from forge.agents.builtin.lowering.schedule import Schedule, Step
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    """Consecutive reduction steps over the same input shape and axes (the last one among
+    them, some kept), and optionally the pointwise step after them over that whole shape."""
+
+    reductions: tuple[Step, ...]
+    output: Step | None
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.reductions + ((self.output,) if self.output else ())
+
+
+def _row_key(step: Step) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(input shape, reduced axes) of a reduction with the last axis reduced and some kept."""
+    if step.kind != "reduce" or step.writes != (step.node,):
+        return None
+    x = step.node.args[0]
+    if not isinstance(x, fx.Node):
+        return None
+    shape, dims = shape_of(x), reduction_of(step.node).dims
+    if not shape or len(shape) - 1 not in dims or len(dims) == len(shape):
+        return None
+    return shape, dims
+
+
+def row_groups(steps: list[Step]) -> list[RowGroup | Step]:
+    """``steps`` with each run that can share one kernel per kept index made a RowGroup."""
+    out: list[RowGroup | Step] = []
+    k = 0
+    while k < len(steps):
+        key = _row_key(steps[k])
+        j = k
+        while key is not None and j < len(steps) and _row_key(steps[j]) == key:
+            j += 1
+        after = steps[j] if j < len(steps) else None
+        tail = (
+            after
+            if after is not None and key and after.kind == "pointwise" and shape_of(after.node) == key[0]
+            else None
+        )
+        if key is not None and (j - k >= 2 or tail is not None):
+            out.append(RowGroup(tuple(steps[k:j]), tail))
+            k = j + (1 if tail is not None else 0)
+        else:
+            out.append(steps[k])
+            k += 1
+    return out
+
+
+def fused_row_step(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, Any]) -> str | None:
+    """The group's kernel, or None when some read of a member's result is not at the task's own
+    kept index (then the steps run unfused)."""
+    first = group.reductions[0].node.args[0]
+    assert isinstance(first, fx.Node)
+    shape = list(shape_of(first))
+    nd = len(shape)
+    dims = reduction_of(group.reductions[0].node).dims
+    kept = [k for k in range(nd) if k not in dims]
+    names = [f"i{k}" for k in range(nd)]
+    own = linear([names[k] for k in kept], [shape[k] for k in kept])
+    reader = Reader(sched)
+    blocks, types = [], []
+    for n, step in enumerate(group.reductions):
+        block, acc_t = row_block(step.node, reader.fresh(), cfg, f"b{sched.slot(step.node)}", "            ")
+        blocks.append("        {\n" + block.replace("ACC_T", f"ACC{n}") + "        }\n")
+        types.append(f"    typedef {acc_t} ACC{n};\n")
+    writes = {sched.slot(s.node): f"b{sched.slot(s.node)}" for s in group.reductions}
+    tail = ""
+    if group.output is not None:
+        node = group.output.node
+        out_reader = Reader(_without(sched, node), reader.reads, reader.loads)
+        lin = linear(names, shape)
+        value = out_reader.value(node, names, lin)
+        body = [*out_reader.lines, f"b{sched.slot(node)}[{lin}] = {value};"]
+        tail = _nest([k for k in dims if k != nd - 1], names, shape, body)
+        writes[sched.slot(node)] = f"b{sched.slot(node)}"
+    members = {sched.slot(s.node) for s in group.reductions}
+    if any(slot in members and offset != own for slot, offset in reader.loads):
+        return None
+    outer = 1
+    for k in kept:
+        outer *= shape[k]
+    return f"""
+static void {name}(void** b) {{
+{_decls(sched, reader.reads, writes)}{"".join(types)}    #pragma omp parallel for schedule(static){threads_clause(cfg)}
+    for (int64_t o = 0; o < {outer}; ++o) {{
+{_delinear_lines("o", [names[k] for k in kept], [shape[k] for k in kept], "        ")}{"".join(blocks)}{tail}    }}
+}}
+"""
+
+
+def _nest(mid: list[int], names: list[str], shape: list[int], body: list[str]) -> str:
+    """Loops over the reduced axes (the last one SIMD) around ``body``, inside a task."""
+    out, ind = [], "        "
+    for k in mid:
+        out.append(f"{ind}for (int64_t {names[k]} = 0; {names[k]} < {shape[k]}; ++{names[k]}) {{\n")
+        ind += "    "
+    out.append(simd_loop(names[-1], "0", str(shape[-1]), body, ind))
+    for _ in mid:
+        ind = ind[:-4]
+        out.append(f"{ind}}}\n")
+    return "".join(out)
