@@ -7,7 +7,7 @@ none; benchmarks/op_catalog/ has
 one op per category of the ops users bring: activations, norms, reductions, scans, pooling,
 losses, softmax over a middle dimension, convolutions and batched matmuls with epilogues).
 
-Usage: python benchmarks/coverage.py DIR [DIR ...] [--optimize] [--rounds 4]
+Usage: python benchmarks/coverage.py DIR [DIR ...] [--optimize] [--rounds 4] [--every N] [--timeout S]
 """
 
 from __future__ import annotations
@@ -55,18 +55,26 @@ def takes_on(path: Path) -> tuple[bool, str]:
     return proposal.source is not None, (proposal.error or "").split(" (", 1)[-1].split("); use --model")[0]
 
 
-def optimize(path: Path, rounds: int, bank: Path) -> tuple[bool, bool, float | None, float | None]:
-    done = subprocess.run(
-        [sys.executable, "-m", "forge", "optimize", str(path), "--rounds", str(rounds), "--bank", str(bank), "--json"],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "FORGE_DEVICE": "cpu"}, timeout=1800,
-    )  # fmt: skip
-    (result,) = json.loads(done.stdout)["problems"]
+def optimize(path: Path, rounds: int, bank: Path, timeout: float) -> tuple[bool, bool, float | None, float | None, str]:
+    """(a kernel verified, one was accepted, x eager, x compile, the session's status or what went wrong)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "forge", "optimize", str(path), "--rounds", str(rounds), "--bank", str(bank),
+             "--json"],
+            capture_output=True, text=True, cwd=ROOT, env={**os.environ, "FORGE_DEVICE": "cpu"}, timeout=timeout,
+        )  # fmt: skip
+        (result,) = json.loads(done.stdout)["problems"]
+    except subprocess.TimeoutExpired:
+        return False, False, None, None, f"timed out after {timeout:.0f} s"
+    except (json.JSONDecodeError, ValueError, KeyError):
+        return False, False, None, None, f"forge exited {done.returncode}: {done.stderr.strip()[-150:]}"
     with sqlite3.connect(bank) as db:
         (passed,) = db.execute(
             "SELECT COUNT(*) FROM attempts WHERE session_id = ? AND role = 'coder' AND status = 'passed'",
             (result["session_id"],),
         ).fetchone()
-    return passed > 0, bool(result["accepted"]), result["speedup_vs_eager"], result["speedup_vs_compile"]
+    status = str(result.get("status"))
+    return passed > 0, bool(result["accepted"]), result["speedup_vs_eager"], result["speedup_vs_compile"], status
 
 
 def _geomean(xs: list[float]) -> float | None:
@@ -78,14 +86,22 @@ def main() -> None:
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--optimize", action="store_true", help="run forge optimize on each op taken on")
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--every", type=int, default=1, help="take every Nth op (a sample of a large directory)")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per op's forge optimize")
     a = ap.parse_args()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for path in sorted(p for d in a.dirs for p in d.glob("*.py") if not p.name.startswith("_")):
-            taken, why = takes_on(path)
+        paths = sorted(p for d in a.dirs for p in d.glob("*.py") if not p.name.startswith("_"))
+        for path in paths[:: a.every]:
+            try:
+                taken, why = takes_on(path)
+            except Exception as exc:  # a fetched benchmark's op that does not even load
+                taken, why = False, f"{type(exc).__name__}: {str(exc)[:80]}"
             row = Row(path.stem, _category(path), taken, "" if taken else why)
             if taken and a.optimize:
-                row.verified, row.accepted, row.eager, row.compiled = optimize(path, a.rounds, Path(tmp) / "bank.db")
+                found = optimize(path, a.rounds, Path(tmp) / "bank.db", a.timeout)
+                row.verified, row.accepted, row.eager, row.compiled, status = found
+                row.why = "" if row.accepted else status
             rows.append(row)
             print(f"{row.op:28s} {row.category:11s} {'taken' if taken else 'no':6s} "
                   f"{'' if row.verified is None else ('verified' if row.verified else 'none verified'):14s} "

@@ -183,38 +183,7 @@ class ReferenceSide:
                     "eval": self.eval_mode,
                 }
             )
-            initial = _buffers(model)
-            kinds = ["normal", "normal"] if key.startswith("base") else ["normal"]
-            if key == "base/1":
-                kinds += list(cases.STRESS_KINDS)
-            for t, kind in enumerate(kinds):
-                cseed = seed + 1000 * idx + 17 * (t + 1)
-                inputs = self._draw(problem, cseed)
-                if kind != "normal":
-                    inputs = cases.stress_inputs(inputs, kind, cseed)
-                try:
-                    _restore(model, initial)  # every case starts from the same module state
-                    expected = self._run(problem, model, inputs)
-                except ProblemError:
-                    if kind != "specials":
-                        raise
-                    # A reference that refuses NaN/inf (a solver that checks its input) defines no
-                    # behaviour there for a candidate to match.
-                    notes.append(f"{key}: the reference raises on inputs holding NaN/inf; that stress case is skipped")
-                    continue
-                case_list.append(
-                    {
-                        "id": f"{key}:{kind}:{t}",
-                        "model": key,
-                        "kind": kind,
-                        "shape": shapes.describe(problem.overrides),
-                        "inputs": inputs,
-                        "expected": expected,
-                        "single": self.single_output,
-                        **_state_case(initial, _buffers(model)),
-                    }
-                )
-            _restore(model, initial)
+            case_list += self._model_cases(key, problem, model, seed + 1000 * idx, notes)
         bound = self._bound_cases(base, seed + 5_555_555)
         timing = self._timing_sets(base, seed + 7_777_777, msg)
         tol = base.tolerance.model_dump() if base.tolerance else None
@@ -230,6 +199,45 @@ class ReferenceSide:
             "bound": bound,
             "notes": notes,
         }
+
+    def _model_cases(
+        self, key: str, problem: Problem, model: torch.nn.Module, seed: int, notes: list[str]
+    ) -> list[dict[str, Any]]:
+        """The correctness cases of one model (weights and shape), each from the same module state."""
+        found: list[dict[str, Any]] = []
+        initial = _buffers(model)
+        kinds = ["normal", "normal"] if key.startswith("base") else ["normal"]
+        if key == "base/1":
+            kinds += list(cases.STRESS_KINDS)
+        for t, kind in enumerate(kinds):
+            cseed = seed + 17 * (t + 1)
+            inputs = self._draw(problem, cseed)
+            if kind != "normal":
+                inputs = cases.stress_inputs(inputs, kind, cseed)
+            try:
+                _restore(model, initial)  # every case starts from the same module state
+                expected = self._run(problem, model, inputs)
+            except ProblemError:
+                if kind != "specials":
+                    raise
+                # A reference that refuses NaN/inf (a solver that checks its input) defines no
+                # behaviour there for a candidate to match.
+                notes.append(f"{key}: the reference raises on inputs holding NaN/inf; that stress case is skipped")
+                continue
+            found.append(
+                {
+                    "id": f"{key}:{kind}:{t}",
+                    "model": key,
+                    "kind": kind,
+                    "shape": shapes.describe(problem.overrides),
+                    "inputs": inputs,
+                    "expected": expected,
+                    "single": self.single_output,
+                    **_state_case(initial, _buffers(model)),
+                }
+            )
+        _restore(model, initial)
+        return found
 
     def _bound_cases(self, base: Problem, seed: int) -> dict[str, Any]:
         """An instance of the user's class with weights of its own (unlike any the candidate was

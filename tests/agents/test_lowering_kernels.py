@@ -204,3 +204,16 @@ def test_loop_invariant_statements_are_computed_before_the_simd_loop():
     ]
     outside, inside = split_invariant(lines, "i1")
     assert outside == lines[1:3] and inside == [lines[0], lines[3], lines[4]]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x[:, 1:7:2] * 2 + x[:, 0:1],
+        lambda x: x.select(1, 2) + x[:, -1],
+        lambda x: torch.triu(x) @ x,
+        lambda x: torch.cumsum(x, 1)[:, :-1],
+    ],
+)
+def test_slices_selects_and_masks_from_iota(fn):
+    check(Op(fn), [torch.randn(9, 9)])

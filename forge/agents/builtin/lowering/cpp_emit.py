@@ -96,8 +96,8 @@ class Reader:
             at = self.value(index, idx)
             dim %= len(idx)
             return self.value(src, [*idx[:dim], f"((int64_t){at})", *idx[dim + 1 :]])
-        if name == "prims.iota":
-            start, step = node.args[1], node.args[2]
+        if name == "prims.iota":  # iota(length, *, start, step, dtype, ...)
+            start, step = node.kwargs.get("start", 0), node.kwargs.get("step", 1)
             return f"(({ctype_of(dtype_of(node))})({start} + {idx[0]} * {step}))"
         if name in ("aten.full", "prims.full"):
             return literal(node.args[1], dtype_of(node))

@@ -185,6 +185,8 @@ def expression(node: fx.Node, ops: list[str]) -> str:
         return _cast(f"{a} {op} {b}", ct)
     if name == "prims.bitwise_not":
         return f"(!{a})" if dtype == torch.bool else _cast(f"~{a}", ct)
+    if name == "prims.clone":  # the value itself: a copy is what the step's own buffer is
+        return a
     if name == "prims.convert_element_type":
         return f"({a} != 0)" if dtype == torch.bool else _cast(a, ct)
     if name == "prims.fmod":

@@ -194,6 +194,17 @@ def source_index(node: fx.Node, idx: list[str]) -> list[str]:
         return [*idx[:start], *delinear(idx[start], sshape[start : start + count]), *idx[start + 1 :]]
     if name in ("prims.reshape", "aten.view", "aten.reshape", "aten._unsafe_view"):
         return delinear(linear(idx, oshape), sshape)
+    if name == "aten.select":  # the dim taken at one index is gone from the view
+        dim = int(args[1]) % len(sshape)
+        at = int(args[2]) % sshape[dim]
+        return [*idx[:dim], str(at), *idx[dim:]]
+    if name == "aten.slice":  # slice(x, dim, start, end, step)
+        dim = int(args[1]) % len(sshape)
+        start = int(args[2]) if len(args) > 2 and args[2] is not None else 0
+        start = max(0, min(start + sshape[dim] if start < 0 else start, sshape[dim]))
+        step = int(args[4]) if len(args) > 4 else 1
+        moved = f"({start} + {_mul(idx[dim], step)})" if start else _mul(idx[dim], step) if idx[dim] != "0" else "0"
+        return [*idx[:dim], moved, *idx[dim + 1 :]]
     if name == "aten.expand":
         lead = len(oshape) - len(sshape)
         return ["0" if sshape[k] == 1 else idx[k + lead] for k in range(len(sshape))]

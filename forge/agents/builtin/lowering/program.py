@@ -92,6 +92,8 @@ def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
         render(lowered, None)  # every step can be written
     except Unsupported as exc:
         return str(exc)
+    except Exception as exc:  # a gap in the lowering itself: said as a refusal, never a traceback
+        return f"the lowering failed on it ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
     return lowered
 
 

@@ -61,12 +61,14 @@ POINTWISE = frozenset(
         "abs", "add", "sub", "mul", "div", "neg", "exp", "expm1", "log", "log1p", "erf", "tanh", "sqrt", "rsqrt",
         "pow", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_or", "bitwise_and", "where", "convert_element_type",
         "maximum", "minimum", "sigmoid", "sin", "cos", "reciprocal", "sign", "floor", "ceil", "round", "trunc",
+        "clone", "log2", "atan", "fmod", "atan2", "bitwise_not", "bitwise_xor",
     )
 )  # fmt: skip
 REDUCTIONS = frozenset(f"prims.{n}" for n in ("sum", "amax", "amin", "prod", "var"))
 VIEWS = frozenset(
     [f"prims.{n}" for n in ("broadcast_in_dim", "collapse_view", "split_dim", "squeeze", "view_of", "transpose",
-                            "rev", "reshape")] + ["aten.as_strided", "aten.view", "aten.permute", "aten.expand"]
+                            "rev", "reshape")] + ["aten.as_strided", "aten.view", "aten.permute", "aten.expand",
+                                                 "aten.select", "aten.slice", "aten.alias"]
 )  # fmt: skip
 KEPT_NAMES = frozenset(f"aten.{p.__name__}" for p in KEPT)
 OTHER = frozenset({"aten.gather", "aten.copy_", "aten.empty", "getitem", "prims.iota", "aten.full"})
