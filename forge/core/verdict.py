@@ -175,6 +175,14 @@ class Roofline(BaseModel):
     fraction_candidate: float | None = None
     fraction_eager: float | None = None
 
+    @property
+    def bound_by(self) -> str:
+        """What limits the op on this machine: the larger of its bytes over the measured bandwidth
+        and its FLOPs over the measured matmul peak (the two terms of ``bound_ms``)."""
+        memory = self.bytes / self.bandwidth_gbs if self.bytes and self.bandwidth_gbs else 0.0
+        compute = self.flops / self.peak_gflops if self.flops and self.peak_gflops else 0.0
+        return "measured memory bandwidth" if memory >= compute else "measured matmul peak"
+
     @model_serializer(mode="wrap")
     def _present_only(self, handler: Any) -> dict[str, Any]:
         return _without_none(handler(self))

@@ -156,12 +156,7 @@ def no_gain_reason(verdict: Verdict, why: str | None) -> str:
     roof = verdict.roofline
     room = ""
     if roof is not None and roof.fraction_eager is not None:
-        memory = roof.bytes is not None and roof.bandwidth_gbs
-        compute = roof.flops is not None and roof.peak_gflops
-        mem_ms = (roof.bytes or 0) / (roof.bandwidth_gbs * 1e6) if memory and roof.bandwidth_gbs else 0.0
-        flop_ms = (roof.flops or 0) / (roof.peak_gflops * 1e6) if compute and roof.peak_gflops else 0.0
-        bound = "measured memory bandwidth" if mem_ms >= flop_ms else "measured matmul peak"
-        room = f"eager already runs at {roof.fraction_eager:.0%} of this machine's {bound}; "
+        room = f"eager already runs at {roof.fraction_eager:.0%} of this machine's {roof.bound_by}; "
     if why:  # e.g. a finalist timed again did not hold up: its words stay
         return f"no kernel faster than eager beyond the measured noise: {room}{speed}; {why}"
     return f"no kernel faster than eager beyond the measured noise: {room}{speed}"

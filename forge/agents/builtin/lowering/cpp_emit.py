@@ -15,6 +15,7 @@ Sums accumulate in ``acc`` (double by default, the tuner's knob); max/min keep N
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -208,12 +209,7 @@ def pointwise_step(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any
     shape = list(shape_of(node)) or [1]
     split = _merged_split(shape)
     outer_names = [f"i{k}" for k in range(split)]
-    inner = 1
-    for d in shape[split:]:
-        inner *= d
-    outer = 1
-    for d in shape[:split]:
-        outer *= d
+    inner, outer = math.prod(shape[split:]), math.prod(shape[:split])
     # the merged dims' indices from the loop variable f (what a load through a view needs); a load
     # in row-major order uses the flat offset, in which f appears as it is: a contiguous SIMD load
     idx = [*outer_names, *delinear("f", shape[split:])] if shape_of(node) else []

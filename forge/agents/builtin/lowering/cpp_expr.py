@@ -150,10 +150,8 @@ def expression(node: fx.Node, ops: list[str]) -> str:
     b = ops[1] if len(ops) > 1 else ""
     if name in _BINARY:
         return _cast(f"{a} {_BINARY[name]} {b}", ct)
-    if name == "prims.div":
-        if is_float(dtype):
-            return _cast(f"{a} / {b}", ct)
-        return _cast(f"{a} / {b}", ct)  # prims.div on integers truncates, as C++ does
+    if name == "prims.div":  # on integers prims.div truncates, as C++'s / does
+        return _cast(f"{a} / {b}", ct)
     if name in _COMPARE:
         return f"({a} {_COMPARE[name]} {b})"
     if name in _FLOAT_UNARY:

@@ -11,6 +11,7 @@ the kernel must be at the task's own kept index (checked on the generated loads)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,9 +103,7 @@ def fused_row_step(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, A
     members = {sched.slot(s.node) for s in group.reductions}
     if any(slot in members and offset != own for slot, offset in reader.loads):
         return None
-    outer = 1
-    for k in kept:
-        outer *= shape[k]
+    outer = math.prod(shape[k] for k in kept)
     return f"""
 static void {name}(void** b) {{
 {_decls(sched, reader.reads, writes)}{"".join(types)}    #pragma omp parallel for schedule(static){threads_clause(cfg)}

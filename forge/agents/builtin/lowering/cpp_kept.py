@@ -13,6 +13,7 @@ and follows torch's CPU semantics where they are observable:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from torch import fx
@@ -66,9 +67,7 @@ def scan_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
     dim = int(args[1]) % nd
     names = [f"i{k}" for k in range(nd)]
     others = [k for k in range(nd) if k != dim]
-    outer = 1
-    for k in others:
-        outer *= shape[k]
+    outer = math.prod(shape[k] for k in others)
     out_ct = ctype_of(dtype_of(node))
     acc = "double" if is_float(dtype_of(node)) else "int64_t"
     op = "+=" if packet_name(node) == "aten.cumsum" else "*="
@@ -98,7 +97,7 @@ def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str
     xshape = list(shape_of(x))
     is_max = packet_name(node) in ("aten.argmax", "aten.max")
     if args[1] is None:  # over the flattened input
-        shape, dim = [max(1, _numel(xshape))], 0
+        shape, dim = [max(1, math.prod(xshape))], 0
         idx_of = lambda names: delinear(names[0], xshape) if xshape else []  # noqa: E731
     else:
         shape = xshape or [1]
@@ -107,7 +106,7 @@ def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str
     nd = len(shape)
     names = [f"i{k}" for k in range(nd)]
     others = [k for k in range(nd) if k != dim]
-    outer = _numel([shape[k] for k in others])
+    outer = math.prod(shape[k] for k in others)
     reader = Reader(sched)
     v = reader.value(x, idx_of(names))
     outs = _outputs(step, sched)
@@ -140,13 +139,6 @@ static void {name}(void** b) {{
     }}
 }}
 """
-
-
-def _numel(shape: list[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _expand(value: Any, n: int, default: int) -> list[int]:
@@ -203,7 +195,7 @@ def pool_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
         divisor = _divisor(args, names[lead:], kernel, stride, pad, sp_in)
         out_ct = ctype_of(dtype_of(out_node))
         tail = f"            y0[{lin}] = ({out_ct})(acc / (double)({divisor}));\n"
-    outer = _numel(oshape[:-1])
+    outer = math.prod(oshape[:-1])
     last = names[-1]
     delin = _delinear_lines("o", names[:-1], oshape[:-1], "        ")
     return f"""

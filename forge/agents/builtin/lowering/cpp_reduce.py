@@ -10,6 +10,7 @@ a plain max/min.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,13 +107,6 @@ def reduce_step(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any]) 
     return _outer(name, node, x, red, dims, shape, sched, cfg)
 
 
-def _count(shape: list[int], dims: tuple[int, ...]) -> int:
-    n = 1
-    for d in dims:
-        n *= shape[d]
-    return n
-
-
 def _finish(red: Reduction, acc: str, n: int, out_ct: str, floats: bool, flag: str) -> str:
     if red.op == "var":
         return f"({out_ct})({acc} / (ACC_T)({n} - {red.correction!r}))"
@@ -139,7 +133,7 @@ def row_block(node: fx.Node, reader: Reader, cfg: dict[str, Any], out: str, inde
     kept = [k for k in range(nd) if k not in red.dims]
     mid = [k for k in red.dims if k != nd - 1]
     acc_t, floats = _acc_type(node, red, cfg), is_float(dtype_of(x))
-    n = _count(shape, red.dims)
+    n = math.prod(shape[k] for k in red.dims)
     passes = 2 if red.op == "var" else 1
     bodies = [_pass_lines(reader.fresh(), x, names, red, "acc" if p == 0 else "acc2", p == 1) for p in range(passes)]
     flag = " reduction(|:NAN_FLAG)" if floats and red.op in ("amax", "amin") else ""
@@ -164,7 +158,7 @@ def _inner(name: str, node: fx.Node, x: fx.Node, red: Reduction, dims: tuple[int
         block, acc_t = row_block(node, reader, cfg, "y", "        ")
         names = [f"i{k}" for k in kept]
         src = f"""    #pragma omp parallel for schedule(static){threads_clause(cfg)}
-    for (int64_t o = 0; o < {_count(shape, tuple(kept))}; ++o) {{
+    for (int64_t o = 0; o < {math.prod(shape[k] for k in kept)}; ++o) {{
 {_delinear_lines("o", names, [shape[k] for k in kept], "        ")}{block}    }}
 """
         decl = _decls(sched, reader.reads, {sched.slot(node): "y"})
@@ -173,7 +167,7 @@ def _inner(name: str, node: fx.Node, x: fx.Node, red: Reduction, dims: tuple[int
     names = [f"i{k}" for k in range(nd)]
     mid = [k for k in dims if k != nd - 1]
     acc_t, floats = _acc_type(node, red, cfg), is_float(dtype_of(x))
-    n = _count(shape, dims)
+    n = math.prod(shape[k] for k in dims)
     reader = Reader(sched)
     bodies = [
         _pass_lines(reader.fresh(), x, idx, red, "acc" if p == 0 else "acc2", p == 1)
@@ -203,7 +197,7 @@ def _all_reduced(red: Reduction, mid: list[int], names: list[str], shape: list[i
     """Every axis reduced: tasks over the other reduced axes (and chunks of the last) reduce in
     the parallel loop itself."""
     last = len(shape) - 1
-    outer = _count(shape, tuple(mid))
+    outer = math.prod(shape[k] for k in mid)
     chunk = int(cfg.get("chunk", 4096))
     flag = floats and red.op in ("amax", "amin")
     omp = _omp_op(red)
@@ -240,7 +234,7 @@ def _outer(name: str, node: fx.Node, x: fx.Node, red: Reduction, dims: tuple[int
     outer_kept = [k for k in kept if k != last]
     acc_t, floats = _acc_type(node, red, cfg), is_float(dtype_of(x))
     out_ct = ctype_of(dtype_of(node))
-    n = _count(shape, dims)
+    n = math.prod(shape[k] for k in dims)
     tile = int(cfg.get("tile", 256))
     reader = Reader(sched)
     passes = 2 if red.op == "var" else 1
@@ -251,7 +245,7 @@ def _outer(name: str, node: fx.Node, x: fx.Node, red: Reduction, dims: tuple[int
     bodies = [[line.replace("NAN_FLAG", "nanf[j]") for line in b] for b in bodies]
     if passes == 2:
         bodies[1] = [line.replace("- mean", "- mean[j]") for line in bodies[1]]
-    outer = _count(shape, tuple(outer_kept))
+    outer = math.prod(shape[k] for k in outer_kept)
     red_dims = list(dims)
     out_idx = [names[k] for k in kept]
     lin_out = linear(out_idx, [shape[k] for k in kept])

@@ -26,7 +26,7 @@ from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row
 from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step
 from forge.agents.builtin.lowering.cpp_reduce import reduce_step
 from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, int_arg, shape_of
-from forge.agents.builtin.lowering.schedule import Schedule, Step, reshape_source, schedule, view_chain_source
+from forge.agents.builtin.lowering.schedule import Schedule, Step, schedule, view_source
 from forge.agents.builtin.lowering.trace import Traced, is_random, packet_name, trace, unloweable
 from forge.agents.builtin.pointwise import ERF, FMATH
 from forge.agents.builtin.rowwise import ATTR_SOURCE
@@ -133,17 +133,21 @@ def _py_arg(value: Any, sched: Schedule) -> str:
 def _py_view(node: fx.Node, sched: Schedule) -> str:
     if node in sched.buffers:
         return f"b[{sched.slot(node)}]"
-    if view_chain_source(node, sched) is None:
+    if view_source(node, sched) is None:
         raise Unsupported(f"{packet_name(node)}: a library input that is neither a buffer nor its view")
-    target = node.target
     args = ", ".join(_py_arg(a, sched) for a in node.args)
-    return f"torch.ops.{target.namespace}.{target._overloadpacket.__name__}.{target._overloadname}({args})"  # type: ignore[union-attr]
+    return f"{_op_path(node)}({args})"
+
+
+def _op_path(node: fx.Node) -> str:
+    """The node's ATen/prims overload as Python text (``torch.ops.aten.convolution.default``)."""
+    target = node.target
+    return f"torch.ops.{target.namespace}.{target._overloadpacket.__name__}.{target._overloadname}"  # type: ignore[union-attr]
 
 
 def _library_lines(step: Step, sched: Schedule) -> list[str]:
     node = step.node
-    target = node.target
-    call = f"torch.ops.{target.namespace}.{target._overloadpacket.__name__}.{target._overloadname}"  # type: ignore[union-attr]
+    call = _op_path(node)
     args = ", ".join(_py_arg(a, sched) for a in node.args)
     kwargs = "".join(f", {k}={_py_arg(v, sched)}" for k, v in node.kwargs.items())
     if step.writes == (node,):
@@ -195,7 +199,7 @@ def _program(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]
         lines.append(f"_attr(self, {path!r}).copy_(b[{sched.slot(src)}])")
     outs = []
     for out in sched.outputs:
-        source = reshape_source(out, sched)
+        source = view_source(out, sched, order_keeping=True)
         base = f"b[{sched.slot(source)}]" if source is not None else f"b[{sched.slot(out)}]"
         outs.append(base if source is out or source is None else f"{base}.reshape({shape_of(out)!r})")
     ret = outs[0] if lowered.out_kind == "single" else f"({', '.join(outs)},)"
@@ -209,7 +213,7 @@ def _program(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]
 
 def _placeholder_path(node: fx.Node, traced: Traced, sched: Schedule) -> str:
     k = sched.inputs.index(node)
-    names = [*traced.params, *traced.buffers]
+    names = traced.state_names
     if k >= len(names):
         raise Unsupported("aten.copy_: into one of the op's inputs (the lowering updates module buffers only)")
     return names[k]
@@ -217,7 +221,7 @@ def _placeholder_path(node: fx.Node, traced: Traced, sched: Schedule) -> str:
 
 def _loads(lowered: LoweredGraph) -> list[str]:
     traced = lowered.traced
-    names = [*traced.params, *traced.buffers]
+    names = traced.state_names
     lines = [f"b[{k}] = _attr(self, {name!r}).detach().contiguous()" for k, name in enumerate(names)]
     lines += [f"b[{len(names) + j}] = xs[{j}].contiguous()" for j in range(traced.inputs)]
     return lines

@@ -86,19 +86,13 @@ def _live(graph: fx.Graph) -> set[fx.Node]:
     return live
 
 
-def reshape_source(node: fx.Node, sched: Schedule) -> fx.Node | None:
-    """The buffer node ``node`` is an order-keeping reshape of (None: it is not one)."""
-    while node not in sched.buffers:
-        if kind_of(node) != "view" or not keeps_order(node) or not isinstance(node.args[0], fx.Node):
-            return None
-        node = node.args[0]
-    return node
-
-
-def view_chain_source(node: fx.Node, sched: Schedule) -> fx.Node | None:
-    """The buffer node a chain of views starts from (None: something computed is in the way)."""
+def view_source(node: fx.Node, sched: Schedule, order_keeping: bool = False) -> fx.Node | None:
+    """The buffer node a chain of views starts from (None: something computed is in the way).
+    ``order_keeping``: only views that keep row-major order (then ``node`` is that buffer reshaped)."""
     while node not in sched.buffers:
         if kind_of(node) != "view" or not isinstance(node.args[0], fx.Node):
+            return None
+        if order_keeping and not keeps_order(node):
             return None
         node = node.args[0]
     return node
@@ -151,7 +145,7 @@ def schedule(traced: Traced) -> Schedule:
         sched.steps.append(Step(kind, node, writes))
         if kind == "library":
             for arg in node.all_input_nodes:
-                if view_chain_source(arg, sched) is None:
+                if view_source(arg, sched) is None:
                     _materialise(sched, arg)
     for node in graph.nodes:
         if packet_name(node) == "aten.copy_" and node in live:
@@ -168,7 +162,7 @@ def schedule(traced: Traced) -> Schedule:
             raise Unsupported("the reference returns something other than tensors")
         if out.op == "placeholder":
             raise Unsupported("the reference returns one of its inputs unchanged")
-        if reshape_source(out, sched) is None:
+        if view_source(out, sched, order_keeping=True) is None:
             _materialise(sched, out)
         sched.outputs.append(out)
     order = {n: i for i, n in enumerate(graph.nodes)}

@@ -98,6 +98,11 @@ class Traced:
     buffers: list[str]  # then these
     inputs: int  # then the op's inputs
 
+    @property
+    def state_names(self) -> list[str]:
+        """The module's parameter and buffer names, in the order of the first placeholders."""
+        return [*self.params, *self.buffers]
+
 
 def trace(model: nn.Module, inputs: Sequence[Any]) -> Traced:
     """``model(*inputs)`` as a graph of primitives and kept ops (fake tensors: nothing is computed)."""
