@@ -188,6 +188,28 @@ class Roofline(BaseModel):
         return _without_none(handler(self))
 
 
+class MemoryPeak(BaseModel):
+    """Peak resident size (MiB) of each process of a verification, and the bound it is held to:
+    max(1 GiB, 8x the op's inputs and outputs of one call). ``forge_mib`` is the process that ran
+    the verification (a session's, over the session so far); a reference worker kept across a
+    session's verifications reports its peak over all of them."""
+
+    model_config = _LENIENT
+    candidate_mib: int | None = None
+    reference_mib: int | None = None
+    forge_mib: int | None = None
+    bound_mib: int | None = None
+
+    @property
+    def within_bound(self) -> bool:
+        peaks = [p for p in (self.candidate_mib, self.reference_mib, self.forge_mib) if p is not None]
+        return self.bound_mib is None or all(p <= self.bound_mib for p in peaks)
+
+    @model_serializer(mode="wrap")
+    def _present_only(self, handler: Any) -> dict[str, Any]:
+        return _without_none(handler(self))
+
+
 class FailingCase(BaseModel):
     """The first case the candidate failed: which one, and (for a wrong result) how it was off."""
 
@@ -255,6 +277,7 @@ class Verdict(BaseModel):
     speedup_vs_compile: float | None = None
     timing_meaningful: bool = True
     roofline: Roofline | None = None
+    memory: MemoryPeak | None = None
     failing_case: FailingCase | None = None
     warnings: list[str] = Field(default_factory=list)
     candidate_output: str = ""

@@ -1,8 +1,11 @@
 """The verifier: decides, in isolated workers, whether a candidate is correct and how fast it is.
 
 ``verify(op, candidate)`` runs one verification; ``VerifierService`` runs many for a session (in
-parallel where asked, splitting the CPU's cores or giving each a GPU) and times a finalist again
-alone. Workers that are still running are ended by ``stop_all_workers`` (Ctrl-C).
+parallel where asked, splitting the CPU's cores or giving each a GPU), keeps the op's reference
+worker between them, and times a finalist again alone. Workers are forked from a pre-imported
+template that never runs an op or a candidate (``template``); each process's peak memory is
+reported against the op's bound (``memory``). Workers that are still running are ended by
+``stop_all_workers`` (Ctrl-C).
 """
 
 from forge.verifier.machine import resolve_device

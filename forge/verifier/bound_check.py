@@ -9,7 +9,7 @@ or caches weights across instances) is caught here, and its bank entry says it d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from forge.core.statuses import BindMode
@@ -19,9 +19,12 @@ from forge.verifier import checks
 AskCandidate = Callable[[dict[str, Any], str], dict[str, Any]]
 
 
-def check_binding(ask: AskCandidate, bound: dict[str, Any], device: str, tol: dict[str, float] | None) -> Binding:
-    """Bind, run the bound cases, and say how the candidate binds (or why it does not)."""
-    reply = ask({"op": "bind", "model": bound["model"]}, "bound")
+def check_binding(
+    ask: AskCandidate, model: dict[str, Any], cases: Iterable[dict[str, Any]], device: str, tol: dict[str, float] | None
+) -> Binding:
+    """Bind to the instance ``model`` describes, run ``cases`` (drawn by the reference as they are
+    needed), and say how the candidate binds (or why it does not)."""
+    reply = ask({"op": "bind", "model": model}, "bound")
     if reply.get("type") == "error":
         return Binding(mode=BindMode.NONE, reason=f"binding it raised: {checks.first_line(str(reply['message']))}")
     try:
@@ -31,7 +34,7 @@ def check_binding(ask: AskCandidate, bound: dict[str, Any], device: str, tol: di
     reason = str(reply.get("reason") or "")[:500]
     if mode is BindMode.NONE:
         return Binding(mode=mode, reason=reason)
-    for case in bound["cases"]:
+    for case in cases:
         msg = {"op": "case", "id": case["id"], "model": "bound", "inputs": case["inputs"], "refill": None}
         result = ask(msg, "case_result")
         if result.get("type") == "error":

@@ -202,14 +202,15 @@ def state_mismatch(
 
 
 def refill_partner(cases: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
-    """Another ordinary-input case of the same model and input shapes (for the refill check).
+    """Another ordinary-input case of the same model and input shapes (for the refill check);
+    ``cases`` are the reference's case descriptors.
 
     Only ordinary inputs are refilled: a kernel that fails stress inputs must be reported by the
     stress check, not accused of caching."""
-    shapes = [tuple(x.shape) for x in cases[i]["inputs"]]
+    shapes = [tuple(x["shape"]) for x in cases[i]["specs"]]
     for j in list(range(i + 1, len(cases))) + list(range(i)):
         c = cases[j]
-        same_inputs = [tuple(x.shape) for x in c["inputs"]] == shapes
+        same_inputs = [tuple(x["shape"]) for x in c["specs"]] == shapes
         if c["model"] == cases[i]["model"] and c["kind"] == "normal" and same_inputs:
             return c
     return None
@@ -220,11 +221,9 @@ def first_line(text: str) -> str:
     return (lines[-1] if lines else "")[:300]
 
 
-def degenerate_warning(info: dict[str, Any], tol: dict[str, float] | None) -> str | None:
-    from forge.verifier.compare import constant_would_pass
-
-    normal = [c["expected"] for c in info["cases"] if c["kind"] == "normal"]
-    what = constant_would_pass(normal, tol)
+def degenerate_warning(what: str | None) -> str | None:
+    """The verdict's warning when a constant output (``what``: "zeros" or "mean") passes every
+    correctness case (``compare.ConstantProbe``)."""
     if what:
         return (
             f"degenerate problem: a constant output ({what}) passes every correctness case; the verdict proves little"

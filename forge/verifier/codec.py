@@ -34,6 +34,28 @@ def encode(obj: Any) -> bytes:
     return b"".join(encode_parts(obj))
 
 
+def _encode_walk(x: Any, torch_mod: Any, metas: list[dict[str, Any]], buffers: list[Any]) -> Any:
+    # Module-level, not a closure: a recursive nested function is a reference cycle (function ->
+    # cell -> function) that kept every tensor of a frame alive until the garbage collector ran
+    # (+130 MB a correctness case on a 16 MB op, measured in the candidate worker).
+    if torch_mod is not None and isinstance(x, torch_mod.Tensor):
+        t = torch_mod.Tensor(x.detach()) if type(x) is not torch_mod.Tensor else x.detach()
+        t = t.cpu().contiguous()
+        raw = memoryview(t.reshape(-1).view(torch_mod.uint8).numpy().data) if t.numel() else memoryview(b"")
+        metas.append({"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": raw.nbytes})
+        buffers.append(raw)
+        return {"__tensor__": len(metas) - 1}
+    if isinstance(x, tuple):
+        return {"__tuple__": [_encode_walk(v, torch_mod, metas, buffers) for v in x]}
+    if isinstance(x, list):
+        return [_encode_walk(v, torch_mod, metas, buffers) for v in x]
+    if isinstance(x, dict):
+        return {str(k): _encode_walk(v, torch_mod, metas, buffers) for k, v in x.items()}
+    if x is None or isinstance(x, bool | int | float | str):
+        return x
+    return {"__repr__": repr(x)[:200]}
+
+
 def encode_parts(obj: Any) -> list[Any]:
     """``encode`` as a list of buffers (header first), so large tensors are never copied twice."""
     # torch is imported lazily: if it is not loaded yet, obj cannot hold tensors, and the parent
@@ -41,27 +63,20 @@ def encode_parts(obj: Any) -> list[Any]:
     torch_mod = sys.modules.get("torch")
     buffers: list[Any] = []
     metas: list[dict[str, Any]] = []
-
-    def walk(x: Any) -> Any:
-        if torch_mod is not None and isinstance(x, torch_mod.Tensor):
-            t = torch_mod.Tensor(x.detach()) if type(x) is not torch_mod.Tensor else x.detach()
-            t = t.cpu().contiguous()
-            raw = memoryview(t.reshape(-1).view(torch_mod.uint8).numpy().data) if t.numel() else memoryview(b"")
-            metas.append({"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": raw.nbytes})
-            buffers.append(raw)
-            return {"__tensor__": len(metas) - 1}
-        if isinstance(x, tuple):
-            return {"__tuple__": [walk(v) for v in x]}
-        if isinstance(x, list):
-            return [walk(v) for v in x]
-        if isinstance(x, dict):
-            return {str(k): walk(v) for k, v in x.items()}
-        if x is None or isinstance(x, bool | int | float | str):
-            return x
-        return {"__repr__": repr(x)[:200]}
-
-    header = json.dumps({"data": walk(obj), "tensors": metas}).encode()
+    header = json.dumps({"data": _encode_walk(obj, torch_mod, metas, buffers), "tensors": metas}).encode()
     return [struct.pack("<Q", len(header)) + header, *buffers]
+
+
+def _decode_walk(x: Any, tensors: list[torch.Tensor]) -> Any:
+    if isinstance(x, list):
+        return [_decode_walk(v, tensors) for v in x]
+    if isinstance(x, dict):
+        if "__tensor__" in x:
+            return tensors[int(x["__tensor__"])]
+        if "__tuple__" in x:
+            return tuple(_decode_walk(v, tensors) for v in x["__tuple__"])
+        return {k: _decode_walk(v, tensors) for k, v in x.items()}
+    return x
 
 
 def decode(payload: bytes | bytearray | memoryview, max_bytes: int = 1 << 36) -> Any:
@@ -99,15 +114,4 @@ def decode(payload: bytes | bytearray | memoryview, max_bytes: int = 1 << 36) ->
             tensors.append(torch.empty(shape, dtype=dt))
         offset += nbytes
 
-    def walk(x: Any) -> Any:
-        if isinstance(x, list):
-            return [walk(v) for v in x]
-        if isinstance(x, dict):
-            if "__tensor__" in x:
-                return tensors[int(x["__tensor__"])]
-            if "__tuple__" in x:
-                return tuple(walk(v) for v in x["__tuple__"])
-            return {k: walk(v) for k, v in x.items()}
-        return x
-
-    return walk(head["data"])
+    return _decode_walk(head["data"], tensors)

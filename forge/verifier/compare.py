@@ -114,20 +114,37 @@ def _compare_values(
     )
 
 
-def constant_would_pass(expected: list[list[torch.Tensor]], override: dict[str, float] | None) -> str | None:
-    """If zeros, or each output's mean, pass every given case, the problem is degenerate."""
-    for name in ("zeros", "mean"):
-        ok = True
-        for outs in expected:
+class ConstantProbe:
+    """Which constant outputs (zeros, or each output's mean) pass every case fed to it so far; fed
+    one case's expected outputs at a time, so no case is held after it was checked."""
+
+    NAMES = ("zeros", "mean")
+
+    def __init__(self, override: dict[str, float] | None) -> None:
+        self.override = override
+        self.passing = set(self.NAMES)
+        self.seen = 0
+
+    def add(self, outs: list[torch.Tensor]) -> None:
+        self.seen += 1
+        for name in [n for n in self.NAMES if n in self.passing]:
             fake = [
                 torch.zeros_like(o)
                 if name == "zeros" or not o.is_floating_point()
                 else torch.full_like(o, float(o[torch.isfinite(o)].mean()) if bool(torch.isfinite(o).any()) else 0.0)
                 for o in outs
             ]
-            if compare(outs, fake, None, "", override) is not None:
-                ok = False
-                break
-        if ok:
-            return name
-    return None
+            if compare(outs, fake, None, "", self.override) is not None:
+                self.passing.discard(name)
+
+    def passes(self) -> str | None:
+        """The first constant that passed every case fed, or None (also when none was fed)."""
+        return next((n for n in self.NAMES if n in self.passing), None) if self.seen else None
+
+
+def constant_would_pass(expected: list[list[torch.Tensor]], override: dict[str, float] | None) -> str | None:
+    """If zeros, or each output's mean, pass every given case, the problem is degenerate."""
+    probe = ConstantProbe(override)
+    for outs in expected:
+        probe.add(outs)
+    return probe.passes()

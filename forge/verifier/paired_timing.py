@@ -111,8 +111,9 @@ class PairedTimer:
         out = PairedTimes()
         spans: list[Contention] = []
         for index in range(batches):
-            if index:
-                timing = {**timing, **self._draw(index)}
+            timing = {**timing, **self._draw(index)}
+            if index:  # the warm-up inputs came with the first batch and went to the candidate
+                timing.pop("warmup", None)
             where = f" (batch {index + 1}/{batches})" if batches > 1 else ""
             for regime in (TimingRegime.COLD, TimingRegime.WARM):
                 batch, load = self._measured(timing, index, regime, where, progress)
@@ -161,7 +162,11 @@ class PairedTimer:
         # Warm calls reuse the batch the candidate already holds (its values are written into the
         # warm buffers call by call): no second transfer of the inputs.
         sent = None if warm else sets
-        self.cand.send({"op": "time_begin", "model": timing["model"], "sets": sent, "warmup": warmup, "warm": warm})
+        budget = timing.get("memory_budget")
+        self.cand.send(
+            {"op": "time_begin", "model": timing["model"], "sets": sent, "warmup": warmup, "warm": warm,
+             "memory_budget": budget}
+        )  # fmt: skip
         self._expect_ref("baselines_ready")
         self._expect_cand("time_ready")
         batch = BatchTimes()

@@ -21,23 +21,15 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import Popen
 from typing import Any
 
+from forge.verifier import memory
 from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
+from forge.verifier.template import ForkedProcess, TemplateUnavailable, die_with_parent, template_for
 
 _OUTPUT_KEEP = 8000
 _MAX_FILE = 4 << 30
-
-
-def _die_with_parent() -> None:
-    """Linux: SIGKILL the worker if forge dies, so a looping candidate is never left behind."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 @dataclass
@@ -87,32 +79,15 @@ class WorkerProcess:
         self._out = tempfile.NamedTemporaryFile(prefix=f"forge-{role}-", suffix=".log", delete=False)  # noqa: SIM115
         parent_sock, child_sock = socket.socketpair()
         limit = memory_limit_mb * 1024 * 1024
-
-        def limits() -> None:  # runs in the child between fork and exec
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-            with contextlib.suppress(ValueError, OSError):  # no filling the disk either
-                resource.setrlimit(resource.RLIMIT_FSIZE, (_MAX_FILE, _MAX_FILE))
-            _die_with_parent()
-
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "forge.verifier.worker", role, str(child_sock.fileno())],
-            pass_fds=(child_sock.fileno(),),
-            stdin=subprocess.DEVNULL,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-            cwd=str(cwd) if cwd else None,
-            preexec_fn=limits,
-        )
+        self.proc = self._start(role, env, cwd or Path.cwd(), child_sock)
         child_sock.close()
         # A frame can hold at most what the worker could allocate; a bogus length is refused
         # before the parent allocates anything for it.
         self.channel = Channel(parent_sock, max_frame=2 * limit + (64 << 20))
         self._memory_exceeded: int | None = None
         self.peak_rss_mb = 0
+        # Replies owed: the hello, then one per job sent (a timed call's ticks come on top).
+        self.pending = 1
         self._stop = threading.Event()
         self._monitor = threading.Thread(target=self._watch_memory, daemon=True)
         self._monitor.start()
@@ -120,6 +95,38 @@ class WorkerProcess:
         group = worker_group.get()
         if group is not None:
             group.add(self)
+
+    def _start(self, role: str, env: dict[str, str], cwd: Path, child_sock: socket.socket) -> Popen | ForkedProcess:
+        """Fork the worker from a template (``template``), or exec a fresh interpreter where no
+        template can: either way in its own session, with the same limits and environment."""
+        template = template_for(env)
+        if template is not None:
+            try:
+                fds = (child_sock.fileno(), self._out.fileno())
+                return template.spawn(role, env, cwd, self.memory_limit_mb, *fds)
+            except TemplateUnavailable:
+                pass
+        limit = self.memory_limit_mb * 1024 * 1024
+
+        def limits() -> None:  # runs in the child between fork and exec
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+            with contextlib.suppress(ValueError, OSError):  # no filling the disk either
+                resource.setrlimit(resource.RLIMIT_FSIZE, (_MAX_FILE, _MAX_FILE))
+            die_with_parent()
+
+        return subprocess.Popen(
+            [sys.executable, "-m", "forge.verifier.worker", role, str(child_sock.fileno())],
+            pass_fds=(child_sock.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=str(cwd),
+            preexec_fn=limits,
+        )
 
     def _watch_memory(self) -> None:
         status = Path(f"/proc/{self.proc.pid}/status")
@@ -137,9 +144,16 @@ class WorkerProcess:
                 return
             self._stop.wait(0.05)
 
+    def peak_mib(self) -> int:
+        """The worker's peak resident size: the kernel's high-water mark while it runs, else the
+        largest of the samples the memory watch took."""
+        exact = memory.peak_mib(self.proc.pid) if self.proc.poll() is None else None
+        return max(exact or 0, self.peak_rss_mb)
+
     def send(self, obj: Any) -> None:
         try:
             self.channel.send(obj)
+            self.pending += 1
         except OSError as exc:
             raise WorkerGone(self._ending()) from exc
 
@@ -158,6 +172,8 @@ class WorkerProcess:
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
             self.kill()
             raise WorkerGone(Ending("protocol", "worker sent a reply that is not a typed object"))
+        if msg["type"] != "tick":
+            self.pending -= 1
         return msg, time.perf_counter_ns()
 
     def _ending(self) -> Ending:

@@ -15,7 +15,8 @@ import torch
 from forge.core import shapes
 from forge.core.errors import ProblemError
 from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
-from forge.verifier import cases, machine, roofline
+from forge.verifier import cases, machine, memory, roofline
+from forge.verifier.reference_cases import CaseBook, buffers_of, restore_buffers, same_values
 from forge.verifier.timing import Clocks, TimedCalls
 
 _MIN_TRIALS, _MAX_TRIALS = 5, 30
@@ -59,6 +60,7 @@ class ReferenceSide:
         self.models: dict[str, torch.nn.Module] = {}
         self.timing: dict[str, Any] = {}
         self.timing_seed, self.per_batch = 0, 1
+        self.budget: int | None = None  # bytes this worker may hold (memory.budget_bytes), set with the timing plan
         self.compiled: Any = None
         self.compile_error: str | None = None
         self.single_output = True
@@ -68,6 +70,7 @@ class ReferenceSide:
         self.eval_mode = False
         self.eager_calls: TimedCalls = TimedCalls(lambda _inputs: None, flush, clocks)
         self.compiled_calls: TimedCalls | None = None
+        self.book = CaseBook(self._draw, self._run)
 
     # -- helpers -----------------------------------------------------------------------------
     def _build(self, problem: Problem, seed: int, perturbed: bool) -> tuple[list[Any], torch.nn.Module]:
@@ -147,11 +150,11 @@ class ReferenceSide:
         """Two calls on the same inputs from the same state: outputs that differ are random."""
         _, model = self._build(base, seed, False)
         inputs = self._draw(base, seed)
-        state = _buffers(model)
+        state = buffers_of(model)
         first = self._run(base, model, inputs)
-        _restore(model, state)
+        restore_buffers(model, state)
         second = self._run(base, model, inputs)
-        if all(_same(a, b) for a, b in zip(first, second, strict=True)):
+        if all(same_values(a, b) for a, b in zip(first, second, strict=True)):
             return []
         self.eval_mode = True
         return [
@@ -160,17 +163,23 @@ class ReferenceSide:
         ]
 
     def setup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Plan a verification: models, case descriptors, the bound instance and the first timing
+        batch. A worker kept for the next verification of the same op is set up again with that
+        verification's seed (new weights, new cases); its compiled baseline is kept."""
         seed = int(msg["seed"])
         spec = read_problem_source(Path(msg["op_path"]))
         base = self.base = load_problem(spec)
+        self._reset()
         random_notes = self._detect_random(base, seed)
         variants, notes = self._variants(base, seed)
         notes = random_notes + notes
         plan: list[tuple[str, Problem, int, bool]] = [("base/0", base, 0, False), ("base/1", base, 1, True)]
         plan += [(f"{name}/1", p, 1, True) for name, p in variants]
+        previous, self.models = self.models, {}
         models, case_list = [], []
         for idx, (key, problem, init, perturbed) in enumerate(plan):
             init_args, model = self._build(problem, seed + 1000 * idx, perturbed)
+            model = self._keep_compiled(key, model, previous.get(key))
             self.models[key] = model
             models.append(
                 {
@@ -183,7 +192,10 @@ class ReferenceSide:
                     "eval": self.eval_mode,
                 }
             )
-            case_list += self._model_cases(key, problem, model, seed + 1000 * idx, notes)
+            kinds = ["normal", "normal"] if key.startswith("base") else ["normal"]
+            if key == "base/1":
+                kinds += list(cases.STRESS_KINDS)
+            case_list += self.book.plan(key, problem, model, seed + 1000 * idx, kinds)
         bound = self._bound_cases(base, seed + 5_555_555)
         timing = self._timing_sets(base, seed + 7_777_777, msg)
         tol = base.tolerance.model_dump() if base.tolerance else None
@@ -200,64 +212,40 @@ class ReferenceSide:
             "notes": notes,
         }
 
-    def _model_cases(
-        self, key: str, problem: Problem, model: torch.nn.Module, seed: int, notes: list[str]
-    ) -> list[dict[str, Any]]:
-        """The correctness cases of one model (weights and shape), each from the same module state."""
-        found: list[dict[str, Any]] = []
-        initial = _buffers(model)
-        kinds = ["normal", "normal"] if key.startswith("base") else ["normal"]
-        if key == "base/1":
-            kinds += list(cases.STRESS_KINDS)
-        for t, kind in enumerate(kinds):
-            cseed = seed + 17 * (t + 1)
-            inputs = self._draw(problem, cseed)
-            if kind != "normal":
-                inputs = cases.stress_inputs(inputs, kind, cseed)
-            try:
-                _restore(model, initial)  # every case starts from the same module state
-                expected = self._run(problem, model, inputs)
-            except ProblemError:
-                if kind != "specials":
-                    raise
-                # A reference that refuses NaN/inf (a solver that checks its input) defines no
-                # behaviour there for a candidate to match.
-                notes.append(f"{key}: the reference raises on inputs holding NaN/inf; that stress case is skipped")
-                continue
-            found.append(
-                {
-                    "id": f"{key}:{kind}:{t}",
-                    "model": key,
-                    "kind": kind,
-                    "shape": shapes.describe(problem.overrides),
-                    "inputs": inputs,
-                    "expected": expected,
-                    "single": self.single_output,
-                    **_state_case(initial, _buffers(model)),
-                }
-            )
-        _restore(model, initial)
-        return found
+    def _reset(self) -> None:
+        """Forget the previous verification (a worker kept for the next one): its cases, timing
+        batches and any timed calls it left open; the heap it freed goes back to the system."""
+        self.eager_calls.end()
+        if self.compiled_calls is not None:
+            self.compiled_calls.end()
+        self.timing, self.eval_mode = {}, False
+        self.book = CaseBook(self._draw, self._run)
+        memory.release_free_memory()
+
+    def _keep_compiled(self, key: str, model: torch.nn.Module, old: torch.nn.Module | None) -> torch.nn.Module:
+        """The base model of a worker set up again: the instance its torch.compile baseline was
+        built on, given the new model's weights and buffers (compiling again costs seconds)."""
+        if key != "base/0" or self.compiled is None or old is None or type(old) is not type(model):
+            return model
+        try:
+            old.load_state_dict(model.state_dict())
+        except (RuntimeError, KeyError):
+            self.compiled = None
+            return model
+        old.train(model.training)
+        return old
+
+    def case_data(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One correctness case, drawn now (see ``CaseBook``)."""
+        partner = msg.get("partner")
+        return self.book.data(str(msg["id"]), str(partner) if partner else None, lambda: self.single_output)
 
     def _bound_cases(self, base: Problem, seed: int) -> dict[str, Any]:
         """An instance of the user's class with weights of its own (unlike any the candidate was
         built with) and two cases on it: the candidate is bound to such an instance the way
         ``bank.kernelize`` binds it and must give its outputs."""
         init_args, model = self._build(base, seed, True)
-        found = []
-        for t in range(2):
-            inputs = self._draw(base, seed + 17 * (t + 1))
-            found.append(
-                {
-                    "id": f"bound:normal:{t}",
-                    "model": "bound",
-                    "kind": "normal",
-                    "shape": shapes.describe(base.overrides),
-                    "inputs": inputs,
-                    "expected": self._run(base, model, inputs),
-                    "single": self.single_output,
-                }
-            )
+        found = self.book.plan("bound", base, model, seed, ["normal", "normal"])
         state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
         spec = {"key": "bound", "init_args": init_args, "state_dict": state, "overrides": base.overrides}
         return {"model": spec, "cases": found}
@@ -285,36 +273,43 @@ class ReferenceSide:
                 est.append(self.clocks.host_ns() - t0)
             est_s = sorted(est)[1] / 1e9 + 0.002  # plus a cache flush
             total = max(_MIN_TRIALS, min(_MAX_TRIALS, int(float(msg.get("timing_budget_s", 1.0)) / est_s)))
-        per_batch = max(1, min(total, (int(msg.get("timing_batch_mb", 160)) << 20) // max(per_set, 1)))
+        # A batch's inputs and outputs are held by both workers and the parent, next to what
+        # each already holds: an eighth of the op's memory bound at most (memory.budget_bytes).
+        self.budget = memory.budget_bytes(per_set)
+        batch_bytes = min(int(msg.get("timing_batch_mb", 160)) << 20, self.budget // 8)
+        per_batch = max(1, min(total, batch_bytes // max(per_set, 1)))
         batches, total = plan_batches(total, per_batch, exact=bool(asked))
         self.timing_seed, self.per_batch = seed, -(-total // batches)  # batches of (almost) equal size
-        warmup = [self._draw(base, seed + i) for i in range(2)]
-        first = self.timing_batch({"index": 0})
-        self.timing["warmup"] = warmup
         cache = machine.last_level_cache_bytes(self.device)
+        # No tensors here: the batches (the first with the warm-up inputs) are drawn when timing
+        # starts, so the parent holds none of them through the correctness cases.
         return {
-            "model": "base/0", "warmup": warmup, "batches": batches, "working_set_bytes": per_set,
-            "cache_bytes": cache, **first,
+            "model": "base/0", "batches": batches, "working_set_bytes": per_set, "cache_bytes": cache,
+            "memory_budget": self.budget,
         }  # fmt: skip
 
     def timing_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """The next batch of fresh timing inputs and their expected outputs (the previous batch is dropped)."""
+        """The next batch of fresh timing inputs and their expected outputs (the previous batch is
+        dropped); the first also carries the warm-up inputs."""
         index = int(msg["index"])
         model = self.models["base/0"]
         self.timing.pop("sets", None)
+        if index == 0:
+            self.timing["warmup"] = [self._draw(self.base, self.timing_seed + i) for i in range(2)]
         sets, expected = [], []
         for i in range(self.per_batch):
             inputs = self._draw(self.base, self.timing_seed + 2 + index * self.per_batch + i)
             sets.append(inputs)
             expected.append(self._run(self.base, model, inputs))
         self.timing["sets"] = sets
-        return {"type": "timing_batch", "sets": sets, "expected": expected}
+        first = {"warmup": self.timing["warmup"]} if index == 0 else {}
+        return {"type": "timing_batch", "sets": sets, "expected": expected, **first}
 
     def roofline(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Asked for while the candidate runs its correctness cases (nothing is timed then)."""
         base = self.base
         model = self.models["base/0"]
-        inputs = self.timing["sets"][0]
+        inputs = self._draw(base, self.timing_seed)
         nbytes, flops = roofline.estimate(model, inputs, self._run(base, model, inputs))
         figures = machine.machine_figures(self.device, torch.get_num_threads(), Path(msg["cache_dir"]))
         bound = roofline.bound_ms(nbytes, flops, figures["bandwidth_gbs"], figures["peak_gflops"])
@@ -335,7 +330,8 @@ class ReferenceSide:
 
         sets, warm, regime = self.timing["sets"], self.timing["warmup"], bool(msg.get("warm"))
         self.eager_calls = TimedCalls(call_with(model), self.flush, self.clocks, warm=regime)
-        self.eager_calls.begin(sets, warm)
+        memory.release_free_memory()
+        self.eager_calls.begin(sets, warm, budget=self.budget)
         self.compiled_calls = None
         if msg.get("compile") and self.compile_error is None:
             try:
@@ -374,30 +370,3 @@ class ReferenceSide:
 def _trace(exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/forge/" not in f.filename]
     return ("".join(traceback.format_list(frames[-5:])) + f"{type(exc).__name__}: {exc}").strip()
-
-
-def _buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {name: b.detach().clone() for name, b in model.named_buffers()}
-
-
-def _restore(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
-    with torch.no_grad():
-        for name, value in state.items():
-            model.get_buffer(name).copy_(value)
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.is_floating_point() or a.is_complex():
-        return bool(torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
-    return bool(torch.equal(a, b))
-
-
-def _state_case(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """For a case whose call changed the module's buffers (BatchNorm's running statistics in
-    training mode): the state to start from and the state the call must leave (state is output)."""
-    if all(_same(before[name], after[name]) for name in before):
-        return {}
-    cpu = {name: v.cpu() for name, v in before.items()}
-    return {"state_before": cpu, "expected_state": {name: v.cpu() for name, v in after.items()}}

@@ -8,6 +8,8 @@ round-robin only when there are more workers than GPUs). A finalist's confirmati
 on the whole machine, with more timed calls. When ``stop`` is set (Ctrl-C), the running workers
 are ended and ``KeyboardInterrupt`` is raised: a verdict from a killed worker means nothing.
 ``end_workers`` ends this service's own workers (another run in the same process keeps its own).
+The reference worker, which runs only the op, is kept from one verification to the next
+(``ReferencePool``) until the service is closed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.verifier.machine import available_cores, gpu_slots, visible_gpus
 from forge.verifier.process import WorkerProcess, kill_all, worker_group
+from forge.verifier.reference_pool import ReferencePool
 from forge.verifier.verification import verify
 
 
@@ -58,6 +61,7 @@ class VerifierService:
         self.stop = stop or threading.Event()
         self._dir = tempfile.TemporaryDirectory(prefix="forge-session-")
         self._workers: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
+        self._references = ReferencePool()
 
     def end_workers(self) -> int:
         """Kill the workers this service's verifications are running now (returns how many)."""
@@ -73,6 +77,7 @@ class VerifierService:
         self.close()
 
     def close(self) -> None:
+        self._references.close()
         self._dir.cleanup()
 
     def verify(self, jobs: list[Job]) -> list[Verdict]:
@@ -120,7 +125,7 @@ class VerifierService:
         path.write_text(job.source)
         token = worker_group.set(self._workers)
         try:
-            verdict = verify(self.op_path, path, settings)
+            verdict = verify(self.op_path, path, settings, references=self._references)
         except ForgeError:
             if self.stop.is_set():  # the stop killed a worker while it started: not the op's fault
                 raise KeyboardInterrupt from None

@@ -17,6 +17,7 @@ from typing import Any
 
 from forge.core.statuses import TimingRegime
 from forge.core.verdict import Contention, PairedRatio, Roofline, TimingStats, Verdict
+from forge.verifier.memory import resident_bytes
 from forge.verifier.pairing import paired_ratio
 
 _ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
@@ -34,7 +35,7 @@ class Clocks:
     cover: Callable[[], None] = lambda: None  # CUDA: device work queued after the flush (see timed_loop)
 
 
-def prefault_heap(sets: Sequence[Sequence[Any]]) -> None:
+def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> None:
     """Grow the process heap by touched memory (three times the input sets, plus 64 MiB), then
     free it (CPU workers, before each timed loop).
 
@@ -45,10 +46,14 @@ def prefault_heap(sets: Sequence[Sequence[Any]]) -> None:
     candidate arbitrarily slow. Touched free space at the top of the heap takes those allocations
     instead. Blocks stay under the 32 MiB mmap threshold the workers set, so they come from the heap;
     the total stays under the 1 GiB trim threshold, so freeing it does not hand it back.
+    ``budget``: the bytes this process may hold (``memory.budget_bytes``); the room grown stays
+    within what is left of it.
     """
     import torch
 
     nbytes = 3 * sum(x.numel() * x.element_size() for s in sets for x in s) + (64 << 20)
+    if budget is not None:
+        nbytes = min(nbytes, budget - resident_bytes() - (64 << 20))
     step = 24 << 20
     blocks = [torch.zeros(step, dtype=torch.uint8) for _ in range(min(nbytes, 768 << 20) // step)]
     del blocks
@@ -93,13 +98,20 @@ class TimedCalls:
         self.run = TimedRun([], [], [], [], [])
         self._gc: contextlib.ExitStack | None = None
 
-    def begin(self, sets: Sequence[Sequence[Any]], warmup: Sequence[Sequence[Any]], prefault: bool = True) -> None:
-        """``prefault``: False where another TimedCalls of this worker already made the room."""
+    def begin(
+        self,
+        sets: Sequence[Sequence[Any]],
+        warmup: Sequence[Sequence[Any]],
+        prefault: bool = True,
+        budget: int | None = None,
+    ) -> None:
+        """``prefault``: False where another TimedCalls of this worker already made the room;
+        ``budget``: the bytes the worker may hold (see ``prefault_heap``)."""
         if self.warm:
             self.buffers = [x.clone() for x in sets[0]]
             warmup = [self.buffers, self.buffers]
         if prefault and self.clocks.event_cls is None:  # CPU: room for the outputs and temporaries, touched
-            prefault_heap(sets)
+            prefault_heap(sets, budget)
         self._gc = contextlib.ExitStack()
         self._gc.enter_context(_gc_paused())
         for inputs in warmup:

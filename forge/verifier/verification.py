@@ -15,11 +15,13 @@ from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import BindMode, VerdictStatus
 from forge.core.verdict import Binding, FailingCase, InputVariant, TensorSpec, Verdict, Versions
-from forge.verifier import checks
+from forge.verifier import checks, memory
 from forge.verifier.bound_check import check_binding
+from forge.verifier.case_stream import CaseStream
 from forge.verifier.machine import available_cores
 from forge.verifier.paired_timing import CandidateFailed, PairedTimer
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess
+from forge.verifier.reference_pool import KeptReference, ReferencePool
 from forge.verifier.timed_replies import MALFORMED, CandidateTimes
 from forge.verifier.timing import record_launch_cost, record_pairs, record_regimes, record_speedups
 
@@ -67,8 +69,18 @@ def _worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) 
 class _Run:
     """State of one verification; methods are its phases, in order."""
 
-    def __init__(self, op_path: Path, cand_path: Path, settings: ForgeSettings, progress: ProgressNote) -> None:
+    def __init__(
+        self,
+        op_path: Path,
+        cand_path: Path,
+        settings: ForgeSettings,
+        progress: ProgressNote,
+        references: ReferencePool | None = None,
+    ) -> None:
         self.settings = settings
+        self.references = references
+        self.env: dict[str, str] = {}
+        self.hello: dict[str, Any] | None = None
         self.progress = progress
         self.spec = read_problem_source(op_path)
         self.cand_path = cand_path
@@ -108,10 +120,14 @@ class _Run:
     def start(self) -> None:
         # Workers start first and get their first job at once: they import torch while the
         # parent does, and the candidate imports (and compiles) while the reference draws cases.
-        env = _worker_env(self.device, self.threads, self.cache, self.settings.gpu)
+        env = self.env = _worker_env(self.device, self.threads, self.cache, self.settings.gpu)
         env["FORGE_WORKER_MEMORY_MB"] = str(self.settings.memory_limit_mb)
         cwd = Path.cwd()
-        self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
+        kept = self.references.take(env) if self.references is not None else None
+        if kept is not None:  # a reference worker of this op kept from an earlier verification
+            self.ref, self.hello = kept.worker, kept.hello
+        else:
+            self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
         self.cand = WorkerProcess("candidate", env, self.settings.memory_limit_mb, cwd)
         self.ref.send(
             {
@@ -125,7 +141,7 @@ class _Run:
             }
         )
         self.cand.send({"op": "load", "op_path": str(self.spec.path), "candidate_path": str(self.cand_path)})
-        hello = self._ref_reply("did not start")
+        hello = self.hello = self.hello or self._ref_reply("did not start")
         if hello.get("error"):
             raise UsageError(str(hello["error"]))
         self.device = self.v.device = str(hello["device"])
@@ -145,15 +161,12 @@ class _Run:
         self.v.target_class = info.get("target")
         seen: dict[str, InputVariant] = {}
         for c in info["cases"]:
-            sig = [TensorSpec(shape=list(x.shape), dtype=str(x.dtype).removeprefix("torch.")) for x in c["inputs"]]
+            sig = [TensorSpec(shape=list(x["shape"]), dtype=str(x["dtype"])) for x in c["specs"]]
             seen.setdefault(c["shape"], InputVariant(variant=c["shape"], inputs=sig))
         self.v.inputs = list(seen.values())
         self.v.cases = len(info["cases"])
         self.v.shapes = sorted({c["shape"] for c in info["cases"]})
         self.v.warnings.extend(info.get("notes", []))
-        degenerate = checks.degenerate_warning(info, self.tol)
-        if degenerate:
-            self.v.warnings.append(degenerate)
 
     def load(self) -> bool:
         self.progress("candidate: loading")
@@ -174,14 +187,15 @@ class _Run:
         return True
 
     def correctness(self) -> bool:
-        self.ref.send({"op": "roofline", "cache_dir": str(self.cache)})  # overlaps the cases below
-        cases = self.info["cases"]
-        self.progress(f"candidate: {len(cases)} correctness cases")
+        # The roofline is asked for with the last case: it is estimated while the candidate runs it.
+        roofline = {"op": "roofline", "cache_dir": str(self.cache)}
+        stream = CaseStream(self.ref, self._ref_reply, self.info["cases"], self.tol, then=roofline)
+        self.progress(f"candidate: {len(self.info['cases'])} correctness cases")
         first: dict[str, tuple[str, str]] = {}
         failing = {"correctness": 0, "stress": 0, "determinism": 0, "module_state": 0}
-        for i, case in enumerate(cases):
-            case["partner"] = checks.refill_partner(cases, i)
-            refill = case["partner"]["inputs"] if case["partner"] else None
+        stateful: list[str] = []
+        for case in stream:
+            refill = case["partner"]["inputs"] if case.get("partner") else None
             msg = {"op": "case", "id": case["id"], "model": case["model"], "inputs": case["inputs"], "refill": refill}
             if case.get("state_before") is not None:
                 msg["state_before"] = case["state_before"]
@@ -223,17 +237,18 @@ class _Run:
                             )
             for name, detail in found.integrity.items():
                 first.setdefault(name, (case["id"], detail))
+            if case.get("expected_state") is not None:
+                stateful = ["module_state"]
         self.v.add("run", True, "every call returned")
-        stateful = ["module_state"] if any(c.get("expected_state") is not None for c in cases) else []
+        self._case_notes(stream)
+        ran = len(self.info["cases"]) - stream.skipped
         for name in ("correctness", "stress", "determinism", *stateful, *_INTEGRITY_CHECKS):
             if name in first:
                 cid, detail = first[name]
-                count = f" ({failing[name]} of {len(cases)} cases)" if name in failing else ""
+                count = f" ({failing[name]} of {ran} cases)" if name in failing else ""
                 self.v.add(name, False, f"case {cid}{count}: {detail}")
             else:
-                self.v.add(
-                    name, True, checks.PASS_TEXT.get(name, "ok").format(n=len(cases), shapes=", ".join(self.v.shapes))
-                )
+                self.v.add(name, True, checks.PASS_TEXT.get(name, "ok").format(n=ran, shapes=", ".join(self.v.shapes)))
         integrity = [n for n in _INTEGRITY_CHECKS if n in first]
         if integrity:
             self.v.fail(VerdictStatus.FAILED_INTEGRITY, f"{integrity[0]}: {first[integrity[0]][1]}")
@@ -241,6 +256,13 @@ class _Run:
             if name in first:
                 self.v.fail(VerdictStatus.FAILED_CORRECTNESS, f"{name}: case {first[name][0]}: {first[name][1]}")
         return self.v.passed
+
+    def _case_notes(self, stream: CaseStream) -> None:
+        self.v.cases -= stream.skipped
+        self.v.warnings.extend(stream.notes)
+        degenerate = stream.degenerate()
+        if degenerate:
+            self.v.warnings.append(degenerate)
 
     def timing(self) -> None:
         roof = self._ref_reply("failed while estimating the roofline")
@@ -255,11 +277,9 @@ class _Run:
         try:
             paired = timer.run(self.info["timing"], self.progress, kept.take)
         except CandidateFailed as exc:
-            self.ref.close()
             self.v.add("timed_outputs", False, str(exc.reply["message"]))
             self.v.fail(VerdictStatus.RUNTIME_ERROR, f"a timed call raised: {checks.first_line(str(exc))}")
             return
-        self.ref.close()
         self._timing_checks(kept)
         cold, warm = paired.cold, paired.warm
         record_speedups(self.v, self.info.get("roofline"), kept.times, cold.eager, cold.compiled, paired.compile_error)
@@ -299,7 +319,9 @@ class _Run:
             return
         self.progress("candidate: bound to an instance of the reference class")
         try:
-            found = check_binding(self._ask_candidate, self.info["bound"], self.device, self.tol)
+            bound = self.info["bound"]
+            stream = CaseStream(self.ref, self._ref_reply, bound["cases"], self.tol)
+            found = check_binding(self._ask_candidate, bound["model"], stream, self.device, self.tol)
         except WorkerGone as exc:
             found = Binding(mode=BindMode.NONE, reason=f"bound to an instance, the worker ended: {exc.ending.detail}")
         except MALFORMED as exc:
@@ -308,14 +330,23 @@ class _Run:
         binds = found.mode is not BindMode.NONE
         self.v.add("binds", binds, f"{found.mode}: {found.reason}" if binds else f"no: {found.reason}", fatal=False)
 
+    def _record_memory(self, ref: WorkerProcess | None, cand: WorkerProcess | None) -> None:
+        working = int((self.info.get("timing") or {}).get("working_set_bytes") or 0)
+        peaks = (cand.peak_mib() if cand is not None else None, ref.peak_mib() if ref is not None else None)
+        memory.record_peaks(self.v, *peaks, working)
+
     def finish(self) -> Verdict:
         ref: WorkerProcess | None = getattr(self, "ref", None)
         cand: WorkerProcess | None = getattr(self, "cand", None)
+        self._record_memory(ref, cand)
         if cand is not None:
             self.v.candidate_output = cand.output()
             cand.close()
         if ref is not None:
-            ref.close()
+            if self.references is not None and self.hello is not None and not self.hello.get("error"):
+                self.references.give(self.env, KeptReference(ref, self.hello))
+            else:
+                ref.close()
         import torch
 
         try:
@@ -344,14 +375,17 @@ def verify(
     candidate_path: str | Path,
     settings: ForgeSettings | None = None,
     progress: ProgressNote | None = None,
+    references: ReferencePool | None = None,
 ) -> Verdict:
-    """Verify one candidate against one op file. Raises ForgeError for bad input (exit 2)."""
+    """Verify one candidate against one op file. Raises ForgeError for bad input (exit 2).
+    ``references``: where a caller verifying many candidates of this op keeps its reference
+    worker between verifications (``VerifierService`` does)."""
     cand = Path(candidate_path).expanduser()
     if not cand.is_file():
         raise CandidateFileError(
             f"{str(cand)!r}: no such candidate file; pass the path of a .py file defining ModelNew"
         )
-    run = _Run(Path(op_path), cand, settings or ForgeSettings(), progress or (lambda _m: None))
+    run = _Run(Path(op_path), cand, settings or ForgeSettings(), progress or (lambda _m: None), references)
     try:
         run.start()
         run.reference()

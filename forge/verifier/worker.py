@@ -170,6 +170,9 @@ def main(argv: list[str]) -> int:
             reply = {"type": "error", "stage": "internal", "message": traceback.format_exc()[-3000:]}
             del exc
         chan.send(reply)
+        # Dropped now, not when the next job replaces them: with 1 GiB inputs a case's job and
+        # reply held while the next one arrives were gigabytes of this worker's peak.
+        del msg, reply
         sys.stdout.flush()
 
 

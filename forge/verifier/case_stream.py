@@ -1,0 +1,89 @@
+"""Correctness cases as the parent receives them: one at a time from the reference worker.
+
+The reference draws a case when asked (``ReferenceSide.case_data``); the parent asks for the next
+one while the candidate runs the current one, so at most two cases are in the parent at once and
+drawing them overlaps the candidate's calls. What the cases say about the problem itself (a
+constant output would pass them all) is gathered as they pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from forge.core.errors import ProblemError, WorkerError
+from forge.verifier import checks
+from forge.verifier.compare import ConstantProbe
+from forge.verifier.process import WorkerProcess
+
+# The reference's next reply, with what it was doing for the error message when it died.
+RefReply = Callable[[str], dict[str, Any]]
+_AHEAD_MAX_BYTES = 64 << 20
+
+
+def _input_bytes(descriptor: dict[str, Any]) -> int:
+    return sum(math.prod(s["shape"]) * _ITEMSIZE.get(str(s["dtype"]), 8) for s in descriptor["specs"])
+
+
+_ITEMSIZE = {"float64": 8, "int64": 8, "complex64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2,
+             "int16": 2, "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
+
+
+class CaseStream:
+    """The cases of ``descriptors`` in order, each a dict ``checks.check_case`` reads. ``then``:
+    a job for the reference sent with the last case's request (it runs while the candidate runs
+    that case)."""
+
+    def __init__(
+        self,
+        ref: WorkerProcess,
+        reply: RefReply,
+        descriptors: list[dict[str, Any]],
+        tol: dict[str, float] | None,
+        then: dict[str, Any] | None = None,
+    ) -> None:
+        self.ref, self.reply, self.descriptors, self.then = ref, reply, descriptors, then
+        self.partners = [checks.refill_partner(descriptors, i) for i in range(len(descriptors))]
+        self.probe = ConstantProbe(tol)
+        self.notes: list[str] = []
+        self.skipped = 0
+        # The next case is drawn while the candidate runs this one, unless two cases (and a
+        # candidate's outputs) of this op would weigh on memory: then one at a time.
+        self.ahead = max((_input_bytes(d) for d in descriptors), default=0) <= _AHEAD_MAX_BYTES
+
+    def _ask(self, i: int) -> None:
+        partner = self.partners[i]
+        self.ref.send({"op": "case_data", "id": self.descriptors[i]["id"], "partner": partner and partner["id"]})
+        if i + 1 == len(self.descriptors) and self.then is not None:
+            self.ref.send(self.then)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if not self.descriptors:
+            if self.then is not None:
+                self.ref.send(self.then)
+            return
+        self._ask(0)
+        for i, desc in enumerate(self.descriptors):
+            if i and not self.ahead:
+                self._ask(i)
+            data = self.reply("failed while drawing a correctness case")
+            if data.get("type") == "problem_error":
+                raise ProblemError(str(data.get("message")))
+            if data.get("type") != "case_data" or data.get("id") != desc["id"]:
+                raise WorkerError(f"reference worker: expected case {desc['id']}, got {str(data)[:300]}")
+            if self.ahead and i + 1 < len(self.descriptors):
+                self._ask(i + 1)
+            if data.get("skipped"):
+                self.notes.append(str(data["skipped"]))
+                self.skipped += 1
+                continue
+            case = {**desc, **{k: v for k, v in data.items() if k != "type"}}
+            if desc["kind"] == "normal":
+                self.probe.add(case["expected"])
+            yield case
+
+    def degenerate(self) -> str | None:
+        """The warning when a constant output passes every ordinary case (all of them seen)."""
+        normal = sum(1 for d in self.descriptors if d["kind"] == "normal")
+        return checks.degenerate_warning(self.probe.passes()) if self.probe.seen == normal else None

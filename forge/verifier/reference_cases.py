@@ -1,0 +1,141 @@
+"""The reference worker's correctness cases, planned at set-up and drawn one at a time on request.
+
+A case is a seed, a model, and an input distribution: its inputs and expected outputs are made
+again from those whenever the parent asks, so neither this worker nor the parent ever holds more
+than a couple of cases at once (an op with 1 GB inputs has a dozen cases: 24 GB held at once
+before). ``CaseBook.plan`` writes the descriptors the parent iterates over; ``CaseBook.data``
+draws one case, with the case whose inputs are refilled into the same buffers (its partner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from forge.core import shapes
+from forge.core.errors import ProblemError
+from forge.core.problem import Problem
+from forge.verifier import cases
+
+# The reference's draw and run, as ReferenceSide does them (seeded draw; no_grad run on clones).
+Draw = Callable[[Problem, int], list[torch.Tensor]]
+Run = Callable[[Problem, torch.nn.Module, list[torch.Tensor]], list[torch.Tensor]]
+# Cases kept after they were drawn: the one asked for and its partner, which is usually asked next.
+_KEPT = 2
+
+
+@dataclass(frozen=True)
+class CasePlan:
+    """How to make one case again: its model, its problem (shape variant), its kind and seed."""
+
+    key: str
+    problem: Problem
+    kind: str
+    seed: int
+
+
+def buffers_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: b.detach().clone() for name, b in model.named_buffers()}
+
+
+def restore_buffers(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    with torch.no_grad():
+        for name, value in state.items():
+            model.get_buffer(name).copy_(value)
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal, NaN positions included."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
+    return bool(torch.equal(a, b))
+
+
+def _state_case(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """For a case whose call changed the module's buffers (BatchNorm's running statistics in
+    training mode): the state to start from and the state the call must leave (state is output)."""
+    if all(same_values(before[name], after[name]) for name in before):
+        return {}
+    cpu = {name: v.cpu() for name, v in before.items()}
+    return {"state_before": cpu, "expected_state": {name: v.cpu() for name, v in after.items()}}
+
+
+def _specs(inputs: list[torch.Tensor]) -> list[dict[str, Any]]:
+    return [{"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")} for x in inputs]
+
+
+class CaseBook:
+    """Every case of one verification, as plans; a case's tensors exist only while it is served."""
+
+    def __init__(self, draw: Draw, run: Run) -> None:
+        self._draw, self._run = draw, run
+        self.plans: dict[str, CasePlan] = {}
+        self.models: dict[str, torch.nn.Module] = {}
+        self.initial: dict[str, dict[str, torch.Tensor]] = {}
+        self._kept: dict[str, dict[str, Any]] = {}
+
+    def plan(self, key: str, problem: Problem, model: torch.nn.Module, seed: int, kinds: list[str]) -> list[dict]:
+        """Plan the cases of one model (weights and shape); returns their descriptors."""
+        self.models[key] = model
+        self.initial[key] = buffers_of(model)
+        specs = _specs(self._draw(problem, seed))  # every case of a model has the same input shapes
+        found = []
+        for t, kind in enumerate(kinds):
+            case_id = f"{key}:{kind}:{t}"
+            self.plans[case_id] = CasePlan(key, problem, kind, seed + 17 * (t + 1))
+            found.append(
+                {"id": case_id, "model": key, "kind": kind, "shape": shapes.describe(problem.overrides), "specs": specs}
+            )
+        return found
+
+    def _make(self, case_id: str) -> dict[str, Any]:
+        kept = self._kept.pop(case_id, None)
+        if kept is not None:
+            self._kept[case_id] = kept
+            return kept
+        plan = self.plans[case_id]
+        model = self.models[plan.key]
+        inputs = self._draw(plan.problem, plan.seed)
+        if plan.kind != "normal":
+            inputs = cases.stress_inputs(inputs, plan.kind, plan.seed)
+        initial = self.initial[plan.key]
+        restore_buffers(model, initial)  # every case starts from the same module state
+        try:
+            expected = self._run(plan.problem, model, inputs)
+            made = {"inputs": inputs, "expected": expected, **_state_case(initial, buffers_of(model))}
+        finally:
+            restore_buffers(model, initial)
+        self._kept[case_id] = made
+        while len(self._kept) > _KEPT:
+            self._kept.pop(next(iter(self._kept)))
+        return made
+
+    def data(self, case_id: str, partner_id: str | None, single: Callable[[], bool]) -> dict[str, Any]:
+        """One case's inputs and expected outputs (and module state), with its refill partner's."""
+        plan = self.plans.get(case_id)
+        if plan is None:
+            raise ProblemError(f"the parent asked for a case the reference never planned: {case_id!r}")
+        try:
+            made = self._make(case_id)
+        except ProblemError as exc:
+            if plan.kind != "specials":
+                raise
+            # A reference that refuses NaN/inf (a solver that checks its input) defines no
+            # behaviour there for a candidate to match.
+            note = f"{plan.key}: the reference raises on inputs holding NaN/inf; that stress case is skipped"
+            return {"type": "case_data", "id": case_id, "skipped": note, "detail": exc.message[:300]}
+        reply: dict[str, Any] = {"type": "case_data", "id": case_id, "single": single(), **made}
+        if partner_id is not None and partner_id in self.plans:
+            other = self._make(partner_id)
+            reply["partner"] = {
+                "id": partner_id,
+                "kind": self.plans[partner_id].kind,
+                "inputs": other["inputs"],
+                "expected": other["expected"],
+            }
+        return reply

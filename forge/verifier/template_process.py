@@ -1,0 +1,119 @@
+"""The worker template: ``python -m forge.verifier.template_process FD``.
+
+A clean interpreter that imports what every worker needs (the worker module, which binds the
+clocks first, then torch and both sides of the verifier) and then only forks: each request from
+the parent becomes a child that is set up exactly as an exec'd worker would be (its own session,
+the memory and file-size limits, death with its parent, its output captured, the verification's
+environment and working directory) and runs ``worker.main``. The template never loads an op or a
+candidate, never runs a torch operator (a fork after the OpenMP pool started would hang), and
+never initialises CUDA, so every child starts from the same state a fresh interpreter would
+reach after its imports, about a second sooner.
+
+The parent asks over a Unix socket of packets (SOCK_SEQPACKET: a message is never split): one
+JSON request and two file descriptors (the worker's end of its channel, its capture file); the
+template answers ``{"pid": N}``, and ``{"exit": N, "status": S}`` when a child ends (S as
+``Popen.returncode``: negative for a signal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import resource
+import select
+import socket
+import sys
+from typing import Any
+
+import forge.verifier.worker as worker  # first: binds the clocks before torch is imported
+from forge.verifier.template import die_with_parent
+
+_MAX_FILE = 4 << 30
+
+
+def _preload() -> None:
+    import torch  # noqa: F401
+
+    import forge.cpp
+    import forge.verifier.candidate_side
+    import forge.verifier.reference_side  # noqa: F401
+
+
+def _child(request: dict[str, Any], chan_fd: int, out_fd: int, control: socket.socket) -> None:
+    """In the forked child: become the worker an exec would have started, then run it."""
+    try:
+        control.close()
+        os.setsid()
+        limit = int(request["memory_limit_mb"]) << 20
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_FSIZE, (_MAX_FILE, _MAX_FILE))
+        die_with_parent()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        os.close(null)
+        os.close(out_fd)
+        os.chdir(request["cwd"])
+        sys.path[0] = request["cwd"]
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = ["-m", str(request["role"]), str(chan_fd)]
+        code = worker.main([str(request["role"]), str(chan_fd)])
+    except BaseException:  # the child must never return into the template's loop
+        import traceback
+
+        traceback.print_exc()
+        code = 70
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def _reap(control: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        control.send(json.dumps({"exit": pid, "status": code}).encode())
+
+
+def main(argv: list[str]) -> int:
+    control = socket.socket(fileno=int(argv[0]))
+    _preload()
+    gc.collect()
+    gc.freeze()  # what the template holds is never scanned again in a child (nor copied for it)
+    control.send(b'{"ready": true}')
+    while True:
+        ready, _, _ = select.select([control], [], [], 0.05)
+        _reap(control)
+        if not ready:
+            continue
+        data, fds, _flags, _addr = socket.recv_fds(control, 1 << 20, 2)
+        if not data:
+            return 0
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            control.send(b'{"error": "a request needs two file descriptors"}')
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(json.loads(data), fds[0], fds[1], control)
+        for fd in fds:
+            os.close(fd)
+        control.send(json.dumps({"pid": pid}).encode())
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

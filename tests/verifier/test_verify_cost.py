@@ -1,0 +1,157 @@
+"""What a verification costs: workers forked from a template, the reference worker kept between a
+session's verifications, cases drawn one at a time, and each process's peak memory reported."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+
+from forge.verifier import codec, memory, verify
+from forge.verifier.candidate_side import _busy_python_threads
+from forge.verifier.reference_pool import ReferencePool
+from tests.conftest import CANDIDATES, OPS
+
+SOFTMAX = OPS / "small_softmax.py"
+HONEST = CANDIDATES / "softmax" / "honest_torch.py"
+
+LEAVES_STATE = """
+import torch
+import torch.nn as nn
+
+import forge.verifier.candidate_side as side
+
+side.LEFT_BY_AN_EARLIER_CANDIDATE = True
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+CHECKS_STATE = """
+import os
+
+import torch
+import torch.nn as nn
+
+import forge.verifier.candidate_side as side
+
+if getattr(side, "LEFT_BY_AN_EARLIER_CANDIDATE", False):
+    raise RuntimeError("an earlier candidate's state is visible here")
+print("PARENT:", open(f"/proc/{os.getppid()}/cmdline", "rb").read().replace(b"\\0", b" ").decode())
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+
+def test_memory_bound_is_the_ops_working_set_or_a_gib():
+    assert memory.budget_bytes(0) == 1 << 30
+    assert memory.budget_bytes(100 << 20) == 1 << 30  # 8 x 100 MiB is under the floor
+    assert memory.budget_bytes(1 << 30) == 8 << 30
+
+
+def test_decoded_tensors_are_freed_without_the_garbage_collector():
+    """A frame's tensors die with the last reference to them, not at the next collection (the
+    decoder's closure was a cycle that kept every case of a verification alive)."""
+    gc.disable()
+    try:
+        frame = codec.encode({"x": [torch.ones(1000)], "t": (torch.zeros(3),)})
+        out = codec.decode(bytearray(frame))
+        alive = weakref.ref(out["x"][0])
+        del out
+        assert alive() is None
+        sent = torch.ones(1000)
+        parts = codec.encode_parts({"x": sent})
+        del parts
+        alive = weakref.ref(sent)
+        del sent
+        assert alive() is None
+    finally:
+        gc.enable()
+
+
+def test_thread_scan_leaves_no_cycle_holding_the_callers_tensors():
+    def a_case() -> weakref.ref[torch.Tensor]:
+        outputs = torch.ones(1000)
+        _busy_python_threads(set(threading.enumerate()))
+        return weakref.ref(outputs)
+
+    gc.disable()
+    try:
+        assert a_case()() is None
+    finally:
+        gc.enable()
+
+
+def test_reference_worker_is_kept_between_verifications(fast_settings):
+    pool = ReferencePool()
+    try:
+        first = verify(SOFTMAX, HONEST, fast_settings, references=pool)
+        kept = pool.pids()
+        second = verify(SOFTMAX, HONEST, fast_settings, references=pool)
+        assert first.passed and second.passed, (first.reason, second.reason)
+        assert len(kept) == 1 and pool.pids() == kept  # the same worker served both
+        assert first.seed != second.seed  # new cases and weights for the second
+        assert second.cases == first.cases
+    finally:
+        pool.close()
+    assert pool.pids() == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["syntax_error.py", "hardcoded_shape.py", "raises.py"],
+    ids=["fails_to_load", "fails_a_case", "raises_on_a_case"],
+)
+def test_a_failed_verification_leaves_the_reference_ready_for_the_next(fast_settings, bad):
+    pool = ReferencePool()
+    try:
+        failed = verify(SOFTMAX, CANDIDATES / "softmax" / bad, fast_settings, references=pool)
+        assert not failed.passed
+        kept = pool.pids()
+        assert len(kept) == 1
+        after = verify(SOFTMAX, HONEST, fast_settings, references=pool)
+        assert after.passed, after.reason
+        assert pool.pids() == kept
+    finally:
+        pool.close()
+
+
+def test_forked_workers_start_clean_of_earlier_candidates(fast_settings, tmp_path: Path):
+    """Each candidate runs in a process forked from a template that never ran candidate code."""
+    leaves, checks = tmp_path / "leaves.py", tmp_path / "checks.py"
+    leaves.write_text(LEAVES_STATE)
+    checks.write_text(CHECKS_STATE)
+    assert verify(SOFTMAX, leaves, fast_settings).passed
+    second = verify(SOFTMAX, checks, fast_settings)
+    assert second.passed, second.reason
+    assert "forge.verifier.template_process" in second.candidate_output
+
+
+def test_templates_off_exec_every_worker(fast_settings, tmp_path: Path, monkeypatch):
+    checks = tmp_path / "checks.py"
+    checks.write_text(CHECKS_STATE)
+    monkeypatch.setenv("FORGE_WORKER_TEMPLATE", "0")
+    v = verify(SOFTMAX, checks, fast_settings)
+    assert v.passed, v.reason
+    assert "template_process" not in v.candidate_output
+    assert "PARENT:" in v.candidate_output
+
+
+def test_verdict_reports_each_processes_peak_memory(fast_settings):
+    v = verify(SOFTMAX, HONEST, fast_settings)
+    assert v.memory is not None
+    assert v.memory.bound_mib == 1024  # a small op: the 1 GiB floor
+    assert v.memory.candidate_mib and v.memory.reference_mib and v.memory.forge_mib
+    assert v.memory.candidate_mib > 100  # torch alone is more: a real high-water mark, not a stub
+    check = next(c for c in v.checks if c.name == "memory")
+    assert check.passed == v.memory.within_bound
+    assert "candidate" in check.detail and "bound 1024 MiB" in check.detail
