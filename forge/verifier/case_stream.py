@@ -8,7 +8,6 @@ constant output would pass them all) is gathered as they pass.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,14 +19,6 @@ from forge.verifier.process import WorkerProcess
 # The reference's next reply, with what it was doing for the error message when it died.
 RefReply = Callable[[str], dict[str, Any]]
 _AHEAD_MAX_BYTES = 64 << 20
-
-
-def _input_bytes(descriptor: dict[str, Any]) -> int:
-    return sum(math.prod(s["shape"]) * _ITEMSIZE.get(str(s["dtype"]), 8) for s in descriptor["specs"])
-
-
-_ITEMSIZE = {"float64": 8, "int64": 8, "complex64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2,
-             "int16": 2, "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
 
 
 class CaseStream:
@@ -50,7 +41,7 @@ class CaseStream:
         self.skipped = 0
         # The next case is drawn while the candidate runs this one, unless two cases (and a
         # candidate's outputs) of this op would weigh on memory: then one at a time.
-        self.ahead = max((_input_bytes(d) for d in descriptors), default=0) <= _AHEAD_MAX_BYTES
+        self.ahead = max((int(d["input_bytes"]) for d in descriptors), default=0) <= _AHEAD_MAX_BYTES
 
     def _ask(self, i: int) -> None:
         partner = self.partners[i]

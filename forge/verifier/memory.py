@@ -40,6 +40,12 @@ def resident_bytes() -> int:
     return (kib or 0) * 1024
 
 
+def resident_mib(pid: int) -> int | None:
+    """A live process's resident size now (VmRSS), in MiB; None once it is gone."""
+    kib = _status_kib(pid, "VmRSS")
+    return None if kib is None else kib // 1024
+
+
 def peak_mib(pid: int) -> int | None:
     """The peak resident size of a live process (its VmHWM), in MiB; None once it is gone."""
     kib = _status_kib(pid, "VmHWM")

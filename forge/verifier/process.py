@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import resource
 import signal
 import socket
 import subprocess
@@ -26,10 +25,9 @@ from typing import Any
 
 from forge.verifier import memory
 from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
-from forge.verifier.template import ForkedProcess, TemplateUnavailable, die_with_parent, template_for
+from forge.verifier.template import ForkedProcess, TemplateUnavailable, template_for, worker_limits
 
 _OUTPUT_KEEP = 8000
-_MAX_FILE = 4 << 30
 
 
 @dataclass
@@ -106,15 +104,9 @@ class WorkerProcess:
                 return template.spawn(role, env, cwd, self.memory_limit_mb, *fds)
             except TemplateUnavailable:
                 pass
-        limit = self.memory_limit_mb * 1024 * 1024
 
         def limits() -> None:  # runs in the child between fork and exec
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-            with contextlib.suppress(ValueError, OSError):  # no filling the disk either
-                resource.setrlimit(resource.RLIMIT_FSIZE, (_MAX_FILE, _MAX_FILE))
-            die_with_parent()
+            worker_limits(self.memory_limit_mb)
 
         return subprocess.Popen(
             [sys.executable, "-m", "forge.verifier.worker", role, str(child_sock.fileno())],
@@ -129,18 +121,14 @@ class WorkerProcess:
         )
 
     def _watch_memory(self) -> None:
-        status = Path(f"/proc/{self.proc.pid}/status")
         while not self._stop.is_set() and self.proc.poll() is None:
-            try:
-                for line in status.read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        rss_mb = int(line.split()[1]) // 1024
-                        self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
-                        if rss_mb > self.memory_limit_mb:
-                            self._memory_exceeded = rss_mb
-                            self.kill()
-                            return
-            except (OSError, ValueError):
+            rss_mb = memory.resident_mib(self.proc.pid)
+            if rss_mb is None:  # gone
+                return
+            self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
+            if rss_mb > self.memory_limit_mb:
+                self._memory_exceeded = rss_mb
+                self.kill()
                 return
             self._stop.wait(0.05)
 

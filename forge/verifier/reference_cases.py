@@ -83,13 +83,22 @@ class CaseBook:
         """Plan the cases of one model (weights and shape); returns their descriptors."""
         self.models[key] = model
         self.initial[key] = buffers_of(model)
-        specs = _specs(self._draw(problem, seed))  # every case of a model has the same input shapes
+        drawn = self._draw(problem, seed)  # every case of a model has the same input shapes
+        specs, nbytes = _specs(drawn), sum(x.numel() * x.element_size() for x in drawn)
+        del drawn
         found = []
         for t, kind in enumerate(kinds):
             case_id = f"{key}:{kind}:{t}"
             self.plans[case_id] = CasePlan(key, problem, kind, seed + 17 * (t + 1))
             found.append(
-                {"id": case_id, "model": key, "kind": kind, "shape": shapes.describe(problem.overrides), "specs": specs}
+                {
+                    "id": case_id,
+                    "model": key,
+                    "kind": kind,
+                    "shape": shapes.describe(problem.overrides),
+                    "specs": specs,
+                    "input_bytes": nbytes,
+                }
             )
         return found
 

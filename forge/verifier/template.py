@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import queue
+import resource
 import signal
 import socket
 import subprocess
@@ -37,6 +38,21 @@ _PER_WORKER = {
 _MAX_TEMPLATES = 2
 _START_S = 120.0  # the first spawn waits for the template's imports
 _REPLY_S = 30.0
+
+
+_MAX_FILE = 4 << 30
+
+
+def worker_limits(memory_limit_mb: int) -> None:
+    """In a new worker, before it runs anything: no core dumps, the memory limit (RLIMIT_DATA),
+    no filling the disk, and death with its parent (forge, or the template that forked it)."""
+    limit = memory_limit_mb << 20
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (_MAX_FILE, _MAX_FILE))
+    die_with_parent()
 
 
 def die_with_parent() -> None:

@@ -17,20 +17,16 @@ template answers ``{"pid": N}``, and ``{"exit": N, "status": S}`` when a child e
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
-import resource
 import select
 import socket
 import sys
 from typing import Any
 
 import forge.verifier.worker as worker  # first: binds the clocks before torch is imported
-from forge.verifier.template import die_with_parent
-
-_MAX_FILE = 4 << 30
+from forge.verifier.template import worker_limits
 
 
 def _preload() -> None:
@@ -46,13 +42,7 @@ def _child(request: dict[str, Any], chan_fd: int, out_fd: int, control: socket.s
     try:
         control.close()
         os.setsid()
-        limit = int(request["memory_limit_mb"]) << 20
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_FSIZE, (_MAX_FILE, _MAX_FILE))
-        die_with_parent()
+        worker_limits(int(request["memory_limit_mb"]))
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_fd, 1)
