@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from forge.parallel.rank_exit import leave_group
+
 SIZE = 1 << 20  # float32 elements: 4 MiB
 REPEATS = 10
 
@@ -42,7 +44,7 @@ def main() -> None:
     if int(os.environ["RANK"]) == 0:
         bandwidth = moved / max(statistics.median(times) - latency, 1e-9)
         Path(sys.argv[1]).write_text(json.dumps({"bytes_per_s": bandwidth, "latency_s": latency, "world_size": n}))
-    dist.destroy_process_group()
+    leave_group()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from torch.distributed.tensor import DTensor
 from forge.core.parallel_plan import ParallelPlan
 from forge.core.problem import load_problem
 from forge.kernelbank.plan_apply import apply_plan, plan_mesh
+from forge.parallel.rank_exit import leave_group
 
 
 class RankJob(BaseModel):
@@ -126,7 +127,6 @@ def run(job: RankJob) -> dict[str, Any]:
         problems = [f"the sharded model raised {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"]
     times = _step_times(model, inputs, plan, dp_rank, job) if not problems else [0.0]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    dist.destroy_process_group()
     return {"rank": rank, "mismatches": problems, "step_ms": times, "median_ms": statistics.median(times),
             "peak_rss_mb": peak_mb}  # fmt: skip
 
@@ -134,7 +134,11 @@ def run(job: RankJob) -> dict[str, Any]:
 def main() -> None:
     job = RankJob.model_validate_json(Path(sys.argv[1]).read_text())
     result = run(job)
-    Path(job.result_dir, f"rank{result['rank']}.json").write_text(json.dumps(result))
+    done = Path(job.result_dir, f"rank{result['rank']}.json")
+    partial = done.with_suffix(".part")
+    partial.write_text(json.dumps(result))
+    partial.replace(done)
+    leave_group()
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ from forge.verifier.template import worker_limits
 def _preload() -> None:
     import torch  # noqa: F401
 
-    import forge.cpp
     import forge.verifier.candidate_side
     import forge.verifier.reference_side  # noqa: F401
 

@@ -204,7 +204,8 @@ def test_the_next_finalist_is_banked_when_the_first_does_not_hold_up(tmp_path, f
     seen: list[ev.Event] = []
     bank = tmp_path / "bank.db"
     options = OptimizeOptions(rounds=2, bank=bank)
-    (result,) = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings, seen.append).results
+    # an op whose fused kernel wins by ~12x: a shared machine's timing noise cannot undo the finalist
+    (result,) = optimize([OPS / "pointwise_chain.py"], options, fast_settings, seen.append).results
     first, *_, second = (e for e in seen if isinstance(e, ev.ConfirmFinished))
     assert not first.held and "max abs error 1.0 on case 3" in first.reason
     assert second.held and result.accepted, result.reason
@@ -229,10 +230,10 @@ def test_ctrl_c_while_confirming_banks_the_round_best_unconfirmed_and_resume_dec
     options = OptimizeOptions(rounds=2, bank=bank)
     with monkeypatch.context() as m:
         m.setattr(VerifierService, "verify_alone", interrupted)
-        run = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings)
+        run = optimize([OPS / "pointwise_chain.py"], options, fast_settings)
     (result,) = run.results
     assert result.status == "interrupted" and run.exit_code == 130
-    assert result.accepted, "the built-in RMSNorm beats eager beyond the noise in its round"
+    assert result.accepted, "the fused chain (~12x eager) beats eager beyond the noise in its round"
     query = "SELECT id, json_extract(evidence, '$.confirmed') FROM kernels WHERE session_id = ?"
     with sqlite3.connect(bank) as db:
         assert db.execute(query, (result.session_id,)).fetchall() == [(result.kernel_id, 0)]
