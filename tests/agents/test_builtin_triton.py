@@ -5,10 +5,6 @@ With a GPU the same cases also compile and run on it (the ``gpu`` tests)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +13,7 @@ from forge.agents import CoderContext
 from forge.agents.builtin import BuiltinCoder
 from forge.core.settings import load_settings
 from forge.verifier import verify
-from tests.agents.triton_check import CASES, run_cases
+from tests.agents.triton_check import CASES, run_cases, run_interpreted
 from tests.conftest import OPS
 
 pytest.importorskip("triton")
@@ -26,13 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def checked() -> dict[str, str]:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-    r = subprocess.run(
-        [sys.executable, "-m", "tests.agents.triton_check"], capture_output=True, text=True, cwd=ROOT, env=env,
-        timeout=600,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-3000:]
-    return dict(json.loads(r.stdout.strip().splitlines()[-1]))
+    return run_interpreted("tests.agents.triton_check")
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -12,6 +12,8 @@ Each case renders a kernel, loads it as a candidate module (the reference import
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -256,6 +258,16 @@ def run_cases(device: str = "cpu") -> dict[str, str]:
         except Exception:
             results[name] = traceback.format_exc()[-1500:]
     return results
+
+
+def run_interpreted(module: str) -> dict[str, str]:
+    """Run a checker module (this one, or another with the same output) on CPU under
+    TRITON_INTERPRET=1 in a fresh process; its case id -> "ok" or the error."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True, cwd=root, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return dict(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
 def main() -> None:

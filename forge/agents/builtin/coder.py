@@ -23,6 +23,7 @@ from forge.agents.builtin import (
     triton_rowwise,
 )
 from forge.agents.builtin.lowering import program as lowered
+from forge.agents.builtin.lowering import triton_program as lowered_triton
 from forge.agents.builtin.tuner import (
     Space,
     best_trial,
@@ -72,6 +73,10 @@ FAMILIES: dict[str, tuple[Family, ...]] = {
             triton_pointwise.triton_space,
             triton_pointwise.render_triton,
             triton_pointwise.triton_canonical,
+        ),
+        # the general lowering written as Triton kernels, for what no hand-tuned family recognises
+        Family(
+            "lowered", lowered_triton.analyze, lowered_triton.space, lowered_triton.render, lowered_triton.canonical
         ),
     ),
 }

@@ -1,7 +1,9 @@
 """The general lowering of the built-in agent (issue #18): any reference traced to primitives and
 a few ops kept whole (``trace``), scheduled into buffers and steps (``schedule``), written as C++
-steps (``cpp_emit``, ``cpp_reduce``, ``cpp_kept``) over the IR's index algebra (``ir``,
-``cpp_expr``), and packaged as a candidate (``program``): the built-in coder's ``lowered`` family.
+steps (``cpp_emit``, ``cpp_reduce``, ``cpp_kept``) or Triton kernels (``triton_expr``,
+``triton_emit``) over the IR's index algebra (``ir``, ``cpp_expr``), and packaged as a candidate
+(``program`` for C++, ``triton_program`` for Triton; ``py_side`` writes the Python both share):
+the built-in coder's ``lowered`` family on either backend.
 """
 
 from forge.agents.builtin.lowering.program import LoweredGraph, analyze, canonical, render, space

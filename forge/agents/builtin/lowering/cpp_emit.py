@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import fx
 
 from forge.agents.builtin.lowering.cpp_expr import expression, scalar_operand
@@ -41,6 +43,32 @@ from forge.agents.builtin.lowering.trace import kind_of, packet_name
 SPLIT_BELOW = 64  # fewer outer blocks than this: the inner loop is split into chunks across threads
 
 
+@dataclass(frozen=True)
+class Dialect:
+    """How a kernel language writes what ``Reader`` reads: C++ here, Triton in ``triton_emit``."""
+
+    expression: Callable[[fx.Node, list[str]], str]  # a pointwise node over its operands' text
+    scalar_operand: Callable[[Any, fx.Node], str]  # a Python-number argument of a pointwise node
+    load: Callable[[int, str], str]  # buffer slot, row-major offset (C syntax) -> a load
+    statement: Callable[[str, fx.Node, str], str]  # temporary's name, node, expression -> a line
+    iota: Callable[[fx.Node, str], str]  # iota node, its index (C syntax) -> its value
+    literal: Callable[[Any, torch.dtype], str]
+    integer: Callable[[str], str]  # a value used as an index (a gather's)
+
+
+CPP = Dialect(
+    expression=expression,
+    scalar_operand=scalar_operand,
+    load=lambda slot, offset: f"b{slot}[{offset}]",
+    statement=lambda name, node, expr: f"const {ctype_of(dtype_of(node), packet_name(node))} {name} = {expr};",
+    iota=lambda node, i: (
+        f"(({ctype_of(dtype_of(node))})({node.kwargs.get('start', 0)} + {i} * {node.kwargs.get('step', 1)}))"
+    ),
+    literal=literal,
+    integer=lambda v: f"((int64_t){v})",
+)
+
+
 @dataclass
 class Reader:
     """Builds the statements that read graph values inside one loop body."""
@@ -50,10 +78,11 @@ class Reader:
     loads: set[tuple[int, str]] = field(default_factory=set)  # (slot, offset) of every load
     lines: list[str] = field(default_factory=list)
     cache: dict[tuple[fx.Node, tuple[str, ...]], str] = field(default_factory=dict)
+    dialect: Dialect = CPP
 
     def fresh(self) -> Reader:
         """A reader for another loop body of the same step (same buffers, no statements)."""
-        return Reader(self.sched, self.reads, self.loads)
+        return Reader(self.sched, self.reads, self.loads, dialect=self.dialect)
 
     def value(self, node: Any, idx: list[str], flat: str | None = None) -> str:
         """``node`` read at index tuple ``idx``; ``flat``, when given, is the tuple's row-major
@@ -67,17 +96,18 @@ class Reader:
         if kind_of(node) == "view" and node not in self.sched.buffers:
             return expr  # a view is its source read elsewhere: no statement of its own
         name = f"t{len(self.cache)}"
-        self.lines.append(f"const {ctype_of(dtype_of(node), packet_name(node))} {name} = {expr};")
+        self.lines.append(self.dialect.statement(name, node, expr))
         self.cache[key] = name
         return name
 
     def _expr(self, node: fx.Node, idx: list[str], flat: str | None) -> str:
+        say = self.dialect
         if node in self.sched.buffers:
             slot = self.sched.slot(node)
             offset = flat if flat is not None else linear(idx, shape_of(node))
             self.reads.add(slot)
             self.loads.add((slot, offset))
-            return f"b{slot}[{offset}]"
+            return say.load(slot, offset)
         name, kind = packet_name(node), kind_of(node)
         if kind == "view":
             src = node.args[0]
@@ -90,18 +120,17 @@ class Reader:
                     same = shape_of(arg) == shape
                     ops.append(self.value(arg, idx if same else _scalar_idx(arg, node), flat if same else None))
                 else:
-                    ops.append(scalar_operand(arg, node))
-            return expression(node, ops)
+                    ops.append(say.scalar_operand(arg, node))
+            return say.expression(node, ops)
         if name == "aten.gather":
             src, dim, index = node.args[0], int_arg(node, 1), node.args[2]
             at = self.value(index, idx)
             dim %= len(idx)
-            return self.value(src, [*idx[:dim], f"((int64_t){at})", *idx[dim + 1 :]])
+            return self.value(src, [*idx[:dim], say.integer(at), *idx[dim + 1 :]])
         if name == "prims.iota":  # iota(length, *, start, step, dtype, ...)
-            start, step = node.kwargs.get("start", 0), node.kwargs.get("step", 1)
-            return f"(({ctype_of(dtype_of(node))})({start} + {idx[0]} * {step}))"
+            return say.iota(node, idx[0])
         if name in ("aten.full", "prims.full"):
-            return literal(node.args[1], dtype_of(node))
+            return say.literal(node.args[1], dtype_of(node))
         raise Unsupported(f"{name}: not a node the lowering reads inline")
 
 

@@ -13,11 +13,11 @@ mode) is traced in eval mode, the mode the verifier verifies it in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import fx
 
 from forge.agents.builtin.cpp_snippets import HEADER
 from forge.agents.builtin.lowering.cpp_emit import pointwise_step
@@ -25,8 +25,9 @@ from forge.agents.builtin.lowering.cpp_expr import VECTOR_MATH
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row_groups
 from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step
 from forge.agents.builtin.lowering.cpp_reduce import reduce_step
-from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, int_arg, shape_of
-from forge.agents.builtin.lowering.schedule import Schedule, Step, schedule, view_source
+from forge.agents.builtin.lowering.ir import Unsupported
+from forge.agents.builtin.lowering.py_side import allocation, closing_lines, library_lines, load_lines
+from forge.agents.builtin.lowering.schedule import Schedule, Step, schedule
 from forge.agents.builtin.lowering.trace import Traced, is_random, packet_name, trace, unloweable
 from forge.agents.builtin.pointwise import ERF, FMATH
 from forge.agents.builtin.rowwise import ATTR_SOURCE
@@ -64,9 +65,20 @@ DEFAULT: dict[str, Any] = {"threads": 0, "acc": "double", "tile": 256, "chunk": 
 
 
 def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
-    """The lowered graph of ``model(*inputs)``, or why the lowering cannot take it."""
+    """The lowered graph of ``model(*inputs)`` for C++ kernels, or why the lowering cannot take it."""
+    return lower(model, inputs, frozenset({"library"}), render)
+
+
+def lower(
+    model: torch.nn.Module,
+    inputs: list[Any],
+    run_by_torch: frozenset[str],
+    writer: Callable[[LoweredGraph, dict[str, Any] | None], str],
+) -> LoweredGraph | str:
+    """The lowered graph of ``model(*inputs)``, scheduled with the step kinds ``run_by_torch`` run
+    as torch calls and checked by writing it once with ``writer``; or why it cannot be."""
     if not all(isinstance(x, torch.Tensor) and x.device.type == "cpu" for x in inputs):
-        return "the lowered kernels take CPU tensor inputs only"
+        return "the lowering traces CPU tensor inputs only"
     try:
         traced = trace(model, inputs)
         if is_random(traced):  # verified in eval mode (see the verifier's ReferenceSide): built for it
@@ -85,11 +97,11 @@ def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
     else:
         return "the reference returns a nested structure, not a tensor or a tuple of tensors"
     try:
-        sched = schedule(traced)
+        sched = schedule(traced, run_by_torch)
         uses_erf = any(packet_name(n) == "prims.erf" for n in traced.graph.graph.nodes)
         specs = tuple((tuple(x.shape), x.dtype) for x in inputs)
         lowered = LoweredGraph(traced, sched, out_kind, specs, uses_erf, model.training)
-        render(lowered, None)  # every step can be written
+        writer(lowered, None)  # every step can be written
     except Unsupported as exc:
         return str(exc)
     except Exception as exc:  # a gap in the lowering itself: said as a refusal, never a traceback
@@ -114,53 +126,6 @@ def _step_cpp(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
     return writer(name, step, sched, cfg)
 
 
-def _py_arg(value: Any, sched: Schedule) -> str:
-    """A library call's argument as Python text (graph values as buffers or views of them)."""
-    if isinstance(value, fx.Node):
-        return _py_view(value, sched)
-    if isinstance(value, list | tuple):
-        inner = ", ".join(_py_arg(v, sched) for v in value)
-        return f"[{inner}]"
-    if isinstance(value, torch.dtype):
-        return str(value)
-    if isinstance(value, torch.device):
-        return f"torch.device({str(value)!r})"
-    if value is None or isinstance(value, bool | int | float | str):
-        return repr(value)
-    raise Unsupported(f"a library call's argument {value!r} cannot be written")
-
-
-def _py_view(node: fx.Node, sched: Schedule) -> str:
-    if node in sched.buffers:
-        return f"b[{sched.slot(node)}]"
-    if view_source(node, sched) is None:
-        raise Unsupported(f"{packet_name(node)}: a library input that is neither a buffer nor its view")
-    args = ", ".join(_py_arg(a, sched) for a in node.args)
-    return f"{_op_path(node)}({args})"
-
-
-def _op_path(node: fx.Node) -> str:
-    """The node's ATen/prims overload as Python text (``torch.ops.aten.convolution.default``)."""
-    target = node.target
-    return f"torch.ops.{target.namespace}.{target._overloadpacket.__name__}.{target._overloadname}"  # type: ignore[union-attr]
-
-
-def _library_lines(step: Step, sched: Schedule) -> list[str]:
-    node = step.node
-    call = _op_path(node)
-    args = ", ".join(_py_arg(a, sched) for a in node.args)
-    kwargs = "".join(f", {k}={_py_arg(v, sched)}" for k, v in node.kwargs.items())
-    if step.writes == (node,):
-        return [f"b[{sched.slot(node)}] = {call}({args}{kwargs}).contiguous()"]
-    lines = [f"r = {call}({args}{kwargs})"]
-    lines += [f"b[{sched.slot(w)}] = r[{int_arg(w, 1)}].contiguous()" for w in step.writes]
-    return lines
-
-
-def _allocation(node: fx.Node, sched: Schedule) -> str:
-    return f"b[{sched.slot(node)}] = torch.empty({shape_of(node)!r}, dtype={dtype_of(node)})"
-
-
 def _program(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]]:
     """The C++ source and the lines of ``forward`` that run it."""
     sched = lowered.sched
@@ -180,10 +145,10 @@ def _program(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]
     for k, unit in enumerate(units):
         if isinstance(unit, Step) and unit.kind == "library":
             close_stage()
-            lines.extend(_library_lines(unit, sched))
+            lines.extend(library_lines(unit, sched))
             continue
         members = unit.steps if isinstance(unit, RowGroup) else (unit,)
-        lines.extend(_allocation(w, sched) for s in members for w in s.writes)
+        lines.extend(allocation(w, sched) for s in members for w in s.writes)
         fused = fused_row_step(f"step{k}", unit, sched, cfg) if isinstance(unit, RowGroup) else None
         if fused is not None:
             cpp_parts.append(fused)
@@ -193,38 +158,10 @@ def _program(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]
             cpp_parts.append(_step_cpp(f"step{k}_{j}", step, sched, cfg))
             stage.append(f"step{k}_{j}")
     close_stage()
-    traced = lowered.traced
-    for dst, src in sched.copies:
-        path = _placeholder_path(dst, traced, sched)
-        lines.append(f"_attr(self, {path!r}).copy_(b[{sched.slot(src)}])")
-    outs = []
-    for out in sched.outputs:
-        source = view_source(out, sched, order_keeping=True)
-        base = f"b[{sched.slot(source)}]" if source is not None else f"b[{sched.slot(out)}]"
-        outs.append(base if source is out or source is None else f"{base}.reshape({shape_of(out)!r})")
-    ret = outs[0] if lowered.out_kind == "single" else f"({', '.join(outs)},)"
-    if lowered.out_kind not in ("single", "tuple"):
-        ret = f"{lowered.out_kind}({ret})"
-    lines.append(f"return {ret}")
+    lines.extend(closing_lines(lowered.traced, sched, lowered.out_kind))
     header = HEADER + "#include <algorithm>\n#include <limits>\n" + FMATH + VECTOR_MATH
     header += ERF[str(cfg.get("erf", "torch"))]
     return header + "".join(cpp_parts), lines
-
-
-def _placeholder_path(node: fx.Node, traced: Traced, sched: Schedule) -> str:
-    k = sched.inputs.index(node)
-    names = traced.state_names
-    if k >= len(names):
-        raise Unsupported("aten.copy_: into one of the op's inputs (the lowering updates module buffers only)")
-    return names[k]
-
-
-def _loads(lowered: LoweredGraph) -> list[str]:
-    traced = lowered.traced
-    names = traced.state_names
-    lines = [f"b[{k}] = _attr(self, {name!r}).detach().contiguous()" for k, name in enumerate(names)]
-    lines += [f"b[{len(names) + j}] = xs[{j}].contiguous()" for j in range(traced.inputs)]
-    return lines
 
 
 def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
@@ -232,7 +169,7 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     cpp_src, run_lines = _program(lowered, cfg)
     knobs = lowered.knobs()
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
-    body = "".join(f"        {line}\n" for line in [*_loads(lowered), *run_lines])
+    body = "".join(f"        {line}\n" for line in [*load_lines(lowered.traced), *run_lines])
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
     nslots = len(lowered.sched.buffers)
     steps = ", ".join(s.kind for s in lowered.sched.steps)
@@ -272,4 +209,4 @@ class ModelNew(Model):
 {body}'''
 
 
-__all__ = ["DEFAULT", "LoweredGraph", "analyze", "canonical", "render", "space"]
+__all__ = ["DEFAULT", "LoweredGraph", "analyze", "canonical", "lower", "render", "space"]

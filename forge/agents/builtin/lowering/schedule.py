@@ -122,8 +122,10 @@ def _check_node(node: fx.Node) -> None:
         raise Unsupported(f"{name}: kept whole but has no kernel of its own yet")
 
 
-def schedule(traced: Traced) -> Schedule:
-    """The buffers and steps of ``traced`` (raises Unsupported naming the first node it cannot take)."""
+def schedule(traced: Traced, run_by_torch: frozenset[str] = frozenset({"library"})) -> Schedule:
+    """The buffers and steps of ``traced`` (raises Unsupported naming the first node it cannot take).
+    ``run_by_torch``: the kinds of step a candidate runs as torch calls, whose inputs are buffers
+    (or views of them) rather than values inlined into a kernel."""
     graph = traced.graph.graph
     live = _live(graph)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -143,7 +145,7 @@ def schedule(traced: Traced) -> Schedule:
         for w in writes:
             _add_buffer(sched, w)
         sched.steps.append(Step(kind, node, writes))
-        if kind == "library":
+        if kind in run_by_torch:
             for arg in node.all_input_nodes:
                 if view_source(arg, sched) is None:
                     _materialise(sched, arg)

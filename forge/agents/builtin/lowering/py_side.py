@@ -1,0 +1,99 @@
+"""The Python side of a lowered candidate, the same for its C++ and its Triton kernels: the
+buffer table's loads (module state, then the op's inputs), the allocation of each step's
+buffers, the torch calls of library producers (and, for Triton, of the ops kept whole), module
+buffers written back after the last step, and the value returned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+
+from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, int_arg, shape_of
+from forge.agents.builtin.lowering.schedule import Schedule, Step, view_source
+from forge.agents.builtin.lowering.trace import Traced, packet_name
+
+
+def _py_arg(value: Any, sched: Schedule) -> str:
+    """A library call's argument as Python text (graph values as buffers or views of them)."""
+    if isinstance(value, fx.Node):
+        return _py_view(value, sched)
+    if isinstance(value, list | tuple):
+        inner = ", ".join(_py_arg(v, sched) for v in value)
+        return f"[{inner}]"
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
+    if value is None or isinstance(value, bool | int | float | str):
+        return repr(value)
+    raise Unsupported(f"a library call's argument {value!r} cannot be written")
+
+
+def _py_view(node: fx.Node, sched: Schedule) -> str:
+    if node in sched.buffers:
+        return f"b[{sched.slot(node)}]"
+    if view_source(node, sched) is None:
+        raise Unsupported(f"{packet_name(node)}: a library input that is neither a buffer nor its view")
+    args = ", ".join(_py_arg(a, sched) for a in node.args)
+    return f"{_op_path(node)}({args})"
+
+
+def _op_path(node: fx.Node) -> str:
+    """The node's ATen/prims overload as Python text (``torch.ops.aten.convolution.default``)."""
+    target = node.target
+    return f"torch.ops.{target.namespace}.{target._overloadpacket.__name__}.{target._overloadname}"  # type: ignore[union-attr]
+
+
+def library_lines(step: Step, sched: Schedule) -> list[str]:
+    """The torch call a step makes, as the reference makes it, into its buffers."""
+    node = step.node
+    call = _op_path(node)
+    args = ", ".join(_py_arg(a, sched) for a in node.args)
+    kwargs = "".join(f", {k}={_py_arg(v, sched)}" for k, v in node.kwargs.items())
+    if step.writes == (node,):
+        return [f"b[{sched.slot(node)}] = {call}({args}{kwargs}).contiguous()"]
+    lines = [f"r = {call}({args}{kwargs})"]
+    lines += [f"b[{sched.slot(w)}] = r[{int_arg(w, 1)}].contiguous()" for w in step.writes]
+    return lines
+
+
+def allocation(node: fx.Node, sched: Schedule, device: str | None = None) -> str:
+    """The line allocating ``node``'s buffer (``device``: Python text of the device, else CPU)."""
+    where = f", device={device}" if device else ""
+    return f"b[{sched.slot(node)}] = torch.empty({shape_of(node)!r}, dtype={dtype_of(node)}{where})"
+
+
+def load_lines(traced: Traced) -> list[str]:
+    """The table's first slots: the module's parameters and buffers, then the op's inputs."""
+    names = traced.state_names
+    lines = [f"b[{k}] = _attr(self, {name!r}).detach().contiguous()" for k, name in enumerate(names)]
+    lines += [f"b[{len(names) + j}] = xs[{j}].contiguous()" for j in range(traced.inputs)]
+    return lines
+
+
+def _placeholder_path(node: fx.Node, traced: Traced, sched: Schedule) -> str:
+    k = sched.inputs.index(node)
+    names = traced.state_names
+    if k >= len(names):
+        raise Unsupported("aten.copy_: into one of the op's inputs (the lowering updates module buffers only)")
+    return names[k]
+
+
+def closing_lines(traced: Traced, sched: Schedule, out_kind: str) -> list[str]:
+    """Module buffers written back (state is output), then the return statement."""
+    lines = []
+    for dst, src in sched.copies:
+        path = _placeholder_path(dst, traced, sched)
+        lines.append(f"_attr(self, {path!r}).copy_(b[{sched.slot(src)}])")
+    outs = []
+    for out in sched.outputs:
+        source = view_source(out, sched, order_keeping=True)
+        base = f"b[{sched.slot(source)}]" if source is not None else f"b[{sched.slot(out)}]"
+        outs.append(base if source is out or source is None else f"{base}.reshape({shape_of(out)!r})")
+    ret = outs[0] if out_kind == "single" else f"({', '.join(outs)},)"
+    if out_kind not in ("single", "tuple"):
+        ret = f"{out_kind}({ret})"
+    lines.append(f"return {ret}")
+    return lines

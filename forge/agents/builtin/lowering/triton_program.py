@@ -1,0 +1,108 @@
+"""The lowering as a Triton kernel family of the built-in coder (CUDA devices): the same trace and
+schedule as the C++ family, each pointwise or reduction step one Triton kernel (``triton_emit``).
+
+Library producers (mm, convolution, SDPA) and the ops kept whole (scans, arg-reductions, pooling)
+run as the torch calls the reference makes, on buffers the kernels before them wrote; everything
+pointwise is inlined into the kernel that reads it, as on CPU. The kernel is built for the shapes,
+dtypes and training/eval mode it was traced in; called otherwise, ``ModelNew`` runs the reference.
+Under ``TRITON_INTERPRET=1`` the same source runs on CPU tensors (how it is tested without a GPU).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from forge.agents.builtin.lowering.program import LoweredGraph, lower
+from forge.agents.builtin.lowering.py_side import allocation, closing_lines, library_lines, load_lines
+from forge.agents.builtin.lowering.triton_emit import pointwise_kernel, reduce_kernel
+from forge.agents.builtin.lowering.triton_expr import HELPERS
+from forge.agents.builtin.rowwise import ATTR_SOURCE
+from forge.agents.builtin.tuner import effective_config
+
+RUN_BY_TORCH = frozenset({"library", "scan", "arg", "pool"})
+TRITON_DEFAULT: dict[str, Any] = {"block": 1024, "rblock": 1024, "num_warps": 4, "acc": "float32"}
+
+
+def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
+    """The lowered graph of ``model(*inputs)`` for Triton kernels, or why the lowering cannot take it."""
+    return lower(model, inputs, RUN_BY_TORCH, render)
+
+
+def space(lowered: LoweredGraph) -> dict[str, list[Any]]:
+    """The tuner's GPU knobs (defaults first): elements per program (a reduction's whole tile),
+    reduced elements per tile row, warps, and a reduction's accumulator width."""
+    kinds = {s.kind for s in lowered.sched.steps}
+    knobs: dict[str, list[Any]] = {"block": [1024, 2048, 4096, 512], "num_warps": [4, 8, 2]}
+    if "reduce" in kinds:
+        knobs["rblock"] = [1024, 256, 64]
+        knobs["acc"] = ["float32", "float64"]
+    return knobs
+
+
+def canonical(lowered: LoweredGraph, config: dict[str, Any]) -> dict[str, Any]:
+    return config
+
+
+def _kernels(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]]:
+    """The kernels' source and the lines of ``forward`` that run every step."""
+    sched = lowered.sched
+    kernels: list[str] = []
+    lines: list[str] = []
+    for k, step in enumerate(sched.steps):
+        if step.kind in RUN_BY_TORCH:
+            lines.extend(library_lines(step, sched))
+            continue
+        lines.extend(allocation(w, sched, "dev") for w in step.writes)
+        writer = pointwise_kernel if step.kind == "pointwise" else reduce_kernel
+        source, launch = writer(f"_step{k}", step.node, sched, cfg)
+        kernels.append(source)
+        lines.append(launch)
+    lines.extend(closing_lines(lowered.traced, sched, lowered.out_kind))
+    return "".join(kernels), lines
+
+
+def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
+    cfg = {**TRITON_DEFAULT, **(config or {})}
+    kernels, run_lines = _kernels(lowered, cfg)
+    knobs = space(lowered)
+    shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
+    body = "".join(f"        {line}\n" for line in [*load_lines(lowered.traced), *run_lines])
+    specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
+    steps = ", ".join(s.kind for s in lowered.sched.steps)
+    return f'''"""forge built-in coder: the general lowering (Triton): steps {steps}.
+
+Tuned config: {shown!r}
+"""
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from forge_reference import Model
+
+_INPUTS = {specs!r}
+_TRAINING = {lowered.training!r}  # the mode the kernel computes (BatchNorm, dropout differ by mode)
+_DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+{HELPERS}{kernels}
+
+{ATTR_SOURCE}def _built_for(xs):
+    return len(xs) == len(_INPUTS) and all(
+        isinstance(x, torch.Tensor) and tuple(x.shape) == s and str(x.dtype) == d and x.device.type == _DEVICE
+        for x, (s, d) in zip(xs, _INPUTS)
+    )
+
+
+class ModelNew(Model):
+    def forward(self, *xs):
+        if self.training != _TRAINING or not _built_for(xs):  # not what it was built for: the reference
+            return super().forward(*xs)
+        dev = xs[0].device if xs else torch.device(_DEVICE)
+        b = [None] * {len(lowered.sched.buffers)}
+{body}'''
+
+
+__all__ = ["TRITON_DEFAULT", "analyze", "canonical", "render", "space"]
