@@ -217,3 +217,25 @@ def test_loop_invariant_statements_are_computed_before_the_simd_loop():
 )
 def test_slices_selects_and_masks_from_iota(fn):
     check(Op(fn), [torch.randn(9, 9)])
+
+
+class _Masked(nn.Module):
+    """A plain tensor attribute (not a parameter, not a registered buffer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mask = torch.tril(torch.ones(6, 6))
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return (x * self.mask).sum(dim=-1)
+
+
+def test_plain_tensor_attributes_and_tensors_made_in_forward_are_graph_inputs():
+    check(_Masked(), [torch.randn(3, 6, 6)])
+    made = Op(lambda x: x * torch.tensor([1.0, float("nan"), -2.0, float("inf"), 0.5, 3.0]) + torch.tensor(2.0))
+    check(made, [torch.randn(4, 6)])
+    big = Op(lambda x: x + torch.arange(1 << 15, dtype=torch.float32).clone().reshape(-1)[: x.shape[-1]])
+    assert isinstance(program.analyze(big, [torch.randn(2, 8)]), LoweredGraph)  # iota, not a constant
+    huge = torch.randn(1 << 15)
+    why = program.analyze(Op(lambda x: x + torch.tensor(huge.tolist())[:8]), [torch.randn(2, 8)])
+    assert isinstance(why, str) and "register it as a buffer" in why

@@ -47,6 +47,12 @@ CASES: dict[str, tuple[str, str, str]] = {
     "conv_epilogue": ("torch.relu(self.c(x)) * 2", "self.c = torch.nn.Conv2d(3, 4, 3)", "torch.randn(2, 3, 8, 8)"),
     "groupnorm": ("self.n(x)", "self.n = torch.nn.GroupNorm(2, 4)", "torch.randn(3, 4, 6, 5)"),
     "mse_loss": ("F.mse_loss(x, y)", "", "torch.randn(8, 20), torch.randn(8, 20)"),
+    "plain_attribute": (
+        "(x * self.mask).sum(dim=-1)",
+        "self.mask = torch.tril(torch.ones(6, 6))",
+        "torch.randn(3, 6, 6)",
+    ),
+    "made_in_forward": ("x * torch.tensor([1.0, float('nan'), -2.0, 4.0])", "", "torch.randn(5, 4)"),
 }
 CONFIGS = [None, {"block": 64, "rblock": 16, "num_warps": 2}]
 

@@ -146,7 +146,7 @@ def delinear(offset: str, shape: Sequence[int]) -> list[str]:
 # row-major offset into the view is the same offset into its source (see ``keeps_order``).
 ORDER_KEEPING = frozenset(
     {"prims.squeeze", "prims.split_dim", "prims.collapse_view", "prims.reshape", "prims.view_of", "aten.view",
-     "aten.reshape", "aten._unsafe_view", "aten.alias"}
+     "aten.reshape", "aten._unsafe_view", "aten.alias", "aten.lift_fresh_copy"}
 )  # fmt: skip
 
 
@@ -168,7 +168,7 @@ def source_index(node: fx.Node, idx: list[str]) -> list[str]:
     sshape, oshape = shape_of(src), shape_of(node)
     if name == "prims.broadcast_in_dim":
         return ["0" if sshape[k] == 1 else idx[d] for k, d in enumerate(args[2])]
-    if name in ("prims.view_of", "aten.alias"):
+    if name in ("prims.view_of", "aten.alias", "aten.lift_fresh_copy"):
         return list(idx)
     if name == "prims.squeeze":
         out, it = [], iter(idx)

@@ -26,7 +26,13 @@ from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row
 from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step
 from forge.agents.builtin.lowering.cpp_reduce import reduce_step
 from forge.agents.builtin.lowering.ir import Unsupported
-from forge.agents.builtin.lowering.py_side import allocation, closing_lines, library_lines, load_lines
+from forge.agents.builtin.lowering.py_side import (
+    allocation,
+    closing_lines,
+    constant_table,
+    library_lines,
+    load_lines,
+)
 from forge.agents.builtin.lowering.schedule import Schedule, Step, schedule
 from forge.agents.builtin.lowering.trace import Traced, is_random, packet_name, trace, unloweable
 from forge.agents.builtin.pointwise import ERF, FMATH
@@ -169,7 +175,7 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     cpp_src, run_lines = _program(lowered, cfg)
     knobs = lowered.knobs()
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
-    body = "".join(f"        {line}\n" for line in [*load_lines(lowered.traced), *run_lines])
+    body = "".join(f"        {line}\n" for line in [*load_lines(lowered.traced, lowered.sched), *run_lines])
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
     nslots = len(lowered.sched.buffers)
     steps = ", ".join(s.kind for s in lowered.sched.steps)
@@ -186,7 +192,7 @@ from forge import cpp
 from forge_reference import Model
 
 _lib = cpp.load(r"""{cpp_src}""")
-_INPUTS = {specs!r}
+{constant_table(lowered.traced, lowered.sched)}_INPUTS = {specs!r}
 _TRAINING = {lowered.training!r}  # the mode the kernel computes (BatchNorm, dropout differ by mode)
 
 

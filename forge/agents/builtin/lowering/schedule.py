@@ -50,6 +50,7 @@ class Schedule:
     steps: list[Step] = field(default_factory=list)
     outputs: list[fx.Node] = field(default_factory=list)  # returned nodes
     copies: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)  # (module buffer, new value)
+    constants: list[fx.Node] = field(default_factory=list)  # tensors made in forward (get_attr)
 
     def slot(self, node: fx.Node) -> int:
         return self.buffers[node]
@@ -132,6 +133,10 @@ def schedule(traced: Traced, run_by_torch: frozenset[str] = frozenset({"library"
     sched = Schedule(inputs=placeholders)
     for node in placeholders:
         _add_buffer(sched, node)
+    for node in graph.nodes:  # the candidate holds their values (see py_side.constant_table)
+        if node.op == "get_attr" and node in live:
+            _add_buffer(sched, node)
+            sched.constants.append(node)
     output_node = next(n for n in graph.nodes if n.op == "output")
     for node in graph.nodes:
         if node not in live or node.op != "call_function":

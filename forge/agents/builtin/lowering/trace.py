@@ -20,7 +20,7 @@ a ``copy_`` into it, which the lowering must carry out too (state is output).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -68,7 +68,8 @@ REDUCTIONS = frozenset(f"prims.{n}" for n in ("sum", "amax", "amin", "prod", "va
 VIEWS = frozenset(
     [f"prims.{n}" for n in ("broadcast_in_dim", "collapse_view", "split_dim", "squeeze", "view_of", "transpose",
                             "rev", "reshape")] + ["aten.as_strided", "aten.view", "aten.permute", "aten.expand",
-                                                 "aten.select", "aten.slice", "aten.alias"]
+                                                 "aten.select", "aten.slice", "aten.alias",
+                                                 "aten.lift_fresh_copy"]
 )  # fmt: skip
 KEPT_NAMES = frozenset(f"aten.{p.__name__}" for p in KEPT)
 OTHER = frozenset({"aten.gather", "aten.copy_", "aten.empty", "getitem", "prims.iota", "aten.full"})
@@ -86,8 +87,11 @@ def kind_of(node: fx.Node) -> str | None:
 
 
 def decompositions() -> dict[Any, Any]:
-    """torch's decomposition table without the kept ops."""
-    kept = {overload for packet in KEPT for overload in (getattr(packet, o) for o in packet.overloads())}
+    """torch's decomposition table without the kept ops, and without ``lift_fresh_copy``: a tensor
+    made in ``forward`` from data (``torch.tensor([...])``) stays a graph constant read through it,
+    where its decomposition would apply a view to a real tensor inside the fake-tensor trace."""
+    packets = (*KEPT, aten.lift_fresh, aten.lift_fresh_copy)
+    kept = {overload for packet in packets for overload in (getattr(packet, o) for o in packet.overloads())}
     return {op: fn for op, fn in decomposition_table.items() if op not in kept}
 
 
@@ -97,22 +101,39 @@ class Traced:
     params: list[str]  # the first placeholders, in this order
     buffers: list[str]  # then these
     inputs: int  # then the op's inputs
+    constants: list[str] = field(default_factory=list)  # plain tensor attributes, after the buffers
 
     @property
     def state_names(self) -> list[str]:
-        """The module's parameter and buffer names, in the order of the first placeholders."""
-        return [*self.params, *self.buffers]
+        """The module's parameter, buffer and plain tensor attribute names, in the order of the
+        first placeholders."""
+        return [*self.params, *self.buffers, *self.constants]
+
+
+def plain_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Tensors a module (or a submodule) holds as plain attributes, neither parameters nor
+    registered buffers (``self.mask = torch.tril(...)``), by dotted name. Traced as graph inputs
+    like the buffers: a real tensor inside the fake-tensor trace would fail it, and the candidate
+    reads them from its own module, as the reference does."""
+    found: dict[str, torch.Tensor] = {}
+    for prefix, module in model.named_modules():
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                found[f"{prefix}.{name}" if prefix else name] = value
+    return found
 
 
 def trace(model: nn.Module, inputs: Sequence[Any]) -> Traced:
     """``model(*inputs)`` as a graph of primitives and kept ops (fake tensors: nothing is computed)."""
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
+    constants = plain_tensors(model)
 
-    def pure(p: dict[str, Any], b: dict[str, Any], *xs: Any) -> Any:
-        return functional_call(model, {**p, **b}, xs)
+    def pure(p: dict[str, Any], b: dict[str, Any], c: dict[str, Any], *xs: Any) -> Any:
+        return functional_call(model, {**p, **b, **c}, xs)
 
-    graph = make_fx(pure, decomposition_table=decompositions(), tracing_mode="fake")(params, buffers, *inputs)
-    return Traced(graph, list(params), list(buffers), len(inputs))
+    traced = make_fx(pure, decomposition_table=decompositions(), tracing_mode="fake")
+    graph = traced(params, buffers, constants, *inputs)
+    return Traced(graph, list(params), list(buffers), len(inputs), list(constants))
 
 
 def packet_name(node: fx.Node) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from forge.agents.builtin.lowering.cpp_emit import Dialect, Reader
+from forge.agents.builtin.lowering.cpp_emit import Dialect, Reader, _without
 from forge.agents.builtin.lowering.cpp_reduce import Reduction, reduction_of
 from forge.agents.builtin.lowering.ir import delinear, dtype_of, is_float, shape_of
 from forge.agents.builtin.lowering.schedule import Schedule
@@ -50,11 +50,6 @@ TRITON = Dialect(
 
 def _pow2(n: int) -> int:
     return 1 << max(0, (max(1, n) - 1).bit_length())
-
-
-def _without(sched: Schedule, node: fx.Node) -> Schedule:
-    """``sched`` with ``node`` not a buffer, so that reading it inlines its definition."""
-    return Schedule(sched.inputs, {n: s for n, s in sched.buffers.items() if n is not node}, sched.steps)
 
 
 def _body(lines: list[str], indent: str) -> str:

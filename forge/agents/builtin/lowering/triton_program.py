@@ -15,7 +15,13 @@ from typing import Any
 import torch
 
 from forge.agents.builtin.lowering.program import LoweredGraph, lower
-from forge.agents.builtin.lowering.py_side import allocation, closing_lines, library_lines, load_lines
+from forge.agents.builtin.lowering.py_side import (
+    allocation,
+    closing_lines,
+    constant_table,
+    library_lines,
+    load_lines,
+)
 from forge.agents.builtin.lowering.triton_emit import pointwise_kernel, reduce_kernel
 from forge.agents.builtin.lowering.triton_expr import HELPERS
 from forge.agents.builtin.rowwise import ATTR_SOURCE
@@ -68,7 +74,7 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     kernels, run_lines = _kernels(lowered, cfg)
     knobs = space(lowered)
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
-    body = "".join(f"        {line}\n" for line in [*load_lines(lowered.traced), *run_lines])
+    body = "".join(f"        {line}\n" for line in [*load_lines(lowered.traced, lowered.sched, "dev"), *run_lines])
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
     steps = ", ".join(s.kind for s in lowered.sched.steps)
     return f'''"""forge built-in coder: the general lowering (Triton): steps {steps}.
@@ -84,7 +90,7 @@ import triton.language as tl
 
 from forge_reference import Model
 
-_INPUTS = {specs!r}
+{constant_table(lowered.traced, lowered.sched)}_INPUTS = {specs!r}
 _TRAINING = {lowered.training!r}  # the mode the kernel computes (BatchNorm, dropout differ by mode)
 _DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 {HELPERS}{kernels}
