@@ -230,10 +230,19 @@ class _Masked(nn.Module):
         return (x * self.mask).sum(dim=-1)
 
 
+class _MadeInForward(nn.Module):
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return torch.minimum(x, torch.tensor(0.5)) * 2
+
+
 def test_plain_tensor_attributes_and_tensors_made_in_forward_are_graph_inputs():
     check(_Masked(), [torch.randn(3, 6, 6)])
     made = Op(lambda x: x * torch.tensor([1.0, float("nan"), -2.0, float("inf"), 0.5, 3.0]) + torch.tensor(2.0))
     check(made, [torch.randn(4, 6)])
+    made_here = _MadeInForward()
+    torch.fx.symbolic_trace(made_here)  # as the hand-tuned families do: leaves _tensor_constant<k> on it
+    assert hasattr(made_here, "_tensor_constant0")
+    check(made_here, [torch.randn(4, 6)])
     big = Op(lambda x: x + torch.arange(1 << 15, dtype=torch.float32).clone().reshape(-1)[: x.shape[-1]])
     assert isinstance(program.analyze(big, [torch.randn(2, 8)]), LoweredGraph)  # iota, not a constant
     huge = torch.randn(1 << 15)

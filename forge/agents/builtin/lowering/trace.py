@@ -19,6 +19,7 @@ a ``copy_`` into it, which the lowering must carry out too (state is output).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,6 +119,10 @@ def plain_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     found: dict[str, torch.Tensor] = {}
     for prefix, module in model.named_modules():
         for name, value in vars(module).items():
+            # fx.symbolic_trace (the hand-tuned families') leaves the constants it lifts on the
+            # traced module as _tensor_constant<k>: not attributes a fresh ModelNew has
+            if re.fullmatch(r"_tensor_constant\d+", name):
+                continue
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
                 found[f"{prefix}.{name}" if prefix else name] = value
     return found
