@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from forge.agents.builtin.lowering.program import LoweredGraph, lower
+from forge.agents.builtin.lowering.program import LoweredGraph, canonical, lower
 from forge.agents.builtin.lowering.py_side import (
     allocation,
     closing_lines,
@@ -45,10 +45,6 @@ def space(lowered: LoweredGraph) -> dict[str, list[Any]]:
         knobs["rblock"] = [1024, 256, 64]
         knobs["acc"] = ["float32", "float64"]
     return knobs
-
-
-def canonical(lowered: LoweredGraph, config: dict[str, Any]) -> dict[str, Any]:
-    return config
 
 
 def _kernels(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]]:
