@@ -246,9 +246,12 @@ class CandidateSide:
         return {"type": "ready"}
 
     def bind(self, msg: dict[str, Any]) -> dict[str, Any]:
-        release_free_memory()  # what timing held does not add to the bound cases' peak
         """Bind ModelNew to an instance of the reference's own class, as ``bank.kernelize`` does:
         later cases on model "bound" call the kernel through that binding."""
+        # Timing is over: what it held does not add to the bound cases' peak.
+        self.timing_sets, self.warmup = [], []
+        self.timed = TimedCalls(lambda _inputs: None, self.flush, self.clocks)
+        release_free_memory()
         spec = msg["model"]
         ref_cls = sys.modules["forge_reference"].Model
         try:

@@ -215,11 +215,17 @@ class ReferenceSide:
     def _reset(self) -> None:
         """Forget the previous verification (a worker kept for the next one): its cases, timing
         batches and any timed calls it left open; the heap it freed goes back to the system."""
+        self.eval_mode = False
+        self.book = CaseBook(self._draw, self._run)
+        self._drop_timing()
+
+    def _drop_timing(self) -> None:
+        """Let go of the timing batches, the warm-up inputs and any timed calls left open."""
         self.eager_calls.end()
         if self.compiled_calls is not None:
             self.compiled_calls.end()
-        self.timing, self.eval_mode = {}, False
-        self.book = CaseBook(self._draw, self._run)
+        self.eager_calls, self.compiled_calls = TimedCalls(lambda _inputs: None, self.flush, self.clocks), None
+        self.timing = {}
         memory.release_free_memory()
 
     def _keep_compiled(self, key: str, model: torch.nn.Module, old: torch.nn.Module | None) -> torch.nn.Module:
@@ -237,6 +243,9 @@ class ReferenceSide:
 
     def case_data(self, msg: dict[str, Any]) -> dict[str, Any]:
         """One correctness case, drawn now (see ``CaseBook``)."""
+        plan = self.book.plans.get(str(msg["id"]))
+        if plan is not None and plan.key == "bound" and self.timing.get("sets") is not None:
+            self._drop_timing()  # the bound cases come after timing: its batches are not needed
         partner = msg.get("partner")
         return self.book.data(str(msg["id"]), str(partner) if partner else None, lambda: self.single_output)
 
@@ -295,7 +304,7 @@ class ReferenceSide:
         model = self.models["base/0"]
         self.timing.pop("sets", None)
         if index == 0:
-            self.timing["warmup"] = [self._draw(self.base, self.timing_seed + i) for i in range(2)]
+            self.timing["warmup"] = [self._draw(self.base, self.timing_seed)]  # called twice
         sets, expected = [], []
         for i in range(self.per_batch):
             inputs = self._draw(self.base, self.timing_seed + 2 + index * self.per_batch + i)

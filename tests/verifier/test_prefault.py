@@ -44,3 +44,27 @@ def test_an_output_landing_in_a_trimmed_hole_is_not_faulted_in_while_timed() -> 
     faults = int(done.stdout.strip().splitlines()[-1])
     # 16 MiB is 4096 pages; a few pages of torch's own bookkeeping may still fault.
     assert faults < 64, f"the output took {faults} page faults"
+
+
+_ROOM_PROGRAM = textwrap.dedent(
+    """
+    import torch
+    from forge.verifier.memory import resident_bytes
+    from forge.verifier.timing import prefault_heap
+    big = [[torch.ones(64 << 20, dtype=torch.uint8)]]  # above the mmap threshold
+    before = resident_bytes()
+    prefault_heap(big)
+    print((resident_bytes() - before) >> 20)
+    """
+)
+
+
+def test_no_heap_room_is_made_for_tensors_the_allocator_maps_on_their_own() -> None:
+    """A 64 MiB input set: its outputs are mapped fresh whatever the heap holds, so the room is
+    the fixed 64 MiB (+ the small blocks), not three times the set."""
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+    done = subprocess.run(
+        [sys.executable, "-c", _ROOM_PROGRAM], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    grown_mib = int(done.stdout.strip().splitlines()[-1])
+    assert 64 <= grown_mib < 128, f"the heap grew by {grown_mib} MiB"
