@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, GELU_SPECIALS_DIFFER, OPS
+from tests.conftest import EXAMPLES, OPS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,6 @@ def _load_banked_rmsnorm(bank: Path, device: str, rows: int) -> subprocess.Compl
     return subprocess.run([sys.executable, "-c", script, str(bank)], capture_output=True, text=True, cwd=ROOT)
 
 
-@GELU_SPECIALS_DIFFER  # scale_bias_gelu's kernel fails the specials case there
 def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
     bank, report = tmp_path / "bank.db", tmp_path / "report"
     ops = [str(EXAMPLES / "ops" / "rmsnorm.py"), str(EXAMPLES / "ops" / "scale_bias_gelu.py")]

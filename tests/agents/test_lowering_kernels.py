@@ -74,6 +74,9 @@ POINTWISE = {
     "transposed_input": (lambda x: (x.transpose(0, 1) * 3).sigmoid(), [(31, 45)]),
     "flip_and_reshape": (lambda x: x.flip(1).reshape(6, -1) + 1, [(4, 9, 5)]),
     "maximum_nan": (lambda x, y: torch.maximum(x, y) - torch.minimum(x, y), [(16, 16), (16, 16)]),
+    # torch's CPU kernel gives NaN at +inf where the formula gives inf (gelu_specials)
+    "gelu_exact_at_inf": (lambda x: nn.functional.gelu(x * 2), [(16, 67)]),
+    "gelu_tanh_at_inf": (lambda x: nn.functional.gelu(x, approximate="tanh") + 1, [(16, 67)]),
 }
 
 

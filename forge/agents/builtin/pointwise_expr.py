@@ -15,6 +15,8 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
+from forge.agents.builtin.gelu_specials import gelu_nan_at_pos_inf
+
 _BINARY = {
     operator.add: "+",
     torch.add: "+",
@@ -51,6 +53,7 @@ class Dialect:
     gelu: str
     gelu_tanh: str
     statement: str  # assigns {expr} to {name}
+    pos_inf: str | None = None  # +inf in this language, where torch's GELU is matched there (CPU)
 
 
 CPP = Dialect(
@@ -70,6 +73,7 @@ CPP = Dialect(
     gelu="(0.5f * {a} * (1.0f + forge_erf({a} * 0.7071067811865476f)))",
     gelu_tanh="(0.5f * {a} * (1.0f + forge_tanh(0.7978845608028654f * ({a} + 0.044715f * {a} * {a} * {a}))))",
     statement="float {name} = {expr};",
+    pos_inf="__builtin_inff()",
 )
 
 TRITON = Dialect(
@@ -90,6 +94,15 @@ TRITON = Dialect(
     gelu_tanh="(0.5 * {a} * (2.0 / (1.0 + tl.exp(-2.0 * 0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})))))",
     statement="{name} = {expr}",
 )
+
+
+def gelu(a: str, approximate: str, d: Dialect) -> str:
+    """GELU of the expression ``a`` ("none": the exact form with erf; "tanh"), giving what torch
+    gives at +inf on the CPU where this dialect knows how to write +inf (``gelu_specials``)."""
+    formula = (d.gelu if approximate == "none" else d.gelu_tanh).format(a=a)
+    if d.pos_inf is not None and gelu_nan_at_pos_inf("cpu", approximate):  # inf - inf: NaN, as torch gives
+        return d.select.format(c=f"{a} == {d.pos_inf}", a=f"({a} - {a})", b=formula)
+    return formula
 
 
 def literal(value: object, d: Dialect) -> str | None:
@@ -128,7 +141,7 @@ def expression(node: fx.Node, env: dict[fx.Node, str], d: Dialect) -> str | None
         approx = kw.get("approximate", "none")
         if not a or approx not in ("none", "tanh"):
             return None
-        return (d.gelu if approx == "none" else d.gelu_tanh).format(a=a)
+        return gelu(a, str(approx), d)
     if t in (torch.clamp, torch.clip) and len(args) == 1:
         a = _operand(args[0], env, d)
         lo, hi = kw.get("min"), kw.get("max")

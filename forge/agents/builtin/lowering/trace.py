@@ -19,6 +19,7 @@ a ``copy_`` into it, which the lowering must carry out too (state is output).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from torch import fx, nn
 from torch._decomp import decomposition_table
 from torch.func import functional_call
 from torch.fx.experimental.proxy_tensor import make_fx
+
+from forge.agents.builtin.gelu_specials import gelu_nan_at_pos_inf
 
 aten = torch.ops.aten
 
@@ -87,13 +90,27 @@ def kind_of(node: fx.Node) -> str | None:
     return None
 
 
-def decompositions() -> dict[Any, Any]:
+def decompositions(device: str = "cpu") -> dict[Any, Any]:
     """torch's decomposition table without the kept ops, and without ``lift_fresh_copy``: a tensor
     made in ``forward`` from data (``torch.tensor([...])``) stays a graph constant read through it,
-    where its decomposition would apply a view to a real tensor inside the fake-tensor trace."""
+    where its decomposition would apply a view to a real tensor inside the fake-tensor trace. GELU
+    decomposes to what torch's kernel on ``device`` gives at +inf (``gelu_specials``)."""
     packets = (*KEPT, aten.lift_fresh, aten.lift_fresh_copy)
     kept = {overload for packet in packets for overload in (getattr(packet, o) for o in packet.overloads())}
-    return {op: fn for op, fn in decomposition_table.items() if op not in kept}
+    table = {op: fn for op, fn in decomposition_table.items() if op not in kept}
+    formula = table.get(aten.gelu.default)
+    # Asked now, outside the trace (inside it the probe would be traced, not run).
+    nan_at_inf = {approximate: gelu_nan_at_pos_inf(device, approximate) for approximate in ("none", "tanh")}
+    if formula is not None:
+
+        def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+            out = formula(x, approximate=approximate)
+            if nan_at_inf.get(approximate):
+                out = torch.where(x == math.inf, x - x, out)  # inf - inf: NaN there, as torch gives
+            return out
+
+        table[aten.gelu.default] = gelu
+    return table
 
 
 @dataclass(frozen=True)
@@ -136,7 +153,8 @@ def trace(model: nn.Module, inputs: Sequence[Any]) -> Traced:
     def pure(p: dict[str, Any], b: dict[str, Any], c: dict[str, Any], *xs: Any) -> Any:
         return functional_call(model, {**p, **b, **c}, xs)
 
-    traced = make_fx(pure, decomposition_table=decompositions(), tracing_mode="fake")
+    device = next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), "cpu")
+    traced = make_fx(pure, decomposition_table=decompositions(device), tracing_mode="fake")
     graph = traced(params, buffers, constants, *inputs)
     return Traced(graph, list(params), list(buffers), len(inputs), list(constants))
 
