@@ -197,11 +197,15 @@ class CandidateSide:
         self.module: Any = None
         self.path = ""
         self.models: dict[str, torch.nn.Module] = {}
-        self.warmup: list[list[Any]] = []
         self.calls = 0
-        self.timing_sets: list[list[Any]] = []
         self.tids_before: set[int] = set()
-        self.timed = TimedCalls(lambda _inputs: None, flush, clocks)
+        self._drop_timing()
+
+    def _drop_timing(self) -> None:
+        """Hold no timing inputs (before the first batch, and once timing is over)."""
+        self.warmup: list[list[Any]] = []
+        self.timing_sets: list[list[Any]] = []
+        self.timed = TimedCalls.idle(self.flush, self.clocks)
 
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
         # The reference module is importable as ``forge_reference`` so candidates may subclass Model.
@@ -248,9 +252,7 @@ class CandidateSide:
     def bind(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Bind ModelNew to an instance of the reference's own class, as ``bank.kernelize`` does:
         later cases on model "bound" call the kernel through that binding."""
-        # Timing is over: what it held does not add to the bound cases' peak.
-        self.timing_sets, self.warmup = [], []
-        self.timed = TimedCalls(lambda _inputs: None, self.flush, self.clocks)
+        self._drop_timing()  # timing is over: what it held does not add to the bound cases' peak
         release_free_memory()
         spec = msg["model"]
         ref_cls = sys.modules["forge_reference"].Model

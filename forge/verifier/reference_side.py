@@ -68,7 +68,7 @@ class ReferenceSide:
         # random outputs cannot be compared, and a kernel that dropped the randomness must not pass
         # as the training-mode op (see ``_detect_random``).
         self.eval_mode = False
-        self.eager_calls: TimedCalls = TimedCalls(lambda _inputs: None, flush, clocks)
+        self.eager_calls: TimedCalls = TimedCalls.idle(flush, clocks)
         self.compiled_calls: TimedCalls | None = None
         self.book = CaseBook(self._draw, self._run)
 
@@ -224,7 +224,7 @@ class ReferenceSide:
         self.eager_calls.end()
         if self.compiled_calls is not None:
             self.compiled_calls.end()
-        self.eager_calls, self.compiled_calls = TimedCalls(lambda _inputs: None, self.flush, self.clocks), None
+        self.eager_calls, self.compiled_calls = TimedCalls.idle(self.flush, self.clocks), None
         self.timing = {}
         memory.release_free_memory()
 

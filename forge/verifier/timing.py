@@ -18,7 +18,7 @@ from typing import Any
 
 from forge.core.statuses import TimingRegime
 from forge.core.verdict import Contention, PairedRatio, Roofline, TimingStats, Verdict
-from forge.verifier.memory import resident_bytes
+from forge.verifier.memory import MMAP_THRESHOLD_BYTES, resident_bytes
 from forge.verifier.pairing import paired_ratio
 
 _ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
@@ -56,7 +56,7 @@ def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> N
 
     # Tensors above the mmap threshold are mapped fresh by every call whatever the heap holds (on
     # both sides alike): room for them would only add to the peak (1 GiB inputs: +0.7 GiB a worker).
-    mapped = int(os.environ.get("MALLOC_MMAP_THRESHOLD_", 32 << 20))
+    mapped = int(os.environ.get("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD_BYTES))
     sizes = [x.numel() * x.element_size() for s in sets for x in s]
     nbytes = 3 * sum(n for n in sizes if n < mapped) + (64 << 20)
     if budget is not None:
@@ -105,6 +105,11 @@ class TimedCalls:
         self.buffers: list[Any] | None = None  # the warm regime's inputs, rewritten each call
         self.run = TimedRun([], [], [], [], [])
         self._gc: contextlib.ExitStack | None = None
+
+    @classmethod
+    def idle(cls, flush: Callable[[], None], clocks: Clocks) -> TimedCalls:
+        """Nothing being timed (before the first batch, after the last): holds no inputs."""
+        return cls(lambda _inputs: None, flush, clocks)
 
     def begin(
         self,

@@ -61,8 +61,8 @@ def _worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) 
         env["CUDA_VISIBLE_DEVICES"] = gpu
     # Both sides keep freed memory in the process, as a warmed-up program does, so the page
     # faults of a freshly mapped output buffer do not swamp the timing of either.
-    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
-    env.setdefault("MALLOC_TRIM_THRESHOLD_", str(1 << 30))
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(memory.MMAP_THRESHOLD_BYTES))
+    env.setdefault("MALLOC_TRIM_THRESHOLD_", str(memory.TRIM_THRESHOLD_BYTES))
     # The two workers share the cores and often compute at once (a case on each side); libgomp's
     # threads spin after each parallel region, and a spinning thread of one worker takes a core from
     # the other's barrier. Measured on 2 cores (rmsnorm, two verifications, interleaved): 300k spins
