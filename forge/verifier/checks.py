@@ -42,7 +42,7 @@ def check_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: d
     stress = case["kind"] != "normal"
     outs, outs2 = list(result.get("outputs") or []), list(result.get("outputs2") or [])
     devices = facts.get("devices")
-    reduced = sum(int(x.numel()) for x in case.get("inputs") or [] if hasattr(x, "numel"))
+    reduced = input_elements(case.get("inputs"))
     found.correctness = compare(case["expected"], outs, devices, device, tol, scale_atol=stress, reduced=reduced)
     returned_sequence = bool(facts.get("sequence", facts.get("structure") in ("tuple", "list")))
     if found.correctness is None and case.get("single", True) == returned_sequence:
@@ -61,11 +61,13 @@ def check_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: d
     partner = case.get("partner")
     if found.correctness is None and partner is not None and result.get("outputs_refill") is not None:
         refilled = list(result["outputs_refill"])
-        m3 = compare(partner["expected"], refilled, None, device, tol, scale_atol=partner["kind"] != "normal")
+        m3 = compare(
+            partner["expected"], refilled, None, device, tol, scale_atol=partner["kind"] != "normal", reduced=reduced
+        )
         if m3 is not None:
             # Only a result that still matches the *old* values is a cached one; any other miss on
             # the new values is an ordinary correctness failure (e.g. too little precision).
-            if compare(case["expected"], refilled, None, device, tol, scale_atol=stress) is None:
+            if compare(case["expected"], refilled, None, device, tol, scale_atol=stress, reduced=reduced) is None:
                 integ["no_stale_results"] = (
                     "after new values were written into the same input buffers the result stayed that of the "
                     f"old values (cached on pointer or shape): {m3.detail}"
@@ -143,13 +145,23 @@ def escaped_events(event_ns: list[int], host_ns: list[int]) -> str | None:
     return None
 
 
+def input_elements(inputs: Any) -> int:
+    """How many elements a call's inputs hold (the reduction size ``compare`` scales by)."""
+    return sum(int(x.numel()) for x in inputs or [] if hasattr(x, "numel"))
+
+
 def timed_outputs_mismatch(
-    expected: list[list[torch.Tensor]], got: list[list[Any]], tol: dict[str, float] | None
+    expected: list[list[torch.Tensor]],
+    got: list[list[Any]],
+    tol: dict[str, float] | None,
+    sets: list[list[Any]] | None = None,
 ) -> str | None:
+    """``sets``: the timed calls' inputs, so that reductions get the tolerance correctness gave them."""
     if len(got) != len(expected):
         return f"returned outputs for {len(got)} timed calls, expected {len(expected)}"
     for k, (e, g) in enumerate(zip(expected, got, strict=True)):
-        m = compare(e, g, None, "", tol)
+        reduced = input_elements(sets[k]) if sets is not None and k < len(sets) else 1
+        m = compare(e, g, None, "", tol, reduced=reduced)
         if m is not None:
             return f"timed call {k + 1} (fresh inputs): {m.detail}"
     return None

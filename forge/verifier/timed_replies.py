@@ -46,7 +46,9 @@ class CandidateTimes:
             self.launch += ns_list(msg.get("launch_ns"), k)
             self.ticks += batch.ticks
             facts = dict(msg.get("facts") or {})
-            bad = checks.timed_outputs_mismatch(timing["expected"], list(msg.get("outputs") or []), self.tol)
+            bad = checks.timed_outputs_mismatch(
+                timing["expected"], list(msg.get("outputs") or []), self.tol, timing["sets"]
+            )
             self.tampered.update(str(t) for t in facts.get("clock_tampering") or [])
             self.threads = max(self.threads, int(facts.get("new_native_threads", 0)))
         except MALFORMED as exc:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from forge.verifier import verify
-from forge.verifier.compare import compare, scalar_rtol
+from forge.verifier import checks, verify
+from forge.verifier.compare import compare, reduction_atol, scalar_rtol
 
 BATCHNORM = """
 import torch
@@ -129,3 +129,39 @@ def test_integer_outputs_are_compared_exactly_and_scalars_get_a_summation_tolera
     assert abs(scalar_rtol(torch.float32, 1e-4, 10**6) - 2 * 2**-23 * 1000) < 1e-12
     # a tolerance the op declares is not widened
     assert compare([loss], [off], None, "cpu", {"atol": 1e-6, "rtol": 1e-6}, reduced=2_000_000) is not None
+
+
+def test_a_tensor_of_reductions_gets_an_atol_from_its_partial_sums():
+    """A row sum that cancels to near zero is off by as much as any row when summed in another
+    order (row_sum's timed calls failed at 1.6e-4 against atol 1e-4); the widening follows the
+    per-element reduction size and the output's rms, and a real error still fails."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 4096, generator=gen)
+    x[7] -= x[7].mean()  # a row whose sum cancels to about zero
+    ref = x.sum(1)
+    other_order = x.view(256, 4096 // 32, 32).sum(2).sum(1)
+    near_zero = 7
+    shifted = ref.clone()
+    shifted[near_zero] += 2e-4  # about what another summation order gives on this row
+    assert compare([ref], [shifted], None, "cpu") is not None  # as a plain tensor: atol 1e-4
+    assert compare([ref], [shifted], None, "cpu", reduced=x.numel()) is None  # 4096 per element
+    assert compare([ref], [other_order], None, "cpu", reduced=x.numel()) is None
+    rms = float(ref.double().square().mean().sqrt())
+    assert abs(reduction_atol(torch.float32, 1e-4, 4096, ref) - 2 * 2**-23 * 64 * rms) < 1e-9
+    wrong = ref.clone()
+    wrong[near_zero] += 0.05  # a dropped element or two
+    assert compare([ref], [wrong], None, "cpu", reduced=x.numel()) is not None
+    # an elementwise op (one input element per output) is not widened, nor a declared tolerance
+    assert reduction_atol(torch.float32, 1e-4, 1, ref) == 1e-4
+    assert compare([ref], [shifted], None, "cpu", {"atol": 1e-4, "rtol": 1e-4}, reduced=x.numel()) is not None
+
+
+def test_timed_outputs_use_the_reduction_tolerance_of_their_inputs():
+    x = torch.randn(64, 4096, generator=torch.Generator().manual_seed(1))
+    x[0] -= x[0].mean()
+    ref = x.sum(1)
+    shifted = ref.clone()
+    shifted[0] += 2e-4
+    assert checks.timed_outputs_mismatch([[ref]], [[shifted]], None, [[x]]) is None
+    assert checks.timed_outputs_mismatch([[ref]], [[shifted]], None) is not None  # no inputs known: 1e-4
+    assert "timed call 1" in str(checks.timed_outputs_mismatch([[ref]], [[ref + 0.05]], None, [[x]]))
