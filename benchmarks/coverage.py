@@ -56,7 +56,8 @@ def takes_on(path: Path) -> tuple[bool, str]:
 
 
 def optimize(path: Path, rounds: int, bank: Path, timeout: float) -> tuple[bool, bool, float | None, float | None, str]:
-    """(a kernel verified, one was accepted, x eager, x compile, the session's status or what went wrong)."""
+    """(a kernel verified, one was accepted, x eager, x compile, the session's status and measured
+    reason, or what went wrong)."""
     try:
         done = subprocess.run(
             [sys.executable, "-m", "forge", "optimize", str(path), "--rounds", str(rounds), "--bank", str(bank),
@@ -74,7 +75,11 @@ def optimize(path: Path, rounds: int, bank: Path, timeout: float) -> tuple[bool,
             (result["session_id"],),
         ).fetchone()
     status = str(result.get("status"))
-    return passed > 0, bool(result["accepted"]), result["speedup_vs_eager"], result["speedup_vs_compile"], status
+    # A no_gain session's reason is measured (the best kernel's speedup and its interval, eager's
+    # share of the roofline): the table keeps those figures, not the fixed words before them.
+    measured = str(result.get("reason") or "").split("beyond the measured noise: ", 1)[-1]
+    why = f"{status}: {measured}" if measured else status
+    return passed > 0, bool(result["accepted"]), result["speedup_vs_eager"], result["speedup_vs_compile"], why
 
 
 def _geomean(xs: list[float]) -> float | None:
@@ -107,7 +112,7 @@ def main() -> None:
                   f"{'' if row.verified is None else ('verified' if row.verified else 'none verified'):14s} "
                   f"{'' if row.accepted is None else ('accepted' if row.accepted else 'not accepted'):13s} "
                   f"{'' if row.eager is None else f'{row.eager:.2f}x eager':12s} "
-                  f"{'' if row.compiled is None else f'{row.compiled:.2f}x compile':14s} {row.why[:70]}",
+                  f"{'' if row.compiled is None else f'{row.compiled:.2f}x compile':14s} {row.why[:160]}",
                   flush=True)  # fmt: skip
     categories = sorted({r.category for r in rows})
     covered = [c for c in categories if any(r.taken for r in rows if r.category == c)]
