@@ -104,6 +104,8 @@ class PairedTimer:
         self.load_check = load_check
         self.monitor = LoadMonitor([ref.proc.pid, cand.proc.pid], cores)
         self.retries_left = _RETRIES if load_check else 0
+        # Batches timed so far in each regime: every other one is mirrored (``baseline_first``).
+        self.batches_timed = {TimingRegime.COLD: 0, TimingRegime.WARM: 0}
 
     def run(self, timing: dict[str, Any], progress: ProgressNote, take: TakeBatch) -> PairedTimes:
         """Every batch, timed cold and then warm; ``take`` gets each kept batch for its checks."""
@@ -172,12 +174,13 @@ class PairedTimer:
         batch = BatchTimes()
         start = self.monitor.sample()
         for i in range(len(sets)):
-            if baseline_first(i):
+            if baseline_first(i, self.batches_timed[regime]):
                 self._baseline_call(i, batch)
                 self._candidate_call(i, batch)
             else:
                 self._candidate_call(i, batch)
                 self._baseline_call(i, batch)
+        self.batches_timed[regime] += 1
         load = self.monitor.between(start, self.monitor.sample(), retried)
         self.ref.send({"op": "baselines_end"})
         base = self._expect_ref("baselines")

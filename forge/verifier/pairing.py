@@ -19,9 +19,22 @@ _CONFIDENCE_TAIL = 0.025  # two-sided 95%
 _MIN_PAIRS_FOR_INTERVAL = 6  # below this no order statistic gives 95%: the whole range is reported
 
 
-def baseline_first(pair_index: int) -> bool:
-    """ABBA across pairs: pairs 0, 3, 4, 7, 8, ... time the baseline first; 1, 2, 5, 6, ... the candidate."""
-    return pair_index % 4 in (0, 3)
+def baseline_first(pair_index: int, batch_index: int = 0) -> bool:
+    """ABBA across pairs: pairs 0, 3, 4, 7, 8, ... time the baseline first; 1, 2, 5, 6, ... the
+    candidate. Every other batch is mirrored (the candidate first in pairs 0, 3, 4, ...).
+
+    A call that follows its own worker's call runs faster on a 2-core VM than one that follows
+    the other worker's (its OpenMP threads are still awake). Unmirrored, a batch of two pairs
+    runs baseline, candidate, candidate, baseline: the candidate gets a call after its own in
+    every batch, the baseline none, and the reference timed against itself read 1.13-1.51x
+    (residual_rmsnorm, 60 calls a side). Mirrored, each side follows itself, and opens a batch,
+    equally often over every two batches, whatever their size."""
+    return (pair_index % 4 in (0, 3)) != (batch_index % 2 == 1)
+
+
+def call_order(pairs: int, batch_index: int) -> str:
+    """The sides in the order one batch times them: 'b' the baseline, 'c' the candidate."""
+    return "".join("bc" if baseline_first(i, batch_index) else "cb" for i in range(pairs))
 
 
 def _binomial_cdf(k: int, n: int) -> float:

@@ -22,6 +22,7 @@ from forge.verifier.memory import MMAP_THRESHOLD_BYTES, resident_bytes
 from forge.verifier.pairing import paired_ratio
 
 _ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
+_ROOM_BLOCK_BYTES = 24 << 20  # under the workers' 32 MiB mmap threshold: the blocks come from the heap
 
 
 @dataclass
@@ -40,17 +41,21 @@ def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> N
     """Fill the process heap with touched memory (three times the input sets' tensors that come
     from the heap, plus 64 MiB), then free it (CPU workers, before each timed loop).
 
-    A new output that lands on memory never touched (fresh space at the top of the heap, or a hole
-    in the middle whose pages ``memory.release_free_memory`` gave back with ``malloc_trim``) takes
-    its first-touch page faults inside the timed call (~1 ms per 4 MB on a VM: 10x a memory-bound
-    kernel). Which calls hit that depends on how earlier allocations happened to be laid out, so it
-    would make eager or the candidate arbitrarily slow. The room is grown in 1 MiB blocks: glibc
-    serves each from the best-fitting free chunk before it grows the top, so the holes are touched
-    first and then the top; 64 KiB blocks then fill the holes' tails. (Blocks of 24 MiB left every
-    smaller hole untouched: measured, a 16 MB output faulted in on 1 timed call in 10.) Blocks stay
-    under the 32 MiB mmap threshold the workers set, so they come from the heap; the total stays
-    under the 1 GiB trim threshold, so freeing it does not hand it back. ``budget``: the bytes this
-    process may hold (``memory.budget_bytes``); the room grown stays within what is left of it.
+    A new output that lands on memory never touched (fresh space at the top of the heap) takes its
+    first-touch page faults inside the timed call (~1 ms per 4 MB on a VM: 10x a memory-bound
+    kernel). The room is grown in 24 MiB blocks, under the 32 MiB mmap threshold the workers set,
+    so they come from the heap; the total stays under the 1 GiB trim threshold, so freeing it does
+    not hand it back. ``budget``: the bytes this process may hold (``memory.budget_bytes``); the
+    room grown stays within what is left of it.
+
+    Holes in the middle of the heap whose pages ``memory.release_free_memory`` handed back are
+    mostly not touched by blocks this large, and an output that lands in one faults in once
+    (measured: a 16 MB output, about 1 timed call in 10, on either side). Filling the holes too,
+    with 1 MiB and 64 KiB blocks, removed those faults but made the reference worker's eager calls
+    systematically slower than the same code in the candidate worker: the reference timed against
+    itself read 1.13-1.51x (residual_rmsnorm) and 1.10-1.37x (row_sum) at 60 calls a side, against
+    0.84-1.03x and 1.03-1.12x with 24 MiB blocks (2-core VM, benchmarks/timing_stability.py --null).
+    A fault now and then widens both sides' spread; a bias would accept kernels that are not faster.
     """
     import torch
 
@@ -61,9 +66,8 @@ def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> N
     nbytes = 3 * sum(n for n in sizes if n < mapped) + (64 << 20)
     if budget is not None:
         nbytes = min(nbytes, budget - resident_bytes() - (64 << 20))
-    blocks = [torch.zeros(1 << 20, dtype=torch.uint8) for _ in range(min(nbytes, 768 << 20) >> 20)]
-    # Each hole's tail (under 1 MiB) is left untouched by the blocks above; smaller ones fill it.
-    blocks += [torch.zeros(64 << 10, dtype=torch.uint8) for _ in range(512)]
+    step = _ROOM_BLOCK_BYTES
+    blocks = [torch.zeros(step, dtype=torch.uint8) for _ in range(-(-max(0, min(nbytes, 768 << 20)) // step))]
     del blocks
 
 

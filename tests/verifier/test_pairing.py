@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -9,11 +10,26 @@ import pytest
 from forge.core.acceptance import beats_eager, timed_while_busy
 from forge.core.verdict import Contention, Verdict
 from forge.verifier.load_monitor import BUSY_OTHER_CORES, CpuSample, LoadMonitor, combined, judged
-from forge.verifier.pairing import baseline_first, median_interval_ranks, paired_ratio
+from forge.verifier.pairing import baseline_first, call_order, median_interval_ranks, paired_ratio
 
 
 def test_pairs_alternate_abba():
     assert [baseline_first(i) for i in range(8)] == [True, False, False, True, True, False, False, True]
+    assert [baseline_first(i, 1) for i in range(4)] == [False, True, True, False]  # a mirrored batch
+
+
+def _follows_itself(order: str, side: str) -> int:
+    return sum(a == b == side for a, b in itertools.pairwise(order))
+
+
+@pytest.mark.parametrize("pairs", [1, 2, 3, 4, 5, 10])
+def test_both_sides_follow_themselves_and_open_batches_equally_often(pairs):
+    """A call after its own worker's runs faster (threads awake): over every two batches each side
+    gets as many of those, and opens as many batches (after both warm-ups), as the other."""
+    two = [call_order(pairs, k) for k in (0, 1)]
+    assert sum(_follows_itself(o, "b") for o in two) == sum(_follows_itself(o, "c") for o in two)
+    assert sorted(o[0] for o in two) == ["b", "c"]
+    assert call_order(2, 0) == "bccb" and call_order(2, 1) == "cbbc"
 
 
 @pytest.mark.parametrize(("n", "ranks"), [(5, (0, 4)), (6, (0, 5)), (10, (1, 8)), (30, (9, 20)), (60, (21, 38))])
