@@ -365,7 +365,11 @@ class CandidateSide:
             keep=lambda out: [pool.copy(o) for o in _as_list(out)], warm=bool(msg.get("warm")),
         )  # fmt: skip
         budget = msg.get("memory_budget")
-        release_free_memory()
+        if msg.get("warmup") is not None:
+            # Once, before the first batch (the correctness phase's memory goes back). Trimmed
+            # before every batch, the holes it leaves in the heap were untouched again each time,
+            # and a timed output landing in one took its page faults (see ``prefault_heap``).
+            release_free_memory()
         try:
             self.timed.begin(self.timing_sets, self.warmup, budget=int(budget) if budget else None)
         except Exception as exc:

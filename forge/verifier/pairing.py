@@ -26,9 +26,10 @@ def baseline_first(pair_index: int, batch_index: int = 0) -> bool:
     A call that follows its own worker's call runs faster on a 2-core VM than one that follows
     the other worker's (its OpenMP threads are still awake). Unmirrored, a batch of two pairs
     runs baseline, candidate, candidate, baseline: the candidate gets a call after its own in
-    every batch, the baseline none, and the reference timed against itself read 1.13-1.51x
-    (residual_rmsnorm, 60 calls a side). Mirrored, each side follows itself, and opens a batch,
-    equally often over every two batches, whatever their size."""
+    every batch, the baseline none. With the heap-room bias of the time (see
+    ``timing.prefault_heap``) the reference timed against itself read 1.13-1.51x on
+    residual_rmsnorm at 60 calls a side, 1.08-1.20x with the batches mirrored. Mirrored, each
+    side follows itself, and opens a batch, equally often over every two batches, whatever their size."""
     return (pair_index % 4 in (0, 3)) != (batch_index % 2 == 1)
 
 

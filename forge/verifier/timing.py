@@ -49,8 +49,10 @@ def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> N
     room grown stays within what is left of it.
 
     Holes in the middle of the heap whose pages ``memory.release_free_memory`` handed back are
-    mostly not touched by blocks this large, and an output that lands in one faults in once
-    (measured: a 16 MB output, about 1 timed call in 10, on either side). Filling the holes too,
+    mostly not touched by blocks this large, and an output that lands in one faults in once. So
+    the workers trim once, before the first timing batch, not before every batch: the warm-up
+    calls take those faults, and later batches find the holes touched (trimmed before every batch,
+    a 16 MB output faulted in on about 1 timed call in 10, on either side). Filling the holes too,
     with 1 MiB and 64 KiB blocks, removed those faults but made the reference worker's eager calls
     systematically slower than the same code in the candidate worker: the reference timed against
     itself read 1.13-1.51x (residual_rmsnorm) and 1.10-1.37x (row_sum) at 60 calls a side, against
