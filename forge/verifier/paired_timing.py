@@ -2,7 +2,7 @@
 
 Inputs come in batches that fit in memory (the reference worker draws them). For each batch both
 workers prepare (warm-up, heap room, collector paused), then the parent asks for one timed call at
-a time, alternating which side goes first (``pairing.baseline_first``), so every candidate call has
+a time, alternating which side goes first (``pairing.call_order``), so every candidate call has
 an adjacent eager call. Only one side runs at a time: the workers never compete with each other.
 
 Each batch is timed in two regimes. Cold: the last-level cache flushed before each call, each call
@@ -28,7 +28,7 @@ from forge.core.errors import ProblemError
 from forge.core.statuses import TimingRegime
 from forge.core.verdict import Contention
 from forge.verifier.load_monitor import LoadMonitor, combined
-from forge.verifier.pairing import baseline_first
+from forge.verifier.pairing import call_order
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess
 
 _RETRIES, _QUIET_WAIT_S = 3, 10.0
@@ -173,13 +173,8 @@ class PairedTimer:
         self._expect_cand("time_ready")
         batch = BatchTimes()
         start = self.monitor.sample()
-        for i in range(len(sets)):
-            if baseline_first(i, self.batches_timed[regime]):
-                self._baseline_call(i, batch)
-                self._candidate_call(i, batch)
-            else:
-                self._candidate_call(i, batch)
-                self._baseline_call(i, batch)
+        for k, side in enumerate(call_order(len(sets), self.batches_timed[regime])):
+            (self._baseline_call if side == "b" else self._candidate_call)(k // 2, batch)
         self.batches_timed[regime] += 1
         load = self.monitor.between(start, self.monitor.sample(), retried)
         self.ref.send({"op": "baselines_end"})

@@ -69,6 +69,7 @@ class ReferenceSide:
         # as the training-mode op (see ``_detect_random``).
         self.eval_mode = False
         self.eager_calls: TimedCalls = TimedCalls.idle(flush, clocks)
+        self.trim_before_timing = False  # set when a verification's timing starts (``timing_batch``)
         self.compiled_calls: TimedCalls | None = None
         self.book = CaseBook(self._draw, self._run)
 
@@ -305,7 +306,7 @@ class ReferenceSide:
         self.timing.pop("sets", None)
         if index == 0:
             self.timing["warmup"] = [self._draw(self.base, self.timing_seed)]  # called twice
-            self.timing["trim"] = True  # once, before the first batch (see ``baselines_begin``)
+            self.trim_before_timing = True  # once, before the first batch (see ``baselines_begin``)
         sets, expected = [], []
         for i in range(self.per_batch):
             inputs = self._draw(self.base, self.timing_seed + 2 + index * self.per_batch + i)
@@ -340,7 +341,8 @@ class ReferenceSide:
 
         sets, warm, regime = self.timing["sets"], self.timing["warmup"], bool(msg.get("warm"))
         self.eager_calls = TimedCalls(call_with(model), self.flush, self.clocks, warm=regime)
-        if self.timing.pop("trim", False):
+        if self.trim_before_timing:
+            self.trim_before_timing = False
             # Once, as the candidate does: trimmed before every batch, the heap's holes were
             # untouched again each time and a timed output landing in one faulted in.
             memory.release_free_memory()

@@ -68,8 +68,8 @@ def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> N
     nbytes = 3 * sum(n for n in sizes if n < mapped) + (64 << 20)
     if budget is not None:
         nbytes = min(nbytes, budget - resident_bytes() - (64 << 20))
-    step = _ROOM_BLOCK_BYTES
-    blocks = [torch.zeros(step, dtype=torch.uint8) for _ in range(-(-max(0, min(nbytes, 768 << 20)) // step))]
+    count = -(-max(0, min(nbytes, 768 << 20)) // _ROOM_BLOCK_BYTES)  # whole blocks, rounded up
+    blocks = [torch.zeros(_ROOM_BLOCK_BYTES, dtype=torch.uint8) for _ in range(count)]
     del blocks
 
 
