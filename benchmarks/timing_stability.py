@@ -14,9 +14,15 @@ faster than itself banks noise.
 core and one that spins in 50 ms bursts every 150 ms (the pattern that made forge bank 13-16x for
 a 2x RMSNorm). Under load a verification must either keep its quiet-machine answer or say the
 machine was busy (and then acceptance refuses it); it must never accept the null candidate.
-``--trials N`` times N calls a side (the confirmation stage times 60).
+``--trials N`` times N calls a side (default: ``confirm_trials``, 60, as a session's confirmation).
+
+``--control``: after each verification the op's reference is verified against itself (the null
+control a session measures before banking a finalist), and "w/ null" counts the repeats that
+clear its bar (``acceptance.null_bar``); "null med" is the range of the null's medians. Every
+verification of an op runs in one ``VerifierService``, as a session's do.
 
 Usage: python benchmarks/timing_stability.py [--repeats N] [--ops rmsnorm,...] [--null] [--load] [--trials N]
+       [--control]
 """
 
 from __future__ import annotations
@@ -25,15 +31,18 @@ import argparse
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from forge.core.acceptance import beats_eager
 from forge.core.settings import load_settings
-from forge.verifier import verify
+from forge.core.verdict import Verdict
+from forge.harness.confirm import with_null_control
+from forge.verifier import Job, VerifierService
+from forge.verifier.service import NULL_CONTROL
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = {
@@ -44,7 +53,6 @@ PAIRS = {
     "row_sum": "rowsum_torch",
     "linear_gelu": "linear_gelu_cpp",
 }
-NULL_CANDIDATE = "from forge_reference import Model\n\n\nclass ModelNew(Model):\n    pass\n"
 SPIN = "while True:\n    pass\n"
 BURSTS = """import time
 while True:
@@ -68,6 +76,49 @@ def competing_load(on: bool) -> Iterator[None]:
             p.wait()
 
 
+@dataclass
+class Tally:
+    """One op's repeats."""
+
+    speedups: list[float] = field(default_factory=list)
+    intervals: list[tuple[float, float]] = field(default_factory=list)
+    nulls: list[float] = field(default_factory=list)  # --control: the null control's medians
+    busy: int = 0
+    retried: int = 0
+    accepted: int = 0
+    accepted_controlled: int = 0
+    secs: list[float] = field(default_factory=list)
+    pairs: int = 0
+
+    def add(self, v: Verdict, null: Verdict | None) -> None:
+        paired, load = v.timing_stats.headline_pairs()[0], v.timing_stats.contention
+        assert paired is not None
+        self.pairs = paired.pairs
+        self.speedups.append(paired.median)
+        self.intervals.append((paired.low, paired.high))
+        self.busy += bool(load and load.busy)
+        self.retried += load.retried if load else 0
+        self.accepted += beats_eager(v)[0]
+        if null is not None:
+            judged = with_null_control(v, null)
+            self.accepted_controlled += beats_eager(judged)[0]
+            if judged.timing_stats.null_eager is not None:
+                self.nulls.append(judged.timing_stats.null_eager.median)
+
+    def row(self, op: str, repeats: int, control: bool) -> str:
+        sp = self.speedups
+        spread = f"{min(sp):.2f}/{statistics.median(sp):.2f}/{max(sp):.2f}"
+        lo, hi = min(i[0] for i in self.intervals), max(i[1] for i in self.intervals)
+        out = (
+            f"{op:16s} {self.pairs:5d} {spread:>20s} {f'{lo:.2f}-{hi:.2f}':>14s} {self.busy:>5d} {self.retried:>7d} "
+            f"{self.accepted:>4d}/{repeats:<3d}"
+        )
+        if control:
+            nulls = f"{min(self.nulls):.2f}-{max(self.nulls):.2f}" if self.nulls else "-"
+            out += f" {nulls:>11s} {self.accepted_controlled:>4d}/{repeats:<3d}"
+        return out + f" {statistics.median(self.secs):8.1f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
@@ -75,44 +126,34 @@ def main() -> None:
     ap.add_argument("--null", action="store_true", help="time each op's reference against itself")
     ap.add_argument("--load", action="store_true", help="run a competing CPU-heavy job during each verification")
     ap.add_argument("--trials", type=int, default=None, help="timed calls a side (default: the budget's)")
+    ap.add_argument("--control", action="store_true", help="judge each repeat with a null control, as a session does")
     a = ap.parse_args()
-    settings = load_settings(compile_baseline=False, timing_trials=a.trials)
-    if a.null:
-        null = Path(tempfile.mkdtemp(prefix="forge-null-")) / "null_candidate.py"
-        null.write_text(NULL_CANDIDATE)
+    settings = load_settings(compile_baseline=False)
+    trials = a.trials or settings.confirm_trials
     print("candidates: " + ("each op's own reference (noise only)" if a.null else "examples/candidates"))
     print("machine: " + ("a competing CPU-heavy job runs during every verification" if a.load else "quiet"))
-    print(
-        f"{'op':16s} {'pairs':>5s} {'x eager min/med/max':>20s} {'widest 95% CI':>14s} {'busy':>5s} "
-        f"{'retried':>7s} {'accepted':>8s} {'s/verify':>8s}"
-    )
+    head = f"{'op':16s} {'pairs':>5s} {'x eager min/med/max':>20s} {'widest 95% CI':>14s} {'busy':>5s} "
+    head += f"{'retried':>7s} {'accepted':>8s}"
+    head += f" {'null med':>11s} {'w/ null':>8s}" if a.control else ""
+    print(head + f" {'s/verify':>8s}")
     everything = sorted(p.stem for p in (ROOT / "examples/ops").glob("*.py")) if a.null else list(PAIRS)
     for op in a.ops.split(",") if a.ops else everything:
-        cand = null if a.null else ROOT / "examples/candidates" / f"{PAIRS[op]}.py"
-        speedups, intervals, busy, retried, accepted, secs, pairs = [], [], 0, 0, 0, [], 0
-        for _ in range(a.repeats):
-            t0 = time.monotonic()
-            with competing_load(a.load):
-                v = verify(ROOT / "examples/ops" / f"{op}.py", cand, settings)
-            secs.append(time.monotonic() - t0)
-            paired, load = v.timing_stats.paired_eager, v.timing_stats.contention
-            if not v.passed or paired is None:
-                print(f"{op:16s} {v.status}: {v.reason}")
-                break
-            pairs = paired.pairs
-            speedups.append(paired.median)
-            intervals.append((paired.low, paired.high))
-            busy += bool(load and load.busy)
-            retried += load.retried if load else 0
-            accepted += beats_eager(v)[0]
-        else:
-            spread = f"{min(speedups):.2f}/{statistics.median(speedups):.2f}/{max(speedups):.2f}"
-            lo, hi = min(i[0] for i in intervals), max(i[1] for i in intervals)
-            print(
-                f"{op:16s} {pairs:5d} {spread:>20s} {f'{lo:.2f}-{hi:.2f}':>14s} {busy:>5d} {retried:>7d} "
-                f"{accepted:>4d}/{a.repeats:<3d} {statistics.median(secs):8.1f}",
-                flush=True,
-            )
+        source = NULL_CONTROL.source if a.null else (ROOT / "examples/candidates" / f"{PAIRS[op]}.py").read_text()
+        tally = Tally()
+        # A session's service: the reference worker kept from one verification to the next.
+        with VerifierService(ROOT / "examples/ops" / f"{op}.py", settings, "cpu") as service:
+            for _ in range(a.repeats):
+                t0 = time.monotonic()
+                with competing_load(a.load):
+                    v = service.verify_alone(Job("candidate", source), trials, settings.timeout)
+                    null = service.verify_null(trials, settings.timeout) if a.control else None
+                tally.secs.append(time.monotonic() - t0)
+                if not v.passed or v.timing_stats.headline_pairs()[0] is None:
+                    print(f"{op:16s} {v.status}: {v.reason}")
+                    break
+                tally.add(v, null)
+            else:
+                print(tally.row(op, a.repeats, a.control), flush=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from forge.core.verdict import Verdict
 from tests.conftest import EXAMPLES, OPS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +67,7 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
         assert p["accepted"] and p["kernel_id"] and p["backend"] == "cpp" and p["reason"] is None, p
         assert p["speedup_vs_eager"] > 1.0 and p["attempts"] == 2
     assert "round 2/2" in r.stderr and "banked" in r.stderr  # live progress on stderr
+    assert r.stderr.count("null control: the reference timed against itself") == 2  # before each banking
     assert (report / "speedups.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((report / "results.json").read_text())["problems"] == data["problems"]
     # the banked kernels load and agree with the reference
@@ -74,6 +76,11 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
     with sqlite3.connect(bank) as db:
         configs = db.execute("SELECT config FROM kernel_configs").fetchall()
         sessions = db.execute("SELECT status, agent FROM sessions").fetchall()
+        evidence = [Verdict.from_json(json.loads(e)) for (e,) in db.execute("SELECT evidence FROM kernels")]
+    for v in evidence:  # each kept the null control its acceptance was judged against
+        null, paired = v.timing_stats.null_eager, v.timing_stats.headline_pairs()[0]
+        assert null is not None and paired is not None and null.pairs == paired.pairs, v.timing_stats
+        assert paired.low > max(null.high, 1 / null.low), v.timing_stats
     assert len(configs) == 2 and all(json.loads(c) for (c,) in configs)  # the tuned config per bucket
     assert sessions == [("finished", "builtin")] * 2
 

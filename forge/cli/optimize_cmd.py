@@ -53,6 +53,15 @@ class EventPrinter:
             c = f", {e.speedup_vs_compile:.2f}x compile" if e.speedup_vs_compile else ""
             held = f"[green]held[/] {fmt_times(e.speedup_vs_eager)} eager{c}"
             err.print(f"  attempt {e.attempt_id} again: {held if e.held else f'[yellow]did not hold[/]: {e.reason}'}")
+        elif isinstance(e, events.NullControlStarted):
+            err.print(f"{name}: null control: the reference timed against itself, {e.trials} calls a side")
+        elif isinstance(e, events.NullControlFinished):
+            if e.median is None:
+                err.print(f"  null control: [yellow]{e.note}[/]; finalists judged against 1.0x", soft_wrap=True)
+            else:
+                err.print(
+                    f"  null control: {e.median:.2f}x ({e.low:.2f}-{e.high:.2f}); a finalist must clear {e.bar:.2f}x"
+                )
         elif isinstance(e, events.KernelAccepted):
             err.print(f"{name}: [green bold]kernel {e.kernel_id} banked[/] ({fmt_times(e.speedup_vs_eager)} eager)")
         elif isinstance(e, events.SessionFinished) and not e.accepted:

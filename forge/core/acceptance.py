@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from forge.core.statuses import TimingRegime
-from forge.core.verdict import Verdict
+from forge.core.verdict import PairedRatio, Verdict
 
 
 def timed_while_busy(verdict: Verdict) -> bool:
@@ -13,13 +13,25 @@ def timed_while_busy(verdict: Verdict) -> bool:
     return busy is not None and busy.busy and busy.enforced
 
 
+def null_bar(null: PairedRatio | None) -> float:
+    """The speedup a candidate's interval must clear, given the null control (the reference timed
+    against itself in a clean worker): its interval reflected about 1.0x, so 0.88-0.95x and
+    1.05-1.14x both set 1.14x. Two workers running the same code read apart by a few to 15% on a
+    2-core VM, in either direction, from one process to the next; the candidate's worker may have
+    drawn the offset the null drew the other way. Without a null control the bar is 1.0x."""
+    if null is None:
+        return 1.0
+    return max(1.0, null.high, 1.0 / null.low if null.low > 0 else float("inf"))
+
+
 def beats_eager(verdict: Verdict) -> tuple[bool, str]:
     """A passed verdict is accepted only when the candidate beats eager beyond the noise, on a
     machine that was not busy:
 
     * the 95% confidence interval of the per-pair ratio (eager call / adjacent candidate call)
       lies above 1 in the regime the verdict is judged in (warm when the op's data fits in the
-      cache, cold otherwise: ``TimingSides.regime``), and
+      cache, cold otherwise: ``TimingSides.regime``), and above ``null_bar`` when the verdict
+      carries a null control (a finalist's confirmation), and
     * judged cold, the candidate's upper timing quartile lies below eager's lower quartile (the
       rule forge used before pairing; kept because it is stricter whenever the pairs are few), and
     * the OS did not report other processes loading the cores while the calls were timed.
@@ -42,9 +54,17 @@ def beats_eager(verdict: Verdict) -> tuple[bool, str]:
     interval = f" (95% CI {paired.low:.2f}-{paired.high:.2f}x over {paired.pairs} pairs{regime})" if paired else ""
     if paired is not None and paired.low <= 1.0:
         return False, f"{speedup:.2f}x eager{interval}: the interval reaches 1.0x, within the noise"
+    null, bar = stats.null_eager, null_bar(stats.null_eager)
+    if null is not None and paired is not None and paired.low <= bar:
+        return False, (
+            f"{speedup:.2f}x eager{interval}: the interval does not clear {bar:.2f}x, how far the reference "
+            f"read from itself in a clean worker ({null.median:.2f}x, {null.low:.2f}-{null.high:.2f}): within "
+            "the noise between workers"
+        )
+    beyond = "beyond the measured noise" + (f" and the null control's {bar:.2f}x" if null is not None else "")
     if stats.regime is TimingRegime.WARM and paired is not None:
         # The quartiles describe the cold calls: another regime than the one judged.
-        return True, f"{speedup:.2f}x faster than eager{interval}, beyond the measured noise"
+        return True, f"{speedup:.2f}x faster than eager{interval}, {beyond}"
     if cand.upper_ms < eager.lower_ms:
-        return True, f"{speedup:.2f}x faster than eager{interval}, beyond the measured noise"
+        return True, f"{speedup:.2f}x faster than eager{interval}, {beyond}"
     return False, f"{speedup:.2f}x eager{interval} is within the measured noise (quartiles overlap) or slower"

@@ -45,6 +45,11 @@ class ForgeSettings(BaseSettings):
     confirm_trials: int = Field(
         default=60, ge=5, description="timed calls per side when a session times its finalist again before banking it"
     )
+    null_control: bool = Field(
+        default=True,
+        description="before banking a finalist, time the op's reference against itself in a clean worker with as "
+        "many calls, and require the finalist's interval to clear how far apart those read (off: clear 1.0x)",
+    )
     timing_batch_mb: int = Field(
         default=160, ge=1, description="MiB of fresh timing inputs and outputs held at once (trials come in batches)"
     )

@@ -143,6 +143,10 @@ class TimingSides(BaseModel):
     warm_paired_eager: PairedRatio | None = None  # the same, calls back to back on inputs just written
     warm_paired_compile: PairedRatio | None = None
     contention: Contention | None = None
+    # The null control (a finalist's confirmation only): the op's reference timed against itself,
+    # a clean worker standing in for the candidate's, in the judged regime and with as many calls.
+    # How far two workers running the same code read apart; ``acceptance.null_bar`` uses it.
+    null_eager: PairedRatio | None = None
     # The regime the headline speedups come from: warm when one call's inputs and outputs fit in
     # half the last-level cache (a model's activations of that size are still there when the op
     # runs), cold otherwise. None in verdicts from before forge timed both.

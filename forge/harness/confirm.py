@@ -12,6 +12,14 @@ timed once more with ``EXTEND`` times the calls and judged on that larger sample
 machine a real 3x kernel can draw an interval of 0.5-6x from 10 calls; refusing it then says
 nothing about the kernel. Judging the second sample alone (not pooled with the first) keeps the
 chance that a kernel no faster than eager is banked below twice the single test's.
+
+Before a finalist that held up is banked, the op's reference is verified against itself the same
+way (``VerifierService.verify_null``, as many calls a side): the null control. Two workers running
+the same code read apart by a few to 15% on a small VM, differently for each op and process, and a
+1.05x interval measured across such an offset says nothing. The finalist's interval must clear the
+null's, reflected about 1.0x (``acceptance.null_bar``); the null is carried in the finalist's
+verdict (``TimingSides.null_eager``), so the bank keeps the evidence. ``null_control = false``
+skips it (the bar is then 1.0x).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from forge.core.acceptance import beats_eager, timed_while_busy
+from forge.core.acceptance import beats_eager, null_bar, timed_while_busy
 from forge.core.candidate_config import CandidateConfig
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
@@ -106,12 +114,13 @@ def confirm_finalists(
     role ``confirm`` whose parent is the finalist; a finalist that does not hold up is added to
     ``rejected`` at once (a Ctrl-C later must not bank it)."""
     trials = max(settings.confirm_trials, settings.timing_trials or 0)
+    confirmer = _Confirmer(verifier, io, settings, round, stop)
     why_not: list[str] = []
     busy: str | None = None
     for c in candidates:
-        verdict, ok, why, cid = _confirm_one(c, verifier, io, settings, round, stop, trials)
+        verdict, ok, why, cid = confirmer.one(c, trials)
         if not ok and inconclusive(verdict):
-            verdict, ok, why, cid = _confirm_one(c, verifier, io, settings, round, stop, trials * EXTEND)
+            verdict, ok, why, cid = confirmer.one(c, trials * EXTEND)
         if ok:
             chosen = replace(c, verdict=verdict.model_copy(update={"confirm_attempt_id": cid}))
             return Confirmation(chosen, trials, tuple(why_not), busy)
@@ -129,29 +138,75 @@ def inconclusive(verdict: Verdict) -> bool:
     return verdict.passed and not timed_while_busy(verdict) and (verdict.speedup_vs_eager or 0.0) > 1.0
 
 
-def _confirm_one(
-    c: Contender,
-    verifier: VerifierService,
-    io: SessionIO,
-    settings: ForgeSettings,
-    round: int,
-    stop: threading.Event,
-    trials: int,
-) -> tuple[Verdict, bool, str, int]:
-    """Time one finalist again with ``trials`` calls a side and record it as a confirm attempt:
-    its verdict, whether it held up, why, and the confirmation's row id."""
-    if stop.is_set():
-        raise KeyboardInterrupt
-    io.events(ev.ConfirmStarted, attempt_id=c.attempt_id, trials=trials)
-    job = attempt_job(c.attempt_id, c.source)
-    verdict = verifier.verify_alone(job, trials, confirm_timeout(settings, c, trials))
-    ok, why = beats_eager(verdict)
-    if not verdict.passed and verdict.reason:
-        why = f"{why}: {verdict.reason}"
-    recorded = verdict.model_copy(update={"confirm_held": ok, "confirm_reason": why, "confirm_trials": trials})
-    cid = io.recorder.confirmed(round, c.attempt_id, recorded)
-    io.events(
-        ev.ConfirmFinished, attempt_id=c.attempt_id, confirm_id=cid, held=ok, reason=why,
-        speedup_vs_eager=verdict.speedup_vs_eager, speedup_vs_compile=verdict.speedup_vs_compile,
-    )  # fmt: skip
-    return verdict, ok, why, cid
+class _Confirmer:
+    """One confirm step: finalists timed again, each recorded as a confirm attempt, and the null
+    control measured when a finalist would be banked (once per count of calls a side)."""
+
+    def __init__(
+        self, verifier: VerifierService, io: SessionIO, settings: ForgeSettings, round: int, stop: threading.Event
+    ) -> None:
+        self.verifier, self.io, self.settings, self.round, self.stop = verifier, io, settings, round, stop
+        self.nulls: dict[int, Verdict] = {}
+
+    def one(self, c: Contender, trials: int) -> tuple[Verdict, bool, str, int]:
+        """Time one finalist again with ``trials`` calls a side and record it as a confirm attempt:
+        its verdict, whether it held up, why, and the confirmation's row id."""
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        self.io.events(ev.ConfirmStarted, attempt_id=c.attempt_id, trials=trials)
+        job = attempt_job(c.attempt_id, c.source)
+        verdict = self.verifier.verify_alone(job, trials, confirm_timeout(self.settings, c, trials))
+        ok, why = beats_eager(verdict)
+        if ok and self.settings.null_control:  # only a finalist about to be banked is worth its cost
+            verdict = with_null_control(verdict, self._null(verdict, trials))
+            ok, why = beats_eager(verdict)
+        if not verdict.passed and verdict.reason:
+            why = f"{why}: {verdict.reason}"
+        recorded = verdict.model_copy(update={"confirm_held": ok, "confirm_reason": why, "confirm_trials": trials})
+        cid = self.io.recorder.confirmed(self.round, c.attempt_id, recorded)
+        self.io.events(
+            ev.ConfirmFinished, attempt_id=c.attempt_id, confirm_id=cid, held=ok, reason=why,
+            speedup_vs_eager=verdict.speedup_vs_eager, speedup_vs_compile=verdict.speedup_vs_compile,
+        )  # fmt: skip
+        return verdict, ok, why, cid
+
+    def _null(self, finalist: Verdict, trials: int) -> Verdict:
+        """The null control with ``trials`` calls a side, measured after the finalist it judges."""
+        if trials in self.nulls:
+            return self.nulls[trials]
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        self.io.events(ev.NullControlStarted, trials=trials)
+        eager_s = float(finalist.timings_ms.eager or 0.0) / 1000
+        null = self.verifier.verify_null(trials, self.settings.timeout + 3 * trials * (2 * eager_s + 0.01))
+        self.nulls[trials] = null
+        paired = null.timing_stats.headline_pairs()[0] if null.passed else None
+        self.io.events(
+            ev.NullControlFinished, trials=trials, median=paired.median if paired else None,
+            low=paired.low if paired else None, high=paired.high if paired else None,
+            bar=null_bar(paired), note=null_note(null) or "",
+        )  # fmt: skip
+        return null
+
+
+def null_note(null: Verdict) -> str | None:
+    """Why a null control sets no bar (it did not pass, or has no paired calls), else None."""
+    if not null.passed:
+        return f"the null control (the reference verified against itself) did not pass: {null.status}: {null.reason}"
+    if null.timing_stats.headline_pairs()[0] is None:
+        return "the null control (the reference verified against itself) has no paired calls"
+    return None
+
+
+def with_null_control(finalist: Verdict, null: Verdict) -> Verdict:
+    """The finalist's verdict carrying the null control: its paired ratio (the bar acceptance
+    applies), or a warning saying why there is none; and the null's load when the machine was
+    busy while it ran (a bar measured under load is no bar: the finalist waits for a quiet one)."""
+    stats = finalist.timing_stats
+    note = null_note(null)
+    if note is not None:
+        return finalist.model_copy(update={"warnings": [*finalist.warnings, f"{note}; judged against 1.0x"]})
+    update: dict[str, object] = {"null_eager": null.timing_stats.headline_pairs()[0]}
+    if timed_while_busy(null):
+        update["contention"] = null.timing_stats.contention
+    return finalist.model_copy(update={"timing_stats": stats.model_copy(update=update)})

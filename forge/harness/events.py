@@ -109,6 +109,27 @@ class ConfirmFinished(Event):
 
 
 @dataclass
+class NullControlStarted(Event):
+    """The session times the op's reference against itself, in a clean worker, before banking a
+    finalist (``trials`` calls a side, as many as the finalist's confirmation)."""
+
+    trials: int
+
+
+@dataclass
+class NullControlFinished(Event):
+    """The null control's paired ratio (None when it did not pass or was not paired: ``note``
+    says why) and the speedup a finalist's interval must clear."""
+
+    trials: int
+    median: float | None
+    low: float | None
+    high: float | None
+    bar: float
+    note: str = ""
+
+
+@dataclass
 class KernelAccepted(Event):
     kernel_id: int
     attempt_id: int

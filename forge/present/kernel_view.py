@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from forge.core.acceptance import null_bar
 from forge.core.verdict import Verdict
 from forge.harness import KernelDetail
 
@@ -17,6 +18,17 @@ def binds_text(v: Verdict) -> str:
     return f"{v.binding.mode}: {v.binding.reason}"
 
 
+def null_text(v: Verdict) -> str:
+    """The null control its confirmation measured, and the bar it set."""
+    null = v.timing_stats.null_eager
+    if null is None:
+        return "none (banked without one: an older forge, null_control off, or not confirmed)"
+    return (
+        f"the reference against itself {null.median:.2f}x ({null.low:.2f}-{null.high:.2f}, {null.pairs} pairs); "
+        f"the speedup's interval had to clear {null_bar(null):.2f}x"
+    )
+
+
 def kernel_details(k: KernelDetail, with_source: bool = False) -> dict[str, Any]:
     """Summary, shapes, per-bucket configs, binding, timing regimes, checks (and the source)."""
     info = {
@@ -26,6 +38,7 @@ def kernel_details(k: KernelDetail, with_source: bool = False) -> dict[str, Any]
         "target_class": k.target_class,
         "binds to instances": binds_text(k.evidence),
         "timing regimes": next((c.detail for c in k.evidence.checks if c.name == "regimes"), "cold only (older forge)"),
+        "null control": null_text(k.evidence),
         "reason_checks": [{"name": c.name, "passed": c.passed} for c in k.evidence.checks],
     }
     if with_source:

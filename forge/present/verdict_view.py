@@ -10,6 +10,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from forge.core.acceptance import null_bar
 from forge.core.plan_evidence import PlanEvidence
 from forge.core.verdict import Verdict
 from forge.present.formats import fmt_ms, fmt_step, fmt_times
@@ -50,6 +51,15 @@ def _timings(v: Verdict) -> list[RenderableType]:
                 f"per pair of adjacent calls, {stats.regime or 'cold'}: {paired.median:.2f}x eager, 95% CI "
                 f"{paired.low:.2f}-{paired.high:.2f}x over {paired.pairs} pairs (the speedup forge reports and "
                 "accepts on)"
+            )
+        )
+    null = stats.null_eager
+    if null is not None:
+        lines.append(
+            Text(
+                f"null control (the reference timed against itself in a clean worker): {null.median:.2f}x, 95% CI "
+                f"{null.low:.2f}-{null.high:.2f}x over {null.pairs} pairs: the interval above must clear "
+                f"{null_bar(null):.2f}x"
             )
         )
     roof = v.roofline

@@ -5,7 +5,8 @@ a batch in parallel threads when asked for several workers, and shares the machi
 on a CPU each parallel verification gets an equal share of the cores (timings of two on the same
 cores would disturb each other), on CUDA each gets its own GPU from the visible ones (shared
 round-robin only when there are more workers than GPUs). A finalist's confirmation runs alone,
-on the whole machine, with more timed calls. When ``stop`` is set (Ctrl-C), the running workers
+on the whole machine, with more timed calls, and next to it the op's reference verified as a
+candidate the same way (``verify_null``: the null control). When ``stop`` is set (Ctrl-C), the running workers
 are ended and ``KeyboardInterrupt`` is raised: a verdict from a killed worker means nothing.
 ``end_workers`` ends this service's own workers (another run in the same process keeps its own).
 The reference worker, which runs only the op, is kept from one verification to the next
@@ -37,6 +38,10 @@ class Job:
 
     name: str
     source: str
+
+
+# The null control's candidate: the op's own reference, so whatever it measures is noise.
+NULL_CONTROL = Job("null_control", "from forge_reference import Model\n\n\nclass ModelNew(Model):\n    pass\n")
 
 
 def stop_all_workers() -> int:
@@ -119,6 +124,13 @@ class VerifierService:
         seconds (a finalist's confirmation)."""
         update = {"timing_trials": trials, "timeout": timeout}
         return self._run(job, self.settings.model_copy(update=update))
+
+    def verify_null(self, trials: int, timeout: float) -> Verdict:
+        """The null control: the op's reference verified as a candidate, alone, with ``trials`` timed
+        calls a side, in a worker like any candidate's (forked clean; the reference worker is the
+        same kept one). Its paired ratio is how far two workers running the same code read apart."""
+        update = {"timing_trials": trials, "timeout": timeout, "compile_baseline": False}  # eager alone is judged
+        return self._run(NULL_CONTROL, self.settings.model_copy(update=update))
 
     def _run(self, job: Job, settings: ForgeSettings) -> Verdict:
         path = Path(self._dir.name) / f"{job.name}.py"

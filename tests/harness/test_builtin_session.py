@@ -178,7 +178,14 @@ def test_an_inconclusive_confirmation_is_timed_once_more_with_more_calls(
         asked.append(trials)
         return _confirm_verdict(0.5, 0.7 if len(asked) == 1 else second_low, 3 * trials)
 
+    nulls: list[int] = []
+
+    def tight_null(self, trials, timeout):
+        nulls.append(trials)
+        return _null_verdict(0.98, 1.02)
+
     monkeypatch.setattr(VerifierService, "verify_alone", inconclusive_first)
+    monkeypatch.setattr(VerifierService, "verify_null", tight_null)
     seen: list[ev.Event] = []
     options = OptimizeOptions(rounds=1, bank=tmp_path / "bank.db")
     (result,) = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings, seen.append).results
@@ -186,8 +193,42 @@ def test_an_inconclusive_confirmation_is_timed_once_more_with_more_calls(
     assert asked[:2] == [10, 30] and confirms[0].attempt_id == confirms[1].attempt_id
     assert not confirms[0].held and "reaches 1.0x" in confirms[0].reason
     assert confirms[1].held is (second_low > 1) and result.accepted is (second_low > 1)
+    # the null control is measured only for a finalist about to be banked, with its count of calls
+    assert nulls == ([30] if second_low > 1 else [])
     if second_low < 1:  # each finalist gets one extension, no more
         assert asked == [10, 30] * (len(asked) // 2) and "reaches 1.0x" in (result.reason or "")
+
+
+def _null_verdict(low: float, high: float) -> Verdict:
+    """The reference verified against itself: passed, its paired interval ``low``-``high``."""
+    pair = {"median": (low + high) / 2, "low": low, "high": high, "pairs": 60}
+    return Verdict.from_json({"status": "passed", "timing_stats": {"paired_eager": pair, "regime": "cold"}})
+
+
+def test_a_finalist_within_the_null_controls_offset_is_not_banked(tmp_path, fast_settings, monkeypatch):
+    """A confirmation whose interval clears 1.0x but not the null control's reflected interval is
+    inconclusive: timed once more with three times the calls, against a null with as many, and
+    refused; the recorded confirmations keep the null they were judged against."""
+    nulls: list[int] = []
+
+    def offset_null(self, trials, timeout):
+        nulls.append(trials)
+        return _null_verdict(0.85, 0.92)  # the candidate's side read 8-15% apart from eager's
+
+    monkeypatch.setattr(VerifierService, "verify_alone", lambda self, job, trials, timeout: _confirm_verdict(
+        0.8, 1.08, 3 * trials))  # fmt: skip
+    monkeypatch.setattr(VerifierService, "verify_null", offset_null)
+    seen: list[ev.Event] = []
+    bank = tmp_path / "bank.db"
+    options = OptimizeOptions(rounds=1, bank=bank)
+    (result,) = optimize([EXAMPLES / "ops" / "rmsnorm.py"], options, fast_settings, seen.append).results
+    assert not result.accepted and "does not clear 1.18x" in (result.reason or ""), result.reason
+    finished = [e for e in seen if isinstance(e, ev.NullControlFinished)]
+    assert nulls == [10, 30] * len(finished[::2]) and all(abs(e.bar - 1 / 0.85) < 1e-9 for e in finished)
+    with sqlite3.connect(bank) as db:
+        judged = [Verdict.from_json(json.loads(v)) for (v,) in db.execute("SELECT verdict FROM attempts WHERE "
+                  "role = 'confirm'")]  # fmt: skip
+    assert judged and all(v.timing_stats.null_eager is not None and not v.confirm_held for v in judged)
 
 
 def test_the_next_finalist_is_banked_when_the_first_does_not_hold_up(tmp_path, fast_settings, monkeypatch):

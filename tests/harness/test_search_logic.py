@@ -9,7 +9,7 @@ import time
 import pytest
 
 from forge.agents.builtin.tuner import Trial, default_config, effective_config, next_configs
-from forge.core.acceptance import beats_eager
+from forge.core.acceptance import beats_eager, null_bar
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import UsageError
 from forge.core.statuses import SessionStatus
@@ -145,6 +145,63 @@ def test_acceptance_reads_the_real_quartiles_of_skewed_timings():
     # ...and a slow tail on the candidate's side must not be averaged away by its median.
     ok, why = beats_eager(_quartiles((0.99, 1.0, 1.5), (1.3, 1.4, 1.5)))
     assert not ok and "quartiles overlap" in why
+
+
+def _paired(low: float, median: float, high: float, pairs: int = 60) -> dict:
+    return {"pairs": pairs, "low": low, "median": median, "high": high}
+
+
+def _confirmed(paired: dict, null: dict | None = None, busy: bool = False) -> Verdict:
+    def stats(med: float) -> dict:
+        return {"median_ms": med, "iqr_ms": 0.02, "q1_ms": med - 0.01, "q3_ms": med + 0.01}
+
+    timing = {"candidate": stats(1.0), "eager": stats(1.1), "paired_eager": paired}
+    if null is not None:
+        timing["null_eager"] = null
+    if busy:
+        timing["contention"] = {"cores": 2, "other_cores": 1.0, "busy": True, "detail": "1.0 cores used by others"}
+    return Verdict.from_json({"status": "passed", "timing_meaningful": True, "timing_stats": timing})
+
+
+def test_the_null_control_sets_the_bar_reflected_about_one():
+    from forge.core.verdict import PairedRatio
+
+    assert null_bar(None) == 1.0
+    assert null_bar(PairedRatio(pairs=60, low=0.97, median=1.0, high=1.02)) == pytest.approx(1 / 0.97)
+    assert null_bar(PairedRatio(pairs=60, low=1.05, median=1.1, high=1.14)) == 1.14  # the candidate's side won
+    assert null_bar(PairedRatio(pairs=60, low=0.88, median=0.9, high=0.95)) == pytest.approx(1 / 0.88)
+    assert null_bar(PairedRatio(pairs=60, low=1.01, median=1.01, high=1.01)) == 1.01
+    assert null_bar(PairedRatio(pairs=5, low=0.0, median=1.0, high=1.0)) == float("inf")
+
+
+def test_a_finalist_must_clear_its_null_control():
+    clear = _confirmed(_paired(1.06, 1.1, 1.15))
+    assert beats_eager(clear)[0]  # without a null control: above 1.0x is enough
+    ok, why = beats_eager(_confirmed(_paired(1.06, 1.1, 1.15), null=_paired(0.88, 0.91, 0.95)))
+    assert not ok and "does not clear 1.14x" in why and "0.91x, 0.88-0.95" in why
+    ok, why = beats_eager(_confirmed(_paired(1.06, 1.1, 1.15), null=_paired(1.02, 1.05, 1.08)))
+    assert not ok and "1.08x" in why  # an offset favouring the candidate's worker
+    ok, why = beats_eager(_confirmed(_paired(1.2, 1.3, 1.4), null=_paired(0.9, 0.95, 1.02)))
+    assert ok and "null control's 1.11x" in why
+    ok, why = beats_eager(_confirmed(_paired(1.2, 1.3, 1.4), null=_paired(0.9, 0.95, 1.02), busy=True))
+    assert not ok and "busy" in why
+
+
+def test_the_confirm_step_attaches_the_null_control_or_says_why_not():
+    from forge.core.acceptance import timed_while_busy
+    from forge.harness.confirm import with_null_control
+
+    finalist = _confirmed(_paired(1.2, 1.3, 1.4))
+    null = _confirmed(_paired(0.9, 0.95, 1.02))
+    judged = with_null_control(finalist, null)
+    assert judged.timing_stats.null_eager == null.timing_stats.paired_eager and not judged.warnings
+    assert judged.timing_stats.paired_eager == finalist.timing_stats.paired_eager
+    busy = with_null_control(finalist, _confirmed(_paired(0.9, 0.95, 1.02), busy=True))
+    assert timed_while_busy(busy) and not beats_eager(busy)[0]  # a bar measured under load is no bar
+    failed = Verdict.from_json({"status": "failed_correctness", "reason": "outputs differ"})
+    warned = with_null_control(finalist, failed)
+    assert warned.timing_stats.null_eager is None and beats_eager(warned)[0]
+    assert "did not pass: failed_correctness: outputs differ; judged against 1.0x" in warned.warnings[0]
 
 
 def test_ctrl_c_sets_the_stop_flag_even_if_the_exception_is_swallowed():
