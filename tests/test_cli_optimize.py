@@ -85,6 +85,24 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
     assert sessions == [("finished", "builtin")] * 2
 
 
+def test_a_batchs_time_limit_is_shared_among_its_ops(tmp_path, cache_dir):
+    """--time-limit over three ops: each op's session gets an equal part of what is left when it
+    opens, shown in its progress line and in the JSON; the last op still gets its attempts."""
+    ops = [str(OPS / f"{name}.py") for name in ("small_affine", "pointwise_chain", "small_softmax")]
+    r = forge("optimize", *ops, "--rounds", "40", "--time-limit", "60", "--no-compile-baseline", "--json",
+              "--bank", str(tmp_path / "bank.db"), cache=cache_dir)  # fmt: skip
+    assert r.returncode in (0, 1, 4), r.stderr
+    problems = json.loads(r.stdout)["problems"]
+    shares = [p["share_s"] for p in problems]
+    assert len(problems) == 3 and all(p["attempts"] >= 1 for p in problems), problems
+    assert 18.0 < shares[0] <= 20.0 and f"(its share of what is left: {shares[0]:.0f} s)" in r.stderr
+    # what an op leaves is shared among the ops after it: never more than was left
+    assert 0 < shares[1] * 2 <= shares[0] * 3 and 0 < shares[2] <= shares[1] * 2
+    for p, share in zip(problems, shares, strict=True):  # a search its share cut short says which share
+        if "share of the time limit" in (p["reason"] or ""):
+            assert p["status"] == "time_limit" and f"its share of the time limit, {share:.0f} s" in p["reason"], p
+
+
 def test_unsupported_op_and_usage_errors(tmp_path, cache_dir):
     bank = str(tmp_path / "bank.db")
     r = forge("optimize", str(OPS / "loop_rowsum.py"), "--bank", bank, "--json", cache=cache_dir)

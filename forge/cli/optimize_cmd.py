@@ -31,7 +31,11 @@ class EventPrinter:
         if isinstance(e, events.SessionStarted):
             what = f"{e.agent} agent" + (f" ({e.model})" if e.model else "")
             verb = "resuming" if e.resumed else "session"
-            err.print(f"{name}: {verb} {e.session_id} — {what}, {e.strategy}, {e.backend} on {e.device}")
+            parts = ([f"{e.share_s:.0f} s"] if e.share_s is not None else []) + (
+                [f"${e.share_usd:.4f}"] if e.share_usd is not None else []
+            )
+            share = f" (its share of what is left: {', '.join(parts)})" if parts else ""
+            err.print(f"{name}: {verb} {e.session_id} — {what}, {e.strategy}, {e.backend} on {e.device}{share}")
         elif isinstance(e, events.RoundStarted):
             best = self.best.get(e.problem)
             err.print(f"{name}: round {e.round}/{e.rounds}" + (f"  best so far {best:.2f}x eager" if best else ""))

@@ -41,6 +41,8 @@ class SessionStarted(Event):
     device: str
     backend: str
     resumed: bool = False
+    share_s: float | None = None  # this op's share of the run's --time-limit (None: no limit)
+    share_usd: float | None = None  # and of its --budget-usd
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Run-wide limits (budget, time), a session's own spending, and Ctrl-C as a clean stop."""
+"""Run-wide limits (budget, time), each op's fair share of them, a session's own spending, and Ctrl-C
+as a clean stop."""
 
 from __future__ import annotations
 
@@ -26,6 +27,20 @@ class Limits:
     cost_unknown: bool = False  # some call's price was unknown: the sum is a lower bound
     stop_requested: threading.Event = field(default_factory=threading.Event)
 
+    def share(self, ops_left: int) -> OpShare:
+        """The next op's part of what is left: an equal part for each op not yet done (this one
+        included). Taken when its session opens, so an op that ends early leaves what it did not
+        use to the ops after it, and one whose confirmation ran over leaves them less."""
+        n = max(1, ops_left)
+        left_s = self.remaining_s()
+        left_usd = None if self.budget_usd is None else max(0.0, self.budget_usd - self.cost_usd)
+        return OpShare(
+            time_s=None if left_s is None else left_s / n,
+            budget_usd=None if left_usd is None else left_usd / n,
+            ops_left=n,
+            spent_before=self.cost_usd,
+        )
+
     def charge(self, tokens: int, cost_usd: float | None, known: bool = True) -> None:
         self.tokens += tokens
         if cost_usd is not None:
@@ -50,6 +65,28 @@ class Limits:
     def cost_reported(self) -> float | None:
         """The total, or None when a price was unknown and nothing was priced at all."""
         return None if self.cost_unknown and self.cost_usd == 0 else round(self.cost_usd, 6)
+
+
+@dataclass(frozen=True)
+class OpShare:
+    """One op's share of a batch's limits (``Limits.share``): the seconds and dollars its search
+    may use, counted from when its session opened. Without it, ``forge optimize OPS...
+    --time-limit 300`` let the first ops use the whole limit and the rest end with no attempt."""
+
+    time_s: float | None
+    budget_usd: float | None
+    ops_left: int  # the ops it was shared among, this one included
+    spent_before: float = 0.0  # the run's cost when the session opened
+    started: float = field(default_factory=time.monotonic)
+
+    def exceeded(self, limits: Limits) -> tuple[SessionStatus, str] | None:
+        """BUDGET or TIME_LIMIT, and which share, when this op's share is used up, else None."""
+        of = f" (what was left, shared among {self.ops_left} ops)" if self.ops_left > 1 else ""
+        if self.budget_usd is not None and limits.cost_usd - self.spent_before >= self.budget_usd:
+            return SessionStatus.BUDGET, f"its share of the budget, ${self.budget_usd:.4f}{of},"
+        if self.time_s is not None and time.monotonic() - self.started >= self.time_s:
+            return SessionStatus.TIME_LIMIT, f"its share of the time limit, {self.time_s:.0f} s{of},"
+        return None
 
 
 @dataclass

@@ -100,8 +100,10 @@ def open_session(
     engine: Engine,
     emit: ev.Emit,
     control: RunControl | None = None,
+    ops_left: int = 1,
 ) -> Session:
-    """A new session for ``op_path``, or the stored one ``options.resume`` names, ready to run."""
+    """A new session for ``op_path``, or the stored one ``options.resume`` names, ready to run,
+    with its share of the run's limits (what is left, over the ``ops_left`` ops not yet done)."""
     device = resolve_device(settings.device)
     backend = resolve_backend(options.backend, device)
     problem = load_problem(op_path)
@@ -122,6 +124,7 @@ def open_session(
         state, spend = restore_state(load_session(engine, options.resume))
         recorder = SessionRecorder.reopen(engine, options.resume, options.round_limit)
         io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits, spend)
+    io.share = limits.share(ops_left)
     verifier = VerifierService(op_path, settings, device, options.workers, limits.stop_requested)
     if control is not None:
         control.attach(verifier)
@@ -175,8 +178,8 @@ def optimize(
         check_provider(options.agents)
         run = RunResult()
         with ctrl_c_stops(limits):
-            for op in ops:
-                session = open_session(op, options, settings, limits, engine, emit, control)
+            for i, op in enumerate(ops):
+                session = open_session(op, options, settings, limits, engine, emit, control, len(ops) - i)
                 result = run_session(session, stored_status)
                 run.results.append(result)
                 if result.status is SessionStatus.INTERRUPTED:

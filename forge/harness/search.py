@@ -21,13 +21,17 @@ Outcome = tuple[SessionStatus, str | None]
 
 
 def _start_round(session: Session, unit: str) -> Outcome | None:
-    """Begin the next round, or (status, reason) when a run-wide limit stops the session first."""
-    limits = session.io.limits
+    """Begin the next round, or (status, reason) when a run-wide limit or the op's share of it
+    stops the session first."""
+    limits, share, done = session.io.limits, session.io.share, f"{session.state.round} {unit}(s)"
     stop = SessionStatus.INTERRUPTED if limits.stop_requested.is_set() else limits.exceeded()
     if stop is SessionStatus.INTERRUPTED:
-        return stop, f"stopped after {session.state.round} {unit}(s); `--resume {session.id}` continues the session"
+        return stop, f"stopped after {done}; `--resume {session.id}` continues the session"
     if stop:
-        return stop, f"{str(stop).replace('_', ' ')} reached after {session.state.round} {unit}(s)"
+        return stop, f"{str(stop).replace('_', ' ')} reached after {done}"
+    used = share.exceeded(limits) if share is not None else None
+    if used is not None:
+        return used[0], f"{used[1]} reached after {done}"
     session.state.round += 1
     session.io.events(ev.RoundStarted, round=session.state.round, rounds=session.options.round_limit)
     return None

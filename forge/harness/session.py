@@ -79,6 +79,8 @@ class SessionResult:
     tokens: int = 0
     cost_usd: float | None = None
     trace: list[TracePoint] = field(default_factory=list)
+    share_s: float | None = None  # its share of the run's time limit and budget (``OpShare``)
+    share_usd: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The op's entry in ``forge optimize --json``."""
@@ -86,6 +88,7 @@ class SessionResult:
         out = {k: getattr(self, k) for k in keys}
         out.update(regime=self.regime, regimes=self.regimes)
         out.update(attempts=self.attempts, session_id=self.session_id, status=str(self.status))
+        out.update(share_s=self.share_s, share_usd=self.share_usd)
         out["reason"] = None if self.accepted else self.reason
         return out
 
@@ -207,6 +210,7 @@ class Session:
         self.io.events(
             ev.SessionStarted, strategy=p.options.strategy, agent=str(self.agents.kind), model=p.options.model,
             device=p.device, backend=p.backend, resumed=self.resumed,
+            share_s=share.time_s if (share := self.io.share) else None, share_usd=share.budget_usd if share else None,
         )  # fmt: skip
 
     def propose(self, parent: HistoryItem | None, want: int = 1) -> Proposed:
@@ -296,10 +300,11 @@ class Session:
 
     def _new_result(self, status: SessionStatus) -> SessionResult:
         """The session's result before anything is banked: its trace and what it spent."""
-        spend, trace = self.io.spend, self.state.trace
+        spend, trace, share = self.io.spend, self.state.trace, self.io.share
         return SessionResult(
             self.plan.spec.name, self.id, status, backend=self.plan.backend, tokens=spend.tokens,
             cost_usd=spend.cost_reported, trace=list(trace), attempts=len(trace),
+            share_s=share.time_s if share else None, share_usd=share.budget_usd if share else None,
         )  # fmt: skip
 
     def _finished(self, result: SessionResult, status: SessionStatus) -> SessionResult:

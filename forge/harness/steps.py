@@ -15,7 +15,7 @@ from forge.core.feedback import JudgeFeedback
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
 from forge.harness.attempts import history_item, invalid_item
-from forge.harness.limits import Limits, Spend
+from forge.harness.limits import Limits, OpShare, Spend
 from forge.harness.recorder import SessionRecorder, proposal_config
 from forge.verifier import Job, VerifierService
 
@@ -33,12 +33,13 @@ class SessionEvents:
 @dataclass
 class SessionIO:
     """Where a step's outputs go: the session's rows, its events, and its spending (charged to the
-    run's limits too)."""
+    run's limits too, and counted against the op's share of them)."""
 
     recorder: SessionRecorder
     events: SessionEvents
     limits: Limits
     spend: Spend = field(default_factory=Spend)
+    share: OpShare | None = None  # this op's part of the run's limits (None: the whole of them)
 
     def charge(self, tokens: int, cost_usd: float | None, known: bool) -> None:
         if not tokens and cost_usd is None and known:

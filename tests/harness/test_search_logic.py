@@ -233,6 +233,54 @@ def test_limits():
     assert Limits(cost_unknown=True).cost_reported is None
 
 
+def test_each_op_gets_a_fair_share_of_what_is_left_of_the_limits():
+    from forge.harness.limits import OpShare
+
+    limits = Limits(budget_usd=1.0, time_limit_s=300.0)
+    first = limits.share(8)
+    assert first.ops_left == 8 and first.budget_usd == pytest.approx(1.0 / 8)
+    assert first.time_s is not None and 36.0 < first.time_s <= 300.0 / 8
+    assert first.exceeded(limits) is None
+    limits.charge(100, 0.125)  # the first op spent exactly its share
+    status, why = first.exceeded(limits) or (None, "")
+    assert status == "budget" and why == "its share of the budget, $0.1250 (what was left, shared among 8 ops),"
+    second = limits.share(7)  # what is left goes to the seven still to do
+    assert second.budget_usd == pytest.approx(0.875 / 7) and second.spent_before == 0.125
+    assert second.exceeded(limits) is None
+    limits.started -= 250  # 250 s of the run gone
+    last = limits.share(2)
+    assert last.time_s == pytest.approx(25.0, abs=0.5)
+    spent = OpShare(time_s=10.0, budget_usd=None, ops_left=1, started=time.monotonic() - 11)
+    assert spent.exceeded(limits) == (SessionStatus.TIME_LIMIT, "its share of the time limit, 10 s,")
+    unlimited = Limits().share(3)
+    assert unlimited.time_s is None and unlimited.budget_usd is None and unlimited.exceeded(Limits()) is None
+    limits.started -= 100  # the run's limit is spent: shares are 0, never negative
+    assert limits.share(3).time_s == 0.0
+
+
+def test_a_search_stops_at_its_ops_share():
+    from types import SimpleNamespace
+
+    from forge.harness.limits import OpShare
+    from forge.harness.search import _start_round
+
+    seen: list[object] = []
+    limits = Limits(time_limit_s=300.0)
+
+    def session(share: OpShare) -> SimpleNamespace:
+        io = SimpleNamespace(limits=limits, share=share, events=lambda cls, **kw: seen.append(kw))
+        return SimpleNamespace(io=io, state=SimpleNamespace(round=2), id=7, options=SimpleNamespace(round_limit=8))
+
+    spent = OpShare(time_s=30.0, budget_usd=None, ops_left=4, started=time.monotonic() - 31)
+    assert _start_round(session(spent), "round") == (
+        SessionStatus.TIME_LIMIT,
+        "its share of the time limit, 30 s (what was left, shared among 4 ops), reached after 2 round(s)",
+    )
+    assert not seen  # no round was started
+    fresh = session(limits.share(4))
+    assert _start_round(fresh, "round") is None and fresh.state.round == 3 and seen == [{"round": 3, "rounds": 8}]
+
+
 def test_exit_codes():
     ok = SessionResult("a", 1, SessionStatus.FINISHED, accepted=True)
     none = SessionResult("b", 2, SessionStatus.FINISHED)
