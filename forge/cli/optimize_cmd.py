@@ -17,7 +17,7 @@ from forge.core.errors import UsageError
 from forge.core.settings import load_settings
 from forge.core.statuses import VerdictStatus
 from forge.harness import events
-from forge.present import fmt_times
+from forge.present import fmt_seconds, fmt_times
 
 
 class EventPrinter:
@@ -31,10 +31,10 @@ class EventPrinter:
         if isinstance(e, events.SessionStarted):
             what = f"{e.agent} agent" + (f" ({e.model})" if e.model else "")
             verb = "resuming" if e.resumed else "session"
-            parts = ([f"{e.share_s:.0f} s"] if e.share_s is not None else []) + (
+            parts = ([fmt_seconds(e.share_s)] if e.share_s is not None else []) + (
                 [f"${e.share_usd:.4f}"] if e.share_usd is not None else []
             )
-            share = f" (its share of what is left: {', '.join(parts)})" if parts else ""
+            share = f", share {', '.join(parts)}" if parts and e.shared_among > 1 else ""
             err.print(f"{name}: {verb} {e.session_id} — {what}, {e.strategy}, {e.backend} on {e.device}{share}")
         elif isinstance(e, events.RoundStarted):
             best = self.best.get(e.problem)
@@ -60,8 +60,8 @@ class EventPrinter:
         elif isinstance(e, events.NullControlStarted):
             err.print(f"{name}: null control: the reference timed against itself, {e.trials} calls a side")
         elif isinstance(e, events.NullControlFinished):
-            if e.median is None:
-                err.print(f"  null control: [yellow]{e.note}[/]; finalists judged against 1.0x", soft_wrap=True)
+            if e.median is None or e.low is None or e.high is None or e.bar is None:
+                err.print(f"  null control: [yellow]{e.note}[/]", soft_wrap=True)
             else:
                 err.print(
                     f"  null control: {e.median:.2f}x ({e.low:.2f}-{e.high:.2f}); a finalist must clear {e.bar:.2f}x"

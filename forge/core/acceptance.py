@@ -15,13 +15,18 @@ def timed_while_busy(verdict: Verdict) -> bool:
 
 def null_bar(null: PairedRatio | None) -> float:
     """The speedup a candidate's interval must clear, given the null control (the reference timed
-    against itself in a clean worker): its interval reflected about 1.0x, so 0.88-0.95x and
-    1.05-1.14x both set 1.14x. Two workers running the same code read apart by a few to 15% on a
-    2-core VM, in either direction, from one process to the next; the candidate's worker may have
-    drawn the offset the null drew the other way. Without a null control the bar is 1.0x."""
+    against itself in a clean worker): the null's upper end, and its median mirrored about 1.0x.
+
+    Two workers running the same code read a few to 15% apart on a 2-core VM. The offset is
+    mostly the op's (the candidate's worker shares it: the null's upper end is the bar), but it
+    could be drawn the other way in the candidate's worker, so an offset favouring eager counts
+    mirrored (a null of 0.88-0.95x, median 0.91x, sets 1.10x; 1.05-1.14x sets 1.14x). The median,
+    not the lower end, is mirrored: the candidate's own interval already carries the per-call
+    noise, and a tiny op whose null spans 0.73-1.22x would otherwise need 1.37x. Without a null
+    control the bar is 1.0x."""
     if null is None:
         return 1.0
-    return max(1.0, null.high, 1.0 / null.low if null.low > 0 else float("inf"))
+    return max(1.0, null.high, 1.0 / null.median if null.median > 0 else float("inf"))
 
 
 def beats_eager(verdict: Verdict) -> tuple[bool, str]:

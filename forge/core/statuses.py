@@ -85,6 +85,9 @@ class SessionStatus(TextEnum):
     UNSUPPORTED = "unsupported"  # the coder cannot handle this op at all
     PROVIDER_ERROR = "provider_error"  # the LLM provider went away mid-session; --resume continues it
     BUSY = "busy"  # the machine was busy when the finalists were timed again; --resume times them again
+    # a finalist held up but its null control could not be measured (it failed): nothing banked,
+    # nothing rejected; --resume confirms again
+    UNCONFIRMED = "unconfirmed"
     CRASHED = "crashed"  # forge itself failed mid-session (a bug: see the log); --resume continues it
 
     @property

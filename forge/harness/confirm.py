@@ -14,12 +14,11 @@ nothing about the kernel. Judging the second sample alone (not pooled with the f
 chance that a kernel no faster than eager is banked below twice the single test's.
 
 Before a finalist that held up is banked, the op's reference is verified against itself the same
-way (``VerifierService.verify_null``, as many calls a side): the null control. Two workers running
-the same code read apart by a few to 15% on a small VM, differently for each op and process, and a
-1.05x interval measured across such an offset says nothing. The finalist's interval must clear the
-null's, reflected about 1.0x (``acceptance.null_bar``); the null is carried in the finalist's
-verdict (``TimingSides.null_eager``), so the bank keeps the evidence. ``null_control = false``
-skips it (the bar is then 1.0x).
+way (``null_control.py``): the finalist's interval must clear what two workers running the same
+code read apart now (``acceptance.null_bar``), and the null is carried in its verdict
+(``TimingSides.null_eager``), so the bank keeps the evidence. A null that cannot be measured
+(it failed, or the machine was busy) leaves the finalist neither banked nor rejected: ``--resume``
+confirms it again. ``null_control = false`` skips it (the bar is then 1.0x).
 """
 
 from __future__ import annotations
@@ -27,11 +26,12 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from forge.core.acceptance import beats_eager, null_bar, timed_while_busy
+from forge.core.acceptance import beats_eager, timed_while_busy
 from forge.core.candidate_config import CandidateConfig
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
+from forge.harness.null_control import NullControl, null_blocked, with_null_control
 from forge.harness.steps import SessionIO, attempt_job
 from forge.verifier import VerifierService
 
@@ -82,6 +82,7 @@ class Confirmation:
     trials: int
     why_not: tuple[str, ...] = ()
     busy: str | None = None  # a finalist was timed while the machine was busy: the load it saw
+    undecided: bool = False  # a finalist's null control could not be measured: not rejected either
 
     def reason(self, search_reason: str | None, session_id: int | str = "ID") -> str | None:
         """Why nothing is banked (after the search's own reason, which is kept)."""
@@ -92,7 +93,10 @@ class Confirmation:
                 "the machine is quiet"
             )
             return f"{search_reason}; {told}" if search_reason else told
-        return self._reason(search_reason)
+        said = self._reason(search_reason)
+        if self.undecided and self.chosen is None:
+            return f"{said}; `forge optimize --resume {session_id}` confirms again"
+        return said
 
     def _reason(self, search_reason: str | None) -> str | None:
         if not self.why_not:
@@ -117,19 +121,21 @@ def confirm_finalists(
     confirmer = _Confirmer(verifier, io, settings, round, stop)
     why_not: list[str] = []
     busy: str | None = None
+    undecided = False
     for c in candidates:
-        verdict, ok, why, cid = confirmer.one(c, trials)
-        if not ok and inconclusive(verdict):
-            verdict, ok, why, cid = confirmer.one(c, trials * EXTEND)
-        if ok:
-            chosen = replace(c, verdict=verdict.model_copy(update={"confirm_attempt_id": cid}))
-            return Confirmation(chosen, trials, tuple(why_not), busy)
-        why_not.append(f"attempt {c.attempt_id}: {why}")
-        if timed_while_busy(verdict) and verdict.timing_stats.contention is not None:
-            busy = verdict.timing_stats.contention.detail  # not rejected: a quiet machine decides
+        judged = confirmer.one(c, trials)
+        if not judged.held and not judged.undecided and inconclusive(judged.verdict):
+            judged = confirmer.one(c, trials * EXTEND)
+        if judged.held:
+            chosen = replace(c, verdict=judged.verdict.model_copy(update={"confirm_attempt_id": judged.confirm_id}))
+            return Confirmation(chosen, trials, tuple(why_not), busy, undecided)
+        why_not.append(f"attempt {c.attempt_id}: {judged.why}")
+        if judged.busy is not None or judged.undecided:  # not rejected: a quiet machine or --resume decides
+            busy = judged.busy or busy
+            undecided = undecided or judged.undecided
         else:
             rejected.add(c.attempt_id)
-    return Confirmation(None, trials, tuple(why_not), busy)
+    return Confirmation(None, trials, tuple(why_not), busy, undecided)
 
 
 def inconclusive(verdict: Verdict) -> bool:
@@ -138,75 +144,65 @@ def inconclusive(verdict: Verdict) -> bool:
     return verdict.passed and not timed_while_busy(verdict) and (verdict.speedup_vs_eager or 0.0) > 1.0
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One confirmation: its verdict (with the null control it was judged against), whether it
+    held up and why, its row id, and what left it undecided: the load it or its null control was
+    timed under, or a null control that could not be measured."""
+
+    verdict: Verdict
+    held: bool
+    why: str
+    confirm_id: int
+    busy: str | None = None
+    undecided: bool = False
+
+
 class _Confirmer:
-    """One confirm step: finalists timed again, each recorded as a confirm attempt, and the null
-    control measured when a finalist would be banked (once per count of calls a side)."""
+    """One confirm step: finalists timed again, each recorded as a confirm attempt, and judged
+    against a null control when one would be banked."""
 
     def __init__(
         self, verifier: VerifierService, io: SessionIO, settings: ForgeSettings, round: int, stop: threading.Event
     ) -> None:
         self.verifier, self.io, self.settings, self.round, self.stop = verifier, io, settings, round, stop
-        self.nulls: dict[int, Verdict] = {}
+        self.nulls = NullControl(verifier, io, settings, stop)
 
-    def one(self, c: Contender, trials: int) -> tuple[Verdict, bool, str, int]:
-        """Time one finalist again with ``trials`` calls a side and record it as a confirm attempt:
-        its verdict, whether it held up, why, and the confirmation's row id."""
+    def one(self, c: Contender, trials: int) -> Judged:
+        """Time one finalist again with ``trials`` calls a side, judge it and record it as a
+        confirm attempt (recorded too when a Ctrl-C lands during its null control)."""
         if self.stop.is_set():
             raise KeyboardInterrupt
         self.io.events(ev.ConfirmStarted, attempt_id=c.attempt_id, trials=trials)
         job = attempt_job(c.attempt_id, c.source)
         verdict = self.verifier.verify_alone(job, trials, confirm_timeout(self.settings, c, trials))
         ok, why = beats_eager(verdict)
+        load = verdict.timing_stats.contention
+        busy = load.detail if timed_while_busy(verdict) and load is not None else None
+        undecided = False
         if ok and self.settings.null_control:  # only a finalist about to be banked is worth its cost
-            verdict = with_null_control(verdict, self._null(verdict, trials))
-            ok, why = beats_eager(verdict)
+            try:
+                null = self.nulls.measure(verdict, trials)
+            except KeyboardInterrupt:
+                self._record(c, verdict, False, "interrupted while its null control was timed", trials)
+                raise
+            blocked = null_blocked(null)
+            if blocked is None:
+                verdict = with_null_control(verdict, null)
+                ok, why = beats_eager(verdict)
+            else:
+                ok, why = False, f"{blocked.why}; nothing is banked without its null control"
+                busy, undecided = blocked.busy, blocked.busy is None
         if not verdict.passed and verdict.reason:
             why = f"{why}: {verdict.reason}"
-        recorded = verdict.model_copy(update={"confirm_held": ok, "confirm_reason": why, "confirm_trials": trials})
+        cid = self._record(c, verdict, ok, why, trials)
+        return Judged(verdict, ok, why, cid, busy, undecided)
+
+    def _record(self, c: Contender, verdict: Verdict, held: bool, why: str, trials: int) -> int:
+        recorded = verdict.model_copy(update={"confirm_held": held, "confirm_reason": why, "confirm_trials": trials})
         cid = self.io.recorder.confirmed(self.round, c.attempt_id, recorded)
         self.io.events(
-            ev.ConfirmFinished, attempt_id=c.attempt_id, confirm_id=cid, held=ok, reason=why,
+            ev.ConfirmFinished, attempt_id=c.attempt_id, confirm_id=cid, held=held, reason=why,
             speedup_vs_eager=verdict.speedup_vs_eager, speedup_vs_compile=verdict.speedup_vs_compile,
         )  # fmt: skip
-        return verdict, ok, why, cid
-
-    def _null(self, finalist: Verdict, trials: int) -> Verdict:
-        """The null control with ``trials`` calls a side, measured after the finalist it judges."""
-        if trials in self.nulls:
-            return self.nulls[trials]
-        if self.stop.is_set():
-            raise KeyboardInterrupt
-        self.io.events(ev.NullControlStarted, trials=trials)
-        eager_s = float(finalist.timings_ms.eager or 0.0) / 1000
-        null = self.verifier.verify_null(trials, self.settings.timeout + 3 * trials * (2 * eager_s + 0.01))
-        self.nulls[trials] = null
-        paired = null.timing_stats.headline_pairs()[0] if null.passed else None
-        self.io.events(
-            ev.NullControlFinished, trials=trials, median=paired.median if paired else None,
-            low=paired.low if paired else None, high=paired.high if paired else None,
-            bar=null_bar(paired), note=null_note(null) or "",
-        )  # fmt: skip
-        return null
-
-
-def null_note(null: Verdict) -> str | None:
-    """Why a null control sets no bar (it did not pass, or has no paired calls), else None."""
-    if not null.passed:
-        return f"the null control (the reference verified against itself) did not pass: {null.status}: {null.reason}"
-    if null.timing_stats.headline_pairs()[0] is None:
-        return "the null control (the reference verified against itself) has no paired calls"
-    return None
-
-
-def with_null_control(finalist: Verdict, null: Verdict) -> Verdict:
-    """The finalist's verdict carrying the null control: its paired ratio (the bar acceptance
-    applies), or a warning saying why there is none; and the null's load when the machine was
-    busy while it ran (a bar measured under load is no bar: the finalist waits for a quiet one)."""
-    stats = finalist.timing_stats
-    note = null_note(null)
-    if note is not None:
-        return finalist.model_copy(update={"warnings": [*finalist.warnings, f"{note}; judged against 1.0x"]})
-    update: dict[str, object] = {"null_eager": null.timing_stats.headline_pairs()[0]}
-    if timed_while_busy(null):
-        update["contention"] = null.timing_stats.contention
-    return finalist.model_copy(update={"timing_stats": stats.model_copy(update=update)})
+        return cid

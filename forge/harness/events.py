@@ -43,6 +43,7 @@ class SessionStarted(Event):
     resumed: bool = False
     share_s: float | None = None  # this op's share of the run's --time-limit (None: no limit)
     share_usd: float | None = None  # and of its --budget-usd
+    shared_among: int = 1  # the ops not yet done it was shared among, itself included
 
 
 @dataclass
@@ -120,14 +121,14 @@ class NullControlStarted(Event):
 
 @dataclass
 class NullControlFinished(Event):
-    """The null control's paired ratio (None when it did not pass or was not paired: ``note``
-    says why) and the speedup a finalist's interval must clear."""
+    """The null control's paired ratio and the speedup a finalist's interval must clear (None
+    when it sets no bar: ``note`` says why, the machine's load or its failure)."""
 
     trials: int
     median: float | None
     low: float | None
     high: float | None
-    bar: float
+    bar: float | None
     note: str = ""
 
 

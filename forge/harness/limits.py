@@ -80,13 +80,19 @@ class OpShare:
     started: float = field(default_factory=time.monotonic)
 
     def exceeded(self, limits: Limits) -> tuple[SessionStatus, str] | None:
-        """BUDGET or TIME_LIMIT, and which share, when this op's share is used up, else None."""
-        of = f" (what was left, shared among {self.ops_left} ops)" if self.ops_left > 1 else ""
+        """BUDGET or TIME_LIMIT, and which share ("its share of the time limit (37 s of ...)"),
+        when this op's share is used up, else None."""
+        of = f" of what was left for {self.ops_left} ops" if self.ops_left > 1 else ""
         if self.budget_usd is not None and limits.cost_usd - self.spent_before >= self.budget_usd:
-            return SessionStatus.BUDGET, f"its share of the budget, ${self.budget_usd:.4f}{of},"
+            return SessionStatus.BUDGET, f"its share of the budget (${self.budget_usd:.4f}{of})"
         if self.time_s is not None and time.monotonic() - self.started >= self.time_s:
-            return SessionStatus.TIME_LIMIT, f"its share of the time limit, {self.time_s:.0f} s{of},"
+            return SessionStatus.TIME_LIMIT, f"its share of the time limit ({fmt_seconds(self.time_s)}{of})"
         return None
+
+
+def fmt_seconds(s: float) -> str:
+    """Seconds as a share is shown: whole seconds, tenths below 10 s (a 0.4 s share is not "0 s")."""
+    return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
 @dataclass

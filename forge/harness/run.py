@@ -124,7 +124,7 @@ def open_session(
         state, spend = restore_state(load_session(engine, options.resume))
         recorder = SessionRecorder.reopen(engine, options.resume, options.round_limit)
         io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits, spend)
-    io.share = limits.share(ops_left)
+    io.share = limits.share(ops_left)  # taken last: the time spent opening the session is not its own
     verifier = VerifierService(op_path, settings, device, options.workers, limits.stop_requested)
     if control is not None:
         control.attach(verifier)

@@ -31,7 +31,7 @@ def _start_round(session: Session, unit: str) -> Outcome | None:
         return stop, f"{str(stop).replace('_', ' ')} reached after {done}"
     used = share.exceeded(limits) if share is not None else None
     if used is not None:
-        return used[0], f"{used[1]} reached after {done}"
+        return used[0], f"{used[1]} reached after {done}"  # e.g. "its share of the time limit (37 s ...)"
     session.state.round += 1
     session.io.events(ev.RoundStarted, round=session.state.round, rounds=session.options.round_limit)
     return None

@@ -211,6 +211,7 @@ class Session:
             ev.SessionStarted, strategy=p.options.strategy, agent=str(self.agents.kind), model=p.options.model,
             device=p.device, backend=p.backend, resumed=self.resumed,
             share_s=share.time_s if (share := self.io.share) else None, share_usd=share.budget_usd if share else None,
+            shared_among=share.ops_left if share else 1,
         )  # fmt: skip
 
     def propose(self, parent: HistoryItem | None, want: int = 1) -> Proposed:
@@ -254,6 +255,8 @@ class Session:
                 best, reason, confirmed = outcome.chosen, outcome.reason(reason, self.id), True
                 if best is None and outcome.busy is not None:
                     status = result.status = SessionStatus.BUSY
+                elif best is None and outcome.undecided:
+                    status = result.status = SessionStatus.UNCONFIRMED
             except KeyboardInterrupt:  # Ctrl-C while confirming: bank what its own round measured
                 self.verifier.end_workers()
                 status = result.status = SessionStatus.INTERRUPTED

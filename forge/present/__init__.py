@@ -1,14 +1,14 @@
 """How forge shows things, shared by its two front ends: numbers, statuses, table rows and a
 verdict, built once as rich renderables that the CLI prints and the TUI's widgets display.
 
-- ``formats``: speedups, times, cost, dates, and the colour of each status;
+- ``formats``: speedups, times, seconds, cost, dates, and the colour of each status;
 - ``rows``: the columns and cells of the sessions, attempts, kernels and doctor tables;
 - ``kernel_view``: a bank entry in full (configs, binding, regimes, checks);
 - ``verdict_view``: a verdict (checks, first failure, timings with spread, roofline) and the diff
   of an attempt against its parent.
 """
 
-from forge.present.formats import fmt_cost, fmt_ms, fmt_step, fmt_times, fmt_when, status_text
+from forge.present.formats import fmt_cost, fmt_ms, fmt_seconds, fmt_step, fmt_times, fmt_when, status_text
 from forge.present.kernel_view import binds_text, evidence_line, kernel_details
 from forge.present.rows import (
     ATTEMPT_COLUMNS,
@@ -35,6 +35,7 @@ __all__ = [
     "finding_cells",
     "fmt_cost",
     "fmt_ms",
+    "fmt_seconds",
     "fmt_step",
     "fmt_times",
     "fmt_when",

@@ -129,7 +129,9 @@ class VerifierService:
         """The null control: the op's reference verified as a candidate, alone, with ``trials`` timed
         calls a side, in a worker like any candidate's (forked clean; the reference worker is the
         same kept one). Its paired ratio is how far two workers running the same code read apart."""
-        update = {"timing_trials": trials, "timeout": timeout, "compile_baseline": False}  # eager alone is judged
+        # The same settings as a finalist's confirmation (torch.compile's calls beside eager's too):
+        # what the reference worker does between eager calls is part of the offset measured.
+        update = {"timing_trials": trials, "timeout": timeout}
         return self._run(NULL_CONTROL, self.settings.model_copy(update=update))
 
     def _run(self, job: Job, settings: ForgeSettings) -> Verdict:
