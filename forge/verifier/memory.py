@@ -17,7 +17,7 @@ from forge.core.verdict import MemoryPeak, Verdict
 
 FLOOR_BYTES = 1 << 30
 # glibc's allocator in the workers: blocks above this are mapped on their own (not from the heap),
-# and freed heap memory up to the trim threshold stays in the process (see verification._worker_env).
+# and freed heap memory up to the trim threshold stays in the process (see worker_env.worker_env).
 MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = 1 << 30
 WORKING_SET_FACTOR = 8

@@ -36,6 +36,11 @@ _RETRIES, _QUIET_WAIT_S = 3, 10.0
 ProgressNote = Callable[[str], None]
 
 
+class ReferenceTampered(Exception):
+    """The reference worker's threads were rescheduled while the candidate lived (``sched_guard``):
+    eager's timings from then on are not eager's."""
+
+
 class CandidateFailed(Exception):
     """A timed candidate call raised (the worker's error reply is attached)."""
 
@@ -96,8 +101,10 @@ class PairedTimer:
         load_check: bool,
         cores: int,
         op: str,
+        guard: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.op = op  # the op file, for messages
+        self.guard = guard  # what changed in the reference worker's scheduling, checked after each eager call
         self.ref, self.cand, self.deadline = ref, cand, deadline
         self.ref_reply = ref_reply
         self.compile_baseline = compile_baseline
@@ -191,6 +198,9 @@ class PairedTimer:
         batch.eager_launch.append(int(reply.get("eager_launch_ns") or 0))
         if reply.get("compile_ns") is not None:
             batch.compiled.append(int(reply["compile_ns"]))
+        changed = self.guard()
+        if changed is not None:
+            raise ReferenceTampered(changed)
 
     def _candidate_call(self, i: int, batch: BatchTimes) -> None:
         self.cand.send({"op": "time_call", "index": i})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import sys
 import time
@@ -19,11 +18,13 @@ from forge.verifier import checks, memory
 from forge.verifier.bound_check import check_binding
 from forge.verifier.case_stream import CaseStream
 from forge.verifier.machine import available_cores
-from forge.verifier.paired_timing import CandidateFailed, PairedTimer
+from forge.verifier.paired_timing import CandidateFailed, PairedTimer, ReferenceTampered
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess
 from forge.verifier.reference_pool import KeptReference, ReferencePool
+from forge.verifier.sched_guard import SchedGuard, record_reference_sched
 from forge.verifier.timed_replies import MALFORMED, CandidateTimes
 from forge.verifier.timing import record_launch_cost, record_pairs, record_regimes, record_speedups
+from forge.verifier.worker_env import worker_env
 
 # Told what the verification is doing now ("timing: 8 pairs of calls, eager and candidate (batch 1/3)"), for a
 # front end to show.
@@ -38,39 +39,6 @@ _INTEGRITY_CHECKS = (
     "no_background_threads",
     "clock_integrity",
 )
-
-
-def _worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.update(
-        {
-            "FORGE_WORKER_DEVICE": device,
-            "FORGE_WORKER_THREADS": str(threads),
-            "FORGE_CACHE_DIR": str(cache),
-            "OMP_NUM_THREADS": str(threads),
-            "MKL_NUM_THREADS": str(threads),
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-    )
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    elif gpu is not None:  # one GPU per parallel verification (forge optimize --workers)
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    # Both sides keep freed memory in the process, as a warmed-up program does, so the page
-    # faults of a freshly mapped output buffer do not swamp the timing of either.
-    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(memory.MMAP_THRESHOLD_BYTES))
-    env.setdefault("MALLOC_TRIM_THRESHOLD_", str(memory.TRIM_THRESHOLD_BYTES))
-    # The two workers share the cores and often compute at once (a case on each side); libgomp's
-    # threads spin after each parallel region, and a spinning thread of one worker takes a core from
-    # the other's barrier. Measured on 2 cores (rmsnorm, two verifications, interleaved): 300k spins
-    # 34-42 s, libgomp's default 15 s, 10k spins 13.4 s. 10k spins (~0.2 ms) still keep a worker's
-    # threads awake across the back-to-back regions inside one call, as in a program running op
-    # after op. libgomp reads it when it loads, so the template gets it in its environment too.
-    env.setdefault("GOMP_SPINCOUNT", "10000")
-    return env
 
 
 class _Run:
@@ -127,7 +95,7 @@ class _Run:
     def start(self) -> None:
         # Workers start first and get their first job at once: they import torch while the
         # parent does, and the candidate imports (and compiles) while the reference draws cases.
-        env = self.env = _worker_env(self.device, self.threads, self.cache, self.settings.gpu)
+        env = self.env = worker_env(self.device, self.threads, self.cache, self.settings.gpu)
         env["FORGE_WORKER_MEMORY_MB"] = str(self.settings.memory_limit_mb)
         cwd = Path.cwd()
         kept = self.references.take(env) if self.references is not None else None
@@ -135,6 +103,7 @@ class _Run:
             self.ref, self.hello = kept.worker, kept.hello
         else:
             self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
+        self.ref_guard = SchedGuard(self.ref.proc.pid)  # before any candidate code can run
         self.cand = WorkerProcess("candidate", env, self.settings.memory_limit_mb, cwd)
         self.ref.send(
             {
@@ -279,10 +248,12 @@ class _Run:
         kept = CandidateTimes(self.tol)
         timer = PairedTimer(
             self.ref, self.cand, self.deadline, self._ref_reply, self.settings.compile_baseline,
-            self.settings.load_check, self.threads, str(self.spec.path),
+            self.settings.load_check, self.threads, str(self.spec.path), self.ref_guard.check,
         )  # fmt: skip
         try:
             paired = timer.run(self.info["timing"], self.progress, kept.take)
+        except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
+            return
         except CandidateFailed as exc:
             self.v.add("timed_outputs", False, str(exc.reply["message"]))
             self.v.fail(VerdictStatus.RUNTIME_ERROR, f"a timed call raised: {checks.first_line(str(exc))}")
@@ -342,18 +313,28 @@ class _Run:
         peaks = (cand.peak_mib() if cand is not None else None, ref.peak_mib() if ref is not None else None)
         memory.record_peaks(self.v, *peaks, working)
 
+    def _keep_or_close(self, ref: WorkerProcess, untouched: bool) -> None:
+        """The reference worker goes back to the pool for the next verification, unless it never
+        started the op or a candidate changed its scheduling."""
+        hello = self.hello
+        if self.references is not None and untouched and hello is not None and not hello.get("error"):
+            self.references.give(self.env, KeptReference(ref, hello))
+        else:
+            ref.close()
+
     def finish(self) -> Verdict:
         ref: WorkerProcess | None = getattr(self, "ref", None)
         cand: WorkerProcess | None = getattr(self, "cand", None)
         self._record_memory(ref, cand)
+        guard: SchedGuard | None = getattr(self, "ref_guard", None)
+        tampered = guard.check() if guard is not None else None
+        if tampered is not None or (guard is not None and self.v.timings_ms.candidate is not None):
+            record_reference_sched(self.v, tampered)  # a pass is worth saying once it was timed
         if cand is not None:
             self.v.candidate_output = cand.output()
             cand.close()
         if ref is not None:
-            if self.references is not None and self.hello is not None and not self.hello.get("error"):
-                self.references.give(self.env, KeptReference(ref, self.hello))
-            else:
-                ref.close()
+            self._keep_or_close(ref, tampered is None)
         import torch
 
         try:

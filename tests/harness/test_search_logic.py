@@ -321,16 +321,16 @@ def test_collect_ops_and_backends(tmp_path):
 
 def test_parallel_verifications_get_a_gpu_each(monkeypatch, tmp_path):
     from forge.verifier.machine import gpu_slots, visible_gpus
-    from forge.verifier.verification import _worker_env
+    from forge.verifier.worker_env import worker_env
 
     assert gpu_slots(2, ["0", "1", "2"]) == ["0", "1"]
     assert gpu_slots(3, ["4", "5"]) == ["4", "5", "4"]  # more workers than GPUs: shared
     assert gpu_slots(2, []) == []
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
     assert visible_gpus() == ["2", "3"]  # entries of the user's own list
-    assert _worker_env("cuda", 4, tmp_path, "3")["CUDA_VISIBLE_DEVICES"] == "3"
-    assert _worker_env("cuda", 4, tmp_path)["CUDA_VISIBLE_DEVICES"] == "2, 3"
-    assert _worker_env("cpu", 4, tmp_path, "3")["CUDA_VISIBLE_DEVICES"] == ""
+    assert worker_env("cuda", 4, tmp_path, "3")["CUDA_VISIBLE_DEVICES"] == "3"
+    assert worker_env("cuda", 4, tmp_path)["CUDA_VISIBLE_DEVICES"] == "2, 3"
+    assert worker_env("cpu", 4, tmp_path, "3")["CUDA_VISIBLE_DEVICES"] == ""
 
 
 def test_finalists_are_the_fastest_distinct_kernels():

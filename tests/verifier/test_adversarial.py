@@ -3,10 +3,12 @@ and honest controls that must pass. Every test runs the real verifier: two worke
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from forge.core.settings import ForgeSettings
-from forge.verifier import verify
+from forge.verifier import Job, VerifierService, verify
 from tests.conftest import CANDIDATES, OPS
 
 SOFTMAX = OPS / "small_softmax.py"
@@ -106,6 +108,20 @@ def test_fooling_technique_is_rejected(fast_settings, cand, status, check):
     assert not v.passed
     assert check in failed(v), (check, failed(v))
     assert v.reason
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pin the reference to one")
+def test_a_candidate_that_pins_the_reference_to_one_core_is_caught(fast_settings, tmp_path):
+    """os.sched_setaffinity on the reference worker's threads (same user, ids in /proc) would time
+    eager on half the machine: the parent's guard sees it and fails the verdict, and a session's
+    next verification gets a new reference worker, not the pinned one."""
+    with VerifierService(SOFTMAX, fast_settings, "cpu") as service:
+        v = service.verify_alone(Job("pin", (CANDIDATES / "softmax/pin_reference.py").read_text()), 10, 120)
+        assert v.status == "failed_integrity" and "reference_untouched" in failed(v), (v.status, v.reason)
+        assert "CPU affinity" in (v.reason or "") and "->" in (v.reason or "")
+        honest = service.verify_alone(Job("honest", (CANDIDATES / "softmax/honest_torch.py").read_text()), 10, 120)
+    assert honest.passed, honest.reason
+    assert any(c.name == "reference_untouched" and c.passed for c in honest.checks)
 
 
 def test_naive_softmax_passes_ordinary_inputs_but_not_stress(fast_settings):

@@ -1,0 +1,45 @@
+"""The environment verification workers start with: the timing conditions both sides share."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from forge.verifier import memory
+
+
+def worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.update(
+        {
+            "FORGE_WORKER_DEVICE": device,
+            "FORGE_WORKER_THREADS": str(threads),
+            "FORGE_CACHE_DIR": str(cache),
+            "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    elif gpu is not None:  # one GPU per parallel verification (forge optimize --workers)
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    # Both sides keep freed memory in the process, as a warmed-up program does, so the page
+    # faults of a freshly mapped output buffer do not swamp the timing of either.
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(memory.MMAP_THRESHOLD_BYTES))
+    env.setdefault("MALLOC_TRIM_THRESHOLD_", str(memory.TRIM_THRESHOLD_BYTES))
+    # The two workers share the cores and often compute at once (a case on each side); libgomp's
+    # threads spin after each parallel region, and a spinning thread of one worker takes a core from
+    # the other's barrier. Measured on 2 cores (rmsnorm, two verifications, interleaved): 300k spins
+    # 34-42 s, libgomp's default 15 s, 10k spins 13.4 s. 10k spins (~0.2 ms) still keep a worker's
+    # threads awake across the back-to-back regions inside one call, as in a program running op
+    # after op. libgomp reads it when it loads, so the template gets it in its environment too.
+    env.setdefault("GOMP_SPINCOUNT", "10000")
+    # Threads float on the cores: a binding asked for in the environment would pin the reference's
+    # OpenMP threads, which the scheduling guard must read as a candidate's doing (``sched_guard``).
+    for binding in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY"):
+        env.pop(binding, None)
+    return env
