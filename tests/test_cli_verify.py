@@ -42,6 +42,25 @@ def test_json_passing(cache_dir):
     assert data["speedup_vs_eager"] > 0
 
 
+def test_null_control_says_whether_a_session_would_bank_it(cache_dir):
+    """--null-control: the reference verified against itself next to the candidate, with as many
+    calls; the verdict carries the null, and the JSON the judgement a session would make of it."""
+    from forge.core.acceptance import beats_eager, null_bar
+    from forge.core.verdict import Verdict
+
+    files = (str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"))
+    r = forge("verify", *files, "--no-compile-baseline", "--null-control", "--json", cache=cache_dir,
+              FORGE_TIMING_TRIALS="12")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    v = Verdict.from_json(data)
+    null, paired = v.timing_stats.null_eager, v.timing_stats.headline_pairs()[0]
+    assert null is not None and paired is not None and null.pairs == paired.pairs == 12, v.timing_stats
+    judged = data["acceptance"]
+    assert (judged["accepted"], judged["reason"]) == beats_eager(v)  # the stored verdict says the same
+    assert not judged["accepted"] or paired.low > null_bar(null)
+
+
 def test_timed_trials_come_in_batches_alternating_with_eager(cache_dir):
     # 1 MiB holds 8 of this op's input+output sets: its 30 trials need four batches (capped at three),
     # each timed call by call, every candidate call paired with an adjacent eager call.

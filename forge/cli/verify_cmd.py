@@ -30,6 +30,13 @@ def verify(
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
     save: Annotated[bool, typer.Option("--save", help="store a passing candidate in the kernel bank")] = False,
     bank: Annotated[Path | None, typer.Option(help="bank file (default: $FORGE_BANK or the per-user bank)")] = None,
+    null_control: Annotated[
+        bool,
+        typer.Option(
+            "--null-control",
+            help="also verify the reference against itself (as many calls) and say whether a session would bank it",
+        ),
+    ] = False,
 ) -> None:
     """Check a candidate kernel against a reference op, in isolation, and time it."""
 
@@ -43,7 +50,9 @@ def verify(
         )
         quiet = as_json and not sys.stderr.isatty()
         progress = (lambda m: None) if quiet else (lambda m: err.print(f"[dim]… {m}[/]"))
-        return harness.verify_candidate(op, candidate, settings, progress, save=save, bank=bank)
+        return harness.verify_candidate(
+            op, candidate, settings, progress, save=save, bank=bank, null_control=null_control
+        )
 
     try:
         result = run_or_fail(run, as_json)
@@ -55,9 +64,14 @@ def verify(
         data = verdict.to_json()
         if result.kernel_id is not None:
             data["kernel_id"] = result.kernel_id
+        if result.accepted is not None:
+            data["acceptance"] = {"accepted": result.accepted, "reason": result.acceptance}
         print(json.dumps(data))
     else:
         out.print(verdict_renderable(verdict))
+        if result.accepted is not None:
+            mark = "[green]a session would bank it[/]" if result.accepted else "[yellow]a session would not bank it[/]"
+            out.print(f"acceptance: {mark}: {result.acceptance}", soft_wrap=True)
         if result.kernel_id is not None:
             out.print(f"saved as kernel {result.kernel_id} in the bank")
         elif save:

@@ -1,14 +1,17 @@
-"""``forge verify``'s operation: one candidate checked and timed, and saved to the bank when asked."""
+"""``forge verify``'s operation: one candidate checked and timed, judged against a null control
+when asked, and saved to the bank when asked."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from forge.core.acceptance import beats_eager
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
-from forge.verifier import ProgressNote, verify
+from forge.harness.null_control import null_blocked, with_null_control
+from forge.verifier import ProgressNote, VerifierService, resolve_device, verify
 
 
 @dataclass(frozen=True)
@@ -17,6 +20,9 @@ class Verification:
 
     verdict: Verdict
     kernel_id: int | None = None
+    # With the null control: whether a session would bank it (``acceptance.beats_eager``), and why.
+    accepted: bool | None = None
+    acceptance: str | None = None
 
 
 def verify_candidate(
@@ -27,15 +33,46 @@ def verify_candidate(
     *,
     save: bool = False,
     bank: Path | None = None,
+    null_control: bool = False,
 ) -> Verification:
-    """Verify a candidate file against an op file; with ``save``, a passing one goes into ``bank``."""
-    verdict = verify(op_path, candidate_path, settings, progress=progress)
+    """Verify a candidate file against an op file; with ``null_control``, judge it as a session
+    judges a finalist (the reference verified against itself next to it); with ``save``, a
+    passing one goes into ``bank``."""
+    accepted: tuple[bool, str] | None = None
+    if null_control:
+        verdict, accepted = _with_null_control(op_path, candidate_path, settings, progress)
+    else:
+        verdict = verify(op_path, candidate_path, settings, progress=progress)
+    ok, why = accepted if accepted is not None else (None, None)
     if not (save and verdict.passed):
-        return Verification(verdict)
+        return Verification(verdict, accepted=ok, acceptance=why)
     # The bank's database layer (SQLAlchemy) loads only to save: a plain `forge verify` starts its
     # workers ~0.2 s sooner, and most verifications save nothing.
     from forge.db import open_bank, save_kernel
 
     spec = read_problem_source(op_path)
     with open_bank(bank, must_exist=False) as engine:
-        return Verification(verdict, save_kernel(engine, spec, candidate_path.read_text(), verdict))
+        kernel_id = save_kernel(engine, spec, candidate_path.read_text(), verdict)
+        return Verification(verdict, kernel_id, accepted=ok, acceptance=why)
+
+
+def _with_null_control(
+    op_path: Path, candidate_path: Path, settings: ForgeSettings, progress: ProgressNote | None
+) -> tuple[Verdict, tuple[bool, str]]:
+    """The candidate's verdict, then the null control against the same kept reference worker;
+    the verdict carries the null (or a warning why there is none) and the acceptance judgement."""
+    with VerifierService(op_path, settings, resolve_device(settings.device)) as service:
+        verdict = service.verify_file(candidate_path)
+        if not verdict.passed or not verdict.timing_meaningful:
+            return verdict, beats_eager(verdict)
+        timed = verdict.timing_stats.candidate
+        trials = max(5, timed.trials if timed is not None else 0)  # as many calls as the candidate had
+        if progress is not None:
+            progress(f"null control: the reference verified against itself, {trials} calls a side")
+        null = service.verify_null(trials, settings.timeout)
+    blocked = null_blocked(null)
+    if blocked is not None:
+        why = f"{blocked.why}; a session would bank nothing without its null control"
+        return verdict.model_copy(update={"warnings": [*verdict.warnings, why]}), (False, why)
+    verdict = with_null_control(verdict, null)
+    return verdict, beats_eager(verdict)

@@ -134,9 +134,17 @@ class VerifierService:
         update = {"timing_trials": trials, "timeout": timeout}
         return self._run(NULL_CONTROL, self.settings.model_copy(update=update))
 
+    def verify_file(self, path: Path) -> Verdict:
+        """A candidate file verified where it lies (its sibling modules importable), with the
+        service's settings and its kept reference worker."""
+        return self._verify(path, self.settings)
+
     def _run(self, job: Job, settings: ForgeSettings) -> Verdict:
         path = Path(self._dir.name) / f"{job.name}.py"
         path.write_text(job.source)
+        return self._verify(path, settings)
+
+    def _verify(self, path: Path, settings: ForgeSettings) -> Verdict:
         token = worker_group.set(self._workers)
         try:
             verdict = verify(self.op_path, path, settings, references=self._references)
