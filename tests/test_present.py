@@ -47,3 +47,21 @@ def test_the_bank_filter_matches_words_not_substrings_of_statuses():
 def test_a_diff_against_the_parent():
     assert "first candidate" in str(source_diff(None, "a = 1\n").code)
     assert "-a = 1\n+a = 2" in str(source_diff("a = 1\n", "a = 2\n").code)
+
+
+def test_a_confirmation_row_says_whether_it_held_not_just_that_it_passed():
+    from rich.console import Console
+
+    from forge.present import attempt_cells, verdict_renderable
+
+    why = "1.08x eager (95% CI 1.05-1.14x over 64 pairs, warm): the interval does not clear 1.08x"
+    refused = Verdict.from_json({"status": "passed", "speedup_vs_eager": 1.08, "held": False, "why": why})
+    row = StoredAttempt(21, 4, AttemptRole.CONFIRM, 13, AttemptStatus.PASSED, "src", "cpp", None, None, 0, None,
+                        verdict=refused)  # fmt: skip
+    assert str(attempt_cells(row)[4]) == "not held"
+    held = StoredAttempt(22, 4, AttemptRole.CONFIRM, 13, AttemptStatus.PASSED, "src", "cpp", None, None, 0, None,
+                         verdict=refused.model_copy(update={"confirm_held": True}))  # fmt: skip
+    assert str(attempt_cells(held)[4]) == "held" and str(attempt_cells(_attempt(3, 1.5))[4]) == "passed"
+    console = Console(width=200, record=True)
+    console.print(verdict_renderable(refused))
+    assert f"confirmation did not hold: {why}" in console.export_text()

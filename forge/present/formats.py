@@ -19,6 +19,8 @@ _STYLES = {
     "pending": "dim",
     "interrupted": "yellow",
     "busy": "yellow",
+    "held": "green",
+    "not held": "yellow",
     "unconfirmed": "yellow",
     "budget": "yellow",
     "time_limit": "yellow",

@@ -41,7 +41,10 @@ def attempt_cells(a: StoredAttempt) -> tuple[str | Text, ...]:
     time = fmt_ms(v.timings_ms.candidate) if v is not None else "—"
     eager = fmt_times(v.speedup_vs_eager) if v is not None else "—"
     compiled = fmt_times(v.speedup_vs_compile) if v is not None else "—"
-    return (str(a.id), str(a.round), str(a.role), a.backend or "", status_text(a.status), eager, compiled, time)
+    status = status_text(a.status)
+    if a.role is AttemptRole.CONFIRM and v is not None and v.confirm_held is not None:
+        status = status_text("held" if v.confirm_held else "not held")  # passing is not enough to be banked
+    return (str(a.id), str(a.round), str(a.role), a.backend or "", status, eager, compiled, time)
 
 
 def kernel_cells(k: KernelSummary) -> tuple[str | Text, ...]:

@@ -77,6 +77,9 @@ def verdict_renderable(v: Verdict) -> Group:
     ]
     if v.reason:
         parts.append(Text.assemble(("reason: ", "red"), v.reason))
+    if v.confirm_held is not None:  # a finalist timed again: whether it may be banked, and why
+        held = ("confirmation held: ", "green") if v.confirm_held else ("confirmation did not hold: ", "yellow")
+        parts.append(Text.assemble(held, v.confirm_reason or ""))
     case = v.failing_case
     if case is not None and case.max_abs is not None:
         where = f"{case.id} {case.shape} ({case.inputs})"
