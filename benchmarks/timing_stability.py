@@ -40,7 +40,7 @@ from pathlib import Path
 from forge.core.acceptance import beats_eager
 from forge.core.settings import load_settings
 from forge.core.verdict import Verdict
-from forge.harness.null_control import null_blocked, with_null_control
+from forge.harness.null_control import judged_against
 from forge.verifier import Job, VerifierService
 from forge.verifier.service import NULL_CONTROL
 
@@ -99,9 +99,9 @@ class Tally:
         self.busy += bool(load and load.busy)
         self.retried += load.retried if load else 0
         self.accepted += beats_eager(v)[0]
-        if null is not None and null_blocked(null) is None:  # a null that sets no bar banks nothing
-            judged = with_null_control(v, null)
-            self.accepted_controlled += beats_eager(judged)[0]
+        if null is not None:  # a null that sets no bar banks nothing
+            judged, ok, _, _ = judged_against(v, null)
+            self.accepted_controlled += ok
             if judged.timing_stats.null_eager is not None:
                 self.nulls.append(judged.timing_stats.null_eager.median)
 

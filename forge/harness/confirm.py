@@ -31,7 +31,7 @@ from forge.core.candidate_config import CandidateConfig
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
-from forge.harness.null_control import NullControl, null_blocked, with_null_control
+from forge.harness.null_control import NullControl, judged_against
 from forge.harness.steps import SessionIO, attempt_job
 from forge.verifier import VerifierService
 
@@ -186,12 +186,8 @@ class _Confirmer:
             except KeyboardInterrupt:
                 self._record(c, verdict, False, "interrupted while its null control was timed", trials)
                 raise
-            blocked = null_blocked(null)
-            if blocked is None:
-                verdict = with_null_control(verdict, null)
-                ok, why = beats_eager(verdict)
-            else:
-                ok, why = False, f"{blocked.why}; nothing is banked without its null control"
+            verdict, ok, why, blocked = judged_against(verdict, null)
+            if blocked is not None:
                 busy, undecided = blocked.busy, blocked.busy is None
         if not verdict.passed and verdict.reason:
             why = f"{why}: {verdict.reason}"

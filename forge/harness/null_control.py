@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from forge.core.acceptance import null_bar, timed_while_busy
+from forge.core.acceptance import beats_eager, null_bar, timed_while_busy
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
@@ -50,6 +50,17 @@ def with_null_control(finalist: Verdict, null: Verdict) -> Verdict:
     ``null_blocked`` is None), the bar acceptance then applies."""
     stats = finalist.timing_stats.model_copy(update={"null_eager": null.timing_stats.headline_pairs()[0]})
     return finalist.model_copy(update={"timing_stats": stats})
+
+
+def judged_against(finalist: Verdict, null: Verdict) -> tuple[Verdict, bool, str, NullBlocked | None]:
+    """The finalist judged as a session judges it: its verdict carrying the null, whether it is
+    accepted and why; a null that sets no bar refuses it (and is returned, saying why)."""
+    blocked = null_blocked(null)
+    if blocked is not None:
+        return finalist, False, f"{blocked.why}; nothing is banked without its null control", blocked
+    judged = with_null_control(finalist, null)
+    ok, why = beats_eager(judged)
+    return judged, ok, why, None
 
 
 class NullControl:

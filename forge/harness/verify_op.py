@@ -10,7 +10,7 @@ from forge.core.acceptance import beats_eager
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
-from forge.harness.null_control import null_blocked, with_null_control
+from forge.harness.null_control import judged_against
 from forge.verifier import ProgressNote, VerifierService, resolve_device, verify
 
 
@@ -70,9 +70,7 @@ def _with_null_control(
         if progress is not None:
             progress(f"null control: the reference verified against itself, {trials} calls a side")
         null = service.verify_null(trials, settings.timeout)
-    blocked = null_blocked(null)
-    if blocked is not None:
-        why = f"{blocked.why}; a session would bank nothing without its null control"
-        return verdict.model_copy(update={"warnings": [*verdict.warnings, why]}), (False, why)
-    verdict = with_null_control(verdict, null)
-    return verdict, beats_eager(verdict)
+    verdict, ok, why, blocked = judged_against(verdict, null)
+    if blocked is not None:  # said in the verdict too: no bar was set
+        verdict = verdict.model_copy(update={"warnings": [*verdict.warnings, why]})
+    return verdict, (ok, why)
