@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from forge.core.settings import ForgeSettings
+from tests.pg_server import PgServer, running_server, server_binaries
 
 TESTS = Path(__file__).parent
 OPS = TESTS / "ops"
@@ -80,3 +82,20 @@ def fast_settings(cache_dir: Path) -> ForgeSettings:
         confirm_trials=10,
         cache_dir=cache_dir,
     )
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A PostgreSQL server for this test run (skips where its binaries or psycopg are missing)."""
+    bindir = server_binaries()
+    if bindir is None:
+        pytest.skip("PostgreSQL's server binaries (initdb, pg_ctl) are not installed: apt-get install postgresql")
+    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install 'forge[postgres]'")
+    with running_server(bindir) as server:
+        yield server
+
+
+@pytest.fixture
+def pg_bank(pg_server: PgServer) -> str:
+    """The URL of a fresh, empty database on the test server."""
+    return pg_server.new_database()

@@ -12,7 +12,8 @@ import typer
 from rich.table import Table
 
 from forge import harness
-from forge.cli.console import err, out, print_wide, run_or_fail
+from forge.cli.console import BankOpt, err, out, print_wide, run_or_fail
+from forge.core.paths import BankLocation
 from forge.core.settings import load_settings
 from forge.present import (
     KERNEL_COLUMNS,
@@ -25,7 +26,6 @@ from forge.present import (
 )
 
 bank_app = typer.Typer(no_args_is_help=True, help="Inspect and manage the kernel bank.")
-BankOpt = Annotated[Path | None, typer.Option("--bank", help="bank file (default: $FORGE_BANK or the per-user bank)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON on stdout")]
 
 
@@ -93,7 +93,7 @@ def show(
         sys.stdout.write(k.source if k.source.endswith("\n") else k.source + "\n")
 
 
-def _show_plan(plan_id: int, bank: Path | None, as_json: bool) -> None:
+def _show_plan(plan_id: int, bank: BankLocation | None, as_json: bool) -> None:
     d = run_or_fail(lambda: harness.bank_show_plan(bank, plan_id), as_json)
     info = {**d.summary.to_json(), "structure_hash": d.structure_hash[:16], "session": d.session_id,
             "attempt": d.attempt_id, "model": d.model, "torch": d.torch_version}  # fmt: skip

@@ -5,17 +5,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import NoReturn, TypeVar
+from typing import Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console, RenderableType
 
-from forge.core.errors import ForgeError
+from forge.core.errors import ForgeError, UsageError
+from forge.core.paths import BankLocation
 
 err = Console(stderr=True, highlight=False)
 out = Console(highlight=False)
 
 T = TypeVar("T")
+
+
+def parse_bank(text: str) -> BankLocation:
+    """``--bank``: a SQLite file or a PostgreSQL URL; a URL of another kind is the option's error."""
+    try:
+        return BankLocation.parse(text)
+    except UsageError as exc:
+        raise typer.BadParameter(exc.message) from exc
+
+
+BANK_HELP = "the bank: a SQLite file or postgresql://user@host:port/db (default: $FORGE_BANK or the per-user bank)"
+BankOpt = Annotated[BankLocation | None, typer.Option("--bank", parser=parse_bank, help=BANK_HELP, show_default=False)]
 
 PIPED_WIDTH = 110  # columns a table gets when stdout is not a terminal (rich would assume 80)
 

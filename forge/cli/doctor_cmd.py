@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from forge import harness
-from forge.cli.console import err, out, print_wide
+from forge.cli.console import BankOpt, err, out, print_wide
 from forge.core.settings import load_settings
 from forge.present import FINDING_COLUMNS, finding_cells
 
@@ -19,7 +18,7 @@ def doctor_command(
     api_base: Annotated[
         list[str] | None, typer.Option(help="check that this OpenAI-compatible server answers (repeatable)")
     ] = None,
-    bank: Annotated[Path | None, typer.Option(help="bank file (default: $FORGE_BANK or the per-user bank)")] = None,
+    bank: BankOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
 ) -> None:
     """Say what this machine gives forge: torch, GPUs, Triton, C++/OpenMP, ISA, measured figures,

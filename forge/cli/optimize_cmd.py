@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from forge import harness
-from forge.cli.console import err, out, print_wide, run_or_fail
+from forge.cli.console import BankOpt, err, out, print_wide, run_or_fail
 from forge.cli.plan_cmd import plan_summary, print_plan_event
 from forge.core.errors import UsageError
 from forge.core.settings import load_settings
@@ -96,7 +96,7 @@ def optimize_command(
     time_limit: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
     workers: Annotated[int, typer.Option(help="verifications run in parallel")] = 1,
     device: Annotated[str | None, typer.Option(help="cpu, cuda or auto")] = None,
-    bank: Annotated[Path | None, typer.Option(help="bank file (default: $FORGE_BANK or the per-user bank)")] = None,
+    bank: BankOpt = None,
     report: Annotated[Path | None, typer.Option(help="write results.json and speedups.png here")] = None,
     resume: Annotated[int | None, typer.Option(help="continue an interrupted session (its id)")] = None,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline", help="skip torch.compile")] = False,

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from forge import harness
-from forge.cli.console import err, out, run_or_fail
+from forge.cli.console import BankOpt, err, out, run_or_fail
 from forge.core.settings import load_settings
 from forge.present import verdict_renderable
 
@@ -29,7 +29,7 @@ def verify(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
     save: Annotated[bool, typer.Option("--save", help="store a passing candidate in the kernel bank")] = False,
-    bank: Annotated[Path | None, typer.Option(help="bank file (default: $FORGE_BANK or the per-user bank)")] = None,
+    bank: BankOpt = None,
     null_control: Annotated[
         bool,
         typer.Option(

@@ -4,6 +4,7 @@ attempts (``sessions``)."""
 
 from forge.db.engine import (
     BankFacts,
+    bank_exists,
     bank_facts,
     head_revision,
     open_bank,
@@ -62,6 +63,7 @@ __all__ = [
     "StoredAttempt",
     "StoredSession",
     "add_plan_attempt",
+    "bank_exists",
     "bank_facts",
     "bank_to_import",
     "copy_kernels",

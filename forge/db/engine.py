@@ -1,11 +1,13 @@
 """Opening a bank: engines and sessions, created on demand (never at import).
 
-A bank opened for writing is migrated to the current schema first (under a file lock, so two
-processes opening a fresh bank at once do not both create it); one written by a newer forge is
-refused. Connections run with foreign keys on, WAL journaling and a generous busy timeout, so
-concurrent writers wait for each other instead of failing. A viewer opens a reader instead
-(``open_reader``): no writes, no locks held between queries. ``bank_facts`` describes a bank
-without touching it.
+A bank is a SQLite file (the embedded default) or a PostgreSQL database that a team shares
+(``BankLocation``). A bank opened for writing is migrated to the current schema first, by the same
+Alembic migrations on both, under a lock (a file lock beside a SQLite bank, an advisory lock on
+the server) so two processes opening a fresh bank at once do not both create it; one written by a
+newer forge is refused. SQLite connections run with foreign keys on, WAL journaling and a generous
+busy timeout, so concurrent writers wait for each other instead of failing. A viewer opens a
+reader instead (``open_reader``): its connections refuse writes and hold no lock between queries.
+``bank_facts`` describes a bank without migrating or creating it.
 """
 
 from __future__ import annotations
@@ -17,14 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from forge.core.errors import BankError
-from forge.core.paths import default_bank_path
+from forge.core.paths import BankLike, BankLocation, bank_or_default
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 _BUSY_MS = 60_000
+# pg_advisory_xact_lock's key for "a forge process is migrating this database" (any fixed number)
+_MIGRATION_LOCK = 0x666F726765
 
 
 def _alembic_config(connection: Any) -> Any:
@@ -58,17 +63,41 @@ def _on_connect(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def make_engine(path: Path) -> Engine:
+def _sqlite_engine(path: Path, *, read_only: bool = False) -> Engine:
     engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": _BUSY_MS / 1000})
     event.listen(engine, "connect", _on_connect)
+    if read_only:
+        event.listen(engine, "connect", lambda conn, _rec: conn.execute("PRAGMA query_only=ON"))
     return engine
+
+
+def _server_engine(where: BankLocation, *, read_only: bool = False) -> Engine:
+    args: dict[str, Any] = {"connect_timeout": 10}
+    if read_only:
+        args["options"] = "-c default_transaction_read_only=on"
+    try:
+        return create_engine(where.sqlalchemy_url(), pool_pre_ping=True, connect_args=args)
+    except ModuleNotFoundError as exc:
+        raise BankError(
+            f"the bank {where} is on PostgreSQL, which needs psycopg: pip install 'forge[postgres]' ({exc})"
+        ) from exc
+
+
+def make_engine(where: BankLocation, *, read_only: bool = False) -> Engine:
+    if where.is_server:
+        return _server_engine(where, read_only=read_only)
+    return _sqlite_engine(where.file(), read_only=read_only)
+
+
+def _revision_on(conn: Connection) -> str | None:
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as conn:
-        if not inspect(conn).has_table("alembic_version"):
-            return None
-        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        return _revision_on(conn)
 
 
 @contextlib.contextmanager
@@ -89,32 +118,85 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(_alembic_config(conn), revision)
 
 
-def open_for_writing(path: Path | None = None, revision: str = "head") -> Engine:
-    """An engine on a bank that is migrated to ``revision`` (created if missing)."""
-    path = (path or default_bank_path()).expanduser()
+def _unreadable(where: BankLocation, exc: BaseException) -> BankError:
+    if where.is_server:
+        cause = getattr(exc, "orig", None) or exc
+        return BankError(f"cannot use the bank {where}: {str(cause).strip()}; check the URL and that the server is up")
+    return BankError(f"{str(where)!r} is not a forge bank (SQLite said: {getattr(exc, '__cause__', None) or exc})")
+
+
+def _migrate_on(conn: Connection, where: BankLocation, revision: str) -> None:
+    from alembic import command
+
+    rev = _revision_on(conn)
+    if rev is not None and rev not in known_revisions():
+        raise BankError(f"{where} was written by a newer forge (schema revision {rev!r}); upgrade forge to use it")
+    if rev != (head_revision() if revision == "head" else revision):
+        command.upgrade(_alembic_config(conn), revision)
+
+
+def _migrate_file(engine: Engine, where: BankLocation, revision: str) -> None:
+    path = where.file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BankError(f"cannot create the bank's directory {str(path.parent)!r}: {exc}") from exc
-    engine = make_engine(path)
     with _file_lock(path):
         try:
             with engine.connect() as conn:
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+            with engine.begin() as conn:
+                _migrate_on(conn, where, revision)
+        except OperationalError as exc:
+            raise _unreadable(where, exc) from exc
         except Exception as exc:
-            raise BankError(f"{str(path)!r} is not a forge bank (SQLite said: {exc.__cause__ or exc})") from exc
-        _check_not_newer(engine, path)
-        if current_revision(engine) != (head_revision() if revision == "head" else revision):
-            upgrade(engine, revision)
+            if isinstance(exc, BankError):
+                raise
+            raise _unreadable(where, exc) from exc
+
+
+def _migrate_server(engine: Engine, where: BankLocation, revision: str) -> None:
+    try:
+        with engine.begin() as conn:
+            # one migrating process at a time; the lock ends with this transaction
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+            _migrate_on(conn, where, revision)
+    except OperationalError as exc:
+        raise _unreadable(where, exc) from exc
+
+
+def open_for_writing(where: BankLike | None = None, revision: str = "head") -> Engine:
+    """An engine on a bank that is migrated to ``revision`` (created if missing)."""
+    where = bank_or_default(where)
+    engine = make_engine(where)
+    if where.is_server:
+        _migrate_server(engine, where, revision)
+    else:
+        _migrate_file(engine, where, revision)
     return engine
 
 
+def bank_exists(where: BankLike | None) -> bool:
+    """A file bank exists once its file does; a server bank once its schema does."""
+    where = bank_or_default(where)
+    if not where.is_server:
+        return where.file().is_file()
+    engine = make_engine(where)
+    try:
+        with engine.connect() as conn:
+            return inspect(conn).has_table("alembic_version")
+    except OperationalError as exc:
+        raise _unreadable(where, exc) from exc
+    finally:
+        engine.dispose()
+
+
 @contextlib.contextmanager
-def open_bank(path: Path | None, *, must_exist: bool = True) -> Iterator[Engine]:
-    """The bank at ``path`` (default: $FORGE_BANK or the per-user bank), migrated if it is older,
+def open_bank(where: BankLike | None, *, must_exist: bool = True) -> Iterator[Engine]:
+    """The bank at ``where`` (default: $FORGE_BANK or the per-user bank), migrated if it is older,
     closed on exit. A missing bank is an error unless the caller is about to add to it."""
-    where = (path or default_bank_path()).expanduser()
-    if must_exist and not where.is_file():
+    where = bank_or_default(where)
+    if must_exist and not bank_exists(where):
         raise BankError(f"no kernel bank at {str(where)!r}; `forge verify OP CAND --save` creates it")
     engine = open_for_writing(where)
     try:
@@ -123,29 +205,23 @@ def open_bank(path: Path | None, *, must_exist: bool = True) -> Iterator[Engine]
         engine.dispose()
 
 
-def open_reader(path: Path | None) -> Engine:
+def open_reader(where: BankLike | None) -> Engine:
     """An engine that only reads an existing bank (migrated first when it is older): what a
-    viewer keeps open and polls. Its connections refuse writes (``query_only``), and in WAL mode
-    a reader never blocks the writer nor waits for it; between queries it holds no lock."""
-    where = (path or default_bank_path()).expanduser()
-    if not where.is_file():
+    viewer keeps open and polls. Its connections refuse writes (``query_only`` on SQLite, read-only
+    transactions on PostgreSQL); in WAL mode a SQLite reader never blocks the writer nor waits
+    for it, and between queries it holds no lock."""
+    where = bank_or_default(where)
+    if not bank_exists(where):
         raise BankError(f"no kernel bank at {str(where)!r}; `forge optimize OP.py` or `forge verify --save` creates it")
     open_for_writing(where).dispose()  # the schema at head (a no-op when it is)
-    engine = create_engine(f"sqlite:///{where}", connect_args={"timeout": _BUSY_MS / 1000})
-
-    def read_only(dbapi_conn: Any, _record: Any) -> None:
-        _on_connect(dbapi_conn, _record)
-        dbapi_conn.execute("PRAGMA query_only=ON")
-
-    event.listen(engine, "connect", read_only)
-    return engine
+    return make_engine(where, read_only=True)
 
 
 @dataclass(frozen=True)
 class BankFacts:
     """What ``forge doctor`` says about a bank."""
 
-    path: Path
+    location: BankLocation
     exists: bool
     revision: str | None  # the schema revision it is at (None: not a bank yet)
     head: str  # the revision this forge writes
@@ -155,37 +231,33 @@ class BankFacts:
     attempts: int
 
 
-def bank_facts(path: Path | None) -> BankFacts:
+def _size_bytes(conn: Connection, where: BankLocation) -> int:
+    if where.is_server:
+        return int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar() or 0)
+    return where.file().stat().st_size
+
+
+def bank_facts(where: BankLike | None) -> BankFacts:
     """The bank's schema revision, size and row counts, read without migrating or creating it."""
-    where = (path or default_bank_path()).expanduser()
+    where = bank_or_default(where)
     head = head_revision()
-    if not where.is_file():
+    if not bank_exists(where):
         return BankFacts(where, False, None, head, 0, 0, 0, 0)
-    engine = create_engine(f"sqlite:///{where}")
+    engine = make_engine(where, read_only=True)
     try:
         with engine.connect() as conn:
-            revision = current_revision(engine)
+            revision = _revision_on(conn)
             counts = [
                 int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar() or 0)
                 if inspect(conn).has_table(table) else 0
                 for table in ("kernels", "sessions", "attempts")
             ]  # fmt: skip
+            size = _size_bytes(conn, where)
     except Exception as exc:
-        raise BankError(f"{str(where)!r} is not a forge bank (SQLite said: {exc})") from exc
+        raise _unreadable(where, exc) from exc
     finally:
         engine.dispose()
-    return BankFacts(where, True, revision, head, where.stat().st_size, *counts)
-
-
-def _check_not_newer(engine: Engine, path: Path) -> None:
-    try:
-        rev = current_revision(engine)
-    except Exception as exc:
-        raise BankError(f"{str(path)!r} is not a forge bank (SQLite said: {exc})") from exc
-    if rev is not None and rev not in known_revisions():
-        raise BankError(
-            f"{str(path)!r} was written by a newer forge (schema revision {rev!r}); upgrade forge to use it"
-        )
+    return BankFacts(where, True, revision, head, size, *counts)
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError, ForgeError
+from forge.core.paths import BankLocation
 from forge.core.problem import ProblemSource
 from forge.core.statuses import KernelStatus
 from forge.core.verdict import Verdict
@@ -269,7 +270,7 @@ def export_bank(src: Engine, out: Path, ops: list[str] | None = None) -> int:
     """A standalone bank with only the given ops (all when None), to ship beside a model."""
     if out.exists():
         raise BankError(f"{str(out)!r} already exists; choose a new file name")
-    dst = open_for_writing(out)
+    dst = open_for_writing(BankLocation(path=out))
     n = copy_kernels(src, dst, ops)
     dst.dispose()
     # A shipped bank is read from anywhere, read-only directories included: no WAL side files.
@@ -289,7 +290,7 @@ def bank_to_import(path: Path) -> Iterator[Engine]:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "import.db"
         shutil.copyfile(path, copy)
-        src = open_for_writing(copy)
+        src = open_for_writing(BankLocation(path=copy))
         try:
             yield src
         finally:

@@ -5,12 +5,26 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Dialect, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A moment, read back in UTC from either database: SQLite stores it without its zone (and
+    hands it back naive), PostgreSQL in the session's zone; both banks then list the same times."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 class Base(DeclarativeBase):
@@ -28,7 +42,7 @@ class ProblemRow(Base):
     op_hash: Mapped[str] = mapped_column(String(64))
     source: Mapped[str] = mapped_column(Text)
     target_class_path: Mapped[str | None] = mapped_column(String(400))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
     kernels: Mapped[list[KernelRow]] = relationship(back_populates="problem")
 
@@ -45,8 +59,8 @@ class SessionRow(Base):
     model: Mapped[str | None] = mapped_column(String(200))
     settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     status: Mapped[str] = mapped_column(String(40), default="running")
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     tokens: Mapped[int] = mapped_column(Integer, default=0)
     cost_usd: Mapped[float | None] = mapped_column(Float)
 
@@ -71,8 +85,8 @@ class AttemptRow(Base):
     speedup_vs_compile: Mapped[float | None] = mapped_column(Float)
     tokens: Mapped[int] = mapped_column(Integer, default=0)
     cost_usd: Mapped[float | None] = mapped_column(Float)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class KernelRow(Base):
@@ -104,7 +118,7 @@ class KernelRow(Base):
     torch_version: Mapped[str] = mapped_column(String(40))
     triton_version: Mapped[str | None] = mapped_column(String(40))
     status: Mapped[str] = mapped_column(String(20), default="active")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
     problem: Mapped[ProblemRow] = relationship(back_populates="kernels")
     configs: Mapped[list[KernelConfigRow]] = relationship(back_populates="kernel", cascade="all, delete-orphan")
@@ -135,7 +149,7 @@ class ParallelPlanRow(Base):
     plan: Mapped[dict[str, Any]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(40), default="active")
     evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     op_hash: Mapped[str | None] = mapped_column(String(64))
     structure_hash: Mapped[str | None] = mapped_column(String(64), index=True)
     world_size: Mapped[int | None] = mapped_column(Integer)

@@ -8,7 +8,8 @@
 - ``verify_candidate``: one candidate checked and timed (and saved to the bank when asked);
 - the bank: ``bank_list``, ``bank_show``, ``bank_export``, ``bank_import``, ``bank_reverify``,
   ``bank_remove``; the sessions in it: ``session_list``, ``session_show``;
-- ``BankReader``: a long-lived read-only view of a bank, for a front end that polls it;
+- ``BankReader``: a long-lived read-only view of a bank, for a front end that polls it (``bank_exists``
+  says whether there is one yet);
 - ``doctor``: what this machine gives forge;
 - ``preflight``: optimize's checks before it starts, one per field (a new-session form);
 - ``write_report``: an optimize run's JSON and chart.
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
         bank_show,
         bank_show_plan,
     )
-    from forge.harness.bank_reader import BankReader
+    from forge.harness.bank_reader import BankReader, bank_exists
     from forge.harness.control import RunControl
     from forge.harness.machine_check import DoctorReport, Finding, doctor
     from forge.harness.options import DEFAULT_ROUNDS, OptimizeOptions
@@ -85,6 +86,7 @@ __all__ = [
     "StoredSession",
     "TracePoint",
     "Verification",
+    "bank_exists",
     "bank_export",
     "bank_export_plan",
     "bank_import",
@@ -118,7 +120,7 @@ _SOURCES = {
         "Reverified", "bank_export", "bank_export_plan", "bank_import", "bank_list", "bank_plans", "bank_remove",
         "bank_remove_plan", "bank_reverify", "bank_show", "bank_show_plan",
     ),
-    "forge.harness.bank_reader": ("BankReader",),
+    "forge.harness.bank_reader": ("BankReader", "bank_exists"),
     "forge.harness.control": ("RunControl",),
     "forge.harness.machine_check": ("DoctorReport", "Finding", "doctor"),
     "forge.harness.events": ("events",),

@@ -14,6 +14,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from forge.core.errors import BankError
+from forge.core.paths import BankLocation
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import KernelStatus
 from forge.core.verdict import Verdict
@@ -38,28 +39,28 @@ from forge.kernelbank.plan_export import plan_module
 from forge.verifier import verify
 
 
-def bank_list(bank: Path | None, op: str | None = None) -> list[KernelSummary]:
+def bank_list(bank: BankLocation | None, op: str | None = None) -> list[KernelSummary]:
     with open_bank(bank) as engine:
         return list_kernels(engine, op)
 
 
-def bank_plans(bank: Path | None, op: str | None = None) -> list[PlanSummary]:
+def bank_plans(bank: BankLocation | None, op: str | None = None) -> list[PlanSummary]:
     """The bank's parallel plans (``list`` shows them beside its kernels)."""
     with open_bank(bank) as engine:
         return list_plans(engine, op)
 
 
-def bank_show_plan(bank: Path | None, plan_id: int) -> PlanDetail:
+def bank_show_plan(bank: BankLocation | None, plan_id: int) -> PlanDetail:
     with open_bank(bank) as engine:
         return plan_detail(engine, plan_id)
 
 
-def bank_remove_plan(bank: Path | None, plan_id: int) -> None:
+def bank_remove_plan(bank: BankLocation | None, plan_id: int) -> None:
     with open_bank(bank) as engine:
         remove_plan(engine, plan_id)
 
 
-def bank_export_plan(bank: Path | None, plan_id: int, out: Path) -> None:
+def bank_export_plan(bank: BankLocation | None, plan_id: int, out: Path) -> None:
     """Plan ``plan_id`` as a Python file at ``out`` that applies it with plain torch.distributed."""
     if out.exists():
         raise BankError(f"{str(out)!r} already exists; choose a new file name")
@@ -76,25 +77,25 @@ def bank_export_plan(bank: Path | None, plan_id: int, out: Path) -> None:
     out.write_text(plan_module(d.plan, header))
 
 
-def bank_show(bank: Path | None, kernel_id: int) -> KernelDetail:
+def bank_show(bank: BankLocation | None, kernel_id: int) -> KernelDetail:
     with open_bank(bank) as engine:
         return kernel_detail(engine, kernel_id)
 
 
-def bank_export(bank: Path | None, out: Path, ops: list[str] | None = None) -> int:
+def bank_export(bank: BankLocation | None, out: Path, ops: list[str] | None = None) -> int:
     """A standalone bank at ``out`` with the given ops' kernels (all when None); returns how many."""
     with open_bank(bank) as engine:
         return export_bank(engine, out, ops)
 
 
-def bank_import(bank: Path | None, path: Path) -> int:
+def bank_import(bank: BankLocation | None, path: Path) -> int:
     """Merge the kernels of the bank file at ``path`` (left as it is) into ``bank``; returns how many.
     The file is checked before ``bank`` is opened (or created)."""
     with bank_to_import(path) as source, open_bank(bank, must_exist=False) as engine:
         return copy_kernels(source, engine)
 
 
-def bank_remove(bank: Path | None, kernel_id: int) -> None:
+def bank_remove(bank: BankLocation | None, kernel_id: int) -> None:
     with open_bank(bank) as engine:
         remove_kernel(engine, kernel_id)
 
@@ -106,7 +107,7 @@ class Reverified:
 
 
 def bank_reverify(
-    bank: Path | None,
+    bank: BankLocation | None,
     kernel_id: int | None,
     settings: ForgeSettings,
     starting: Callable[[int], None] | None = None,

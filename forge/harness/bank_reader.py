@@ -4,15 +4,14 @@ writing the same bank in another process is never blocked and shows up on the ne
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from forge.core.paths import default_bank_path
+from forge.core.paths import BankLocation, bank_or_default
 from forge.core.statuses import SessionStatus
 from forge.db import (
     KernelDetail,
     KernelSummary,
     SessionSummary,
     StoredSession,
+    bank_exists,
     kernel_detail,
     list_kernels,
     list_sessions,
@@ -20,14 +19,16 @@ from forge.db import (
     open_reader,
 )
 
+__all__ = ["BankReader", "bank_exists"]
+
 
 class BankReader:
     """Reads of the bank at ``bank`` (default: $FORGE_BANK or the per-user bank); BankError when
     there is no bank there yet."""
 
-    def __init__(self, bank: Path | None = None) -> None:
-        self.path = (bank or default_bank_path()).expanduser()
-        self._engine = open_reader(self.path)
+    def __init__(self, bank: BankLocation | None = None) -> None:
+        self.location = bank_or_default(bank)
+        self._engine = open_reader(self.location)
 
     def sessions(self, op: str | None = None, status: SessionStatus | None = None) -> list[SessionSummary]:
         return list_sessions(self._engine, op, status)

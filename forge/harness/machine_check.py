@@ -14,10 +14,10 @@ import platform
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from forge.core.errors import CompileError, ForgeError
+from forge.core.paths import BankLocation
 from forge.core.settings import ForgeSettings
 from forge.db import bank_facts
 from forge.verifier import machine
@@ -116,15 +116,15 @@ def _figures(device: str, settings: ForgeSettings) -> Finding:
     return Finding("measured figures", True, detail)
 
 
-def _bank(bank: Path | None) -> Finding:
+def _bank(bank: BankLocation | None) -> Finding:
     try:
         facts = bank_facts(bank)
     except ForgeError as exc:
         return Finding("bank", False, exc.message, "point --bank (or FORGE_BANK) at a forge bank, or move this file")
     if not facts.exists:
-        return Finding("bank", None, f"{facts.path} (not created yet: the first `forge optimize` creates it)")
+        return Finding("bank", None, f"{facts.location} (not created yet: the first `forge optimize` creates it)")
     state = "current" if facts.revision == facts.head else f"at {facts.revision}, migrated to {facts.head} when opened"
-    detail = (f"{facts.path}: schema {state}, {facts.size_bytes / 2**20:.1f} MiB, {facts.kernels} kernels, "
+    detail = (f"{facts.location}: schema {state}, {facts.size_bytes / 2**20:.1f} MiB, {facts.kernels} kernels, "
               f"{facts.sessions} sessions, {facts.attempts} attempts")  # fmt: skip
     return Finding("bank", True, detail)
 
@@ -150,7 +150,7 @@ def _api_base(url: str) -> Finding:
     return Finding(f"--api-base {url}", True, "answers; models: " + (", ".join(models) or "none listed"))
 
 
-def doctor(settings: ForgeSettings, bank: Path | None = None, api_bases: tuple[str, ...] = ()) -> DoctorReport:
+def doctor(settings: ForgeSettings, bank: BankLocation | None = None, api_bases: tuple[str, ...] = ()) -> DoctorReport:
     """Every finding, slow ones cached (the measured figures) so a second call is quick."""
     found = [Finding("python", None, f"{platform.python_version()} ({platform.platform(terse=True)})")]
     torch_findings, cuda = _torch()

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from forge.agents import AgentChoice
 from forge.core.errors import UsageError
+from forge.core.paths import BankLocation
 
 DEFAULT_ROUNDS = 8
 BACKENDS = ("auto", "triton", "cpp", "cuda")
@@ -36,7 +37,7 @@ class OptimizeOptions:
     population: int = 4  # evolve: children per generation
     top_k: int = 2  # evolve: parents per generation
     workers: int = 1  # verifications run in parallel
-    bank: Path | None = None
+    bank: BankLocation | None = None
     budget_usd: float | None = None  # shared by every op of the run
     time_limit_s: float | None = None  # likewise
     resume: int | None = None  # a session id

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from forge.agents import AgentChoice
 from forge.core.errors import UsageError
+from forge.core.paths import BankLocation
 
 DEFAULT_PLAN_ROUNDS = 3  # built-in: the best-ranked plans run for real; LLM: plans proposed
 _MESH = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
@@ -36,7 +37,7 @@ class PlanOptions:
     rounds: int | None = None
     budget_usd: float | None = None
     time_limit_s: float | None = None
-    bank: Path | None = None
+    bank: BankLocation | None = None
     steps: int = 5  # timed steps per real run (after one warm-up)
     run_timeout_s: float = 240.0  # one real run, every rank
     resume: int | None = None  # a stored plan session's id: its model, mesh and agents, its plans kept

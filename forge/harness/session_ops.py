@@ -4,24 +4,25 @@ sessions of a run that failed under it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from forge.core.paths import BankLocation
 from forge.core.statuses import SessionStatus
 from forge.db import SessionSummary, StoredSession, list_sessions, load_session, mark_crashed, open_bank
 
 
-def session_list(bank: Path | None, op: str | None = None, status: SessionStatus | None = None) -> list[SessionSummary]:
+def session_list(
+    bank: BankLocation | None, op: str | None = None, status: SessionStatus | None = None
+) -> list[SessionSummary]:
     """The bank's sessions, newest first (only one op's, or only those with ``status``, when given)."""
     with open_bank(bank) as engine:
         return list_sessions(engine, op, status)
 
 
-def session_show(bank: Path | None, session_id: int) -> StoredSession:
+def session_show(bank: BankLocation | None, session_id: int) -> StoredSession:
     with open_bank(bank) as engine:
         return load_session(engine, session_id)
 
 
-def sessions_crashed(bank: Path | None, session_ids: list[int]) -> list[int]:
+def sessions_crashed(bank: BankLocation | None, session_ids: list[int]) -> list[int]:
     """Mark the sessions a failed run left ``running`` as ``crashed`` (resumable); returns those marked."""
     with open_bank(bank) as engine:
         return [sid for sid in session_ids if mark_crashed(engine, sid)]

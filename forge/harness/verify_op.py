@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forge.core.acceptance import beats_eager
+from forge.core.paths import BankLocation
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
@@ -32,7 +33,7 @@ def verify_candidate(
     progress: ProgressNote | None = None,
     *,
     save: bool = False,
-    bank: Path | None = None,
+    bank: BankLocation | None = None,
     null_control: bool = False,
 ) -> Verification:
     """Verify a candidate file against an op file; with ``null_control``, judge it as a session

@@ -88,7 +88,7 @@ def parallelize(
         if strict:
             raise KernelUnavailableError(f"parallelize: {choice}")
         loader.warn_once(
-            f"plan:{db.path}:{choice}", f"forge kernel bank: {type(model).__name__} left unsharded: {choice}"
+            f"plan:{db.where}:{choice}", f"forge kernel bank: {type(model).__name__} left unsharded: {choice}"
         )
         return None
     entry, plan = choice

@@ -24,7 +24,7 @@ import torch
 
 from forge.core.errors import KernelUnavailableError, UnknownOpError
 from forge.core.instance_binding import BindMode, BindPlan, BindRefused, bound_forward, plan_binding
-from forge.core.paths import default_bank_path
+from forge.core.paths import BankLocation, default_bank
 from forge.kernelbank import loader
 from forge.kernelbank.bank_file import KernelEntry, OpRecord, ReadOnlyBank
 from forge.kernelbank.binding import first_tensor, make_forward
@@ -84,12 +84,12 @@ class _Op:
 
 
 class KernelBank:
-    """A read-only view of a bank file. Create with ``forge.kernelbank.open()``."""
+    """A read-only view of a bank (a file or a PostgreSQL database). Create with ``forge.kernelbank.open()``."""
 
-    def __init__(self, path: Path, strict: bool = False) -> None:
-        self.path = path
+    def __init__(self, where: BankLocation, strict: bool = False) -> None:
+        self.where = where
         self.strict = strict
-        self._db = ReadOnlyBank(path)
+        self._db = ReadOnlyBank(where)
         self._ops: dict[str, _Op] = {}
 
     def ops(self) -> list[str]:
@@ -101,7 +101,7 @@ class KernelBank:
         problems = self._db.problems(name)
         if not problems:
             known = ", ".join(self._db.op_names()) or "none"
-            raise UnknownOpError(f"op {name!r} is not in the kernel bank {str(self.path)!r} (it has: {known})")
+            raise UnknownOpError(f"op {name!r} is not in the kernel bank {str(self.where)!r} (it has: {known})")
         problem = problems[0]  # the newest reference stored under this name
         ref_module = loader.reference_module(problem)
         op = _Op(problem, ref_module, ref_module.Model)
@@ -123,7 +123,7 @@ class KernelBank:
             why = "; ".join(op.reasons) or "the bank has no kernel for it"
             if self.strict:
                 raise KernelUnavailableError(f"{name}: no usable kernel ({why})")
-            loader.warn_once(f"none:{name}:{self.path}", f"forge kernel bank: using the reference for {name!r}: {why}")
+            loader.warn_once(f"none:{name}:{self.where}", f"forge kernel bank: using the reference for {name!r}: {why}")
         self._ops[name] = op
         return op
 
@@ -234,7 +234,6 @@ class KernelBank:
 
 
 def open(path: str | Path | None = None, *, strict: bool = False) -> KernelBank:
-    """Open a kernel bank read-only (default: $FORGE_BANK, else the per-user bank)."""
-    if path is None:
-        path = default_bank_path()
-    return KernelBank(Path(path).expanduser(), strict=strict)
+    """Open a kernel bank read-only: a file, or a ``postgresql://`` URL (default: $FORGE_BANK,
+    else the per-user bank)."""
+    return KernelBank(default_bank() if path is None else BankLocation.parse(path), strict=strict)

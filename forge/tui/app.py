@@ -15,7 +15,7 @@ from textual.screen import Screen
 
 from forge import harness
 from forge.core.errors import ForgeError
-from forge.core.paths import default_bank_path
+from forge.core.paths import bank_or_default
 from forge.core.settings import ForgeSettings
 from forge.tui.messages import EngineEvent, RunEnded
 from forge.tui.runs import LiveRun, LiveRuns
@@ -58,7 +58,7 @@ class ForgeApp(App[None]):
         super().__init__()
         self.launch = launch or TuiLaunch()
         self.settings = self.launch.settings
-        self.bank_path = (self.launch.options.bank or default_bank_path()).expanduser()
+        self.bank = bank_or_default(self.launch.options.bank)
         self.api_bases = (self.launch.options.api_base,) if self.launch.options.api_base else ()
         self.runs = LiveRuns(self.settings, self.post_message)
         self._reader: harness.BankReader | None = None
@@ -66,9 +66,9 @@ class ForgeApp(App[None]):
     # -- the bank, read-only -------------------------------------------------------------
     def reader(self) -> harness.BankReader | None:
         """The bank's reader, once the bank exists (a first run creates it)."""
-        if self._reader is None and self.bank_path.is_file():
+        if self._reader is None and harness.bank_exists(self.bank):
             try:
-                self._reader = harness.BankReader(self.bank_path)
+                self._reader = harness.BankReader(self.bank)
             except ForgeError as exc:
                 self.notify(exc.message, severity="error", timeout=10)
                 return None

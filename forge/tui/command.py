@@ -8,8 +8,22 @@ from typing import Annotated
 
 import typer
 
-from forge.core.errors import ForgeError
+from forge.core.errors import ForgeError, UsageError
+from forge.core.paths import BankLocation
 from forge.core.settings import load_settings
+
+
+def _parse_bank(text: str) -> BankLocation:
+    try:
+        return BankLocation.parse(text)
+    except UsageError as exc:
+        raise typer.BadParameter(exc.message) from exc
+
+
+_BANK_HELP = "the bank: a SQLite file or postgresql://user@host/db (default: $FORGE_BANK or the per-user bank)"
+BankOpt = Annotated[
+    BankLocation | None, typer.Option("--bank", parser=_parse_bank, help=_BANK_HELP, show_default=False)
+]
 
 
 def tui_command(
@@ -26,7 +40,7 @@ def tui_command(
     time_limit: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
     workers: Annotated[int, typer.Option(help="verifications run in parallel")] = 1,
     device: Annotated[str | None, typer.Option(help="cpu, cuda or auto")] = None,
-    bank: Annotated[Path | None, typer.Option(help="bank file (default: $FORGE_BANK or the per-user bank)")] = None,
+    bank: BankOpt = None,
 ) -> None:
     """Live optimization sessions and the kernel bank in a terminal UI (F1 for its keys)."""
     from forge import harness

@@ -3,17 +3,17 @@ app imports them), so they name this, not the app class."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Protocol
 
 from forge import harness
+from forge.core.paths import BankLocation
 from forge.core.settings import ForgeSettings
 from forge.tui.runs import LiveRuns
 
 
 class ForgeHost(Protocol):
     settings: ForgeSettings
-    bank_path: Path
+    bank: BankLocation
     api_bases: tuple[str, ...]
     runs: LiveRuns
 

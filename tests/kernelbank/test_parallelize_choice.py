@@ -13,6 +13,7 @@ import pytest
 import forge.kernelbank as kb
 from forge.core.errors import KernelUnavailableError
 from forge.core.parallel_plan import FsdpSettings, ParallelPlan, structure_hash
+from forge.core.paths import BankLocation
 from forge.core.plan_evidence import PlanEvidence
 from forge.core.problem import read_problem_source
 from forge.core.statuses import AttemptStatus
@@ -38,7 +39,7 @@ def _bank(where: Path, train: bool = True) -> Path:
 
 
 def test_the_plan_for_this_model_and_mesh_is_chosen(tmp_path):
-    db = ReadOnlyBank(_bank(tmp_path))
+    db = ReadOnlyBank(BankLocation(path=_bank(tmp_path)))
     entry, plan = choose_plan(db, TinyTransformer(), MeshWanted(2, "cpu", None), train=True)
     assert plan == PLAN and entry.mesh == "2x1"
     assert choose_plan(db, TinyTransformer(), MeshWanted(2, "cpu", (2, 1)), train=True)[1] == PLAN  # type: ignore[index]
@@ -47,13 +48,13 @@ def test_the_plan_for_this_model_and_mesh_is_chosen(tmp_path):
 
 
 def test_what_does_not_match_is_named(tmp_path):
-    db = ReadOnlyBank(_bank(tmp_path))
+    db = ReadOnlyBank(BankLocation(path=_bank(tmp_path)))
     assert "no plan for 4 ranks" in str(choose_plan(db, TinyTransformer(), MeshWanted(4, "cpu", None), train=True))
     assert "no plan for 2 ranks on cuda" in str(choose_plan(db, TinyTransformer(), MeshWanted(2, "cuda", None), True))
     grown = TinyTransformer(layers=3)  # a layer added since the plan was made
     assert "another structure" in str(choose_plan(db, grown, MeshWanted(2, "cpu", None), train=True))
     assert "fits the mesh (1, 2)" in str(choose_plan(db, TinyTransformer(), MeshWanted(2, "cpu", (1, 2)), True))
-    infer_only = ReadOnlyBank(_bank(tmp_path / "infer", train=False))
+    infer_only = ReadOnlyBank(BankLocation(path=_bank(tmp_path / "infer", train=False)))
     assert "no plan" in str(choose_plan(infer_only, TinyTransformer(), MeshWanted(2, "cpu", None), train=True))
 
 

@@ -65,7 +65,7 @@ def test_open_is_read_only(bank_path):
     with torch.no_grad():
         m(torch.randn(4, 256))
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        bank._db.conn.execute("DELETE FROM kernels")
+        bank._db._db.conn.execute("DELETE FROM kernels")  # type: ignore[attr-defined]
     assert bank_path.read_bytes() == before
 
 

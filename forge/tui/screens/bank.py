@@ -101,7 +101,7 @@ class BankScreen(ForgeScreen):
     @work(thread=True, group="bank-action")
     def _reverify(self, kernel_id: int) -> None:
         try:
-            (done,) = harness.bank_reverify(self.forge.bank_path, kernel_id, self.forge.settings)
+            (done,) = harness.bank_reverify(self.forge.bank, kernel_id, self.forge.settings)
         except ForgeError as exc:
             self.app.call_from_thread(self.notify, exc.message, severity="error")
             return
@@ -119,7 +119,7 @@ class BankScreen(ForgeScreen):
         def go(path: str | None) -> None:
             if path:
                 try:
-                    n = harness.bank_export(self.forge.bank_path, Path(path).expanduser(), [op])
+                    n = harness.bank_export(self.forge.bank, Path(path).expanduser(), [op])
                 except ForgeError as exc:
                     self.notify(exc.message, severity="error")
                     return
@@ -135,7 +135,7 @@ class BankScreen(ForgeScreen):
         def go(yes: bool | None) -> None:
             if yes:
                 try:
-                    harness.bank_remove(self.forge.bank_path, kid)
+                    harness.bank_remove(self.forge.bank, kid)
                 except ForgeError as exc:
                     self.notify(exc.message, severity="error")
                     return

@@ -44,7 +44,7 @@ class DoctorScreen(ForgeScreen):
 
     @work(thread=True, exclusive=True, group="doctor")
     def _check(self) -> None:
-        report = harness.doctor(self.forge.settings, self.forge.bank_path, self.forge.api_bases)
+        report = harness.doctor(self.forge.settings, self.forge.bank, self.forge.api_bases)
         self.app.call_from_thread(self._show, report)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
