@@ -20,7 +20,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.core",),  # the domain: problem, verdict, statuses, errors, settings
     # each on the base alone
     ("forge.verifier", "forge.db", "forge.agents", "forge.kernelbank", "forge.cpp"),
-    ("forge.parallel",),  # plans checked for real: applied with the runtime's own code (kernelbank)
+    # plans checked for real (applied with the runtime's own code); verifiers on a Ray cluster
+    ("forge.parallel", "forge.cluster"),
     ("forge.harness",),  # the engine: orchestration and the operations front ends call
     ("forge.present",),  # how both front ends show things: formats, table rows, a verdict
     ("forge.cli", "forge.tui"),  # front ends: views over the engine

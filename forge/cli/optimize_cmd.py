@@ -25,17 +25,24 @@ class EventPrinter:
 
     def __init__(self) -> None:
         self.best: dict[str, float] = {}
+        self.side_by_side = False  # sessions run at once (a cluster): each attempt's line names its op
 
     def __call__(self, e: events.Event) -> None:
         name = f"[bold]{e.problem}[/]"
-        if isinstance(e, events.SessionStarted):
+        if isinstance(e, events.ClusterJoined):
+            self.side_by_side = True
+            ask = f"{e.gpus_per_session} GPU" if e.device == "cuda" else f"{e.cpus_per_session} CPU"
+            err.print(f"ray ({e.address}): {e.nodes} node{'s' if e.nodes != 1 else ''}, {e.device}; each session "
+                      f"asks for {ask}, {e.sessions_at_once} at once")  # fmt: skip
+        elif isinstance(e, events.SessionStarted):
             what = f"{e.agent} agent" + (f" ({e.model})" if e.model else "")
             verb = "resuming" if e.resumed else "session"
             parts = ([fmt_seconds(e.share_s)] if e.share_s is not None else []) + (
                 [f"${e.share_usd:.4f}"] if e.share_usd is not None else []
             )
             share = f", share {', '.join(parts)}" if parts and e.shared_among > 1 else ""
-            err.print(f"{name}: {verb} {e.session_id} — {what}, {e.strategy}, {e.backend} on {e.device}{share}")
+            node = f" (node {e.node})" if e.node else ""
+            err.print(f"{name}: {verb} {e.session_id} — {what}, {e.strategy}, {e.backend} on {e.device}{node}{share}")
         elif isinstance(e, events.RoundStarted):
             best = self.best.get(e.problem)
             err.print(f"{name}: round {e.round}/{e.rounds}" + (f"  best so far {best:.2f}x eager" if best else ""))
@@ -72,14 +79,15 @@ class EventPrinter:
             err.print(f"{name}: [yellow]no kernel accepted[/] ({e.status}): {e.reason}", soft_wrap=True)
 
     def _verdict(self, e: events.VerdictReady) -> None:
+        attempt = f"{e.problem} attempt" if self.side_by_side else "attempt"
         if e.status is VerdictStatus.PASSED:
             s = e.speedup_vs_eager
             if s and s > self.best.get(e.problem, 0.0):
                 self.best[e.problem] = s
             c = f", {e.speedup_vs_compile:.2f}x compile" if e.speedup_vs_compile else ""
-            err.print(f"  attempt {e.attempt_id}: [green]passed[/] {fmt_times(s)} eager{c}")
+            err.print(f"  {attempt} {e.attempt_id}: [green]passed[/] {fmt_times(s)} eager{c}")
         else:
-            err.print(f"  attempt {e.attempt_id}: [red]{e.status}[/] — {e.reason}", soft_wrap=True)
+            err.print(f"  {attempt} {e.attempt_id}: [red]{e.status}[/] — {e.reason}", soft_wrap=True)
 
 
 def optimize_command(
@@ -96,6 +104,12 @@ def optimize_command(
     time_limit: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
     workers: Annotated[int, typer.Option(help="verifications run in parallel")] = 1,
     device: Annotated[str | None, typer.Option(help="cpu, cuda or auto")] = None,
+    executor: Annotated[
+        str | None, typer.Option(help="local (this machine, the default) or ray (a Ray cluster: forge[ray])")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="--executor ray: auto, ray://host:port, or none for a Ray of the run's own")
+    ] = None,
     bank: BankOpt = None,
     report: Annotated[Path | None, typer.Option(help="write results.json and speedups.png here")] = None,
     resume: Annotated[int | None, typer.Option(help="continue an interrupted session (its id)")] = None,
@@ -127,7 +141,8 @@ def optimize_command(
         _optimize_plan(ops or [], plan_options, parallel, device, as_json)
 
     def run() -> harness.RunResult:
-        settings = load_settings(device=device, compile_baseline=False if no_compile_baseline else None)
+        settings = load_settings(device=device, compile_baseline=False if no_compile_baseline else None,
+                                 executor=executor, ray_address=ray_address)  # fmt: skip
         options = harness.OptimizeOptions(
             model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy, rounds=rounds,
             workers=workers, bank=bank, budget_usd=budget_usd, time_limit_s=time_limit, resume=resume,

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from forge.core.errors import UsageError
 
 DeviceChoice = Literal["auto", "cpu", "cuda"]
+ExecutorChoice = Literal["local", "ray"]
 
 
 def _default_memory_limit_mb() -> int:
@@ -60,6 +61,14 @@ class ForgeSettings(BaseSettings):
     )
     gpu: str | None = Field(default=None, description="the CUDA device verification workers see (CUDA_VISIBLE_DEVICES)")
     cache_dir: Path | None = None
+    executor: ExecutorChoice = Field(
+        default="local",
+        description="where forge optimize runs its sessions: this machine (local), or a Ray cluster (ray: the "
+        "optional extra forge[ray])",
+    )
+    ray_address: str | None = Field(
+        default=None, description="executor ray: 'auto', ray://host:port, or none for a Ray started for the run"
+    )
 
     def cache_path(self) -> Path:
         """Where forge caches compiled kernels and measured machine figures (``cache_dir``, else the

@@ -256,6 +256,22 @@ class Versions(BaseModel):
     triton: str = ""
 
 
+class NodeSpec(BaseModel):
+    """The cluster node a verification ran on (``forge optimize --executor ray``): speedups are
+    compared only between verdicts timed on the same ``device_name``."""
+
+    model_config = _LENIENT
+    host: str = ""
+    node_id: str = ""  # Ray's id for the node
+    device_name: str = ""  # the CPU model or the GPU's name
+    cpus: int = 0  # the cores its verifications were given
+
+    @property
+    def label(self) -> str:
+        """host:node, short: several nodes may share a host."""
+        return f"{self.host}:{self.node_id[:8]}"
+
+
 class Binding(BaseModel):
     """How the candidate ran on an instance of the user's class holding weights of its own, the
     way ``bank.kernelize`` will run it (``mode`` none: kernelize leaves such instances alone)."""
@@ -297,6 +313,7 @@ class Verdict(BaseModel):
     elapsed_s: float = 0.0
     versions: Versions = Field(default_factory=Versions)
     binding: Binding | None = None  # None: not checked (a failed verdict, or an older forge)
+    node: NodeSpec | None = None  # the cluster node that verified it; None: the driver's own machine
     # A confirmation (the finalist timed again, alone, before banking): stored under the keys in
     # the aliases, as forge always has.
     confirm_trials: int | None = Field(default=None, alias="trials")  # timed calls a side

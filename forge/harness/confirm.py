@@ -33,7 +33,7 @@ from forge.core.verdict import Verdict
 from forge.harness import events as ev
 from forge.harness.null_control import NullControl, judged_against
 from forge.harness.steps import SessionIO, attempt_job
-from forge.verifier import VerifierService
+from forge.verifier import Verifier
 
 FINALISTS = 2  # contenders timed again before a session gives up on banking a kernel
 EXTEND = 3  # an inconclusive confirmation is timed once more with this many times the calls
@@ -107,7 +107,7 @@ class Confirmation:
 
 def confirm_finalists(
     candidates: list[Contender],
-    verifier: VerifierService,
+    verifier: Verifier,
     io: SessionIO,
     settings: ForgeSettings,
     round: int,
@@ -163,7 +163,7 @@ class _Confirmer:
     against a null control when one would be banked."""
 
     def __init__(
-        self, verifier: VerifierService, io: SessionIO, settings: ForgeSettings, round: int, stop: threading.Event
+        self, verifier: Verifier, io: SessionIO, settings: ForgeSettings, round: int, stop: threading.Event
     ) -> None:
         self.verifier, self.io, self.settings, self.round, self.stop = verifier, io, settings, round, stop
         self.nulls = NullControl(verifier, io, settings, stop)

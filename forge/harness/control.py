@@ -8,16 +8,16 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from forge.verifier import VerifierService
+from forge.verifier import Verifier
 
 
 @dataclass
 class RunControl:
     stop_requested: threading.Event = field(default_factory=threading.Event)
-    _services: list[VerifierService] = field(default_factory=list)
+    _services: list[Verifier] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def attach(self, service: VerifierService) -> None:
+    def attach(self, service: Verifier) -> None:
         """The run's sessions register their verifier here as they open."""
         with self._lock:
             self._services.append(service)

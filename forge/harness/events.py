@@ -44,6 +44,19 @@ class SessionStarted(Event):
     share_s: float | None = None  # this op's share of the run's --time-limit (None: no limit)
     share_usd: float | None = None  # and of its --budget-usd
     shared_among: int = 1  # the ops not yet done it was shared among, itself included
+    node: str | None = None  # the cluster node its verifications run on (None: this machine)
+
+
+@dataclass
+class ClusterJoined(Event):
+    """``--executor ray``: the cluster the run's sessions are spread over (problem "", session 0)."""
+
+    address: str
+    nodes: int
+    device: str
+    cpus_per_session: int
+    gpus_per_session: int
+    sessions_at_once: int
 
 
 @dataclass

@@ -27,15 +27,18 @@ class Limits:
     cost_unknown: bool = False  # some call's price was unknown: the sum is a lower bound
     stop_requested: threading.Event = field(default_factory=threading.Event)
 
-    def share(self, ops_left: int) -> OpShare:
+    def share(self, ops_left: int, at_once: int = 1) -> OpShare:
         """The next op's part of what is left: an equal part for each op not yet done (this one
         included). Taken when its session opens, so an op that ends early leaves what it did not
-        use to the ops after it, and one whose confirmation ran over leaves them less."""
+        use to the ops after it, and one whose confirmation ran over leaves them less. With
+        ``at_once`` sessions running side by side (a cluster) the time left is theirs together:
+        each gets ``at_once`` parts of it (never more than all of it); the budget is spent by all
+        of them, so its parts stay equal."""
         n = max(1, ops_left)
         left_s = self.remaining_s()
         left_usd = None if self.budget_usd is None else max(0.0, self.budget_usd - self.cost_usd)
         return OpShare(
-            time_s=None if left_s is None else left_s / n,
+            time_s=None if left_s is None else left_s * min(n, max(1, at_once)) / n,
             budget_usd=None if left_usd is None else left_usd / n,
             ops_left=n,
             spent_before=self.cost_usd,

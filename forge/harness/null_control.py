@@ -21,7 +21,7 @@ from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
 from forge.harness.steps import SessionIO
-from forge.verifier import VerifierService
+from forge.verifier import Verifier
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,7 @@ class NullControl:
     a finalist judged after another with as many calls is judged against the same null. Only a
     usable null is kept; a failed or busy one is measured again for the next finalist."""
 
-    def __init__(
-        self, verifier: VerifierService, io: SessionIO, settings: ForgeSettings, stop: threading.Event
-    ) -> None:
+    def __init__(self, verifier: Verifier, io: SessionIO, settings: ForgeSettings, stop: threading.Event) -> None:
         self.verifier, self.io, self.settings, self.stop = verifier, io, settings, stop
         self.usable: dict[int, Verdict] = {}
 

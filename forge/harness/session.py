@@ -28,7 +28,7 @@ from forge.harness.banking import bank_kernel
 from forge.harness.confirm import Contender, confirm_finalists, finalists
 from forge.harness.options import OptimizeOptions
 from forge.harness.steps import Candidate, Proposed, SessionIO
-from forge.verifier import VerifierService
+from forge.verifier import Verifier
 
 INTERRUPTED_REASON = "interrupted (Ctrl-C, or stop in the TUI); `--resume` continues the session"
 
@@ -173,7 +173,7 @@ class Session:
         plan: SessionPlan,
         agents: Agents,
         io: SessionIO,
-        verifier: VerifierService,
+        verifier: Verifier,
         settings: ForgeSettings,
         state: SearchState | None = None,
     ) -> None:
@@ -188,6 +188,11 @@ class Session:
     @property
     def options(self) -> OptimizeOptions:
         return self.plan.options
+
+    @property
+    def node_host(self) -> str | None:
+        """The cluster node the session's verifications run on (None: this machine)."""
+        return self.verifier.node.label if self.verifier.node is not None else None
 
     def context(self, parent: HistoryItem | None, want: int = 1) -> CoderContext:
         return CoderContext(
@@ -211,7 +216,7 @@ class Session:
             ev.SessionStarted, strategy=p.options.strategy, agent=str(self.agents.kind), model=p.options.model,
             device=p.device, backend=p.backend, resumed=self.resumed,
             share_s=share.time_s if (share := self.io.share) else None, share_usd=share.budget_usd if share else None,
-            shared_among=share.ops_left if share else 1,
+            shared_among=share.ops_left if share else 1, node=self.node_host,
         )  # fmt: skip
 
     def propose(self, parent: HistoryItem | None, want: int = 1) -> Proposed:

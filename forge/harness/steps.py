@@ -17,7 +17,7 @@ from forge.harness import events as ev
 from forge.harness.attempts import history_item, invalid_item
 from forge.harness.limits import Limits, OpShare, Spend
 from forge.harness.recorder import SessionRecorder, proposal_config
-from forge.verifier import Job, VerifierService
+from forge.verifier import Job, Verifier
 
 
 class SessionEvents:
@@ -102,7 +102,7 @@ def _invalid(p: Proposal, round: int, io: SessionIO) -> HistoryItem:
     return invalid_item(round, reason, p.response, aid)
 
 
-def verify(verifier: VerifierService, candidates: list[Candidate]) -> list[Verdict]:
+def verify(verifier: Verifier, candidates: list[Candidate]) -> list[Verdict]:
     """Verdicts for a batch, in its order (in parallel where the service has several workers)."""
     return verifier.verify([c.job() for c in candidates])
 

@@ -2,14 +2,15 @@
 
 ``verify(op, candidate)`` runs one verification; ``VerifierService`` runs many for a session (in
 parallel where asked, splitting the CPU's cores or giving each a GPU), keeps the op's reference
-worker between them, and times a finalist again alone. Workers are forked from a pre-imported
+worker between them, and times a finalist again alone; ``Verifier`` is what a session needs of
+it. Workers are forked from a pre-imported
 template that never runs an op or a candidate (``template``); each process's peak memory is
 reported against the op's bound (``memory``). Workers that are still running are ended by
 ``stop_all_workers`` (Ctrl-C).
 """
 
 from forge.verifier.machine import resolve_device
-from forge.verifier.service import Job, VerifierService, stop_all_workers
+from forge.verifier.service import Job, Verifier, VerifierService, stop_all_workers
 from forge.verifier.verification import ProgressNote, verify
 
-__all__ = ["Job", "ProgressNote", "VerifierService", "resolve_device", "stop_all_workers", "verify"]
+__all__ = ["Job", "ProgressNote", "Verifier", "VerifierService", "resolve_device", "stop_all_workers", "verify"]

@@ -22,10 +22,11 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from forge.core.errors import ForgeError
 from forge.core.settings import ForgeSettings
-from forge.core.verdict import Verdict
+from forge.core.verdict import NodeSpec, Verdict
 from forge.verifier.machine import available_cores, gpu_slots, visible_gpus
 from forge.verifier.process import WorkerProcess, kill_all, worker_group
 from forge.verifier.reference_pool import ReferencePool
@@ -42,6 +43,24 @@ class Job:
 
 # The null control's candidate: the op's own reference, so whatever it measures is noise.
 NULL_CONTROL = Job("null_control", "from forge_reference import Model\n\n\nclass ModelNew(Model):\n    pass\n")
+
+
+class Verifier(Protocol):
+    """What a session asks of its verifier: ``VerifierService`` on this machine, or a stand-in that
+    runs one on a cluster node (``forge.cluster``)."""
+
+    stop: threading.Event
+    node: NodeSpec | None  # the cluster node it verifies on; None: this machine
+
+    def verify(self, jobs: list[Job]) -> list[Verdict]: ...
+
+    def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict: ...
+
+    def verify_null(self, trials: int, timeout: float) -> Verdict: ...
+
+    def end_workers(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 def stop_all_workers() -> int:
@@ -64,6 +83,7 @@ class VerifierService:
         self.op_path, self.settings, self.device = op_path, settings, device
         self.workers = max(1, workers)
         self.stop = stop or threading.Event()
+        self.node: NodeSpec | None = None  # this machine
         self._dir = tempfile.TemporaryDirectory(prefix="forge-session-")
         self._workers: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
         self._references = ReferencePool()

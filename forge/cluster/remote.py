@@ -1,0 +1,177 @@
+"""The driver's side of a session on a cluster: ``RemoteVerifier`` stands in for a local
+``VerifierService`` and runs each verification on the session's node actor.
+
+- Placement: the actor asks Ray for the session's resources (cores, or a GPU) and the session
+  waits, honouring Ctrl-C, until Ray places it; every verification of the session then runs there.
+- A node lost mid-verification: the actor is started again on another node (of the same device
+  kind and model: speedups are only compared between verdicts timed on like devices) and the
+  verification runs again there. The session records its attempt only when a verdict comes back,
+  so a retried verification is recorded once.
+- A verification past its time limit: the actor is killed (its workers die with it), the session's
+  candidates get ``timeout`` verdicts, and the next verification starts a fresh actor.
+- Ctrl-C (``stop``): the actor's workers are ended, the actor is killed, KeyboardInterrupt.
+- Replies are JSON text of bounded size, validated into ``Verdict`` here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, WorkerCrashedError
+
+from forge.cluster.node_actor import VerifierNode
+from forge.cluster.plan import ClusterPlan
+from forge.core.errors import ForgeError
+from forge.core.settings import ForgeSettings
+from forge.core.statuses import VerdictStatus
+from forge.core.verdict import NodeSpec, Verdict
+from forge.verifier import Job
+
+_NodeActor: Any = ray.remote(VerifierNode)  # Ray's handles are untyped here
+_MAX_REPLY_CHARS = 16 * 2**20  # a verdict's JSON is kilobytes: more than this is not a verdict
+_NODE_LOSSES = 3  # a verification lost with its node this many times ends the session
+_MARGIN_S = 120.0  # beyond the verifier's own worker time limits: start-up, the template, the transfer
+_POLL_S = 0.25
+_LOST = (RayActorError, WorkerCrashedError)
+
+
+class _Overdue(Exception):
+    """A call ran past its time limit."""
+
+
+class RemoteVerifier:
+    """A session's verifications on one cluster node at a time (see the module)."""
+
+    def __init__(
+        self, op_path: Path, settings: ForgeSettings, plan: ClusterPlan, workers: int, stop: threading.Event
+    ) -> None:
+        self.op_path, self.settings, self.plan, self.workers = op_path, settings, plan, max(1, workers)
+        self.stop = stop
+        self._source = op_path.read_text()
+        self._actor: Any = None
+        self._actor_node: NodeSpec | None = None  # where the current actor runs
+        self.node: NodeSpec | None = None  # where the session's first verification ran
+        self.nodes_lost = 0
+        self.overdue = 0
+        self._place()
+
+    # -- the actor ---------------------------------------------------------------------------
+    def _place(self) -> None:
+        """An actor for this session on a node of the session's device kind (waits for room)."""
+        for _ in range(_NODE_LOSSES + 1):
+            actor = _NodeActor.options(
+                num_cpus=self.plan.cpus_per_session,
+                num_gpus=self.plan.gpus_per_session,
+                max_concurrency=2,
+                max_restarts=0,
+            ).remote(str(self.op_path), self._source, self.settings.model_dump_json(), self.plan.device, self.workers)
+            try:
+                spec = NodeSpec.model_validate_json(self._wait(actor.spec.remote(), None, actor))
+            except _LOST:
+                continue
+            if self.node is not None and spec.device_name != self.node.device_name:
+                ray.kill(actor)  # unlike the session's first node: its timings would not compare
+                continue
+            self.node = self.node or spec
+            self._actor, self._actor_node = actor, spec
+            return
+        raise ForgeError(f"{self.op_path.name}: no cluster node like {self.node.device_name if self.node else 'it'!r} "
+                         "could take the session")  # fmt: skip
+
+    def _wait(self, ref: Any, deadline: float | None, actor: Any = None) -> Any:
+        while True:
+            ready, _ = ray.wait([ref], timeout=_POLL_S)
+            if ready:
+                return ray.get(ref)
+            if self.stop.is_set():
+                self._abandon(actor or self._actor)
+                raise KeyboardInterrupt
+            if deadline is not None and time.monotonic() > deadline:
+                raise _Overdue
+
+    def _abandon(self, actor: Any) -> None:
+        """End the actor's workers and the actor (Ctrl-C, a time limit, the session's end)."""
+        if actor is None:
+            return
+        try:
+            ray.get(actor.end_workers.remote(), timeout=5)
+        except (GetTimeoutError, *_LOST):
+            pass  # the kill below ends them too: they die with the actor's template
+        ray.kill(actor)
+        if actor is self._actor:
+            self._actor = None
+
+    def _call(self, method: str, *args: Any, limit_s: float) -> tuple[Any, list[str]]:
+        """The actor's reply, and the hosts of the nodes this call was lost with first."""
+        lost: list[str] = []
+        for _ in range(_NODE_LOSSES):
+            if self._actor is None:
+                self._place()
+            try:
+                return self._wait(getattr(self._actor, method).remote(*args), time.monotonic() + limit_s), lost
+            except _LOST:
+                self.nodes_lost += 1
+                lost.append(self._host)
+                self._actor = None  # its node is gone: the same verification runs on another
+        raise ForgeError(f"{self.op_path.name}: a verification was lost with its node {_NODE_LOSSES} times")
+
+    @property
+    def _host(self) -> str:
+        return self._actor_node.label if self._actor_node else "its node"
+
+    # -- what a session asks for ---------------------------------------------------------------
+    def verify(self, jobs: list[Job]) -> list[Verdict]:
+        limit = self.settings.timeout * math.ceil(len(jobs) / self.workers) + _MARGIN_S
+        try:
+            replies, lost = self._call("verify", [(j.name, j.source) for j in jobs], limit_s=limit)
+        except _Overdue:
+            return [self._overdue(j, limit) for j in jobs]
+        return [self._verdict(r, lost) for r in replies]
+
+    def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict:
+        try:
+            return self._verdict(*self._call("verify_alone", job.name, job.source, trials, timeout,
+                                             limit_s=timeout + _MARGIN_S))  # fmt: skip
+        except _Overdue:
+            return self._overdue(job, timeout + _MARGIN_S)
+
+    def verify_null(self, trials: int, timeout: float) -> Verdict:
+        try:
+            return self._verdict(*self._call("verify_null", trials, timeout, limit_s=timeout + _MARGIN_S))
+        except _Overdue:
+            return self._overdue(Job("null_control", ""), timeout + _MARGIN_S)
+
+    def end_workers(self) -> int:
+        if self._actor is None:
+            return 0
+        try:
+            return int(ray.get(self._actor.end_workers.remote(), timeout=5))
+        except (GetTimeoutError, *_LOST):
+            return 0
+
+    def close(self) -> None:
+        self._abandon(self._actor)
+
+    # -- replies -------------------------------------------------------------------------------
+    def _verdict(self, reply: Any, lost: list[str]) -> Verdict:
+        if not isinstance(reply, str) or len(reply) > _MAX_REPLY_CHARS:
+            raise ForgeError(f"{self.op_path.name}: a cluster node sent something that is not a verdict")
+        verdict = Verdict.from_json(json.loads(reply))
+        for host in lost:  # said on the verdict: the attempt is recorded once, from the run that finished
+            verdict.warnings.append(f"verified again on {self._host}: its node {host} was lost mid-verification")
+        return verdict
+
+    def _overdue(self, job: Job, limit_s: float) -> Verdict:
+        self.overdue += 1
+        where = self.node.label if self.node else "its node"
+        self._abandon(self._actor)  # the next verification starts a fresh actor
+        verdict = Verdict(problem=self.op_path.stem, candidate=job.name, device=self.plan.device, node=self.node)
+        verdict.fail(VerdictStatus.TIMEOUT, f"the verification on {where} did not answer within {limit_s:.0f} s; "
+                     "its task was cancelled")  # fmt: skip
+        return verdict

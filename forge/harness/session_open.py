@@ -1,0 +1,117 @@
+"""Opening a session: a new one for an op, or a stored one resumed, with its agents, its share of
+the run's limits and its verifier (this machine's, or the one a cluster placed for it); and
+running it to its end."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from forge.agents import AgentKind, MachineFacts, make_agents
+from forge.core.errors import ProviderError
+from forge.core.problem import load_problem, reference_hash
+from forge.core.settings import ForgeSettings
+from forge.core.statuses import SessionStatus
+from forge.db import load_session
+from forge.harness import events as ev
+from forge.harness.control import RunControl
+from forge.harness.limits import Limits
+from forge.harness.options import OptimizeOptions, StoredOptions, resolve_backend
+from forge.harness.recorder import SessionRecorder
+from forge.harness.resume import restore_state
+from forge.harness.search import STRATEGIES
+from forge.harness.session import INTERRUPTED_REASON, SearchState, Session, SessionPlan, SessionResult
+from forge.harness.steps import SessionEvents, SessionIO
+from forge.verifier import Verifier, VerifierService, machine, resolve_device
+
+
+def machine_facts(device: str, settings: ForgeSettings) -> MachineFacts:
+    """What the coder's prompt says about the machine (measured figures are cached)."""
+    threads = settings.threads or machine.available_cores()
+    figures = machine.measured_figures(device, threads, settings.cache_path())
+    measured = MachineFacts(
+        device, device_name=figures.device_name, bandwidth_gbs=figures.bandwidth_gbs, peak_gflops=figures.peak_gflops
+    )
+    if device == "cpu":
+        isa = [f for f in machine.cpu_flags() if f.startswith(("avx", "fma", "sse4", "amx", "f16c", "bmi"))]
+        return replace(
+            measured, cpu_model=machine.cpu_model(), cores=machine.available_cores(), isa=isa,
+            caches=machine.cache_sizes(),
+        )  # fmt: skip
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    return replace(
+        measured, gpu=props.name, sms=props.multi_processor_count, memory_gb=round(props.total_memory / 2**30, 1),
+        capability=f"{props.major}.{props.minor}",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a session's verifications run: this machine (``verifier`` None: a ``VerifierService``
+    is made here), or the verifier a cluster gave it, on ``device``, beside ``at_once`` sessions."""
+
+    verifier: Verifier | None = None
+    device: str | None = None
+    at_once: int = 1
+
+
+def open_session(
+    op_path: Path,
+    options: OptimizeOptions,
+    settings: ForgeSettings,
+    limits: Limits,
+    engine: Engine,
+    emit: ev.Emit,
+    control: RunControl | None = None,
+    ops_left: int = 1,
+    placement: Placement = Placement(),
+) -> Session:
+    """A new session for ``op_path``, or the stored one ``options.resume`` names, ready to run,
+    with its share of the run's limits (what is left, over the ``ops_left`` ops not yet done,
+    ``placement.at_once`` of them running at a time)."""
+    device = placement.device or resolve_device(settings.device)
+    backend = resolve_backend(options.backend, device)
+    problem = load_problem(op_path)
+    facts = machine_facts(device, settings) if options.model else MachineFacts(device)
+    agents = make_agents(op_path, options.agents, backend)
+    plan = SessionPlan(
+        op_path, problem.spec, reference_hash(problem), problem.target_class_path, device, backend, options, facts
+    )
+    state: SearchState | None = None
+    if options.resume is None:
+        recorder = SessionRecorder.start(
+            engine, plan.spec, plan.op_hash, plan.target, strategy=options.strategy, agent=str(agents.kind),
+            model=options.model if agents.kind is AgentKind.LLM else None,
+            settings=StoredOptions.of(options, op_path, device, backend).to_json(),
+        )  # fmt: skip
+        io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits)
+    else:
+        state, spend = restore_state(load_session(engine, options.resume))
+        recorder = SessionRecorder.reopen(engine, options.resume, options.round_limit)
+        io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits, spend)
+    io.share = limits.share(ops_left, placement.at_once)  # taken last: opening the session is not its own time
+    verifier = placement.verifier or VerifierService(op_path, settings, device, options.workers, limits.stop_requested)
+    if control is not None:
+        control.attach(verifier)
+    return Session(plan, agents, io, verifier, settings, state)
+
+
+def run_session(session: Session, stored_status: SessionStatus | None = None) -> SessionResult:
+    """The search, then the session's end (confirm, bank), whatever stopped the search; or, with
+    ``bank_attempt``, only that attempt's confirmation (the session keeps ``stored_status``)."""
+    session.start()
+    if session.options.bank_attempt is not None:
+        return session.bank_by_hand(session.options.bank_attempt, stored_status or SessionStatus.FINISHED)
+    try:
+        session.verify_pending()
+        status, reason = STRATEGIES[session.options.strategy](session)
+    except ProviderError as exc:  # the provider went away mid-session: stop cleanly, resumable
+        return session.finish(SessionStatus.PROVIDER_ERROR, exc.message)
+    except KeyboardInterrupt:
+        session.verifier.end_workers()
+        return session.finish(SessionStatus.INTERRUPTED, INTERRUPTED_REASON)
+    return session.finish(status, reason)

@@ -1,0 +1,183 @@
+"""`forge optimize --executor ray` on a real local Ray cluster of two nodes (one CPU each) on this
+machine: sessions spread over both nodes and search exactly as the local executor does; a node
+killed mid-run loses nothing (its verification runs again on the other node, every attempt is
+recorded once); a bad address is a clear error."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from forge.core.verdict import Verdict
+from tests.conftest import EXAMPLES
+
+ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="Ray is not installed: pip install 'forge[ray]'")
+pytestmark = pytest.mark.ray
+ROOT = Path(__file__).resolve().parents[1]
+OPS = [str(EXAMPLES / "ops" / f"{name}.py") for name in ("rmsnorm", "scale_bias_gelu", "residual_rmsnorm")]
+
+
+@pytest.fixture
+def two_nodes() -> Iterator[object]:
+    cluster = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+def _env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "FORGE_CACHE_DIR": str(cache), "FORGE_TIMING_BUDGET_S": "0.3", "FORGE_DEVICE": "cpu",
+            "FORGE_CONFIRM_TRIALS": "10", "FORGE_LOAD_CHECK": "false"}  # fmt: skip
+
+
+def _optimize(bank: Path, cache: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "forge", "optimize", *OPS, "--no-compile-baseline", "--bank", str(bank), "--json",
+            *extra]  # fmt: skip
+
+
+def _attempts(bank: Path) -> list[tuple[str, int, str, Verdict | None]]:
+    """(op, round, candidate source, verdict) of every coder attempt, in order."""
+    with sqlite3.connect(bank) as db:
+        rows = db.execute(
+            "SELECT p.name, a.round, a.candidate_source, a.verdict, a.status FROM attempts a "
+            "JOIN sessions s ON a.session_id = s.id JOIN problems p ON s.problem_id = p.id "
+            "WHERE a.role = 'coder' ORDER BY p.name, a.round, a.id"
+        ).fetchall()
+    return [(op, rnd, src or "", Verdict.from_json(json.loads(v)) if v and st != "pending" else None)
+            for op, rnd, src, v, st in rows]  # fmt: skip
+
+
+def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cache_dir, two_nodes):
+    local = subprocess.run(_optimize(tmp_path / "local.db", cache_dir, "--rounds", "2"), capture_output=True,
+                           text=True, cwd=ROOT, env=_env(cache_dir), timeout=900)  # fmt: skip
+    assert local.returncode in (0, 1), local.stderr
+    on_ray = subprocess.run(
+        _optimize(tmp_path / "ray.db", cache_dir, "--rounds", "2", "--executor", "ray", "--ray-address",
+                  two_nodes.address),  # type: ignore[attr-defined]
+        capture_output=True, text=True, cwd=ROOT, env=_env(cache_dir), timeout=900,
+    )  # fmt: skip
+    assert on_ray.returncode in (0, 1), on_ray.stderr
+    said = " ".join(on_ray.stderr.split())
+    assert "ray (" in said and "2 nodes, cpu; each session asks for 1 CPU, 2 at once" in said
+    here, there = _attempts(tmp_path / "local.db"), _attempts(tmp_path / "ray.db")
+    # the same search: the same candidates, round by round, for every op
+    assert [(op, rnd, src) for op, rnd, src, _ in here] == [(op, rnd, src) for op, rnd, src, _ in there]
+    assert all(v is not None and v.node is None for *_, v in here)  # a local verdict names no node
+    nodes = {v.node.node_id for *_, v in there if v is not None and v.node is not None}
+    assert len(nodes) == 2 and all(v is not None and v.node is not None for *_, v in there)
+    # what was banked on the cluster is a kernel the local search found too
+    reports = {p["problem"]: p for p in json.loads(on_ray.stdout)["problems"]}
+    assert sorted(reports) == ["residual_rmsnorm", "rmsnorm", "scale_bias_gelu"]
+    with sqlite3.connect(tmp_path / "ray.db") as db:
+        banked = {op: src for op, src in db.execute("SELECT op_name, source FROM kernels")}
+    assert set(banked) == {op for op, p in reports.items() if p["accepted"]}
+    for op, src in banked.items():
+        assert any(o == op and s.strip() in src for o, _, s, _ in here), op
+    assert "rmsnorm" in banked  # 2.5x on this machine, far beyond the noise
+
+
+def _wait_for(bank: Path, proc: subprocess.Popen[str], enough: int) -> None:
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        if bank.exists():
+            with sqlite3.connect(bank) as db:
+                done = db.execute("SELECT count(*) FROM attempts WHERE verdict IS NOT NULL").fetchone()[0]
+            if done >= enough:
+                return
+        time.sleep(0.5)
+    raise AssertionError("the run made no progress")
+
+
+def _session_nodes(bank: Path) -> dict[int, str]:
+    """Each session's node: its latest verdict's (none before the bank has its tables)."""
+    if not bank.exists():
+        return {}
+    try:
+        with sqlite3.connect(bank) as db:
+            rows = db.execute("SELECT session_id, verdict FROM attempts WHERE role = 'coder' AND status != 'pending' "
+                              "ORDER BY id").fetchall()  # fmt: skip
+    except sqlite3.OperationalError:  # the driver is creating the schema
+        return {}
+    return {sid: Verdict.from_json(json.loads(v)).node.node_id for sid, v in rows}  # type: ignore[union-attr]
+
+
+def _in_flight(bank: Path, session_id: int) -> bool:
+    with sqlite3.connect(bank) as db:
+        return bool(db.execute("SELECT count(*) FROM attempts WHERE session_id = ? AND status = 'pending'",
+                               (session_id,)).fetchone()[0])  # fmt: skip
+
+
+def test_a_node_killed_mid_run_loses_nothing(tmp_path, cache_dir, two_nodes):
+    bank = tmp_path / "bank.db"
+    proc = subprocess.Popen(
+        _optimize(bank, cache_dir, "--rounds", "4", "--executor", "ray", "--ray-address",
+                  two_nodes.address),  # type: ignore[attr-defined]
+        cwd=ROOT, env=_env(cache_dir), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    worker = next(n for n in two_nodes.list_all_nodes() if n is not two_nodes.head_node)  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 600
+    while True:  # a session on the worker node, with a verification running there: kill the node now
+        assert proc.poll() is None and time.monotonic() < deadline, "no session verified on the worker node"
+        on_worker = (
+            [sid for sid, node in _session_nodes(bank).items() if node == worker.node_id] if bank.exists() else []
+        )
+        if on_worker and _in_flight(bank, on_worker[0]):
+            break
+        time.sleep(0.1)
+    two_nodes.remove_node(worker, allow_graceful=False)  # type: ignore[attr-defined]
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode in (0, 1), err
+    reports = json.loads(out)["problems"]
+    assert sorted(p["problem"] for p in reports) == ["residual_rmsnorm", "rmsnorm", "scale_bias_gelu"]
+    with sqlite3.connect(bank) as db:
+        statuses = [s for (s,) in db.execute("SELECT status FROM sessions")]
+        pending = db.execute("SELECT count(*) FROM attempts WHERE status = 'pending'").fetchone()[0]
+        per_round = db.execute(
+            "SELECT session_id, round, count(*) FROM attempts WHERE role = 'coder' GROUP BY session_id, round"
+        ).fetchall()
+    assert len(statuses) == 3 and not {"running", "crashed"} & set(statuses), statuses
+    assert pending == 0 and all(n == 1 for *_, n in per_round), per_round  # every attempt recorded once
+    assert sum(p["attempts"] for p in reports) == len(per_round) == 12
+    # the killed node's session went on on the head node, and its lost verification ran again there
+    assert _session_nodes(bank)[on_worker[0]] == two_nodes.head_node.node_id  # type: ignore[attr-defined]
+    verdicts = [v for *_, v in _attempts(bank) if v is not None]
+    said_again = [w for v in verdicts for w in v.warnings if "was lost mid-verification" in w]
+    assert said_again, "the verification in flight on the killed node was not run again"
+
+
+def test_ctrl_c_on_a_cluster_run_exits_130_and_sessions_resume(tmp_path, cache_dir, two_nodes):
+    bank = tmp_path / "bank.db"
+    proc = subprocess.Popen(
+        _optimize(bank, cache_dir, "--rounds", "6", "--executor", "ray", "--ray-address",
+                  two_nodes.address),  # type: ignore[attr-defined]
+        cwd=ROOT, env=_env(cache_dir), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _wait_for(bank, proc, 2)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    with sqlite3.connect(bank) as db:
+        statuses = [s for (s,) in db.execute("SELECT status FROM sessions")]
+    assert statuses and set(statuses) == {"interrupted"}, statuses
+
+
+def test_a_cluster_that_is_not_there_is_a_clear_error(tmp_path, cache_dir):
+    r = subprocess.run(
+        _optimize(tmp_path / "bank.db", cache_dir, "--executor", "ray", "--ray-address", "127.0.0.1:9"),
+        capture_output=True, text=True, cwd=ROOT, env=_env(cache_dir), timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "no Ray cluster answers there" in " ".join(r.stderr.split())
