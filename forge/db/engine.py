@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from forge.core.errors import BankError
@@ -28,6 +28,8 @@ from forge.core.paths import BankLike, BankLocation, bank_or_default
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 _BUSY_MS = 60_000
+_POOL_OVERFLOW = 256  # connections beyond the pool's own, one per session thread at most (cluster_run)
+_POOL_WAIT_S = 120.0
 # pg_advisory_xact_lock's key for "a forge process is migrating this database" (any fixed number)
 _MIGRATION_LOCK = 0x666F726765
 
@@ -64,7 +66,8 @@ def _on_connect(dbapi_conn: Any, _record: Any) -> None:
 
 
 def _sqlite_engine(path: Path, *, read_only: bool = False) -> Engine:
-    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": _BUSY_MS / 1000})
+    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": _BUSY_MS / 1000},
+                           max_overflow=_POOL_OVERFLOW, pool_timeout=_POOL_WAIT_S)  # fmt: skip
     event.listen(engine, "connect", _on_connect)
     if read_only:
         event.listen(engine, "connect", lambda conn, _rec: conn.execute("PRAGMA query_only=ON"))
@@ -76,7 +79,9 @@ def _server_engine(where: BankLocation, *, read_only: bool = False) -> Engine:
     if read_only:
         args["options"] = "-c default_transaction_read_only=on"
     try:
-        return create_engine(where.sqlalchemy_url(), pool_pre_ping=True, connect_args=args)
+        # sessions side by side on a cluster each write from a thread of the driver: room for them
+        return create_engine(where.sqlalchemy_url(), pool_pre_ping=True, connect_args=args, pool_size=8,
+                             max_overflow=_POOL_OVERFLOW, pool_timeout=_POOL_WAIT_S)  # fmt: skip
     except ModuleNotFoundError as exc:
         raise BankError(
             f"the bank {where} is on PostgreSQL, which needs psycopg: pip install 'forge[postgres]' ({exc})"
@@ -161,7 +166,7 @@ def _migrate_server(engine: Engine, where: BankLocation, revision: str) -> None:
             # one migrating process at a time; the lock ends with this transaction
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
             _migrate_on(conn, where, revision)
-    except OperationalError as exc:
+    except DBAPIError as exc:  # unreachable, refused, or a role that may not create the schema
         raise _unreadable(where, exc) from exc
 
 

@@ -15,7 +15,9 @@
 - ``write_report``: an optimize run's JSON and chart.
 
 Inside, a session is a sequence of steps (``steps``, ``confirm``, ``banking``) driven by a search
-strategy (``search``), over the verifier service, the agents and the bank.
+strategy (``search``), over a verifier, the agents and the bank. A run's sessions go one after
+another on this machine (``run``), or side by side with their verifications on a Ray cluster
+(``cluster_run``, ``--executor ray``).
 
 Each name loads its module on first use: a front end imports this package at start-up, and a
 ``forge verify`` should not wait for the bank's database layer or the agents to load.

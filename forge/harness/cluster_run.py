@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from pathlib import Path
 
 from sqlalchemy import Engine
 
 from forge.core.errors import UsageError
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
+from forge.db import mark_crashed
 from forge.harness import events as ev
 from forge.harness.control import RunControl
 from forge.harness.limits import Limits
-from forge.harness.options import OptimizeOptions
-from forge.harness.session import SessionResult
-from forge.harness.session_open import Placement, open_session, run_session
+from forge.harness.session import Session, SessionResult
+from forge.harness.session_open import Placement, SessionWork, open_session, run_session
 
-_MAX_THREADS = 64  # sessions waiting for a place beyond this wait for a thread instead
+# Sessions in flight at once, placed or waiting for a place; more wait for a thread. It bounds how
+# many sessions one driver runs side by side (and the bank's connections: forge.db.engine).
+_MAX_THREADS = 256
 
 
 class _Openings:
@@ -42,14 +43,12 @@ class _Openings:
 
 
 def run_on_cluster(
-    ops: list[Path],
-    options: OptimizeOptions,
+    works: list[SessionWork],
     settings: ForgeSettings,
     limits: Limits,
     engine: Engine,
     emit: ev.Emit,
     control: RunControl | None,
-    stored_status: SessionStatus | None,
 ) -> tuple[list[SessionResult], bool]:
     """Every op's session, in op order, and whether the run was interrupted."""
     # Ray is an optional extra (forge[ray]): loaded only by a run that asks for it, never at import.
@@ -62,26 +61,46 @@ def run_on_cluster(
     emit(ev.ClusterJoined("", 0, plan.address, plan.nodes, plan.device, plan.cpus_per_session,
                           plan.gpus_per_session, plan.sessions_at_once))  # fmt: skip
     # a node's verifications time on the cores the session was given, not on all of the node's
-    node_settings = settings.model_copy(update={"threads": plan.cpus_per_session}) if plan.device == "cpu" else settings
-    openings = _Openings(len(ops))
+    # and a GPU chosen on the driver (FORGE_GPU) means nothing on a node: Ray gives the session its GPU
+    node_settings = settings.model_copy(update={"gpu": None})
+    if plan.device == "cpu":
+        node_settings = node_settings.model_copy(update={"threads": plan.cpus_per_session})
+    openings = _Openings(len(works))
 
-    def one(op: Path) -> SessionResult | None:
+    def one(work: SessionWork) -> SessionResult | None:
         if limits.stop_requested.is_set():
             return None
+        op, options = work.op_path, work.options
         verifier = cluster.RemoteVerifier(op, node_settings, plan, options.workers, limits.stop_requested)
+        session = None
         try:
             placement = Placement(verifier, plan.device, plan.sessions_at_once)
             session = open_session(op, options, settings, limits, engine, emit, control, openings.take(), placement)
-            return run_session(session, stored_status)
+            return run_session(session, work.stored_status)
+        except Exception as exc:
+            if session is None:  # it never opened (a bad op file, say): the run reports it as a local one does
+                raise
+            return _crashed(session, exc, engine, emit)
         finally:
             verifier.close()
 
-    pool = ThreadPoolExecutor(max_workers=min(len(ops), _MAX_THREADS), thread_name_prefix="forge-session")
-    futures = [pool.submit(one, op) for op in ops]
+    pool = ThreadPoolExecutor(max_workers=min(len(works), _MAX_THREADS), thread_name_prefix="forge-session")
+    futures = [pool.submit(one, work) for work in works]
     interrupted = _wait_all(futures, limits)
     pool.shutdown(wait=True)
     results = [r for f in futures if (r := _result(f)) is not None]
     return results, interrupted or any(r.status is SessionStatus.INTERRUPTED for r in results)
+
+
+def _crashed(session: Session, exc: Exception, engine: Engine, emit: ev.Emit) -> SessionResult:
+    """A session that failed on its own (its node kept failing, say): recorded ``crashed``, which
+    ``--resume`` continues, while the sessions beside it go on and the run still reports them."""
+    mark_crashed(engine, session.id)
+    reason = f"{type(exc).__name__}: {exc}; `forge optimize --resume {session.id}` continues it"
+    name = session.plan.spec.name
+    emit(ev.SessionFinished(name, session.id, SessionStatus.CRASHED, False, None, None, None,
+                            len(session.state.history), reason))  # fmt: skip
+    return SessionResult(name, session.id, SessionStatus.CRASHED, attempts=len(session.state.history), reason=reason)
 
 
 def _wait_all(futures: list[Future[SessionResult | None]], limits: Limits) -> bool:

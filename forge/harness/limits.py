@@ -26,30 +26,50 @@ class Limits:
     cost_usd: float = 0.0
     cost_unknown: bool = False  # some call's price was unknown: the sum is a lower bound
     stop_requested: threading.Event = field(default_factory=threading.Event)
+    # the shares of the sessions running now (side by side on a cluster), until ``release``
+    _running: dict[int, OpShare] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def share(self, ops_left: int, at_once: int = 1) -> OpShare:
+    def share(self, ops_left: int, at_once: int = 1, spent_before: float | None = None) -> OpShare:
         """The next op's part of what is left: an equal part for each op not yet done (this one
         included). Taken when its session opens, so an op that ends early leaves what it did not
-        use to the ops after it, and one whose confirmation ran over leaves them less. With
-        ``at_once`` sessions running side by side (a cluster) the time left is theirs together:
-        each gets ``at_once`` parts of it (never more than all of it); the budget is spent by all
-        of them, so its parts stay equal."""
+        use to the ops after it, and one whose confirmation ran over leaves them less.
+
+        With ``at_once`` sessions side by side (a cluster) the time left is theirs together: of
+        ``at_once`` slots of it (never more slots than sessions), what the running sessions' shares
+        still hold is theirs, and the rest is split among the ops not yet opened (8 ops, 2 at a time,
+        300 s: 75 s each, whenever each opens). The budget is spent by all of them: equal parts.
+        ``spent_before``: the session's own spending so far (a resumed one's), counted against its
+        budget share from there; ``release`` the share when the session ends."""
         n = max(1, ops_left)
         left_s = self.remaining_s()
         left_usd = None if self.budget_usd is None else max(0.0, self.budget_usd - self.cost_usd)
-        return OpShare(
-            time_s=None if left_s is None else left_s * min(n, max(1, at_once)) / n,
-            budget_usd=None if left_usd is None else left_usd / n,
-            ops_left=n,
-            spent_before=self.cost_usd,
-        )
+        with self._lock:
+            running = list(self._running.values())
+            held = sum(r.time_left() or 0.0 for r in running)
+            slots = min(max(1, at_once), n + len(running))
+            share = OpShare(
+                time_s=None if left_s is None else max(0.0, min(left_s, (left_s * slots - held) / n)),
+                budget_usd=None if left_usd is None else left_usd / n,
+                ops_left=n,
+                spent_before=self.cost_usd if spent_before is None else spent_before,
+            )
+            self._running[id(share)] = share
+        return share
+
+    def release(self, share: OpShare | None) -> None:
+        """The session holding ``share`` ended: what it did not use is free for the ops after it."""
+        if share is not None:
+            with self._lock:
+                self._running.pop(id(share), None)
 
     def charge(self, tokens: int, cost_usd: float | None, known: bool = True) -> None:
-        self.tokens += tokens
-        if cost_usd is not None:
-            self.cost_usd += cost_usd
-        if not known:
-            self.cost_unknown = True
+        with self._lock:  # sessions side by side charge from their own threads
+            self.tokens += tokens
+            if cost_usd is not None:
+                self.cost_usd += cost_usd
+            if not known:
+                self.cost_unknown = True
 
     def exceeded(self) -> SessionStatus | None:
         """BUDGET or TIME_LIMIT when a limit is reached, else None."""
@@ -79,14 +99,19 @@ class OpShare:
     time_s: float | None
     budget_usd: float | None
     ops_left: int  # the ops it was shared among, this one included
-    spent_before: float = 0.0  # the run's cost when the session opened
+    spent_before: float = 0.0  # what had been spent when the session opened (see ``exceeded``)
     started: float = field(default_factory=time.monotonic)
 
-    def exceeded(self, limits: Limits) -> tuple[SessionStatus, str] | None:
+    def time_left(self) -> float | None:
+        return None if self.time_s is None else max(0.0, self.time_s - (time.monotonic() - self.started))
+
+    def exceeded(self, limits: Limits, spent_now: float | None = None) -> tuple[SessionStatus, str] | None:
         """BUDGET or TIME_LIMIT, and which share ("its share of the time limit (37 s of ...)"),
-        when this op's share is used up, else None."""
+        when this op's share is used up, else None. ``spent_now``: the session's own spending (its
+        share counts only what it spent itself); None: the run's (sessions one at a time)."""
         of = f" of what was left for {self.ops_left} ops" if self.ops_left > 1 else ""
-        if self.budget_usd is not None and limits.cost_usd - self.spent_before >= self.budget_usd:
+        spent = (limits.cost_usd if spent_now is None else spent_now) - self.spent_before
+        if self.budget_usd is not None and spent >= self.budget_usd:
             return SessionStatus.BUDGET, f"its share of the budget (${self.budget_usd:.4f}{of})"
         if self.time_s is not None and time.monotonic() - self.started >= self.time_s:
             return SessionStatus.TIME_LIMIT, f"its share of the time limit ({fmt_seconds(self.time_s)}{of})"

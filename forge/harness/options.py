@@ -41,6 +41,7 @@ class OptimizeOptions:
     budget_usd: float | None = None  # shared by every op of the run
     time_limit_s: float | None = None  # likewise
     resume: int | None = None  # a session id
+    resume_more: tuple[int, ...] = ()  # more session ids resumed in the same run (after a driver died)
     bank_attempt: int | None = None  # with resume: confirm this passed attempt and bank it, no search
     stream_replies: bool = False  # LLM replies streamed and reported as they arrive (ReplyProgress events)
 
@@ -60,6 +61,10 @@ class OptimizeOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+        if self.resume_more and self.resume is None:
+            raise UsageError("resume_more continues sessions alongside resume=SESSION_ID: set resume first")
+        if self.bank_attempt is not None and self.resume_more:
+            raise UsageError("banking an attempt by hand names one session: leave out the other --resume")
         if self.bank_attempt is not None and self.resume is None:
             raise UsageError("banking an attempt by hand needs its session (resume=SESSION_ID)")
 

@@ -7,7 +7,7 @@ Front ends call this and render the events; it never prints. User mistakes raise
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from forge.harness.limits import Limits, ctrl_c_stops
 from forge.harness.options import OptimizeOptions
 from forge.harness.resume import resumed_options
 from forge.harness.session import SessionResult
-from forge.harness.session_open import open_session, run_session
+from forge.harness.session_open import SessionWork, open_session, run_session
 
 
 @dataclass
@@ -87,45 +87,50 @@ def optimize(
         limits.stop_requested = control.stop_requested
     engine = open_for_writing(options.bank)
     try:
-        stored_status = None
-        if options.resume is not None:
-            stored = load_session(engine, options.resume)
-            options, op_path = resumed_options(stored, options)
-            op_paths, stored_status = [op_path], stored.status
-        ops = collect_ops(op_paths)
-        if not ops:
-            raise UsageError("name at least one op file (or a directory of them), or pass --resume SESSION")
-        check_provider(options.agents)
+        works = _works(op_paths, options, engine)
+        for agents in {w.options.agents for w in works}:
+            check_provider(agents)
         run = RunResult()
         with ctrl_c_stops(limits):
             if settings.executor == "ray":
-                run.results, run.interrupted = run_on_cluster(
-                    ops, options, settings, limits, engine, emit, control, stored_status
-                )
+                run.results, run.interrupted = run_on_cluster(works, settings, limits, engine, emit, control)
             else:
-                run.results, run.interrupted = _run_here(ops, options, settings, limits, engine, emit, control,
-                                                         stored_status)  # fmt: skip
+                run.results, run.interrupted = _run_here(works, settings, limits, engine, emit, control)
         run.tokens, run.cost_usd = limits.tokens, limits.cost_reported
         return run
     finally:
         engine.dispose()
 
 
+def _works(op_paths: list[Path], options: OptimizeOptions, engine: Engine) -> list[SessionWork]:
+    """The run's sessions: one per op named, or the stored ones ``--resume`` names (each with its
+    own stored options, this run's ``rounds`` replacing their count when given)."""
+    if options.resume is None:
+        ops = collect_ops(op_paths)
+        if not ops:
+            raise UsageError("name at least one op file (or a directory of them), or pass --resume SESSION")
+        return [SessionWork(op, options) for op in ops]
+    works = []
+    for session_id in dict.fromkeys((options.resume, *options.resume_more)):
+        stored = load_session(engine, session_id)
+        resumed, op_path = resumed_options(stored, replace(options, resume=session_id, resume_more=()))
+        works.append(SessionWork(op_path, resumed, stored.status))
+    return works
+
+
 def _run_here(
-    ops: list[Path],
-    options: OptimizeOptions,
+    works: list[SessionWork],
     settings: ForgeSettings,
     limits: Limits,
     engine: Engine,
     emit: ev.Emit,
     control: RunControl | None,
-    stored_status: SessionStatus | None,
 ) -> tuple[list[SessionResult], bool]:
     """The local executor: one op's session after another, on this machine."""
     results: list[SessionResult] = []
-    for i, op in enumerate(ops):
-        session = open_session(op, options, settings, limits, engine, emit, control, len(ops) - i)
-        result = run_session(session, stored_status)
+    for i, work in enumerate(works):
+        session = open_session(work.op_path, work.options, settings, limits, engine, emit, control, len(works) - i)
+        result = run_session(session, work.stored_status)
         results.append(result)
         if result.status is SessionStatus.INTERRUPTED:
             return results, True

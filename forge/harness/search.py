@@ -29,7 +29,7 @@ def _start_round(session: Session, unit: str) -> Outcome | None:
         return stop, f"stopped after {done}; `--resume {session.id}` continues the session"
     if stop:
         return stop, f"{str(stop).replace('_', ' ')} reached after {done}"
-    used = share.exceeded(limits) if share is not None else None
+    used = share.exceeded(limits, session.io.spend.cost_usd) if share is not None else None
     if used is not None:
         return used[0], f"{used[1]} reached after {done}"  # e.g. "its share of the time limit (37 s ...)"
     session.state.round += 1

@@ -50,6 +50,16 @@ def machine_facts(device: str, settings: ForgeSettings) -> MachineFacts:
 
 
 @dataclass(frozen=True)
+class SessionWork:
+    """One session a run is to run: a new one for ``op_path``, or the stored one ``options.resume``
+    names (its own stored options; ``stored_status`` as the bank had it)."""
+
+    op_path: Path
+    options: OptimizeOptions
+    stored_status: SessionStatus | None = None
+
+
+@dataclass(frozen=True)
 class Placement:
     """Where a session's verifications run: this machine (``verifier`` None: a ``VerifierService``
     is made here), or the verifier a cluster gave it, on ``device``, beside ``at_once`` sessions."""
@@ -76,7 +86,9 @@ def open_session(
     device = placement.device or resolve_device(settings.device)
     backend = resolve_backend(options.backend, device)
     problem = load_problem(op_path)
-    facts = machine_facts(device, settings) if options.model else MachineFacts(device)
+    # a cluster's sessions verify on other machines: the driver's figures would mislead the coder
+    measured = options.model and placement.verifier is None
+    facts = machine_facts(device, settings) if measured else MachineFacts(device)
     agents = make_agents(op_path, options.agents, backend)
     plan = SessionPlan(
         op_path, problem.spec, reference_hash(problem), problem.target_class_path, device, backend, options, facts
@@ -93,7 +105,8 @@ def open_session(
         state, spend = restore_state(load_session(engine, options.resume))
         recorder = SessionRecorder.reopen(engine, options.resume, options.round_limit)
         io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits, spend)
-    io.share = limits.share(ops_left, placement.at_once)  # taken last: opening the session is not its own time
+    # taken last: opening the session is not its own time; released when it ends (run_session)
+    io.share = limits.share(ops_left, placement.at_once, spent_before=io.spend.cost_usd)
     verifier = placement.verifier or VerifierService(op_path, settings, device, options.workers, limits.stop_requested)
     if control is not None:
         control.attach(verifier)
@@ -103,6 +116,13 @@ def open_session(
 def run_session(session: Session, stored_status: SessionStatus | None = None) -> SessionResult:
     """The search, then the session's end (confirm, bank), whatever stopped the search; or, with
     ``bank_attempt``, only that attempt's confirmation (the session keeps ``stored_status``)."""
+    try:
+        return _run(session, stored_status)
+    finally:
+        session.io.limits.release(session.io.share)
+
+
+def _run(session: Session, stored_status: SessionStatus | None) -> SessionResult:
     session.start()
     if session.options.bank_attempt is not None:
         return session.bank_by_hand(session.options.bank_attempt, stored_status or SessionStatus.FINISHED)

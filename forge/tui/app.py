@@ -66,8 +66,10 @@ class ForgeApp(App[None]):
     # -- the bank, read-only -------------------------------------------------------------
     def reader(self) -> harness.BankReader | None:
         """The bank's reader, once the bank exists (a first run creates it)."""
-        if self._reader is None and harness.bank_exists(self.bank):
+        if self._reader is None:
             try:
+                if not harness.bank_exists(self.bank):
+                    return None
                 self._reader = harness.BankReader(self.bank)
             except ForgeError as exc:
                 self.notify(exc.message, severity="error", timeout=10)

@@ -112,7 +112,8 @@ class VerifierService:
         if workers > 1 and self.device == "cpu":  # parallel timing on one CPU: split the cores
             # The sibling verifications are known load: recorded, not retried; a finalist is
             # confirmed alone, with the load check on, before anything is banked.
-            update = {"threads": max(1, available_cores() // workers), "load_check": False}
+            # (of the cores this service was given: a cluster session's, or the machine's)
+            update = {"threads": max(1, (settings.threads or available_cores()) // workers), "load_check": False}
             settings = settings.model_copy(update=update)
         gpus: queue.SimpleQueue[str] = queue.SimpleQueue()
         if workers > 1 and self.device == "cuda" and settings.gpu is None:  # one GPU per worker

@@ -42,4 +42,9 @@ def worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) -
     # OpenMP threads, which the scheduling guard must read as a candidate's doing (``sched_guard``).
     for binding in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY"):
         env.pop(binding, None)
+    # On a cluster node the verifier runs in a Ray actor, whose environment names the cluster and
+    # its session: a candidate's worker gets none of it (forge.cluster is the transport, never the
+    # sandbox, and a candidate has no business submitting work to the cluster).
+    for name in [k for k in env if k.startswith("RAY_")]:
+        del env[name]
     return env

@@ -170,3 +170,37 @@ def test_a_url_of_another_kind_is_a_usage_error():
     assert r.returncode == 2 and "Traceback" not in r.stderr
     said = " ".join(r.stderr.replace("│", " ").split())  # rich boxes and wraps the message
     assert "forge keeps banks in a SQLite file (a path) or on PostgreSQL" in said
+
+
+def test_two_drivers_adding_one_op_at_once_share_its_row(pg_bank):
+    """Driver A has added the op's row but not committed; driver B adds the same op meanwhile (its
+    insert waits on A's). When A commits, B's insert fails on the unique constraint inside its
+    savepoint, and B reads and uses A's row: one row, and B's own transaction goes on."""
+    import threading
+
+    from forge.core.problem import read_problem_source
+    from forge.db.engine import session_factory
+    from forge.db.problems import get_or_create_problem
+
+    engine = open_for_writing(pg_bank)
+    spec = read_problem_source(OP)
+    got: list[int] = []
+    try:
+        with session_factory(engine).begin() as a:
+            mine = get_or_create_problem(a, spec, "h" * 64, None)
+            a.flush()
+
+            def driver_b() -> None:
+                with session_factory(engine).begin() as b:
+                    got.append(get_or_create_problem(b, spec, "h" * 64, None).id)
+
+            other = threading.Thread(target=driver_b)
+            other.start()
+            other.join(timeout=2)
+            assert other.is_alive()  # B waits on A's uncommitted row
+        other.join(timeout=30)
+        assert got == [mine.id]
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM problems")).scalar() == 1
+    finally:
+        engine.dispose()

@@ -248,9 +248,11 @@ def test_each_op_gets_a_fair_share_of_what_is_left_of_the_limits():
     limits.charge(100, 0.125)  # the first op spent exactly its share
     status, why = first.exceeded(limits) or (None, "")
     assert status == "budget" and why == "its share of the budget ($0.1250 of what was left for 8 ops)"
+    limits.release(first)
     second = limits.share(7)  # what is left goes to the seven still to do
     assert second.budget_usd == pytest.approx(0.875 / 7) and second.spent_before == 0.125
     assert second.exceeded(limits) is None
+    limits.release(second)
     limits.started -= 250  # 250 s of the run gone
     last = limits.share(2)
     assert last.time_s == pytest.approx(25.0, abs=0.5)
@@ -263,21 +265,48 @@ def test_each_op_gets_a_fair_share_of_what_is_left_of_the_limits():
     )
     unlimited = Limits().share(3)
     assert unlimited.time_s is None and unlimited.budget_usd is None and unlimited.exceeded(Limits()) is None
+    limits.release(last)
     limits.started -= 100  # the run's limit is spent: shares are 0, never negative
     assert limits.share(3).time_s == 0.0
+
+
+def test_sessions_side_by_side_share_the_time_left_together():
+    """8 ops, 2 at a time, 300 s: 75 s each, whenever each opens (each pair uses its shares whole)."""
+    limits = Limits(budget_usd=1.0, time_limit_s=300.0)
+    shares = []
+    for pair in range(4):
+        a = limits.share(8 - 2 * pair, at_once=2)
+        b = limits.share(7 - 2 * pair, at_once=2)  # opens beside a, whose share is still all there
+        shares += [a.time_s, b.time_s]
+        limits.started -= 75  # the pair runs its 75 s
+        limits.release(a)
+        limits.release(b)
+    assert shares == pytest.approx([75.0] * 8, abs=0.1)
+    fresh = Limits(budget_usd=1.0, time_limit_s=300.0)
+    assert fresh.share(8, at_once=2).budget_usd == pytest.approx(1.0 / 8)  # money is spent by all: equal parts
+    wider = fresh.share(2, at_once=8)  # more room than ops: never more than what is left
+    assert wider.time_s is not None and 299.0 < wider.time_s <= 300.0
+
+
+def test_a_session_s_budget_share_counts_only_its_own_spending():
+    limits = Limits(budget_usd=1.0)
+    mine = limits.share(4, at_once=4, spent_before=0.0)  # $0.25
+    limits.charge(10, 0.6)  # the other three sessions spent $0.60 meanwhile
+    assert mine.exceeded(limits, spent_now=0.1) is None  # it spent $0.10 of its own
+    assert mine.exceeded(limits, spent_now=0.25) is not None
 
 
 def test_a_search_stops_at_its_ops_share():
     from types import SimpleNamespace
 
-    from forge.harness.limits import OpShare
+    from forge.harness.limits import OpShare, Spend
     from forge.harness.search import _start_round
 
     seen: list[object] = []
     limits = Limits(time_limit_s=300.0)
 
     def session(share: OpShare) -> SimpleNamespace:
-        io = SimpleNamespace(limits=limits, share=share, events=lambda cls, **kw: seen.append(kw))
+        io = SimpleNamespace(limits=limits, share=share, events=lambda cls, **kw: seen.append(kw), spend=Spend())
         return SimpleNamespace(io=io, state=SimpleNamespace(round=2), id=7, options=SimpleNamespace(round_limit=8))
 
     spent = OpShare(time_s=30.0, budget_usd=None, ops_left=4, started=time.monotonic() - 31)
@@ -331,6 +360,15 @@ def test_parallel_verifications_get_a_gpu_each(monkeypatch, tmp_path):
     assert worker_env("cuda", 4, tmp_path, "3")["CUDA_VISIBLE_DEVICES"] == "3"
     assert worker_env("cuda", 4, tmp_path)["CUDA_VISIBLE_DEVICES"] == "2, 3"
     assert worker_env("cpu", 4, tmp_path, "3")["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_a_candidate_worker_on_a_cluster_node_gets_no_ray_variables(monkeypatch, tmp_path):
+    from forge.verifier.worker_env import worker_env
+
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    monkeypatch.setenv("RAY_JOB_ID", "01000000")
+    env = worker_env("cpu", 1, tmp_path)
+    assert not [k for k in env if k.startswith("RAY_")] and env["OMP_NUM_THREADS"] == "1"
 
 
 def test_finalists_are_the_fastest_distinct_kernels():
