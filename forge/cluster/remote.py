@@ -38,6 +38,7 @@ _NodeActor: Any = ray.remote(VerifierNode)  # Ray's handles are untyped here
 _MAX_REPLY_CHARS = 16 * 2**20  # a verdict's JSON is kilobytes: more than this is not a verdict
 _NODE_LOSSES = 3  # a verification lost with its node this many times ends the session
 _MARGIN_S = 120.0  # beyond the verifier's own worker time limits: start-up, the template, the transfer
+_NODE_DEATH_S = 30.0
 _POLL_S = 0.02  # how often a waiting call looks at Ctrl-C and its deadline; ray.wait returns at once on a reply
 _LOST = (RayActorError, WorkerCrashedError)
 
@@ -50,8 +51,15 @@ class _ActorDied(Exception):
     """The session's actor died on a node that is still up: the verification's own failure."""
 
 
-def _node_alive(node_id: str) -> bool:
-    return any(n.get("NodeID") == node_id and n.get("Alive") for n in ray.nodes())
+def _node_gone(node_id: str) -> bool:
+    """Whether the node is dead, or dies within ``_NODE_DEATH_S``: Ray reports an actor's death
+    at once, and its node's a health check later."""
+    deadline = time.monotonic() + _NODE_DEATH_S
+    while any(n.get("NodeID") == node_id and n.get("Alive") for n in ray.nodes()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 class RemoteVerifier:
@@ -138,7 +146,7 @@ class RemoteVerifier:
             except _LOST as exc:
                 node = self._actor_node
                 self._abandon(self._actor)
-                if node is not None and _node_alive(node.node_id):
+                if node is not None and not _node_gone(node.node_id):
                     # its node is up: the actor itself died (out of memory, say), not the node
                     raise _ActorDied(f"{type(exc).__name__} on {node.label}") from exc
                 self.nodes_lost += 1
