@@ -92,6 +92,14 @@ def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cac
     assert "rmsnorm" in banked  # 2.2-2.8x on this machine in every run so far, far beyond the noise
 
 
+def _start_on_cluster(bank: Path, cache: Path, rounds: int, address: str) -> subprocess.Popen[str]:
+    """A cluster run of the three ops in the background, its output piped."""
+    return subprocess.Popen(
+        _optimize(bank, cache, "--rounds", str(rounds), "--executor", "ray", "--ray-address", address),
+        cwd=ROOT, env=_env(cache), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
 def _wait_for(bank: Path, proc: subprocess.Popen[str], enough: int) -> None:
     """Until ``enough`` coder attempts have their verdicts (the driver still running)."""
     deadline = time.monotonic() + 600
@@ -125,11 +133,7 @@ def _in_flight(bank: Path, session_id: int) -> bool:
 
 def test_a_node_killed_mid_run_loses_nothing(tmp_path, cache_dir, two_nodes):
     bank = tmp_path / "bank.db"
-    proc = subprocess.Popen(
-        _optimize(bank, cache_dir, "--rounds", "4", "--executor", "ray", "--ray-address",
-                  two_nodes.address),  # type: ignore[attr-defined]
-        cwd=ROOT, env=_env(cache_dir), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    proc = _start_on_cluster(bank, cache_dir, 4, two_nodes.address)  # type: ignore[attr-defined]
     worker = next(n for n in two_nodes.list_all_nodes() if n is not two_nodes.head_node)  # type: ignore[attr-defined]
     deadline = time.monotonic() + 600
     while True:  # a session on the worker node, with a verification running there: kill the node now
@@ -164,9 +168,7 @@ def test_a_node_killed_mid_run_loses_nothing(tmp_path, cache_dir, two_nodes):
 def test_a_killed_driver_s_sessions_all_resume(tmp_path, cache_dir, two_nodes):
     bank = tmp_path / "bank.db"
     address = two_nodes.address  # type: ignore[attr-defined]
-    proc = subprocess.Popen(_optimize(bank, cache_dir, "--rounds", "3", "--executor", "ray", "--ray-address", address),
-                            cwd=ROOT, env=_env(cache_dir), text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = _start_on_cluster(bank, cache_dir, 3, address)
     _wait_for(bank, proc, 2)
     proc.kill()  # the driver: its actors end with it (Ray ends an owner's actors)
     proc.communicate()
@@ -194,11 +196,7 @@ def test_a_killed_driver_s_sessions_all_resume(tmp_path, cache_dir, two_nodes):
 
 def test_ctrl_c_on_a_cluster_run_exits_130_and_sessions_resume(tmp_path, cache_dir, two_nodes):
     bank = tmp_path / "bank.db"
-    proc = subprocess.Popen(
-        _optimize(bank, cache_dir, "--rounds", "6", "--executor", "ray", "--ray-address",
-                  two_nodes.address),  # type: ignore[attr-defined]
-        cwd=ROOT, env=_env(cache_dir), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    proc = _start_on_cluster(bank, cache_dir, 6, two_nodes.address)  # type: ignore[attr-defined]
     _wait_for(bank, proc, 2)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=300)

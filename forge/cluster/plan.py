@@ -9,7 +9,7 @@ from that and the cluster's nodes.
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ray
@@ -98,9 +98,7 @@ def connect(address: str | None, settings: ForgeSettings) -> ClusterPlan:
                      configure_logging=False)  # fmt: skip
         except ConnectionError as exc:
             raise _no_cluster(str(address), exc) from exc
-    plan = plan_sessions(ray.nodes(), settings)
-    return ClusterPlan(address or "local", plan.device, plan.nodes, plan.cpus_per_session, plan.gpus_per_session,
-                       plan.sessions_at_once)  # fmt: skip
+    return replace(plan_sessions(ray.nodes(), settings), address=address or "local")
 
 
 def disconnect() -> None:

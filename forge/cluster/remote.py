@@ -75,8 +75,6 @@ class RemoteVerifier:
         self._actor_node: NodeSpec | None = None  # where the current actor runs
         self._calls = 0  # calls the current actor has had
         self.node: NodeSpec | None = None  # where the session's first verification ran
-        self.nodes_lost = 0
-        self.overdue = 0
         self._place()
 
     # -- the actor ---------------------------------------------------------------------------
@@ -109,14 +107,11 @@ class RemoteVerifier:
     def _wait(self, ref: Any, deadline: float | None, actor: Any = None) -> Any:
         while True:
             ready, _ = ray.wait([ref], timeout=_POLL_S)
-            if ready:
-                if self.stop.is_set():  # its workers were ended by the stop: what it says means nothing
-                    self._abandon(actor or self._actor)
-                    raise KeyboardInterrupt
-                return ray.get(ref)
-            if self.stop.is_set():
+            if self.stop.is_set():  # a reply too means nothing: the stop ended its workers
                 self._abandon(actor or self._actor)
                 raise KeyboardInterrupt
+            if ready:
+                return ray.get(ref)
             if deadline is not None and time.monotonic() > deadline:
                 raise _Overdue
 
@@ -149,7 +144,6 @@ class RemoteVerifier:
                 if node is not None and not _node_gone(node.node_id):
                     # its node is up: the actor itself died (out of memory, say), not the node
                     raise _ActorDied(f"{type(exc).__name__} on {node.label}") from exc
-                self.nodes_lost += 1
                 lost.append(node.label if node else "its node")  # gone: the same verification runs on another
         raise ForgeError(f"{self.op_path.name}: a verification was lost with its node {_NODE_LOSSES} times")
 
@@ -171,21 +165,19 @@ class RemoteVerifier:
         return [self._verdict(r, lost) for r in replies]
 
     def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict:
+        return self._one(job, timeout, "verify_alone", job.name, job.source, trials, timeout)
+
+    def verify_null(self, trials: int, timeout: float) -> Verdict:
+        return self._one(Job("null_control", ""), timeout, "verify_null", trials, timeout)
+
+    def _one(self, job: Job, timeout: float, method: str, *args: Any) -> Verdict:
+        """One verdict from the actor's ``method``, within ``timeout`` and the margin."""
         try:
-            return self._verdict(*self._call("verify_alone", job.name, job.source, trials, timeout,
-                                             limit_s=timeout + _MARGIN_S))  # fmt: skip
+            return self._verdict(*self._call(method, *args, limit_s=timeout + _MARGIN_S))
         except _Overdue:
             return self._overdue(job, timeout + _MARGIN_S)
         except _ActorDied as exc:
             return self._died(job, exc)
-
-    def verify_null(self, trials: int, timeout: float) -> Verdict:
-        try:
-            return self._verdict(*self._call("verify_null", trials, timeout, limit_s=timeout + _MARGIN_S))
-        except _Overdue:
-            return self._overdue(Job("null_control", ""), timeout + _MARGIN_S)
-        except _ActorDied as exc:
-            return self._died(Job("null_control", ""), exc)
 
     def end_workers(self) -> int:
         if self._actor is None:
@@ -208,7 +200,6 @@ class RemoteVerifier:
         return verdict
 
     def _overdue(self, job: Job, limit_s: float) -> Verdict:
-        self.overdue += 1
         node = self._actor_node
         self._abandon(self._actor)  # the next verification starts a fresh actor
         verdict = Verdict(problem=self.op_path.stem, candidate=job.name, device=self.plan.device, node=node)

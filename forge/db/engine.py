@@ -116,13 +116,6 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    from alembic import command
-
-    with engine.begin() as conn:
-        command.upgrade(_alembic_config(conn), revision)
-
-
 def _unreadable(where: BankLocation, exc: BaseException) -> BankError:
     if where.is_server:
         cause = getattr(exc, "orig", None) or exc
@@ -152,11 +145,9 @@ def _migrate_file(engine: Engine, where: BankLocation, revision: str) -> None:
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
             with engine.begin() as conn:
                 _migrate_on(conn, where, revision)
-        except OperationalError as exc:
-            raise _unreadable(where, exc) from exc
-        except Exception as exc:
-            if isinstance(exc, BankError):
-                raise
+        except BankError:
+            raise
+        except Exception as exc:  # not a database, a locked or unreadable file, ...
             raise _unreadable(where, exc) from exc
 
 
