@@ -61,7 +61,7 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
               "--report", str(report), cache=cache_dir)  # fmt: skip
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert set(data) == {"problems", "tokens", "cost_usd"} and data["tokens"] == 0
+    assert set(data) == {"problems", "tokens", "cost_usd", "skipped"} and data["tokens"] == 0 and data["skipped"] == []
     assert [p["problem"] for p in data["problems"]] == ["rmsnorm", "scale_bias_gelu"]
     for p in data["problems"]:
         assert p["accepted"] and p["kernel_id"] and p["backend"] == "cpp" and p["reason"] is None, p
@@ -207,3 +207,42 @@ def test_builtin_agent_banks_triton_kernels_on_gpu(tmp_path, cache_dir):
         assert p["accepted"] and p["backend"] == "triton" and p["speedup_vs_eager"] > 1.0, p
     run = _load_banked_rmsnorm(bank, "cuda", rows=64)
     assert run.stdout.strip() == "ok", run.stderr
+
+
+def test_a_live_drivers_session_is_left_alone_and_resume_all_takes_a_killed_ones(tmp_path, cache_dir):
+    """Two drivers on one bank: a session its driver still runs is refused to another (`--resume N`
+    exits 2 naming that driver; `--resume all` leaves it alone); once that driver is killed,
+    `--resume all` finishes it, and then finds nothing left."""
+    bank = tmp_path / "bank.db"
+    proc = _start([sys.executable, "-m", "forge", "optimize", str(OPS / "small_layernorm.py"), "--rounds", "6",
+                   "--no-compile-baseline", "--bank", str(bank)], cache_dir)  # fmt: skip
+    try:
+        _wait_for_attempts(bank, 1, proc)
+        with sqlite3.connect(bank) as db:
+            (sid,) = db.execute("SELECT id FROM sessions").fetchone()
+        r = forge("optimize", "--resume", str(sid), "--bank", str(bank), cache=cache_dir)
+        assert r.returncode == 2 and f"session {sid} is being run by" in r.stderr and f"pid {proc.pid}" in r.stderr
+        assert "Traceback" not in r.stderr
+        r = forge("optimize", "--resume", "all", "--bank", str(bank), "--json", cache=cache_dir)
+        assert r.returncode == 0, r.stderr
+        data = json.loads(r.stdout)
+        assert data["problems"] == [] and [s["session_id"] for s in data["skipped"]] == [sid]
+        assert f"pid {proc.pid}" in data["skipped"][0]["reason"] and "left alone" in r.stderr
+    finally:
+        proc.kill()
+        proc.communicate()
+    r = forge("optimize", "--resume", "all", "--rounds", "2", "--bank", str(bank), "--json",
+              "--no-compile-baseline", cache=cache_dir)  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    (p,) = json.loads(r.stdout)["problems"]
+    assert p["session_id"] == sid and f"resuming {sid}" in r.stderr
+    with sqlite3.connect(bank) as db:
+        assert db.execute("SELECT status, lease_token FROM sessions").fetchall() == [
+            ("finished" if p["accepted"] else "no_gain", None)
+        ]
+    r = forge("optimize", "--resume", "all", "--bank", str(bank), cache=cache_dir)
+    assert r.returncode == 0 and "nothing to resume" in r.stdout, (r.stdout, r.stderr)
+    r = forge("optimize", "--resume", "all", "--resume", "3", "--bank", str(bank), cache=cache_dir)
+    assert r.returncode == 2 and "give no" in r.stderr and "Traceback" not in r.stderr
+    r = forge("optimize", "--resume", "last", "--bank", str(bank), cache=cache_dir)
+    assert r.returncode == 2 and "a session id (a number) or `all`" in r.stderr

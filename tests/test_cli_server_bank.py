@@ -86,6 +86,7 @@ def test_two_optimize_drivers_share_one_server_bank(pg_bank, cache_dir):
     banked = sorted(p["kernel_id"] for p in reports if p["accepted"])
     assert sorted(k["id"] for k in _kernels(pg_bank, cache_dir)) == banked
     assert _count(pg_bank, "SELECT count(*) FROM sessions WHERE status IN ('running', 'crashed')") == 0
+    assert _count(pg_bank, "SELECT count(*) FROM sessions WHERE lease_token IS NOT NULL") == 0  # given back
 
     doctor = subprocess.run([sys.executable, "-m", "forge", "doctor", "--bank", pg_bank, "--json"],
                             capture_output=True, text=True, cwd=ROOT, env=_env(cache_dir), timeout=300)  # fmt: skip

@@ -43,6 +43,8 @@ class EventPrinter:
             share = f", share {', '.join(parts)}" if parts and e.shared_among > 1 else ""
             node = f" (node {e.node})" if e.node else ""
             err.print(f"{name}: {verb} {e.session_id} — {what}, {e.strategy}, {e.backend} on {e.device}{node}{share}")
+        elif isinstance(e, events.SessionSkipped):
+            err.print(f"{name}: session {e.session_id} [yellow]left alone[/]: {e.reason}", soft_wrap=True)
         elif isinstance(e, events.RoundStarted):
             best = self.best.get(e.problem)
             err.print(f"{name}: round {e.round}/{e.rounds}" + (f"  best so far {best:.2f}x eager" if best else ""))
@@ -118,8 +120,11 @@ def optimize_command(
     bank: BankOpt = None,
     report: Annotated[Path | None, typer.Option(help="write results.json and speedups.png here")] = None,
     resume: Annotated[
-        list[int] | None,
-        typer.Option(help="continue a stored session (its id); repeat it to continue several, e.g. a killed run's"),
+        list[str] | None,
+        typer.Option(
+            help="continue a stored session (its id; repeat it for several), or `all`: every session cut short "
+            "(a killed or failed run's) that no live driver runs"
+        ),
     ] = None,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline", help="skip torch.compile")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
@@ -140,11 +145,12 @@ def optimize_command(
 ) -> None:
     """Search for a faster verified kernel for each op and bank the best one (with --parallel: the
     fastest verified parallel plan for a model)."""
+    resume_all, resume_ids = _resume_choice(resume)
     if parallel or world_size is not None or mesh is not None or simulate:
         plan_options = harness.PlanOptions(
             world_size=world_size or 0, mesh=mesh, memory_per_device_gib=memory_per_device, train=train,
             simulate=simulate, model=model, judge_model=judge, api_base=api_base, rounds=rounds,
-            budget_usd=budget_usd, time_limit_s=time_limit, bank=bank, resume=_one_session(resume),
+            budget_usd=budget_usd, time_limit_s=time_limit, bank=bank, resume=_one_session(resume_ids, resume_all),
         )  # fmt: skip
         _optimize_plan(ops or [], plan_options, parallel, device, as_json)
 
@@ -154,7 +160,7 @@ def optimize_command(
         options = harness.OptimizeOptions(
             model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy, rounds=rounds,
             workers=workers, bank=bank, budget_usd=budget_usd, time_limit_s=time_limit,
-            resume=resume[0] if resume else None, resume_more=tuple(resume[1:]) if resume else (),
+            resume=resume_ids[0] if resume_ids else None, resume_more=tuple(resume_ids[1:]), resume_all=resume_all,
         )  # fmt: skip
         result = harness.optimize(list(ops or []), options, settings, EventPrinter())
         if report is not None:
@@ -165,9 +171,28 @@ def optimize_command(
     _report(run, as_json, _summary)
 
 
-def _one_session(resume: list[int] | None) -> int | None:
-    if resume and len(resume) > 1:
-        raise typer.BadParameter("a parallel-plan session is resumed alone: give one --resume", param_hint="--resume")
+def _resume_choice(given: list[str] | None) -> tuple[bool, list[int]]:
+    """``--resume`` as given: ``all``, or session ids."""
+    given = given or []
+    if "all" in given:
+        if len(given) > 1:
+            raise typer.BadParameter(
+                "`all` continues every session cut short: give no ids beside it", param_hint="--resume"
+            )
+        return True, []
+    ids = []
+    for value in given:
+        if not value.isdigit():
+            raise typer.BadParameter(f"{value!r}: give a session id (a number) or `all`", param_hint="--resume")
+        ids.append(int(value))
+    return False, ids
+
+
+def _one_session(resume: list[int], resume_all: bool) -> int | None:
+    if resume_all or len(resume) > 1:
+        raise typer.BadParameter(
+            "a parallel-plan session is resumed alone: give one --resume ID", param_hint="--resume"
+        )
     return resume[0] if resume else None
 
 
@@ -199,6 +224,10 @@ def _report(run: Callable[[], Outcome], as_json: bool, summary: Callable[[Outcom
 
 
 def _summary(run: harness.RunResult) -> None:
+    if not run.results and not run.interrupted:
+        left = f" ({len(run.skipped)} left alone, above)" if run.skipped else ""
+        out.print(f"nothing to resume: no session in this bank was cut short with its driver gone{left}")
+        return
     table = Table(show_header=True, header_style="bold")
     for col in ("op", "kernel", "x eager", "x compile", "judged", "other regime", "attempts", "session"):
         table.add_column(col, no_wrap=col != "op")

@@ -98,6 +98,12 @@ class SessionStatus(TextEnum):
     def resumable(self) -> bool:
         return self not in (SessionStatus.FINISHED, SessionStatus.NO_GAIN)
 
+    @property
+    def cut_short(self) -> bool:
+        """Stopped by something other than its own search or its limits (a killed driver, Ctrl-C, a
+        failure, a busy machine): what ``--resume all`` continues."""
+        return self.resumable and not self.hit_limit and self is not SessionStatus.UNSUPPORTED
+
 
 class KernelStatus(TextEnum):
     """A bank entry's status: used by the runtime, or found bad by a re-verification."""

@@ -1,6 +1,6 @@
 """The kernel bank database: SQLAlchemy models, engines and Alembic migrations, and the typed
 reads and writes of kernels (``kernels``), parallel plans (``plans``) and sessions and their
-attempts (``sessions``)."""
+attempts (``sessions``), and the leases that keep one driver on a session (``leases``)."""
 
 from forge.db.engine import (
     BankFacts,
@@ -27,6 +27,18 @@ from forge.db.kernels import (
     save_kernel,
     set_status,
 )
+from forge.db.leases import (
+    LEASE_RENEW_S,
+    LEASE_STALE_S,
+    Driver,
+    LeaseHolder,
+    SessionHeldError,
+    SessionLease,
+    SessionTakenOverError,
+    claim_session,
+    release_lease,
+    renew_leases,
+)
 from forge.db.plans import (
     PlanDetail,
     PlanProvenance,
@@ -46,26 +58,33 @@ from forge.db.sessions import (
     StoredSession,
     list_sessions,
     load_session,
-    mark_crashed,
 )
 
 __all__ = [
+    "LEASE_RENEW_S",
+    "LEASE_STALE_S",
     "BankFacts",
     "BucketConfig",
+    "Driver",
     "KernelDetail",
     "KernelSummary",
+    "LeaseHolder",
     "PlanDetail",
     "PlanProvenance",
     "PlanSummary",
     "PlanTarget",
     "Provenance",
+    "SessionHeldError",
+    "SessionLease",
     "SessionSummary",
+    "SessionTakenOverError",
     "StoredAttempt",
     "StoredSession",
     "add_plan_attempt",
     "bank_exists",
     "bank_facts",
     "bank_to_import",
+    "claim_session",
     "copy_kernels",
     "export_bank",
     "head_revision",
@@ -74,16 +93,17 @@ __all__ = [
     "list_plans",
     "list_sessions",
     "load_session",
-    "mark_crashed",
     "measured_plans",
     "open_bank",
     "open_for_writing",
     "open_reader",
     "plan_detail",
     "plan_text",
+    "release_lease",
     "remove_kernel",
     "remove_plan",
     "remove_provisional",
+    "renew_leases",
     "save_kernel",
     "save_plan",
     "session_factory",

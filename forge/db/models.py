@@ -63,6 +63,12 @@ class SessionRow(Base):
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     tokens: Mapped[int] = mapped_column(Integer, default=0)
     cost_usd: Mapped[float | None] = mapped_column(Float)
+    # its lease (``forge.db.leases``): the driver process running it now, and when it last said so
+    driver_host: Mapped[str | None] = mapped_column(String(255))
+    driver_pid: Mapped[int | None] = mapped_column(Integer)
+    driver_scope: Mapped[str | None] = mapped_column(String(200))
+    lease_token: Mapped[str | None] = mapped_column(String(32))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class AttemptRow(Base):

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
 
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError
@@ -29,6 +30,7 @@ from forge.core.statuses import AttemptRole, AttemptStatus, SessionStatus
 from forge.core.verdict import Verdict
 from forge.db.engine import session_factory
 from forge.db.kernels import evidence_json
+from forge.db.leases import Driver, SessionLease, SessionTakenOverError, lease_values, new_token
 from forge.db.models import AttemptRow, KernelRow, ProblemRow, SessionRow, utcnow
 from forge.db.plans import stored_plan_evidence
 from forge.db.problems import get_or_create_problem
@@ -106,21 +108,34 @@ def start_session(
     agent: str,
     model: str | None,
     settings: dict[str, Any],
-) -> int:
+    driver: Driver,
+) -> SessionLease:
+    """A new session, its lease held by ``driver`` from the moment it exists."""
+    token = new_token()
     with session_factory(engine).begin() as db:
         problem = get_or_create_problem(db, spec, op_hash, target)
-        row = SessionRow(problem_id=problem.id, strategy=strategy, agent=agent, model=model, settings=settings)
+        row = SessionRow(problem_id=problem.id, strategy=strategy, agent=agent, model=model, settings=settings,
+                         **lease_values(driver, token))  # fmt: skip
         db.add(row)
         db.flush()
-        return int(row.id)
+        return SessionLease(int(row.id), token, driver)
 
 
-def reopen_session(engine: Engine, session_id: int, settings: dict[str, Any] | None = None) -> None:
-    """Mark a session running again, merging ``settings`` into the stored ones."""
+def _held_row(db: Session, lease: SessionLease) -> SessionRow:
+    """The session's row, if ``lease`` still holds it."""
+    row = db.get(SessionRow, lease.session_id)
+    if row is None:
+        raise BankError(f"session {lease.session_id} vanished from the bank")
+    if row.lease_token != lease.token:
+        raise SessionTakenOverError(lease.session_id)
+    return row
+
+
+def reopen_session(engine: Engine, lease: SessionLease, settings: dict[str, Any] | None = None) -> None:
+    """Mark a session whose lease this driver took (``claim_session``) running again, merging
+    ``settings`` into the stored ones."""
     with session_factory(engine).begin() as db:
-        row = db.get(SessionRow, session_id)
-        if row is None:
-            raise BankError(f"no session {session_id} in this bank; pass the id that `forge optimize` printed")
+        row = _held_row(db, lease)
         row.status, row.ended_at = str(SessionStatus.RUNNING), None
         if settings:
             row.settings = {**(row.settings or {}), **settings}  # a new dict: the JSON column sees the change
@@ -240,27 +255,18 @@ def add_confirmation(engine: Engine, session_id: int, round: int, parent_id: int
 
 
 def update_session(
-    engine: Engine, session_id: int, *, status: SessionStatus | None = None, tokens: int, cost_usd: float | None
+    engine: Engine, lease: SessionLease, *, status: SessionStatus | None = None, tokens: int, cost_usd: float | None
 ) -> None:
+    """A session's totals, and its status when given; a status other than running ends it and
+    gives its lease back. ``SessionTakenOverError`` if this driver no longer holds it."""
     with session_factory(engine).begin() as db:
-        row = db.get(SessionRow, session_id)
-        if row is None:
-            raise BankError(f"session {session_id} vanished from the bank")
+        row = _held_row(db, lease)
         row.tokens, row.cost_usd = tokens, cost_usd
         if status is not None:
             row.status = str(status)
             row.ended_at = None if status is SessionStatus.RUNNING else utcnow()
-
-
-def mark_crashed(engine: Engine, session_id: int) -> bool:
-    """Close a session its process can no longer close (forge failed mid-run): status ``crashed``,
-    resumable. Only a session still marked running is changed; returns whether it was."""
-    with session_factory(engine).begin() as db:
-        row = db.get(SessionRow, session_id)
-        if row is None or row.status != str(SessionStatus.RUNNING):
-            return False
-        row.status, row.ended_at = str(SessionStatus.CRASHED), utcnow()
-        return True
+            if status is not SessionStatus.RUNNING:
+                row.lease_token, row.heartbeat_at = None, None
 
 
 def _judge_answer(data: dict[str, Any]) -> tuple[JudgeFeedback | None, str | None]:

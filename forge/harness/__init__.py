@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from forge.harness.run import RunResult, collect_ops, optimize
     from forge.harness.run_checks import FieldProblem, preflight
     from forge.harness.session import SessionResult, TracePoint
-    from forge.harness.session_ops import session_list, session_show, sessions_crashed
+    from forge.harness.session_ops import session_list, session_show
     from forge.harness.verify_op import Verification, verify_candidate
 
 __all__ = [
@@ -107,7 +107,6 @@ __all__ = [
     "preflight",
     "session_list",
     "session_show",
-    "sessions_crashed",
     "verify_candidate",
     "write_report",
 ]
@@ -133,7 +132,7 @@ _SOURCES = {
     "forge.harness.report": ("write_report",),
     "forge.harness.run": ("RunResult", "collect_ops", "optimize"),
     "forge.harness.session": ("SessionResult", "TracePoint"),
-    "forge.harness.session_ops": ("session_list", "session_show", "sessions_crashed"),
+    "forge.harness.session_ops": ("session_list", "session_show"),
     "forge.harness.verify_op": ("Verification", "verify_candidate"),
 }  # fmt: skip
 _WHERE = {name: module for module, names in _SOURCES.items() for name in names}

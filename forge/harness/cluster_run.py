@@ -17,9 +17,9 @@ from sqlalchemy import Engine
 from forge.core.errors import UsageError
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
-from forge.db import mark_crashed
 from forge.harness import events as ev
 from forge.harness.control import RunControl
+from forge.harness.leases import give_back_crashed
 from forge.harness.limits import Limits
 from forge.harness.session import Session, SessionResult
 from forge.harness.session_open import Placement, SessionWork, open_session, run_session
@@ -75,7 +75,7 @@ def run_on_cluster(
         session = None
         try:
             placement = Placement(verifier, plan.device, plan.sessions_at_once)
-            session = open_session(op, options, settings, limits, engine, emit, control, openings.take(), placement)
+            session = open_session(work, settings, limits, engine, emit, control, openings.take(), placement)
             return run_session(session, work.stored_status)
         except Exception as exc:
             if session is None:  # it never opened (a bad op file, say): the run reports it as a local one does
@@ -95,7 +95,7 @@ def run_on_cluster(
 def _crashed(session: Session, exc: Exception, engine: Engine, emit: ev.Emit) -> SessionResult:
     """A session that failed on its own (its node kept failing, say): recorded ``crashed``, which
     ``--resume`` continues, while the sessions beside it go on and the run still reports them."""
-    mark_crashed(engine, session.id)
+    give_back_crashed(engine, session.io.recorder.lease)
     reason = f"{type(exc).__name__}: {exc}; `forge optimize --resume {session.id}` continues it"
     name = session.plan.spec.name
     emit(ev.SessionFinished(name, session.id, SessionStatus.CRASHED, False, None, None, None,

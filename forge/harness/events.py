@@ -60,6 +60,14 @@ class ClusterJoined(Event):
 
 
 @dataclass
+class SessionSkipped(Event):
+    """``--resume all`` left a session cut short alone: another driver runs it, or it is not a
+    kernel session."""
+
+    reason: str
+
+
+@dataclass
 class RoundStarted(Event):
     round: int
     rounds: int

@@ -24,6 +24,7 @@ class OptimizeOptions:
 
     ``rounds``: None takes the default (8), or a resumed session's stored count; a number given with
     ``resume`` replaces the stored one (more than stored continues a finished session).
+    ``resume_all``: every session of the bank that was cut short and that no live driver runs.
     ``bank_attempt``: bank one of the resumed session's passed attempts by hand, through the same
     confirmation its own finalists get (it is banked only if it holds up).
     """
@@ -42,6 +43,7 @@ class OptimizeOptions:
     time_limit_s: float | None = None  # likewise
     resume: int | None = None  # a session id
     resume_more: tuple[int, ...] = ()  # more session ids resumed in the same run (after a driver died)
+    resume_all: bool = False  # every session in the bank cut short whose driver is gone (SessionStatus.cut_short)
     bank_attempt: int | None = None  # with resume: confirm this passed attempt and bank it, no search
     stream_replies: bool = False  # LLM replies streamed and reported as they arrive (ReplyProgress events)
 
@@ -63,7 +65,9 @@ class OptimizeOptions:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
         if self.resume_more and self.resume is None:
             raise UsageError("resume_more continues sessions alongside resume=SESSION_ID: set resume first")
-        if self.bank_attempt is not None and self.resume_more:
+        if self.resume_all and self.resume is not None:
+            raise UsageError("--resume all continues every session cut short: name no session ids beside it")
+        if self.bank_attempt is not None and (self.resume_more or self.resume_all):
             raise UsageError("banking an attempt by hand names one session: leave out the other --resume")
         if self.bank_attempt is not None and self.resume is None:
             raise UsageError("banking an attempt by hand needs its session (resume=SESSION_ID)")

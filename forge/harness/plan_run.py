@@ -19,10 +19,20 @@ from forge.core.parallel_plan import structure_hash
 from forge.core.problem import Problem, load_problem, reference_hash
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import AttemptStatus, SessionStatus
-from forge.db import PlanProvenance, PlanTarget, load_session, measured_plans, open_for_writing, save_plan
+from forge.db import (
+    Driver,
+    PlanProvenance,
+    PlanTarget,
+    claim_session,
+    load_session,
+    measured_plans,
+    open_for_writing,
+    save_plan,
+)
 from forge.db import sessions as session_rows
 from forge.harness import events as ev
 from forge.harness.control import RunControl
+from forge.harness.leases import close_leases, give_back, hold_lease
 from forge.harness.limits import Limits, ctrl_c_stops
 from forge.harness.plan_options import PlanOptions, StoredPlanOptions
 from forge.harness.plan_session import PlanSession, PlanState, PlanWork, as_prediction, restore_plan_state
@@ -164,8 +174,9 @@ def _finish(session: PlanSession, status: SessionStatus, reason: str | None, pro
          "note": t.plan.note if t.plan else ""}
         for t in state.tried if t.evidence.prediction is not None
     ]  # fmt: skip
-    session_rows.update_session(session.engine, session.session_id, status=status, tokens=session.spend.tokens,
+    session_rows.update_session(session.engine, session.lease, status=status, tokens=session.spend.tokens,
                                 cost_usd=session.spend.cost_reported)  # fmt: skip
+    give_back(session.engine, session.lease)
     chosen = state.best if not options.simulate else _best_predicted(state.tried)
     if chosen is None or chosen.plan is None:
         result.reason = reason or ("no plan was ranked" if options.simulate else "no plan passed its real run")
@@ -232,22 +243,26 @@ def optimize_plan(
         work = _work(model_path, problem, options, settings)
         agents = make_plan_agents(options.agents)
         agent = "llm" if agents is not None else "builtin"
+        me = Driver.this_process()
         if resumed is None:
-            session_id = session_rows.start_session(engine, problem.spec, reference_hash(problem), None, "parallel",
-                                                    agent, options.model, options.to_json(model_path))  # fmt: skip
+            lease = session_rows.start_session(engine, problem.spec, reference_hash(problem), None, "parallel",
+                                               agent, options.model, options.to_json(model_path), me)  # fmt: skip
         else:
-            session_id = resumed
-            session_rows.reopen_session(engine, resumed, {"rounds": options.round_limit})
+            lease = claim_session(engine, resumed, me)
+        session_id = hold_lease(engine, lease).session_id
+        if resumed is not None:
+            session_rows.reopen_session(engine, lease, {"rounds": options.round_limit})
         if options.simulate and resumed is None:  # no run of its own to calibrate on: this machine's earlier runs
             for e in measured_plans(engine):
                 assert e.prediction is not None and e.measured is not None
                 state.calibration.add(as_prediction(e.prediction), e.measured.step_ms / 1000)
-        session = PlanSession(work, engine, session_id, limits, emit, agents, state)
+        session = PlanSession(work, engine, lease, limits, emit, agents, state)
         what = f"plans for {options.world_size} ranks" + (" (simulated)" if options.simulate else "")
         emit(ev.SessionStarted(problem.spec.name, session_id, "parallel", agent, options.model, "cpu", what,
                                resumed=resumed is not None))  # fmt: skip
         return _run(session, limits, problem)
     finally:
+        close_leases(engine)
         engine.dispose()
 
 

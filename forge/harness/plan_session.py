@@ -25,7 +25,7 @@ from forge.core.parallel_plan import ParallelPlan
 from forge.core.plan_evidence import PlanEvidence, PlanMeasurement, PlanPrediction
 from forge.core.problem import ProblemSource
 from forge.core.statuses import AttemptRole, AttemptStatus, SessionStatus
-from forge.db import StoredSession, add_plan_attempt
+from forge.db import SessionLease, StoredSession, add_plan_attempt
 from forge.harness import events as ev
 from forge.harness.limits import Limits, Spend
 from forge.harness.plan_options import PlanOptions
@@ -96,9 +96,10 @@ def as_prediction(p: PlanPrediction) -> Prediction:
 
 
 class PlanSession:
-    def __init__(self, work: PlanWork, engine: Engine, session_id: int, limits: Limits, emit: ev.Emit,
+    def __init__(self, work: PlanWork, engine: Engine, lease: SessionLease, limits: Limits, emit: ev.Emit,
                  agents: PlanAgents | None, state: PlanState | None = None) -> None:  # fmt: skip
-        self.work, self.engine, self.session_id, self.limits = work, engine, session_id, limits
+        self.work, self.engine, self.lease, self.limits = work, engine, lease, limits
+        self.session_id = lease.session_id
         self.emit, self.agents = emit, agents
         self.state = state or PlanState()
         self.spend = Spend()

@@ -3,7 +3,7 @@
 ``SessionRecorder`` binds the bank and the session's id and turns the agents' values (proposals,
 reviews) and the verifier's verdicts into rows (``forge.db.sessions`` owns their layout). Each
 write is committed at once, so a killed process leaves a consistent bank that ``--resume``
-continues from.
+continues from. It writes only while this process holds the session's lease (``leases``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from forge.core.candidate_config import CandidateConfig
 from forge.core.problem import ProblemSource
 from forge.core.statuses import SessionStatus
 from forge.core.verdict import Verdict
+from forge.db import Driver, SessionLease
 from forge.db import sessions as rows
+from forge.harness.leases import KEEPER, give_back, hold_lease
 from forge.harness.limits import Spend
 
 
@@ -25,8 +27,11 @@ def proposal_config(p: Proposal) -> CandidateConfig:
 
 
 class SessionRecorder:
-    def __init__(self, engine: Engine, session_id: int) -> None:
-        self.engine, self.session_id = engine, session_id
+    """Writes one session's rows while this process holds its lease (kept alive by ``KEEPER``);
+    every write first checks that no other driver took the session over."""
+
+    def __init__(self, engine: Engine, lease: SessionLease) -> None:
+        self.engine, self.lease, self.session_id = engine, hold_lease(engine, lease), lease.session_id
 
     @classmethod
     def start(
@@ -41,18 +46,22 @@ class SessionRecorder:
         model: str | None,
         settings: dict[str, object],
     ) -> SessionRecorder:
-        return cls(engine, rows.start_session(engine, spec, op_hash, target, strategy, agent, model, settings))
+        driver = Driver.this_process()
+        return cls(engine, rows.start_session(engine, spec, op_hash, target, strategy, agent, model, settings, driver))
 
     @classmethod
-    def reopen(cls, engine: Engine, session_id: int, rounds: int) -> SessionRecorder:
-        """A stored session running again; ``rounds`` replaces its stored count."""
-        rows.reopen_session(engine, session_id, {"rounds": rounds})
-        return cls(engine, session_id)
+    def reopen(cls, engine: Engine, lease: SessionLease, rounds: int) -> SessionRecorder:
+        """A stored session, whose lease this process took, running again; ``rounds`` replaces its
+        stored count."""
+        recorder = cls(engine, lease)
+        rows.reopen_session(engine, lease, {"rounds": rounds})
+        return recorder
 
     def proposed(self, round: int, p: Proposal, parent_id: int | None = None) -> int:
         """A candidate to verify (pending until its verdict is recorded); ``parent_id``: the
         attempt it was written to improve."""
         assert p.source is not None
+        KEEPER.check(self.lease)
         return rows.add_proposal(
             self.engine, self.session_id, round, source=p.source, backend=p.backend, config=proposal_config(p),
             note=p.note, prompt=p.prompt, response=p.response, tokens=p.tokens, cost_usd=p.cost_usd,
@@ -60,15 +69,18 @@ class SessionRecorder:
         )  # fmt: skip
 
     def invalid_reply(self, round: int, p: Proposal, reason: str) -> int:
+        KEEPER.check(self.lease)
         return rows.add_invalid_reply(
             self.engine, self.session_id, round, reason=reason, backend=p.backend, config=proposal_config(p),
             note=p.note, prompt=p.prompt, response=p.response, tokens=p.tokens, cost_usd=p.cost_usd,
         )  # fmt: skip
 
     def verified(self, attempt_id: int, verdict: Verdict, config: CandidateConfig) -> None:
+        KEEPER.check(self.lease)
         rows.finish_attempt(self.engine, attempt_id, verdict, config)
 
     def reviewed(self, round: int, attempt_id: int | None, review: Review) -> int:
+        KEEPER.check(self.lease)
         return rows.add_review(
             self.engine, self.session_id, round, attempt_id, feedback=review.feedback, error=review.error,
             prompt=review.prompt, response=review.response, tokens=review.tokens, cost_usd=review.cost_usd,
@@ -76,8 +88,12 @@ class SessionRecorder:
 
     def confirmed(self, round: int, attempt_id: int, verdict: Verdict) -> int:
         """A finalist's confirmation: its own row, whose parent is the finalist."""
+        KEEPER.check(self.lease)
         return rows.add_confirmation(self.engine, self.session_id, round, attempt_id, verdict)
 
     def totals(self, spend: Spend, status: SessionStatus | None = None) -> None:
+        """The session's totals, and with a final ``status`` its end: its lease is given back."""
         cost = spend.cost_usd if spend.cost_known else None  # the sum as it is (reports round it)
-        rows.update_session(self.engine, self.session_id, status=status, tokens=spend.tokens, cost_usd=cost)
+        rows.update_session(self.engine, self.lease, status=status, tokens=spend.tokens, cost_usd=cost)
+        if status is not None and status is not SessionStatus.RUNNING:
+            give_back(self.engine, self.lease)

@@ -17,10 +17,11 @@ from forge.agents import check_provider
 from forge.core.errors import UsageError
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
-from forge.db import load_session, open_for_writing
+from forge.db import Driver, SessionHeldError, claim_session, list_sessions, load_session, open_for_writing
 from forge.harness import events as ev
 from forge.harness.cluster_run import run_on_cluster
 from forge.harness.control import RunControl
+from forge.harness.leases import close_leases, hold_lease
 from forge.harness.limits import Limits, ctrl_c_stops
 from forge.harness.options import OptimizeOptions
 from forge.harness.resume import resumed_options
@@ -34,15 +35,21 @@ class RunResult:
     interrupted: bool = False
     tokens: int = 0
     cost_usd: float | None = None
+    skipped: list[ev.SessionSkipped] = field(default_factory=list)  # --resume all: sessions it left alone
 
     def to_json(self) -> dict[str, Any]:
         """What ``forge optimize --json`` prints (and ``--report`` writes)."""
-        return {"problems": [r.to_json() for r in self.results], "tokens": self.tokens, "cost_usd": self.cost_usd}
+        return {
+            "problems": [r.to_json() for r in self.results], "tokens": self.tokens, "cost_usd": self.cost_usd,
+            "skipped": [{"problem": e.problem, "session_id": e.session_id, "reason": e.reason} for e in self.skipped],
+        }  # fmt: skip
 
     @property
     def exit_code(self) -> int:
         if self.interrupted:
             return 130
+        if not self.results:  # --resume all found nothing left to continue
+            return 0
         if any(r.status is SessionStatus.PROVIDER_ERROR for r in self.results):
             return 3
         if self.results and all(r.accepted for r in self.results):
@@ -87,10 +94,12 @@ def optimize(
         limits.stop_requested = control.stop_requested
     engine = open_for_writing(options.bank)
     try:
-        works = _works(op_paths, options, engine)
+        run = RunResult()
+        works = _works(op_paths, options, engine, run.skipped)
+        for skipped in run.skipped:
+            emit(skipped)
         for agents in {w.options.agents for w in works}:
             check_provider(agents)
-        run = RunResult()
         with ctrl_c_stops(limits):
             if settings.executor == "ray":
                 run.results, run.interrupted = run_on_cluster(works, settings, limits, engine, emit, control)
@@ -99,12 +108,21 @@ def optimize(
         run.tokens, run.cost_usd = limits.tokens, limits.cost_reported
         return run
     finally:
+        close_leases(engine)  # sessions forge failed under, or that never opened
         engine.dispose()
 
 
-def _works(op_paths: list[Path], options: OptimizeOptions, engine: Engine) -> list[SessionWork]:
+def _works(
+    op_paths: list[Path], options: OptimizeOptions, engine: Engine, skipped: list[ev.SessionSkipped]
+) -> list[SessionWork]:
     """The run's sessions: one per op named, or the stored ones ``--resume`` names (each with its
-    own stored options, this run's ``rounds`` replacing their count when given)."""
+    own stored options, this run's ``rounds`` replacing their count when given, and its lease
+    taken now, so that no other driver runs it meanwhile); ``--resume all`` adds the sessions it
+    leaves alone to ``skipped``."""
+    if options.resume_all:
+        if op_paths:
+            raise UsageError("--resume all continues every session cut short in the bank: name no op files with it")
+        return _cut_short_works(options, engine, skipped)
     if options.resume is None:
         ops = collect_ops(op_paths)
         if not ops:
@@ -114,7 +132,30 @@ def _works(op_paths: list[Path], options: OptimizeOptions, engine: Engine) -> li
     for session_id in dict.fromkeys((options.resume, *options.resume_more)):
         stored = load_session(engine, session_id)
         resumed, op_path = resumed_options(stored, replace(options, resume=session_id, resume_more=()))
-        works.append(SessionWork(op_path, resumed, stored.status))
+        lease = hold_lease(engine, claim_session(engine, session_id, Driver.this_process()))
+        works.append(SessionWork(op_path, resumed, stored.status, lease))
+    return works
+
+
+def _cut_short_works(options: OptimizeOptions, engine: Engine, skipped: list[ev.SessionSkipped]) -> list[SessionWork]:
+    """``--resume all``: every kernel session cut short (oldest first) whose lease this process can
+    take; the others go to ``skipped``."""
+    works = []
+    for summary in reversed(list_sessions(engine)):
+        if not summary.status.cut_short:
+            continue
+        if summary.strategy == "parallel":
+            why = f"a parallel-plan session: resume it alone with `forge optimize --parallel --resume {summary.id}`"
+            skipped.append(ev.SessionSkipped(summary.op, summary.id, why))
+            continue
+        try:
+            lease = hold_lease(engine, claim_session(engine, summary.id, Driver.this_process()))
+        except SessionHeldError as exc:
+            skipped.append(ev.SessionSkipped(summary.op, summary.id, f"being run by {exc.holder}"))
+            continue
+        stored = load_session(engine, summary.id)
+        resumed, op_path = resumed_options(stored, replace(options, resume=summary.id, resume_all=False))
+        works.append(SessionWork(op_path, resumed, stored.status, lease))
     return works
 
 
@@ -129,7 +170,7 @@ def _run_here(
     """The local executor: one op's session after another, on this machine."""
     results: list[SessionResult] = []
     for i, work in enumerate(works):
-        session = open_session(work.op_path, work.options, settings, limits, engine, emit, control, len(works) - i)
+        session = open_session(work, settings, limits, engine, emit, control, len(works) - i)
         result = run_session(session, work.stored_status)
         results.append(result)
         if result.status is SessionStatus.INTERRUPTED:

@@ -306,6 +306,13 @@ class Session:
         self.io.recorder.totals(self.io.spend, status)  # reopening marked it running
         return self._finished(result, status)
 
+    def taken_over(self, reason: str) -> SessionResult:
+        """The session's end in this run after another driver took it over: reported as crashed
+        here, while its record in the bank is the other driver's to write."""
+        result = self._new_result(SessionStatus.CRASHED)
+        result.reason = reason
+        return self._finished(result, SessionStatus.CRASHED)
+
     def _new_result(self, status: SessionStatus) -> SessionResult:
         """The session's result before anything is banked: its trace and what it spent."""
         spend, trace, share = self.io.spend, self.state.trace, self.io.share

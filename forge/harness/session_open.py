@@ -14,7 +14,7 @@ from forge.core.errors import ProviderError
 from forge.core.problem import load_problem, reference_hash
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
-from forge.db import load_session
+from forge.db import SessionLease, SessionTakenOverError, load_session
 from forge.harness import events as ev
 from forge.harness.control import RunControl
 from forge.harness.limits import Limits
@@ -52,11 +52,13 @@ def machine_facts(device: str, settings: ForgeSettings) -> MachineFacts:
 @dataclass(frozen=True)
 class SessionWork:
     """One session a run is to run: a new one for ``op_path``, or the stored one ``options.resume``
-    names (its own stored options; ``stored_status`` as the bank had it)."""
+    names (its own stored options; ``stored_status`` as the bank had it; ``lease``: this process's
+    hold on it, taken before the run began)."""
 
     op_path: Path
     options: OptimizeOptions
     stored_status: SessionStatus | None = None
+    lease: SessionLease | None = None
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,7 @@ class Placement:
 
 
 def open_session(
-    op_path: Path,
-    options: OptimizeOptions,
+    work: SessionWork,
     settings: ForgeSettings,
     limits: Limits,
     engine: Engine,
@@ -80,9 +81,10 @@ def open_session(
     ops_left: int = 1,
     placement: Placement = Placement(),
 ) -> Session:
-    """A new session for ``op_path``, or the stored one ``options.resume`` names, ready to run,
-    with its share of the run's limits (what is left, over the ``ops_left`` ops not yet done,
+    """``work``'s session (a new one, or the stored one it resumes), ready to run, with its share
+    of the run's limits (what is left, over the ``ops_left`` ops not yet done,
     ``placement.at_once`` of them running at a time)."""
+    op_path, options = work.op_path, work.options
     device = placement.device or resolve_device(settings.device)
     backend = resolve_backend(options.backend, device)
     problem = load_problem(op_path)
@@ -102,8 +104,9 @@ def open_session(
         )  # fmt: skip
         io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits)
     else:
+        assert work.lease is not None and work.lease.session_id == options.resume  # taken when the run began
         state, spend = restore_state(load_session(engine, options.resume))
-        recorder = SessionRecorder.reopen(engine, options.resume, options.round_limit)
+        recorder = SessionRecorder.reopen(engine, work.lease, options.round_limit)
         io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits, spend)
     # taken last: opening the session is not its own time; released when it ends (run_session)
     io.share = limits.share(ops_left, placement.at_once, spent_before=io.spend.cost_usd)
@@ -118,6 +121,9 @@ def run_session(session: Session, stored_status: SessionStatus | None = None) ->
     ``bank_attempt``, only that attempt's confirmation (the session keeps ``stored_status``)."""
     try:
         return _run(session, stored_status)
+    except SessionTakenOverError as exc:  # another driver runs it now: stop, and write nothing more
+        session.verifier.end_workers()
+        return session.taken_over(exc.message)
     finally:
         session.io.limits.release(session.io.share)
 

@@ -1,12 +1,11 @@
 """What a front end reads about sessions: every session in a bank, and one in full (its attempts
-with their verdicts, the judge's feedback, the confirmations); and how a front end closes the
-sessions of a run that failed under it."""
+with their verdicts, the judge's feedback, the confirmations)."""
 
 from __future__ import annotations
 
 from forge.core.paths import BankLocation
 from forge.core.statuses import SessionStatus
-from forge.db import SessionSummary, StoredSession, list_sessions, load_session, mark_crashed, open_bank
+from forge.db import SessionSummary, StoredSession, list_sessions, load_session, open_bank
 
 
 def session_list(
@@ -20,9 +19,3 @@ def session_list(
 def session_show(bank: BankLocation | None, session_id: int) -> StoredSession:
     with open_bank(bank) as engine:
         return load_session(engine, session_id)
-
-
-def sessions_crashed(bank: BankLocation | None, session_ids: list[int]) -> list[int]:
-    """Mark the sessions a failed run left ``running`` as ``crashed`` (resumable); returns those marked."""
-    with open_bank(bank) as engine:
-        return [sid for sid in session_ids if mark_crashed(engine, sid)]

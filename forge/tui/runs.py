@@ -4,7 +4,6 @@ engine's events come back as messages."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import time
 import traceback
@@ -65,7 +64,7 @@ class LiveRuns:
 
     def work(self, run: LiveRun) -> None:
         """The run itself (in a thread worker): events are posted as they come; the end, or what
-        failed, is posted last. A crash closes the run's sessions as ``crashed``, never leaves the UI dead."""
+        failed, is posted last. A crash (the engine marks its sessions ``crashed``) never leaves the UI dead."""
 
         def emit(e: events.Event) -> None:
             if isinstance(e, events.SessionStarted):
@@ -75,23 +74,15 @@ class LiveRuns:
         try:
             result = harness.optimize(run.ops, run.options, self.settings, emit, run.control)
         except ForgeError as exc:  # bad input before it started, or a bank/op problem during it
-            self._close_sessions(run)
             self._post(RunEnded(run.run_id, run.label, exc.message))
-        except BaseException as exc:  # a bug in forge: say so, close its sessions, keep the UI alive
+        except BaseException as exc:  # a bug in forge: say so, keep the UI alive
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            self._close_sessions(run)
             self._post(RunEnded(run.run_id, f"{run.label}: forge failed", detail))
         else:
             told = "; ".join(_one_line(r) for r in result.results) or "nothing ran"
             self._post(RunEnded(run.run_id, told))
         finally:
             run.running = False
-
-    @staticmethod
-    def _close_sessions(run: LiveRun) -> None:
-        """The run's sessions its failure left ``running`` become ``crashed`` (resumable)."""
-        with contextlib.suppress(ForgeError):
-            harness.sessions_crashed(run.options.bank, sorted(run.sessions))
 
     def running(self) -> list[LiveRun]:
         return [r for r in self.runs.values() if r.running]
