@@ -246,3 +246,40 @@ def test_a_live_drivers_session_is_left_alone_and_resume_all_takes_a_killed_ones
     assert r.returncode == 2 and "give no" in r.stderr and "Traceback" not in r.stderr
     r = forge("optimize", "--resume", "last", "--bank", str(bank), cache=cache_dir)
     assert r.returncode == 2 and "a session id (a number) or `all`" in r.stderr
+
+
+def test_resume_all_picks_only_sessions_cut_short_oldest_first(tmp_path, cache_dir):
+    """Sessions of every status, the cut-short ones held by a live driver (this test's process), so
+    that `--resume all` lists what it would take, in order, and runs none of them."""
+    from forge.core.paths import BankLocation
+    from forge.core.problem import read_problem_source
+    from forge.core.statuses import SessionStatus
+    from forge.db import Driver, claim_session
+    from forge.db.engine import open_for_writing
+    from forge.db.sessions import start_session, update_session
+
+    bank = tmp_path / "bank.db"
+    engine = open_for_writing(BankLocation.parse(str(bank)))
+    me, spec = Driver.this_process(), read_problem_source(OPS / "small_layernorm.py")
+    held: list[int] = []
+    try:
+        for status in ("time_limit", "interrupted", "finished", "crashed", "budget", "running", "unsupported",
+                       "busy", "no_gain", "unconfirmed", "provider_error"):  # fmt: skip
+            lease = start_session(engine, spec, "h" * 64, None, "refine", "builtin", None, {}, me)
+            if status != "running":
+                update_session(engine, lease, status=SessionStatus(status), tokens=0, cost_usd=None)
+                claim_session(engine, lease.session_id, me)  # held again, by a live process
+            if SessionStatus(status).cut_short:
+                held.append(lease.session_id)
+        plan = start_session(engine, spec, "h" * 64, None, "parallel", "builtin", None, {}, me)
+        update_session(engine, plan, status=SessionStatus.INTERRUPTED, tokens=0, cost_usd=None)
+    finally:
+        engine.dispose()
+    r = forge("optimize", "--resume", "all", "--bank", str(bank), "--json", cache=cache_dir)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["problems"] == []
+    assert [s["session_id"] for s in data["skipped"]] == [*held, plan.session_id]
+    assert all(f"being run by {me}" in s["reason"] for s in data["skipped"][:-1])
+    assert "--parallel --resume" in data["skipped"][-1]["reason"]
+    assert len(held) == 6  # running, interrupted, crashed, busy, unconfirmed, provider_error

@@ -182,7 +182,7 @@ def _resume_choice(given: list[str] | None) -> tuple[bool, list[int]]:
         return True, []
     ids = []
     for value in given:
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()):
             raise typer.BadParameter(f"{value!r}: give a session id (a number) or `all`", param_hint="--resume")
         ids.append(int(value))
     return False, ids

@@ -7,9 +7,10 @@ older than ``LEASE_STALE_S``, or it ran on this machine and its process no longe
 killed driver's sessions can be resumed at once on the machine it ran on). Taking it is a
 compare-and-set on the token, so two drivers racing for one session cannot both win.
 
-Every write to the session's own row (totals, status) names the token, so a driver that lost its
-lease (it stalled past the stale window and another took over) cannot overwrite the new holder's
-record; ``SessionTakenOverError`` tells it to stop.
+Every write to a session's rows (its attempts, its totals, its status) begins by renewing the
+lease's heartbeat where the token is still this driver's (``touch``), in the same transaction, so a
+driver that lost its lease (it stalled past the stale window and another took over) cannot write
+to the session after the new holder took it; ``SessionTakenOverError`` tells it to stop.
 
 Times come from the drivers' clocks: machines sharing a bank are assumed NTP-synchronised, which
 is far inside the stale window.
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, Engine, update
+from sqlalchemy.orm import Session
 
 from forge.core.errors import BankError
 from forge.core.statuses import SessionStatus
@@ -187,26 +189,47 @@ def renew_leases(engine: Engine, leases: list[SessionLease]) -> list[SessionLeas
     lost = []
     with session_factory(engine).begin() as db:
         for lease in leases:
-            done = cast(
-                CursorResult[Any],
-                db.execute(
-                    update(SessionRow)
-                    .where(SessionRow.id == lease.session_id, SessionRow.lease_token == lease.token)
-                    .values(heartbeat_at=utcnow())
-                ),
-            )
-            if done.rowcount != 1:
+            try:
+                touch(db, lease)
+            except SessionTakenOverError:
                 lost.append(lease)
     return lost
+
+
+def touch(db: Session, lease: SessionLease) -> None:
+    """Within ``db``'s transaction: renew ``lease``'s heartbeat if this driver still holds it, else
+    raise ``SessionTakenOverError``. As the transaction's first write, it also locks the session's
+    row (SQLite: the whole file) until commit, so what the transaction writes next cannot interleave
+    with another driver's claim."""
+    renewed = cast(
+        CursorResult[Any],
+        db.execute(
+            update(SessionRow)
+            .where(SessionRow.id == lease.session_id, SessionRow.lease_token == lease.token)
+            .values(heartbeat_at=utcnow())
+        ),
+    )
+    if renewed.rowcount != 1:
+        raise SessionTakenOverError(lease.session_id)
+
+
+def check_held(engine: Engine, lease: SessionLease) -> None:
+    """``SessionTakenOverError`` unless this driver still holds ``lease`` (renewing it); taken
+    right before a write that does not go through the session's own rows (banking a kernel)."""
+    with session_factory(engine).begin() as db:
+        touch(db, lease)
 
 
 def release_lease(engine: Engine, lease: SessionLease, crashed_if_running: bool = False) -> None:
     """Give ``lease`` back (a no-op if it was lost); with ``crashed_if_running``, a session its run
     left ``running`` (forge failed under it) is marked ``crashed`` first, which ``--resume`` continues."""
     with session_factory(engine).begin() as db:
-        row = db.get(SessionRow, lease.session_id)
-        if row is None or row.lease_token != lease.token:
+        try:
+            touch(db, lease)
+        except SessionTakenOverError:
             return
+        row = db.get(SessionRow, lease.session_id)
+        assert row is not None  # touch found it
         if crashed_if_running and row.status == str(SessionStatus.RUNNING):
             row.status, row.ended_at = str(SessionStatus.CRASHED), utcnow()
         row.lease_token, row.heartbeat_at = None, None

@@ -23,6 +23,7 @@ from forge.core.plan_evidence import PlanEvidence
 from forge.core.problem import ProblemSource
 from forge.core.statuses import AttemptRole, AttemptStatus
 from forge.db.engine import session_factory
+from forge.db.leases import SessionLease, touch
 from forge.db.models import AttemptRow, ParallelPlanRow, ProblemRow, utcnow
 from forge.db.problems import get_or_create_problem
 
@@ -92,7 +93,7 @@ def plan_text(plan: ParallelPlan) -> str:
 
 def add_plan_attempt(
     engine: Engine,
-    session_id: int,
+    lease: SessionLease,
     round: int,
     *,
     plan: ParallelPlan | None,
@@ -104,12 +105,13 @@ def add_plan_attempt(
 ) -> int:
     """One plan tried (or a reply that held no valid plan: ``plan`` None, the reason in evidence)."""
     row = AttemptRow(
-        session_id=session_id, round=round, role=str(AttemptRole.PLAN), prompt=prompt, response=response,
+        session_id=lease.session_id, round=round, role=str(AttemptRole.PLAN), prompt=prompt, response=response,
         candidate_source=plan_text(plan) if plan is not None else None, backend="plan",
         status=str(evidence.status), verdict=evidence.to_json(), tokens=tokens, cost_usd=cost_usd,
         finished_at=utcnow(),
     )  # fmt: skip
     with session_factory(engine).begin() as db:
+        touch(db, lease)  # only while this driver holds the session
         db.add(row)
         db.flush()
         return int(row.id)

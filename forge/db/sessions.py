@@ -30,7 +30,7 @@ from forge.core.statuses import AttemptRole, AttemptStatus, SessionStatus
 from forge.core.verdict import Verdict
 from forge.db.engine import session_factory
 from forge.db.kernels import evidence_json
-from forge.db.leases import Driver, SessionLease, SessionTakenOverError, lease_values, new_token
+from forge.db.leases import Driver, SessionLease, lease_values, new_token, touch
 from forge.db.models import AttemptRow, KernelRow, ProblemRow, SessionRow, utcnow
 from forge.db.plans import stored_plan_evidence
 from forge.db.problems import get_or_create_problem
@@ -122,12 +122,10 @@ def start_session(
 
 
 def _held_row(db: Session, lease: SessionLease) -> SessionRow:
-    """The session's row, if ``lease`` still holds it."""
+    """The session's row, locked in ``db``'s transaction, if ``lease`` still holds it."""
+    touch(db, lease)
     row = db.get(SessionRow, lease.session_id)
-    if row is None:
-        raise BankError(f"session {lease.session_id} vanished from the bank")
-    if row.lease_token != lease.token:
-        raise SessionTakenOverError(lease.session_id)
+    assert row is not None  # touch found it
     return row
 
 
@@ -141,8 +139,10 @@ def reopen_session(engine: Engine, lease: SessionLease, settings: dict[str, Any]
             row.settings = {**(row.settings or {}), **settings}  # a new dict: the JSON column sees the change
 
 
-def _insert(engine: Engine, row: AttemptRow) -> int:
+def _insert(engine: Engine, lease: SessionLease, row: AttemptRow) -> int:
+    """Insert an attempt of ``lease``'s session, if this driver still holds it."""
     with session_factory(engine).begin() as db:
+        touch(db, lease)
         db.add(row)
         db.flush()
         return int(row.id)
@@ -150,7 +150,7 @@ def _insert(engine: Engine, row: AttemptRow) -> int:
 
 def add_proposal(
     engine: Engine,
-    session_id: int,
+    lease: SessionLease,
     round: int,
     *,
     source: str,
@@ -168,8 +168,9 @@ def add_proposal(
     payload = {**config.model_dump(), "note": note}
     return _insert(
         engine,
+        lease,
         AttemptRow(
-            session_id=session_id, round=round, role=str(AttemptRole.CODER), prompt=prompt, response=response,
+            session_id=lease.session_id, round=round, role=str(AttemptRole.CODER), prompt=prompt, response=response,
             candidate_source=source, backend=backend, status=str(AttemptStatus.PENDING), verdict=payload,
             tokens=tokens, cost_usd=cost_usd, parent_id=parent_id,
         ),
@@ -178,7 +179,7 @@ def add_proposal(
 
 def add_invalid_reply(
     engine: Engine,
-    session_id: int,
+    lease: SessionLease,
     round: int,
     *,
     reason: str,
@@ -195,16 +196,20 @@ def add_invalid_reply(
     payload = {**config.model_dump(), "note": note, "status": status, "reason": reason}
     return _insert(
         engine,
+        lease,
         AttemptRow(
-            session_id=session_id, round=round, role=str(AttemptRole.CODER), prompt=prompt, response=response,
+            session_id=lease.session_id, round=round, role=str(AttemptRole.CODER), prompt=prompt, response=response,
             backend=backend, status=status, verdict=payload, tokens=tokens, cost_usd=cost_usd, finished_at=utcnow(),
         ),
     )  # fmt: skip
 
 
-def finish_attempt(engine: Engine, attempt_id: int, verdict: Verdict, config: CandidateConfig) -> None:
+def finish_attempt(
+    engine: Engine, lease: SessionLease, attempt_id: int, verdict: Verdict, config: CandidateConfig
+) -> None:
     """A proposed candidate's verdict is in."""
     with session_factory(engine).begin() as db:
+        touch(db, lease)
         row = db.get(AttemptRow, attempt_id)
         if row is None:
             raise BankError(f"attempt {attempt_id} vanished from the bank while it was being verified")
@@ -217,7 +222,7 @@ def finish_attempt(engine: Engine, attempt_id: int, verdict: Verdict, config: Ca
 
 def add_review(
     engine: Engine,
-    session_id: int,
+    lease: SessionLease,
     round: int,
     parent_id: int | None,
     *,
@@ -233,20 +238,22 @@ def add_review(
     payload = {"feedback": feedback.model_dump(by_alias=True)} if feedback is not None else {"error": error}
     return _insert(
         engine,
+        lease,
         AttemptRow(
-            session_id=session_id, round=round, role=str(AttemptRole.JUDGE), parent_id=parent_id, prompt=prompt,
+            session_id=lease.session_id, round=round, role=str(AttemptRole.JUDGE), parent_id=parent_id, prompt=prompt,
             response=response, status=str(status), verdict=payload, tokens=tokens, cost_usd=cost_usd,
             finished_at=utcnow(),
         ),
     )  # fmt: skip
 
 
-def add_confirmation(engine: Engine, session_id: int, round: int, parent_id: int, verdict: Verdict) -> int:
+def add_confirmation(engine: Engine, lease: SessionLease, round: int, parent_id: int, verdict: Verdict) -> int:
     """A finalist (attempt ``parent_id``) timed again; ``verdict`` carries the confirmation fields."""
     return _insert(
         engine,
+        lease,
         AttemptRow(
-            session_id=session_id, round=round, role=str(AttemptRole.CONFIRM), parent_id=parent_id,
+            session_id=lease.session_id, round=round, role=str(AttemptRole.CONFIRM), parent_id=parent_id,
             backend=verdict.backend, status=str(AttemptStatus.of(verdict.status)), verdict=verdict.to_json(),
             speedup_vs_eager=verdict.speedup_vs_eager, speedup_vs_compile=verdict.speedup_vs_compile,
             finished_at=utcnow(),

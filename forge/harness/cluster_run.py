@@ -85,8 +85,13 @@ def run_on_cluster(
             verifier.close()
 
     pool = ThreadPoolExecutor(max_workers=min(len(works), _MAX_THREADS), thread_name_prefix="forge-session")
-    futures = [pool.submit(one, work) for work in works]
-    interrupted = _wait_all(futures, limits)
+    try:
+        futures = [pool.submit(one, work) for work in works]
+        interrupted = _wait_all(futures, limits)
+    except BaseException:  # a second Ctrl-C, say: the sessions still end (and record so) before the run does
+        limits.stop_requested.set()
+        pool.shutdown(wait=True)
+        raise
     pool.shutdown(wait=True)
     results = [r for f in futures if (r := _result(f)) is not None]
     return results, interrupted or any(r.status is SessionStatus.INTERRUPTED for r in results)

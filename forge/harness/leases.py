@@ -2,9 +2,9 @@
 
 One daemon thread per process renews every lease the process holds, whichever run or bank it is
 in: a lease says "this process is alive and running the session", so it is renewed as long as the
-process lives, however long one verification takes. A renewal that finds the lease gone (another
-driver took the session over while this process was stalled) marks it lost, and the session's
-next write stops it (``SessionTakenOverError``). A renewal that fails (the bank unreachable) is
+process lives, however long one verification takes. A lease found gone (another driver took the
+session over while this process was stalled) is no longer renewed; the session's next write finds
+out too, and stops it (``SessionTakenOverError``). A renewal that fails (the bank unreachable) is
 tried again on the next beat: the lease lasts ``LEASE_STALE_S`` without one.
 """
 
@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from forge.core.errors import BankError
-from forge.db import LEASE_RENEW_S, SessionLease, SessionTakenOverError, release_lease, renew_leases
+from forge.db import LEASE_RENEW_S, SessionLease, release_lease, renew_leases
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,6 @@ class LeaseKeeper:
     def __init__(self, renew_every_s: float = LEASE_RENEW_S) -> None:
         self.renew_every_s = renew_every_s
         self._held: dict[str, tuple[Engine, SessionLease]] = {}  # by token
-        self._lost: set[str] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -44,13 +43,6 @@ class LeaseKeeper:
     def drop(self, lease: SessionLease) -> None:
         with self._lock:
             self._held.pop(lease.token, None)
-            self._lost.discard(lease.token)
-
-    def check(self, lease: SessionLease) -> None:
-        """Raise ``SessionTakenOverError`` if another driver took this session over."""
-        with self._lock:
-            if lease.token in self._lost:
-                raise SessionTakenOverError(lease.session_id)
 
     @property
     def renewing(self) -> bool:
@@ -63,7 +55,8 @@ class LeaseKeeper:
             return [lease for e, lease in self._held.values() if e is engine]
 
     def renew_now(self) -> None:
-        """One beat: renew every held lease, and mark those found gone."""
+        """One beat: renew every held lease; one found gone is no longer renewed (the session's
+        next write finds out too, and stops it)."""
         with self._lock:
             by_engine: dict[int, tuple[Engine, list[SessionLease]]] = {}
             for engine, lease in self._held.values():
@@ -71,20 +64,26 @@ class LeaseKeeper:
         for engine, leases in by_engine.values():
             try:
                 lost = renew_leases(engine, leases)
-            except (SQLAlchemyError, BankError) as exc:  # the bank is away: the next beat tries again
+            except Exception as exc:  # the bank is away, say: the next beat tries again
                 log.warning("could not renew session leases: %s", exc)
                 continue
-            with self._lock:
-                self._lost.update(lease.token for lease in lost if lease.token in self._held)
+            for lease in lost:
+                log.warning("session %d was taken over by another driver", lease.session_id)
+                self.drop(lease)
 
     def _beat(self) -> None:
-        while True:
-            time.sleep(self.renew_every_s)
-            with self._lock:
-                if not self._held:  # nothing to keep: the next hold starts a new thread
-                    self._thread = None
-                    return
-            self.renew_now()
+        try:
+            while True:
+                time.sleep(self.renew_every_s)
+                with self._lock:
+                    if not self._held:  # nothing to keep: the next hold starts a new thread
+                        self._thread = None
+                        return
+                self.renew_now()
+        except BaseException:
+            with self._lock:  # so that the next hold starts a new thread
+                self._thread = None
+            raise
 
 
 KEEPER = LeaseKeeper()

@@ -23,6 +23,8 @@ from forge.db import (
     Driver,
     PlanProvenance,
     PlanTarget,
+    SessionLease,
+    check_held,
     claim_session,
     load_session,
     measured_plans,
@@ -174,16 +176,25 @@ def _finish(session: PlanSession, status: SessionStatus, reason: str | None, pro
          "note": t.plan.note if t.plan else ""}
         for t in state.tried if t.evidence.prediction is not None
     ]  # fmt: skip
+    _bank_best(session, result, problem)
+    # the session's end is written after its plan is banked: a failed banking leaves it resumable
     session_rows.update_session(session.engine, session.lease, status=status, tokens=session.spend.tokens,
                                 cost_usd=session.spend.cost_reported)  # fmt: skip
     give_back(session.engine, session.lease)
+    return result
+
+
+def _bank_best(session: PlanSession, result: PlanResult, problem: Problem) -> None:
+    """Bank the session's best plan (simulated: its best predicted) and say so in ``result``."""
+    state, options = session.state, session.options
     chosen = state.best if not options.simulate else _best_predicted(state.tried)
     if chosen is None or chosen.plan is None:
-        result.reason = reason or ("no plan was ranked" if options.simulate else "no plan passed its real run")
-        return result
+        result.reason = result.reason or ("no plan was ranked" if options.simulate else "no plan passed its real run")
+        return
     target = PlanTarget(reference_hash(problem), structure_hash(session.work.model), options.world_size,
                         chosen.evidence.mesh, "cpu", options.train)  # fmt: skip
     agent = "llm" if options.model else "builtin"
+    check_held(session.engine, session.lease)  # a driver that was taken over banks nothing
     plan_id = save_plan(session.engine, problem.spec, target, chosen.plan, chosen.evidence,
                         PlanProvenance(session.session_id, chosen.attempt_id, agent, options.model),
                         status="predicted" if options.simulate else "active")  # fmt: skip
@@ -193,17 +204,18 @@ def _finish(session: PlanSession, status: SessionStatus, reason: str | None, pro
     result.predicted_ms = e.prediction.step_ms if e.prediction else None
     session.emit(ev.PlanBanked(problem.spec.name, session.session_id, plan_id, chosen.attempt_id, e.mesh,
                                result.measured_ms, result.predicted_ms, options.simulate))  # fmt: skip
-    return result
 
 
 def _open(
     model_path: Path | None, options: PlanOptions, engine: Engine
-) -> tuple[Path, PlanOptions, PlanState, int | None]:
-    """The model file, options and state a session starts from: as given, or the stored session's."""
+) -> tuple[Path, PlanOptions, PlanState, SessionLease | None]:
+    """The model file, options and state a session starts from: as given, or the stored session's
+    (whose lease is taken first, so that what is checked is what this driver continues)."""
     if options.resume is None:
         if model_path is None:
             raise UsageError("--parallel takes one model file (MODEL.py with Model, get_inputs, get_init_inputs)")
         return model_path, options, PlanState(), None
+    lease = hold_lease(engine, claim_session(engine, options.resume, Driver.this_process()))
     stored = load_session(engine, options.resume)
     try:
         settings = StoredPlanOptions.model_validate(stored.settings)
@@ -215,7 +227,7 @@ def _open(
             f"session {stored.id} already finished its {settings.rounds} rounds; continue it with more "
             f"(`--parallel --resume {stored.id} --rounds {settings.rounds + 2}`)"
         )
-    return Path(settings.op_path), settings.resumed(options), restore_plan_state(stored), stored.id
+    return Path(settings.op_path), settings.resumed(options), restore_plan_state(stored), lease
 
 
 def optimize_plan(
@@ -243,15 +255,15 @@ def optimize_plan(
         work = _work(model_path, problem, options, settings)
         agents = make_plan_agents(options.agents)
         agent = "llm" if agents is not None else "builtin"
-        me = Driver.this_process()
         if resumed is None:
-            lease = session_rows.start_session(engine, problem.spec, reference_hash(problem), None, "parallel",
-                                               agent, options.model, options.to_json(model_path), me)  # fmt: skip
+            lease = hold_lease(engine, session_rows.start_session(
+                engine, problem.spec, reference_hash(problem), None, "parallel", agent, options.model,
+                options.to_json(model_path), Driver.this_process(),
+            ))  # fmt: skip
         else:
-            lease = claim_session(engine, resumed, me)
-        session_id = hold_lease(engine, lease).session_id
-        if resumed is not None:
+            lease = resumed
             session_rows.reopen_session(engine, lease, {"rounds": options.round_limit})
+        session_id = lease.session_id
         if options.simulate and resumed is None:  # no run of its own to calibrate on: this machine's earlier runs
             for e in measured_plans(engine):
                 assert e.prediction is not None and e.measured is not None

@@ -148,7 +148,7 @@ class PlanSession:
     ) -> PlanTried:
         got = proposal or PlanProposal(plan, None, "", "")
         attempt_id = add_plan_attempt(
-            self.engine, self.session_id, self.state.round, plan=plan, evidence=evidence, prompt=got.prompt or None,
+            self.engine, self.lease, self.state.round, plan=plan, evidence=evidence, prompt=got.prompt or None,
             response=got.response or None, tokens=got.tokens, cost_usd=got.cost_usd,
         )  # fmt: skip
         tried = PlanTried(attempt_id, plan, evidence)

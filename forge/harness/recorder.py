@@ -15,9 +15,9 @@ from forge.core.candidate_config import CandidateConfig
 from forge.core.problem import ProblemSource
 from forge.core.statuses import SessionStatus
 from forge.core.verdict import Verdict
-from forge.db import Driver, SessionLease
+from forge.db import Driver, SessionLease, check_held
 from forge.db import sessions as rows
-from forge.harness.leases import KEEPER, give_back, hold_lease
+from forge.harness.leases import give_back, hold_lease
 from forge.harness.limits import Spend
 
 
@@ -27,8 +27,8 @@ def proposal_config(p: Proposal) -> CandidateConfig:
 
 
 class SessionRecorder:
-    """Writes one session's rows while this process holds its lease (kept alive by ``KEEPER``);
-    every write first checks that no other driver took the session over."""
+    """Writes one session's rows while this process holds its lease (kept alive by ``KEEPER``):
+    every write checks, in its own transaction, that no other driver took the session over."""
 
     def __init__(self, engine: Engine, lease: SessionLease) -> None:
         self.engine, self.lease, self.session_id = engine, hold_lease(engine, lease), lease.session_id
@@ -61,35 +61,35 @@ class SessionRecorder:
         """A candidate to verify (pending until its verdict is recorded); ``parent_id``: the
         attempt it was written to improve."""
         assert p.source is not None
-        KEEPER.check(self.lease)
         return rows.add_proposal(
-            self.engine, self.session_id, round, source=p.source, backend=p.backend, config=proposal_config(p),
+            self.engine, self.lease, round, source=p.source, backend=p.backend, config=proposal_config(p),
             note=p.note, prompt=p.prompt, response=p.response, tokens=p.tokens, cost_usd=p.cost_usd,
             parent_id=parent_id,
         )  # fmt: skip
 
     def invalid_reply(self, round: int, p: Proposal, reason: str) -> int:
-        KEEPER.check(self.lease)
         return rows.add_invalid_reply(
-            self.engine, self.session_id, round, reason=reason, backend=p.backend, config=proposal_config(p),
+            self.engine, self.lease, round, reason=reason, backend=p.backend, config=proposal_config(p),
             note=p.note, prompt=p.prompt, response=p.response, tokens=p.tokens, cost_usd=p.cost_usd,
         )  # fmt: skip
 
     def verified(self, attempt_id: int, verdict: Verdict, config: CandidateConfig) -> None:
-        KEEPER.check(self.lease)
-        rows.finish_attempt(self.engine, attempt_id, verdict, config)
+        rows.finish_attempt(self.engine, self.lease, attempt_id, verdict, config)
 
     def reviewed(self, round: int, attempt_id: int | None, review: Review) -> int:
-        KEEPER.check(self.lease)
         return rows.add_review(
-            self.engine, self.session_id, round, attempt_id, feedback=review.feedback, error=review.error,
+            self.engine, self.lease, round, attempt_id, feedback=review.feedback, error=review.error,
             prompt=review.prompt, response=review.response, tokens=review.tokens, cost_usd=review.cost_usd,
         )  # fmt: skip
 
     def confirmed(self, round: int, attempt_id: int, verdict: Verdict) -> int:
         """A finalist's confirmation: its own row, whose parent is the finalist."""
-        KEEPER.check(self.lease)
-        return rows.add_confirmation(self.engine, self.session_id, round, attempt_id, verdict)
+        return rows.add_confirmation(self.engine, self.lease, round, attempt_id, verdict)
+
+    def still_held(self) -> None:
+        """``SessionTakenOverError`` if another driver took the session over: checked right before
+        this driver banks a kernel for it or removes its provisional ones."""
+        check_held(self.engine, self.lease)
 
     def totals(self, spend: Spend, status: SessionStatus | None = None) -> None:
         """The session's totals, and with a final ``status`` its end: its lease is given back."""

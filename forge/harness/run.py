@@ -14,14 +14,14 @@ from typing import Any
 from sqlalchemy import Engine
 
 from forge.agents import check_provider
-from forge.core.errors import UsageError
+from forge.core.errors import ForgeError, UsageError
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
 from forge.db import Driver, SessionHeldError, claim_session, list_sessions, load_session, open_for_writing
 from forge.harness import events as ev
 from forge.harness.cluster_run import run_on_cluster
 from forge.harness.control import RunControl
-from forge.harness.leases import close_leases, hold_lease
+from forge.harness.leases import close_leases, give_back, hold_lease
 from forge.harness.limits import Limits, ctrl_c_stops
 from forge.harness.options import OptimizeOptions
 from forge.harness.resume import resumed_options
@@ -130,9 +130,10 @@ def _works(
         return [SessionWork(op, options) for op in ops]
     works = []
     for session_id in dict.fromkeys((options.resume, *options.resume_more)):
+        # the lease first: what is checked below is then what this driver continues
+        lease = hold_lease(engine, claim_session(engine, session_id, Driver.this_process()))
         stored = load_session(engine, session_id)
         resumed, op_path = resumed_options(stored, replace(options, resume=session_id, resume_more=()))
-        lease = hold_lease(engine, claim_session(engine, session_id, Driver.this_process()))
         works.append(SessionWork(op_path, resumed, stored.status, lease))
     return works
 
@@ -153,8 +154,16 @@ def _cut_short_works(options: OptimizeOptions, engine: Engine, skipped: list[ev.
         except SessionHeldError as exc:
             skipped.append(ev.SessionSkipped(summary.op, summary.id, f"being run by {exc.holder}"))
             continue
-        stored = load_session(engine, summary.id)
-        resumed, op_path = resumed_options(stored, replace(options, resume=summary.id, resume_all=False))
+        try:
+            stored = load_session(engine, summary.id)  # as it is now that this driver holds it
+            if not stored.status.cut_short:  # its driver ended it after the list was read
+                give_back(engine, lease)
+                continue
+            resumed, op_path = resumed_options(stored, replace(options, resume=summary.id, resume_all=False))
+        except ForgeError as exc:  # its stored settings cannot be read, say: the others still resume
+            give_back(engine, lease)
+            skipped.append(ev.SessionSkipped(summary.op, summary.id, exc.message))
+            continue
         works.append(SessionWork(op_path, resumed, stored.status, lease))
     return works
 

@@ -269,6 +269,7 @@ class Session:
         if best is not None and best.attempt_id in state.rejected:
             best = None  # its confirmation said no before the Ctrl-C
         if confirmed:  # a Ctrl-C before banked this session's round best unconfirmed: this run decides
+            self.io.recorder.still_held()
             remove_provisional(self.io.recorder.engine, self.id)
         if best is not None:
             self._bank(best, confirmed, result)
@@ -332,6 +333,7 @@ class Session:
         return result
 
     def _bank(self, chosen: Contender, confirmed: bool, result: SessionResult) -> None:
+        self.io.recorder.still_held()  # a driver that was taken over banks nothing
         model = self.options.model if self.agents.kind is AgentKind.LLM else None
         kid = bank_kernel(
             self.io.recorder.engine, self.plan.spec, chosen, confirmed=confirmed, session_id=self.id,

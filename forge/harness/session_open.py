@@ -17,6 +17,7 @@ from forge.core.statuses import SessionStatus
 from forge.db import SessionLease, SessionTakenOverError, load_session
 from forge.harness import events as ev
 from forge.harness.control import RunControl
+from forge.harness.leases import KEEPER
 from forge.harness.limits import Limits
 from forge.harness.options import OptimizeOptions, StoredOptions, resolve_backend
 from forge.harness.recorder import SessionRecorder
@@ -122,6 +123,7 @@ def run_session(session: Session, stored_status: SessionStatus | None = None) ->
     try:
         return _run(session, stored_status)
     except SessionTakenOverError as exc:  # another driver runs it now: stop, and write nothing more
+        KEEPER.drop(session.io.recorder.lease)
         session.verifier.end_workers()
         return session.taken_over(exc.message)
     finally:
@@ -131,7 +133,10 @@ def run_session(session: Session, stored_status: SessionStatus | None = None) ->
 def _run(session: Session, stored_status: SessionStatus | None) -> SessionResult:
     session.start()
     if session.options.bank_attempt is not None:
-        return session.bank_by_hand(session.options.bank_attempt, stored_status or SessionStatus.FINISHED)
+        kept = stored_status or SessionStatus.FINISHED
+        if kept is SessionStatus.RUNNING:  # its driver died: it stays cut short (resumable), its lease given back
+            kept = SessionStatus.CRASHED
+        return session.bank_by_hand(session.options.bank_attempt, kept)
     try:
         session.verify_pending()
         status, reason = STRATEGIES[session.options.strategy](session)

@@ -5,6 +5,7 @@ claims have exactly one winner."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, update
 
+from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError
 from forge.core.paths import BankLocation
 from forge.core.problem import read_problem_source
@@ -23,6 +25,7 @@ from forge.db import (
     SessionHeldError,
     SessionLease,
     SessionTakenOverError,
+    check_held,
     claim_session,
     load_session,
     release_lease,
@@ -31,7 +34,7 @@ from forge.db import (
 from forge.db.engine import open_for_writing, session_factory
 from forge.db.leases import pid_exists
 from forge.db.models import SessionRow, utcnow
-from forge.db.sessions import reopen_session, start_session, update_session
+from forge.db.sessions import add_proposal, reopen_session, start_session, update_session
 from tests.kernelbank.helpers import OP
 
 ME = Driver.this_process()
@@ -78,7 +81,7 @@ def test_a_live_driver_keeps_its_session_and_is_named(engine):
     lease = _session(engine)
     with pytest.raises(SessionHeldError) as held:
         claim_session(engine, lease.session_id, Driver("another-host", 7))
-    assert f"{ME.host} pid {ME.pid}" in str(held.value) and "heard from 0 s ago" in str(held.value)
+    assert re.search(rf"being run by {re.escape(ME.host)} pid {ME.pid} \(heard from \d+ s ago\)", str(held.value))
     with pytest.raises(BankError, match="no session 99"):
         claim_session(engine, 99, ME)
 
@@ -132,7 +135,7 @@ def test_a_run_that_failed_leaves_its_running_session_crashed(engine):
     assert _token(engine, lease.session_id) is None
 
 
-def _race(where: Path | str, drivers: int) -> tuple[list[SessionLease], list[Exception]]:
+def _race(where: Path | str, drivers: int) -> tuple[list[SessionLease], list[SessionHeldError]]:
     """``drivers`` threads, each with its own engine (as separate processes would have), claim one
     session whose holder is gone, released together."""
     engine = _bank(where)
@@ -140,7 +143,8 @@ def _race(where: Path | str, drivers: int) -> tuple[list[SessionLease], list[Exc
     _heard_ago(engine, lease.session_id, 10_000)
     engine.dispose()
     won: list[SessionLease] = []
-    lost: list[Exception] = []
+    lost: list[SessionHeldError] = []
+    failed: list[BaseException] = []
     start = threading.Barrier(drivers)
 
     def claim(n: int) -> None:
@@ -150,6 +154,8 @@ def _race(where: Path | str, drivers: int) -> tuple[list[SessionLease], list[Exc
             won.append(claim_session(e, lease.session_id, Driver(f"driver-{n}", n)))
         except SessionHeldError as exc:
             lost.append(exc)
+        except BaseException as exc:  # anything else (a database error) fails the test below
+            failed.append(exc)
         finally:
             e.dispose()
 
@@ -158,16 +164,29 @@ def _race(where: Path | str, drivers: int) -> tuple[list[SessionLease], list[Exc
         t.start()
     for t in threads:
         t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads) and not failed, failed
+    assert len(won) == 1 and len(lost) == drivers - 1, (won, lost)
+    assert all(f"being run by {won[0].driver}" in str(exc) for exc in lost), lost
     return won, lost
 
 
 def test_racing_claims_on_a_file_bank_have_one_winner(tmp_path):
-    won, lost = _race(tmp_path / "bank.db", 6)
-    assert len(won) == 1 and len(lost) == 5, (won, lost)
-    assert all(f"{won[0].driver}" in str(exc) for exc in lost), lost
+    _race(tmp_path / "bank.db", 6)
 
 
 @pytest.mark.postgres
 def test_racing_claims_on_a_server_bank_have_one_winner(pg_bank):
-    won, lost = _race(pg_bank, 6)
-    assert len(won) == 1 and len(lost) == 5, (won, lost)
+    _race(pg_bank, 6)
+
+
+def test_a_driver_taken_over_cannot_write_to_the_session_at_all(engine):
+    """No renewal needed: every write names the token, in its own transaction."""
+    lease = _session(engine, Driver("stalled-host", 5, "theirs"))
+    _heard_ago(engine, lease.session_id, 10_000)
+    mine = claim_session(engine, lease.session_id, ME)
+    with pytest.raises(SessionTakenOverError):
+        add_proposal(engine, lease, 1, source="x = 1", backend="cpp", config=CandidateConfig(), note="")
+    with pytest.raises(SessionTakenOverError):
+        check_held(engine, lease)
+    assert add_proposal(engine, mine, 1, source="x = 1", backend="cpp", config=CandidateConfig(), note="") > 0
+    assert [a.source for a in load_session(engine, lease.session_id).attempts] == ["x = 1"]

@@ -71,11 +71,16 @@ def test_a_session_taken_over_stops_at_its_next_write(engine):
     sid = recorder.session_id
     _heartbeat(engine, sid, back_s=3600)  # this process went silent (stalled, say) for an hour
     theirs = claim_session(engine, sid, Driver("another-host", 42))
-    KEEPER.renew_now()  # the next beat finds the lease gone
+    # before any renewal: the writes themselves find out
     with pytest.raises(SessionTakenOverError, match=f"session {sid} was taken over"):
         recorder.proposed(1, Proposal(source="class ModelNew: pass", backend="cpp"))
     with pytest.raises(SessionTakenOverError):
+        recorder.still_held()
+    with pytest.raises(SessionTakenOverError):
         recorder.totals(Spend(tokens=3), SessionStatus.FINISHED)
+    assert recorder.lease in KEEPER.held_on(engine)
+    KEEPER.renew_now()  # the next beat finds it gone, and stops renewing it
+    assert recorder.lease not in KEEPER.held_on(engine)
     close_leases(engine)  # leaves the new holder's session as it is
     with session_factory(engine)() as db:
         row = db.get(SessionRow, sid)
