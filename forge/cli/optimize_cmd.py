@@ -122,8 +122,9 @@ def optimize_command(
     resume: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="ID|all",
             help="continue a stored session (its id; repeat it for several), or `all`: every session cut short "
-            "(a killed or failed run's) that no live driver runs"
+            "(a killed or failed run's) that no live driver runs",
         ),
     ] = None,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline", help="skip torch.compile")] = False,
