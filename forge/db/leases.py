@@ -22,7 +22,6 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -134,12 +133,12 @@ class SessionTakenOverError(BankError):
         self.session_id = session_id
 
 
-def holder_of(row: SessionRow, now: datetime | None = None) -> LeaseHolder | None:
+def holder_of(row: SessionRow) -> LeaseHolder | None:
     """Who holds ``row``'s lease (None: nobody)."""
     if row.lease_token is None or row.driver_host is None or row.driver_pid is None:
         return None
     heard = row.heartbeat_at or row.started_at
-    age = ((now or utcnow()) - heard).total_seconds() if heard is not None else float("inf")
+    age = (utcnow() - heard).total_seconds() if heard is not None else float("inf")
     return LeaseHolder(Driver(row.driver_host, row.driver_pid, row.driver_scope or ""), age)
 
 

@@ -15,14 +15,12 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from sqlalchemy import Engine
 
 from forge.core.errors import UsageError
-from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
 from forge.harness import events as ev
-from forge.harness.control import RunControl
 from forge.harness.leases import give_back_crashed
 from forge.harness.limits import Limits
 from forge.harness.session import Session, SessionResult
-from forge.harness.session_open import Placement, SessionWork, open_session, run_session
+from forge.harness.session_open import Placement, RunScope, SessionWork, open_session, run_session
 
 # Sessions in flight at once, placed or waiting for a place; more wait for a thread. It bounds how
 # many sessions one driver runs side by side (and the bank's connections: forge.db.engine).
@@ -42,15 +40,9 @@ class _Openings:
             return left
 
 
-def run_on_cluster(
-    works: list[SessionWork],
-    settings: ForgeSettings,
-    limits: Limits,
-    engine: Engine,
-    emit: ev.Emit,
-    control: RunControl | None,
-) -> tuple[list[SessionResult], bool]:
+def run_on_cluster(works: list[SessionWork], scope: RunScope) -> tuple[list[SessionResult], bool]:
     """Every op's session, in op order, and whether the run was interrupted."""
+    settings, limits, engine, emit = scope.settings, scope.limits, scope.engine, scope.emit
     # Ray is an optional extra (forge[ray]): loaded only by a run that asks for it, never at import.
     try:
         import forge.cluster as cluster
@@ -75,7 +67,7 @@ def run_on_cluster(
         session = None
         try:
             placement = Placement(verifier, plan.device, plan.sessions_at_once)
-            session = open_session(work, settings, limits, engine, emit, control, openings.take(), placement)
+            session = open_session(work, scope, openings.take(), placement)
             return run_session(session, work.stored_status)
         except Exception as exc:
             if session is None:  # it never opened (a bad op file, say): the run reports it as a local one does

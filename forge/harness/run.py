@@ -17,7 +17,16 @@ from forge.agents import check_provider
 from forge.core.errors import ForgeError, UsageError
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
-from forge.db import Driver, SessionHeldError, claim_session, list_sessions, load_session, open_for_writing
+from forge.db import (
+    Driver,
+    SessionHeldError,
+    SessionLease,
+    StoredSession,
+    claim_session,
+    list_sessions,
+    load_session,
+    open_for_writing,
+)
 from forge.harness import events as ev
 from forge.harness.cluster_run import run_on_cluster
 from forge.harness.control import RunControl
@@ -26,7 +35,7 @@ from forge.harness.limits import Limits, ctrl_c_stops
 from forge.harness.options import OptimizeOptions
 from forge.harness.resume import resumed_options
 from forge.harness.session import SessionResult
-from forge.harness.session_open import SessionWork, open_session, run_session
+from forge.harness.session_open import RunScope, SessionWork, open_session, run_session
 
 
 @dataclass
@@ -101,10 +110,9 @@ def optimize(
         for agents in {w.options.agents for w in works}:
             check_provider(agents)
         with ctrl_c_stops(limits):
-            if settings.executor == "ray":
-                run.results, run.interrupted = run_on_cluster(works, settings, limits, engine, emit, control)
-            else:
-                run.results, run.interrupted = _run_here(works, settings, limits, engine, emit, control)
+            scope = RunScope(settings, limits, engine, emit, control)
+            executor = run_on_cluster if settings.executor == "ray" else _run_here
+            run.results, run.interrupted = executor(works, scope)
         run.tokens, run.cost_usd = limits.tokens, limits.cost_reported
         return run
     finally:
@@ -132,10 +140,14 @@ def _works(
     for session_id in dict.fromkeys((options.resume, *options.resume_more)):
         # the lease first: what is checked below is then what this driver continues
         lease = hold_lease(engine, claim_session(engine, session_id, Driver.this_process()))
-        stored = load_session(engine, session_id)
-        resumed, op_path = resumed_options(stored, replace(options, resume=session_id, resume_more=()))
-        works.append(SessionWork(op_path, resumed, stored.status, lease))
+        works.append(_resumed_work(load_session(engine, session_id), options, lease))
     return works
+
+
+def _resumed_work(stored: StoredSession, options: OptimizeOptions, lease: SessionLease) -> SessionWork:
+    """A stored session to continue, with its own options (this run's flags for the rest)."""
+    resumed, op_path = resumed_options(stored, replace(options, resume=stored.id, resume_more=(), resume_all=False))
+    return SessionWork(op_path, resumed, stored.status, lease)
 
 
 def _cut_short_works(options: OptimizeOptions, engine: Engine, skipped: list[ev.SessionSkipped]) -> list[SessionWork]:
@@ -159,27 +171,18 @@ def _cut_short_works(options: OptimizeOptions, engine: Engine, skipped: list[ev.
             if not stored.status.cut_short:  # its driver ended it after the list was read
                 give_back(engine, lease)
                 continue
-            resumed, op_path = resumed_options(stored, replace(options, resume=summary.id, resume_all=False))
+            works.append(_resumed_work(stored, options, lease))
         except ForgeError as exc:  # its stored settings cannot be read, say: the others still resume
             give_back(engine, lease)
             skipped.append(ev.SessionSkipped(summary.op, summary.id, exc.message))
-            continue
-        works.append(SessionWork(op_path, resumed, stored.status, lease))
     return works
 
 
-def _run_here(
-    works: list[SessionWork],
-    settings: ForgeSettings,
-    limits: Limits,
-    engine: Engine,
-    emit: ev.Emit,
-    control: RunControl | None,
-) -> tuple[list[SessionResult], bool]:
+def _run_here(works: list[SessionWork], scope: RunScope) -> tuple[list[SessionResult], bool]:
     """The local executor: one op's session after another, on this machine."""
     results: list[SessionResult] = []
     for i, work in enumerate(works):
-        session = open_session(work, settings, limits, engine, emit, control, len(works) - i)
+        session = open_session(work, scope, len(works) - i)
         result = run_session(session, work.stored_status)
         results.append(result)
         if result.status is SessionStatus.INTERRUPTED:

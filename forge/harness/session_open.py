@@ -72,19 +72,23 @@ class Placement:
     at_once: int = 1
 
 
-def open_session(
-    work: SessionWork,
-    settings: ForgeSettings,
-    limits: Limits,
-    engine: Engine,
-    emit: ev.Emit,
-    control: RunControl | None = None,
-    ops_left: int = 1,
-    placement: Placement = Placement(),
-) -> Session:
+@dataclass(frozen=True)
+class RunScope:
+    """What every session of one run shares, whichever executor runs them: the settings, the
+    limits, the bank, where events go, and the front end's stop control."""
+
+    settings: ForgeSettings
+    limits: Limits
+    engine: Engine
+    emit: ev.Emit
+    control: RunControl | None = None
+
+
+def open_session(work: SessionWork, scope: RunScope, ops_left: int = 1, placement: Placement = Placement()) -> Session:
     """``work``'s session (a new one, or the stored one it resumes), ready to run, with its share
     of the run's limits (what is left, over the ``ops_left`` ops not yet done,
     ``placement.at_once`` of them running at a time)."""
+    settings, limits, engine, emit, control = scope.settings, scope.limits, scope.engine, scope.emit, scope.control
     op_path, options = work.op_path, work.options
     device = placement.device or resolve_device(settings.device)
     backend = resolve_backend(options.backend, device)
