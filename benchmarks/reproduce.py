@@ -1,30 +1,33 @@
 """Check a bank's claims the way a user would: a plain loop in one process, their own clock.
 
-For every active kernel in BANK: the op's reference, the kernel as ``bank.load`` returns it, and
-``torch.compile`` of the reference are built from the bank's own sources and timed with
-``time.perf_counter`` around single calls, the three sides interleaved call by call (so load that
-comes and goes lands on all three), in two regimes:
+For every active kernel in BANK: the op's reference, the kernel as ``bank.load`` returns it (in
+eval mode, as inference runs it), and ``torch.compile`` of the reference are built from the bank's
+own sources and timed with ``forge.verifier.plain_loop``, the loop a finalist's confirmation times
+it with in a user's process: single calls under ``time.perf_counter_ns``, the three sides
+interleaved call by call (so load that comes and goes lands on all three), in two regimes:
 
-* warm: back-to-back calls on the same inputs, as in a model whose activations are still in
-  cache;
-* cold: the last-level cache flushed (a buffer twice its size written) before each call, on
-  inputs drawn for that call, as forge's verifier times.
+* warm: the same buffers every call, the round's values written into them first (a model's
+  activations, in cache);
+* cold: the last-level cache flushed before each call, on inputs drawn for the round.
 
-It prints forge's claim (the banked speedups vs eager and vs torch.compile, with the 95% interval
-the verifier measured in the regime the claim was judged in) beside the median of this loop's
-per-round ratios in each regime and their 95% interval. A claim is reproduced when the two
-intervals, each widened by this machine's run-to-run noise (``NOISE``), overlap: two honest
-measurements of one quantity taken minutes apart on a shared machine differ by more than either
-run's own interval says (on this VM, eager softmax over 8 MB drew 0.96 ms in one run and 1.25 ms
-in the next, both cold). The judged regime is bracketed, and the last line counts the claims
-reproduced in it.
+Before it is timed, each kernel is called once under ``bank.watch()``: a kernel that runs the
+reference instead (a fallback) is reported as not running and not timed; timing it would time the
+reference against itself.
+
+It prints forge's claim (``Verdict.claim_pairs``: the lower of the isolated verification and the
+confirmation's user loop, with its 95% interval) beside this loop's median per-round ratio and its
+interval. The agreement rule is strict: a claim is reproduced when this loop's median lies inside
+the claim's interval widened by the claim's own null spread (how far the reference read from
+itself when the claim was measured: the user loop's null, else the null control; a factor s >= 1
+dividing the low end and multiplying the high end), and by nothing else. The judged regime is
+bracketed, and the last line counts the claims reproduced in it.
 
 The process's allocator is a condition too. glibc hands freed blocks over its (dynamic) mmap
 threshold back to the OS, so in a default process every large temporary is faulted in afresh on
 each call: eager, which allocates more temporaries than a fused kernel, pays more of it, and the
-cost depends on the heap's history. forge's verifier workers keep freed memory (the heap it
-prefaults stays theirs), so ``--heap kept`` (the default) runs this loop the same way and
-``--heap returned`` in glibc's default behaviour; the README shows both.
+cost depends on the heap's history. forge's verifier workers and its user loop keep freed memory,
+so ``--heap kept`` (the default, the regime claims name) runs this loop the same way and
+``--heap returned`` in glibc's default behaviour.
 
 Usage: python benchmarks/reproduce.py BANK [--rounds N] [--kernel ID ...] [--no-compile] [--heap kept|returned]
                                      [--threads N] [--compile-mode MODE]
@@ -34,10 +37,10 @@ Run it from the directory the ops were verified in when their Model comes from u
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,13 +50,13 @@ import torch
 
 import forge.kernelbank as kb
 from forge.core.importing import import_file
-from forge.core.verdict import PairedRatio
+from forge.core.verdict import PairedRatio, Verdict
 from forge.db.engine import open_for_writing
 from forge.db.kernels import kernel_detail, list_kernels
 from forge.verifier.machine import cpu_flush_bytes
 from forge.verifier.pairing import paired_ratio
+from forge.verifier.plain_loop import time_sides
 
-NOISE = 0.10  # this VM's measured run-to-run noise (README, "How much is noise")
 KEPT_HEAP = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}  # the workers'
 
 
@@ -63,11 +66,11 @@ class Ratio:
     low: float
     high: float
 
-    def agrees(self, claim: PairedRatio | None) -> bool | None:
-        """Whether ``claim``'s interval and this one overlap once each is widened by the noise."""
+    def agrees(self, claim: PairedRatio | None, spread: float) -> bool | None:
+        """Whether this median lies in ``claim``'s interval widened by the factor ``spread``."""
         if claim is None:
             return None
-        return claim.low * (1 - NOISE) <= self.high * (1 + NOISE) and self.low * (1 - NOISE) <= claim.high * (1 + NOISE)
+        return claim.low / spread <= self.median <= claim.high * spread
 
     def __str__(self) -> str:
         return f"{self.median:.2f}x ({self.low:.2f}-{self.high:.2f})"
@@ -85,46 +88,44 @@ def _ratio(base: list[int], kernel: list[int]) -> Ratio:
     return Ratio(r.median, r.low, r.high)
 
 
-def time_sides(sides: dict[str, Callable[[list[torch.Tensor]], Any]], draw: Callable[[], list[torch.Tensor]],
-               rounds: int, cold: bool) -> dict[str, list[int]]:  # fmt: skip
-    """Per-call nanoseconds of each side, interleaved call by call; the order rotates per round."""
-    flush = torch.empty(cpu_flush_bytes() // 4) if cold else None
-    fixed = draw()
-    names = list(sides)
-    out: dict[str, list[int]] = {n: [] for n in names}
-    with torch.no_grad():
-        for name in names:  # warm-up (compiles torch.compile's graph)
-            for _ in range(3):
-                sides[name](fixed)
-        for r in range(rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                inputs = draw() if cold else fixed
-                if flush is not None:
-                    flush.fill_(r)
-                t0 = time.perf_counter_ns()
-                sides[name](inputs)
-                out[name].append(time.perf_counter_ns() - t0)
-    return out
+def null_spread(v: Verdict) -> float:
+    """How far the reference read from itself when the claim was measured, as a factor >= 1: the
+    user loop's null where the claim has one, else the confirmation's null control, else 1."""
+    null = v.user_loop.null if v.user_loop is not None and v.user_loop.null is not None else v.timing_stats.null_eager
+    if null is None or null.low <= 0:
+        return 1.0
+    return max(1.0, 1.0 / null.low, null.high)
+
+
+def fallback(bank: kb.KernelBank, op: str, kernel: torch.nn.Module, inputs: list[torch.Tensor]) -> str | None:
+    """Why the loaded kernel does not run on the op's own inputs in eval mode, or None when it does."""
+    with torch.no_grad(), bank.watch() as seen:
+        kernel(*inputs)
+    used = seen.ops.get(op)
+    if used is None or used.fallbacks or not used.calls:
+        return str(used) if used is not None else f"{op}: the loaded module never reached the bank's dispatcher"
+    return None
 
 
 def measure(
     op_module: Any, bank: kb.KernelBank, op: str, rounds: int, compile_mode: str | None, compile_too: bool
-) -> dict[str, Regime]:
+) -> dict[str, Regime] | str:
+    """Each regime's ratios, or why the kernel is not timed (it falls back to the reference)."""
     init = op_module.get_init_inputs()
     torch.manual_seed(0)
     reference = op_module.Model(*init).eval()
     kernel = bank.load(op, *init).eval()
     kernel.load_state_dict(reference.state_dict())
-    sides: dict[str, Callable[[list[torch.Tensor]], Any]] = {
-        "eager": lambda x: reference(*x),
-        "kernel": lambda x: kernel(*x),
-    }
+    why = fallback(bank, op, kernel, op_module.get_inputs())
+    if why is not None:
+        return why
+    sides: dict[str, Callable[[Any], Any]] = {"eager": lambda x: reference(*x), "kernel": lambda x: kernel(*x)}
     if compile_too:
         compiled = torch.compile(reference, mode=compile_mode)
         sides["compile"] = lambda x: compiled(*x)
     regimes = {}
     for name, cold in (("warm", False), ("cold", True)):
-        t = time_sides(sides, op_module.get_inputs, rounds, cold)
+        t = time_sides(sides, op_module.get_inputs, rounds, cold, cpu_flush_bytes())
         regimes[name] = Regime(
             _ratio(t["eager"], t["kernel"]), _ratio(t["compile"], t["kernel"]) if "compile" in t else None
         )
@@ -147,13 +148,16 @@ def _with_heap(heap: str) -> None:
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 
+Claims = tuple[PairedRatio | None, PairedRatio | None]
+
+
 def _rows(kernel_id: int, op: str, claim: str, claimed_compile: str, judged: str, regimes: dict[str, Regime],
-          claims: tuple[PairedRatio | None, PairedRatio | None]) -> tuple[list[str], list[bool | None]]:  # fmt: skip
+          claims: Claims, spread: float) -> tuple[list[str], list[bool | None]]:  # fmt: skip
     """Two lines per kernel (its judged regime first, bracketed) and the judged regime's verdicts."""
     lines, held_in_judged = [], []
     for i, name in enumerate(sorted(regimes, key=lambda n: n != judged)):
         r = regimes[name]
-        held = [r.eager.agrees(claims[0]), r.compiled.agrees(claims[1]) if r.compiled else None]
+        held = [r.eager.agrees(claims[0], spread), r.compiled.agrees(claims[1], spread) if r.compiled else None]
         if name == judged:
             held_in_judged = held
         head = f"{kernel_id:>6d} {op:18s} {claim:>20s} {claimed_compile:>20s}" if i == 0 else " " * 67
@@ -174,6 +178,7 @@ def main() -> None:
     ap.add_argument("--heap", choices=("kept", "returned"), default="kept",
                     help="kept: freed memory stays with the process, as in forge's workers; "
                     "returned: glibc's default")  # fmt: skip
+    ap.add_argument("--json", type=Path, help="also write each kernel's figures here (benchmarks/claims.py reads it)")
     a = ap.parse_args()
     _with_heap(a.heap)
     if a.threads:
@@ -188,6 +193,7 @@ def main() -> None:
     print(f"{'kernel':>6s} {'op':18s} {'claim x eager (CI)':>20s} {'x compile (CI)':>20s} | {'regime':6s} "
           f"{'x eager (CI)':>20s} {'x compile (CI)':>20s} | agrees: eager compile")  # fmt: skip
     held_all: list[bool] = []
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for summary in list_kernels(engine):
             if (a.kernel and summary.id not in a.kernel) or str(summary.status) != "active":
@@ -197,21 +203,66 @@ def main() -> None:
             op_path.write_text(k.op_source)
             op_module = import_file(f"reproduce_op_{k.summary.id}", op_path)
             regimes = measure(op_module, bank, k.op_name, a.rounds, a.compile_mode, not a.no_compile)
-            v = k.evidence
-            claims = v.timing_stats.headline_pairs()
-            claim = f"{v.speedup_vs_eager or 0:.2f}x" + (
-                f" ({claims[0].low:.2f}-{claims[0].high:.2f})" if claims[0] else ""
-            )
-            compile_claim = claims[1] if v.speedup_vs_compile else None
-            claimed_compile = f"{v.speedup_vs_compile:.2f}x" if v.speedup_vs_compile else "-"
-            if compile_claim is not None:
-                claimed_compile += f" ({compile_claim.low:.2f}-{compile_claim.high:.2f})"
-            judged = str(v.timing_stats.regime or "cold")  # verdicts from before the regimes were timed cold
-            claims = (claims[0], compile_claim)
-            lines, held = _rows(k.summary.id, k.op_name, claim, claimed_compile, judged, regimes, claims)
+            lines, held = report(k.summary.id, k.op_name, k.evidence, regimes)
             print("\n".join(lines), flush=True)
             held_all += [h for h in held if h is not None]
-    print(f"in the judged regime, {sum(held_all)} of {len(held_all)} claims agree with this loop within the noise")
+            rows.append(as_record(k.summary.id, k.op_name, k.evidence, regimes, held))
+    print(f"in the judged regime, {sum(held_all)} of {len(held_all)} claims agree with this loop "
+          "(its median inside the claim's interval widened by the claim's null spread)")  # fmt: skip
+    if a.json:
+        meta = {"heap": a.heap, "threads": torch.get_num_threads(), "rounds": a.rounds, "torch": torch.__version__}
+        a.json.write_text(json.dumps({**meta, "kernels": rows}, indent=1))
+
+
+def _pair(p: PairedRatio | Ratio | None) -> list[float] | None:
+    return None if p is None else [p.median, p.low, p.high]
+
+
+def as_record(
+    kernel_id: int, op: str, v: Verdict, regimes: dict[str, Regime] | str, held: list[bool | None]
+) -> dict[str, Any]:
+    """One kernel's figures for --json: its claims, the isolated and user-loop figures they came
+    from, this loop's per regime, and whether the claims held in the judged regime."""
+    claims, isolated = v.claim_pairs(), v.timing_stats.headline_pairs()
+    loop = v.user_loop
+    record: dict[str, Any] = {
+        "kernel": kernel_id, "op": op, "judged": str(v.timing_stats.regime or "cold"), "spread": null_spread(v),
+        "claim": _pair(claims[0]), "claim_compile": _pair(claims[1]) if v.speedup_vs_compile else None,
+        "isolated": _pair(isolated[0]), "isolated_compile": _pair(isolated[1]),
+        "user_loop": _pair(loop.eager) if loop else None, "user_loop_compile": _pair(loop.compiled) if loop else None,
+        "agrees": held[0], "agrees_compile": held[1] if len(held) > 1 else None,
+    }  # fmt: skip
+    if isinstance(regimes, str):
+        record["not_running"] = regimes
+    else:
+        for name, r in regimes.items():
+            record[name] = _pair(r.eager)
+            record[f"{name}_compile"] = _pair(r.compiled)
+    return record
+
+
+def _shown(median: float | None, pair: PairedRatio | None) -> str:
+    if median is None:
+        return "-"
+    return f"{median:.2f}x" + (f" ({pair.low:.2f}-{pair.high:.2f})" if pair is not None else "")
+
+
+def report(
+    kernel_id: int, op: str, v: Verdict, regimes: dict[str, Regime] | str
+) -> tuple[list[str], list[bool | None]]:
+    """One kernel's lines and the agreement of its claims in the judged regime (a kernel that
+    falls back agrees with none of its claims)."""
+    eager, compiled = v.claim_pairs()
+    compiled = compiled if v.speedup_vs_compile else None
+    claim, claimed_compile = _shown(v.speedup_vs_eager, eager), _shown(v.speedup_vs_compile, compiled)
+    if isinstance(regimes, str):
+        head = f"{kernel_id:>6d} {op:18s} {claim:>20s} {claimed_compile:>20s}"
+        return [f"{head} | NOT RUNNING: {regimes}; not timed"], [False, False if compiled else None]
+    judged = str(v.timing_stats.regime or "cold")  # verdicts from before the regimes were timed cold
+    spread = null_spread(v)
+    lines, held = _rows(kernel_id, op, claim, claimed_compile, judged, regimes, (eager, compiled), spread)
+    lines[0] += f"  (null spread {spread:.2f})"
+    return lines, held
 
 
 if __name__ == "__main__":

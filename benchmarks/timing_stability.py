@@ -42,7 +42,6 @@ from forge.core.settings import load_settings
 from forge.core.verdict import Verdict
 from forge.harness.null_control import judged_against
 from forge.verifier import Job, VerifierService
-from forge.verifier.service import NULL_CONTROL
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = {
@@ -128,7 +127,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=None, help="timed calls a side (default: the budget's)")
     ap.add_argument("--control", action="store_true", help="judge each repeat with a null control, as a session does")
     a = ap.parse_args()
-    settings = load_settings(compile_baseline=False)
+    # the isolated verification's timing is what this measures: no user loop beside it
+    settings = load_settings(compile_baseline=False, user_loop=False)
     trials = a.trials or settings.confirm_trials
     print("candidates: " + ("each op's own reference (noise only)" if a.null else "examples/candidates"))
     print("machine: " + ("a competing CPU-heavy job runs during every verification" if a.load else "quiet"))
@@ -138,14 +138,17 @@ def main() -> None:
     print(head + f" {'s/verify':>8s}")
     everything = sorted(p.stem for p in (ROOT / "examples/ops").glob("*.py")) if a.null else list(PAIRS)
     for op in a.ops.split(",") if a.ops else everything:
-        source = NULL_CONTROL.source if a.null else (ROOT / "examples/candidates" / f"{PAIRS[op]}.py").read_text()
+        source = "" if a.null else (ROOT / "examples/candidates" / f"{PAIRS[op]}.py").read_text()
         tally = Tally()
         # A session's service: the reference worker kept from one verification to the next.
         with VerifierService(ROOT / "examples/ops" / f"{op}.py", settings, "cpu") as service:
             for _ in range(a.repeats):
                 t0 = time.monotonic()
                 with competing_load(a.load):
-                    v = service.verify_alone(Job("candidate", source), trials, settings.timeout)
+                    if a.null:  # the reference as its own candidate: it runs the reference by design
+                        v = service.verify_null(trials, settings.timeout)
+                    else:
+                        v = service.verify_alone(Job("candidate", source), trials, settings.timeout)
                     null = service.verify_null(trials, settings.timeout) if a.control else None
                 tally.secs.append(time.monotonic() - t0)
                 if not v.passed or v.timing_stats.headline_pairs()[0] is None:

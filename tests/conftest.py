@@ -81,6 +81,7 @@ def fast_settings(cache_dir: Path) -> ForgeSettings:
         timing_budget_s=0.2,
         confirm_trials=10,
         cache_dir=cache_dir,
+        user_loop=False,  # a fresh process per confirmation: tests/verifier/test_user_loop.py turns it on
     )
 
 

@@ -39,7 +39,9 @@ def beats_eager(verdict: Verdict) -> tuple[bool, str]:
       carries a null control (a finalist's confirmation), and
     * judged cold, the candidate's upper timing quartile lies below eager's lower quartile (the
       rule forge used before pairing; kept because it is stricter whenever the pairs are few), and
-    * the OS did not report other processes loading the cores while the calls were timed.
+    * the OS did not report other processes loading the cores while the calls were timed, and
+    * timed in a user's loop too (a confirmation: ``Verdict.user_loop``), it is faster than eager
+      at the median there.
 
     Verdicts stored before pairing or quartiles were recorded fall back to what they have
     (quartiles, else median +/- IQR/2)."""
@@ -66,7 +68,15 @@ def beats_eager(verdict: Verdict) -> tuple[bool, str]:
             f"read from itself in a clean worker ({null.median:.2f}x, {null.low:.2f}-{null.high:.2f}): within "
             "the noise between workers"
         )
+    loop = verdict.user_loop.eager if verdict.user_loop is not None else None
+    if loop is not None and loop.median <= 1.0:
+        return False, (
+            f"{speedup:.2f}x eager{interval} in the isolated workers, but {loop.median:.2f}x ({loop.low:.2f}-"
+            f"{loop.high:.2f}) timed as a user times it, in one process: not faster where it would run"
+        )
     beyond = "beyond the measured noise" + (f" and the null control's {bar:.2f}x" if null is not None else "")
+    if loop is not None:
+        beyond += f"; {loop.median:.2f}x in a user's loop (the claim is the lower)"
     if stats.regime is TimingRegime.WARM and paired is not None:
         # The quartiles describe the cold calls: another regime than the one judged.
         return True, f"{speedup:.2f}x faster than eager{interval}, {beyond}"

@@ -51,6 +51,11 @@ class ForgeSettings(BaseSettings):
         description="before banking a finalist, time the op's reference against itself in a clean worker with as "
         "many calls, and require the finalist's interval to clear how far apart those read (off: clear 1.0x)",
     )
+    user_loop: bool = Field(
+        default=True,
+        description="when a session times its finalist again, also time it as a user would (a plain loop in one "
+        "fresh process, beside the reference and torch.compile) and bank the lower of the two figures",
+    )
     timing_batch_mb: int = Field(
         default=160, ge=1, description="MiB of fresh timing inputs and outputs held at once (trials come in batches)"
     )

@@ -32,6 +32,14 @@ class VerdictStatus(TextEnum):
     CRASHED = "crashed"
 
 
+class ModuleMode(TextEnum):
+    """The mode an op's module is called in (``nn.Module.training``): the bank's kernels are for
+    eval mode; an op whose output differs by mode (BatchNorm) is verified in training mode too."""
+
+    EVAL = "eval"
+    TRAIN = "train"
+
+
 class AttemptRole(TextEnum):
     """Who produced an attempt row: the coder's candidate, the judge's review of one, or a
     finalist's confirmation (timed again before banking)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from forge.core.statuses import BindMode, TimingRegime, VerdictStatus
+from forge.core.statuses import BindMode, ModuleMode, TimingRegime, VerdictStatus
 
 _LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
 
@@ -128,6 +128,30 @@ class Contention(BaseModel):
     enforced: bool = True
 
 
+class UserLoop(BaseModel):
+    """A finalist timed the way a user times it (``forge.verifier.user_loop``): in one fresh
+    process, built as ``forge.kernelbank`` builds it, beside the reference and torch.compile of
+    the reference, call by call in the judged regime, with the verifier workers' allocator regime.
+    The banked claim is the lower of this and the isolated measurement (``claim_pairs``)."""
+
+    model_config = _LENIENT
+    regime: TimingRegime
+    rounds: int
+    threads: int
+    heap: str = "kept"  # freed memory stays in the process (MALLOC_*_THRESHOLD_), as in the workers
+    eager: PairedRatio | None = None  # eager's time over the kernel's, round by round
+    compiled: PairedRatio | None = None  # torch.compile's over the kernel's
+    # The reference against a second instance of itself, in the same loop before the candidate was
+    # imported: how far two identical sides read apart in this loop (its noise).
+    null: PairedRatio | None = None
+    eager_ms: float | None = None  # medians
+    kernel_ms: float | None = None
+    compile_ms: float | None = None
+    fallbacks: int = 0  # probe calls of the kernel in which the reference's forward ran
+    tampered: list[str] = Field(default_factory=list)  # what the candidate changed in the loop's process
+    failed: str | None = None  # why there is no measurement
+
+
 class TimingSides(BaseModel):
     """The timing statistics of every side that was timed (absent sides are left out of the JSON).
     ``*_launch``: CUDA only, the host time spent inside one call (launching its work)."""
@@ -165,6 +189,11 @@ class TimingSides(BaseModel):
         return _without_none(handler(self))
 
 
+# How far past the roofline bound a measured time may be before the estimate, or the time, is
+# wrong: cache-resident data can beat the DRAM estimate a little, not by this much.
+ROOFLINE_SLACK = 1.5
+
+
 class Roofline(BaseModel):
     """The speed-of-light estimate: the op's bytes and FLOPs against this machine's measured
     bandwidth and matmul peak, and the fraction of it the candidate and eager reach."""
@@ -178,6 +207,13 @@ class Roofline(BaseModel):
     bound_ms: float | None = None
     fraction_candidate: float | None = None
     fraction_eager: float | None = None
+
+    @property
+    def holds(self) -> bool:
+        """False when eager itself runs faster than the bound allows (beyond what cache-resident
+        data explains): the estimate is then wrong for this op (the bytes or FLOPs it counts, or
+        the measured peak), and no fraction of it is a fact."""
+        return self.fraction_eager is None or self.fraction_eager <= ROOFLINE_SLACK
 
     @property
     def bound_by(self) -> str:
@@ -313,6 +349,10 @@ class Verdict(BaseModel):
     elapsed_s: float = 0.0
     versions: Versions = Field(default_factory=Versions)
     binding: Binding | None = None  # None: not checked (a failed verdict, or an older forge)
+    # The module modes the candidate was verified in; None: an older forge, which verified in
+    # training mode (eval mode for a reference that is random in training mode).
+    modes: list[ModuleMode] | None = None
+    user_loop: UserLoop | None = None  # a finalist's confirmation: timed in a user's loop too
     node: NodeSpec | None = None  # the cluster node that verified it; None: the driver's own machine
     # A confirmation (the finalist timed again, alone, before banking): stored under the keys in
     # the aliases, as forge always has.
@@ -327,6 +367,15 @@ class Verdict(BaseModel):
     @property
     def passed(self) -> bool:
         return self.status is VerdictStatus.PASSED
+
+    def claim_pairs(self) -> tuple[PairedRatio | None, PairedRatio | None]:
+        """(vs eager, vs torch.compile) as banked: per baseline, the lower of the isolated
+        measurement (``TimingSides.headline_pairs``) and the user loop's, by median."""
+        isolated = self.timing_stats.headline_pairs()
+        loop = self.user_loop
+        if loop is None:
+            return isolated
+        return _lower(isolated[0], loop.eager), _lower(isolated[1], loop.compiled)
 
     def add(self, name: str, passed: bool, detail: str = "", fatal: bool = True) -> Check:
         check = Check(name=name, passed=passed, detail=detail, fatal=fatal)
@@ -357,6 +406,12 @@ class Verdict(BaseModel):
     def from_json(cls, data: dict[str, Any]) -> Verdict:
         """A stored verdict read back (ValueError when a field holds the wrong type)."""
         return cls.model_validate(data)
+
+
+def _lower(a: PairedRatio | None, b: PairedRatio | None) -> PairedRatio | None:
+    if a is None or b is None:
+        return a or b
+    return a if a.median <= b.median else b
 
 
 _CONFIRMATION_KEYS = ("trials", "held", "why", "confirm_attempt_id", "confirmed")

@@ -4,13 +4,16 @@ and apply banked parallel plans (``KernelBank.parallelize``; ``plan_apply``, ``p
 from forge.core.errors import BankError, KernelUnavailableError, UnknownOpError
 from forge.kernelbank.loader import KernelBankWarning
 from forge.kernelbank.runtime import KernelBank, bank_enabled, open
+from forge.kernelbank.usage import OpUsage, Watch
 
 __all__ = [
     "BankError",
     "KernelBank",
     "KernelBankWarning",
     "KernelUnavailableError",
+    "OpUsage",
     "UnknownOpError",
+    "Watch",
     "bank_enabled",
     "open",
 ]

@@ -48,7 +48,17 @@ class KernelEntry:
     # evidence; None for kernels verified before forge checked that.
     binding: str | None = None
     binding_reason: str | None = None
+    # The module modes its verdict verified ("eval", "train"), as JSON text from the evidence;
+    # None for kernels verified before forge verified modes (see ``modes``).
+    modes_json: str | None = None
     configs: list[tuple[list[list[int]], dict[str, Any]]] = field(default_factory=list)
+
+    @cached_property
+    def eval_only(self) -> bool:
+        """Verified in eval mode alone (an op random in training mode): the reference runs in
+        training mode. Kernels from before modes were verified were verified in training mode."""
+        modes = _json(self.modes_json) if self.modes_json else None
+        return isinstance(modes, list) and "train" not in modes
 
     @cached_property
     def key(self) -> str:
@@ -186,7 +196,8 @@ class ReadOnlyBank:
             "SELECT id, op_name, op_hash, backend, source, entry_point, device_kind, capability_min, capability_max, "
             "dtype, speedup_vs_eager, torch_version, triton_version, "
             f"{self._db.json_text('evidence', 'binding', 'mode')}, "
-            f"{self._db.json_text('evidence', 'binding', 'reason')} "
+            f"{self._db.json_text('evidence', 'binding', 'reason')}, "
+            f"{self._db.json_text('evidence', 'modes')} "
             f"FROM kernels WHERE op_name = ? {status} "
             "ORDER BY COALESCE(speedup_vs_eager, 0) DESC, id DESC",
             (op_name,),

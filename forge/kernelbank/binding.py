@@ -1,7 +1,9 @@
 """Binding kernels to module instances: the per-instance dispatcher and the torch.library op.
 
 Kernels are verified for inference: when autograd would need gradients (grad mode on and an
-input or parameter requiring grad) the reference runs, so training is never silently broken.
+input or parameter requiring grad) the reference runs, so training is never silently broken; so
+it does in training mode for a kernel verified in eval mode alone (an op random in training mode,
+dropout).
 Otherwise a patched instance's ``forward`` looks up the kernel verified for the inputs' device kind
 and dtype, sets the nearest shape bucket's config (``self._forge_config``) and calls the kernel,
 falling back to the reference forward on any failure. Under ``torch.compile`` the same call goes
@@ -22,7 +24,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from forge.core.errors import KernelUnavailableError
-from forge.kernelbank import loader
+from forge.kernelbank import loader, usage
 from forge.kernelbank.bank_file import KernelEntry
 from forge.kernelbank.dispatch import nearest_config
 
@@ -50,6 +52,7 @@ class _Handle:
         self._meta: torch.nn.Module | None = None
         self.single = True
         self.multi_config = len(entry.configs) > 1
+        self.eval_only = entry.eval_only
         if len(entry.configs) == 1:  # one bucket: its config is set once, not per call
             instance.__dict__["_forge_config"] = entry.configs[0][1]
         _handles[self.id] = self
@@ -132,9 +135,20 @@ def make_forward(
 ) -> Callable[..., Any]:
     """The forward to set on ``instance``: its kernels by (device kind, dtype), else the reference.
     ``table`` holds each kernel's forward as called on this instance (``fn(instance, *args)``)."""
-    handles = {key: _Handle(instance, entry, fn, fallback, strict) for key, (entry, fn) in table.items()}
+
+    def noted(*args: Any, **kwargs: Any) -> Any:  # the reference, seen by a watch
+        if usage.ACTIVE is not None:
+            usage.ACTIVE.reference_ran()
+        return fallback(*args, **kwargs)
+
+    handles = {key: _Handle(instance, entry, fn, noted, strict) for key, (entry, fn) in table.items()}
 
     def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if usage.ACTIVE is not None:  # ``KernelBank.watch``: count this call and any fallback in it
+            return usage.ACTIVE.observe(name, dispatch, self, *args, **kwargs)
+        return dispatch(self, *args, **kwargs)
+
+    def dispatch(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
         # The hot path: a handful of attribute reads and one dict lookup before the kernel.
         x = args[0] if args and isinstance(args[0], torch.Tensor) else first_tensor(args, kwargs)
         handle = None
@@ -149,10 +163,12 @@ def make_forward(
                     f"unverified:{name}:{where}",
                     f"forge kernel bank: no kernel for {name!r} was verified for {where}; using the reference",
                 )
-            return fallback(self, *args, **kwargs)
+            return noted(self, *args, **kwargs)
         if torch.is_grad_enabled() and _needs_grad(self, args, kwargs):
             # Bank kernels are verified for inference; training keeps the reference's autograd.
-            return fallback(self, *args, **kwargs)
+            return noted(self, *args, **kwargs)
+        if handle.eval_only and self.training:  # random in training mode (dropout): not verified there
+            return noted(self, *args, **kwargs)
         if torch.compiler.is_compiling() and not kwargs and all(isinstance(a, torch.Tensor) for a in args):
             outs = torch.ops.forge_bank.call(handle.id, list(args))
             return outs[0] if handle.single else tuple(outs)

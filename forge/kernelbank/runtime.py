@@ -5,6 +5,7 @@
     layer = bank.load("rmsnorm", 1024, 1e-6)      # best verified kernel, or the reference
     n = bank.kernelize(model)                     # patch instances of bank ops' target classes
     bank.restore(model)                           # undo
+    with bank.watch() as seen: model(x)           # did the kernels run? seen.report()
     bank.parallelize(model)                       # on every rank: the best banked parallel plan
 
 A kernel is used only for inputs on the device kind and dtype it was verified for; anything else,
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import types
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from forge.core.paths import BankLocation, default_bank
 from forge.kernelbank import loader
 from forge.kernelbank.bank_file import KernelEntry, OpRecord, ReadOnlyBank
 from forge.kernelbank.binding import first_tensor, make_forward
+from forge.kernelbank.usage import Watch, watching
 
 _ATTR = "_forge_kernel"  # set on patched instances: the op name
 _Key = tuple[str, torch.dtype]  # (device kind, dtype): what a kernel is picked by
@@ -221,6 +224,17 @@ class KernelBank:
         from forge.kernelbank.parallelize_plan import parallelize
 
         return parallelize(self._db, model, mesh, train=train, strict=self.strict)
+
+    def watch(self) -> AbstractContextManager[Watch]:
+        """Count, while the ``with`` block runs, each op's calls through this bank and those in
+        which its reference ran instead of the kernel (a fallback): ``seen.report()``, or
+        ``seen.ops[name]`` (``OpUsage``). Only ops this bank has loaded or patched are counted."""
+        return watching([op.ref_cls for op in self._ops.values()])
+
+    def reference_class(self, op: str) -> type:
+        """The class the bank's kernels for ``op`` stand in for (the op's ``Model``, or the user's
+        class it imports)."""
+        return self._resolve(op).ref_cls
 
     def restore(self, model: torch.nn.Module) -> int:
         """Undo ``kernelize``: the instances get their class's forward back. Returns how many."""

@@ -21,6 +21,7 @@ from forge.core.importing import import_file
 from forge.core.instance_binding import BindRefused, bound_forward, plan_binding
 from forge.core.problem import load_problem, read_problem_source
 from forge.verifier.memory import release_free_memory
+from forge.verifier.reference_calls import ReferenceCalls
 from forge.verifier.timing import Clocks, TimedCalls
 
 _IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
@@ -198,6 +199,7 @@ class CandidateSide:
         self.path = ""
         self.models: dict[str, torch.nn.Module] = {}
         self.calls = 0
+        self.reference_calls: ReferenceCalls | None = None
         self.tids_before: set[int] = set()
         self._drop_timing()
 
@@ -211,6 +213,8 @@ class CandidateSide:
         # The reference module is importable as ``forge_reference`` so candidates may subclass Model.
         problem = load_problem(read_problem_source(msg["op_path"]))
         sys.modules["forge_reference"] = problem.module
+        if isinstance(getattr(problem.module, "Model", None), type):
+            self.reference_calls = ReferenceCalls(problem.module.Model)
         self.path = str(Path(msg["candidate_path"]).resolve())
         try:
             module = import_file("forge_candidate", self.path)
@@ -238,8 +242,7 @@ class CandidateSide:
                 model = model.to(self.device)
                 state = {k: v.to(self.device) for k, v in spec["state_dict"].items()}
                 model.load_state_dict(state, strict=True)
-                if spec.get("eval"):  # the reference is random in training mode (see ReferenceSide)
-                    model.eval()
+                model.train(bool(spec.get("train")))  # eval mode unless this model is the training-mode one
             except Exception as exc:
                 raise StageError(
                     "interface",
@@ -262,6 +265,8 @@ class CandidateSide:
                 sample = self.module.ModelNew(*spec["init_args"])
             instance = instance.to(self.device)
             instance.load_state_dict({k: v.to(self.device) for k, v in spec["state_dict"].items()}, strict=True)
+            instance.train(bool(spec.get("train")))
+            sample.train(bool(spec.get("train")))
             plan = plan_binding(self.module.ModelNew, ref_cls, sample, instance)
             forward = bound_forward(self.module.ModelNew, plan, instance, instance)
         except BindRefused as exc:
@@ -301,10 +306,13 @@ class CandidateSide:
         _poison(self.device, sum(x.numel() * x.element_size() for x in inputs))
         py_before = set(threading.enumerate())
         tids_before = native_threads()
+        counted = self.reference_calls
+        ran_before = counted.count if counted is not None else 0
         try:
             out = self._call(model, inputs)
         except Exception as exc:
             raise StageError("run", candidate_trace(exc, self.path)) from exc
+        reference_ran = (counted.count - ran_before) if counted is not None else 0
         outs = _as_list(out)
         first = [_plain_copy(o) for o in outs]  # taken at once: later changes mean lazy work
         state_after = _get_buffers(model, state_names) if state_names else None
@@ -323,6 +331,7 @@ class CandidateSide:
             "busy_python_threads": busy,
             "new_native_threads": len(new_tids),
             "call_index": self.calls,
+            "reference_calls": reference_ran,
         }
         self.calls += 1
         facts["inputs_modified"] = [

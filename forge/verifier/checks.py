@@ -18,6 +18,10 @@ def compare(*args: Any, **kwargs: Any) -> Mismatch | None:
     return _compare(*args, **kwargs)
 
 
+# The reference worker's model verified in training mode, for an op whose output differs by mode
+# (see ReferenceSide); like every "base" model it has the op's own shapes.
+TRAIN_KEY = "base/train"
+
 # Native threads that appear during the very first call (an OpenMP or torch pool starting) are
 # legitimate; threads that appear and stay after any later call are not.
 _FIRST_CALL = 0
@@ -99,6 +103,12 @@ def check_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: d
         integ["no_background_threads"] = (
             f"{facts['new_native_threads']} new native thread(s) still alive after a call "
             "(not a pool started on the first call)"
+        )
+    if facts.get("reference_calls") and case["kind"] == "normal" and str(case.get("model", "")).startswith("base"):
+        mode = "training" if case.get("model") == TRAIN_KEY else "eval"
+        integ["runs_kernel"] = (
+            f"in {mode} mode, on the op's own shapes, ModelNew ran the reference's forward (a fallback): "
+            "the bank would hand out the reference, not a kernel"
         )
     if facts.get("clock_tampering"):
         integ["clock_integrity"] = f"timing functions replaced: {', '.join(facts['clock_tampering'])}"
@@ -190,6 +200,7 @@ PASS_TEXT = {
     "no_lazy_outputs": "outputs did not change after the call returned",
     "no_background_threads": "no thread started by a call was left running",
     "clock_integrity": "timing functions untouched",
+    "runs_kernel": "the kernel ran (not the reference's forward) on the op's own shapes in the modes verified: {modes}",
 }
 
 

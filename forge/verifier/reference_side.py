@@ -15,7 +15,9 @@ import torch
 from forge.core import shapes
 from forge.core.errors import ProblemError
 from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
+from forge.core.statuses import ModuleMode
 from forge.verifier import cases, machine, memory, roofline
+from forge.verifier.checks import TRAIN_KEY
 from forge.verifier.reference_cases import CaseBook, buffers_of, restore_buffers, same_values
 from forge.verifier.timing import Clocks, TimedCalls
 
@@ -64,17 +66,19 @@ class ReferenceSide:
         self.compiled: Any = None
         self.compile_error: str | None = None
         self.single_output = True
-        # A reference whose output is random (dropout in training mode) is verified in eval mode:
-        # random outputs cannot be compared, and a kernel that dropped the randomness must not pass
-        # as the training-mode op (see ``_detect_random``).
-        self.eval_mode = False
+        # The bank's kernels run where users call them, in eval mode (``model.eval()``) above all;
+        # training mode is verified on a model of its own, except for a reference that is random
+        # there (dropout), which cannot be compared (see ``_detect_modes``).
+        self.modes: list[str] = [ModuleMode.EVAL.value]
         self.eager_calls: TimedCalls = TimedCalls.idle(flush, clocks)
         self.trim_before_timing = False  # set when a verification's timing starts (``timing_batch``)
         self.compiled_calls: TimedCalls | None = None
         self.book = CaseBook(self._draw, self._run)
 
     # -- helpers -----------------------------------------------------------------------------
-    def _build(self, problem: Problem, seed: int, perturbed: bool) -> tuple[list[Any], torch.nn.Module]:
+    def _build(
+        self, problem: Problem, seed: int, perturbed: bool, train: bool = False
+    ) -> tuple[list[Any], torch.nn.Module]:
         init_args = problem.init_inputs()
         torch.manual_seed(seed)
         try:
@@ -83,8 +87,7 @@ class ReferenceSide:
             raise ProblemError(f"{problem.spec.path}: Model(*get_init_inputs()) raised:\n{_trace(exc)}") from exc
         if perturbed:
             cases.perturb_parameters(model, seed + 1)
-        if self.eval_mode:
-            model.eval()
+        model.train(train)
         return init_args, model
 
     def _draw(self, problem: Problem, seed: int) -> list[torch.Tensor]:
@@ -147,20 +150,33 @@ class ReferenceSide:
         return accepted, notes
 
     # -- handlers ----------------------------------------------------------------------------
-    def _detect_random(self, base: Problem, seed: int) -> list[str]:
-        """Two calls on the same inputs from the same state: outputs that differ are random."""
-        _, model = self._build(base, seed, False)
+    def _detect_modes(self, base: Problem, seed: int) -> tuple[list[str], list[str]]:
+        """The training-mode model's case kinds (none: eval mode only) and a note for the verdict.
+        Two training-mode calls from the same state that differ are random (dropout): eval mode
+        only. A training-mode call whose outputs or buffers differ from eval mode's is another op
+        (BatchNorm): as many cases as eval mode's. Otherwise one case shows the kernel is the same
+        op in training mode, as the reference is."""
+        _, model = self._build(base, seed, False, train=True)
         inputs = self._draw(base, seed)
         state = buffers_of(model)
         first = self._run(base, model, inputs)
+        changed = any(not same_values(state[name], b) for name, b in buffers_of(model).items())
         restore_buffers(model, state)
         second = self._run(base, model, inputs)
-        if all(same_values(a, b) for a, b in zip(first, second, strict=True)):
-            return []
-        self.eval_mode = True
-        return [
-            "the reference's output is random (two calls on the same inputs differ, e.g. dropout in training "
-            "mode): verified in eval mode, where it is deterministic; the kernel is not verified for training"
+        restore_buffers(model, state)
+        if not all(same_values(a, b) for a, b in zip(first, second, strict=True)):
+            return [], [
+                "the reference's output is random in training mode (two calls on the same inputs differ, e.g. "
+                "dropout): verified in eval mode only, where it is deterministic; in training mode the bank runs "
+                "the reference"
+            ]
+        self.modes = [ModuleMode.EVAL.value, ModuleMode.TRAIN.value]
+        evaluated = self._run(base, model.eval(), inputs)
+        if not changed and all(same_values(a, b) for a, b in zip(first, evaluated, strict=True)):
+            return ["normal"], []
+        return ["normal", "normal"], [
+            "the reference computes another op in training mode (its outputs or buffers differ from eval "
+            "mode's, e.g. BatchNorm): verified in both modes alike"
         ]
 
     def setup(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -171,15 +187,18 @@ class ReferenceSide:
         spec = read_problem_source(Path(msg["op_path"]))
         base = self.base = load_problem(spec)
         self._reset()
-        random_notes = self._detect_random(base, seed)
+        train_kinds, mode_notes = self._detect_modes(base, seed)
         variants, notes = self._variants(base, seed)
-        notes = random_notes + notes
+        notes = mode_notes + notes
         plan: list[tuple[str, Problem, int, bool]] = [("base/0", base, 0, False), ("base/1", base, 1, True)]
         plan += [(f"{name}/1", p, 1, True) for name, p in variants]
+        if train_kinds:
+            plan.append((TRAIN_KEY, base, 1, True))
         previous, self.models = self.models, {}
         models, case_list = [], []
         for idx, (key, problem, init, perturbed) in enumerate(plan):
-            init_args, model = self._build(problem, seed + 1000 * idx, perturbed)
+            train = key == TRAIN_KEY
+            init_args, model = self._build(problem, seed + 1000 * idx, perturbed, train=train)
             model = self._keep_compiled(key, model, previous.get(key))
             self.models[key] = model
             models.append(
@@ -190,10 +209,11 @@ class ReferenceSide:
                     "init": init,
                     "init_args": init_args,
                     "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-                    "eval": self.eval_mode,
+                    "train": train,
                 }
             )
             kinds = ["normal", "normal"] if key.startswith("base") else ["normal"]
+            kinds = train_kinds if key == TRAIN_KEY else kinds
             if key == "base/1":
                 kinds += list(cases.STRESS_KINDS)
             case_list += self.book.plan(key, problem, model, seed + 1000 * idx, kinds)
@@ -211,12 +231,13 @@ class ReferenceSide:
             "timing": timing,
             "bound": bound,
             "notes": notes,
+            "modes": self.modes,
         }
 
     def _reset(self) -> None:
         """Forget the previous verification (a worker kept for the next one): its cases, timing
         batches and any timed calls it left open; the heap it freed goes back to the system."""
-        self.eval_mode = False
+        self.modes = [ModuleMode.EVAL.value]
         self.book = CaseBook(self._draw, self._run)
         self._drop_timing()
 
@@ -257,7 +278,13 @@ class ReferenceSide:
         init_args, model = self._build(base, seed, True)
         found = self.book.plan("bound", base, model, seed, ["normal", "normal"])
         state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-        spec = {"key": "bound", "init_args": init_args, "state_dict": state, "overrides": base.overrides}
+        spec = {
+            "key": "bound",
+            "init_args": init_args,
+            "state_dict": state,
+            "overrides": base.overrides,
+            "train": False,
+        }
         return {"model": spec, "cases": found}
 
     def _timing_sets(self, base: Problem, seed: int, msg: dict[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from forge.core.verdict import NodeSpec, Verdict
 from forge.verifier.machine import available_cores, gpu_slots, visible_gpus
 from forge.verifier.process import WorkerProcess, kill_all, worker_group
 from forge.verifier.reference_pool import ReferencePool
+from forge.verifier.user_loop import measure_user_loop, with_user_loop
 from forge.verifier.verification import verify
 
 
@@ -142,9 +143,17 @@ class VerifierService:
 
     def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict:
         """One verdict with ``trials`` timed calls a side, on the whole machine, within ``timeout``
-        seconds (a finalist's confirmation)."""
+        seconds (a finalist's confirmation); a passing one is also timed in a user's loop
+        (``user_loop``, unless the setting is off) and claims the lower figure."""
         update = {"timing_trials": trials, "timeout": timeout}
-        return self._run(job, self.settings.model_copy(update=update))
+        path = self._write(job)
+        verdict = self._verify(path, self.settings.model_copy(update=update))
+        if not (self.settings.user_loop and verdict.passed and verdict.timing_meaningful and verdict.speedup_vs_eager):
+            return verdict
+        loop = measure_user_loop(self.op_path, path, verdict, self.settings.model_copy(update=update), trials)
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        return with_user_loop(verdict, loop)
 
     def verify_null(self, trials: int, timeout: float) -> Verdict:
         """The null control: the op's reference verified as a candidate, alone, with ``trials`` timed
@@ -153,7 +162,7 @@ class VerifierService:
         # The same settings as a finalist's confirmation (torch.compile's calls beside eager's too):
         # what the reference worker does between eager calls is part of the offset measured.
         update = {"timing_trials": trials, "timeout": timeout}
-        return self._run(NULL_CONTROL, self.settings.model_copy(update=update))
+        return self._verify(self._write(NULL_CONTROL), self.settings.model_copy(update=update), is_reference=True)
 
     def verify_file(self, path: Path) -> Verdict:
         """A candidate file verified where it lies (its sibling modules importable), with the
@@ -161,14 +170,17 @@ class VerifierService:
         return self._verify(path, self.settings)
 
     def _run(self, job: Job, settings: ForgeSettings) -> Verdict:
+        return self._verify(self._write(job), settings)
+
+    def _write(self, job: Job) -> Path:
         path = Path(self._dir.name) / f"{job.name}.py"
         path.write_text(job.source)
-        return self._verify(path, settings)
+        return path
 
-    def _verify(self, path: Path, settings: ForgeSettings) -> Verdict:
+    def _verify(self, path: Path, settings: ForgeSettings, is_reference: bool = False) -> Verdict:
         token = worker_group.set(self._workers)
         try:
-            verdict = verify(self.op_path, path, settings, references=self._references)
+            verdict = verify(self.op_path, path, settings, references=self._references, is_reference=is_reference)
         except ForgeError:
             if self.stop.is_set():  # the stop killed a worker while it started: not the op's fault
                 raise KeyboardInterrupt from None

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge.core.statuses import TimingRegime
-from forge.core.verdict import Contention, PairedRatio, Roofline, TimingStats, Verdict
+from forge.core.verdict import ROOFLINE_SLACK, Contention, PairedRatio, Roofline, TimingStats, Verdict
 from forge.verifier.memory import MMAP_THRESHOLD_BYTES, resident_bytes
 from forge.verifier.pairing import paired_ratio
 
-_ROOFLINE_SLACK = 1.5  # cache-resident data can beat the DRAM estimate a little; not by this much
 _ROOM_BLOCK_BYTES = 24 << 20  # under the workers' 32 MiB mmap threshold: the blocks come from the heap
 
 
@@ -280,15 +279,19 @@ def record_speedups(
     if roof.bound_ms:
         roof.fraction_candidate = round(roof.bound_ms / cand_ms, 4) if cand_ms else None
         roof.fraction_eager = round(roof.bound_ms / eager.median_ms, 4)
-        beyond = (roof.fraction_candidate or 0) > _ROOFLINE_SLACK
-        v.add(
-            "roofline",
-            not beyond,
+        beyond = (roof.fraction_candidate or 0) > ROOFLINE_SLACK
+        said = (
             f"estimated bound {roof.bound_ms:.4f} ms ({(roof.bytes or 0) / 1e6:.1f} MB, "
             f"{(roof.flops or 0) / 1e9:.2f} GFLOP); candidate at {roof.fraction_candidate:.0%} of it"
-            + (" — faster than physically plausible, check the result" if beyond else ""),
-            fatal=False,
         )
+        if not roof.holds:
+            said += (
+                f", eager at {roof.fraction_eager:.0%}: the estimate does not hold for this op (the bytes or FLOPs "
+                f"it counts, or this machine's measured {roof.bound_by}, are off), so no fraction of it is a fact"
+            )
+        elif beyond:
+            said += " — faster than physically plausible, check the result"
+        v.add("roofline", roof.holds and not beyond, said, fatal=False)
     v.roofline = roof
 
 

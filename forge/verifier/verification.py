@@ -12,7 +12,7 @@ from typing import Any
 from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import BindMode, VerdictStatus
+from forge.core.statuses import BindMode, ModuleMode, VerdictStatus
 from forge.core.verdict import Binding, FailingCase, InputVariant, TensorSpec, Verdict, Versions
 from forge.verifier import checks, memory
 from forge.verifier.bound_check import check_binding
@@ -38,6 +38,7 @@ _INTEGRITY_CHECKS = (
     "no_lazy_outputs",
     "no_background_threads",
     "clock_integrity",
+    "runs_kernel",
 )
 
 
@@ -51,9 +52,11 @@ class _Run:
         settings: ForgeSettings,
         progress: ProgressNote,
         references: ReferencePool | None = None,
+        is_reference: bool = False,
     ) -> None:
         self.settings = settings
         self.references = references
+        self.is_reference = is_reference  # the null control: the reference verified as its own candidate
         self.env: dict[str, str] = {}
         self.hello: dict[str, Any] | None = None
         self.progress = progress
@@ -143,6 +146,7 @@ class _Run:
         self.v.cases = len(info["cases"])
         self.v.shapes = sorted({c["shape"] for c in info["cases"]})
         self.v.warnings.extend(info.get("notes", []))
+        self.v.modes = [ModuleMode(m) for m in info.get("modes") or [ModuleMode.EVAL]]
 
     def load(self) -> bool:
         self.progress("candidate: loading")
@@ -153,7 +157,9 @@ class _Run:
             self.v.fail(VerdictStatus.COMPILE_ERROR, f"{reply['stage']}: {checks.first_line(reply['message'])}")
             return False
         self.v.add("load", True, "candidate imported")
-        models = [{k: m[k] for k in ("key", "init_args", "state_dict", "overrides")} for m in self.info["models"]]
+        models = [
+            {k: m[k] for k in ("key", "init_args", "state_dict", "overrides", "train")} for m in self.info["models"]
+        ]
         reply = self._ask_candidate({"op": "instantiate", "models": models}, "ready")
         if reply.get("type") == "error":
             self.v.add("interface", False, reply["message"])
@@ -211,6 +217,8 @@ class _Run:
                                 max_abs=mismatch.max_abs,
                                 max_rel=mismatch.max_rel,
                             )
+            if self.is_reference:  # the reference's forward is what the null control runs
+                found.integrity.pop("runs_kernel", None)
             for name, detail in found.integrity.items():
                 first.setdefault(name, (case["id"], detail))
             if case.get("expected_state") is not None:
@@ -224,7 +232,9 @@ class _Run:
                 count = f" ({failing[name]} of {ran} cases)" if name in failing else ""
                 self.v.add(name, False, f"case {cid}{count}: {detail}")
             else:
-                self.v.add(name, True, checks.PASS_TEXT.get(name, "ok").format(n=ran, shapes=", ".join(self.v.shapes)))
+                modes = ", ".join(str(m) for m in self.v.modes or [])
+                passed = checks.PASS_TEXT.get(name, "ok").format(n=ran, shapes=", ".join(self.v.shapes), modes=modes)
+                self.v.add(name, True, passed)
         integrity = [n for n in _INTEGRITY_CHECKS if n in first]
         if integrity:
             self.v.fail(VerdictStatus.FAILED_INTEGRITY, f"{integrity[0]}: {first[integrity[0]][1]}")
@@ -364,16 +374,19 @@ def verify(
     settings: ForgeSettings | None = None,
     progress: ProgressNote | None = None,
     references: ReferencePool | None = None,
+    is_reference: bool = False,
 ) -> Verdict:
     """Verify one candidate against one op file. Raises ForgeError for bad input (exit 2).
     ``references``: where a caller verifying many candidates of this op keeps its reference
-    worker between verifications (``VerifierService`` does)."""
+    worker between verifications (``VerifierService`` does). ``is_reference``: the candidate is
+    the op's reference itself (the null control), which runs the reference's forward by design."""
     cand = Path(candidate_path).expanduser()
     if not cand.is_file():
         raise CandidateFileError(
             f"{str(cand)!r}: no such candidate file; pass the path of a .py file defining ModelNew"
         )
-    run = _Run(Path(op_path), cand, settings or ForgeSettings(), progress or (lambda _m: None), references)
+    progress = progress or (lambda _m: None)
+    run = _Run(Path(op_path), cand, settings or ForgeSettings(), progress, references, is_reference)
     try:
         run.start()
         run.reference()

@@ -97,6 +97,8 @@ REJECTED = [
     ("softmax/fake_report.py", "failed_correctness", "correctness"),  # 13 fake printed report
     ("softmax/forge_channel.py", "crashed", "worker"),  # 13 forged frames on forge's own channel
     ("affine/ignores_weights.py", "failed_correctness", "correctness"),  # 5 weights not used
+    ("affine/training_only.py", "failed_integrity", "runs_kernel"),  # the reference runs in eval mode
+    ("affine/reference_inside.py", "failed_integrity", "runs_kernel"),  # the reference called inside
 ]
 
 

@@ -39,9 +39,14 @@ from forge_reference import Model
 class ModelNew(Model):
     def forward(self, x):
         bn = self.bn
+        if not self.training:
+            return (x - bn.running_mean) / torch.sqrt(bn.running_var + bn.eps) * bn.weight + bn.bias
         mean, var = x.mean(0), x.var(0, unbiased=False)
         return (x - mean) / torch.sqrt(var + bn.eps) * bn.weight + bn.bias
 """
+
+# Training mode's op in both modes: right in training mode, wrong in eval mode (what the bank is for).
+TRAINING_ONLY = SKIPS_UPDATE.replace("        if not self.training:\n", "        if False:\n")
 
 UPDATES = SKIPS_UPDATE.replace(
     "        return (x - mean)",
@@ -71,6 +76,15 @@ def test_a_candidate_that_updates_them_passes_with_the_state_check_listed(tmp_pa
     v = _verify(tmp_path, BATCHNORM, UPDATES, fast_settings)
     assert v.status == "passed", v.reason
     assert [c.passed for c in v.checks if c.name == "module_state"] == [True]
+    assert v.modes == ["eval", "train"]  # BatchNorm computes another op in training mode
+    assert any("verified in both modes alike" in w for w in v.warnings), v.warnings
+
+
+def test_a_mode_dependent_op_is_verified_in_eval_mode_too(tmp_path, fast_settings):
+    """The bank's kernels run in eval mode: a kernel of training mode's BatchNorm fails there."""
+    v = _verify(tmp_path, BATCHNORM, TRAINING_ONLY, fast_settings)
+    assert v.status == "failed_correctness"
+    assert v.reason.startswith("correctness: case base/0:normal:0") and "outside" in v.reason, v.reason
 
 
 DROPOUT = """
@@ -111,6 +125,7 @@ def test_a_random_reference_is_detected_and_verified_in_eval_mode(tmp_path, fast
     v = _verify(tmp_path, DROPOUT, NO_DROPOUT, fast_settings)
     assert v.status == "passed", v.reason
     assert any("random" in w and "eval mode" in w for w in v.warnings), v.warnings
+    assert v.modes == ["eval"]  # the runtime runs the reference in training mode
 
 
 def test_a_deterministic_reference_is_not_called_random(tmp_path, fast_settings):

@@ -18,6 +18,8 @@ def _bottleneck(verdict: Verdict) -> str:
     frac = roof.fraction_candidate
     if not frac:
         return "no roofline estimate for this op; judged on time alone"
+    if not roof.holds:
+        return "the roofline estimate does not hold for this op (eager beats it); judged on time alone"
     mem_ms = (roof.bytes or 0) / (float(roof.bandwidth_gbs or 1) * 1e9)
     flop_ms = (roof.flops or 0) / (float(roof.peak_gflops or 1) * 1e9)
     kind = "memory traffic" if mem_ms >= flop_ms else "arithmetic"

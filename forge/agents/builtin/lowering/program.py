@@ -4,11 +4,14 @@ library of steps and a Python ``ModelNew`` that runs them.
 ``analyze`` traces and schedules (``schedule``); ``render`` writes the candidate: every run of
 consecutive C++ steps is one exported ``stage<k>`` function over a table of buffer pointers;
 library producers run between stages as the same torch calls the reference makes; module buffers
-a training-mode reference updates are written back after the last stage. The kernel is built for
-the shapes and the training/eval mode it was traced in: called with other shapes, dtypes or
-devices, or in the other mode, ``ModelNew`` runs the reference itself rather than read out of
-bounds or compute the other mode's op. A reference that draws random numbers (dropout in training
-mode) is traced in eval mode, the mode the verifier verifies it in.
+a training-mode reference updates are written back after the last stage.
+
+Modes: the reference is traced in eval mode (what the bank's users call) and in training mode.
+An op whose two graphs are the same gets one kernel for both modes; an op that computes another
+op in training mode (BatchNorm) gets both kernels, chosen by ``self.training`` at call time; an
+op that draws random numbers in training mode (dropout) gets eval mode's kernel, and the
+reference runs in training mode. Called with other shapes, dtypes or devices than it was built
+for, ``ModelNew`` runs the reference rather than read out of bounds.
 """
 
 from __future__ import annotations
@@ -41,24 +44,40 @@ from forge.agents.builtin.tuner import effective_config
 
 
 @dataclass(frozen=True)
+class ModeGraph:
+    """One mode's traced graph and its schedule."""
+
+    traced: Traced
+    sched: Schedule
+
+
+@dataclass(frozen=True)
 class LoweredGraph:
-    """A traced reference and its schedule (what ``render`` writes a candidate from)."""
+    """A traced reference and its schedule (what ``render`` writes a candidate from): eval mode's
+    graph, and training mode's where it differs."""
 
     traced: Traced
     sched: Schedule
     out_kind: str  # single | tuple | the torch.return_types record the reference returns
     inputs: tuple[tuple[tuple[int, ...], torch.dtype], ...]  # the op's inputs' shapes and dtypes
     uses_erf: bool = False  # an exact GELU: the erf knob (see pointwise.ERF) applies
-    training: bool = True  # the module's mode when traced: the kernel computes that mode's op
+    train: ModeGraph | None = None  # training mode's graph, when it is another op (BatchNorm)
+    train_random: bool = False  # random in training mode (dropout): the reference runs there
+
+    @property
+    def graphs(self) -> tuple[ModeGraph, ...]:
+        """Eval mode's graph, then training mode's when it has one of its own."""
+        return (ModeGraph(self.traced, self.sched), *((self.train,) if self.train else ()))
 
     def knobs(self) -> dict[str, list[Any]]:
-        kinds = {s.kind for s in self.sched.steps}
+        steps = [s for g in self.graphs for s in g.sched.steps]
+        kinds = {s.kind for s in steps}
         space: dict[str, list[Any]] = {"threads": [0, 1]}
         if kinds & {"reduce", "scan"}:
             space["acc"] = ["double", "float"]
         if "reduce" in kinds:
             space["tile"] = [256, 64, 1024]
-        if any(isinstance(u, RowGroup) for u in row_groups(self.sched.steps)):
+        if any(isinstance(u, RowGroup) for g in self.graphs for u in row_groups(g.sched.steps)):
             space["fuse"] = [True, False]
         if kinds & {"pointwise", "reduce"}:
             space["chunk"] = [4096, 16384]
@@ -81,38 +100,68 @@ def lower(
     run_by_torch: frozenset[str],
     writer: Callable[[LoweredGraph, dict[str, Any] | None], str],
 ) -> LoweredGraph | str:
-    """The lowered graph of ``model(*inputs)``, scheduled with the step kinds ``run_by_torch`` run
-    as torch calls and checked by writing it once with ``writer``; or why it cannot be."""
+    """The lowered graph of ``model(*inputs)`` in eval mode and, where it differs, in training
+    mode, scheduled with the step kinds ``run_by_torch`` run as torch calls and checked by writing
+    it once with ``writer``; or why it cannot be."""
     if not all(isinstance(x, torch.Tensor) and x.device.type == "cpu" for x in inputs):
         return "the lowering traces CPU tensor inputs only"
+    was_training = model.training
     try:
-        traced = trace(model, inputs)
-        if is_random(traced):  # verified in eval mode (see the verifier's ReferenceSide): built for it
-            model.eval()
-            traced = trace(model, inputs)
+        traced = trace(model.eval(), inputs)
+        in_training = trace(model.train(), inputs)
     except Exception as exc:
         return f"the reference could not be traced ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+    finally:
+        model.train(was_training)
     if why := unloweable(traced):
         return why[0]
-    out_spec = traced.graph.graph._codegen.pytree_info.out_spec  # type: ignore[attr-defined]
-    if out_spec.is_leaf():
-        out_kind = "single"
-    elif issubclass(out_spec.type, tuple) and all(c.is_leaf() for c in out_spec.children()):
-        # a plain tuple, or a torch.return_types record (torch.max over a dim): returned as the same type
-        out_kind = "tuple" if out_spec.type is tuple else f"{out_spec.type.__module__}.{out_spec.type.__qualname__}"
-    else:
+    out_kind = _out_kind(traced)
+    if out_kind is None:
         return "the reference returns a nested structure, not a tensor or a tuple of tensors"
+    train_random = is_random(in_training)
+    differs = not train_random and in_training.graph.code != traced.graph.code
+    if differs and (why := unloweable(in_training)):
+        return f"in training mode, {why[0]}"
+    if differs and _out_kind(in_training) != out_kind:
+        return "the reference returns another structure in training mode"
     try:
         sched = schedule(traced, run_by_torch)
-        uses_erf = any(packet_name(n) == "prims.erf" for n in traced.graph.graph.nodes)
+        train = ModeGraph(in_training, schedule(in_training, run_by_torch)) if differs else None
+        uses_erf = any(packet_name(n) == "prims.erf" for g in (traced, in_training) for n in g.graph.graph.nodes)
         specs = tuple((tuple(x.shape), x.dtype) for x in inputs)
-        lowered = LoweredGraph(traced, sched, out_kind, specs, uses_erf, model.training)
+        lowered = LoweredGraph(traced, sched, out_kind, specs, uses_erf, train, train_random)
         writer(lowered, None)  # every step can be written
     except Unsupported as exc:
         return str(exc)
     except Exception as exc:  # a gap in the lowering itself: said as a refusal, never a traceback
         return f"the lowering failed on it ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
     return lowered
+
+
+def _out_kind(traced: Traced) -> str | None:
+    """single, tuple, or the torch.return_types record the graph returns; None: a nested structure."""
+    out_spec = traced.graph.graph._codegen.pytree_info.out_spec  # type: ignore[attr-defined]
+    if out_spec.is_leaf():
+        return "single"
+    if issubclass(out_spec.type, tuple) and all(c.is_leaf() for c in out_spec.children()):
+        # a plain tuple, or a torch.return_types record (torch.max over a dim): returned as the same type
+        return "tuple" if out_spec.type is tuple else f"{out_spec.type.__module__}.{out_spec.type.__qualname__}"
+    return None
+
+
+def mode_dispatch(lowered: LoweredGraph, run: str) -> list[str]:
+    """``forward``'s lines after the shape check: the kernel of the module's mode (``run`` is the
+    method name of eval mode's; training mode's is ``run`` + ``_train``), or the reference."""
+    if lowered.train is not None:
+        return [f"return self.{run}_train(xs) if self.training else self.{run}(xs)"]
+    if lowered.train_random:  # dropout draws random numbers in training mode: the reference there
+        return ["if self.training:", "    return super().forward(*xs)", f"return self.{run}(xs)"]
+    return [f"return self.{run}(xs)"]  # the same op in both modes
+
+
+def method(name: str, lines: list[str]) -> str:
+    """A method of ``ModelNew`` taking the op's inputs as ``xs``."""
+    return f"\n    def {name}(self, xs):\n" + "".join(f"        {line}\n" for line in lines)
 
 
 def space(lowered: LoweredGraph) -> dict[str, list[Any]]:
@@ -132,9 +181,9 @@ def _step_cpp(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
     return writer(name, step, sched, cfg)
 
 
-def _program(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]]:
-    """The C++ source and the lines of ``forward`` that run it."""
-    sched = lowered.sched
+def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, list[str]]:
+    """The C++ functions of one mode's graph (named with ``prefix``) and the lines of its method."""
+    sched = graph.sched
     cpp_parts: list[str] = []
     lines: list[str] = []
     stage: list[str] = []
@@ -143,8 +192,8 @@ def _program(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]
         if stage:
             k = len([p for p in cpp_parts if p.startswith("\nextern")])
             calls = "".join(f"    {s}(b);\n" for s in stage)
-            cpp_parts.append(f'\nextern "C" void stage{k}(void** b) {{\n{calls}}}\n')
-            lines.append(f"_lib.stage{k}(_table(b))")
+            cpp_parts.append(f'\nextern "C" void {prefix}stage{k}(void** b) {{\n{calls}}}\n')
+            lines.append(f"_lib.{prefix}stage{k}(_table(b))")
             stage.clear()
 
     units = row_groups(sched.steps) if cfg.get("fuse", True) else list(sched.steps)
@@ -155,30 +204,39 @@ def _program(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]
             continue
         members = unit.steps if isinstance(unit, RowGroup) else (unit,)
         lines.extend(allocation(w, sched) for s in members for w in s.writes)
-        fused = fused_row_step(f"step{k}", unit, sched, cfg) if isinstance(unit, RowGroup) else None
+        fused = fused_row_step(f"{prefix}step{k}", unit, sched, cfg) if isinstance(unit, RowGroup) else None
         if fused is not None:
             cpp_parts.append(fused)
-            stage.append(f"step{k}")
+            stage.append(f"{prefix}step{k}")
             continue
         for j, step in enumerate(members):  # a group whose fusion could change a result runs unfused
-            cpp_parts.append(_step_cpp(f"step{k}_{j}", step, sched, cfg))
-            stage.append(f"step{k}_{j}")
+            cpp_parts.append(_step_cpp(f"{prefix}step{k}_{j}", step, sched, cfg))
+            stage.append(f"{prefix}step{k}_{j}")
     close_stage()
-    lines.extend(closing_lines(lowered.traced, sched, lowered.out_kind))
-    header = HEADER + "#include <algorithm>\n#include <limits>\n" + FMATH + VECTOR_MATH
-    header += ERF[str(cfg.get("erf", "torch"))]
-    return header + "".join(cpp_parts), lines
+    return "".join(cpp_parts), lines
+
+
+# Per mode: the prefix of its C++ functions, its constants' table and its method's name.
+MODE_NAMES = (("", "_CONSTANTS", "_kernel"), ("train_", "_CONSTANTS_TRAIN", "_kernel_train"))
 
 
 def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     cfg = {**DEFAULT, **(config or {})}
-    cpp_src, run_lines = _program(lowered, cfg)
+    header = HEADER + "#include <algorithm>\n#include <limits>\n" + FMATH + VECTOR_MATH
+    cpp_src = header + ERF[str(cfg.get("erf", "torch"))]
+    tables, methods = "", ""
+    for graph, (prefix, constants, name) in zip(lowered.graphs, MODE_NAMES, strict=False):
+        cpp_part, run_lines = _program(graph, cfg, prefix)
+        cpp_src += cpp_part
+        tables += constant_table(graph.traced, graph.sched, constants)
+        body = [*load_lines(graph.traced, graph.sched, constants=constants), *run_lines]
+        body += closing_lines(graph.traced, graph.sched, lowered.out_kind)
+        methods += method(name, [f"b = [None] * {len(graph.sched.buffers)}", *body])
     knobs = lowered.knobs()
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
-    body = "".join(f"        {line}\n" for line in [*load_lines(lowered.traced, lowered.sched), *run_lines])
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
-    nslots = len(lowered.sched.buffers)
     steps = ", ".join(s.kind for s in lowered.sched.steps)
+    dispatch = "".join(f"        {line}\n" for line in mode_dispatch(lowered, "_kernel"))
     return f'''"""forge built-in coder: the general lowering (C++, OpenMP + SIMD): steps {steps}.
 
 Tuned config: {shown!r}
@@ -192,8 +250,7 @@ from forge import cpp
 from forge_reference import Model
 
 _lib = cpp.load(r"""{cpp_src}""")
-{constant_table(lowered.traced, lowered.sched)}_INPUTS = {specs!r}
-_TRAINING = {lowered.training!r}  # the mode the kernel computes (BatchNorm, dropout differ by mode)
+{tables}_INPUTS = {specs!r}
 
 
 {ATTR_SOURCE}def _table(b):
@@ -209,10 +266,20 @@ def _built_for(xs):
 
 class ModelNew(Model):
     def forward(self, *xs):
-        if self.training != _TRAINING or not _built_for(xs):  # not what it was built for: the reference
+        if not _built_for(xs):  # not the shapes, dtypes or device it was built for: the reference
             return super().forward(*xs)
-        b = [None] * {nslots}
-{body}'''
+{dispatch}{methods}'''
 
 
-__all__ = ["DEFAULT", "LoweredGraph", "analyze", "canonical", "lower", "render", "space"]
+__all__ = [
+    "DEFAULT",
+    "LoweredGraph",
+    "ModeGraph",
+    "analyze",
+    "canonical",
+    "lower",
+    "method",
+    "mode_dispatch",
+    "render",
+    "space",
+]

@@ -65,23 +65,23 @@ def allocation(node: fx.Node, sched: Schedule, device: str | None = None) -> str
     return f"b[{sched.slot(node)}] = torch.empty({shape_of(node)!r}, dtype={dtype_of(node)}{where})"
 
 
-def load_lines(traced: Traced, sched: Schedule, device: str | None = None) -> list[str]:
+def load_lines(traced: Traced, sched: Schedule, device: str | None = None, constants: str = "_CONSTANTS") -> list[str]:
     """The table's first slots: the module's parameters, buffers and plain tensor attributes, the
-    op's inputs, then the tensors ``forward`` makes from data (``constant_table``)."""
+    op's inputs, then the tensors ``forward`` makes from data (``constant_table``'s ``constants``)."""
     names = traced.state_names
     lines = [f"b[{k}] = _attr(self, {name!r}).detach().contiguous()" for k, name in enumerate(names)]
     lines += [f"b[{len(names) + j}] = xs[{j}].contiguous()" for j in range(traced.inputs)]
     to = f".to({device})" if device else ""
-    lines += [f"b[{sched.slot(node)}] = _CONSTANTS[{k}]{to}" for k, node in enumerate(sched.constants)]
+    lines += [f"b[{sched.slot(node)}] = {constants}[{k}]{to}" for k, node in enumerate(sched.constants)]
     return lines
 
 
 CONSTANT_LIMIT = 1 << 16  # bytes of a tensor made in forward that a candidate carries in its source
 
 
-def constant_table(traced: Traced, sched: Schedule) -> str:
-    """``_CONSTANTS``: the values of the tensors ``forward`` makes from data (``torch.tensor([...])``),
-    bit for bit (NaN and inf included), as Python source."""
+def constant_table(traced: Traced, sched: Schedule, name: str = "_CONSTANTS") -> str:
+    """The table ``name``: the values of the tensors ``forward`` makes from data
+    (``torch.tensor([...])``), bit for bit (NaN and inf included), as Python source."""
     items = []
     for node in sched.constants:
         value = getattr(traced.graph, str(node.target)).detach().contiguous().cpu()
@@ -96,7 +96,7 @@ def constant_table(traced: Traced, sched: Schedule) -> str:
         raw = value.reshape(-1).view(torch.uint8).numpy().tobytes()
         shape = tuple(value.shape)
         items.append(f"torch.frombuffer(bytearray({raw!r}), dtype=torch.uint8).view({value.dtype}).reshape({shape!r})")
-    return "_CONSTANTS = [" + ", ".join(items) + "]\n"
+    return f"{name} = [" + ", ".join(items) + "]\n"
 
 
 def _placeholder_path(node: fx.Node, traced: Traced, sched: Schedule) -> str:

@@ -156,6 +156,10 @@ def trace(model: nn.Module, inputs: Sequence[Any]) -> Traced:
     device = next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), "cpu")
     traced = make_fx(pure, decomposition_table=decompositions(device), tracing_mode="fake")
     graph = traced(params, buffers, constants, *inputs)
+    # Values the op never uses (eval-mode BatchNorm's decomposition makes empty saved statistics)
+    # are not computed: nothing would read them.
+    graph.graph.eliminate_dead_code()
+    graph.recompile()
     return Traced(graph, list(params), list(buffers), len(inputs), list(constants))
 
 

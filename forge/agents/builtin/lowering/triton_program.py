@@ -3,8 +3,10 @@ schedule as the C++ family, each pointwise or reduction step one Triton kernel (
 
 Library producers (mm, convolution, SDPA) and the ops kept whole (scans, arg-reductions, pooling)
 run as the torch calls the reference makes, on buffers the kernels before them wrote; everything
-pointwise is inlined into the kernel that reads it, as on CPU. The kernel is built for the shapes,
-dtypes and training/eval mode it was traced in; called otherwise, ``ModelNew`` runs the reference.
+pointwise is inlined into the kernel that reads it, as on CPU. Modes are handled as by the C++
+family (``program``): one kernel for an op that is the same in both, both kernels for one that
+is not, the reference in training mode for one that is random there. Called with other shapes,
+dtypes or devices than it was built for, ``ModelNew`` runs the reference.
 Under ``TRITON_INTERPRET=1`` the same source runs on CPU tensors (how it is tested without a GPU).
 """
 
@@ -14,7 +16,15 @@ from typing import Any
 
 import torch
 
-from forge.agents.builtin.lowering.program import LoweredGraph, canonical, lower
+from forge.agents.builtin.lowering.program import (
+    MODE_NAMES,
+    LoweredGraph,
+    ModeGraph,
+    canonical,
+    lower,
+    method,
+    mode_dispatch,
+)
 from forge.agents.builtin.lowering.py_side import (
     allocation,
     closing_lines,
@@ -39,7 +49,7 @@ def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
 def space(lowered: LoweredGraph) -> dict[str, list[Any]]:
     """The tuner's GPU knobs (defaults first): elements per program (a reduction's whole tile),
     reduced elements per tile row, warps, and a reduction's accumulator width."""
-    kinds = {s.kind for s in lowered.sched.steps}
+    kinds = {s.kind for g in lowered.graphs for s in g.sched.steps}
     knobs: dict[str, list[Any]] = {"block": [1024, 2048, 4096, 512], "num_warps": [4, 8, 2]}
     if "reduce" in kinds:
         knobs["rblock"] = [1024, 256, 64]
@@ -47,9 +57,9 @@ def space(lowered: LoweredGraph) -> dict[str, list[Any]]:
     return knobs
 
 
-def _kernels(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]]:
-    """The kernels' source and the lines of ``forward`` that run every step."""
-    sched = lowered.sched
+def _kernels(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, list[str]]:
+    """One mode's kernels (named with ``prefix``) and the lines of its method that run every step."""
+    sched = graph.sched
     kernels: list[str] = []
     lines: list[str] = []
     for k, step in enumerate(sched.steps):
@@ -58,21 +68,32 @@ def _kernels(lowered: LoweredGraph, cfg: dict[str, Any]) -> tuple[str, list[str]
             continue
         lines.extend(allocation(w, sched, "dev") for w in step.writes)
         writer = pointwise_kernel if step.kind == "pointwise" else reduce_kernel
-        source, launch = writer(f"_step{k}", step.node, sched, cfg)
+        source, launch = writer(f"_{prefix}step{k}", step.node, sched, cfg)
         kernels.append(source)
         lines.append(launch)
-    lines.extend(closing_lines(lowered.traced, sched, lowered.out_kind))
     return "".join(kernels), lines
 
 
 def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     cfg = {**TRITON_DEFAULT, **(config or {})}
-    kernels, run_lines = _kernels(lowered, cfg)
+    kernels, tables, methods = "", "", ""
+    for graph, (prefix, constants, name) in zip(lowered.graphs, MODE_NAMES, strict=False):
+        source, run_lines = _kernels(graph, cfg, prefix)
+        kernels += source
+        tables += constant_table(graph.traced, graph.sched, constants)
+        body = [
+            "dev = xs[0].device if xs else torch.device(_DEVICE)",
+            f"b = [None] * {len(graph.sched.buffers)}",
+            *load_lines(graph.traced, graph.sched, "dev", constants),
+            *run_lines,
+            *closing_lines(graph.traced, graph.sched, lowered.out_kind),
+        ]
+        methods += method(name, body)
     knobs = space(lowered)
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
-    body = "".join(f"        {line}\n" for line in [*load_lines(lowered.traced, lowered.sched, "dev"), *run_lines])
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
     steps = ", ".join(s.kind for s in lowered.sched.steps)
+    dispatch = "".join(f"        {line}\n" for line in mode_dispatch(lowered, "_kernel"))
     return f'''"""forge built-in coder: the general lowering (Triton): steps {steps}.
 
 Tuned config: {shown!r}
@@ -86,8 +107,7 @@ import triton.language as tl
 
 from forge_reference import Model
 
-{constant_table(lowered.traced, lowered.sched)}_INPUTS = {specs!r}
-_TRAINING = {lowered.training!r}  # the mode the kernel computes (BatchNorm, dropout differ by mode)
+{tables}_INPUTS = {specs!r}
 _DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 {HELPERS}{kernels}
 
@@ -100,11 +120,9 @@ _DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 
 class ModelNew(Model):
     def forward(self, *xs):
-        if self.training != _TRAINING or not _built_for(xs):  # not what it was built for: the reference
+        if not _built_for(xs):  # not the shapes, dtypes or device it was built for: the reference
             return super().forward(*xs)
-        dev = xs[0].device if xs else torch.device(_DEVICE)
-        b = [None] * {len(lowered.sched.buffers)}
-{body}'''
+{dispatch}{methods}'''
 
 
 __all__ = ["TRITON_DEFAULT", "analyze", "canonical", "render", "space"]

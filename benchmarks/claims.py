@@ -1,0 +1,149 @@
+"""Do banked claims hold where a user measures them? Writes one markdown page.
+
+Runs the real ``forge optimize`` (built-in agent, this machine's defaults) on a set of ops into a
+fresh bank, then ``benchmarks/reproduce.py`` on that bank twice, with the heap kept (the regime
+forge's claims name: freed memory stays in the process) and returned (glibc's default), and
+tabulates per banked kernel: the claim (the lower of the isolated verification and the
+confirmation's user loop, with its interval), the two figures it came from, and the reproduction's
+median in the judged regime with the strict agreement rule (``reproduce.py``); the same against
+torch.compile; then the ops that were not banked and why.
+
+Usage: python benchmarks/claims.py [OPS ...] --out PAGE.md [--bank BANK --skip-optimize]
+                                   [--label TEXT] [--rounds N] [--forge CMD]
+OPS default to benchmarks/claims_ops/ (ops written for this check, never tuned on) and
+examples/ops/. ``--forge`` runs another checkout's CLI (its ``forge.entry.main`` with PYTHONPATH
+set) for a before/after comparison; reproduce.py always comes from this checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OPS = [HERE / "claims_ops", HERE.parent / "examples" / "ops"]
+
+
+def _run_optimize(forge: list[str], ops: list[Path], bank: Path) -> dict[str, Any]:
+    cmd = [*forge, "optimize", *map(str, ops), "--bank", str(bank), "--json"]
+    print("$", shlex.join(cmd), flush=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stderr.write(done.stderr[-3000:])
+    try:
+        return dict(json.loads(done.stdout))
+    except json.JSONDecodeError:
+        return {"error": done.stdout[-2000:]}
+
+
+def _reproduce(bank: Path, heap: str, rounds: int, out: Path) -> dict[str, Any]:
+    cmd = [sys.executable, str(HERE / "reproduce.py"), str(bank), "--heap", heap, "--rounds", str(rounds)]
+    print("$", shlex.join([*cmd, "--json", str(out)]), flush=True)
+    subprocess.run([*cmd, "--json", str(out)], check=True)
+    return dict(json.loads(out.read_text()))
+
+
+def _x(p: list[float] | None) -> str:
+    return "-" if not p else f"{p[0]:.2f}x ({p[1]:.2f}-{p[2]:.2f})"
+
+
+def _mark(held: bool | None) -> str:
+    return "-" if held is None else "yes" if held else "**no**"
+
+
+def _rows(kept: dict[str, Any], returned: dict[str, Any]) -> list[str]:
+    back = {k["kernel"]: k for k in returned["kernels"]}
+    lines = [
+        "| op | judged | claim x eager | isolated | user loop | loop, heap kept | agrees | heap returned | agrees "
+        "| claim x compile | loop, heap kept | agrees |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for k in kept["kernels"]:
+        r, judged = back.get(k["kernel"], {}), k["judged"]
+        if "not_running" in k:
+            gap = f"| {k['op']} | {judged} | {_x(k['claim'])} | | | NOT RUNNING: {k['not_running']} | **no** |"
+            lines.append(gap + " | | | | |")
+            continue
+        lines.append(
+            f"| {k['op']} | {judged} | {_x(k['claim'])} | {_x(k['isolated'])} | {_x(k['user_loop'])} "
+            f"| {_x(k.get(judged))} | {_mark(k['agrees'])} | {_x(r.get(judged))} | {_mark(r.get('agrees'))} "
+            f"| {_x(k['claim_compile'])} | {_x(k.get(judged + '_compile'))} | {_mark(k['agrees_compile'])} |"
+        )
+    return lines
+
+
+def _tally(result: dict[str, Any], what: str) -> str:
+    held = [k[key] for k in result["kernels"] for key in ("agrees", "agrees_compile") if k.get(key) is not None]
+    return f"- {what}: **{sum(held)} of {len(held)}** claims (vs eager and vs torch.compile) agree"
+
+
+def _unbanked(optimized: dict[str, Any]) -> list[str]:
+    lines = []
+    for r in optimized.get("results", []):
+        if r.get("status") != "accepted":
+            lines.append(f"- {r.get('op')}: {r.get('status')} — {str(r.get('reason') or '')[:300]}")
+    return lines or ["- none"]
+
+
+def _commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=HERE).stdout.strip()
+
+    return git("rev-parse", "--short", "HEAD") + (" (with uncommitted changes)" if git("status", "--porcelain") else "")
+
+
+def _machine() -> str:
+    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                  if ln.startswith("model name")), platform.processor())  # fmt: skip
+    return f"{model}, {os.cpu_count()} cores, Linux {platform.release()}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ops", nargs="*", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--bank", type=Path)
+    ap.add_argument("--skip-optimize", action="store_true", help="reproduce an existing --bank only")
+    ap.add_argument("--label", default="")
+    ap.add_argument("--rounds", type=int, default=31)
+    default = f"{sys.executable} -c 'from forge.entry import main; main()'"
+    ap.add_argument("--forge", default=default, help="the forge CLI to optimize with")
+    a = ap.parse_args()
+    ops = [p for o in (a.ops or DEFAULT_OPS) for p in (sorted(o.glob("*.py")) if o.is_dir() else [o])]
+    work = Path(tempfile.mkdtemp(prefix="forge-claims-"))
+    bank = a.bank or work / "bank.db"
+    optimized = {} if a.skip_optimize else _run_optimize(shlex.split(a.forge), ops, bank)
+    kept = _reproduce(bank, "kept", a.rounds, work / "kept.json")
+    returned = _reproduce(bank, "returned", a.rounds, work / "returned.json")
+    command = shlex.join(["python", "benchmarks/claims.py", *sys.argv[1:]])
+    page = [
+        f"# Banked claims against a user's loop{': ' + a.label if a.label else ''}",
+        "",
+        f"Generated by `{command}` on {datetime.date.today()} at commit {_commit()}; {_machine()}; "
+        f"torch {torch.__version__}, {kept['threads']} threads, {a.rounds} rounds a side in each regime.",
+        "",
+        *_rows(kept, returned),
+        "",
+        "Agreement (strict): the loop's median inside the claim's interval widened by the claim's null spread.",
+        _tally(kept, "heap kept (the regime claims name)"),
+        _tally(returned, "heap returned (glibc's default)"),
+        "",
+        "Ops not banked:" if optimized else "",
+        *(_unbanked(optimized) if optimized else []),
+    ]
+    a.out.write_text("\n".join(page) + "\n")
+    print(f"wrote {a.out} (work files in {work})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""A plain timing loop, the way a user checks a kernel: the sides in one process, called in turn,
+``time.perf_counter_ns`` around each call. The confirm step's user loop (``user_loop``) and
+``benchmarks/reproduce.py`` both time with it, so a banked figure and its reproduction are the
+same measurement taken twice.
+
+Each round calls every side once, the order rotating from round to round, so load that comes and
+goes lands on all of them; the ratio of two sides is taken per round (``pairing.paired_ratio``).
+
+* warm: the same buffers every call, the round's values written into them first (as the layer
+  before writes a model's activations), no cache flush;
+* cold: the last-level cache flushed before each call, on inputs drawn for that round.
+
+Nothing else is done that a user's loop would not do: the garbage collector runs, the heap is the
+process's own (its allocator regime is the environment's), outputs are dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+Side = Callable[[Sequence[torch.Tensor]], Any]
+WARMUP_CALLS = 3  # untimed calls a side first (torch.compile's graph is built by the first)
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_sides(
+    sides: dict[str, Side],
+    draw: Callable[[], list[torch.Tensor]],
+    rounds: int,
+    cold: bool,
+    flush_bytes: int,
+    device: str = "cpu",
+) -> dict[str, list[int]]:
+    """Per-call nanoseconds of each side, ``rounds`` calls a side, interleaved call by call."""
+    flush = torch.empty(max(1, flush_bytes // 4), device=device) if cold else None
+    buffers = draw()
+    names = list(sides)
+    out: dict[str, list[int]] = {n: [] for n in names}
+    with torch.no_grad():
+        for name in names:
+            for _ in range(WARMUP_CALLS):
+                sides[name](buffers)
+        _sync(device)
+        for r in range(rounds):
+            fresh = draw()
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                if cold:
+                    inputs: Sequence[torch.Tensor] = fresh
+                    assert flush is not None
+                    flush.fill_(r)
+                else:
+                    for buf, x in zip(buffers, fresh, strict=True):
+                        buf.copy_(x)
+                    inputs = buffers
+                _sync(device)
+                t0 = time.perf_counter_ns()
+                sides[name](inputs)
+                _sync(device)
+                out[name].append(time.perf_counter_ns() - t0)
+    return out
+
+
+__all__ = ["WARMUP_CALLS", "Side", "time_sides"]

@@ -1,0 +1,123 @@
+"""A finalist timed the way its user will time it, beside the isolated verification.
+
+The verifier times the candidate and the reference in two isolated workers (what keeps its
+verdict from being fooled), but a user runs the kernel in one process, in a plain loop, next to
+their own reference. The two can read apart (the workers wait on the parent between calls, keep
+their collector paused, make room in the heap first), and a claim a user cannot reproduce is worse
+than none. So a confirmation also runs ``user_loop_worker`` in a fresh process, in the regime the
+verdict is judged in and the workers' allocator regime, and the banked claim is the lower of the
+two measurements (``Verdict.claim_pairs``). A kernel that runs the reference there (a fallback)
+or changes the loop's process (replaces torch or clock functions, the thread count, the affinity,
+or slows the reference) fails the verdict; one slower than eager there is not accepted
+(``acceptance.beats_eager``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from forge.core.settings import ForgeSettings
+from forge.core.statuses import TimingRegime, VerdictStatus
+from forge.core.verdict import UserLoop, Verdict
+from forge.verifier.machine import available_cores, cpu_flush_bytes
+from forge.verifier.template import worker_limits
+from forge.verifier.worker_env import worker_env
+
+_START_S = 120.0  # a fresh process imports torch (and compiles the baseline) before its first call
+
+
+def measure_user_loop(
+    op_path: Path, candidate_path: Path, verdict: Verdict, settings: ForgeSettings, rounds: int
+) -> UserLoop:
+    """The candidate at ``candidate_path`` timed in a user's loop, ``rounds`` calls a side, in the
+    regime ``verdict`` (its isolated verification) is judged in."""
+    regime = verdict.timing_stats.regime or TimingRegime.COLD
+    threads = settings.threads or available_cores()
+    said = UserLoop(regime=regime, rounds=rounds, threads=threads)
+    t = verdict.timings_ms
+    per_round_s = sum(float(ms or 0.0) for ms in (t.candidate, t.eager, t.compile, t.eager)) / 1000 + 0.01
+    limit = settings.timeout + _START_S + 3 * rounds * per_round_s
+    env = worker_env(verdict.device or "cpu", threads, settings.cache_path(), settings.gpu)
+    job = {
+        "op_path": str(op_path.resolve()),
+        "candidate_path": str(candidate_path.resolve()),
+        "regime": str(regime),
+        "rounds": rounds,
+        "compile": settings.compile_baseline,
+        "seed": verdict.seed % (1 << 31),
+        "device": verdict.device or "cpu",
+        "flush_bytes": cpu_flush_bytes(),
+    }
+    with tempfile.TemporaryDirectory(prefix="forge-user-loop-") as tmp:
+        request, result = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        request.write_text(json.dumps(job))
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "forge.verifier.user_loop_worker", str(request), str(result)],
+                env=env, cwd=Path.cwd(), capture_output=True, text=True, timeout=limit,
+                preexec_fn=lambda: worker_limits(2 * settings.memory_limit_mb),
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return said.model_copy(update={"failed": f"the loop's process ran past {limit:.0f} s"})
+        if not result.is_file():
+            tail = (done.stderr or done.stdout or "").strip()[-600:]
+            failed = f"the loop's process ended ({done.returncode}) with no result: {tail}"
+            return said.model_copy(update={"failed": failed})
+        try:
+            return UserLoop.model_validate({**json.loads(result.read_text()), "threads": threads})
+        except (ValueError, ValidationError) as exc:
+            return said.model_copy(update={"failed": f"the loop's process wrote no valid result: {str(exc)[:300]}"})
+
+
+def with_user_loop(verdict: Verdict, loop: UserLoop) -> Verdict:
+    """``verdict`` carrying the user loop, its check, and the claim (the lower of the two
+    measurements); a fallback, a change to the loop's process or a loop that failed fails it."""
+    v = verdict.model_copy(deep=True)
+    v.user_loop = loop
+    failure = _failure(loop)
+    if failure is not None:
+        status = VerdictStatus.RUNTIME_ERROR if loop.failed else VerdictStatus.FAILED_INTEGRITY
+        v.add("user_loop", False, failure)
+        v.fail(status, f"user_loop: {failure}")
+        return v
+    eager, compiled = v.claim_pairs()
+    v.speedup_vs_eager = eager.median if eager is not None else v.speedup_vs_eager
+    v.speedup_vs_compile = compiled.median if compiled is not None else v.speedup_vs_compile
+    v.add("user_loop", True, describe(loop))
+    return v
+
+
+def _failure(loop: UserLoop) -> str | None:
+    if loop.failed:
+        return f"timed in a user's loop, it failed: {loop.failed}"
+    if loop.fallbacks:
+        return (
+            f"in a user's loop (eval mode, loaded as forge.kernelbank loads it), the reference's forward ran on "
+            f"{loop.fallbacks} of its calls (a fallback): the bank would hand out the reference"
+        )
+    if loop.tampered:
+        return "loaded in a user's process, the candidate changed it: " + "; ".join(loop.tampered)
+    if loop.eager is None:
+        return "the user loop timed no calls"
+    return None
+
+
+def describe(loop: UserLoop) -> str:
+    """One line: the loop's figures and its own noise."""
+    said = f"in a plain loop in one process ({loop.regime}, {loop.rounds} rounds, heap {loop.heap}): "
+    if loop.eager is not None:
+        said += f"{loop.eager.median:.2f}x eager ({loop.eager.low:.2f}-{loop.eager.high:.2f})"
+    if loop.compiled is not None:
+        said += f", {loop.compiled.median:.2f}x torch.compile ({loop.compiled.low:.2f}-{loop.compiled.high:.2f})"
+    if (null := loop.null) is not None:
+        said += f"; the reference against itself there {null.median:.2f}x ({null.low:.2f}-{null.high:.2f})"
+    return said + "; the claim is the lower of this and the isolated measurement"
+
+
+__all__ = ["describe", "measure_user_loop", "with_user_loop"]

@@ -1,0 +1,136 @@
+"""The user loop's process: ``python -m forge.verifier.user_loop_worker REQUEST RESULT``.
+
+One fresh process does what a user's script does with a banked kernel: imports the op, builds the
+reference in eval mode, imports the candidate as ``forge.kernelbank`` does (``forge_reference``
+is the op's module), builds ``ModelNew`` with the reference's weights, and times it beside the
+reference and ``torch.compile`` of the reference (``plain_loop``). Before the candidate is
+imported, the reference is timed against a second instance of itself (the loop's null) and what a
+candidate could change is noted; after the loop, what changed is reported (``tampered``). The
+parent trusts none of it beyond a lower claim: the banked figure is the lower of this and the
+isolated verification's.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from forge.core.importing import import_file
+from forge.core.problem import load_problem, read_problem_source
+from forge.verifier import plain_loop
+from forge.verifier.pairing import paired_ratio
+from forge.verifier.reference_calls import ReferenceCalls
+
+# Watched for replacement: what the reference and the loop call.
+_WATCHED: tuple[tuple[str, Any], ...] = (
+    ("torch", torch),
+    ("torch.nn.functional", torch.nn.functional),
+    ("torch.Tensor", torch.Tensor),
+    ("torch.nn.Module", torch.nn.Module),
+    ("time", time),
+    ("forge.verifier.plain_loop", plain_loop),
+)
+_PROBES = 3  # untimed kernel calls watched for the reference's forward
+_SLOWED = 1.5  # eager this much slower once the candidate is loaded: the candidate slowed it
+
+
+def _snapshot() -> dict[str, int]:
+    # The namespaces' own entries: getattr would make a new bound object of some on every access.
+    return {f"{where}.{name}": id(value) for where, obj in _WATCHED for name, value in vars(obj).items()}
+
+
+def _process_state() -> dict[str, str]:
+    return {
+        "torch threads": str(torch.get_num_threads()),
+        "CPU affinity": str(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else "",
+        "nice": str(os.getpriority(os.PRIO_PROCESS, 0)),
+    }
+
+
+def _changes(snapshot: dict[str, int], state: dict[str, str]) -> list[str]:
+    now = _snapshot()
+    replaced = sorted(name for name, ident in snapshot.items() if now.get(name) != ident)
+    found = [f"replaced {', '.join(replaced[:8])}" + (" ..." if len(replaced) > 8 else "")] if replaced else []
+    found += [f"{what} {was} -> {is_now}" for what, was in state.items() if (is_now := _process_state()[what]) != was]
+    return found
+
+
+def _median_ms(ns: list[int]) -> float:
+    return round(sorted(ns)[len(ns) // 2] / 1e6, 6)
+
+
+def measure(req: dict[str, Any]) -> dict[str, Any]:
+    device, rounds, cold = str(req["device"]), int(req["rounds"]), req["regime"] == "cold"
+    problem = load_problem(read_problem_source(Path(req["op_path"])))
+    sys.modules["forge_reference"] = problem.module
+    init = problem.init_inputs()
+    torch.manual_seed(int(req["seed"]))
+    reference = problem.model_cls(*init).to(device).eval()
+    twin = copy.deepcopy(reference)
+
+    def draw() -> list[torch.Tensor]:
+        return [x.to(device) for x in problem.inputs()]
+
+    def loop(sides: dict[str, plain_loop.Side]) -> dict[str, list[int]]:
+        return plain_loop.time_sides(sides, draw, rounds, cold, int(req["flush_bytes"]), device)
+
+    compiled = torch.compile(reference) if req["compile"] else None
+    if compiled is not None:  # built before the snapshot: what compiling loads is not the candidate's doing
+        with torch.no_grad():
+            compiled(*draw())
+    null = loop({"eager": lambda x: reference(*x), "twin": lambda x: twin(*x)})
+    snapshot, state = _snapshot(), _process_state()
+    module = import_file("forge_candidate", Path(req["candidate_path"]))
+    kernel = module.ModelNew(*init).to(device)
+    kernel.load_state_dict(reference.state_dict())
+    kernel.eval()
+    counted = ReferenceCalls(problem.model_cls)
+    with torch.no_grad():
+        for _ in range(_PROBES):
+            kernel(*draw())
+    counted.restore()
+    sides: dict[str, plain_loop.Side] = {"eager": lambda x: reference(*x), "kernel": lambda x: kernel(*x)}
+    if compiled is not None:
+        sides["compile"] = lambda x: compiled(*x)
+    times = loop(sides)
+    tampered = _changes(snapshot, state)
+    before, during = _median_ms(null["eager"]), _median_ms(times["eager"])
+    if during > _SLOWED * before:
+        slower = f"{during / before:.2f}x slower ({before} -> {during} ms)"
+        tampered.append(f"eager ran {slower} once the candidate was loaded")
+    out: dict[str, Any] = {
+        "eager": paired_ratio(times["eager"], times["kernel"]),
+        "null": paired_ratio(null["eager"], null["twin"]),
+        "eager_ms": during,
+        "kernel_ms": _median_ms(times["kernel"]),
+        "fallbacks": counted.count,
+        "tampered": tampered,
+    }
+    if "compile" in times:
+        out["compiled"] = paired_ratio(times["compile"], times["kernel"])
+        out["compile_ms"] = _median_ms(times["compile"])
+    return {k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in out.items()}
+
+
+def main() -> None:
+    request, result = Path(sys.argv[1]), Path(sys.argv[2])
+    req = json.loads(request.read_text())
+    try:
+        out = measure(req)
+    except Exception as exc:
+        frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        out = {"failed": "".join(frames[-3:])[-1500:]}
+    out.update({"regime": req["regime"], "rounds": int(req["rounds"]), "threads": torch.get_num_threads()})
+    result.write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

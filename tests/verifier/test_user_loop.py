@@ -1,0 +1,79 @@
+"""The confirmation's user loop: the finalist timed as a user times it, in one fresh process beside
+the reference, and the banked claim the lower of that and the isolated measurement. A kernel that
+changes the user's process, or runs the reference there, fails; one slower than eager there is
+not accepted. The real verifier and the real loop process run here."""
+
+from __future__ import annotations
+
+from forge.core.acceptance import beats_eager
+from forge.core.statuses import TimingRegime
+from forge.core.verdict import PairedRatio, UserLoop, Verdict
+from forge.verifier import Job, VerifierService
+from forge.verifier.user_loop import with_user_loop
+from tests.conftest import CANDIDATES, OPS
+
+AFFINE = OPS / "small_affine.py"
+
+
+def _confirm(cand: str, settings) -> Verdict:  # type: ignore[no-untyped-def]
+    on = settings.model_copy(update={"user_loop": True})
+    with VerifierService(AFFINE, on, "cpu") as service:
+        return service.verify_alone(Job("finalist", (CANDIDATES / cand).read_text()), 10, 120)
+
+
+def test_an_honest_finalist_is_timed_in_a_users_loop_and_claims_the_lower_figure(fast_settings):
+    v = _confirm("affine/honest.py", fast_settings)
+    assert v.passed, v.reason
+    loop = v.user_loop
+    assert loop is not None and loop.failed is None and not loop.tampered and loop.fallbacks == 0
+    assert loop.eager is not None and loop.eager.pairs == 10 and loop.null is not None
+    assert loop.regime == v.timing_stats.regime and loop.heap == "kept"
+    isolated = v.timing_stats.headline_pairs()[0]
+    assert isolated is not None
+    assert v.speedup_vs_eager == min(isolated.median, loop.eager.median)
+    check = next(c for c in v.checks if c.name == "user_loop")
+    assert check.passed and "in a plain loop in one process" in check.detail
+
+
+def test_a_candidate_that_replaces_a_torch_function_in_the_users_process_fails(fast_settings):
+    v = _confirm("affine/slows_reference.py", fast_settings)
+    assert v.status == "failed_integrity", (v.status, v.reason)
+    assert "torch.relu" in (v.reason or "") and (v.reason or "").startswith("user_loop: ")
+
+
+def test_a_candidate_that_is_a_kernel_only_inside_the_verifier_fails_in_the_users_loop(fast_settings):
+    v = _confirm("affine/grader_aware.py", fast_settings)
+    assert v.status == "failed_integrity", (v.status, v.reason)
+    assert "the reference's forward ran" in (v.reason or "")
+
+
+def _timed(isolated: float, loop: float) -> Verdict:
+    """A passed confirmation judged warm with the given medians (tight intervals)."""
+    pair = PairedRatio(pairs=30, median=isolated, low=isolated * 0.95, high=isolated * 1.05)
+    v = Verdict.from_json(
+        {
+            "status": "passed",
+            "timings_ms": {"candidate": 1.0, "eager": isolated},
+            "timing_stats": {
+                "candidate": {"median_ms": 1.0, "lower_ms": 0.9, "upper_ms": 1.1},
+                "eager": {"median_ms": isolated, "lower_ms": isolated * 0.9, "upper_ms": isolated * 1.1},
+                "regime": "warm",
+                "warm_paired_eager": pair.model_dump(),
+            },
+            "speedup_vs_eager": isolated,
+        }
+    )
+    ratio = PairedRatio(pairs=30, median=loop, low=loop * 0.95, high=loop * 1.05)
+    return with_user_loop(v, UserLoop(regime=TimingRegime.WARM, rounds=30, threads=2, eager=ratio))
+
+
+def test_the_claim_is_the_lower_figure_and_a_kernel_slower_in_the_loop_is_not_accepted():
+    higher_in_loop = _timed(2.0, 3.0)
+    assert higher_in_loop.speedup_vs_eager == 2.0 and beats_eager(higher_in_loop)[0]
+    lower_in_loop = _timed(3.0, 1.5)
+    assert lower_in_loop.speedup_vs_eager == 1.5
+    ok, why = beats_eager(lower_in_loop)
+    assert ok and "1.50x in a user's loop" in why
+    slower_in_loop = _timed(3.0, 0.9)
+    ok, why = beats_eager(slower_in_loop)
+    assert not ok and "timed as a user times it" in why
