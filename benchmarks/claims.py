@@ -89,9 +89,9 @@ def _tally(result: dict[str, Any], what: str) -> str:
 
 def _unbanked(optimized: dict[str, Any]) -> list[str]:
     lines = []
-    for r in optimized.get("results", []):
-        if r.get("status") != "accepted":
-            lines.append(f"- {r.get('op')}: {r.get('status')} — {str(r.get('reason') or '')[:300]}")
+    for r in optimized.get("problems", []):
+        if not r.get("accepted"):
+            lines.append(f"- {r.get('problem')}: {r.get('status')} — {str(r.get('reason') or '')[:400]}")
     return lines or ["- none"]
 
 

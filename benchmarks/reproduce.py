@@ -18,7 +18,7 @@ It prints forge's claim (``Verdict.claim_pairs``: the lower of the isolated veri
 confirmation's user loop, with its 95% interval) beside this loop's median per-round ratio and its
 interval. The agreement rule is strict: a claim is reproduced when this loop's median lies inside
 the claim's interval widened by the claim's own null spread (how far the reference read from
-itself when the claim was measured: the user loop's null, else the null control; a factor s >= 1
+itself when the claim was measured: the null control, else the user loop's null; a factor s >= 1
 dividing the low end and multiplying the high end), and by nothing else. The judged regime is
 bracketed, and the last line counts the claims reproduced in it.
 
@@ -90,8 +90,10 @@ def _ratio(base: list[int], kernel: list[int]) -> Ratio:
 
 def null_spread(v: Verdict) -> float:
     """How far the reference read from itself when the claim was measured, as a factor >= 1: the
-    user loop's null where the claim has one, else the confirmation's null control, else 1."""
-    null = v.user_loop.null if v.user_loop is not None and v.user_loop.null is not None else v.timing_stats.null_eager
+    confirmation's null control (two workers running the reference), else the user loop's null
+    (two instances in one loop, usually tighter), else 1."""
+    loop_null = v.user_loop.null if v.user_loop is not None else None
+    null = v.timing_stats.null_eager or loop_null
     if null is None or null.low <= 0:
         return 1.0
     return max(1.0, 1.0 / null.low, null.high)

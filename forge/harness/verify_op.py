@@ -12,7 +12,7 @@ from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness.null_control import judged_against
-from forge.verifier import ProgressNote, VerifierService, resolve_device, verify
+from forge.verifier import ProgressNote, VerifierService, measure_user_loop, resolve_device, verify, with_user_loop
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ def verify_candidate(
     null_control: bool = False,
 ) -> Verification:
     """Verify a candidate file against an op file; with ``null_control``, judge it as a session
-    judges a finalist (the reference verified against itself next to it); with ``save``, a
+    judges a finalist (timed in a user's loop too, unless ``user_loop`` is off, and the reference
+    verified against itself next to it); with ``save``, a
     passing one goes into ``bank``."""
     accepted: tuple[bool, str] | None = None
     if null_control:
@@ -68,6 +69,10 @@ def _with_null_control(
             return verdict, beats_eager(verdict)
         timed = verdict.timing_stats.candidate
         trials = max(5, timed.trials if timed is not None else 0)  # as many calls as the candidate had
+        if settings.user_loop:  # as a session's confirmation: timed in a user's loop too, the lower claimed
+            if progress is not None:
+                progress(f"user loop: timed in a plain loop in one process, {trials} rounds")
+            verdict = with_user_loop(verdict, measure_user_loop(op_path, candidate_path, verdict, settings, trials))
         if progress is not None:
             progress(f"null control: the reference verified against itself, {trials} calls a side")
         null = service.verify_null(trials, settings.timeout)

@@ -15,6 +15,7 @@ or slows the reference) fails the verdict; one slower than eager there is not ac
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,7 @@ def measure_user_loop(
     t = verdict.timings_ms
     per_round_s = sum(float(ms or 0.0) for ms in (t.candidate, t.eager, t.compile, t.eager)) / 1000 + 0.01
     limit = settings.timeout + _START_S + 3 * rounds * per_round_s
-    env = worker_env(verdict.device or "cpu", threads, settings.cache_path(), settings.gpu)
+    env = user_env(verdict.device or "cpu", threads, settings)
     job = {
         "op_path": str(op_path.resolve()),
         "candidate_path": str(candidate_path.resolve()),
@@ -73,6 +74,18 @@ def measure_user_loop(
             return UserLoop.model_validate({**json.loads(result.read_text()), "threads": threads})
         except (ValueError, ValidationError) as exc:
             return said.model_copy(update={"failed": f"the loop's process wrote no valid result: {str(exc)[:300]}"})
+
+
+def user_env(device: str, threads: int, settings: ForgeSettings) -> dict[str, str]:
+    """A user's process: the workers' threads and allocator regime (heap kept), but libgomp's own
+    spinning (the workers' short spin keeps two of them from taking each other's cores; one user
+    process has no such neighbour, and ``reproduce.py`` runs with the default too)."""
+    env = worker_env(device, threads, settings.cache_path(), settings.gpu)
+    if "GOMP_SPINCOUNT" in os.environ:
+        env["GOMP_SPINCOUNT"] = os.environ["GOMP_SPINCOUNT"]
+    else:
+        env.pop("GOMP_SPINCOUNT", None)
+    return env
 
 
 def with_user_loop(verdict: Verdict, loop: UserLoop) -> Verdict:

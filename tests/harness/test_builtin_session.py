@@ -155,6 +155,11 @@ def test_a_no_gain_reason_gives_the_room_eager_left_and_the_best_speedup_with_it
         "no kernel faster than eager beyond the measured noise: eager already runs at 86% of this machine's "
         "measured matmul peak; best kernel 0.90x eager; timed again"
     )
+    # eager 2.37x past the bound: the estimate is wrong for this op, never quoted as a fraction
+    past = {**roof, "fraction_eager": 2.37}
+    broken = Verdict.from_json({"status": "passed", "speedup_vs_eager": 0.9, "roofline": past})
+    said = no_gain_reason(broken, None)
+    assert "237%" in said and "does not hold" in said and "already runs at" not in said
 
 
 def _confirm_verdict(cand_ms: float, low: float, pairs: int) -> Verdict:
