@@ -11,8 +11,9 @@ torch.compile; then the ops that were not banked and why.
 Usage: python benchmarks/claims.py [OPS ...] --out PAGE.md [--bank BANK --skip-optimize]
                                    [--label TEXT] [--rounds N] [--forge CMD]
 OPS default to benchmarks/claims_ops/ (ops written for this check, never tuned on) and
-examples/ops/. ``--forge`` runs another checkout's CLI (its ``forge.entry.main`` with PYTHONPATH
-set) for a before/after comparison; reproduce.py always comes from this checkout.
+examples/ops/. ``--forge`` runs another checkout's CLI for a before/after comparison: install that
+checkout in a virtualenv of its own and name its ``forge`` (PYTHONPATH does not do: an editable
+install of this checkout is found first). reproduce.py always comes from this checkout.
 """
 
 from __future__ import annotations

@@ -189,8 +189,8 @@ class TimingSides(BaseModel):
         return _without_none(handler(self))
 
 
-# How far past the roofline bound a measured time may be before the estimate, or the time, is
-# wrong: cache-resident data can beat the DRAM estimate a little, not by this much.
+# How far past the roofline bound a candidate may run before its result, not only the estimate,
+# is suspect: cache-resident data can beat the DRAM estimate a little, not by this much.
 ROOFLINE_SLACK = 1.5
 
 
@@ -210,10 +210,10 @@ class Roofline(BaseModel):
 
     @property
     def holds(self) -> bool:
-        """False when eager itself runs faster than the bound allows (beyond what cache-resident
-        data explains): the estimate is then wrong for this op (the bytes or FLOPs it counts, or
-        the measured peak), and no fraction of it is a fact."""
-        return self.fraction_eager is None or self.fraction_eager <= ROOFLINE_SLACK
+        """False when eager or the candidate runs faster than the bound allows: the estimate is
+        then wrong for this op (data that stays in cache, the bytes or FLOPs it counts, or the
+        measured peak), and no fraction of it is a fact."""
+        return all(f is None or f <= 1.0 for f in (self.fraction_eager, self.fraction_candidate))
 
     @property
     def bound_by(self) -> str:

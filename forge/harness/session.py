@@ -158,10 +158,10 @@ def no_gain_reason(verdict: Verdict, why: str | None) -> str:
         speed += f" (95% interval {pair.low:.2f}-{pair.high:.2f}x over {pair.pairs} pairs)"
     roof = verdict.roofline
     room = ""
-    if roof is not None and roof.fraction_eager is not None and roof.holds:
+    if roof is not None and roof.fraction_eager is not None and roof.fraction_eager <= 1.0:
         room = f"eager already runs at {roof.fraction_eager:.0%} of this machine's {roof.bound_by}; "
     elif roof is not None and roof.fraction_eager is not None:
-        room = f"(no roofline figure: eager would run at {roof.fraction_eager:.0%} of it, so it does not hold); "
+        room = f"(no roofline figure: eager would run at {roof.fraction_eager:.0%} of its bound, which cannot hold); "
     if why:  # e.g. a finalist timed again did not hold up: its words stay
         return f"no kernel faster than eager beyond the measured noise: {room}{speed}; {why}"
     return f"no kernel faster than eager beyond the measured noise: {room}{speed}"

@@ -63,8 +63,10 @@ def _timings(v: Verdict) -> list[RenderableType]:
             )
         )
     roof = v.roofline
-    if roof is not None and roof.fraction_candidate is not None:
+    if roof is not None and roof.fraction_candidate is not None and roof.holds:
         lines.append(Text(f"roofline: the candidate reaches {roof.fraction_candidate:.0%} of this machine's bound"))
+    elif roof is not None and roof.fraction_candidate is not None:
+        lines.append(Text("roofline: the estimate does not hold for this op (a side ran past 100% of it)"))
     return lines
 
 

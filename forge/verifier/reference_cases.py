@@ -56,6 +56,35 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(a, b))
 
 
+def training_cases(
+    model: torch.nn.Module, call: Callable[[torch.nn.Module], list[torch.Tensor]]
+) -> tuple[list[str], list[str]]:
+    """How to verify training mode, for ``model`` built in it (``call`` runs a model on fixed
+    inputs): the case kinds of its own model (none: eval mode only) and a note for the verdict.
+    Two calls from the same state that differ are random (dropout): eval mode only. A call whose
+    outputs or buffers differ from eval mode's is another op (BatchNorm): as many cases as eval
+    mode's. Otherwise one case shows the kernel is the same op in training mode, as the reference is."""
+    state = buffers_of(model)
+    first = call(model)
+    changed = any(not same_values(state[name], b) for name, b in buffers_of(model).items())
+    restore_buffers(model, state)
+    second = call(model)
+    restore_buffers(model, state)
+    if not all(same_values(a, b) for a, b in zip(first, second, strict=True)):
+        return [], [
+            "the reference's output is random in training mode (two calls on the same inputs differ, e.g. "
+            "dropout): verified in eval mode only, where it is deterministic; in training mode the bank runs "
+            "the reference"
+        ]
+    evaluated = call(model.eval())
+    if not changed and all(same_values(a, b) for a, b in zip(first, evaluated, strict=True)):
+        return ["normal"], []
+    return ["normal", "normal"], [
+        "the reference computes another op in training mode (its outputs or buffers differ from eval "
+        "mode's, e.g. BatchNorm): verified in both modes alike"
+    ]
+
+
 def _state_case(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> dict[str, Any]:
     """For a case whose call changed the module's buffers (BatchNorm's running statistics in
     training mode): the state to start from and the state the call must leave (state is output)."""

@@ -18,7 +18,7 @@ from forge.core.problem import Problem, load_problem, read_problem_source, refer
 from forge.core.statuses import ModuleMode
 from forge.verifier import cases, machine, memory, roofline
 from forge.verifier.checks import TRAIN_KEY
-from forge.verifier.reference_cases import CaseBook, buffers_of, restore_buffers, same_values
+from forge.verifier.reference_cases import CaseBook, training_cases
 from forge.verifier.timing import Clocks, TimedCalls
 
 _MIN_TRIALS, _MAX_TRIALS = 5, 30
@@ -151,33 +151,13 @@ class ReferenceSide:
 
     # -- handlers ----------------------------------------------------------------------------
     def _detect_modes(self, base: Problem, seed: int) -> tuple[list[str], list[str]]:
-        """The training-mode model's case kinds (none: eval mode only) and a note for the verdict.
-        Two training-mode calls from the same state that differ are random (dropout): eval mode
-        only. A training-mode call whose outputs or buffers differ from eval mode's is another op
-        (BatchNorm): as many cases as eval mode's. Otherwise one case shows the kernel is the same
-        op in training mode, as the reference is."""
+        """The training-mode model's case kinds (none: eval mode only) and a note for the verdict
+        (``reference_cases.training_cases``); sets ``self.modes``."""
         _, model = self._build(base, seed, False, train=True)
         inputs = self._draw(base, seed)
-        state = buffers_of(model)
-        first = self._run(base, model, inputs)
-        changed = any(not same_values(state[name], b) for name, b in buffers_of(model).items())
-        restore_buffers(model, state)
-        second = self._run(base, model, inputs)
-        restore_buffers(model, state)
-        if not all(same_values(a, b) for a, b in zip(first, second, strict=True)):
-            return [], [
-                "the reference's output is random in training mode (two calls on the same inputs differ, e.g. "
-                "dropout): verified in eval mode only, where it is deterministic; in training mode the bank runs "
-                "the reference"
-            ]
-        self.modes = [ModuleMode.EVAL.value, ModuleMode.TRAIN.value]
-        evaluated = self._run(base, model.eval(), inputs)
-        if not changed and all(same_values(a, b) for a, b in zip(first, evaluated, strict=True)):
-            return ["normal"], []
-        return ["normal", "normal"], [
-            "the reference computes another op in training mode (its outputs or buffers differ from eval "
-            "mode's, e.g. BatchNorm): verified in both modes alike"
-        ]
+        kinds, notes = training_cases(model, lambda m: self._run(base, m, inputs))
+        self.modes = [ModuleMode.EVAL.value, ModuleMode.TRAIN.value] if kinds else [ModuleMode.EVAL.value]
+        return kinds, notes
 
     def setup(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Plan a verification: models, case descriptors, the bound instance and the first timing

@@ -284,14 +284,15 @@ def record_speedups(
             f"estimated bound {roof.bound_ms:.4f} ms ({(roof.bytes or 0) / 1e6:.1f} MB, "
             f"{(roof.flops or 0) / 1e9:.2f} GFLOP); candidate at {roof.fraction_candidate:.0%} of it"
         )
-        if not roof.holds:
-            said += (
-                f", eager at {roof.fraction_eager:.0%}: the estimate does not hold for this op (the bytes or FLOPs "
-                f"it counts, or this machine's measured {roof.bound_by}, are off), so no fraction of it is a fact"
-            )
-        elif beyond:
+        if beyond:
             said += " — faster than physically plausible, check the result"
-        v.add("roofline", roof.holds and not beyond, said, fatal=False)
+        elif not roof.holds:
+            said += (
+                f", eager at {roof.fraction_eager:.0%}: past 100%, the estimate does not hold for this op (data that "
+                f"stays in cache, the bytes or FLOPs it counts, or this machine's measured {roof.bound_by}), so no "
+                "fraction of it is a fact"
+            )
+        v.add("roofline", roof.holds, said, fatal=False)
     v.roofline = roof
 
 

@@ -1,0 +1,40 @@
+"""The plain loop the user loop and reproduce.py time with: every side once a round, the first
+side rotating; warm rounds write their values into the same buffers, cold rounds hand every side
+the round's fresh inputs."""
+
+from __future__ import annotations
+
+import torch
+
+from forge.verifier.plain_loop import WARMUP_CALLS, time_sides
+
+
+def _recording(rounds: int, cold: bool) -> tuple[list[tuple[str, int, float]], dict[str, list[int]]]:
+    seen: list[tuple[str, int, float]] = []
+    draws = iter(range(1000))
+
+    def draw() -> list[torch.Tensor]:
+        return [torch.full((4,), float(next(draws)))]
+
+    def side(name: str):  # type: ignore[no-untyped-def]
+        return lambda x: seen.append((name, id(x[0]), float(x[0][0])))
+
+    times = time_sides({"a": side("a"), "b": side("b"), "c": side("c")}, draw, rounds, cold, 1 << 16)
+    return seen, times
+
+
+def test_each_round_calls_every_side_once_with_the_first_side_rotating():
+    seen, times = _recording(4, cold=True)
+    timed = seen[3 * WARMUP_CALLS :]
+    order = [[name for name, _, _ in timed[3 * r : 3 * r + 3]] for r in range(4)]
+    assert order == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    assert all(len(t) == 4 and all(ns > 0 for ns in t) for t in times.values())
+    # cold: a round's sides get that round's fresh inputs (one draw a round, after the warm-up's)
+    assert [v for _, _, v in timed[:3]] == [1.0, 1.0, 1.0] and [v for _, _, v in timed[3:6]] == [2.0] * 3
+
+
+def test_warm_rounds_write_their_values_into_the_same_buffers():
+    seen, _ = _recording(3, cold=False)
+    timed = seen[3 * WARMUP_CALLS :]
+    assert len({ident for _, ident, _ in seen}) == 1  # one set of buffers throughout
+    assert [v for _, _, v in timed] == [1.0] * 3 + [2.0] * 3 + [3.0] * 3
