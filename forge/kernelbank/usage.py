@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from forge.core.forward_tap import ForwardTap
+
 
 @dataclass
 class OpUsage:
@@ -84,27 +86,14 @@ def watching(reference_classes: list[type]) -> Iterator[Watch]:
     if ACTIVE is not None:
         raise RuntimeError("a bank watch is already running: nest no watches")
     watch = Watch()
-    originals: list[tuple[type, Any]] = []
-    for cls in dict.fromkeys(reference_classes):  # once each, in order
-        original = cls.__dict__.get("forward")
-        inherited = cls.forward  # type: ignore[attr-defined]
-
-        def counted(self: Any, *args: Any, _run: Any = inherited, **kwargs: Any) -> Any:
-            watch.reference_ran()
-            return _run(self, *args, **kwargs)
-
-        originals.append((cls, original))
-        cls.forward = counted  # type: ignore[attr-defined]
+    taps = [ForwardTap(cls, watch.reference_ran) for cls in dict.fromkeys(reference_classes)]  # once each
     ACTIVE = watch
     try:
         yield watch
     finally:
         ACTIVE = None
-        for cls, original in originals:
-            if original is None:
-                del cls.forward  # type: ignore[attr-defined]
-            else:
-                cls.forward = original  # type: ignore[attr-defined]
+        for tap in taps:
+            tap.restore()
 
 
 __all__ = ["ACTIVE", "OpUsage", "Watch", "watching"]

@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
+from forge.core.forward_tap import ForwardTap
 from forge.core.importing import import_file
 from forge.core.instance_binding import BindRefused, bound_forward, plan_binding
 from forge.core.problem import load_problem, read_problem_source
 from forge.verifier.memory import release_free_memory
-from forge.verifier.reference_calls import ReferenceCalls
 from forge.verifier.timing import Clocks, TimedCalls
 
 _IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
@@ -199,7 +199,7 @@ class CandidateSide:
         self.path = ""
         self.models: dict[str, torch.nn.Module] = {}
         self.calls = 0
-        self.reference_calls: ReferenceCalls | None = None
+        self.reference_calls: ForwardTap | None = None
         self.tids_before: set[int] = set()
         self._drop_timing()
 
@@ -214,7 +214,7 @@ class CandidateSide:
         problem = load_problem(read_problem_source(msg["op_path"]))
         sys.modules["forge_reference"] = problem.module
         if isinstance(getattr(problem.module, "Model", None), type):
-            self.reference_calls = ReferenceCalls(problem.module.Model)
+            self.reference_calls = ForwardTap(problem.module.Model)
         self.path = str(Path(msg["candidate_path"]).resolve())
         try:
             module = import_file("forge_candidate", self.path)

@@ -23,11 +23,11 @@ from typing import Any
 
 import torch
 
+from forge.core.forward_tap import ForwardTap
 from forge.core.importing import import_file
 from forge.core.problem import load_problem, read_problem_source
 from forge.verifier import plain_loop
 from forge.verifier.pairing import paired_ratio
-from forge.verifier.reference_calls import ReferenceCalls
 
 # Watched for replacement: what the reference and the loop call.
 _WATCHED: tuple[tuple[str, Any], ...] = (
@@ -92,7 +92,7 @@ def measure(req: dict[str, Any]) -> dict[str, Any]:
     kernel = module.ModelNew(*init).to(device)
     kernel.load_state_dict(reference.state_dict())
     kernel.eval()
-    counted = ReferenceCalls(problem.model_cls)
+    counted = ForwardTap(problem.model_cls)
     with torch.no_grad():
         for _ in range(_PROBES):
             kernel(*draw())

@@ -1,20 +1,22 @@
-"""Counting the calls of the reference class's own ``forward`` in a process that runs a candidate.
+"""Tapping a class's own ``forward``: each call counted (and reported) until the tap is removed.
 
 A ModelNew that runs the reference on the op's own inputs (a fallback taken) is not the kernel it
 claims to be, and timing it would time the reference against itself. The candidate worker and the
-user loop's process wrap their own copy of the class; the count is an observation the trusted
-parent judges.
+user loop's process tap their own copy of the reference class, and ``KernelBank.watch`` taps a
+user's class while its block runs; each then says what the count means.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
-class ReferenceCalls:
-    """Wraps ``cls.forward`` to count its calls until ``restore``."""
+class ForwardTap:
+    """Wraps ``cls.forward`` so that each call adds to ``count`` and calls ``on_call``, until
+    ``restore``."""
 
-    def __init__(self, cls: type) -> None:
+    def __init__(self, cls: type, on_call: Callable[[], None] | None = None) -> None:
         self.count = 0
         self.cls = cls
         self.own = cls.__dict__.get("forward")  # None: inherited, removed again by ``restore``
@@ -22,6 +24,8 @@ class ReferenceCalls:
 
         def forward(instance: Any, *args: Any, **kwargs: Any) -> Any:
             self.count += 1
+            if on_call is not None:
+                on_call()
             return original(instance, *args, **kwargs)
 
         cls.forward = forward  # type: ignore[attr-defined]
@@ -34,4 +38,4 @@ class ReferenceCalls:
             self.cls.forward = self.own  # type: ignore[attr-defined]
 
 
-__all__ = ["ReferenceCalls"]
+__all__ = ["ForwardTap"]
