@@ -50,7 +50,8 @@ import torch
 
 import forge.kernelbank as kb
 from forge.core.importing import import_file
-from forge.core.verdict import PairedRatio, Verdict
+from forge.core.timing_records import PairedRatio
+from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
 from forge.db.kernels import kernel_detail, list_kernels
 from forge.verifier.machine import cpu_flush_bytes
@@ -138,7 +139,7 @@ def _mark(held: bool | None) -> str:
     return "-" if held is None else "yes" if held else "NO"
 
 
-def _with_heap(heap: str) -> None:
+def with_heap(heap: str) -> None:
     """Re-run this script under the asked allocator behaviour (glibc reads it once, at start)."""
     env = dict(os.environ)
     if heap == "kept":
@@ -182,7 +183,7 @@ def main() -> None:
                     "returned: glibc's default")  # fmt: skip
     ap.add_argument("--json", type=Path, help="also write each kernel's figures here (benchmarks/claims.py reads it)")
     a = ap.parse_args()
-    _with_heap(a.heap)
+    with_heap(a.heap)
     if a.threads:
         torch.set_num_threads(a.threads)
     sys.path.insert(0, str(Path.cwd()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +43,13 @@ GELU_OVERFLOW_DIFFERS = pytest.mark.xfail(
     reason="torch's exact GELU overflows to inf near 3e38 on this CPU; the built-in GELU kernel stays finite",
     strict=True,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The CLI and TUI tests that confirm a finalist time its user loop in one fresh process, not
+    # the default three: each process imports torch and compiles the baseline (seconds), and the
+    # combining of several is tested in tests/verifier/test_user_loop.py, which asks for two.
+    os.environ.setdefault("FORGE_USER_LOOP_PROCESSES", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -13,7 +13,8 @@ from typing import Any, Protocol
 
 from forge.core.feedback import JudgeFeedback
 from forge.core.statuses import AttemptStatus
-from forge.core.verdict import Timings, Verdict
+from forge.core.timing_records import Timings
+from forge.core.verdict import Verdict
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from forge.core.statuses import TimingRegime
-from forge.core.verdict import PairedRatio, Verdict
+from forge.core.timing_records import PairedRatio
+from forge.core.verdict import Verdict
 
 
 def timed_while_busy(verdict: Verdict) -> bool:

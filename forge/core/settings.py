@@ -56,6 +56,12 @@ class ForgeSettings(BaseSettings):
         description="when a session times its finalist again, also time it as a user would (a plain loop in one "
         "fresh process, beside the reference and torch.compile) and bank the lower of the two figures",
     )
+    user_loop_processes: int = Field(
+        default=3,
+        ge=1,
+        description="fresh processes the user loop times a finalist in, one after another (the claim's interval "
+        "spans them all: processes running the same code read apart)",
+    )
     timing_batch_mb: int = Field(
         default=160, ge=1, description="MiB of fresh timing inputs and outputs held at once (trials come in batches)"
     )

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from forge.core.statuses import AttemptStatus, SessionStatus, VerdictStatus
-from forge.core.verdict import Timings
+from forge.core.timing_records import Timings
 
 
 def _plain(value: Any) -> Any:

@@ -71,7 +71,10 @@ def _with_null_control(
         trials = max(5, timed.trials if timed is not None else 0)  # as many calls as the candidate had
         if settings.user_loop:  # as a session's confirmation: timed in a user's loop too, the lower claimed
             if progress is not None:
-                progress(f"user loop: timed in a plain loop in one process, {trials} rounds")
+                progress(
+                    f"user loop: timed in a plain loop in {settings.user_loop_processes} fresh process(es), "
+                    f"{trials} rounds each"
+                )
             verdict = with_user_loop(verdict, measure_user_loop(op_path, candidate_path, verdict, settings, trials))
         if progress is not None:
             progress(f"null control: the reference verified against itself, {trials} calls a side")

@@ -49,8 +49,8 @@ def _timings(v: Verdict) -> list[RenderableType]:
         lines.append(
             Text(
                 f"per pair of adjacent calls, {stats.regime or 'cold'}: {paired.median:.2f}x eager, 95% CI "
-                f"{paired.low:.2f}-{paired.high:.2f}x over {paired.pairs} pairs (the speedup forge reports and "
-                "accepts on)"
+                f"{paired.low:.2f}-{paired.high:.2f}x over {paired.pairs} pairs ("
+                + ("what forge accepts on)" if v.user_loop is not None else "the speedup forge reports and accepts on)")
             )
         )
     null = stats.null_eager
@@ -62,12 +62,28 @@ def _timings(v: Verdict) -> list[RenderableType]:
                 f"{null_bar(null):.2f}x"
             )
         )
+    lines += _user_loop(v)
     roof = v.roofline
     if roof is not None and roof.fraction_candidate is not None and roof.holds:
         lines.append(Text(f"roofline: the candidate reaches {roof.fraction_candidate:.0%} of this machine's bound"))
     elif roof is not None and roof.fraction_candidate is not None:
         lines.append(Text("roofline: the estimate does not hold for this op (a side ran past 100% of it)"))
     return lines
+
+
+def _user_loop(v: Verdict) -> list[RenderableType]:
+    loop, claim = v.user_loop, v.claim_pairs()[0]
+    if loop is None or loop.eager is None or claim is None or not v.timing_meaningful:
+        return []
+    count = len(loop.processes) or 1
+    where = "one process" if count == 1 else f"{count} fresh processes"
+    return [
+        Text(
+            f"user loop (a plain loop in {where}, {loop.rounds} rounds each): {loop.eager.median:.2f}x eager, "
+            f"{loop.eager.low:.2f}-{loop.eager.high:.2f}x; the claim (the lower median, an interval spanning "
+            f"both): {claim.median:.2f}x, {claim.low:.2f}-{claim.high:.2f}x"
+        )
+    ]
 
 
 def verdict_renderable(v: Verdict) -> Group:

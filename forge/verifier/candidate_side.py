@@ -22,6 +22,7 @@ from forge.core.importing import import_file
 from forge.core.instance_binding import BindRefused, bound_forward, plan_binding
 from forge.core.problem import load_problem, read_problem_source
 from forge.verifier.memory import release_free_memory
+from forge.verifier.output_copies import OutputPool, bitwise_equal, plain_copy, ranges_overlap, same_now, storage_ok
 from forge.verifier.timing import Clocks, TimedCalls
 
 _IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
@@ -68,82 +69,6 @@ def _busy_python_threads(before: set[threading.Thread]) -> list[str]:
             continue
         busy.append(t.name)
     return busy
-
-
-def _ranges_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    try:
-        sa, sb = a.untyped_storage(), b.untyped_storage()
-    except (RuntimeError, NotImplementedError):
-        return False
-    pa, pb = sa.data_ptr(), sb.data_ptr()
-    return pa < pb + sb.nbytes() and pb < pa + sa.nbytes() and sa.nbytes() > 0 and sb.nbytes() > 0
-
-
-def _storage_ok(o: torch.Tensor) -> bool:
-    try:
-        return (
-            o.layout == torch.strided and o.device.type != "meta" and o.untyped_storage().data_ptr() != 0
-        ) or o.numel() == 0
-    except (RuntimeError, NotImplementedError):
-        return False
-
-
-def _plain_copy(o: Any) -> torch.Tensor | None:
-    base = _plain_copy_source(o)
-    try:
-        return None if base is None else base.clone()
-    except Exception:
-        return None
-
-
-class _OutputPool:
-    """Copies of timed outputs, kept in a few large buffers of their own.
-
-    A copy made with ``clone()`` would sit right after the output it copies, so the freed output
-    leaves a hole exactly its size, which the next call's (aligned) output does not fit in: every
-    timed call would get fresh memory and be timed with its page faults. Chunks above glibc's mmap
-    threshold (the workers set it to 32 MiB) stay out of the heap the outputs come from.
-    """
-
-    _CHUNK = 64 << 20
-
-    def __init__(self) -> None:
-        self.chunk: torch.Tensor | None = None
-        self.used = 0
-
-    def copy(self, o: Any) -> torch.Tensor | None:
-        t = _plain_copy_source(o)
-        if t is None or t.device.type != "cpu" or t.numel() == 0 or t.is_sparse or t.is_quantized:
-            return _plain_copy(o)
-        n = t.numel() * t.element_size()
-        if self.chunk is None or self.used + n > self.chunk.numel():
-            self.chunk, self.used = torch.empty(max(self._CHUNK, n), dtype=torch.uint8), 0
-        dst = self.chunk[self.used : self.used + n].view(t.dtype).view(t.shape)
-        self.used += -(-n // 64) * 64
-        dst.copy_(t)
-        return dst
-
-
-def _plain_copy_source(o: Any) -> torch.Tensor | None:
-    """The output as a plain tensor (a subclass's own methods never run), or None."""
-    if not isinstance(o, torch.Tensor):
-        return None
-    try:
-        return o.detach() if type(o) is torch.Tensor else o.detach().as_subclass(torch.Tensor)
-    except Exception:
-        return None
-
-
-def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    ac, bc = a.detach().contiguous(), b.detach().contiguous()
-    return bool(torch.equal(ac.reshape(-1).view(torch.uint8), bc.reshape(-1).view(torch.uint8))) if ac.numel() else True
-
-
-def _same_now(o: torch.Tensor, snapshot: torch.Tensor) -> bool:
-    now = _plain_copy(o)
-    return now is not None and _bitwise_equal(now, snapshot)
 
 
 def _poison(device: str, nbytes: int) -> None:
@@ -290,7 +215,7 @@ class CandidateSide:
     def _call_copied(self, model: torch.nn.Module, inputs: Sequence[torch.Tensor], what: str) -> list[Any]:
         """Call again and copy the outputs at once; an exception names which extra call it was."""
         try:
-            outs = [_plain_copy(o) for o in _as_list(self._call(model, inputs))]
+            outs = [plain_copy(o) for o in _as_list(self._call(model, inputs))]
         except Exception as exc:
             raise StageError("run", f"{what} raised:\n" + candidate_trace(exc, self.path)) from exc
         self.calls += 1
@@ -314,7 +239,7 @@ class CandidateSide:
             raise StageError("run", candidate_trace(exc, self.path)) from exc
         reference_ran = (counted.count - ran_before) if counted is not None else 0
         outs = _as_list(out)
-        first = [_plain_copy(o) for o in outs]  # taken at once: later changes mean lazy work
+        first = [plain_copy(o) for o in outs]  # taken at once: later changes mean lazy work
         state_after = _get_buffers(model, state_names) if state_names else None
         busy = _busy_python_threads(py_before)
         new_tids = sorted(native_threads() - tids_before)
@@ -323,10 +248,10 @@ class CandidateSide:
             "sequence": isinstance(out, tuple | list),  # torch.return_types records are tuples too
             "types": [type(o).__module__ + "." + type(o).__qualname__ for o in outs],
             "plain": [type(o) is torch.Tensor for o in outs],
-            "storage_ok": [isinstance(o, torch.Tensor) and _storage_ok(o) for o in outs],
+            "storage_ok": [isinstance(o, torch.Tensor) and storage_ok(o) for o in outs],
             "devices": [str(o.device.type) if isinstance(o, torch.Tensor) else None for o in outs],
             "aliases": [
-                [j for j, x in enumerate(inputs) if isinstance(o, torch.Tensor) and _ranges_overlap(o, x)] for o in outs
+                [j for j, x in enumerate(inputs) if isinstance(o, torch.Tensor) and ranges_overlap(o, x)] for o in outs
             ],
             "busy_python_threads": busy,
             "new_native_threads": len(new_tids),
@@ -335,13 +260,13 @@ class CandidateSide:
         }
         self.calls += 1
         facts["inputs_modified"] = [
-            j for j, (x, p) in enumerate(zip(inputs, pristine, strict=True)) if not _bitwise_equal(x, p)
+            j for j, (x, p) in enumerate(zip(inputs, pristine, strict=True)) if not bitwise_equal(x, p)
         ]
         second = self._call_copied(model, inputs, "second call on the same inputs")
         facts["changed_after_return"] = [
             i
             for i, (o, f) in enumerate(zip(outs, first, strict=True))
-            if isinstance(o, torch.Tensor) and f is not None and not _same_now(o, f)
+            if isinstance(o, torch.Tensor) and f is not None and not same_now(o, f)
         ]
         refilled = None
         if msg.get("refill") is not None:
@@ -368,7 +293,7 @@ class CandidateSide:
         if msg.get("warmup") is not None:  # sent with the first batch, kept for the later ones
             self.warmup = [[_fresh(x, self.device) for x in s] for s in msg["warmup"]]
         self.tids_before = native_threads()
-        pool = _OutputPool()
+        pool = OutputPool()
         self.timed = TimedCalls(
             lambda inp: self._call(model, inp, sync=False), self.flush, self.clocks,
             keep=lambda out: [pool.copy(o) for o in _as_list(out)], warm=bool(msg.get("warm")),
@@ -423,7 +348,7 @@ def _get_buffers(model: torch.nn.Module, names: list[str]) -> dict[str, Any]:
     out = {}
     for name in names:
         try:
-            out[name] = _plain_copy(model.get_buffer(name))
+            out[name] = plain_copy(model.get_buffer(name))
         except AttributeError:
             continue  # reported missing: the parent names it
     return out

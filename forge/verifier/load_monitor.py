@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from forge.core.verdict import Contention
+from forge.core.timing_records import Contention
 
 # Other processes' CPU use, in cores, that counts as a busy machine. Idle system daemons and the
 # kernel's threads use a few hundredths of a core; a competing job uses most of one.

@@ -26,7 +26,7 @@ from typing import Any
 
 from forge.core.errors import ProblemError
 from forge.core.statuses import TimingRegime
-from forge.core.verdict import Contention
+from forge.core.timing_records import Contention
 from forge.verifier.load_monitor import LoadMonitor, combined
 from forge.verifier.pairing import call_order
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess

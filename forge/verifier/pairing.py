@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from forge.core.verdict import PairedRatio
+from forge.core.timing_records import PairedRatio
 
 _CONFIDENCE_TAIL = 0.025  # two-sided 95%
 _MIN_PAIRS_FOR_INTERVAL = 6  # below this no order statistic gives 95%: the whole range is reported

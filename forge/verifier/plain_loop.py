@@ -43,8 +43,15 @@ def time_sides(
     cold: bool,
     flush_bytes: int,
     device: str = "cpu",
+    *,
+    before_call: Callable[[], object] | None = None,
+    after_call: Callable[[object], object] | None = None,
 ) -> dict[str, list[int]]:
-    """Per-call nanoseconds of each side, ``rounds`` calls a side, interleaved call by call."""
+    """Per-call nanoseconds of each side, ``rounds`` calls a side, interleaved call by call.
+
+    ``before_call`` runs just before the clock starts (after the flush or the refill) and
+    ``after_call`` gets each output once the clock stopped: ``benchmarks/loop_conditions.py``
+    adds the verifier workers' conditions to this loop through them, one at a time."""
     flush = torch.ones(max(1, flush_bytes // 4), device=device) if cold else None
     buffers = draw()
     names = list(sides)
@@ -66,10 +73,17 @@ def time_sides(
                         buf.copy_(x)
                     inputs = buffers
                 _sync(device)
+                if before_call is not None:
+                    before_call()
                 t0 = time.perf_counter_ns()
-                sides[name](inputs)
+                result = sides[name](inputs)
+                if after_call is None:  # dropped at once, as a loop that ignores the output drops it
+                    result = None
                 _sync(device)
                 out[name].append(time.perf_counter_ns() - t0)
+                if after_call is not None:
+                    after_call(result)
+                result = None
     return out
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge.core.statuses import TimingRegime
-from forge.core.verdict import ROOFLINE_SLACK, Contention, PairedRatio, Roofline, TimingStats, Verdict
+from forge.core.timing_records import ROOFLINE_SLACK, Contention, PairedRatio, Roofline, TimingStats
+from forge.core.verdict import Verdict
 from forge.verifier.memory import MMAP_THRESHOLD_BYTES, resident_bytes
 from forge.verifier.pairing import paired_ratio
 

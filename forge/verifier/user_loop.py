@@ -4,13 +4,14 @@ The verifier times the candidate and the reference in two isolated workers (what
 verdict from being fooled), but a user runs the kernel in one process, in a plain loop, next to
 their own reference. The two can read apart (the workers wait on the parent between calls, keep
 their collector paused, make room in the heap first), and a claim a user cannot reproduce is worse
-than none. So a confirmation also runs ``user_loop_worker`` in a fresh process, in the regime the
-verdict is judged in and the workers' allocator regime, and the banked claim is the lower of the
-two measurements (``Verdict.claim_pairs``). A kernel that runs the reference there (a fallback)
-or changes the loop's process (replaces torch or clock functions, the thread count, the affinity,
-or slows the reference) fails the verdict; one slower than eager there is not accepted
-(``acceptance.beats_eager``).
-"""
+than none. So a confirmation also runs ``user_loop_worker`` in fresh processes, one after another
+(``user_loop_processes``: two processes running the same code read apart by more than either's own
+interval, and a user's process is yet another), in the regime the verdict is judged in and the
+workers' allocator regime. The banked claim is the lower median of the two measurements, its
+interval spanning both (``Verdict.claim_pairs``). A kernel that runs the reference there (a
+fallback) or changes the loop's process (replaces torch or clock functions, the thread count, the
+affinity, or slows the reference) fails the verdict; one slower than eager there is not accepted
+(``acceptance.beats_eager``)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from pydantic import ValidationError
 
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import TimingRegime, VerdictStatus
-from forge.core.verdict import UserLoop, Verdict
+from forge.core.timing_records import LoopProcess, UserLoop
+from forge.core.verdict import Verdict
 from forge.verifier.machine import available_cores, cpu_flush_bytes
 from forge.verifier.template import worker_limits
 from forge.verifier.worker_env import worker_env
@@ -36,8 +38,10 @@ _START_S = 120.0  # a fresh process imports torch (and compiles the baseline) be
 def measure_user_loop(
     op_path: Path, candidate_path: Path, verdict: Verdict, settings: ForgeSettings, rounds: int
 ) -> UserLoop:
-    """The candidate at ``candidate_path`` timed in a user's loop, ``rounds`` calls a side, in the
-    regime ``verdict`` (its isolated verification) is judged in."""
+    """The candidate at ``candidate_path`` timed in a user's loop, ``rounds`` calls a side in each
+    of ``settings.user_loop_processes`` fresh processes, one after another, in the regime
+    ``verdict`` (its isolated verification) is judged in. A process that fails, or finds a
+    fallback or a change to its process, ends the measurement with that finding."""
     regime = verdict.timing_stats.regime or TimingRegime.COLD
     threads = settings.threads or available_cores()
     said = UserLoop(regime=regime, rounds=rounds, threads=threads)
@@ -55,6 +59,18 @@ def measure_user_loop(
         "device": verdict.device or "cpu",
         "flush_bytes": cpu_flush_bytes(),
     }
+    processes: list[LoopProcess] = []
+    for _ in range(settings.user_loop_processes):
+        one = _one_process(job, env, limit, settings.memory_limit_mb, said)
+        if one.failed or one.fallbacks or one.tampered or one.eager is None:
+            return one
+        processes.append(LoopProcess.model_validate(one.model_dump(include=set(LoopProcess.model_fields))))
+    return UserLoop.of_processes(said, processes)
+
+
+def _one_process(job: dict[str, object], env: dict[str, str], limit: float, memory_mb: int, said: UserLoop) -> UserLoop:
+    """One fresh process of the user loop, its report read back as a ``UserLoop`` (untrusted: any
+    value of the wrong type is a failure, and no figure it reports can raise a claim)."""
     with tempfile.TemporaryDirectory(prefix="forge-user-loop-") as tmp:
         request, result = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request.write_text(json.dumps(job))
@@ -62,7 +78,7 @@ def measure_user_loop(
             done = subprocess.run(
                 [sys.executable, "-m", "forge.verifier.user_loop_worker", str(request), str(result)],
                 env=env, cwd=Path.cwd(), capture_output=True, text=True, timeout=limit,
-                preexec_fn=lambda: worker_limits(2 * settings.memory_limit_mb),
+                preexec_fn=lambda: worker_limits(2 * memory_mb),
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             return said.model_copy(update={"failed": f"the loop's process ran past {limit:.0f} s"})
@@ -71,7 +87,7 @@ def measure_user_loop(
             failed = f"the loop's process ended ({done.returncode}) with no result: {tail}"
             return said.model_copy(update={"failed": failed})
         try:
-            return UserLoop.model_validate({**json.loads(result.read_text()), "threads": threads})
+            return UserLoop.model_validate({**json.loads(result.read_text()), "threads": said.threads})
         except (ValueError, ValidationError) as exc:
             return said.model_copy(update={"failed": f"the loop's process wrote no valid result: {str(exc)[:300]}"})
 
@@ -123,14 +139,16 @@ def _failure(loop: UserLoop) -> str | None:
 
 def describe(loop: UserLoop) -> str:
     """One line: the loop's figures and its own noise."""
-    said = f"in a plain loop in one process ({loop.regime}, {loop.rounds} rounds, heap {loop.heap}): "
+    count = len(loop.processes) or 1
+    where = "one process" if count == 1 else f"{count} fresh processes (the median of their medians, spanning all)"
+    said = f"in a plain loop in {where} ({loop.regime}, {loop.rounds} rounds each, heap {loop.heap}): "
     if loop.eager is not None:
         said += f"{loop.eager.median:.2f}x eager ({loop.eager.low:.2f}-{loop.eager.high:.2f})"
     if loop.compiled is not None:
         said += f", {loop.compiled.median:.2f}x torch.compile ({loop.compiled.low:.2f}-{loop.compiled.high:.2f})"
     if (null := loop.null) is not None:
         said += f"; the reference against itself there {null.median:.2f}x ({null.low:.2f}-{null.high:.2f})"
-    return said + "; the claim is the lower of this and the isolated measurement"
+    return said + "; the claim is the lower median of this and the isolated measurement, its interval spans both"
 
 
 __all__ = ["describe", "measure_user_loop", "with_user_loop"]

@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
 from forge.core.problem import read_problem_source
@@ -25,6 +25,9 @@ from forge.verifier.sched_guard import SchedGuard, record_reference_sched
 from forge.verifier.timed_replies import MALFORMED, CandidateTimes
 from forge.verifier.timing import record_launch_cost, record_pairs, record_regimes, record_speedups
 from forge.verifier.worker_env import worker_env
+
+if TYPE_CHECKING:  # compare loads torch, which the parent imports only once its workers have started
+    from forge.verifier.compare import Mismatch
 
 # Told what the verification is doing now ("timing: 8 pairs of calls, eager and candidate (batch 1/3)"), for a
 # front end to show.
@@ -183,17 +186,7 @@ class _Run:
                 msg["state_before"] = case["state_before"]
             reply = self._ask_candidate(msg, "case_result")
             if reply.get("type") == "error":
-                self.v.failing_case = FailingCase(id=case["id"], shape=case["shape"], inputs=case["kind"])
-                self.v.add("run", False, f"case {case['id']}: {reply['message']}")
-                if any(w in reply["message"] for w in _MEMORY_WORDS):
-                    limit = self.settings.memory_limit_mb
-                    said = checks.first_line(reply["message"])
-                    self.v.fail(VerdictStatus.CRASHED, f"memory limit ({limit} MiB) reached: {said}")
-                else:
-                    self.v.fail(
-                        VerdictStatus.RUNTIME_ERROR,
-                        f"the candidate raised on case {case['id']}: {checks.first_line(reply['message'])}",
-                    )
+                self._raised(case, str(reply["message"]))
                 return False
             try:
                 found = checks.check_case(case, reply, self.device, self.tol)
@@ -206,17 +199,7 @@ class _Run:
                     failing[name] += 1
                     if name not in first:
                         first[name] = (case["id"], mismatch.detail)
-                        if self.v.failing_case is None:
-                            self.v.failing_case = FailingCase(
-                                id=case["id"],
-                                shape=case["shape"],
-                                inputs=case["kind"],
-                                output=mismatch.output,
-                                mismatch=mismatch.kind,
-                                detail=mismatch.detail,
-                                max_abs=mismatch.max_abs,
-                                max_rel=mismatch.max_rel,
-                            )
+                        self._first_failing(case, mismatch)
             if self.is_reference:  # the reference's forward is what the null control runs
                 found.integrity.pop("runs_kernel", None)
             for name, detail in found.integrity.items():
@@ -242,6 +225,24 @@ class _Run:
             if name in first:
                 self.v.fail(VerdictStatus.FAILED_CORRECTNESS, f"{name}: case {first[name][0]}: {first[name][1]}")
         return self.v.passed
+
+    def _raised(self, case: dict[str, Any], message: str) -> None:
+        """The candidate raised on ``case``: the verdict fails (a crash when memory ran out)."""
+        self.v.failing_case = FailingCase(id=case["id"], shape=case["shape"], inputs=case["kind"])
+        self.v.add("run", False, f"case {case['id']}: {message}")
+        if any(w in message for w in _MEMORY_WORDS):
+            limit = self.settings.memory_limit_mb
+            self.v.fail(VerdictStatus.CRASHED, f"memory limit ({limit} MiB) reached: {checks.first_line(message)}")
+        else:
+            said = checks.first_line(message)
+            self.v.fail(VerdictStatus.RUNTIME_ERROR, f"the candidate raised on case {case['id']}: {said}")
+
+    def _first_failing(self, case: dict[str, Any], mismatch: Mismatch) -> None:
+        if self.v.failing_case is None:
+            self.v.failing_case = FailingCase(
+                id=case["id"], shape=case["shape"], inputs=case["kind"], output=mismatch.output,
+                mismatch=mismatch.kind, detail=mismatch.detail, max_abs=mismatch.max_abs, max_rel=mismatch.max_rel,
+            )  # fmt: skip
 
     def _case_notes(self, stream: CaseStream) -> None:
         self.v.cases -= stream.skipped

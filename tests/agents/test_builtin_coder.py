@@ -8,7 +8,8 @@ from forge.agents import CoderContext, HistoryItem, JudgeFeedback
 from forge.agents.builtin import BuiltinCoder, BuiltinJudge
 from forge.agents.builtin.tuner import default_config
 from forge.core.statuses import AttemptStatus, VerdictStatus
-from forge.core.verdict import Timings, Verdict
+from forge.core.timing_records import Timings
+from forge.core.verdict import Verdict
 from tests.conftest import EXAMPLES, OPS
 
 SHIPPED = sorted((EXAMPLES / "ops").glob("*.py"))

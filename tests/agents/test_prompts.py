@@ -7,7 +7,8 @@ from forge.agents.llm.client import Completion
 from forge.agents.llm.prompts import category
 from forge.agents.roles import CoderContext, HistoryItem, JudgeFeedback, MachineFacts
 from forge.core.statuses import AttemptStatus
-from forge.core.verdict import Timings, Verdict
+from forge.core.timing_records import Timings
+from forge.core.verdict import Verdict
 from tests.conftest import EXAMPLES
 
 

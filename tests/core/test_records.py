@@ -8,7 +8,8 @@ import json
 import pytest
 
 from forge.core.statuses import AttemptStatus, SessionStatus, VerdictStatus
-from forge.core.verdict import FailingCase, Roofline, TimingStats, Verdict
+from forge.core.timing_records import Roofline, TimingStats
+from forge.core.verdict import FailingCase, Verdict
 
 
 def _verdict() -> Verdict:

@@ -164,7 +164,7 @@ def _confirmed(paired: dict, null: dict | None = None, busy: bool = False) -> Ve
 
 
 def test_the_null_control_sets_the_bar_from_its_upper_end_and_mirrored_median():
-    from forge.core.verdict import PairedRatio
+    from forge.core.timing_records import PairedRatio
 
     assert null_bar(None) == 1.0
     assert null_bar(PairedRatio(pairs=60, low=0.97, median=1.0, high=1.02)) == 1.02

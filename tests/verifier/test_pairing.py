@@ -8,7 +8,8 @@ import random
 import pytest
 
 from forge.core.acceptance import beats_eager, timed_while_busy
-from forge.core.verdict import Contention, Verdict
+from forge.core.timing_records import Contention
+from forge.core.verdict import Verdict
 from forge.verifier.load_monitor import BUSY_OTHER_CORES, CpuSample, LoadMonitor, combined, judged
 from forge.verifier.pairing import baseline_first, call_order, median_interval_ranks, paired_ratio
 

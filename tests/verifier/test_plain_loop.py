@@ -38,3 +38,23 @@ def test_warm_rounds_write_their_values_into_the_same_buffers():
     timed = seen[3 * WARMUP_CALLS :]
     assert len({ident for _, ident, _ in seen}) == 1  # one set of buffers throughout
     assert [v for _, _, v in timed] == [1.0] * 3 + [2.0] * 3 + [3.0] * 3
+
+
+def test_hooks_run_outside_the_clock_around_every_timed_call():
+    events: list[str] = []
+
+    def draw() -> list[torch.Tensor]:
+        return [torch.zeros(4)]
+
+    def side(x: list[torch.Tensor]) -> str:
+        events.append("call")
+        return "out"
+
+    def after(out: object) -> None:
+        events.append(f"after {out}")
+
+    time_sides(
+        {"a": side, "b": side}, draw, 3, True, 1 << 16, before_call=lambda: events.append("before"), after_call=after
+    )
+    timed = events[2 * WARMUP_CALLS :]  # the warm-up calls have no hooks
+    assert timed == ["before", "call", "after out"] * 6

@@ -6,8 +6,8 @@ import weakref
 
 import torch
 
-from forge.core.verdict import TimingStats
-from forge.verifier.candidate_side import _OutputPool
+from forge.core.timing_records import TimingStats
+from forge.verifier.output_copies import OutputPool
 from forge.verifier.timing import Clocks, timed_loop
 
 
@@ -70,7 +70,7 @@ def test_cuda_trial_queues_the_call_behind_the_flush_without_a_sync():
 
 
 def test_output_pool_copies_values_dtypes_and_shapes():
-    pool = _OutputPool()
+    pool = OutputPool()
     a = torch.randn(3, 5)
     b = torch.arange(7, dtype=torch.int16)
     c = torch.randn(4, 6).t()  # not contiguous
@@ -88,7 +88,7 @@ def test_output_pool_copies_values_dtypes_and_shapes():
 
 
 def test_output_pool_takes_a_new_chunk_when_full():
-    pool = _OutputPool()
+    pool = OutputPool()
     pool._CHUNK = 1024
     first = pool.copy(torch.zeros(200))  # 800 bytes
     second = pool.copy(torch.ones(200))  # does not fit behind the first

@@ -1,13 +1,14 @@
-"""The confirmation's user loop: the finalist timed as a user times it, in one fresh process beside
-the reference, and the banked claim the lower of that and the isolated measurement. A kernel that
-changes the user's process, or runs the reference there, fails; one slower than eager there is
-not accepted. The real verifier and the real loop process run here."""
+"""The confirmation's user loop: the finalist timed as a user times it, in fresh processes beside
+the reference, and the banked claim the lower of that and the isolated measurement (its interval
+spanning both). A kernel that changes the user's process, or runs the reference there, fails; one
+slower than eager there is not accepted. The real verifier and the real loop process run here."""
 
 from __future__ import annotations
 
 from forge.core.acceptance import beats_eager
 from forge.core.statuses import TimingRegime
-from forge.core.verdict import PairedRatio, UserLoop, Verdict
+from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
+from forge.core.verdict import Verdict
 from forge.verifier import Job, VerifierService
 from forge.verifier.user_loop import with_user_loop
 from tests.conftest import CANDIDATES, OPS
@@ -16,7 +17,7 @@ AFFINE = OPS / "small_affine.py"
 
 
 def _confirm(cand: str, settings) -> Verdict:  # type: ignore[no-untyped-def]
-    on = settings.model_copy(update={"user_loop": True})
+    on = settings.model_copy(update={"user_loop": True, "user_loop_processes": 2})
     with VerifierService(AFFINE, on, "cpu") as service:
         return service.verify_alone(Job("finalist", (CANDIDATES / cand).read_text()), 10, 120)
 
@@ -26,13 +27,17 @@ def test_an_honest_finalist_is_timed_in_a_users_loop_and_claims_the_lower_figure
     assert v.passed, v.reason
     loop = v.user_loop
     assert loop is not None and loop.failed is None and not loop.tampered and loop.fallbacks == 0
-    assert loop.eager is not None and loop.eager.pairs == 10 and loop.null is not None
+    assert len(loop.processes) == 2 and all(p.eager is not None and p.eager.pairs == 10 for p in loop.processes)
+    assert loop.eager is not None and loop.eager.pairs == 20 and loop.null is not None
+    assert loop.eager.low == min(p.eager.low for p in loop.processes if p.eager is not None)
     assert loop.regime == v.timing_stats.regime and loop.heap == "kept"
     isolated = v.timing_stats.headline_pairs()[0]
-    assert isolated is not None
-    assert v.speedup_vs_eager == min(isolated.median, loop.eager.median)
+    claim = v.claim_pairs()[0]
+    assert isolated is not None and claim is not None
+    assert v.speedup_vs_eager == claim.median == min(isolated.median, loop.eager.median)
+    assert claim.low == min(isolated.low, loop.eager.low) and claim.high == max(isolated.high, loop.eager.high)
     check = next(c for c in v.checks if c.name == "user_loop")
-    assert check.passed and "in a plain loop in one process" in check.detail
+    assert check.passed and "in a plain loop in 2 fresh processes" in check.detail
 
 
 def test_a_candidate_that_replaces_a_torch_function_in_the_users_process_fails(fast_settings):
@@ -70,6 +75,8 @@ def _timed(isolated: float, loop: float) -> Verdict:
 def test_the_claim_is_the_lower_figure_and_a_kernel_slower_in_the_loop_is_not_accepted():
     higher_in_loop = _timed(2.0, 3.0)
     assert higher_in_loop.speedup_vs_eager == 2.0 and beats_eager(higher_in_loop)[0]
+    claim = higher_in_loop.claim_pairs()[0]  # the lower median, the interval spanning both figures
+    assert claim is not None and (claim.median, claim.low, claim.high) == (2.0, 2.0 * 0.95, 3.0 * 1.05)
     lower_in_loop = _timed(3.0, 1.5)
     assert lower_in_loop.speedup_vs_eager == 1.5
     ok, why = beats_eager(lower_in_loop)
@@ -77,3 +84,18 @@ def test_the_claim_is_the_lower_figure_and_a_kernel_slower_in_the_loop_is_not_ac
     slower_in_loop = _timed(3.0, 0.9)
     ok, why = beats_eager(slower_in_loop)
     assert not ok and "timed as a user times it" in why
+
+
+def test_processes_combine_into_the_median_of_their_medians_and_an_interval_spanning_them_all():
+    parts = [PairedRatio(pairs=10, median=m, low=m - 0.1, high=m + 0.1) for m in (2.0, 2.4, 2.1)]
+    combined = PairedRatio.across(parts)
+    assert combined is not None and combined.pairs == 30 and combined.median == 2.1
+    assert (combined.low, combined.high) == (parts[0].low, parts[1].high)
+    assert PairedRatio.across([]) is None
+    times = (4.0, 5.0, 6.0)
+    processes = [LoopProcess(eager=p, null=p, eager_ms=ms, kernel_ms=1.0) for p, ms in zip(parts, times, strict=True)]
+    said = UserLoop(regime=TimingRegime.COLD, rounds=10, threads=2)
+    loop = UserLoop.of_processes(said, processes)
+    assert loop.eager == PairedRatio.across(parts) and loop.eager_ms == 5.0 and loop.kernel_ms == 1.0
+    # a baseline one process did not time (torch.compile failed there) is not claimed from the others
+    assert loop.compiled is None and loop.compile_ms is None

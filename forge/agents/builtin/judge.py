@@ -10,7 +10,8 @@ from forge.agents.builtin.coder import BuiltinCoder
 from forge.agents.builtin.tuner import next_configs, trials_from
 from forge.agents.roles import CoderContext, Review
 from forge.core.feedback import JudgeFeedback
-from forge.core.verdict import Roofline, Verdict
+from forge.core.timing_records import Roofline
+from forge.core.verdict import Verdict
 
 
 def _bottleneck(verdict: Verdict) -> str:
