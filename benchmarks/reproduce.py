@@ -15,7 +15,8 @@ reference instead (a fallback) is reported as not running and not timed; timing 
 reference against itself.
 
 It prints forge's claim (``Verdict.claim_pairs``: the lower of the isolated verification and the
-confirmation's user loop, with its 95% interval) beside this loop's median per-round ratio and its
+confirmation's user loop, with its interval: the loop's range across its processes where the loop
+is the lower, else the isolated interval reaching up to that range) beside this loop's median per-round ratio and its
 interval. The agreement rule is strict: a claim is reproduced when this loop's median lies inside
 the claim's interval widened by the claim's own null spread (how far the reference read from
 itself when the claim was measured: the null control, else the user loop's null; a factor s >= 1

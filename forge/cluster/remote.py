@@ -32,7 +32,7 @@ from forge.core.errors import ForgeError
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import VerdictStatus
 from forge.core.verdict import NodeSpec, Verdict
-from forge.verifier import Job
+from forge.verifier import Job, time_allowance
 
 _NodeActor: Any = ray.remote(VerifierNode)  # Ray's handles are untyped here
 _MAX_REPLY_CHARS = 16 * 2**20  # a verdict's JSON is kilobytes: more than this is not a verdict
@@ -165,7 +165,9 @@ class RemoteVerifier:
         return [self._verdict(r, lost) for r in replies]
 
     def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict:
-        return self._one(job, timeout, "verify_alone", job.name, job.source, trials, timeout)
+        # The node times a passing finalist in a user's loop too: fresh processes after the verification.
+        limit = timeout + time_allowance(self.settings, timeout)
+        return self._one(job, limit, "verify_alone", job.name, job.source, trials, timeout)
 
     def verify_null(self, trials: int, timeout: float) -> Verdict:
         return self._one(Job("null_control", ""), timeout, "verify_null", trials, timeout)

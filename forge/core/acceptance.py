@@ -73,7 +73,7 @@ def beats_eager(verdict: Verdict) -> tuple[bool, str]:
     if loop is not None and loop.median <= 1.0:
         return False, (
             f"{speedup:.2f}x eager{interval} in the isolated workers, but {loop.median:.2f}x ({loop.low:.2f}-"
-            f"{loop.high:.2f}) timed as a user times it, in one process: not faster where it would run"
+            f"{loop.high:.2f}) timed as a user times it, in fresh processes of its own: not faster where it would run"
         )
     beyond = "beyond the measured noise" + (f" and the null control's {bar:.2f}x" if null is not None else "")
     if loop is not None:

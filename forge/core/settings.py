@@ -53,8 +53,8 @@ class ForgeSettings(BaseSettings):
     )
     user_loop: bool = Field(
         default=True,
-        description="when a session times its finalist again, also time it as a user would (a plain loop in one "
-        "fresh process, beside the reference and torch.compile) and bank the lower of the two figures",
+        description="when a session times its finalist again, also time it as a user would (a plain loop in fresh "
+        "processes, beside the reference and torch.compile) and bank the lower of the two figures",
     )
     user_loop_processes: int = Field(
         default=3,

@@ -82,20 +82,24 @@ class PairedRatio(BaseModel):
     """A baseline's time over the candidate's, call by call: each candidate call was timed next to
     one baseline call (ABBA order across pairs), so load that comes and goes lands on both sides of
     a pair. ``low``-``high``: a distribution-free 95% confidence interval for the median ratio
-    (order statistics of the pairs' ratios; with fewer than 6 pairs, their whole range)."""
+    (order statistics of the pairs' ratios; with fewer than 6 pairs, their whole range). Measured in
+    several processes (``processes`` > 1: ``across``), it is a range instead: every process's
+    interval, which is no confidence interval but what separate processes were seen to read."""
 
     model_config = _LENIENT
     pairs: int
     median: float
     low: float
     high: float
+    processes: int = 1
 
     @classmethod
     def across(cls, parts: Sequence[PairedRatio]) -> PairedRatio | None:
         """The same ratio measured in several processes, as one figure: the median of their
-        medians, and an interval spanning every part's. Two fresh processes running the same code
-        read apart by more than either's own interval (where the allocator places their memory
-        differs from process to process), and a claim about a user's process must cover that."""
+        medians, and the range spanning every part's interval. Two fresh processes running the
+        same code read apart by about as much as either's own interval (where the allocator and
+        the kernel place their memory differs from process to process), and a claim about a
+        user's process must cover that."""
         if not parts:
             return None
         return cls(
@@ -103,12 +107,8 @@ class PairedRatio(BaseModel):
             median=statistics.median(p.median for p in parts),
             low=min(p.low for p in parts),
             high=max(p.high for p in parts),
+            processes=sum(p.processes for p in parts),
         )
-
-    def spanning(self, other: PairedRatio) -> PairedRatio:
-        """This figure's median with an interval that spans ``other``'s too."""
-        low, high = min(self.low, other.low), max(self.high, other.high)
-        return self.model_copy(update={"pairs": self.pairs + other.pairs, "low": low, "high": high})
 
 
 class Contention(BaseModel):
@@ -151,7 +151,7 @@ class UserLoop(BaseModel):
     built as ``forge.kernelbank`` builds it, beside the reference and torch.compile of the
     reference, call by call in the judged regime, with the verifier workers' allocator regime.
     ``eager``, ``compiled`` and ``null`` are the processes' figures as one (``PairedRatio.across``:
-    the median of their medians, an interval spanning all of them). The banked claim is the lower
+    the median of their medians, a range spanning all of them). The banked claim is the lower
     of this and the isolated measurement (``Verdict.claim_pairs``)."""
 
     model_config = _LENIENT
@@ -182,7 +182,7 @@ class UserLoop(BaseModel):
 
         def median_ms(pick: Callable[[LoopProcess], float | None]) -> float | None:
             found = [ms for p in processes if (ms := pick(p)) is not None]
-            return round(statistics.median(found), 6) if found else None
+            return round(statistics.median(found), 6) if found and len(found) == len(processes) else None
 
         return said.model_copy(
             update={

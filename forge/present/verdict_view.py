@@ -80,8 +80,9 @@ def _user_loop(v: Verdict) -> list[RenderableType]:
     return [
         Text(
             f"user loop (a plain loop in {where}, {loop.rounds} rounds each): {loop.eager.median:.2f}x eager, "
-            f"{loop.eager.low:.2f}-{loop.eager.high:.2f}x; the claim (the lower median, an interval spanning "
-            f"both): {claim.median:.2f}x, {claim.low:.2f}-{claim.high:.2f}x"
+            f"{loop.eager.low:.2f}-{loop.eager.high:.2f}x{' across them' if count > 1 else ''}; the claim (the "
+            f"lower of the two, with what a user's process reads): {claim.median:.2f}x, {claim.low:.2f}-"
+            f"{claim.high:.2f}x"
         )
     ]
 

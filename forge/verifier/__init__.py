@@ -7,12 +7,13 @@ it. Workers are forked from a pre-imported
 template that never runs an op or a candidate (``template``); each process's peak memory is
 reported against the op's bound (``memory``). Workers that are still running are ended by
 ``stop_all_workers`` (Ctrl-C). A finalist is also timed as a user times it, in a plain loop in
-one fresh process (``measure_user_loop``), and claims the lower figure (``with_user_loop``).
+fresh processes (``measure_user_loop``, taking up to ``time_allowance`` more), and claims the
+lower figure (``with_user_loop``).
 """
 
 from forge.verifier.machine import resolve_device
 from forge.verifier.service import Job, Verifier, VerifierService, stop_all_workers
-from forge.verifier.user_loop import measure_user_loop, with_user_loop
+from forge.verifier.user_loop import measure_user_loop, time_allowance, with_user_loop
 from forge.verifier.verification import ProgressNote, verify
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "measure_user_loop",
     "resolve_device",
     "stop_all_workers",
+    "time_allowance",
     "verify",
     "with_user_loop",
 ]

@@ -21,7 +21,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from subprocess import Popen
-from typing import Any
+from typing import Any, Protocol
 
 from forge.verifier import memory
 from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
@@ -51,12 +51,26 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-_LIVE: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
+class Killable(Protocol):
+    """A process a verification started and a stop ends: a worker, or a user loop's process."""
+
+    def kill(self) -> None: ...
+
+
+_LIVE: weakref.WeakSet[Killable] = weakref.WeakSet()
 # The group the workers started by this thread (and context) belong to: a front end running
 # several runs in one process ends one run's workers, not the others'.
-worker_group: contextvars.ContextVar[weakref.WeakSet[WorkerProcess] | None] = contextvars.ContextVar(
+worker_group: contextvars.ContextVar[weakref.WeakSet[Killable] | None] = contextvars.ContextVar(
     "forge_worker_group", default=None
 )
+
+
+def track(process: Killable) -> None:
+    """``process`` ends with a stop of everything (``kill_all``) and of its thread's group."""
+    _LIVE.add(process)
+    group = worker_group.get()
+    if group is not None:
+        group.add(process)
 
 
 def kill_all() -> int:
@@ -89,10 +103,7 @@ class WorkerProcess:
         self._stop = threading.Event()
         self._monitor = threading.Thread(target=self._watch_memory, daemon=True)
         self._monitor.start()
-        _LIVE.add(self)
-        group = worker_group.get()
-        if group is not None:
-            group.add(self)
+        track(self)
 
     def _start(self, role: str, env: dict[str, str], cwd: Path, child_sock: socket.socket) -> Popen | ForkedProcess:
         """Fork the worker from a template (``template``), or exec a fresh interpreter where no
@@ -209,3 +220,15 @@ class WorkerProcess:
         self._out.close()
         with contextlib.suppress(OSError):
             os.unlink(self._out.name)
+
+
+def check_reply(reply: dict[str, Any], expect: str, case_id: str | None) -> None:
+    """A worker's reply is the kind of reply ``expect`` (or a well-formed error), for the case asked
+    (``case_id``); anything else is a protocol breach that ends the worker (``WorkerGone``)."""
+    kind = reply["type"]
+    if kind == "error":
+        if not isinstance(reply.get("message"), str) or not isinstance(reply.get("stage"), str):
+            raise WorkerGone(Ending("protocol", "malformed error reply from the worker"))
+        return
+    if kind != expect or (case_id is not None and reply.get("id") != case_id):
+        raise WorkerGone(Ending("protocol", f"worker replied {kind!r} (id {reply.get('id')!r}) to a {expect!r} job"))

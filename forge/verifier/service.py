@@ -28,7 +28,7 @@ from forge.core.errors import ForgeError
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import NodeSpec, Verdict
 from forge.verifier.machine import available_cores, gpu_slots, visible_gpus
-from forge.verifier.process import WorkerProcess, kill_all, worker_group
+from forge.verifier.process import Killable, kill_all, worker_group
 from forge.verifier.reference_pool import ReferencePool
 from forge.verifier.user_loop import measure_user_loop, with_user_loop
 from forge.verifier.verification import verify
@@ -86,7 +86,7 @@ class VerifierService:
         self.stop = stop or threading.Event()
         self.node: NodeSpec | None = None  # this machine
         self._dir = tempfile.TemporaryDirectory(prefix="forge-session-")
-        self._workers: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
+        self._workers: weakref.WeakSet[Killable] = weakref.WeakSet()
         self._references = ReferencePool()
 
     def end_workers(self) -> int:
@@ -143,14 +143,19 @@ class VerifierService:
 
     def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict:
         """One verdict with ``trials`` timed calls a side, on the whole machine, within ``timeout``
-        seconds (a finalist's confirmation); a passing one is also timed in a user's loop
-        (``user_loop``, unless the setting is off) and claims the lower figure."""
+        seconds (a finalist's confirmation); a passing one is also timed in a user's loop, in fresh
+        processes (``user_loop``, unless the setting is off), and claims the lower figure."""
         update = {"timing_trials": trials, "timeout": timeout}
         path = self._write(job)
         verdict = self._verify(path, self.settings.model_copy(update=update))
         if not (self.settings.user_loop and verdict.passed and verdict.timing_meaningful and verdict.speedup_vs_eager):
             return verdict
-        loop = measure_user_loop(self.op_path, path, verdict, self.settings.model_copy(update=update), trials)
+        token = worker_group.set(self._workers)  # a stop ends the loop's process too
+        try:
+            settings = self.settings.model_copy(update=update)
+            loop = measure_user_loop(self.op_path, path, verdict, settings, trials, self.stop)
+        finally:
+            worker_group.reset(token)
         if self.stop.is_set():
             raise KeyboardInterrupt
         return with_user_loop(verdict, loop)

@@ -1,25 +1,28 @@
 """A finalist timed the way its user will time it, beside the isolated verification.
 
 The verifier times the candidate and the reference in two isolated workers (what keeps its
-verdict from being fooled), but a user runs the kernel in one process, in a plain loop, next to
-their own reference. The two can read apart (the workers wait on the parent between calls, keep
-their collector paused, make room in the heap first), and a claim a user cannot reproduce is worse
-than none. So a confirmation also runs ``user_loop_worker`` in fresh processes, one after another
-(``user_loop_processes``: two processes running the same code read apart by more than either's own
-interval, and a user's process is yet another), in the regime the verdict is judged in and the
-workers' allocator regime. The banked claim is the lower median of the two measurements, its
-interval spanning both (``Verdict.claim_pairs``). A kernel that runs the reference there (a
-fallback) or changes the loop's process (replaces torch or clock functions, the thread count, the
-affinity, or slows the reference) fails the verdict; one slower than eager there is not accepted
-(``acceptance.beats_eager``)."""
+verdict from being fooled), but a user runs the kernel in their own process, in a plain loop,
+next to their own reference. The two can read apart (the workers wait on the parent between
+calls, keep their collector paused, make room in the heap first), and a claim a user cannot
+reproduce is worse than none. So a confirmation also runs ``user_loop_worker`` in fresh
+processes, one after another (``user_loop_processes``: two processes running the same code read
+apart by about as much as either's own interval, and a user's process is yet another), in the
+regime the verdict is judged in and the workers' allocator regime. The banked claim is the lower
+of the two measurements, with the range a user's process reads (``Verdict.claim_pairs``). A
+kernel that runs the reference there (a fallback) or changes the loop's process (replaces torch
+or clock functions, the thread count, the affinity, or slows the reference) fails the verdict;
+one slower than eager there is not accepted (``acceptance.beats_eager``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -29,6 +32,7 @@ from forge.core.statuses import TimingRegime, VerdictStatus
 from forge.core.timing_records import LoopProcess, UserLoop
 from forge.core.verdict import Verdict
 from forge.verifier.machine import available_cores, cpu_flush_bytes
+from forge.verifier.process import track
 from forge.verifier.template import worker_limits
 from forge.verifier.worker_env import worker_env
 
@@ -36,12 +40,18 @@ _START_S = 120.0  # a fresh process imports torch (and compiles the baseline) be
 
 
 def measure_user_loop(
-    op_path: Path, candidate_path: Path, verdict: Verdict, settings: ForgeSettings, rounds: int
+    op_path: Path,
+    candidate_path: Path,
+    verdict: Verdict,
+    settings: ForgeSettings,
+    rounds: int,
+    stop: threading.Event | None = None,
 ) -> UserLoop:
     """The candidate at ``candidate_path`` timed in a user's loop, ``rounds`` calls a side in each
     of ``settings.user_loop_processes`` fresh processes, one after another, in the regime
     ``verdict`` (its isolated verification) is judged in. A process that fails, or finds a
-    fallback or a change to its process, ends the measurement with that finding."""
+    fallback or a change to its process, ends the measurement with that finding; a set ``stop``
+    starts no further process (and ends a running one: it is tracked as the workers are)."""
     regime = verdict.timing_stats.regime or TimingRegime.COLD
     threads = settings.threads or available_cores()
     said = UserLoop(regime=regime, rounds=rounds, threads=threads)
@@ -59,32 +69,65 @@ def measure_user_loop(
         "device": verdict.device or "cpu",
         "flush_bytes": cpu_flush_bytes(),
     }
+    count = settings.user_loop_processes
     processes: list[LoopProcess] = []
-    for _ in range(settings.user_loop_processes):
+    for k in range(1, count + 1):
+        if stop is not None and stop.is_set():
+            return said.model_copy(update={"processes": processes, "failed": "stopped before it was done"})
         one = _one_process(job, env, limit, settings.memory_limit_mb, said)
         if one.failed or one.fallbacks or one.tampered or one.eager is None:
-            return one
+            where = f"process {k} of {count}: " if count > 1 else ""
+            findings = {"failed": where + one.failed if one.failed else None, "processes": processes,
+                        "tampered": [where + t for t in one.tampered]}  # fmt: skip
+            return one.model_copy(update=findings)
         processes.append(LoopProcess.model_validate(one.model_dump(include=set(LoopProcess.model_fields))))
     return UserLoop.of_processes(said, processes)
 
 
+def time_allowance(settings: ForgeSettings, timeout: float) -> float:
+    """Seconds the user loop may add to a confirmation whose verification may take ``timeout``
+    (a caller's deadline for the whole: each process imports torch and compiles the baseline)."""
+    return settings.user_loop_processes * (timeout + _START_S) if settings.user_loop else 0.0
+
+
+class _LoopChild:
+    """A user loop's process, in a session of its own, as a stop ends it (``process.track``)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], memory_mb: int) -> None:
+        self.proc = subprocess.Popen(
+            argv, env=env, cwd=Path.cwd(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True, preexec_fn=lambda: worker_limits(2 * memory_mb),
+        )  # fmt: skip
+        track(self)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def output(self, limit: float) -> str | None:
+        """What it printed, once it ended within ``limit`` seconds (None: it was killed then)."""
+        try:
+            return self.proc.communicate(timeout=limit)[0] or ""
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.proc.communicate()
+            return None
+
+
 def _one_process(job: dict[str, object], env: dict[str, str], limit: float, memory_mb: int, said: UserLoop) -> UserLoop:
     """One fresh process of the user loop, its report read back as a ``UserLoop`` (untrusted: any
-    value of the wrong type is a failure, and no figure it reports can raise a claim)."""
+    value of the wrong type is a failure; what it reports can lower the claim's figure, never
+    raise it)."""
     with tempfile.TemporaryDirectory(prefix="forge-user-loop-") as tmp:
         request, result = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request.write_text(json.dumps(job))
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "forge.verifier.user_loop_worker", str(request), str(result)],
-                env=env, cwd=Path.cwd(), capture_output=True, text=True, timeout=limit,
-                preexec_fn=lambda: worker_limits(2 * memory_mb),
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
+        argv = [sys.executable, "-m", "forge.verifier.user_loop_worker", str(request), str(result)]
+        child = _LoopChild(argv, env, memory_mb)
+        printed = child.output(limit)
+        if printed is None:
             return said.model_copy(update={"failed": f"the loop's process ran past {limit:.0f} s"})
         if not result.is_file():
-            tail = (done.stderr or done.stdout or "").strip()[-600:]
-            failed = f"the loop's process ended ({done.returncode}) with no result: {tail}"
+            failed = f"the loop's process ended ({child.proc.returncode}) with no result: {printed.strip()[-600:]}"
             return said.model_copy(update={"failed": failed})
         try:
             return UserLoop.model_validate({**json.loads(result.read_text()), "threads": said.threads})
@@ -106,7 +149,8 @@ def user_env(device: str, threads: int, settings: ForgeSettings) -> dict[str, st
 
 def with_user_loop(verdict: Verdict, loop: UserLoop) -> Verdict:
     """``verdict`` carrying the user loop, its check, and the claim (the lower of the two
-    measurements); a fallback, a change to the loop's process or a loop that failed fails it."""
+    measurements, ``Verdict.claim_pairs``); a fallback, a change to the loop's process or a loop
+    that failed fails it."""
     v = verdict.model_copy(deep=True)
     v.user_loop = loop
     failure = _failure(loop)
@@ -140,7 +184,7 @@ def _failure(loop: UserLoop) -> str | None:
 def describe(loop: UserLoop) -> str:
     """One line: the loop's figures and its own noise."""
     count = len(loop.processes) or 1
-    where = "one process" if count == 1 else f"{count} fresh processes (the median of their medians, spanning all)"
+    where = "one process" if count == 1 else f"{count} fresh processes (the median of their medians, and a range)"
     said = f"in a plain loop in {where} ({loop.regime}, {loop.rounds} rounds each, heap {loop.heap}): "
     if loop.eager is not None:
         said += f"{loop.eager.median:.2f}x eager ({loop.eager.low:.2f}-{loop.eager.high:.2f})"
@@ -148,7 +192,7 @@ def describe(loop: UserLoop) -> str:
         said += f", {loop.compiled.median:.2f}x torch.compile ({loop.compiled.low:.2f}-{loop.compiled.high:.2f})"
     if (null := loop.null) is not None:
         said += f"; the reference against itself there {null.median:.2f}x ({null.low:.2f}-{null.high:.2f})"
-    return said + "; the claim is the lower median of this and the isolated measurement, its interval spans both"
+    return said + "; the claim is the lower of this and the isolated measurement"
 
 
-__all__ = ["describe", "measure_user_loop", "with_user_loop"]
+__all__ = ["describe", "measure_user_loop", "time_allowance", "with_user_loop"]

@@ -1,13 +1,13 @@
-"""The user loop's process: ``python -m forge.verifier.user_loop_worker REQUEST RESULT``.
+"""A user loop's process: ``python -m forge.verifier.user_loop_worker REQUEST RESULT``.
 
-One fresh process does what a user's script does with a banked kernel: imports the op, builds the
+Each of the loop's fresh processes does what a user's script does with a banked kernel: imports the op, builds the
 reference in eval mode, imports the candidate as ``forge.kernelbank`` does (``forge_reference``
 is the op's module), builds ``ModelNew`` with the reference's weights, and times it beside the
 reference and ``torch.compile`` of the reference (``plain_loop``). Before the candidate is
 imported, the reference is timed against a second instance of itself (the loop's null) and what a
 candidate could change is noted; after the loop, what changed is reported (``tampered``). The
-parent trusts none of it beyond a lower claim: the banked figure is the lower of this and the
-isolated verification's.
+parent trusts none of it beyond a lower claim: the banked figure is never above the isolated
+verification's.
 """
 
 from __future__ import annotations

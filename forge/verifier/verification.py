@@ -19,7 +19,7 @@ from forge.verifier.bound_check import check_binding
 from forge.verifier.case_stream import CaseStream
 from forge.verifier.machine import available_cores
 from forge.verifier.paired_timing import CandidateFailed, PairedTimer, ReferenceTampered
-from forge.verifier.process import Ending, WorkerGone, WorkerProcess
+from forge.verifier.process import Ending, WorkerGone, WorkerProcess, check_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
 from forge.verifier.sched_guard import SchedGuard, record_reference_sched
 from forge.verifier.timed_replies import MALFORMED, CandidateTimes
@@ -85,7 +85,7 @@ class _Run:
         for a case, about that case: anything else means the worker's protocol was tampered with."""
         self.cand.send(msg)
         reply, _ = self.cand.recv(self.deadline)
-        _check_reply(reply, expect, msg.get("id"))
+        check_reply(reply, expect, msg.get("id"))
         return reply
 
     def _ref_reply(self, doing: str) -> dict[str, Any]:
@@ -357,16 +357,6 @@ class _Run:
         self.v.versions = Versions(torch=torch.__version__, python=sys.version.split()[0], triton=triton_version or "")
         self.v.elapsed_s = round(time.monotonic() - self.t0, 3)
         return self.v
-
-
-def _check_reply(reply: dict[str, Any], expect: str, case_id: str | None) -> None:
-    kind = reply["type"]
-    if kind == "error":
-        if not isinstance(reply.get("message"), str) or not isinstance(reply.get("stage"), str):
-            raise WorkerGone(Ending("protocol", "malformed error reply from the worker"))
-        return
-    if kind != expect or (case_id is not None and reply.get("id") != case_id):
-        raise WorkerGone(Ending("protocol", f"worker replied {kind!r} (id {reply.get('id')!r}) to a {expect!r} job"))
 
 
 def verify(

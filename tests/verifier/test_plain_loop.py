@@ -4,6 +4,8 @@ the round's fresh inputs."""
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from forge.verifier.plain_loop import WARMUP_CALLS, time_sides
@@ -58,3 +60,16 @@ def test_hooks_run_outside_the_clock_around_every_timed_call():
     )
     timed = events[2 * WARMUP_CALLS :]  # the warm-up calls have no hooks
     assert timed == ["before", "call", "after out"] * 6
+
+
+def test_the_hooks_time_is_not_counted_and_after_call_gets_every_output():
+    sizes: list[int] = []
+
+    def draw() -> list[torch.Tensor]:
+        return [torch.zeros(4)]
+
+    times = time_sides({"a": lambda x: x[0] + 1}, draw, 3, False, 1 << 16,
+                       before_call=lambda: time.sleep(0.02), after_call=lambda out: time.sleep(0.02))  # fmt: skip
+    assert all(ns < 20_000_000 for ns in times["a"]), times
+    kept = time_sides({"a": lambda x: x[0] + 1}, draw, 2, False, 1 << 16, after_call=lambda o: sizes.append(o.numel()))
+    assert len(kept["a"]) == 2 and sizes == [4, 4]

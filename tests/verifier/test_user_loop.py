@@ -5,11 +5,13 @@ slower than eager there is not accepted. The real verifier and the real loop pro
 
 from __future__ import annotations
 
+import threading
+
 from forge.core.acceptance import beats_eager
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
 from forge.core.verdict import Verdict
-from forge.verifier import Job, VerifierService
+from forge.verifier import Job, VerifierService, user_loop
 from forge.verifier.user_loop import with_user_loop
 from tests.conftest import CANDIDATES, OPS
 
@@ -35,7 +37,10 @@ def test_an_honest_finalist_is_timed_in_a_users_loop_and_claims_the_lower_figure
     claim = v.claim_pairs()[0]
     assert isolated is not None and claim is not None
     assert v.speedup_vs_eager == claim.median == min(isolated.median, loop.eager.median)
-    assert claim.low == min(isolated.low, loop.eager.low) and claim.high == max(isolated.high, loop.eager.high)
+    if loop.eager.median <= isolated.median:  # what the user's processes read
+        assert claim == loop.eager and claim.processes == 2
+    else:  # the isolated figure, its interval reaching up to the user's processes' range
+        assert (claim.low, claim.high) == (isolated.low, max(isolated.high, loop.eager.high))
     check = next(c for c in v.checks if c.name == "user_loop")
     assert check.passed and "in a plain loop in 2 fresh processes" in check.detail
 
@@ -75,10 +80,12 @@ def _timed(isolated: float, loop: float) -> Verdict:
 def test_the_claim_is_the_lower_figure_and_a_kernel_slower_in_the_loop_is_not_accepted():
     higher_in_loop = _timed(2.0, 3.0)
     assert higher_in_loop.speedup_vs_eager == 2.0 and beats_eager(higher_in_loop)[0]
-    claim = higher_in_loop.claim_pairs()[0]  # the lower median, the interval spanning both figures
+    claim = higher_in_loop.claim_pairs()[0]  # the isolated figure, reaching up to what the loop read
     assert claim is not None and (claim.median, claim.low, claim.high) == (2.0, 2.0 * 0.95, 3.0 * 1.05)
     lower_in_loop = _timed(3.0, 1.5)
     assert lower_in_loop.speedup_vs_eager == 1.5
+    claim = lower_in_loop.claim_pairs()[0]  # the loop's figure alone: the workers' higher reading adds nothing
+    assert claim is not None and (claim.median, claim.low, claim.high) == (1.5, 1.5 * 0.95, 1.5 * 1.05)
     ok, why = beats_eager(lower_in_loop)
     assert ok and "1.50x in a user's loop" in why
     slower_in_loop = _timed(3.0, 0.9)
@@ -86,16 +93,37 @@ def test_the_claim_is_the_lower_figure_and_a_kernel_slower_in_the_loop_is_not_ac
     assert not ok and "timed as a user times it" in why
 
 
-def test_processes_combine_into_the_median_of_their_medians_and_an_interval_spanning_them_all():
+def test_processes_combine_into_the_median_of_their_medians_and_a_range_spanning_them_all():
     parts = [PairedRatio(pairs=10, median=m, low=m - 0.1, high=m + 0.1) for m in (2.0, 2.4, 2.1)]
     combined = PairedRatio.across(parts)
-    assert combined is not None and combined.pairs == 30 and combined.median == 2.1
+    assert combined is not None and (combined.pairs, combined.median, combined.processes) == (30, 2.1, 3)
     assert (combined.low, combined.high) == (parts[0].low, parts[1].high)
     assert PairedRatio.across([]) is None
-    times = (4.0, 5.0, 6.0)
-    processes = [LoopProcess(eager=p, null=p, eager_ms=ms, kernel_ms=1.0) for p, ms in zip(parts, times, strict=True)]
-    said = UserLoop(regime=TimingRegime.COLD, rounds=10, threads=2)
-    loop = UserLoop.of_processes(said, processes)
-    assert loop.eager == PairedRatio.across(parts) and loop.eager_ms == 5.0 and loop.kernel_ms == 1.0
-    # a baseline one process did not time (torch.compile failed there) is not claimed from the others
+    compiled = PairedRatio(pairs=10, median=1.2, low=1.1, high=1.3)
+    processes = [
+        LoopProcess(eager=parts[0], null=parts[0], eager_ms=4.0, kernel_ms=1.0, compiled=compiled, compile_ms=2.0),
+        LoopProcess(eager=parts[1], null=parts[1], eager_ms=5.0, kernel_ms=1.0, compiled=compiled, compile_ms=2.0),
+        LoopProcess(eager=parts[2], null=parts[2], eager_ms=6.0, kernel_ms=1.0),
+    ]
+    loop = UserLoop.of_processes(UserLoop(regime=TimingRegime.COLD, rounds=10, threads=2), processes)
+    assert loop.eager == combined and loop.eager_ms == 5.0 and loop.kernel_ms == 1.0 and len(loop.processes) == 3
+    # a baseline one process did not time is neither a ratio nor a median of the others
     assert loop.compiled is None and loop.compile_ms is None
+
+
+def test_a_later_process_that_finds_a_change_ends_the_loop_and_names_the_process(fast_settings, monkeypatch):
+    figure = PairedRatio(pairs=10, median=2, low=1.9, high=2.1)
+    ok = UserLoop(regime=TimingRegime.COLD, rounds=10, threads=2, eager=figure)
+    bad = ok.model_copy(update={"tampered": ["replaced torch.relu"]})
+    replies = iter([ok, bad, ok])
+    monkeypatch.setattr(user_loop, "_one_process", lambda *args: next(replies))
+    v = _timed(2.0, 2.0)
+    settings = fast_settings.model_copy(update={"user_loop": True, "user_loop_processes": 3})
+    loop = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10)
+    assert loop.tampered == ["process 2 of 3: replaced torch.relu"] and len(loop.processes) == 1
+    failed = with_user_loop(v, loop)
+    assert failed.status == "failed_integrity" and "process 2 of 3" in (failed.reason or "")
+    stop = threading.Event()
+    stop.set()
+    stopped = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10, stop)
+    assert stopped.failed == "stopped before it was done" and not stopped.processes
