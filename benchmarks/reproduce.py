@@ -10,7 +10,8 @@ interleaved call by call (so load that comes and goes lands on all three), in tw
   activations, in cache);
 * cold: the last-level cache flushed before each call, on inputs drawn for the round.
 
-Before it is timed, each kernel is called once under ``bank.watch()``: a kernel that runs the
+Each kernel is timed on the device it was verified on (its verdict's). Before it is timed, each
+kernel is called once under ``bank.watch()``: a kernel that runs the
 reference instead (a fallback) is reported as not running and not timed; timing it would time the
 reference against itself.
 
@@ -55,7 +56,7 @@ from forge.core.timing_records import PairedRatio
 from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
 from forge.db.kernels import kernel_detail, list_kernels
-from forge.verifier.machine import cpu_flush_bytes
+from forge.verifier.machine import flush_bytes
 from forge.verifier.pairing import paired_ratio
 from forge.verifier.plain_loop import time_sides
 
@@ -112,15 +113,22 @@ def fallback(bank: kb.KernelBank, op: str, kernel: torch.nn.Module, inputs: list
 
 
 def measure(
-    op_module: Any, bank: kb.KernelBank, op: str, rounds: int, compile_mode: str | None, compile_too: bool
+    op_module: Any, bank: kb.KernelBank, op: str, rounds: int, compile_mode: str | None, compile_too: bool, device: str
 ) -> dict[str, Regime] | str:
-    """Each regime's ratios, or why the kernel is not timed (it falls back to the reference)."""
+    """Each regime's ratios on ``device`` (where the claim was measured), or why the kernel is not
+    timed (it falls back to the reference, or this machine has no such device)."""
+    if device == "cuda" and not torch.cuda.is_available():
+        return "verified on CUDA, and this machine has no CUDA device"
     init = op_module.get_init_inputs()
     torch.manual_seed(0)
-    reference = op_module.Model(*init).eval()
-    kernel = bank.load(op, *init).eval()
+    reference = op_module.Model(*init).to(device).eval()
+    kernel = bank.load(op, *init).to(device).eval()
     kernel.load_state_dict(reference.state_dict())
-    why = fallback(bank, op, kernel, op_module.get_inputs())
+
+    def draw() -> list[Any]:
+        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in op_module.get_inputs()]
+
+    why = fallback(bank, op, kernel, draw())
     if why is not None:
         return why
     sides: dict[str, Callable[[Any], Any]] = {"eager": lambda x: reference(*x), "kernel": lambda x: kernel(*x)}
@@ -129,7 +137,7 @@ def measure(
         sides["compile"] = lambda x: compiled(*x)
     regimes = {}
     for name, cold in (("warm", False), ("cold", True)):
-        t = time_sides(sides, op_module.get_inputs, rounds, cold, cpu_flush_bytes())
+        t = time_sides(sides, draw, rounds, cold, flush_bytes(device), device)
         regimes[name] = Regime(
             _ratio(t["eager"], t["kernel"]), _ratio(t["compile"], t["kernel"]) if "compile" in t else None
         )
@@ -206,7 +214,8 @@ def main() -> None:
             op_path = Path(tmp) / f"op_{k.summary.id}.py"
             op_path.write_text(k.op_source)
             op_module = import_file(f"reproduce_op_{k.summary.id}", op_path)
-            regimes = measure(op_module, bank, k.op_name, a.rounds, a.compile_mode, not a.no_compile)
+            device = k.evidence.device or "cpu"
+            regimes = measure(op_module, bank, k.op_name, a.rounds, a.compile_mode, not a.no_compile, device)
             lines, held = report(k.summary.id, k.op_name, k.evidence, regimes)
             print("\n".join(lines), flush=True)
             held_all += [h for h in held if h is not None]

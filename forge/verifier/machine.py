@@ -99,6 +99,14 @@ def last_level_cache_bytes(device: str) -> int | None:
     return max(cache_sizes().values(), default=None)
 
 
+def flush_bytes(device: str) -> int:
+    """Bytes a cold call's cache flush goes through on ``device``: on CUDA twice the L2 and at least
+    256 MiB (what the verifier's workers write), else ``cpu_flush_bytes``."""
+    if device == "cuda":
+        return max(2 * (last_level_cache_bytes("cuda") or 0), 256 << 20)
+    return cpu_flush_bytes()
+
+
 def cpu_flush_bytes() -> int:
     """Enough bytes to evict the last-level cache: twice its size, within [16 MiB, 256 MiB]."""
     llc = max(cache_sizes().values(), default=32 * 1024 * 1024)

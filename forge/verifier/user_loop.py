@@ -31,7 +31,7 @@ from forge.core.settings import ForgeSettings
 from forge.core.statuses import TimingRegime, VerdictStatus
 from forge.core.timing_records import LoopProcess, UserLoop
 from forge.core.verdict import Verdict
-from forge.verifier.machine import available_cores, cpu_flush_bytes
+from forge.verifier.machine import available_cores
 from forge.verifier.process import track
 from forge.verifier.template import worker_limits
 from forge.verifier.worker_env import worker_env
@@ -67,7 +67,6 @@ def measure_user_loop(
         "compile": settings.compile_baseline,
         "seed": verdict.seed % (1 << 31),
         "device": verdict.device or "cpu",
-        "flush_bytes": cpu_flush_bytes(),
     }
     count = settings.user_loop_processes
     processes: list[LoopProcess] = []

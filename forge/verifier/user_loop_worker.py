@@ -27,6 +27,7 @@ from forge.core.forward_tap import ForwardTap
 from forge.core.importing import import_file
 from forge.core.problem import load_problem, read_problem_source
 from forge.verifier import plain_loop
+from forge.verifier.machine import flush_bytes
 from forge.verifier.pairing import paired_ratio
 
 # Watched for replacement: what the reference and the loop call.
@@ -76,11 +77,13 @@ def measure(req: dict[str, Any]) -> dict[str, Any]:
     reference = problem.model_cls(*init).to(device).eval()
     twin = copy.deepcopy(reference)
 
+    flushed = flush_bytes(device)  # here, not in the parent: on CUDA it asks the device (and starts CUDA)
+
     def draw() -> list[torch.Tensor]:
         return [x.to(device) for x in problem.inputs()]
 
     def loop(sides: dict[str, plain_loop.Side]) -> dict[str, list[int]]:
-        return plain_loop.time_sides(sides, draw, rounds, cold, int(req["flush_bytes"]), device)
+        return plain_loop.time_sides(sides, draw, rounds, cold, flushed, device)
 
     compiled = torch.compile(reference) if req["compile"] else None
     if compiled is not None:  # built before the snapshot: what compiling loads is not the candidate's doing
