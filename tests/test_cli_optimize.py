@@ -30,9 +30,14 @@ def _env(cache: Path) -> dict[str, str]:
     }
 
 
-def forge(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+def forge(*args: str, cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "forge", *args], capture_output=True, text=True, cwd=ROOT, env=_env(cache), timeout=900
+        [sys.executable, "-m", "forge", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**_env(cache), **env},
+        timeout=900,
     )
 
 
@@ -58,7 +63,7 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
     bank, report = tmp_path / "bank.db", tmp_path / "report"
     ops = [str(EXAMPLES / "ops" / "rmsnorm.py"), str(EXAMPLES / "ops" / "scale_bias_gelu.py")]
     r = forge("optimize", *ops, "--rounds", "2", "--no-compile-baseline", "--bank", str(bank), "--json",
-              "--report", str(report), cache=cache_dir)  # fmt: skip
+              "--report", str(report), cache=cache_dir, FORGE_USER_LOOP="true")  # fmt: skip
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert set(data) == {"problems", "tokens", "cost_usd", "skipped"} and data["tokens"] == 0 and data["skipped"] == []
@@ -82,6 +87,9 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
         null, paired = v.timing_stats.null_eager, v.timing_stats.headline_pairs()[0]
         assert null is not None and paired is not None and null.pairs == paired.pairs, v.timing_stats
         assert paired.low > max(null.high, 1 / null.median), v.timing_stats
+        # and its time in a user's plain loop (one process here), beating eager there too
+        assert v.user_loop is not None and len(v.user_loop.processes) == 1, v.user_loop
+        assert v.user_loop.eager is not None and v.user_loop.eager.median > 1.0, v.user_loop
     assert len(configs) == 2 and all(json.loads(c) for (c,) in configs)  # the tuned config per bucket
     assert sessions == [("finished", "builtin")] * 2
 

@@ -75,7 +75,7 @@ async def test_a_session_runs_live_to_a_banked_kernel_that_the_bank_screen_expor
 @pytest.mark.asyncio
 async def test_stop_then_continue_then_bank_by_hand(tmp_path, fast_settings):
     bank = tmp_path / "bank.db"
-    app = make_app(bank, fast_settings, [RMSNORM], rounds=6)
+    app = make_app(bank, fast_settings, [RMSNORM], rounds=3)
     told = record_notifications(app)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: app.reader() is not None and len(app.reader().sessions()) == 1, what="a session")
@@ -94,7 +94,7 @@ async def test_stop_then_continue_then_bank_by_hand(tmp_path, fast_settings):
         await wait_for(pilot, lambda: bool(app.runs.running()), 10, "the continued run")
         await wait_for(pilot, lambda: not app.runs.running(), what="the continued run to end")
         stored = app.reader().session(sid)
-        assert str(stored.status) != "interrupted" and stored.settings["rounds"] == 7
+        assert str(stored.status) != "interrupted" and stored.settings["rounds"] == 4
 
         coder = [a for a in stored.attempts if str(a.role) == "coder" and a.verdict and a.verdict.passed]
         passed = [a for a in coder if (a.verdict.speedup_vs_eager or 0) > 1]  # what a confirmation may bank
