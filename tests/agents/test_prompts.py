@@ -70,3 +70,32 @@ def test_judge_retries_once_then_goes_on_without_feedback():
 def _with_parent(ctx: CoderContext, item: HistoryItem) -> CoderContext:
     ctx.parent = item
     return ctx
+
+
+def test_the_judge_is_told_the_sessions_backend_and_its_tuning_vocabulary():
+    item = HistoryItem(round=1, source="src", status=AttemptStatus.PASSED, timings_ms=Timings(candidate=1.0))
+    verdict = Verdict.from_json({"status": "passed", "reason": None, "checks": [], "timings_ms": {"candidate": 1.0}})
+    seen = {}
+    for backend, device in (("cpp", "cpu"), ("triton", "cuda"), ("cuda", "cuda")):
+        client = FakeClient(['{"next_step": "tile it", "continue": false}'])
+        LLMJudge(client).review(_with_parent(_ctx([item], backend, device), item), verdict)  # type: ignore[arg-type]
+        seen[backend] = "\n".join(m["content"] for m in client.seen[0])
+    cpu = seen["cpp"]
+    assert "CPU kernels written in C++ with OpenMP" in cpu and "prefetch distance" in cpu
+    assert not any(gpu in cpu for gpu in ("BLOCK", "num_warps", "GPU", "shared-memory")), cpu
+    assert "GPU kernels written in Triton" in seen["triton"] and "num_warps" in seen["triton"]
+    assert "CUDA C++" in seen["cuda"] and "threads per block" in seen["cuda"] and "num_warps" not in seen["cuda"]
+
+
+def test_attempts_are_numbered_as_the_bank_numbers_them():
+    older = HistoryItem(round=1, source="a", status=AttemptStatus.FAILED_CORRECTNESS, attempt_id=7)
+    newer = HistoryItem(round=2, source="b", status=AttemptStatus.PASSED, timings_ms=Timings(candidate=1.0),
+                        attempt_id=9)  # fmt: skip
+    coder = LLMCoder(FakeClient([]))  # type: ignore[arg-type]
+    text = coder.prompt(_ctx([older, newer]))[-1]["content"]
+    assert "Attempt 7 (round 1)" in text and "Attempt 9 (round 2)" in text and "Attempt 1 " not in text
+    verdict = Verdict.from_json({"status": "passed", "reason": None, "checks": [], "timings_ms": {"candidate": 1.0}})
+    client = FakeClient(['{"next_step": "tile it", "continue": false}'])
+    LLMJudge(client).review(_with_parent(_ctx([older, newer]), newer), verdict)  # type: ignore[arg-type]
+    judged = client.seen[0][-1]["content"]
+    assert "## Candidate (attempt 9, round 2)" in judged and "- attempt 7, round 1: failed_correctness" in judged

@@ -88,7 +88,8 @@ class LLMJudge:
             verdict=verdict.to_json(),  # the template prints parts of it as the JSON shows them
             history=[h for h in context.history if h is not item][-8:],
         )
-        messages = [{"role": "system", "content": render("judge_system.j2")}, {"role": "user", "content": user}]
+        system = render("judge_system.j2", backend=context.backend)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         tokens, cost, known = 0, 0.0, True
         responses = []
         why = None
