@@ -33,6 +33,6 @@ def category(op_source: str) -> str:
 
 
 def example(backend: str, op_source: str) -> str:
-    kind = "triton" if backend in ("triton", "cuda") else "cpp"
+    kind = backend if backend in ("triton", "cuda") else "cpp"
     path = PROMPTS / "examples" / f"{kind}_{category(op_source)}.txt"
     return path.read_text().strip()

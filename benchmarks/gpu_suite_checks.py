@@ -1,0 +1,185 @@
+"""The GPU suite's first parts: the machine (env), every GPU test (gpu_tests), and the verifier
+against the reward hacks specific to GPUs (hacks)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_suite_core import ROOT, TEST_CANDIDATES, TEST_OPS, Context, PartResult, Table, run_group
+
+
+def env_part(ctx: Context) -> PartResult:
+    """The machine and the versions the report names."""
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "not installed"
+    lines = [
+        f"- torch {torch.__version__} (CUDA {torch.version.cuda or 'none'}), Triton {triton_version}, "
+        f"Python {platform.python_version()}, {os.cpu_count()} CPU cores"
+    ]
+    if ctx.dry:
+        lines.insert(0, f"- no GPU: the dry run, on {platform.processor() or platform.machine()} (CPU)")
+        return PartResult("env", "passed", "dry run on the CPU", notes=lines)
+    if not torch.cuda.is_available():
+        return PartResult("env", "failed", "torch sees no CUDA device: run with --dry-run on a machine without one")
+    props = torch.cuda.get_device_properties(0)
+    smi = _nvidia_smi()
+    lines.insert(
+        0,
+        f"- {props.name}, compute capability {props.major}.{props.minor}, {props.multi_processor_count} SMs, "
+        f"{props.total_memory >> 30} GiB, L2 {getattr(props, 'L2_cache_size', 0) >> 20} MiB; {smi}",
+    )
+    return PartResult("env", "passed", props.name, notes=lines)
+
+
+def _nvidia_smi() -> str:
+    query = ["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem", "--format=csv,noheader"]
+    try:
+        out = subprocess.run(query, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "nvidia-smi not available"
+    driver, sm, mem = ([*out.split(", "), "?", "?"])[:3]
+    return f"driver {driver}, max clocks SM {sm}, memory {mem}"
+
+
+def gpu_tests_part(ctx: Context) -> PartResult:
+    """``pytest -m gpu``: every GPU test, with the summary (on a dry run, only collected)."""
+    base = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q"]
+    if ctx.dry:
+        done = subprocess.run([*base, "--collect-only"], cwd=ROOT, env=ctx.env(), capture_output=True, text=True)
+        collected = sum(1 for line in done.stdout.splitlines() if "::" in line)
+        ok = done.returncode == 0 and collected > 0
+        return PartResult(
+            "gpu_tests",
+            "passed" if ok else "failed",
+            f"{collected} GPU tests collected, not run (no CUDA device)",
+            notes=[] if ok else [done.stdout[-2000:] + done.stderr[-1000:]],
+        )
+    xml = ctx.work / "gpu_tests.xml"
+    xml.unlink(missing_ok=True)
+    # the tests' own environment (their defaults), with this checkout importable
+    env = {**os.environ, "PYTHONPATH": ctx.env()["PYTHONPATH"]}
+    try:
+        done = run_group([*base, f"--junitxml={xml}"], ctx.budget_s, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired:
+        return PartResult("gpu_tests", "failed", f"pytest -m gpu ran past {ctx.budget_s:.0f} s (--part-budget-s)")
+    if not xml.is_file():
+        return PartResult("gpu_tests", "error", "pytest wrote no report", notes=[done.stdout[-3000:]])
+    return _junit(xml, done.stdout)
+
+
+def _junit(xml: Path, printed: str) -> PartResult:
+    root = ET.parse(xml).getroot()
+    suite = root.find("testsuite") if root.tag == "testsuites" else root
+    if suite is None:
+        return PartResult("gpu_tests", "error", "pytest's report holds no test suite", notes=[printed[-3000:]])
+    counts = {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
+    table = Table("GPU tests that did not pass", ["test", "outcome", "message"])
+    for case in suite.iter("testcase"):
+        for outcome in ("failure", "error"):
+            found = case.find(outcome)
+            if found is not None:
+                message = (found.get("message") or "").splitlines()[0][:200] if found.get("message") else ""
+                table.rows.append([f"{case.get('classname')}::{case.get('name')}", outcome, message.replace("|", "/")])
+    ran = counts["tests"] - counts["skipped"]
+    bad = counts["failures"] + counts["errors"]
+    summary = f"{ran - bad} of {ran} passed, {counts['skipped']} skipped"
+    tail = printed.strip().splitlines()[-1:] if printed.strip() else []
+    return PartResult(
+        "gpu_tests",
+        "passed" if bad == 0 and ran > 0 else "failed",
+        summary,
+        tables=[table] if table.rows else [],
+        notes=tail,
+    )
+
+
+@dataclass(frozen=True)
+class Hack:
+    """A candidate and what the verifier must say of it: "passes" (verified and passed), "refused"
+    (the verdict fails), "no gain" (passes, but is not accepted as faster than eager), or
+    "refused or no gain" (either; work moved off the timed stream is one or the other)."""
+
+    what: str
+    op: str
+    candidate: str
+    expect: str
+    cuda_only: bool = False
+
+
+HACKS = (
+    Hack("honest Triton kernel", "small_softmax", "softmax/honest_triton.py", "passes"),
+    Hack("honest CUDA kernel (load_inline)", "small_softmax", "softmax/honest_cuda.py", "passes", cuda_only=True),
+    Hack("work on a side stream", "small_softmax", "softmax/side_stream.py", "refused or no gain", cuda_only=True),
+    Hack("CUDA event timing patched", "small_softmax", "softmax/patch_events.py", "refused", cuda_only=True),
+    Hack("host clock patched", "small_softmax", "softmax/patch_timer.py", "refused"),
+    Hack("results kept between calls (by pointer)", "small_softmax", "softmax/cache_by_pointer.py", "refused"),
+    Hack("lazy output (a tensor subclass)", "small_softmax", "softmax/subclass_output.py", "refused"),
+    Hack("lazy output (a thread finishes it)", "small_softmax", "softmax/background_thread.py", "refused"),
+    Hack("a library matmul dressed as a kernel", "small_linear", "linear/library_dressed.py", "no gain"),
+    Hack("precision downgrade: bf16 inside fp32", "small_softmax", "softmax/bf16_compute.py", "refused"),
+    Hack("precision downgrade: TF32 matmul", "small_linear", "linear/tf32_matmul.py", "refused", cuda_only=True),
+)
+
+
+def hacks_part(ctx: Context) -> PartResult:
+    """Each candidate of ``HACKS`` through the real verifier on this device, against what it must say."""
+    from forge.core.acceptance import beats_eager
+    from forge.core.settings import load_settings
+    from forge.verifier import VerifierService
+
+    os.environ.update({k: v for k, v in ctx.env().items() if k in ("TRITON_INTERPRET", "FORGE_CACHE_DIR")})
+    settings = load_settings(device=ctx.device, user_loop=False, timing_budget_s=0.1 if ctx.dry else 0.5)
+    table = Table("The verifier against GPU reward hacks", ["candidate", "expected", "verdict", "accepted", "held"])
+    held = skipped = 0
+    for hack in HACKS:
+        if hack.cuda_only and ctx.dry:
+            table.rows.append([hack.what, hack.expect, "skipped: needs CUDA", "-", "-"])
+            skipped += 1
+            continue
+        try:
+            with VerifierService(TEST_OPS / f"{hack.op}.py", settings, ctx.device) as service:
+                v = service.verify_file(TEST_CANDIDATES / hack.candidate)
+        except Exception as exc:  # the verifier breaking on one candidate is that row's finding
+            table.rows.append([hack.what, hack.expect, f"the verifier raised {type(exc).__name__}: {exc}"[:200],
+                               "-", "**NO**"])  # fmt: skip
+            continue
+        accepted, why = beats_eager(v)
+        ok = _as_expected(hack.expect, v.passed, accepted)
+        held += ok
+        verdict = str(v.status) + (f": {(v.reason or '')[:140]}" if not v.passed else "")
+        table.rows.append(
+            [
+                hack.what,
+                hack.expect,
+                verdict.replace("|", "/"),
+                "yes" if accepted else f"no ({why[:80]})",
+                "yes" if ok else "**NO**",
+            ]
+        )
+    ran = len(HACKS) - skipped
+    status = "passed" if held == ran else "failed"
+    return PartResult(
+        "hacks", status, f"{held} of {ran} candidates judged as expected ({skipped} need CUDA)", tables=[table]
+    )
+
+
+def _as_expected(expect: str, passed: bool, accepted: bool) -> bool:
+    if expect == "passes":
+        return passed
+    if expect == "refused":
+        return not passed
+    if expect == "no gain":
+        return passed and not accepted
+    return not (passed and accepted)  # refused or no gain

@@ -1,0 +1,165 @@
+"""What the GPU suite's parts share: the run's context, a part's result, running commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+EXAMPLE_OPS = ROOT / "examples" / "ops"
+CATALOG = HERE / "op_catalog"
+TEST_OPS = ROOT / "tests" / "ops"
+TEST_CANDIDATES = ROOT / "tests" / "candidates"
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+
+    def markdown(self) -> list[str]:
+        return [
+            f"**{self.title}**",
+            "",
+            "| " + " | ".join(self.columns) + " |",
+            "|" + "---|" * len(self.columns),
+            *("| " + " | ".join(r) + " |" for r in self.rows),
+            "",
+        ]
+
+
+@dataclass
+class PartResult:
+    """What one part found. ``status``: passed, failed (a check did not hold), skipped (not on this
+    machine, with why), error (the part itself broke) or partial (its budget ran out: run it again
+    to continue). ``state``: what a partial part has done, for the next run to skip."""
+
+    name: str
+    status: str
+    summary: str
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def markdown(self) -> list[str]:
+        lines = [f"## {self.name}: {self.status}", "", self.summary, ""]
+        for table in self.tables:
+            lines += table.markdown()
+        lines += [f"- {n}" if "\n" not in n else f"```\n{n}\n```" for n in self.notes]
+        return [*lines, ""]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PartResult:
+        tables = [Table(**t) for t in data.get("tables", [])]
+        return cls(**{**data, "tables": tables})
+
+
+def run_group(cmd: list[str], timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``cmd`` in a process group of its own, the whole group killed when ``timeout`` passes (forge's
+    verifier workers too: left behind, they would hold the GPU and skew what is timed next)."""
+    with subprocess.Popen(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                          **kwargs) as proc:  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=max(timeout, 1.0))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@dataclass
+class Context:
+    """One run of the suite: where it writes, whether it is the dry run, each part's budget, and
+    where the running part keeps what it has done so far (``save_partial``)."""
+
+    out: Path
+    dry: bool
+    budget_s: float
+    device: str = "cuda"
+    partial: Path | None = None  # the running part's .partial.json
+
+    @classmethod
+    def make(cls, out: Path, dry: bool, budget_s: float) -> Context:
+        (out / "work").mkdir(parents=True, exist_ok=True)
+        return cls(out=out, dry=dry, budget_s=budget_s, device="cpu" if dry else "cuda")
+
+    @property
+    def work(self) -> Path:
+        return self.out / "work"
+
+    def env(self) -> dict[str, str]:
+        """The environment forge's commands run in: their own cache, the device, the user loop on
+        (the suite checks what a user's session does), and on a dry run Triton's interpreter
+        (kernels run on the CPU, their timings mean nothing) and short timing."""
+        env = {
+            **os.environ,
+            "FORGE_CACHE_DIR": str(self.work / "cache"),
+            "FORGE_DEVICE": self.device,
+            "FORGE_USER_LOOP": "true",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        }
+        if self.dry:
+            env.update(
+                {
+                    "TRITON_INTERPRET": "1",
+                    "FORGE_TIMING_BUDGET_S": "0.3",
+                    "FORGE_CONFIRM_TRIALS": "5",
+                    "FORGE_USER_LOOP_PROCESSES": "1",
+                }
+            )
+        return env
+
+    def forge(self, *args: str, timeout: float, path: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """``forge ARGS`` as a user runs it, from the repository root, ``path`` first on its import
+        path (TimeoutExpired past ``timeout``, its processes killed)."""
+        env = self.env()
+        if path is not None:
+            env["PYTHONPATH"] = os.pathsep.join([str(path), env["PYTHONPATH"]])
+        return run_group([sys.executable, "-m", "forge", *args], timeout, cwd=ROOT, env=env)
+
+    def deadline(self) -> float:
+        """When a part started now must be done (monotonic seconds)."""
+        return time.monotonic() + self.budget_s
+
+    def save_partial(self, result: PartResult) -> None:
+        """What the running part has done so far: a command cut off by its loan keeps it."""
+        if self.partial is not None:
+            self.partial.parent.mkdir(parents=True, exist_ok=True)
+            self.partial.write_text(json.dumps(result.to_json(), indent=1))
+
+    def previous_state(self) -> dict[str, Any]:
+        """The state the running part saved in an earlier run (empty: none)."""
+        if self.partial is None or not self.partial.is_file():
+            return {}
+        return dict(json.loads(self.partial.read_text()).get("state", {}))
+
+
+def last_json(text: str) -> dict[str, Any] | None:
+    """The JSON object a ``--json`` command printed (its stdout), or None."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def times(x: float | None) -> str:
+    return f"{x:.2f}x" if x else "-"
+
+
+def ms(x: float | None) -> str:
+    return f"{x:.4f}" if x else "-"
