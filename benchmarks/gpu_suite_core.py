@@ -117,7 +117,7 @@ class Context:
                 {
                     "TRITON_INTERPRET": "1",
                     "FORGE_TIMING_BUDGET_S": "0.3",
-                    "FORGE_CONFIRM_TRIALS": "5",
+                    "FORGE_CONFIRM_TRIALS": "10",  # fewer make the null control too wide to clear
                     "FORGE_USER_LOOP_PROCESSES": "1",
                 }
             )
