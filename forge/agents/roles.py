@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from forge.core.feedback import JudgeFeedback
+from forge.core.figures import AttemptFigures
+from forge.core.op_brief import OpBrief
 from forge.core.statuses import AttemptStatus
 from forge.core.timing_records import Timings
 from forge.core.verdict import Verdict
@@ -58,7 +60,8 @@ class HistoryItem:
     config: dict[str, Any] | None = None  # the launch/parallel config the candidate was built with
     parent_config: dict[str, Any] | None = None  # its parent's config (the tuner attributes failures)
     attempt_id: int | None = None
-    speedup_vs_eager: float | None = None
+    speedup_vs_eager: float | None = None  # None when not timed (failed, or timed on a busy machine)
+    figures: AttemptFigures | None = None  # its speed as the prompts show it (None: not verified)
 
 
 @dataclass
@@ -73,6 +76,7 @@ class CoderContext:
     parent: HistoryItem | None = None  # the attempt to improve on (None: start from scratch)
     # Told (role, the reply so far) while an LLM's reply streams in; None: replies are not streamed.
     on_reply: Callable[[str, str], None] | None = None
+    brief: OpBrief | None = None  # what the op must match and beat (LLM sessions on this machine)
 
 
 @dataclass

@@ -52,6 +52,8 @@ class EventPrinter:
             err.print(f"  {self._attempt(e)} {e.attempt_id}: [red]no usable candidate[/]: {e.error}", soft_wrap=True)
         elif isinstance(e, events.VerdictReady):
             self._verdict(e)
+        elif isinstance(e, events.MachineBusy):
+            self._busy(e)
         elif isinstance(e, events.JudgeReviewed):
             if e.error:
                 err.print(f"  judge: [yellow]{e.error}[/]", soft_wrap=True)
@@ -85,9 +87,22 @@ class EventPrinter:
         """ "attempt", or with sessions side by side "OP attempt": whose it is."""
         return f"{e.problem} attempt" if self.side_by_side else "attempt"
 
+    def _busy(self, e: events.MachineBusy) -> None:
+        if e.waited_s is None:
+            err.print(f"  [yellow]machine busy[/] ({e.detail}): waiting up to {fmt_seconds(e.limit_s)} for it to "
+                      "quieten before the next verification", soft_wrap=True)  # fmt: skip
+        elif e.quiet:
+            err.print(f"  machine quiet after {fmt_seconds(e.waited_s)}")
+        else:
+            err.print(f"  [yellow]still busy[/] after {fmt_seconds(e.waited_s)} ({e.detail}): going on; a speedup "
+                      "timed under load is not counted", soft_wrap=True)  # fmt: skip
+
     def _verdict(self, e: events.VerdictReady) -> None:
         attempt = self._attempt(e)
-        if e.status is VerdictStatus.PASSED:
+        if e.status is VerdictStatus.PASSED and e.busy is not None:
+            err.print(f"  {attempt} {e.attempt_id}: [green]passed[/], [yellow]not timed[/]: the machine was busy "
+                      f"({e.busy})", soft_wrap=True)  # fmt: skip
+        elif e.status is VerdictStatus.PASSED:
             s = e.speedup_vs_eager
             if s and s > self.best.get(e.problem, 0.0):
                 self.best[e.problem] = s

@@ -70,6 +70,12 @@ class ForgeSettings(BaseSettings):
         description="time a batch again when other processes loaded the machine while it was timed, and never "
         "accept a speedup measured under such load (off: record the load only)",
     )
+    quiet_wait_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="after a verification timed while the machine was busy, seconds a session waits for the load "
+        "to go before it verifies the next candidate",
+    )
     gpu: str | None = Field(default=None, description="the CUDA device verification workers see (CUDA_VISIBLE_DEVICES)")
     cache_dir: Path | None = None
     executor: ExecutorChoice = Field(

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from forge.agents import HistoryItem
 from forge.core.candidate_config import CandidateConfig
+from forge.core.figures import AttemptFigures
 from forge.core.statuses import AttemptStatus
+from forge.core.timing_records import Timings
 from forge.core.verdict import Verdict
 
 
 def history_item(round: int, source: str, verdict: Verdict, config: CandidateConfig, attempt_id: int) -> HistoryItem:
     failing = verdict.first_failed_check()
+    figures = AttemptFigures.of(verdict)
+    timed = figures.timed or not verdict.timing_meaningful  # the interpreter's times still rank configs
     return HistoryItem(
         round=round,
         source=source,
@@ -18,12 +22,14 @@ def history_item(round: int, source: str, verdict: Verdict, config: CandidateCon
         failing_check=failing.name if failing else None,
         error_text=(failing.detail if failing else None) or verdict.reason,
         max_abs_error=verdict.failing_case.max_abs if verdict.failing_case else None,
-        timings_ms=verdict.timings_ms.model_copy(),
-        roofline_fraction=verdict.roofline.fraction_candidate if verdict.roofline else None,
+        # a busy machine's times say nothing: the agents and the tuner see none
+        timings_ms=verdict.timings_ms.model_copy() if timed else Timings(),
+        roofline_fraction=verdict.roofline.fraction_candidate if verdict.roofline and figures.timed else None,
         config=config.config,
         parent_config=config.parent_config,
         attempt_id=attempt_id,
-        speedup_vs_eager=verdict.speedup_vs_eager,
+        speedup_vs_eager=figures.speedup_vs_eager,
+        figures=figures if verdict.passed else None,
     )
 
 

@@ -99,6 +99,20 @@ class VerdictReady(Event):
     speedup_vs_eager: float | None
     speedup_vs_compile: float | None
     timings_ms: Timings = field(default_factory=Timings)
+    busy: str | None = None  # timed while the machine was busy: the load, and no speedup is known
+
+
+@dataclass
+class MachineBusy(Event):
+    """The last verification was timed while other processes loaded the machine: the session
+    waits (up to ``limit_s``) for the load to go before it verifies the next candidate
+    (``waited_s`` None), then says how that went."""
+
+    round: int
+    detail: str  # the load the OS reported
+    limit_s: float
+    waited_s: float | None = None
+    quiet: bool | None = None  # None while waiting
 
 
 @dataclass

@@ -17,6 +17,7 @@ from forge.agents import AgentKind, Agents, CoderContext, HistoryItem, MachineFa
 from forge.core.acceptance import beats_eager
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import UsageError
+from forge.core.op_brief import OpBrief
 from forge.core.problem import ProblemSource
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import AttemptStatus, SessionStatus
@@ -45,6 +46,7 @@ class SessionPlan:
     backend: str
     options: OptimizeOptions
     machine: MachineFacts
+    brief: OpBrief | None = None  # measured for an LLM session verifying on this machine
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,7 @@ class Session:
             device=self.plan.device,
             backend=self.plan.backend,
             machine=self.plan.machine,
+            brief=self.plan.brief,
             history=list(self.state.history),
             want=want,
             parent=parent,
@@ -229,7 +232,9 @@ class Session:
         return got
 
     def evaluate(self, candidates: list[Candidate]) -> list[HistoryItem]:
-        """Verify a batch (in parallel with --workers), record each verdict, ask the judge."""
+        """Verify a batch (in parallel with --workers), record each verdict, ask the judge; first,
+        when the last verdict was timed on a busy machine, wait (bounded) for a quiet one."""
+        self._quiet_before_verifying()
         verdicts = steps.verify(self.verifier, candidates)
         return [self._judged(c, v) for c, v in zip(candidates, verdicts, strict=True)]
 
@@ -239,6 +244,13 @@ class Session:
         self.state.consider(candidate.attempt_id, candidate.source, verdict, candidate.config)
         steps.review(self.agents.judge, self.context(item), item, verdict, self.io)
         return item
+
+    def _quiet_before_verifying(self) -> None:
+        last = self.state.history[-1] if self.state.history else None
+        busy = last.figures.busy if last is not None and last.figures is not None else None
+        # a cluster's verifications run on another machine: this one's load says nothing of it
+        if busy is not None and self.verifier.node is None and self.settings.quiet_wait_s > 0:
+            steps.wait_for_quiet(busy, self.state.round, self.settings.quiet_wait_s, self.io)
 
     def verify_pending(self) -> None:
         """Verify the attempts a killed session left unverified (resume)."""

@@ -25,7 +25,7 @@ from forge.harness.resume import restore_state
 from forge.harness.search import STRATEGIES
 from forge.harness.session import INTERRUPTED_REASON, SearchState, Session, SessionPlan, SessionResult
 from forge.harness.steps import SessionEvents, SessionIO
-from forge.verifier import Verifier, VerifierService, machine, resolve_device
+from forge.verifier import Verifier, VerifierService, machine, measure_op_brief, resolve_device
 
 
 def machine_facts(device: str, settings: ForgeSettings) -> MachineFacts:
@@ -97,8 +97,10 @@ def open_session(work: SessionWork, scope: RunScope, ops_left: int = 1, placemen
     measured = options.model and placement.verifier is None
     facts = machine_facts(device, settings) if measured else MachineFacts(device)
     agents = make_agents(op_path, options.agents, backend)
+    op_hash = reference_hash(problem)
+    brief = measure_op_brief(op_path, op_hash, device, settings) if measured else None
     plan = SessionPlan(
-        op_path, problem.spec, reference_hash(problem), problem.target_class_path, device, backend, options, facts
+        op_path, problem.spec, op_hash, problem.target_class_path, device, backend, options, facts, brief
     )
     state: SearchState | None = None
     if options.resume is None:

@@ -17,7 +17,7 @@ from forge.harness import events as ev
 from forge.harness.attempts import history_item, invalid_item
 from forge.harness.limits import Limits, OpShare, Spend
 from forge.harness.recorder import SessionRecorder, proposal_config
-from forge.verifier import Job, Verifier
+from forge.verifier import Job, Verifier, wait_for_quiet_machine
 
 
 class SessionEvents:
@@ -111,12 +111,26 @@ def record_verdict(candidate: Candidate, verdict: Verdict, io: SessionIO) -> His
     """The verdict into the attempt's row, an event, and the history item the agents will see."""
     io.recorder.verified(candidate.attempt_id, verdict, candidate.config)
     item = history_item(candidate.round, candidate.source, verdict, candidate.config, candidate.attempt_id)
+    figures = item.figures
     io.events(
         ev.VerdictReady, round=candidate.round, attempt_id=candidate.attempt_id, status=verdict.status,
-        reason=verdict.reason, speedup_vs_eager=verdict.speedup_vs_eager,
-        speedup_vs_compile=verdict.speedup_vs_compile, timings_ms=verdict.timings_ms.model_copy(),
+        reason=verdict.reason, speedup_vs_eager=figures.speedup_vs_eager if figures else None,
+        speedup_vs_compile=figures.speedup_vs_compile if figures else None,
+        timings_ms=verdict.timings_ms.model_copy(), busy=figures.busy if figures else None,
     )  # fmt: skip
     return item
+
+
+def wait_for_quiet(busy: str, round: int, limit_s: float, io: SessionIO) -> None:
+    """After a verdict timed on a busy machine: wait (bounded) for the load to go, saying so, so
+    the next verification is not timed under it too."""
+    left = io.share.time_left() if io.share is not None else None
+    limit_s = min(limit_s, left / 4) if left is not None else limit_s  # most of the op's time stays its search's
+    io.events(ev.MachineBusy, round=round, detail=busy, limit_s=limit_s)
+    load, waited = wait_for_quiet_machine(limit_s, io.limits.stop_requested.is_set)
+    quiet = load is None or not load.busy
+    io.events(ev.MachineBusy, round=round, detail=load.detail if load else busy, limit_s=limit_s,
+              waited_s=float(f"{waited:.1f}"), quiet=quiet)  # fmt: skip
 
 
 def review(judge: Judge, context: CoderContext, item: HistoryItem, verdict: Verdict, io: SessionIO) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from forge.core.figures import AttemptFigures
 from forge.core.statuses import AttemptRole
 from forge.harness import Finding, KernelSummary, SessionSummary, StoredAttempt
 from forge.present.formats import fmt_cost, fmt_ms, fmt_step, fmt_times, fmt_when, status_text
@@ -38,9 +39,12 @@ def attempt_cells(a: StoredAttempt) -> tuple[str | Text, ...]:
         step = fmt_step(e.measured.step_ms) if e.measured else "—"
         step = f"~{fmt_step(e.prediction.step_ms)}" if e.measured is None and e.prediction is not None else step
         return (str(a.id), str(a.round), str(a.role), e.mesh, status_text(a.status), "", "", step)
+    figures = AttemptFigures.of(v) if v is not None else None
     time = fmt_ms(v.timings_ms.candidate) if v is not None else "—"
-    eager = fmt_times(v.speedup_vs_eager) if v is not None else "—"
-    compiled = fmt_times(v.speedup_vs_compile) if v is not None else "—"
+    eager = fmt_times(figures.speedup_vs_eager) if figures is not None else "—"
+    compiled = fmt_times(figures.speedup_vs_compile) if figures is not None else "—"
+    if figures is not None and figures.busy is not None:  # timed under load: no speedup is known
+        eager, compiled = "busy", "busy"
     status = status_text(a.status)
     if a.role is AttemptRole.CONFIRM and v is not None and v.confirm_held is not None:
         status = status_text("held" if v.confirm_held else "not held")  # passing is not enough to be banked
@@ -60,7 +64,7 @@ def best_so_far(attempts: list[StoredAttempt]) -> list[float]:
     best, curve = 0.0, []
     for a in attempts:
         if a.role is AttemptRole.CODER:
-            s = a.verdict.speedup_vs_eager if a.verdict is not None and a.verdict.passed else None
+            s = AttemptFigures.of(a.verdict).speedup_vs_eager if a.verdict is not None and a.verdict.passed else None
             best = max(best, s or 0.0)
             curve.append(best)
     return curve

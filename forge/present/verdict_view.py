@@ -11,9 +11,10 @@ from rich.table import Table
 from rich.text import Text
 
 from forge.core.acceptance import null_bar
+from forge.core.figures import AttemptFigures
 from forge.core.plan_evidence import PlanEvidence
 from forge.core.verdict import Verdict
-from forge.present.formats import fmt_ms, fmt_step, fmt_times
+from forge.present.formats import fmt_step
 
 
 def _checks(v: Verdict) -> Table:
@@ -29,30 +30,15 @@ def _checks(v: Verdict) -> Table:
 
 
 def _timings(v: Verdict) -> list[RenderableType]:
-    t, stats = v.timings_ms, v.timing_stats
-    if t.candidate is None:
+    """The speed as the agents see it too (``AttemptFigures``: the paired ratios of the judged
+    regime), then the evidence: the candidate's spread, the null control, the user loop."""
+    stats = v.timing_stats
+    if v.timings_ms.candidate is None:
         return []
-    judged = f" ({stats.regime})" if stats.regime is not None else ""
-    lines: list[RenderableType] = [
-        Text(
-            f"timings (cold medians): candidate {fmt_ms(t.candidate)}, eager {fmt_ms(t.eager)}, "
-            f"torch.compile {fmt_ms(t.compile)}  |  speedup{judged} vs eager {fmt_times(v.speedup_vs_eager)}, "
-            f"vs compile {fmt_times(v.speedup_vs_compile)}"
-            + ("" if v.timing_meaningful else "  (not meaningful: Triton interpreter)")
-        )
-    ]
+    lines: list[RenderableType] = [Text("speed: " + AttemptFigures.of(v).sentence())]
     cand = stats.candidate
     if cand is not None and cand.q3_ms > 0:
         lines.append(Text(f"candidate spread: quartiles {cand.q1_ms:.4f}-{cand.q3_ms:.4f} ms over {cand.trials} calls"))
-    paired = stats.headline_pairs()[0]
-    if paired is not None and v.timing_meaningful:
-        lines.append(
-            Text(
-                f"per pair of adjacent calls, {stats.regime or 'cold'}: {paired.median:.2f}x eager, 95% CI "
-                f"{paired.low:.2f}-{paired.high:.2f}x over {paired.pairs} pairs ("
-                + ("what forge accepts on)" if v.user_loop is not None else "the speedup forge reports and accepts on)")
-            )
-        )
     null = stats.null_eager
     if null is not None:
         lines.append(

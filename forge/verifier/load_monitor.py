@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from forge.core.timing_records import Contention
@@ -100,6 +100,18 @@ class LoadMonitor:
             last = self.between(start, self.sample())
             if last is None or not last.busy or time.monotonic() >= deadline:
                 return last
+
+
+def wait_for_quiet_machine(limit_s: float, stop: Callable[[], bool]) -> tuple[Contention | None, float]:
+    """Wait up to ``limit_s`` (or until ``stop`` says so) for a second in which no other process
+    loads the machine (this process's own work aside): the last second's load, and the seconds
+    waited."""
+    monitor, began = LoadMonitor([]), time.monotonic()
+    while True:
+        load = monitor.wait_for_quiet(0.0, step_s=1.0)  # one second's sample
+        waited = time.monotonic() - began
+        if load is None or not load.busy or waited >= limit_s or stop():
+            return load, waited
 
 
 def judged(c: Contention) -> Contention:

@@ -13,6 +13,7 @@ import ctypes
 import resource
 from pathlib import Path
 
+from forge.core.statuses import VerdictStatus
 from forge.core.verdict import MemoryPeak, Verdict
 
 FLOOR_BYTES = 1 << 30
@@ -21,6 +22,7 @@ FLOOR_BYTES = 1 << 30
 MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = 1 << 30
 WORKING_SET_FACTOR = 8
+LIMIT_MARGIN_MIB = 256
 
 
 def budget_bytes(working_set: int) -> int:
@@ -69,22 +71,35 @@ def release_free_memory() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
+def candidate_limit_mib(bound_mib: int, reference_mib: int | None, working_set: int) -> int:
+    """What the candidate's worker may peak at: the op's bound, or the reference's own peak plus
+    a margin (256 MiB, or twice one call's data if more) where that is more. The reference worker
+    imports the same libraries and holds the same cases; a candidate's peak beyond it and the
+    margin is memory the kernel itself takes, which a user's model would run out of."""
+    if reference_mib is None:
+        return bound_mib
+    margin = max(LIMIT_MARGIN_MIB, (2 * max(0, working_set)) >> 20)
+    return max(bound_mib, reference_mib + margin)
+
+
 def record_peaks(v: Verdict, candidate_mib: int | None, reference_mib: int | None, working_set: int) -> None:
-    """Each process's peak resident size against the op's bound, in the verdict and as a check
-    that never fails it (the candidate's own allocations count in its worker's peak)."""
-    peak = MemoryPeak(
-        candidate_mib=candidate_mib,
-        reference_mib=reference_mib,
-        forge_mib=own_peak_mib(),
-        bound_mib=budget_bytes(working_set) >> 20 if working_set else None,
-    )
+    """Each process's peak resident size in the verdict, and the candidate's against its limit
+    (``candidate_limit_mib``) as a check that fails the verdict when it is over."""
+    bound = budget_bytes(working_set) >> 20 if working_set else None
+    limit = candidate_limit_mib(bound, reference_mib, working_set) if bound is not None else None
+    peak = MemoryPeak(candidate_mib=candidate_mib, reference_mib=reference_mib, forge_mib=own_peak_mib(),
+                      bound_mib=bound, limit_mib=limit)  # fmt: skip
     v.memory = peak
-    if peak.bound_mib is None:
+    if limit is None or candidate_mib is None:
         return
-    said = ", ".join(
-        f"{name} {mib} MiB"
-        for name, mib in (("candidate", candidate_mib), ("reference", reference_mib), ("forge", peak.forge_mib))
-        if mib is not None
+    others = ", ".join(f"{name} {mib} MiB" for name, mib in (("reference", reference_mib), ("forge", peak.forge_mib))
+                       if mib is not None)  # fmt: skip
+    said = (
+        f"peak resident candidate {candidate_mib} MiB, limit {limit} MiB (the larger of the op's bound, max(1 GiB, "
+        f"8x the {working_set / 2**20:.1f} MiB a call reads and writes) = {bound} MiB, and the reference's peak plus "
+        f"a margin); {others}"
     )
-    bound = f"bound {peak.bound_mib} MiB: max(1 GiB, 8x the {working_set / 2**20:.1f} MiB a call reads and writes)"
-    v.add("memory", peak.within_bound, f"peak resident {said}; {bound}", fatal=False)
+    v.add("memory", peak.within_limit, said)
+    if not peak.within_limit:
+        v.fail(VerdictStatus.FAILED_INTEGRITY, f"the candidate's worker peaked at {candidate_mib} MiB, over its limit "
+               f"of {limit} MiB: a drop-in kernel may not need far more memory than the reference")  # fmt: skip

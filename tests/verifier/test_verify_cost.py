@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from forge.core.statuses import VerdictStatus
 from forge.verifier import codec, memory, verify
 from forge.verifier.candidate_side import _busy_python_threads
 from forge.verifier.reference_pool import ReferencePool
@@ -153,5 +154,22 @@ def test_verdict_reports_each_processes_peak_memory(fast_settings):
     assert v.memory.candidate_mib and v.memory.reference_mib and v.memory.forge_mib
     assert v.memory.candidate_mib > 100  # torch alone is more: a real high-water mark, not a stub
     check = next(c for c in v.checks if c.name == "memory")
-    assert check.passed == v.memory.within_bound
-    assert "candidate" in check.detail and "bound 1024 MiB" in check.detail
+    assert check.passed and check.fatal and v.memory.within_limit
+    assert v.memory.limit_mib is not None and v.memory.limit_mib >= v.memory.reference_mib + 256
+    assert "candidate" in check.detail and "= 1024 MiB" in check.detail
+
+
+def test_the_candidates_memory_limit_is_the_bound_or_the_references_own_peak_plus_a_margin():
+    assert memory.candidate_limit_mib(1024, 400, 1 << 20) == 1024  # the reference is well under the bound
+    assert memory.candidate_limit_mib(1024, 1138, 1 << 20) == 1138 + 256  # the reference itself is over it
+    assert memory.candidate_limit_mib(1024, 1138, 600 << 20) == 1138 + 1200  # big calls: twice their data
+    assert memory.candidate_limit_mib(1024, None, 1 << 20) == 1024
+
+
+def test_a_candidate_far_above_the_references_memory_fails(fast_settings):
+    v = verify(SOFTMAX, CANDIDATES / "softmax" / "memory_greedy.py", fast_settings)
+    assert v.memory is not None and v.memory.candidate_mib and v.memory.limit_mib
+    assert v.memory.candidate_mib > v.memory.limit_mib > v.memory.reference_mib
+    assert v.status is VerdictStatus.FAILED_INTEGRITY and "memory" in (v.reason or "")
+    check = next(c for c in v.checks if c.name == "memory")
+    assert not check.passed and check.fatal

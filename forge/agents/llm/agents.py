@@ -11,9 +11,10 @@ import json
 from collections.abc import Callable
 
 from forge.agents.llm.client import LLMClient
-from forge.agents.llm.prompts import example, render
+from forge.agents.llm.prompts import example, fit_source, render, source_limit, standing
 from forge.agents.parsing import extract_candidate, parse_feedback
 from forge.agents.roles import CoderContext, MachineFacts, Proposal, Review
+from forge.core.figures import AttemptFigures
 from forge.core.verdict import Verdict
 
 
@@ -37,6 +38,8 @@ class LLMCoder:
 
     def prompt(self, ctx: CoderContext) -> list[dict[str, str]]:
         facts = ctx.machine or MachineFacts(ctx.device)
+        history = ctx.history[-6:]  # the recent trajectory; older attempts add tokens, not insight
+        last = history[-1] if history else None
         user = render(
             "coder.j2",
             op_name=ctx.op_name,
@@ -45,7 +48,10 @@ class LLMCoder:
             backend=ctx.backend,
             machine=facts,
             example=example(ctx.backend, ctx.op_source),
-            history=ctx.history[-6:],  # the recent trajectory; older attempts add tokens, not insight
+            history=history,
+            brief=ctx.brief,
+            last_source=fit_source(last.source, source_limit(self.client.model), last.error_text) if last else None,
+            standing=standing(ctx.history, ctx.brief),
         )
         return [{"role": "system", "content": render("coder_system.j2")}, {"role": "user", "content": user}]
 
@@ -85,8 +91,12 @@ class LLMJudge:
             backend=context.backend,
             device=context.device,
             item=item,
-            verdict=verdict.to_json(),  # the template prints parts of it as the JSON shows them
+            candidate=fit_source(item.source, source_limit(self.client.model), item.error_text),
+            verdict=verdict,
+            figures=AttemptFigures.of(verdict),
             history=[h for h in context.history if h is not item][-8:],
+            brief=context.brief,
+            standing=standing(context.history, context.brief),
         )
         system = render("judge_system.j2", backend=context.backend)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -39,6 +39,14 @@ def _litellm() -> Any:
     return litellm
 
 
+def context_tokens(model: str) -> int | None:
+    """The input context of ``model`` as litellm's bundled map knows it (None: not listed)."""
+    table = _litellm().model_cost
+    entry = table.get(model) or table.get(model.split("/", 1)[-1]) or {}
+    found = entry.get("max_input_tokens") or entry.get("max_tokens")
+    return int(found) if found else None
+
+
 class LLMClient:
     """Chat completions for one model (``openai/gpt-4o``, ``anthropic/...``, ``ollama_chat/...``)."""
 

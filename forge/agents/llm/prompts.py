@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from forge.agents.llm.client import context_tokens
+from forge.agents.roles import HistoryItem
+from forge.core.op_brief import OpBrief
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 _ROWWISE = re.compile(r"softmax|norm|\.sum\(|\.mean\(|amax|logsumexp|torch\.(sum|mean|max|var)\b")
@@ -36,3 +41,96 @@ def example(backend: str, op_source: str) -> str:
     kind = backend if backend in ("triton", "cuda") else "cpp"
     path = PROMPTS / "examples" / f"{kind}_{category(op_source)}.txt"
     return path.read_text().strip()
+
+
+# A source in a prompt gets at most this share of the model's context (the prompt also holds the
+# reference, the brief with Inductor's code, the history and the reply).
+_SOURCE_SHARE = 0.25
+_CHARS_PER_TOKEN = 3  # code tokenises densely: 3 characters a token is the safe side
+_UNKNOWN_CONTEXT_TOKENS = 32_768  # a model litellm does not know: assume a modest context
+_MIN_SOURCE_CHARS = 12_000
+_ERROR_LINE = re.compile(r"line (\d+)|\.(?:py|cpp|cu):(\d+)")
+_AROUND_ERROR = 40  # lines kept on each side of the line the last error names
+
+
+@dataclass(frozen=True)
+class FittedSource:
+    """A source as a prompt shows it: whole, or cut with a note saying how."""
+
+    text: str
+    cut: bool = False
+    note: str = ""
+
+
+def source_limit(model: str) -> int:
+    """How many characters of one source a prompt for ``model`` carries: a quarter of its input
+    context as litellm knows it (``max_input_tokens``), else of a 32k-token context."""
+    tokens = context_tokens(model) or _UNKNOWN_CONTEXT_TOKENS
+    return max(_MIN_SOURCE_CHARS, int(tokens * _CHARS_PER_TOKEN * _SOURCE_SHARE))
+
+
+def fit_source(source: str, limit: int, error_text: str | None = None) -> FittedSource:
+    """``source`` whole when it fits in ``limit`` characters; else its head and, when
+    ``error_text`` names a line, the lines around that line, with a note of what was left out."""
+    if len(source) <= limit:
+        return FittedSource(source)
+    lines = source.splitlines()
+    found = _ERROR_LINE.search(error_text or "")
+    focus = int(found.group(1) or found.group(2)) - 1 if found else None
+    if focus is not None and 0 <= focus < len(lines):
+        start = max(0, focus - _AROUND_ERROR)
+        window = lines[start : focus + _AROUND_ERROR]
+        head = _lines_within(lines[:start], limit - sum(len(x) + 1 for x in window) - 200)
+        kept = (
+            [*head, f"# ... lines {len(head) + 1}-{start} left out ...", *window]
+            if start > len(head)
+            else lines[: start + len(window)]
+        )
+        shown = len(head) + len(window)
+        where = f"lines {start + 1}-{start + len(window)}"
+        note = f"{len(lines)} lines, cut to {shown}: the start and {where} around the error"
+        return FittedSource("\n".join(kept), True, note)
+    head = _lines_within(lines, limit)
+    return FittedSource("\n".join(head), True, f"{len(lines)} lines, cut to its first {len(head)}")
+
+
+def _lines_within(lines: list[str], limit: int) -> list[str]:
+    kept, used = [], 0
+    for line in lines:
+        used += len(line) + 1
+        if used > limit:
+            break
+        kept.append(line)
+    return kept
+
+
+# A kernel this close to the roofline bound has a few percent left, about what the timing's noise
+# is: the prompts say so, so a session stops instead of micro-tuning noise.
+AT_ROOFLINE = 0.8
+
+
+def standing(history: list[HistoryItem], brief: OpBrief | None) -> str | None:
+    """What the prompts say about the room left: the best timed attempt's share of the roofline
+    bound, or eager's; None while there is room, or where the op is judged warm (its data comes
+    from cache, and a bound from DRAM bandwidth bounds nothing)."""
+    timed = [
+        h for h in history
+        if h.figures is not None and h.figures.timed and h.figures.regime == "cold" and h.roofline_fraction
+    ]  # fmt: skip
+    best = max(timed, key=lambda h: h.roofline_fraction or 0.0) if timed else None
+    if best is not None and best.roofline_fraction is not None and AT_ROOFLINE <= best.roofline_fraction <= 1.0:
+        return (
+            f"Attempt {best.attempt_id} already runs at {best.roofline_fraction:.0%} of this machine's roofline "
+            "bound: what is left is a few percent, about the size of the timing noise. Stop (the judge answers "
+            '"continue": false) unless a structural change (fewer passes over memory, a different algorithm) can '
+            "still pay; do not tune launch settings for it."
+        )
+    roof = brief.roofline if brief is not None and brief.regime == "cold" else None
+    eager = roof.fraction_eager if roof is not None and roof.holds else None
+    if eager is not None and eager >= AT_ROOFLINE:
+        return (
+            f"Eager already runs at {eager:.0%} of this machine's roofline bound: no kernel can be more than "
+            f"{1 / eager:.2f}x faster here. Fusing away passes over memory is the only room; stop once a candidate "
+            "is near the bound."
+        )
+    return None

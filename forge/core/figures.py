@@ -1,0 +1,82 @@
+"""A verdict's speed as forge shows it everywhere (the agents' prompts, the CLI, the TUI): one
+statistic, the paired ratio of the judged regime with its interval, and the candidate's own time
+per call. Per-side medians of the baselines are not shown beside it: the ratio of two medians is
+not the median of the pairs' ratios, and read side by side they contradict each other.
+
+A verdict timed while the machine was busy (and the load check was on) has no speedup to show:
+it says so, with the load the OS reported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forge.core.acceptance import timed_while_busy
+from forge.core.timing_records import PairedRatio
+from forge.core.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class AttemptFigures:
+    """What a verdict says about speed, in the form every view shows it."""
+
+    regime: str  # the regime the ratios are judged in: "cold" or "warm"
+    vs_eager: PairedRatio | None  # eager's time over the candidate's, per adjacent pair of calls
+    vs_compile: PairedRatio | None
+    candidate_ms: float | None  # the candidate's median per call (cold: caches flushed before each)
+    busy: str | None = None  # the load the OS reported, when the timed calls competed with it
+    meaningful: bool = True  # False: timings that mean nothing (Triton's CPU interpreter)
+
+    @classmethod
+    def of(cls, v: Verdict) -> AttemptFigures:
+        stats = v.timing_stats
+        eager, compiled = stats.headline_pairs()
+        # verdicts stored before forge paired its calls carry only the ratio of the medians
+        eager = eager or _unpaired(v.speedup_vs_eager)
+        compiled = compiled or (_unpaired(v.speedup_vs_compile) if eager is not None and eager.pairs == 0 else None)
+        busy = stats.contention.detail if timed_while_busy(v) and stats.contention is not None else None
+        return cls(
+            regime=str(stats.regime or "cold"),
+            vs_eager=eager,
+            vs_compile=compiled,
+            candidate_ms=v.timings_ms.candidate,
+            busy=busy,
+            meaningful=v.timing_meaningful,
+        )
+
+    @property
+    def timed(self) -> bool:
+        """There is a speedup to show: meaningful timings, taken on a quiet machine."""
+        return self.meaningful and self.busy is None and self.vs_eager is not None
+
+    @property
+    def speedup_vs_eager(self) -> float | None:
+        return self.vs_eager.median if self.timed and self.vs_eager is not None else None
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        return self.vs_compile.median if self.timed and self.vs_compile is not None else None
+
+    def sentence(self) -> str:
+        """One line: "1.55x eager (95% CI 1.40-1.70x, 40 paired calls, warm), 1.02x torch.compile
+        (0.98-1.05x); the candidate takes 0.2985 ms a call", or why there is no speedup."""
+        if not self.meaningful:
+            return "not timed: timings are not meaningful here (Triton's CPU interpreter)"
+        if self.busy is not None:
+            return f"not timed: the machine was busy ({self.busy}); no speedup is known"
+        if self.vs_eager is None:
+            return "not timed"
+        e, c = self.vs_eager, self.vs_compile
+        if e.pairs == 0:
+            line = f"{e.median:.2f}x eager" + (f", {c.median:.2f}x torch.compile" if c is not None else "")
+            line += " (ratios of the medians: no paired calls recorded)"
+        else:
+            line = f"{e.median:.2f}x eager (95% CI {e.low:.2f}-{e.high:.2f}x, {e.pairs} paired calls, {self.regime})"
+            if c is not None:
+                line += f", {c.median:.2f}x torch.compile ({c.low:.2f}-{c.high:.2f}x)"
+        if self.candidate_ms is not None:
+            line += f"; the candidate takes {self.candidate_ms:.4f} ms a call (cold median)"
+        return line
+
+
+def _unpaired(ratio: float | None) -> PairedRatio | None:
+    return None if ratio is None else PairedRatio(pairs=0, median=ratio, low=ratio, high=ratio)

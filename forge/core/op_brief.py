@@ -1,0 +1,70 @@
+"""What an LLM session's coder and judge are told about the op before they write a line: what it
+must match (the tolerances and the checks), what it competes with (where eager's time goes, what
+torch.compile generated and how fast that runs) and the runtime facts a kernel depends on.
+Measured once per op and machine by ``forge.verifier.op_brief`` in a process of its own, read back
+here (it crosses a process boundary as JSON: validated)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from forge.core.timing_records import Roofline
+
+_LENIENT = ConfigDict(extra="ignore")
+
+
+class ProfiledOp(BaseModel):
+    """One row of eager's profile: an aten op (a CUDA kernel on a GPU) and its own time."""
+
+    model_config = _LENIENT
+    name: str
+    self_ms: float  # per call of the op's forward
+    share: float  # of the profiled self time
+    calls: float  # per forward
+    library: bool = False  # a vendor library's routine (BLAS, oneDNN, cuBLAS, cuDNN)
+
+
+class EagerProfile(BaseModel):
+    model_config = _LENIENT
+    median_ms: float  # one forward, timed without the profiler (its median over the calls)
+    calls: int
+    ops: list[ProfiledOp] = Field(default_factory=list)  # the top ones, by self time
+    clock: str = "cpu"  # whose time the rows are: "cpu" (host) or "cuda" (device)
+
+
+class CompiledBaseline(BaseModel):
+    """torch.compile of the reference (Inductor's default mode) on the op's own inputs."""
+
+    model_config = _LENIENT
+    speedup_vs_eager: float  # eager's time over compiled's, median over adjacent pairs of calls
+    pairs: int
+    compiled_ms: float
+    code: str  # Inductor's output code, trimmed to its kernels and its call()
+    code_chars: int  # the untrimmed length
+
+
+class OutputTolerance(BaseModel):
+    model_config = _LENIENT
+    output: int
+    dtype: str
+    shape: list[int]
+    atol: float
+    rtol: float
+
+
+class OpBrief(BaseModel):
+    """The brief; a part that could not be measured is None and its reason is in ``missing``."""
+
+    model_config = _LENIENT
+    device: str
+    tolerances: list[OutputTolerance] = Field(default_factory=list)
+    tolerance_override: bool = False  # the op file sets FORGE_TOLERANCE
+    shape_variants: list[str] = Field(default_factory=list)  # besides the op's own shapes
+    eager: EagerProfile | None = None
+    compiled: CompiledBaseline | None = None
+    roofline: Roofline | None = None  # the op's bytes and FLOPs against this machine's figures, eager's fraction
+    # warm when one call's data fits in half the last-level cache (the verifier judges that regime,
+    # where data comes from cache and the DRAM roofline bounds nothing), cold otherwise
+    regime: str | None = None
+    runtime: list[str] = Field(default_factory=list)  # threads, OpenMP runtime, allocator, GPU facts
+    missing: list[str] = Field(default_factory=list)  # what could not be measured, and why

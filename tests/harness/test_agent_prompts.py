@@ -1,0 +1,109 @@
+"""What the LLM coder and judge are told, end to end: a real session against the scripted
+OpenAI-protocol server, real verifier workers, the op's brief measured for real, and a real load
+on the machine while the first candidate is timed."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from forge.core.figures import AttemptFigures
+from forge.core.verdict import Verdict
+from forge.harness import OptimizeOptions, optimize
+from forge.harness import events as ev
+from tests.conftest import OPS
+from tests.harness.test_llm_session import judge_json
+from tests.llm_server import Script, serve
+
+OP = OPS / "loop_rowsum.py"
+MARKER = "# the last line of a long candidate"
+# A correct candidate longer than 12k characters: its end must reach both roles whole.
+LONG = (
+    "```python\nimport torch\nfrom forge_reference import Model\n\n\nclass ModelNew(Model):\n"
+    "    def forward(self, x):\n        return x.sum(dim=1)\n\n"
+    + "".join(f"# notes on tiling, line {i}: rows are split across threads, columns stream through SIMD lanes\n"
+              for i in range(160))  # fmt: skip
+    + MARKER
+    + "\n```"
+)
+RIGHT = "```python\nimport torch\nfrom forge_reference import Model\n\n\nclass ModelNew(Model):\n" \
+        "    def forward(self, x):\n        return torch.sum(x, dim=1)\n```"  # fmt: skip
+
+
+@pytest.fixture
+def burners():
+    """Two processes spinning on the cores: the load another job puts on a shared machine."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    yield procs
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def _coder_ids(bank) -> list[int]:
+    with sqlite3.connect(bank) as db:
+        return [i for (i,) in db.execute("SELECT id FROM attempts WHERE role = 'coder' ORDER BY id")]
+
+
+def _verdict(bank, attempt_id: int) -> Verdict:
+    import json
+
+    with sqlite3.connect(bank) as db:
+        (text,) = db.execute("SELECT verdict FROM attempts WHERE id = ?", (attempt_id,)).fetchone()
+    return Verdict.from_json(json.loads(text))
+
+
+def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_speedup_under_load(
+    tmp_path, fast_settings, burners, monkeypatch
+):
+    monkeypatch.setattr("forge.verifier.paired_timing._QUIET_WAIT_S", 1.0)  # the verifier's own retries, short
+    settings = fast_settings.model_copy(update={"compile_baseline": True, "quiet_wait_s": 60.0})
+    assert len(LONG) > 12_000
+    script = Script(coder=[LONG, RIGHT], judge=[judge_json("vectorise it"), judge_json("done", go_on=False)])
+    seen: list[ev.Event] = []
+
+    def emit(e: ev.Event) -> None:
+        seen.append(e)
+        if isinstance(e, ev.VerdictReady):  # the load goes once the first candidate was timed under it
+            for p in burners:
+                p.kill()
+
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        optimize([OP], OptimizeOptions(model="openai/test-model", api_base=url, rounds=2, bank=bank), settings, emit)
+    first, second = _coder_ids(bank)
+    coder = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
+    judge = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "judge"]
+    assert len(coder) == 2 and len(judge) == 2
+
+    # the brief, measured for this op on this machine, in both roles' prompts
+    for prompt in (coder[0], coder[1], judge[0]):
+        assert "|yours - reference| <= 0.0001 + 0.0001 * |reference|" in prompt
+        assert "| op | ms | share | calls | vendor library |" in prompt and "aten::sum" in prompt
+        assert "torch.compile (Inductor, default mode):" in prompt and "def call(" in prompt
+        assert "OpenMP runtime loaded" in prompt
+    # the whole long candidate, to the judge and back to the coder; the bank's attempt ids
+    assert MARKER in judge[0] and MARKER in coder[1]
+    assert f"attempt {first}, round 1" in judge[0] and f"Attempt {first} (round 1)" in coder[1]
+    assert f"attempt {second}, round 2" in judge[1]
+    # a C++ session: no Triton or CUDA launch vocabulary anywhere
+    for prompt in coder + judge:
+        assert "BLOCK" not in prompt and "num_warps" not in prompt
+
+    # the first candidate was timed under the load: shown as not timed, never as a speedup
+    busy = [e for e in seen if isinstance(e, ev.VerdictReady) and e.attempt_id == first]
+    assert busy and busy[0].busy is not None and busy[0].speedup_vs_eager is None
+    assert "not timed: the machine was busy" in judge[0]
+    said = re.search(rf"### Attempt {first} \(round 1\): passed\n(.*?)\n\n", coder[1], re.S)
+    assert said is not None and "not timed: the machine was busy" in said.group(1) and "x eager" not in said.group(1)
+    waits = [e for e in seen if isinstance(e, ev.MachineBusy)]
+    assert [w.waited_s is None for w in waits] == [True, False] and waits[1].quiet
+
+    # the second, timed on a quiet machine: one statistic, as the bank's verdict holds it
+    figures = AttemptFigures.of(_verdict(bank, second))
+    assert figures.timed and figures.sentence() in judge[1]
+    assert "timings (ms)" not in judge[1] and not re.search(r"eager \d+\.\d+ ms", judge[1])
