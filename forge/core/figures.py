@@ -22,7 +22,7 @@ class AttemptFigures:
     regime: str  # the regime the ratios are judged in: "cold" or "warm"
     vs_eager: PairedRatio | None  # eager's time over the candidate's, per adjacent pair of calls
     vs_compile: PairedRatio | None
-    candidate_ms: float | None  # the candidate's median per call (cold: caches flushed before each)
+    candidate_ms: float | None  # the candidate's median per call in the judged regime (None: not recorded)
     busy: str | None = None  # the load the OS reported, when the timed calls competed with it
     meaningful: bool = True  # False: timings that mean nothing (Triton's CPU interpreter)
 
@@ -38,7 +38,7 @@ class AttemptFigures:
             regime=str(stats.regime or "cold"),
             vs_eager=eager,
             vs_compile=compiled,
-            candidate_ms=v.timings_ms.candidate,
+            candidate_ms=_candidate_ms(v),
             busy=busy,
             meaningful=v.timing_meaningful,
         )
@@ -74,8 +74,17 @@ class AttemptFigures:
             if c is not None:
                 line += f", {c.median:.2f}x torch.compile ({c.low:.2f}-{c.high:.2f}x)"
         if self.candidate_ms is not None:
-            line += f"; the candidate takes {self.candidate_ms:.4f} ms a call (cold median)"
+            line += f"; the candidate takes {self.candidate_ms:.4f} ms a call ({self.regime} median)"
         return line
+
+
+def _candidate_ms(v: Verdict) -> float | None:
+    """The candidate's median in the judged regime: its warm calls' where it is judged warm (a
+    verdict from before they were recorded has none), its cold calls' otherwise."""
+    stats = v.timing_stats
+    if stats.regime is not None and str(stats.regime) == "warm":
+        return stats.warm_candidate.median_ms if stats.warm_candidate is not None else None
+    return v.timings_ms.candidate
 
 
 def _unpaired(ratio: float | None) -> PairedRatio | None:

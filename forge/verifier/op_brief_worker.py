@@ -1,0 +1,208 @@
+"""The brief's own process (``python -m forge.verifier.op_brief_worker OP.py``, run by
+``forge.verifier.op_brief``): eager's profile, torch.compile's code and speed, the tolerances and
+shape variants the verifier applies, the roofline and the runtime facts, printed as JSON. The
+op's own code runs here as it does in the reference worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from forge.core.op_brief import CompiledBaseline, EagerProfile, OpBrief, OutputTolerance, ProfiledOp
+from forge.core.timing_records import Roofline
+from forge.verifier import machine
+from forge.verifier.inductor_code import trim_output_code
+
+_LIBRARY = re.compile(r"mm\b|addmm|bmm|gemm|conv|cudnn|cublas|mkldnn|onednn|mkl|scaled_dot_product|flash|cutlass|xmma")
+_TOP_OPS = 8
+_PROFILED_CALLS = 5
+_TIMED_PAIRS = 21
+
+
+def _sync(device: str) -> Callable[[], None]:
+    import torch
+
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+
+def _profile(fn: Callable[[], Any], device: str) -> EagerProfile:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sync = _sync(device)
+    times = []
+    for _ in range(_TIMED_PAIRS):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - start) * 1e3)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(_PROFILED_CALLS):
+            fn()
+        sync()
+    on_device = device == "cuda"
+    rows = []
+    for event in prof.key_averages():
+        own = getattr(event, "self_device_time_total", 0.0) if on_device else event.self_cpu_time_total
+        if own > 0 and (not on_device or getattr(event, "device_type", None) != torch.autograd.DeviceType.CPU):
+            rows.append((event.key, own / 1e3 / _PROFILED_CALLS, event.count / _PROFILED_CALLS))
+    total = sum(r[1] for r in rows) or 1.0
+    rows.sort(key=lambda r: -r[1])
+    median = statistics.median(times)
+    # The profiler's own overhead inflates every row: each is shown as its share of one unprofiled call
+    ops = [
+        ProfiledOp(name=name, self_ms=round(median * ms / total, 5), share=round(ms / total, 3), calls=calls,
+                   library=bool(_LIBRARY.search(name.lower())))
+        for name, ms, calls in rows[:_TOP_OPS]
+    ]  # fmt: skip
+    return EagerProfile(median_ms=round(median, 5), calls=len(times), ops=ops,
+                        clock="cuda" if on_device else "cpu")  # fmt: skip
+
+
+def _compiled(model: Any, inputs: list[Any], device: str) -> CompiledBaseline:
+    import torch
+    from torch._inductor.utils import run_and_get_code
+
+    compiled = torch.compile(model)
+    _, codes = run_and_get_code(compiled, *inputs)
+    sync = _sync(device)
+    ratios, compiled_times = [], []
+    for i in range(_TIMED_PAIRS):
+        pair = [("eager", model), ("compiled", compiled)]
+        spent = {}
+        for name, fn in pair if i % 2 == 0 else reversed(pair):
+            sync()
+            start = time.perf_counter()
+            fn(*inputs)
+            sync()
+            spent[name] = time.perf_counter() - start
+        ratios.append(spent["eager"] / spent["compiled"])
+        compiled_times.append(spent["compiled"] * 1e3)
+    code = "\n\n".join(codes)
+    return CompiledBaseline(
+        speedup_vs_eager=round(statistics.median(ratios), 3), pairs=len(ratios),
+        compiled_ms=round(statistics.median(compiled_times), 5), code=trim_output_code(code), code_chars=len(code),
+    )  # fmt: skip
+
+
+def _runtime(device: str) -> list[str]:
+    import torch
+
+    facts = [f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads"]
+    maps = Path("/proc/self/maps")
+    if maps.exists():
+        libs = sorted({Path(ln.split()[-1]).name for ln in maps.read_text().splitlines()
+                       if re.search(r"lib(g|i)omp|libomp", ln)})  # fmt: skip
+        if libs:
+            facts.append(
+                "OpenMP runtime loaded in torch's process: "
+                + ", ".join(libs)
+                + " (a C++ kernel built with -fopenmp shares it with torch: one thread pool, one OMP_NUM_THREADS)"
+            )
+    if device == "cpu":
+        facts.append("allocator: glibc malloc; forge's workers keep freed memory in the process "
+                     "(MALLOC_TRIM_THRESHOLD_/MALLOC_MMAP_THRESHOLD_ raised), as a warmed-up program does")  # fmt: skip
+    else:
+        p = torch.cuda.get_device_properties(0)
+        smem = getattr(p, "shared_memory_per_block_optin", None)
+        l2 = getattr(p, "L2_cache_size", None)
+        facts.append(f"{p.name}: {p.multi_processor_count} SMs, compute capability {p.major}.{p.minor}"
+                     + (f", L2 {l2 / 2**20:.0f} MiB" if l2 else "")
+                     + (f", shared memory up to {smem // 1024} KiB a block" if smem else "")
+                     + "; torch's caching allocator")  # fmt: skip
+    return facts
+
+
+def _tolerances(problem: Any, outputs: list[Any]) -> list[OutputTolerance]:
+    from forge.verifier.compare import tolerance
+
+    override = problem.tolerance.model_dump() if problem.tolerance is not None else None
+    found = []
+    for i, out in enumerate(outputs):
+        if hasattr(out, "dtype") and out.is_floating_point():
+            atol, rtol = tolerance(out.dtype, override)
+            found.append(OutputTolerance(output=i, dtype=str(out.dtype).removeprefix("torch."),
+                                         shape=list(out.shape), atol=atol, rtol=rtol))  # fmt: skip
+    return found
+
+
+def _roofline(model: Any, inputs: list[Any], outputs: list[Any], device: str, eager_ms: float | None) -> Roofline:
+    import torch
+
+    from forge.verifier import roofline
+
+    nbytes, flops = roofline.estimate(model, inputs, outputs)
+    cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
+    figures = machine.machine_figures(device, torch.get_num_threads(), cache)
+    bound = roofline.bound_ms(nbytes, flops, figures["bandwidth_gbs"], figures["peak_gflops"])
+    fraction = round(bound / eager_ms, 4) if eager_ms else None
+    return Roofline(bytes=nbytes, flops=flops, device_name=str(figures["device_name"]),
+                    bandwidth_gbs=figures["bandwidth_gbs"], peak_gflops=figures["peak_gflops"],
+                    bound_ms=round(bound, 6), fraction_eager=fraction)  # fmt: skip
+
+
+def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
+    import torch
+
+    from forge.core import shapes
+    from forge.core.problem import load_problem
+
+    problem = load_problem(op_path)
+    brief = OpBrief(device=device, tolerance_override=problem.tolerance is not None, runtime=_runtime(device))
+    brief.shape_variants = [shapes.describe(o) for o in shapes.family_overrides(problem.size_constants()).values()]
+    torch.manual_seed(0)
+    model = problem.model_cls(*problem.init_inputs()).to(device).eval()
+    inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in problem.inputs()]
+    with torch.no_grad():
+        out = model(*inputs)
+        outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+        brief.tolerances = _tolerances(problem, outputs)
+        parts: list[tuple[str, Callable[[], Any]]] = [("eager", lambda: _profile(lambda: model(*inputs), device))]
+        if compiled:
+            parts.append(("compiled", lambda: _compiled(model, inputs, device)))
+        else:
+            brief.missing.append("torch.compile: its baseline is off in this run (compile_baseline)")
+        for part, run in parts:
+            try:
+                setattr(brief, part, run())
+            except Exception as exc:  # a part the agents go without
+                brief.missing.append(f"{part}: {_said(exc)}")
+        try:
+            brief.roofline = _roofline(model, inputs, outputs, device, brief.eager.median_ms if brief.eager else None)
+            cache = machine.last_level_cache_bytes(device)
+            if cache and brief.roofline.bytes is not None:
+                brief.regime = "warm" if brief.roofline.bytes <= cache // 2 else "cold"
+        except Exception as exc:
+            brief.missing.append(f"roofline: {_said(exc)}")
+    return brief
+
+
+def _said(exc: BaseException) -> str:
+    first = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return f"{type(exc).__name__}: {first}"
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m forge.verifier.op_brief")
+    parser.add_argument("op", type=Path)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    args = parser.parse_args(argv)
+    brief = measure(args.op, args.device, compiled=not args.no_compile)
+    sys.stdout.write("\n" + json.dumps(brief.model_dump(mode="json")) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
