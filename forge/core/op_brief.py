@@ -36,8 +36,9 @@ class CompiledBaseline(BaseModel):
     """torch.compile of the reference (Inductor's default mode) on the op's own inputs."""
 
     model_config = _LENIENT
-    speedup_vs_eager: float  # eager's time over compiled's, median over adjacent pairs of calls
-    pairs: int
+    speedup_vs_eager: float  # eager_ms / compiled_ms
+    pairs: int  # calls a side, alternating
+    eager_ms: float  # medians over those calls
     compiled_ms: float
     code: str  # Inductor's output code, trimmed to its kernels and its call()
     code_chars: int  # the untrimmed length

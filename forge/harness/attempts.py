@@ -24,7 +24,10 @@ def history_item(round: int, source: str, verdict: Verdict, config: CandidateCon
         max_abs_error=verdict.failing_case.max_abs if verdict.failing_case else None,
         # a busy machine's times say nothing: the agents and the tuner see none
         timings_ms=verdict.timings_ms.model_copy() if timed else Timings(),
-        roofline_fraction=verdict.roofline.fraction_candidate if verdict.roofline and figures.timed else None,
+        # judged warm, the data comes from cache: a bound from DRAM bandwidth is no bound there
+        roofline_fraction=verdict.roofline.fraction_candidate
+        if verdict.roofline and figures.timed and figures.regime == "cold"
+        else None,
         config=config.config,
         parent_config=config.parent_config,
         attempt_id=attempt_id,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from forge.agents.llm.agents import LLMCoder, LLMJudge
 from forge.agents.llm.client import Completion
-from forge.agents.llm.prompts import category
+from forge.agents.llm.prompts import FittedSource, category, fit_source, source_limit, standing
 from forge.agents.roles import CoderContext, HistoryItem, JudgeFeedback, MachineFacts
+from forge.core.figures import AttemptFigures
+from forge.core.op_brief import OpBrief
 from forge.core.statuses import AttemptStatus
-from forge.core.timing_records import Timings
+from forge.core.timing_records import Roofline, Timings
 from forge.core.verdict import Verdict
+from forge.verifier.inductor_code import trim_output_code
 from tests.conftest import EXAMPLES
 
 
@@ -99,3 +102,58 @@ def test_attempts_are_numbered_as_the_bank_numbers_them():
     LLMJudge(client).review(_with_parent(_ctx([older, newer]), newer), verdict)  # type: ignore[arg-type]
     judged = client.seen[0][-1]["content"]
     assert "## Candidate (attempt 9, round 2)" in judged and "- attempt 7, round 1: failed_correctness" in judged
+
+
+def test_a_source_fits_whole_or_is_cut_around_the_line_the_error_names():
+    source = "\n".join(f"line {i:04d} " + "x" * 40 for i in range(1, 1001))  # 51k characters
+    assert fit_source(source, 60_000) == FittedSource(source)
+    cut = fit_source(source, 12_000, 'File "attempt_3.py", line 700, in forward')
+    assert cut.cut and "1000 lines" in cut.note and "lines 660-739 around the error" in cut.note
+    assert "line 0001 " in cut.text and "line 0700 " in cut.text and "line 0800 " not in cut.text
+    assert "left out" in cut.text and len(cut.text) <= 12_000
+    head = fit_source(source, 12_000)
+    assert head.cut and "cut to its first" in head.note and "line 0001 " in head.text and "line 0700 " not in head.text
+    assert source_limit("openai/no-such-model") == 24_576  # a quarter of an assumed 32k-token context
+
+
+def test_the_prompts_say_stop_near_the_roofline_only_where_the_bound_holds():
+    v = Verdict.from_json({"status": "passed", "timings_ms": {"candidate": 1.0}, "timing_stats": {
+        "paired_eager": {"pairs": 20, "median": 1.3, "low": 1.2, "high": 1.4}, "regime": "cold"}})  # fmt: skip
+    near = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(v), roofline_fraction=0.9)
+    said = standing([near], None)
+    assert said is not None and "Attempt 5 already runs at 90%" in said and '"continue": false' in said
+    far = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(v), roofline_fraction=0.4)
+    assert standing([far], None) is None
+    warm = Verdict.from_json({**v.to_json(), "timing_stats": {**v.timing_stats.model_dump(), "regime": "warm"}})
+    cached = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(warm),
+                         roofline_fraction=0.9)  # fmt: skip
+    assert standing([cached], None) is None  # judged warm: the data comes from cache, DRAM bounds nothing
+    brief = OpBrief(device="cpu", regime="cold", roofline=Roofline(bound_ms=1.0, fraction_eager=0.85))
+    eager_said = standing([], brief)
+    assert eager_said is not None and "Eager already runs at 85%" in eager_said and "1.18x" in eager_said
+
+
+def test_a_busy_verdict_has_no_speedup_in_any_view():
+    v = Verdict.from_json({"status": "passed", "timings_ms": {"candidate": 1.0}, "speedup_vs_eager": 2.5,
+                           "timing_stats": {"paired_eager": {"pairs": 20, "median": 2.5, "low": 2.2, "high": 2.8},
+                                            "contention": {"cores": 2, "other_cores": 0.93, "busy": True,
+                                                           "detail": "other processes used 0.93 of 2 cores"}}})  # fmt: skip
+    figures = AttemptFigures.of(v)
+    assert not figures.timed and figures.speedup_vs_eager is None
+    assert figures.sentence() == "not timed: the machine was busy (other processes used 0.93 of 2 cores); no speedup is known"
+
+
+def test_inductor_code_is_trimmed_to_its_kernels_and_call():
+    code = "\n".join([
+        "import torch", "from torch._inductor.async_compile import AsyncCompile", "async_compile = AsyncCompile()",
+        "cpp_fused_0 = async_compile.cpp_pybinding(['float*'], r'''", 'extern "C" void kernel(float* x) {', "}", "''')",
+        "async_compile.wait(globals())", "def call(args):", "    arg0_1, = args", "    args.clear()",
+        "    assert_size_stride(arg0_1, (8, ), (1, ))", "    cpp_fused_0(arg0_1)", "    return (arg0_1, )",
+        "def benchmark_compiled_module(args, times=10, repeat=10):", "    pass",
+    ])  # fmt: skip
+    trimmed = trim_output_code(code)
+    assert 'extern "C" void kernel' in trimmed and "cpp_fused_0(arg0_1)" in trimmed
+    assert "import torch" not in trimmed and "benchmark_compiled_module" not in trimmed
+    assert "assert_size_stride" not in trimmed and "args.clear" not in trimmed
+    long = trim_output_code(code.replace("}", "}\n" + "// padding\n" * 2000), limit=3000)
+    assert "cpp_fused_0(arg0_1)" in long and "more characters of Inductor's code left out" in long

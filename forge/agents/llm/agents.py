@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 
 from forge.agents.llm.client import LLMClient
-from forge.agents.llm.prompts import example, fit_source, render, source_limit, standing
+from forge.agents.llm.prompts import change_from_previous, example, fit_source, render, source_limit, standing
 from forge.agents.parsing import extract_candidate, parse_feedback
 from forge.agents.roles import CoderContext, MachineFacts, Proposal, Review
 from forge.core.figures import AttemptFigures
@@ -92,6 +92,7 @@ class LLMJudge:
             device=context.device,
             item=item,
             candidate=fit_source(item.source, source_limit(self.client.model), item.error_text),
+            change=change_from_previous(context.history, item),
             verdict=verdict,
             figures=AttemptFigures.of(verdict),
             history=[h for h in context.history if h is not item][-8:],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -134,3 +135,28 @@ def standing(history: list[HistoryItem], brief: OpBrief | None) -> str | None:
             "is near the bound."
         )
     return None
+
+
+_DIFF_LIMIT = 6000  # characters of a diff the judge gets; a rewrite is better read whole above it
+
+
+@dataclass(frozen=True)
+class SourceChange:
+    parent_id: int
+    diff: str
+
+
+def change_from_previous(history: list[HistoryItem], item: HistoryItem) -> SourceChange | None:
+    """The unified diff from the attempt before ``item`` (the last earlier one with a source) to
+    ``item``: what the judge's advice led to. None for a first attempt, an unchanged source, or a
+    rewrite whose diff would be longer than the source it describes."""
+    earlier = [h for h in history if h is not item and h.source and h.status != "invalid_reply" and h.attempt_id]
+    earlier = [h for h in earlier if (h.attempt_id or 0) < (item.attempt_id or 0)]
+    if not earlier or not item.source:
+        return None
+    before = earlier[-1]
+    lines = difflib.unified_diff(before.source.splitlines(), item.source.splitlines(), lineterm="", n=2)
+    diff = "\n".join(list(lines)[2:])  # no file header lines
+    if not diff or len(diff) > min(_DIFF_LIMIT, len(item.source)):
+        return None
+    return SourceChange(before.attempt_id or 0, diff)
