@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from forge.agents.llm.agents import LLMCoder, LLMJudge
 from forge.agents.llm.client import Completion
-from forge.agents.llm.prompts import FittedSource, category, fit_source, source_limit, standing
+from forge.agents.llm.prompts import FittedSource, category, change_from_previous, fit_source, source_limit, standing
 from forge.agents.roles import CoderContext, HistoryItem, JudgeFeedback, MachineFacts
 from forge.core.figures import AttemptFigures
 from forge.core.op_brief import OpBrief
@@ -119,10 +119,11 @@ def test_a_source_fits_whole_or_is_cut_around_the_line_the_error_names():
 def test_the_prompts_say_stop_near_the_roofline_only_where_the_bound_holds():
     v = Verdict.from_json({"status": "passed", "timings_ms": {"candidate": 1.0}, "timing_stats": {
         "paired_eager": {"pairs": 20, "median": 1.3, "low": 1.2, "high": 1.4}, "regime": "cold"}})  # fmt: skip
-    near = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(v), roofline_fraction=0.9)
+    figures = AttemptFigures.of(v)
+    near = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=figures, roofline_fraction=0.9)
     said = standing([near], None)
     assert said is not None and "Attempt 5 already runs at 90%" in said and '"continue": false' in said
-    far = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(v), roofline_fraction=0.4)
+    far = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=figures, roofline_fraction=0.4)
     assert standing([far], None) is None
     warm = Verdict.from_json({**v.to_json(), "timing_stats": {**v.timing_stats.model_dump(), "regime": "warm"}})
     cached = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(warm),
@@ -134,13 +135,14 @@ def test_the_prompts_say_stop_near_the_roofline_only_where_the_bound_holds():
 
 
 def test_a_busy_verdict_has_no_speedup_in_any_view():
+    load = {"cores": 2, "other_cores": 0.93, "busy": True, "detail": "other processes used 0.93 of 2 cores"}
+    paired = {"pairs": 20, "median": 2.5, "low": 2.2, "high": 2.8}
     v = Verdict.from_json({"status": "passed", "timings_ms": {"candidate": 1.0}, "speedup_vs_eager": 2.5,
-                           "timing_stats": {"paired_eager": {"pairs": 20, "median": 2.5, "low": 2.2, "high": 2.8},
-                                            "contention": {"cores": 2, "other_cores": 0.93, "busy": True,
-                                                           "detail": "other processes used 0.93 of 2 cores"}}})  # fmt: skip
+                           "timing_stats": {"paired_eager": paired, "contention": load}})  # fmt: skip
     figures = AttemptFigures.of(v)
     assert not figures.timed and figures.speedup_vs_eager is None
-    assert figures.sentence() == "not timed: the machine was busy (other processes used 0.93 of 2 cores); no speedup is known"
+    said = "not timed: the machine was busy (other processes used 0.93 of 2 cores); no speedup is known"
+    assert figures.sentence() == said
 
 
 def test_inductor_code_is_trimmed_to_its_kernels_and_call():
@@ -157,3 +159,18 @@ def test_inductor_code_is_trimmed_to_its_kernels_and_call():
     assert "assert_size_stride" not in trimmed and "args.clear" not in trimmed
     long = trim_output_code(code.replace("}", "}\n" + "// padding\n" * 2000), limit=3000)
     assert "cpp_fused_0(arg0_1)" in long and "more characters of Inductor's code left out" in long
+
+
+def test_the_judge_sees_what_changed_and_the_advice_it_gave():
+    older = HistoryItem(round=1, source="a = 1\nb = 2\nc = 3\n", status=AttemptStatus.PASSED, attempt_id=3,
+                        feedback=JudgeFeedback(next_step="unroll the inner loop by 4"))  # fmt: skip
+    newer = HistoryItem(round=2, source="a = 1\nb = 4\nc = 3\n", status=AttemptStatus.PASSED, attempt_id=5)
+    change = change_from_previous([older, newer], newer)
+    assert change is not None and change.parent_id == 3 and "-b = 2" in change.diff and "+b = 4" in change.diff
+    assert change_from_previous([older], older) is None  # a first attempt has nothing to compare with
+    verdict = Verdict.from_json({"status": "passed", "reason": None, "checks": [], "timings_ms": {"candidate": 1.0}})
+    client = FakeClient(['{"next_step": "tile it", "continue": false}'])
+    LLMJudge(client).review(_with_parent(_ctx([older, newer]), newer), verdict)  # type: ignore[arg-type]
+    judged = client.seen[0][-1]["content"]
+    assert "What changed from the previous attempt (3)" in judged and "+b = 4" in judged
+    assert "the advice you gave then: unroll the inner loop by 4" in judged

@@ -22,16 +22,15 @@ from tests.llm_server import Script, serve
 OP = OPS / "loop_rowsum.py"
 MARKER = "# the last line of a long candidate"
 # A correct candidate longer than 12k characters: its end must reach both roles whole.
+NOTES = "".join(f"# notes on tiling, line {i}: rows split over threads, columns over SIMD lanes\n" for i in range(190))
 LONG = (
     "```python\nimport torch\nfrom forge_reference import Model\n\n\nclass ModelNew(Model):\n"
-    "    def forward(self, x):\n        return x.sum(dim=1)\n\n"
-    + "".join(f"# notes on tiling, line {i}: rows are split across threads, columns stream through SIMD lanes\n"
-              for i in range(160))  # fmt: skip
-    + MARKER
-    + "\n```"
+    "    def forward(self, x):\n        return x.sum(dim=1)\n\n" + NOTES + MARKER + "\n```"
 )
-RIGHT = "```python\nimport torch\nfrom forge_reference import Model\n\n\nclass ModelNew(Model):\n" \
-        "    def forward(self, x):\n        return torch.sum(x, dim=1)\n```"  # fmt: skip
+RIGHT = (
+    "```python\nimport torch\nfrom forge_reference import Model\n\n\nclass ModelNew(Model):\n"
+    "    def forward(self, x):\n        return torch.sum(x, dim=1)\n```"
+)
 
 
 @pytest.fixture
