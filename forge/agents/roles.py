@@ -77,6 +77,8 @@ class CoderContext:
     # Told (role, the reply so far) while an LLM's reply streams in; None: replies are not streamed.
     on_reply: Callable[[str, str], None] | None = None
     brief: OpBrief | None = None  # what the op must match and beat (LLM sessions on this machine)
+    round: int = 0  # the search's round now, and its last (0: not known)
+    rounds: int = 0
 
 
 @dataclass

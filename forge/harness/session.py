@@ -206,6 +206,8 @@ class Session:
             backend=self.plan.backend,
             machine=self.plan.machine,
             brief=self.plan.brief,
+            round=self.state.round,
+            rounds=self.options.round_limit,
             history=list(self.state.history),
             want=want,
             parent=parent,

@@ -89,6 +89,9 @@ def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_s
     assert MARKER in judge[0] and MARKER in coder[1]
     assert f"attempt {first}, round 1" in judge[0] and f"Attempt {first} (round 1)" in coder[1]
     assert f"attempt {second}, round 2" in judge[1]
+    # the round and the limit, so the last round is known to be the last
+    assert "This is round 1 of at most 2." in coder[0] and "This is round 2 of at most 2: the last one" in coder[1]
+    assert "the machine while it was timed:" in judge[1] and "the op's own (get_inputs)" in judge[1]
     # a C++ session: no Triton or CUDA launch vocabulary anywhere
     for prompt in coder + judge:
         assert "BLOCK" not in prompt and "num_warps" not in prompt

@@ -52,6 +52,8 @@ class LLMCoder:
             brief=ctx.brief,
             last_source=fit_source(last.source, source_limit(self.client.model), last.error_text) if last else None,
             standing=standing(ctx.history, ctx.brief),
+            round=ctx.round,
+            rounds=ctx.rounds,
         )
         return [{"role": "system", "content": render("coder_system.j2")}, {"role": "user", "content": user}]
 
@@ -98,6 +100,7 @@ class LLMJudge:
             history=[h for h in context.history if h is not item][-8:],
             brief=context.brief,
             standing=standing(context.history, context.brief),
+            rounds=context.rounds,
         )
         system = render("judge_system.j2", backend=context.backend)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -149,7 +149,7 @@ class SourceChange:
 def change_from_previous(history: list[HistoryItem], item: HistoryItem) -> SourceChange | None:
     """The unified diff from the attempt before ``item`` (the last earlier one with a source) to
     ``item``: what the judge's advice led to. None for a first attempt, an unchanged source, or a
-    rewrite whose diff would be longer than the source it describes."""
+    diff too long to be read as a change (a rewrite: the whole source is above it)."""
     earlier = [h for h in history if h is not item and h.source and h.status != "invalid_reply" and h.attempt_id]
     earlier = [h for h in earlier if (h.attempt_id or 0) < (item.attempt_id or 0)]
     if not earlier or not item.source:
@@ -157,6 +157,6 @@ def change_from_previous(history: list[HistoryItem], item: HistoryItem) -> Sourc
     before = earlier[-1]
     lines = difflib.unified_diff(before.source.splitlines(), item.source.splitlines(), lineterm="", n=2)
     diff = "\n".join(list(lines)[2:])  # no file header lines
-    if not diff or len(diff) > min(_DIFF_LIMIT, len(item.source)):
+    if not diff or len(diff) > _DIFF_LIMIT:
         return None
     return SourceChange(before.attempt_id or 0, diff)
