@@ -20,7 +20,7 @@ from forge.core.errors import UsageError
 from forge.core.op_brief import OpBrief
 from forge.core.problem import ProblemSource
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import AttemptStatus, SessionStatus
+from forge.core.statuses import AttemptStatus, SessionStatus, TimingRegime
 from forge.core.verdict import Verdict
 from forge.db import remove_provisional
 from forge.harness import events as ev
@@ -160,6 +160,8 @@ def no_gain_reason(verdict: Verdict, why: str | None) -> str:
         speed += f" (95% interval {pair.low:.2f}-{pair.high:.2f}x over {pair.pairs} pairs)"
     roof = verdict.roofline
     room = ""
+    if verdict.timing_stats.regime is TimingRegime.WARM:  # its data comes from cache: no DRAM bound applies
+        roof = None
     if roof is not None and roof.fraction_eager is not None and roof.fraction_eager <= 1.0:
         room = f"eager already runs at {roof.fraction_eager:.0%} of this machine's {roof.bound_by}; "
     elif roof is not None and roof.fraction_eager is not None:
