@@ -90,15 +90,17 @@ class LoadMonitor:
         return judged(Contention(cores=self.cores, other_cores=round(other, 3), steal=round(steal, 3),
                                  max_running=running, retried=retried))  # fmt: skip
 
-    def wait_for_quiet(self, limit_s: float, step_s: float = 0.5) -> Contention | None:
-        """Sample in steps until a step is quiet or ``limit_s`` passes; the last step's load."""
+    def wait_for_quiet(
+        self, limit_s: float, step_s: float = 0.5, stop: Callable[[], bool] | None = None
+    ) -> Contention | None:
+        """Sample in steps until a step is quiet, ``limit_s`` passes or ``stop`` says so; the last step's load."""
         deadline = time.monotonic() + limit_s
         last = None
         while True:
             start = self.sample()
             time.sleep(step_s)
             last = self.between(start, self.sample())
-            if last is None or not last.busy or time.monotonic() >= deadline:
+            if last is None or not last.busy or time.monotonic() >= deadline or (stop is not None and stop()):
                 return last
 
 
@@ -106,12 +108,9 @@ def wait_for_quiet_machine(limit_s: float, stop: Callable[[], bool]) -> tuple[Co
     """Wait up to ``limit_s`` (or until ``stop`` says so) for a second in which no other process
     loads the machine (this process's own work aside): the last second's load, and the seconds
     waited."""
-    monitor, began = LoadMonitor([]), time.monotonic()
-    while True:
-        load = monitor.wait_for_quiet(0.0, step_s=1.0)  # one second's sample
-        waited = time.monotonic() - began
-        if load is None or not load.busy or waited >= limit_s or stop():
-            return load, waited
+    began = time.monotonic()
+    load = LoadMonitor([]).wait_for_quiet(limit_s, step_s=1.0, stop=stop)
+    return load, time.monotonic() - began
 
 
 def judged(c: Contention) -> Contention:

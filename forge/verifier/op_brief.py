@@ -18,7 +18,7 @@ from forge.verifier import machine
 from forge.verifier.worker_env import worker_env
 
 BRIEF_TIMEOUT_S = 240.0
-_VERSION = 4  # what the brief holds: a brief cached by an older forge is measured again
+_VERSION = 5  # what the brief holds: a brief cached by an older forge is measured again
 
 
 def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSettings) -> OpBrief:

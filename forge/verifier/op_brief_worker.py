@@ -32,18 +32,22 @@ def _sync(device: str) -> Callable[[], None]:
     return torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
 
-def _profile(fn: Callable[[], Any], device: str) -> EagerProfile:
+def _timed_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return (time.perf_counter() - start) * 1e3
+
+
+def _profile(fn: Callable[[], Any], device: str, timed_ms: float | None) -> EagerProfile:
+    """Eager's profile; its time a call is ``timed_ms`` (torch.compile's alternating calls timed
+    it already: one eager figure in the brief), else timed here."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     sync = _sync(device)
-    times = []
-    for _ in range(_TIMED_PAIRS):
-        sync()
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - start) * 1e3)
+    times = [timed_ms] if timed_ms is not None else [_timed_ms(fn, sync) for _ in range(_TIMED_PAIRS)]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities) as prof:
         for _ in range(_PROFILED_CALLS):
@@ -64,7 +68,7 @@ def _profile(fn: Callable[[], Any], device: str) -> EagerProfile:
                    library=bool(_LIBRARY.search(name.lower())))
         for name, ms, calls in rows[:_TOP_OPS]
     ]  # fmt: skip
-    return EagerProfile(median_ms=round(median, 5), calls=len(times), ops=ops,
+    return EagerProfile(median_ms=round(median, 5), calls=_TIMED_PAIRS, ops=ops,
                         clock="cuda" if on_device else "cpu")  # fmt: skip
 
 
@@ -168,18 +172,18 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
         out = model(*inputs)
         outputs = list(out) if isinstance(out, (tuple, list)) else [out]
         brief.tolerances = _tolerances(problem, outputs)
-        parts: list[tuple[str, Callable[[], Any]]] = [("eager", lambda: _profile(lambda: model(*inputs), device))]
-        if compiled:
-            parts.append(("compiled", lambda: _compiled(model, inputs, device)))
-        else:
+        if not compiled:
             brief.missing.append("torch.compile: its baseline is off in this run (compile_baseline)")
+        parts: list[tuple[str, Callable[[], Any]]] = [
+            ("compiled", lambda: _compiled(model, inputs, device) if compiled else None),
+            ("eager", lambda: _profile(lambda: model(*inputs), device,
+                                       brief.compiled.eager_ms if brief.compiled else None)),
+        ]  # fmt: skip
         for part, run in parts:
             try:
                 setattr(brief, part, run())
             except Exception as exc:  # a part the agents go without
                 brief.missing.append(f"{part}: {_said(exc)}")
-        if brief.eager is not None and brief.compiled is not None:  # one eager figure: the pairs'
-            brief.eager = _rescaled(brief.eager, brief.compiled.eager_ms, _TIMED_PAIRS)
         try:
             brief.roofline = _roofline(model, inputs, outputs, device, brief.eager.median_ms if brief.eager else None)
             cache = machine.last_level_cache_bytes(device)
@@ -188,12 +192,6 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
         except Exception as exc:
             brief.missing.append(f"roofline: {_said(exc)}")
     return brief
-
-
-def _rescaled(profile: EagerProfile, median_ms: float, calls: int) -> EagerProfile:
-    """``profile`` with eager's time a call taken from another timing of it (each op's row keeps its share)."""
-    ops = [o.model_copy(update={"self_ms": round(median_ms * o.share, 5)}) for o in profile.ops]
-    return profile.model_copy(update={"median_ms": median_ms, "calls": calls, "ops": ops})
 
 
 def _said(exc: BaseException) -> str:
