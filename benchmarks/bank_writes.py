@@ -31,6 +31,8 @@ from sqlalchemy import Engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from page import add_page_option, record_page
+
 from forge.core.candidate_config import CandidateConfig
 from forge.core.paths import BankLocation
 from forge.core.problem import read_problem_source
@@ -126,7 +128,9 @@ def main() -> None:
     parser.add_argument("--leases", type=int, default=256, help="leases one heartbeat renews")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-server", action="store_true", help="skip the PostgreSQL bank")
+    add_page_option(parser)
     args = parser.parse_args()
+    record_page(args.page, 'Bank writes: commits per second, with and without leases')
     with tempfile.TemporaryDirectory(prefix="forge-bank-writes-") as tmp:
         measure(str(Path(tmp) / "bank.db"), args)
         if args.no_server:

@@ -23,6 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from page import add_page_option, record_page
+
 from forge.agents import CoderContext
 from forge.agents.builtin import BuiltinCoder
 from forge.core.problem import read_problem_source
@@ -93,7 +95,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--every", type=int, default=1, help="take every Nth op (a sample of a large directory)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per op's forge optimize")
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'The built-in agent on ops it was not tuned for')
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         paths = sorted(p for d in a.dirs for p in d.glob("*.py") if not p.name.startswith("_"))

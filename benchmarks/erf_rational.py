@@ -23,6 +23,7 @@ import os
 import time
 
 import torch
+from page import add_page_option, record_page
 
 from forge import cpp
 from forge.agents.builtin.cpp_snippets import HEADER
@@ -169,7 +170,9 @@ def fit() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help="derive the rational form's coefficients again")
+    add_page_option(parser)
     args = parser.parse_args()
+    record_page(args.page, "erf: torch's formula against forge's rational form")
     fit() if args.fit else check()
 
 

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from page import add_page_option, record_page
+
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [
     ("examples/ops/row_sum.py", "examples/candidates/rowsum_torch.py"),
@@ -51,7 +53,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--with-compile", action="store_true", help="also time runs with the torch.compile baseline")
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'What the harness itself costs')
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
     for op, cand in CASES:
         with tempfile.TemporaryDirectory() as cache:

@@ -57,6 +57,7 @@ from forge.verifier.plain_loop import Side, time_sides
 from forge.verifier.timing import prefault_heap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from page import add_page_option, record_page
 from reproduce import fallback, with_heap
 
 CONDITIONS = ("plain", "freed after", "outputs kept", "gc paused", "heap room", "premade inputs", "idle 1 ms", "all")
@@ -152,7 +153,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="sweeps over the conditions, the order rotated")
     ap.add_argument("--isolated", action="store_true", help="also verify each kernel in two isolated workers")
     ap.add_argument("--heap", choices=("kept", "returned"), default="kept")
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, "The workers' conditions added to a plain loop")
     with_heap(a.heap)
     sys.path.insert(0, str(Path.cwd()))
     engine = open_for_writing(a.bank)

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from page import add_page_option, record_page
+
 from forge.core.settings import load_settings
 from forge.harness import OptimizeOptions, optimize
 from forge.harness import events as ev
@@ -52,7 +54,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--no-compile-baseline", action="store_true")
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'The built-in agent on every shipped example')
     settings = load_settings(device=a.device, compile_baseline=not a.no_compile_baseline)
     print(f"device: {_describe(a.device)}", flush=True)
     first: dict[str, float | None] = {}

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from page import add_page_option, record_page
 
 from forge.core.importing import import_file
 from forge.core.settings import ForgeSettings
@@ -57,7 +58,9 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=ROOT / "examples" / "models" / "transformer.py")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--worlds", default="2,4")
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'The parallel-plan cost model against real runs')
     machine = _machine()
     op = import_file("cost_model_subject", a.model)
     torch.manual_seed(0)

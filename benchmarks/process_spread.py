@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from page import add_page_option, record_page
+
 from forge.db.engine import open_for_writing
 from forge.db.kernels import list_kernels
 
@@ -45,7 +47,9 @@ def main() -> None:
     ap.add_argument("--kernel", type=int, action="append", help="only these kernel ids")
     ap.add_argument("--processes", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=31)
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'One kernel in several fresh processes')
     engine = open_for_writing(a.bank)
     kernels = [k for k in list_kernels(engine) if str(k.status) == "active" and (not a.kernel or k.id in a.kernel)]
     print(f"{a.processes} fresh processes a kernel, {a.rounds} rounds each (reproduce.py, heap kept); per "

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from page import add_page_option, record_page
 from torch.autograd.profiler_util import FunctionEvent
 
 from forge.core.problem import load_problem
@@ -99,7 +100,9 @@ def main() -> None:
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--every", type=int, default=1, help="take every Nth op (the sample coverage.py takes)")
     ap.add_argument("--calls", type=int, default=20)
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, "Library producers' share of an op's time")
     paths = sorted(p for d in a.dirs for p in d.glob("*.py") if not p.name.startswith("_"))[:: a.every]
     ceilings: list[float] = []
     print(f"{'op':60s} {'eager ms':>9s} {'producers':>9s} {'ceiling':>8s}")

@@ -22,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from page import add_page_option, record_page  # noqa: E402
+
 from tests.llm_server import Script, serve  # noqa: E402
 
 JUDGE = json.dumps({"diagnosis": "", "bottleneck": "memory traffic", "next_step": "fuse the passes", "continue": True})
@@ -47,7 +49,9 @@ def main() -> int:
     parser.add_argument("--forge", type=Path, default=ROOT, help="the checkout whose prompts are measured")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--save", type=Path, help="write each prompt here (role_N.md)")
+    add_page_option(parser)
     args = parser.parse_args()
+    record_page(args.page, 'Prompt sizes of the LLM agents')
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from page import add_page_option, record_page
 
 import forge.kernelbank as kb
 from forge.core.importing import import_file
@@ -190,7 +191,9 @@ def main() -> None:
                     help="kept: freed memory stays with the process, as in forge's workers; "
                     "returned: glibc's default")  # fmt: skip
     ap.add_argument("--json", type=Path, help="also write each kernel's figures here (benchmarks/claims.py reads it)")
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'Banked claims reproduced in a plain loop')
     with_heap(a.heap)
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from page import add_page_option, record_page
 
 from forge import cpp
 from forge.agents.builtin.cpp_snippets import HEADER, REDUCE
@@ -54,7 +55,9 @@ def quartiles(xs: list[float]) -> tuple[float, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=60)
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'Row sums: torch.sum against rows reduced side by side')
     lib = kernels()
     xs = [torch.randn(ROWS, COLS) for _ in range(SETS)]
     y = torch.empty(ROWS)

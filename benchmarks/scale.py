@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import ray
+from page import add_page_option, record_page
 from ray.cluster_utils import Cluster
 
 from forge import harness
@@ -141,7 +142,9 @@ def main() -> None:
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--runs", default="local,ray1,ray2")
     ap.add_argument("--no-load-check", action="store_true")
+    add_page_option(ap)
     args = ap.parse_args()
+    record_page(args.page, 'Throughput: local and Ray executors')
     if not args.skip_throughput:
         throughput(args.ops, args.rounds, args.runs.split(","), not args.no_load_check)
     if args.repeats:

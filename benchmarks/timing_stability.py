@@ -37,6 +37,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from page import add_page_option, record_page
+
 from forge.core.acceptance import beats_eager
 from forge.core.settings import load_settings
 from forge.core.verdict import Verdict
@@ -126,7 +128,9 @@ def main() -> None:
     ap.add_argument("--load", action="store_true", help="run a competing CPU-heavy job during each verification")
     ap.add_argument("--trials", type=int, default=None, help="timed calls a side (default: the budget's)")
     ap.add_argument("--control", action="store_true", help="judge each repeat with a null control, as a session does")
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'Timing stability: the same verification repeated')
     # the isolated verification's timing is what this measures: no user loop beside it
     settings = load_settings(compile_baseline=False, user_loop=False)
     trials = a.trials or settings.confirm_trials

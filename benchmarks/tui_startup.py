@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from page import add_page_option, record_page
+
 from forge.core.problem import read_problem_source
 from forge.core.verdict import Verdict
 from forge.db import open_for_writing, save_kernel
@@ -139,7 +141,9 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--attempts", type=int, default=50)
     ap.add_argument("--kernels", type=int, default=100)
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'How fast the TUI opens')
     with tempfile.TemporaryDirectory() as tmp:
         first_screen(Path(tmp) / "empty.db", a.repeats, "no bank yet")
         bank = Path(tmp) / "big.db"

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from page import add_page_option, record_page
 from verify_examples import PAIRS as EXAMPLES  # the shipped examples and their candidates
 
 from forge.core.settings import load_settings
@@ -156,7 +157,9 @@ def main() -> None:
     ap.add_argument("--skip-time", action="store_true")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--one", nargs=3, metavar=("NAME", "OP", "CANDIDATE"), help=argparse.SUPPRESS)
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'What a verification costs: time and memory')
     if a.one:
         _memory_row(a.one[0], Path(a.one[1]), Path(a.one[2]))
         return

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from page import add_page_option, record_page
+
 from forge.core.settings import load_settings
 from forge.verifier import verify
 
@@ -31,7 +33,9 @@ def fmt(x: float | None, spec: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-compile-baseline", action="store_true")
+    add_page_option(ap)
     a = ap.parse_args()
+    record_page(a.page, 'Every shipped example candidate verified')
     settings = load_settings(compile_baseline=not a.no_compile_baseline)
     print(
         f"{'op':16s} {'candidate':22s} {'status':10s} {'cand ms':>8s} {'eager ms':>8s} {'compile ms':>10s} "

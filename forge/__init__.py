@@ -25,6 +25,7 @@ from forge.core.errors import (
     UsageError,
 )
 from forge.core.importing import attributes_on_first_use
+from forge.core.version import VERSION
 
 if TYPE_CHECKING:
     from forge import kernelbank
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from forge.harness import OptimizeOptions, RunResult, optimize
     from forge.verifier import verify
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 # name -> the module that defines it (attribute of the same name), or the submodule itself
 _ON_FIRST_USE = {

@@ -102,7 +102,7 @@ def pg_server() -> Iterator[PgServer]:
     bindir = server_binaries()
     if bindir is None:
         pytest.skip("PostgreSQL's server binaries (initdb, pg_ctl) are not installed: apt-get install postgresql")
-    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install 'forge[postgres]'")
+    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install 'forge-kernels[postgres]'")
     with running_server(bindir) as server:
         yield server
 

@@ -61,19 +61,20 @@ def _load_banked_rmsnorm(bank: Path, device: str, rows: int) -> subprocess.Compl
 
 def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
     bank, report = tmp_path / "bank.db", tmp_path / "report"
-    ops = [str(EXAMPLES / "ops" / "rmsnorm.py"), str(EXAMPLES / "ops" / "scale_bias_gelu.py")]
+    # one shipped example: several ops in one run are covered by the time-limit test below
+    ops = [str(EXAMPLES / "ops" / "rmsnorm.py")]
     r = forge("optimize", *ops, "--rounds", "2", "--no-compile-baseline", "--bank", str(bank), "--json",
               "--report", str(report), cache=cache_dir, FORGE_USER_LOOP="true")  # fmt: skip
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert set(data) == {"problems", "tokens", "cost_usd", "skipped"} and data["tokens"] == 0 and data["skipped"] == []
-    assert [p["problem"] for p in data["problems"]] == ["rmsnorm", "scale_bias_gelu"]
+    assert [p["problem"] for p in data["problems"]] == ["rmsnorm"]
     for p in data["problems"]:
         assert p["accepted"] and p["kernel_id"] and p["backend"] == "cpp" and p["reason"] is None, p
         assert p["speedup_vs_eager"] > 1.0 and p["attempts"] == 2
     assert "round 2/2" in r.stderr and "banked" in r.stderr  # live progress on stderr
     said = " ".join(r.stderr.split())  # rich wraps long lines
-    assert said.count("null control: the reference timed against itself") >= 2  # before each banking
+    assert said.count("null control: the reference timed against itself") >= 1  # before the banking
     assert (report / "speedups.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((report / "results.json").read_text())["problems"] == data["problems"]
     # the banked kernels load and agree with the reference
@@ -90,8 +91,8 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
         # and its time in a user's plain loop (one process here), beating eager there too
         assert v.user_loop is not None and len(v.user_loop.processes) == 1, v.user_loop
         assert v.user_loop.eager is not None and v.user_loop.eager.median > 1.0, v.user_loop
-    assert len(configs) == 2 and all(json.loads(c) for (c,) in configs)  # the tuned config per bucket
-    assert sessions == [("finished", "builtin")] * 2
+    assert len(configs) == 1 and all(json.loads(c) for (c,) in configs)  # the tuned config per bucket
+    assert sessions == [("finished", "builtin")]
 
 
 def test_a_batchs_time_limit_is_shared_among_its_ops(tmp_path, cache_dir):

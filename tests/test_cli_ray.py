@@ -21,7 +21,9 @@ import pytest
 from forge.core.verdict import Verdict
 from tests.conftest import EXAMPLES
 
-ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="Ray is not installed: pip install 'forge[ray]'")
+ray_cluster_utils = pytest.importorskip(
+    "ray.cluster_utils", reason="Ray is not installed: pip install 'forge-kernels[ray]'"
+)
 pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[1]
 OPS = [str(EXAMPLES / "ops" / f"{name}.py") for name in ("rmsnorm", "scale_bias_gelu", "residual_rmsnorm")]

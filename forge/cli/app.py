@@ -8,14 +8,25 @@ from forge.cli.bank_cmd import bank_app
 from forge.cli.doctor_cmd import doctor_command
 from forge.cli.optimize_cmd import optimize_command
 from forge.cli.verify_cmd import verify
+from forge.core.version import VERSION
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="forge: verified kernels from PyTorch reference ops."
 )
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        print(f"forge {VERSION}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print forge's version and exit."
+    ),
+) -> None:
     """forge: verified kernels from PyTorch reference ops."""
 
 

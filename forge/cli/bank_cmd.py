@@ -13,6 +13,7 @@ from rich.table import Table
 
 from forge import harness
 from forge.cli.console import BankOpt, err, out, print_wide, run_or_fail
+from forge.core.exit_codes import ExitCode
 from forge.core.paths import BankLocation
 from forge.core.settings import load_settings
 from forge.present import (
@@ -65,11 +66,12 @@ def _plans_table(plans: list[harness.PlanSummary]) -> None:
 
 
 PlanOpt = Annotated[bool, typer.Option("--plan", help="the id is a parallel plan's, not a kernel's")]
+EntryId = Annotated[int, typer.Argument(help="the kernel's id as `forge bank list` shows it (with --plan: the plan's)")]
 
 
 @bank_app.command()
 def show(
-    kernel_id: int,
+    kernel_id: EntryId,
     source: Annotated[bool, typer.Option("--source", help="print the kernel's source")] = False,
     plan: PlanOpt = False,
     bank: BankOpt = None,
@@ -143,7 +145,7 @@ def import_command(
 
 
 @bank_app.command()
-def rm(kernel_id: int, plan: PlanOpt = False, bank: BankOpt = None, as_json: JsonOpt = False) -> None:
+def rm(kernel_id: EntryId, plan: PlanOpt = False, bank: BankOpt = None, as_json: JsonOpt = False) -> None:
     """Remove one entry (--plan: a parallel plan)."""
     if plan:
         run_or_fail(lambda: harness.bank_remove_plan(bank, kernel_id), as_json)
@@ -173,7 +175,7 @@ def reverify(
             v = r.verdict
             out.print(f"kernel {r.kernel_id}: {v.status} {v.reason or ''} (x eager {fmt_times(v.speedup_vs_eager)})")
     if any(not r.verdict.passed for r in done):
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.NO_RESULT)
 
 
 def _reverified_json(r: harness.Reverified) -> dict[str, Any]:

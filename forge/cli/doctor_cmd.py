@@ -10,6 +10,7 @@ from rich.table import Table
 
 from forge import harness
 from forge.cli.console import BankOpt, err, out, print_wide
+from forge.core.exit_codes import ExitCode
 from forge.core.settings import load_settings
 from forge.present import FINDING_COLUMNS, finding_cells
 
@@ -37,4 +38,4 @@ def doctor_command(
         print_wide(table)
         verdict = "[green]forge can run its main job here[/]" if report.can_run else "[red]forge cannot run here yet[/]"
         out.print(f"{verdict} (* = needed for it)")
-    raise typer.Exit(0 if report.can_run else 1)
+    raise typer.Exit(ExitCode.SUCCESS if report.can_run else ExitCode.NO_RESULT)

@@ -14,6 +14,7 @@ from forge import harness
 from forge.cli.console import BankOpt, err, out, print_wide, run_or_fail
 from forge.cli.plan_cmd import plan_summary, print_plan_event
 from forge.core.errors import UsageError
+from forge.core.exit_codes import ExitCode
 from forge.core.settings import load_settings
 from forge.core.statuses import VerdictStatus
 from forge.harness import events
@@ -127,7 +128,7 @@ def optimize_command(
     workers: Annotated[int, typer.Option(help="verifications run in parallel")] = 1,
     device: Annotated[str | None, typer.Option(help="cpu, cuda or auto")] = None,
     executor: Annotated[
-        str | None, typer.Option(help="local (this machine, the default) or ray (a Ray cluster: forge[ray])")
+        str | None, typer.Option(help="local (this machine, the default) or ray (a Ray cluster: forge-kernels[ray])")
     ] = None,
     ray_address: Annotated[
         str | None, typer.Option(help="--executor ray: auto, ray://host:port, or none for a Ray of the run's own")
@@ -231,7 +232,7 @@ def _report(run: Callable[[], Outcome], as_json: bool, summary: Callable[[Outcom
         result = run_or_fail(run, as_json)
     except KeyboardInterrupt:
         err.print("interrupted")
-        raise typer.Exit(130) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     if as_json:
         print(json.dumps(result.to_json()))
     else:

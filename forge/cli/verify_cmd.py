@@ -11,6 +11,7 @@ import typer
 
 from forge import harness
 from forge.cli.console import BankOpt, err, out, run_or_fail
+from forge.core.exit_codes import ExitCode
 from forge.core.settings import load_settings
 from forge.present import verdict_renderable
 
@@ -58,7 +59,7 @@ def verify(
         result = run_or_fail(run, as_json)
     except KeyboardInterrupt:
         err.print("interrupted")
-        raise typer.Exit(130) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     verdict = result.verdict
     if as_json:
         data = verdict.to_json()
@@ -76,4 +77,4 @@ def verify(
             out.print(f"saved as kernel {result.kernel_id} in the bank")
         elif save:
             out.print("not saved: only passing candidates enter the bank")
-    raise typer.Exit(0 if verdict.passed else 1)
+    raise typer.Exit(ExitCode.SUCCESS if verdict.passed else ExitCode.NO_RESULT)

@@ -7,11 +7,13 @@ exit with ``exit_code``; they never show a traceback for these.
 
 from __future__ import annotations
 
+from forge.core.exit_codes import ExitCode
+
 
 class ForgeError(Exception):
     """Base class of every error forge raises on purpose."""
 
-    exit_code: int = 2
+    exit_code: int = ExitCode.USAGE
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -36,13 +38,13 @@ class CandidateFileError(UsageError):
 class CompileError(ForgeError):
     """forge's C++ helper could not compile a source."""
 
-    exit_code = 1
+    exit_code = ExitCode.NO_RESULT
 
 
 class WorkerError(ForgeError):
     """A verification worker broke the protocol in a way forge cannot attribute to the candidate."""
 
-    exit_code = 1
+    exit_code = ExitCode.NO_RESULT
 
 
 class BankError(ForgeError):
@@ -63,4 +65,4 @@ class KernelUnavailableError(BankError):
 class ProviderError(ForgeError):
     """The LLM provider cannot be used: missing key, unreachable, model refused (exit code 3)."""
 
-    exit_code = 3
+    exit_code = ExitCode.PROVIDER

@@ -7,14 +7,39 @@ in ./pyproject.toml or ./forge.toml > defaults. Nothing here runs at import time
 from __future__ import annotations
 
 import os
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import tomllib
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from forge.core.errors import UsageError
+
+
+@dataclass(frozen=True)
+class EnvironmentVariable:
+    """A variable forge reads from the environment only (no flag, no settings-file key)."""
+
+    name: str
+    meaning: str
+
+
+ENVIRONMENT_ONLY: tuple[EnvironmentVariable, ...] = (
+    EnvironmentVariable("FORGE_BANK", "the bank, a file path or a `postgresql://` URL, when a command is given no "
+                        "`--bank` (default: `bank.db` in the per-user data directory)"),
+    EnvironmentVariable("FORGE_KERNELBANK", "`off`: the runtime hands out no kernel (`load` returns the reference, "
+                        "`kernelize` swaps nothing)"),
+    EnvironmentVariable("FORGE_WORKER_TEMPLATE", "`0`: exec every verification worker instead of forking it from "
+                        "the pre-imported template (slower; for debugging the template)"),
+    EnvironmentVariable("MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_", "glibc's allocator in verification "
+                        "workers; forge sets them to keep freed memory unless you set them (see Timing)"),
+    EnvironmentVariable("GOMP_SPINCOUNT", "libgomp's spin-wait in verification workers; forge sets 10000 unless "
+                        "you set it (see Timing)"),
+    EnvironmentVariable("OPENAI_API_KEY, ANTHROPIC_API_KEY, ...", "the LLM provider's key, read by litellm for "
+                        "`--model` (`forge doctor` lists which are set, by name only)"),
+)
 
 DeviceChoice = Literal["auto", "cpu", "cuda"]
 ExecutorChoice = Literal["local", "ray"]
@@ -34,10 +59,19 @@ class ForgeSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="FORGE_", extra="ignore")
 
-    device: DeviceChoice = "auto"
+    device: DeviceChoice = Field(
+        default="auto", description="where candidates run and are timed: cuda when a GPU is visible (auto), or cpu"
+    )
     timeout: float = Field(default=300.0, gt=0, description="seconds a candidate worker may live")
-    memory_limit_mb: int = Field(default_factory=_default_memory_limit_mb, gt=64)
-    compile_baseline: bool = True
+    memory_limit_mb: int = Field(
+        default_factory=_default_memory_limit_mb,
+        gt=64,
+        description="memory a verification worker may hold, MiB (its data limit and resident size; default: half "
+        "of physical memory, at most 16 GiB)",
+    )
+    compile_baseline: bool = Field(
+        default=True, description="time torch.compile of the reference beside eager (off: --no-compile-baseline)"
+    )
     threads: int | None = Field(default=None, ge=1, description="CPU threads for timing (default: all)")
     timing_budget_s: float = Field(default=1.0, gt=0, description="target seconds of timed calls per side")
     timing_trials: int | None = Field(
@@ -77,11 +111,15 @@ class ForgeSettings(BaseSettings):
         "to go before it verifies the next candidate",
     )
     gpu: str | None = Field(default=None, description="the CUDA device verification workers see (CUDA_VISIBLE_DEVICES)")
-    cache_dir: Path | None = None
+    cache_dir: Path | None = Field(
+        default=None,
+        description="where compiled kernels, measured machine figures and op briefs are cached (default: the "
+        "per-user cache directory)",
+    )
     executor: ExecutorChoice = Field(
         default="local",
         description="where forge optimize runs its sessions: this machine (local), or a Ray cluster (ray: the "
-        "optional extra forge[ray])",
+        "optional extra forge-kernels[ray])",
     )
     ray_address: str | None = Field(
         default=None, description="executor ray: 'auto', ray://host:port, or none for a Ray started for the run"

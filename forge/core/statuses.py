@@ -7,17 +7,11 @@ these members, never from free strings.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class TextEnum(str, Enum):
-    """A str enum that prints as its value (``f"{s}"`` gives "passed", not "VerdictStatus.PASSED")."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
+class TextEnum(StrEnum):
+    """A str enum: it prints as its value (``f"{s}"`` gives "passed", not "VerdictStatus.PASSED")."""
 
 
 class VerdictStatus(TextEnum):

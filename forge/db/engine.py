@@ -84,7 +84,7 @@ def _server_engine(where: BankLocation, *, read_only: bool = False) -> Engine:
                              max_overflow=_POOL_OVERFLOW, pool_timeout=_POOL_WAIT_S)  # fmt: skip
     except ModuleNotFoundError as exc:
         raise BankError(
-            f"the bank {where} is on PostgreSQL, which needs psycopg: pip install 'forge[postgres]' ({exc})"
+            f"the bank {where} is on PostgreSQL, which needs psycopg: pip install 'forge-kernels[postgres]' ({exc})"
         ) from exc
 
 

@@ -43,11 +43,13 @@ class _Openings:
 def run_on_cluster(works: list[SessionWork], scope: RunScope) -> tuple[list[SessionResult], bool]:
     """Every op's session, in op order, and whether the run was interrupted."""
     settings, limits, engine, emit = scope.settings, scope.limits, scope.engine, scope.emit
-    # Ray is an optional extra (forge[ray]): loaded only by a run that asks for it, never at import.
+    # Ray is an optional extra (forge-kernels[ray]): loaded only by a run that asks for it, never at import.
     try:
         import forge.cluster as cluster
     except ModuleNotFoundError as exc:
-        raise UsageError(f"--executor ray needs Ray, which is not installed ({exc}): pip install 'forge[ray]'") from exc
+        raise UsageError(
+            f"--executor ray needs Ray, which is not installed ({exc}): pip install 'forge-kernels[ray]'"
+        ) from exc
 
     plan = cluster.connect(settings.ray_address, settings)
     emit(ev.ClusterJoined("", 0, plan.address, plan.nodes, plan.device, plan.cpus_per_session,

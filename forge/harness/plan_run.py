@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 
 from forge.agents import PlanTried, check_provider, make_plan_agents
 from forge.core.errors import ProblemError, ProviderError, UsageError
+from forge.core.exit_codes import ExitCode
 from forge.core.parallel_plan import structure_hash
 from forge.core.problem import Problem, load_problem, reference_hash
 from forge.core.settings import ForgeSettings
@@ -76,12 +77,12 @@ class PlanResult:
     @property
     def exit_code(self) -> int:
         if self.status is SessionStatus.INTERRUPTED:
-            return 130
+            return ExitCode.INTERRUPTED
         if self.status is SessionStatus.PROVIDER_ERROR:
-            return 3
+            return ExitCode.PROVIDER
         if self.accepted:
-            return 0
-        return 4 if self.status.hit_limit else 1
+            return ExitCode.SUCCESS
+        return ExitCode.LIMIT if self.status.hit_limit else ExitCode.NO_RESULT
 
     def to_json(self) -> dict[str, Any]:
         return {k: (str(v) if k == "status" else v) for k, v in self.__dict__.items()}

@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 
 from forge.agents import check_provider
 from forge.core.errors import ForgeError, UsageError
+from forge.core.exit_codes import ExitCode
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
 from forge.db import (
@@ -56,16 +57,16 @@ class RunResult:
     @property
     def exit_code(self) -> int:
         if self.interrupted:
-            return 130
+            return ExitCode.INTERRUPTED
         if not self.results:  # --resume all found nothing left to continue
-            return 0
+            return ExitCode.SUCCESS
         if any(r.status is SessionStatus.PROVIDER_ERROR for r in self.results):
-            return 3
+            return ExitCode.PROVIDER
         if self.results and all(r.accepted for r in self.results):
-            return 0
+            return ExitCode.SUCCESS
         if any(r.status.hit_limit for r in self.results) and not any(r.accepted for r in self.results):
-            return 4
-        return 1
+            return ExitCode.LIMIT
+        return ExitCode.NO_RESULT
 
 
 def collect_ops(paths: list[Path]) -> list[Path]:

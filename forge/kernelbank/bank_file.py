@@ -134,7 +134,7 @@ class _ServerRows:
             import psycopg  # an optional extra: only a program reading a server bank needs it
         except ImportError as exc:
             raise BankError(
-                f"the bank {where} is on PostgreSQL; reading it needs psycopg: pip install 'forge[postgres]'"
+                f"the bank {where} is on PostgreSQL; reading it needs psycopg: pip install 'forge-kernels[postgres]'"
             ) from exc
         try:
             self.conn = psycopg.connect(

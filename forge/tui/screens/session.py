@@ -5,7 +5,7 @@ attempts; running totals. Stop it, continue it with more rounds, or bank an atte
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import ClassVar
 
 from rich.console import RenderableType
@@ -202,6 +202,6 @@ def _seconds(start: datetime | None, end: datetime | None) -> float:
     """Seconds from ``start`` to ``end`` (now while it runs); SQLite hands back naive UTC times."""
     if start is None:
         return 0.0
-    end = end or datetime.now(timezone.utc)
-    utc = [t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (start, end)]
+    end = end or datetime.now(UTC)
+    utc = [t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end)]
     return (utc[1] - utc[0]).total_seconds()

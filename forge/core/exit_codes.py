@@ -1,0 +1,35 @@
+"""The exit codes every ``forge`` command uses, each with what it means (the docs' exit-code page
+is generated from ``EXIT_CODE_MEANINGS``)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """A ``forge`` command's exit status."""
+
+    SUCCESS = 0
+    NO_RESULT = 1
+    USAGE = 2
+    PROVIDER = 3
+    LIMIT = 4
+    INTERRUPTED = 130
+
+
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.SUCCESS: "the command did what it was asked: every op got a kernel (`optimize`), the candidate "
+    "passed (`verify`), forge can run its main job here (`doctor`), every kernel re-verified (`bank verify`)",
+    ExitCode.NO_RESULT: "it ran, and the result is a no: some op got no kernel (`optimize`: no_gain, all "
+    "candidates failed, the built-in agent cannot express the op), the candidate failed (`verify`), this "
+    "machine cannot run forge's main job (`doctor`), a banked kernel failed re-verification (`bank verify`); "
+    "also forge's C++ helper failing to compile its own source, or a worker breaking the protocol",
+    ExitCode.USAGE: "a user's input cannot be used: a bad flag or setting, an op or candidate file that is "
+    "missing or breaks the contract, a bank that is missing, newer than this forge, or not a bank; "
+    "the message names the input and what to do",
+    ExitCode.PROVIDER: "the LLM provider cannot be used (a missing key, an unreachable server, a model it "
+    "refuses); found before any session starts",
+    ExitCode.LIMIT: "`--budget-usd` or `--time-limit` ran out before any kernel (or plan) was accepted",
+    ExitCode.INTERRUPTED: "Ctrl-C: the run stopped cleanly; what it had found is in the bank, and "
+    "`forge optimize --resume ID` continues it",
+}
