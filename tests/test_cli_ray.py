@@ -26,7 +26,8 @@ ray_cluster_utils = pytest.importorskip(
 )
 pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[1]
-OPS = [str(EXAMPLES / "ops" / f"{name}.py") for name in ("rmsnorm", "scale_bias_gelu", "residual_rmsnorm")]
+# two ops, one session per node (scale_bias_gelu, a third, only made every run a minute longer)
+OPS = [str(EXAMPLES / "ops" / f"{name}.py") for name in ("rmsnorm", "residual_rmsnorm")]
 
 
 @pytest.fixture
@@ -87,7 +88,7 @@ def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cac
     assert len(nodes) == 2 and all(v is not None and v.node is not None for *_, v in there)
     # what was banked on the cluster is a kernel the local search found too
     reports = {p["problem"]: p for p in json.loads(on_ray.stdout)["problems"]}
-    assert sorted(reports) == ["residual_rmsnorm", "rmsnorm", "scale_bias_gelu"]
+    assert sorted(reports) == ["residual_rmsnorm", "rmsnorm"]
     with sqlite3.connect(tmp_path / "ray.db") as db:
         banked = {op: src for op, src in db.execute("SELECT op_name, source FROM kernels")}
     assert set(banked) == {op for op, p in reports.items() if p["accepted"]}
@@ -95,7 +96,7 @@ def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cac
 
 
 def _start_on_cluster(bank: Path, cache: Path, rounds: int, address: str) -> subprocess.Popen[str]:
-    """A cluster run of the three ops in the background, its output piped."""
+    """A cluster run of the ops in the background, its output piped."""
     return subprocess.Popen(
         _optimize(bank, cache, "--rounds", str(rounds), "--executor", "ray", "--ray-address", address),
         cwd=ROOT, env=_env(cache), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -150,16 +151,16 @@ def test_a_node_killed_mid_run_loses_nothing(tmp_path, cache_dir, two_nodes):
     out, err = proc.communicate(timeout=900)
     assert proc.returncode in (0, 1), err
     reports = json.loads(out)["problems"]
-    assert sorted(p["problem"] for p in reports) == ["residual_rmsnorm", "rmsnorm", "scale_bias_gelu"]
+    assert sorted(p["problem"] for p in reports) == ["residual_rmsnorm", "rmsnorm"]
     with sqlite3.connect(bank) as db:
         statuses = [s for (s,) in db.execute("SELECT status FROM sessions")]
         pending = db.execute("SELECT count(*) FROM attempts WHERE status = 'pending'").fetchone()[0]
         per_round = db.execute(
             "SELECT session_id, round, count(*) FROM attempts WHERE role = 'coder' GROUP BY session_id, round"
         ).fetchall()
-    assert len(statuses) == 3 and not {"running", "crashed"} & set(statuses), statuses
+    assert len(statuses) == 2 and not {"running", "crashed"} & set(statuses), statuses
     assert pending == 0 and all(n == 1 for *_, n in per_round), per_round  # every attempt recorded once
-    assert sum(p["attempts"] for p in reports) == len(per_round) == 12
+    assert sum(p["attempts"] for p in reports) == len(per_round) == 8
     # the killed node's session went on on the head node, and its lost verification ran again there
     assert _session_nodes(bank)[on_worker[0]] == two_nodes.head_node.node_id  # type: ignore[attr-defined]
     verdicts = [v for *_, v in _attempts(bank) if v is not None]

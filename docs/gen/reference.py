@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import typer.main
 
@@ -79,7 +79,9 @@ def cli_pages() -> dict[str, str]:
 
 
 def _type_name(annotation: Any) -> str:
-    return _cell(getattr(annotation, "__name__", None) or str(annotation).replace("typing.", ""))
+    if get_origin(annotation) is Literal:
+        return " \\| ".join(f"`{choice}`" for choice in get_args(annotation))
+    return _cell(getattr(annotation, "__name__", None) or str(annotation).replace("pathlib.", ""))
 
 
 def settings_page() -> str:
