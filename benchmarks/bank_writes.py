@@ -31,7 +31,7 @@ from sqlalchemy import Engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge.core.candidate_config import CandidateConfig
 from forge.core.paths import BankLocation
@@ -130,7 +130,6 @@ def main() -> None:
     parser.add_argument("--no-server", action="store_true", help="skip the PostgreSQL bank")
     add_page_option(parser)
     args = parser.parse_args()
-    record_page(args.page, 'Bank writes: commits per second, with and without leases')
     with tempfile.TemporaryDirectory(prefix="forge-bank-writes-") as tmp:
         measure(str(Path(tmp) / "bank.db"), args)
         if args.no_server:
@@ -144,4 +143,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'Bank writes: commits per second, with and without leases'))

@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge.agents import CoderContext
 from forge.agents.builtin import BuiltinCoder
@@ -97,7 +97,6 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per op's forge optimize")
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'The built-in agent on ops it was not tuned for')
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         paths = sorted(p for d in a.dirs for p in d.glob("*.py") if not p.name.startswith("_"))
@@ -134,4 +133,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'The built-in agent on ops it was not tuned for'))

@@ -23,7 +23,7 @@ import os
 import time
 
 import torch
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge import cpp
 from forge.agents.builtin.cpp_snippets import HEADER
@@ -172,9 +172,8 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="derive the rational form's coefficients again")
     add_page_option(parser)
     args = parser.parse_args()
-    record_page(args.page, "erf: torch's formula against forge's rational form")
     fit() if args.fit else check()
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, "erf: torch's formula against forge's rational form"))

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [
@@ -55,7 +55,6 @@ def main() -> None:
     ap.add_argument("--with-compile", action="store_true", help="also time runs with the torch.compile baseline")
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'What the harness itself costs')
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
     for op, cand in CASES:
         with tempfile.TemporaryDirectory() as cache:
@@ -88,4 +87,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'What the harness itself costs'))

@@ -13,6 +13,7 @@ Usage: python benchmarks/kernelbank_overhead.py   (builds a temporary bank with 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -21,6 +22,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from page import add_page_option, run_with_page
 
 ROOT = Path(__file__).resolve().parents[1]
 USERPKG = ROOT / "examples" / "kernelbank"
@@ -100,6 +103,9 @@ def dispatch_overheads(tmp: Path, env: dict[str, str]) -> Path:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    add_page_option(parser)
+    parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "FORGE_CACHE_DIR": str(Path(tmp) / "cache"), "FORGE_TIMING_BUDGET_S": "0.2"}
         os.environ["FORGE_CACHE_DIR"] = env["FORGE_CACHE_DIR"]
@@ -126,4 +132,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, "The kernel bank's runtime: dispatch overhead and load time"))

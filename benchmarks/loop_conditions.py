@@ -57,7 +57,7 @@ from forge.verifier.plain_loop import Side, time_sides
 from forge.verifier.timing import prefault_heap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 from reproduce import fallback, with_heap
 
 CONDITIONS = ("plain", "freed after", "outputs kept", "gc paused", "heap room", "premade inputs", "idle 1 ms", "all")
@@ -155,7 +155,6 @@ def main() -> None:
     ap.add_argument("--heap", choices=("kept", "returned"), default="kept")
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, "The workers' conditions added to a plain loop")
     with_heap(a.heap)
     sys.path.insert(0, str(Path.cwd()))
     engine = open_for_writing(a.bank)
@@ -178,4 +177,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, "The workers' conditions added to a plain loop"))

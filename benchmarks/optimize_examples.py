@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge.core.settings import load_settings
 from forge.harness import OptimizeOptions, optimize
@@ -56,7 +56,6 @@ def main() -> None:
     ap.add_argument("--no-compile-baseline", action="store_true")
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'The built-in agent on every shipped example')
     settings = load_settings(device=a.device, compile_baseline=not a.no_compile_baseline)
     print(f"device: {_describe(a.device)}", flush=True)
     first: dict[str, float | None] = {}
@@ -103,4 +102,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'The built-in agent on every shipped example'))

@@ -2,13 +2,14 @@
 the machine, the versions, the date and the commit, so that a figure in the docs is refreshed by
 running one command and never drifts from its source.
 
-A script calls ``record_page(args.page, title)`` once its arguments are parsed: from then on what
-it prints also goes to the page, written when the script ends without an error."""
+A script adds ``--page`` to its parser (``add_page_option``) and runs its ``main`` through
+``run_with_page(main, title)``: what it prints also goes to the page, written only when ``main``
+returns normally with no failing status (an exception, ``SystemExit`` or a non-zero return leaves
+the old page as it was)."""
 
 from __future__ import annotations
 
 import argparse
-import atexit
 import datetime
 import io
 import os
@@ -16,6 +17,7 @@ import platform
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -82,20 +84,23 @@ class _Tee(io.TextIOBase):
             s.flush()
 
 
-def record_page(path: Path | None, title: str) -> None:
-    """From now on, what the script prints also goes to ``path`` (nothing when None), written at exit
-    unless the script ended with an uncaught exception."""
+def run_with_page(main: Callable[[], int | None], title: str) -> int | None:
+    """Run ``main``; with ``--page PATH`` on the command line, tee what it prints into that page,
+    written once ``main`` has returned None or 0."""
+    wanted = argparse.ArgumentParser(add_help=False)
+    wanted.add_argument("--page", type=Path)
+    path = wanted.parse_known_args()[0].page
     if path is None:
-        return
-    printed = io.StringIO()
-    top = header(title)
-    sys.stdout = _Tee(sys.stdout, printed)  # type: ignore[assignment]
-
-    def write() -> None:
-        if getattr(sys, "last_value", None) is not None:  # it failed: keep the old page
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join([*top, "```text", printed.getvalue().rstrip("\n"), "```", ""]))
-        print(f"wrote {path}", file=sys.__stdout__)
-
-    atexit.register(write)
+        return main()
+    top, printed, stdout = header(title), io.StringIO(), sys.stdout
+    sys.stdout = _Tee(stdout, printed)  # type: ignore[assignment]
+    try:
+        status = main()
+    finally:
+        sys.stdout = stdout
+    if status:
+        return status
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([*top, "```text", printed.getvalue().rstrip("\n"), "```", ""]))
+    print(f"wrote {path}")
+    return status

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge.core.importing import import_file
 from forge.core.settings import ForgeSettings
@@ -60,7 +60,6 @@ def main() -> None:
     ap.add_argument("--worlds", default="2,4")
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'The parallel-plan cost model against real runs')
     machine = _machine()
     op = import_file("cost_model_subject", a.model)
     torch.manual_seed(0)
@@ -92,4 +91,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'The parallel-plan cost model against real runs'))

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge.db.engine import open_for_writing
 from forge.db.kernels import list_kernels
@@ -49,7 +49,6 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=31)
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'One kernel in several fresh processes')
     engine = open_for_writing(a.bank)
     kernels = [k for k in list_kernels(engine) if str(k.status) == "active" and (not a.kernel or k.id in a.kernel)]
     print(f"{a.processes} fresh processes a kernel, {a.rounds} rounds each (reproduce.py, heap kept); per "
@@ -71,4 +70,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'One kernel in several fresh processes'))

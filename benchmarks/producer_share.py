@@ -4,8 +4,8 @@ ceiling on what fusing everything else can buy.
 The built-in agent's general lowering keeps a library producer as a library call and fuses the
 ops around it. If the producer takes a share s of eager's time, a kernel that made every other
 op free would run at most 1 / s times faster than eager (Amdahl). An op whose ceiling sits inside
-the verifier's noise (the null test's spread, about +-8% on this 2-core VM, README "How much is
-noise") cannot be accepted whatever the lowering emits, and its no_gain is the honest result.
+the verifier's noise (the null test's spread, about +-8% on a 2-core VM, docs/timing.md "How much
+is noise") cannot be accepted whatever the lowering emits, and its no_gain is the honest result.
 
 Per op: eager's median time per call (back-to-back calls, ``--calls`` of them after a warm-up),
 the producers' share of the profiled time (the outermost producer events of torch.profiler,
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 from torch.autograd.profiler_util import FunctionEvent
 
 from forge.core.problem import load_problem
@@ -102,7 +102,6 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20)
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, "Library producers' share of an op's time")
     paths = sorted(p for d in a.dirs for p in d.glob("*.py") if not p.name.startswith("_"))[:: a.every]
     ceilings: list[float] = []
     print(f"{'op':60s} {'eager ms':>9s} {'producers':>9s} {'ceiling':>8s}")
@@ -122,4 +121,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, "Library producers' share of an op's time"))

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from page import add_page_option, record_page  # noqa: E402
+from page import add_page_option, run_with_page  # noqa: E402
 
 from tests.llm_server import Script, serve  # noqa: E402
 
@@ -51,7 +51,6 @@ def main() -> int:
     parser.add_argument("--save", type=Path, help="write each prompt here (role_N.md)")
     add_page_option(parser)
     args = parser.parse_args()
-    record_page(args.page, 'Prompt sizes of the LLM agents')
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -76,4 +75,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(run_with_page(main, 'Prompt sizes of the LLM agents'))

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 import forge.kernelbank as kb
 from forge.core.importing import import_file
@@ -193,7 +193,6 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write each kernel's figures here (benchmarks/claims.py reads it)")
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'Banked claims reproduced in a plain loop')
     with_heap(a.heap)
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -284,4 +283,4 @@ def report(
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'Banked claims reproduced in a plain loop'))

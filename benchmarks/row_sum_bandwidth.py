@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge import cpp
 from forge.agents.builtin.cpp_snippets import HEADER, REDUCE
@@ -57,7 +57,6 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=60)
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'Row sums: torch.sum against rows reduced side by side')
     lib = kernels()
     xs = [torch.randn(ROWS, COLS) for _ in range(SETS)]
     y = torch.empty(ROWS)
@@ -91,4 +90,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'Row sums: torch.sum against rows reduced side by side'))

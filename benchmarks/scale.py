@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import ray
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 from ray.cluster_utils import Cluster
 
 from forge import harness
@@ -144,7 +144,6 @@ def main() -> None:
     ap.add_argument("--no-load-check", action="store_true")
     add_page_option(ap)
     args = ap.parse_args()
-    record_page(args.page, 'Throughput: local and Ray executors')
     if not args.skip_throughput:
         throughput(args.ops, args.rounds, args.runs.split(","), not args.no_load_check)
     if args.repeats:
@@ -152,4 +151,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'Throughput: local and Ray executors'))

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge.core.acceptance import beats_eager
 from forge.core.settings import load_settings
@@ -130,7 +130,6 @@ def main() -> None:
     ap.add_argument("--control", action="store_true", help="judge each repeat with a null control, as a session does")
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'Timing stability: the same verification repeated')
     # the isolated verification's timing is what this measures: no user loop beside it
     settings = load_settings(compile_baseline=False, user_loop=False)
     trials = a.trials or settings.confirm_trials
@@ -164,4 +163,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'Timing stability: the same verification repeated'))

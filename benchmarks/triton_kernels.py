@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge.agents.builtin import BuiltinCoder
 from forge.agents.builtin.tuner import default_config
@@ -142,7 +142,6 @@ def main() -> None:
     ap.add_argument("--no-compile", action="store_true")
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'The built-in Triton kernels on a GPU')
     if not torch.cuda.is_available():
         sys.exit("triton_kernels.py needs a CUDA GPU")
     ops = a.ops or sorted((ROOT / "examples" / "ops").glob("*.py"))
@@ -155,4 +154,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'The built-in Triton kernels on a GPU'))

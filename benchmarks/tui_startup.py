@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge.core.problem import read_problem_source
 from forge.core.verdict import Verdict
@@ -143,7 +143,6 @@ def main() -> None:
     ap.add_argument("--kernels", type=int, default=100)
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'How fast the TUI opens')
     with tempfile.TemporaryDirectory() as tmp:
         first_screen(Path(tmp) / "empty.db", a.repeats, "no bank yet")
         bank = Path(tmp) / "big.db"
@@ -165,4 +164,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'How fast the TUI opens'))

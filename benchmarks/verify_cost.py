@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 from verify_examples import PAIRS as EXAMPLES  # the shipped examples and their candidates
 
 from forge.core.settings import load_settings
@@ -159,7 +159,6 @@ def main() -> None:
     ap.add_argument("--one", nargs=3, metavar=("NAME", "OP", "CANDIDATE"), help=argparse.SUPPRESS)
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'What a verification costs: time and memory')
     if a.one:
         _memory_row(a.one[0], Path(a.one[1]), Path(a.one[2]))
         return
@@ -171,4 +170,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'What a verification costs: time and memory'))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from page import add_page_option, record_page
+from page import add_page_option, run_with_page
 
 from forge.core.settings import load_settings
 from forge.verifier import verify
@@ -35,7 +35,6 @@ def main() -> None:
     ap.add_argument("--no-compile-baseline", action="store_true")
     add_page_option(ap)
     a = ap.parse_args()
-    record_page(a.page, 'Every shipped example candidate verified')
     settings = load_settings(compile_baseline=not a.no_compile_baseline)
     print(
         f"{'op':16s} {'candidate':22s} {'status':10s} {'cand ms':>8s} {'eager ms':>8s} {'compile ms':>10s} "
@@ -54,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_with_page(main, 'Every shipped example candidate verified'))

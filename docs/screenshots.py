@@ -1,4 +1,4 @@
-"""Regenerate the README's TUI pictures from a real run: `forge tui examples/ops/rmsnorm.py`
+"""Regenerate the TUI pictures of the README and docs/tui.md from a real run: `forge tui examples/ops/rmsnorm.py`
 (built-in agent, 2 rounds, a throwaway bank), driven with Textual's Pilot until the session ends,
 then the session screen on its best attempt's verdict, saved as SVG.
 

@@ -90,9 +90,10 @@ def settings_page() -> str:
     lines = [
         "# Settings and environment variables", "",
         "Each setting comes from, first to last: a command-line flag where the command has one, the "
-        "`FORGE_*` environment variable, `[tool.forge]` in `./pyproject.toml` or the table of "
-        "`./forge.toml` (keys as in the first column), the default. A bad value is an error that names "
-        "the setting (exit code 2).", "",
+        "`FORGE_*` environment variable, a settings file in the current directory (`./forge.toml`, or "
+        "where there is none, the `[tool.forge]` table of `./pyproject.toml`; keys as in the first "
+        "column; the first of the two that holds settings is used whole, not merged), the default. A bad "
+        "value is an error that names the setting (exit code 2).", "",
         "| setting | variable | type | default | what it does |", "|---|---|---|---|---|",
     ]  # fmt: skip
     for name, field in ForgeSettings.model_fields.items():

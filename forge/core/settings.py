@@ -37,6 +37,7 @@ ENVIRONMENT_ONLY: tuple[EnvironmentVariable, ...] = (
                         "workers; forge sets them to keep freed memory unless you set them (see Timing)"),
     EnvironmentVariable("GOMP_SPINCOUNT", "libgomp's spin-wait in verification workers; forge sets 10000 unless "
                         "you set it (see Timing)"),
+    EnvironmentVariable("CXX", "the C++ compiler `forge.cpp` builds kernels with (default: g++, else c++ or clang++)"),
     EnvironmentVariable("OPENAI_API_KEY, ANTHROPIC_API_KEY, ...", "the LLM provider's key, read by litellm for "
                         "`--model` (`forge doctor` lists which are set, by name only)"),
 )

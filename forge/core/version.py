@@ -1,4 +1,4 @@
 """forge's version: one literal, read by the package (``forge.__version__``), ``forge --version`` and
 the build (pyproject's dynamic version)."""
 
-VERSION = "0.1.0"
+VERSION = "0.2.0.dev0"
