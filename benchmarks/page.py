@@ -35,7 +35,9 @@ def commit() -> str:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True, cwd=HERE).stdout.strip()
 
-    return git("rev-parse", "--short", "HEAD") + (" (with uncommitted changes)" if git("status", "--porcelain") else "")
+    # pages written into docs/benchmarks/ by earlier runs do not make the code the figures came from dirty
+    changed = git("status", "--porcelain", "--", ".", ":(exclude)docs/benchmarks")
+    return git("rev-parse", "--short", "HEAD") + (" (with uncommitted changes)" if changed else "")
 
 
 def machine() -> str:

@@ -126,16 +126,20 @@ def _memory_row(name: str, op: Path, cand: Path) -> None:
     if m is None or m.bound_mib is None:
         print(f"  {name:22s} {v.status}: no memory figures ({v.reason})")
         return
-    ok = "within" if m.within_bound else "OVER"
+    ok = "within" if m.within_limit else "OVER"
     print(
         f"  {name:22s} {v.status!s:8s} candidate {m.candidate_mib:6d}  reference {m.reference_mib:6d}  "
-        f"forge {m.forge_mib:6d}  bound {m.bound_mib:6d} MiB  {ok}  ({time.perf_counter() - t0:.0f} s)"
+        f"forge {m.forge_mib:6d}  bound {m.bound_mib:6d}  candidate's limit {m.limit_mib or m.bound_mib:6d} MiB  "
+        f"{ok}  ({time.perf_counter() - t0:.0f} s)"
     )
 
 
 def _in_fresh_process(name: str, op: Path, cand: Path) -> None:
     """One row, verified by a process of its own: its "forge" peak is that verification's alone."""
-    subprocess.run([sys.executable, __file__, "--one", name, str(op), str(cand)], check=False)
+    row = subprocess.run([sys.executable, __file__, "--one", name, str(op), str(cand)], capture_output=True, text=True)
+    if row.returncode != 0:
+        raise SystemExit(f"{name}: the measuring process failed:\n{row.stderr[-2000:]}")
+    print(row.stdout, end="")
 
 
 def memory_peaks(big_gib: float, work: Path) -> None:
