@@ -94,7 +94,7 @@ def big_bank(path: Path, sessions: int, attempts: int, kernels: int) -> None:
     spec = read_problem_source(OP)
     gone = Driver("bench-host", 0)  # a driver that finished long ago: the sessions are listed, not run
     ids = [
-        start_session(engine, spec, spec.op_hash, None, "refine", "builtin", None, {"rounds": attempts}, gone).id
+        start_session(engine, spec, spec.op_hash, None, "refine", "builtin", None, {"rounds": attempts}, gone).session_id
         for _ in range(sessions)
     ]
     facts = {"backend": "cpp", "device": "cpu", "op_hash": spec.op_hash}

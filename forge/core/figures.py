@@ -89,3 +89,8 @@ def _candidate_ms(v: Verdict) -> float | None:
 
 def _unpaired(ratio: float | None) -> PairedRatio | None:
     return None if ratio is None else PairedRatio(pairs=0, median=ratio, low=ratio, high=ratio)
+
+
+def fmt_seconds(s: float) -> str:
+    """Seconds as a share is shown: whole seconds, tenths below 10 s (a 0.4 s share is not "0 s")."""
+    return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import hashlib
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from torch import nn
 
 from forge.core.statuses import TextEnum
+
+if TYPE_CHECKING:  # a module only walked here: readers of banked plans (the TUI) do not import torch
+    from torch import nn
 
 
 class TpStyle(TextEnum):

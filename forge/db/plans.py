@@ -7,12 +7,13 @@ A plan is banked per (model structure, world size, mesh, device kind, train/infe
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from pydantic import ValidationError
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -42,6 +43,13 @@ class PlanTarget:
     @property
     def mode(self) -> str:
         return "train" if self.train else "infer"
+
+
+def _torch_version() -> str:
+    """The torch the plan ran with: the one loaded in this process (the bank's readers, the TUI among
+    them, import this module and must not pay for importing torch)."""
+    loaded = sys.modules.get("torch")
+    return str(loaded.__version__) if loaded is not None else importlib.metadata.version("torch")
 
 
 @dataclass(frozen=True)
@@ -148,7 +156,7 @@ def save_plan(
             step_ms=evidence.measured.step_ms if evidence.measured else None,
             predicted_step_ms=evidence.prediction.step_ms if evidence.prediction else None,
             session_id=provenance.session_id, attempt_id=provenance.attempt_id, agent=provenance.agent,
-            model=provenance.model, torch_version=torch.__version__,
+            model=provenance.model, torch_version=_torch_version(),
         )  # fmt: skip
         db.add(row)
         db.flush()

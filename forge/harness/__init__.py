@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     )
     from forge.harness.bank_reader import BankReader, bank_exists
     from forge.harness.control import RunControl
-    from forge.harness.machine_check import DoctorReport, Finding, doctor
+    from forge.harness.doctor_report import DoctorReport, Finding
+    from forge.harness.machine_check import doctor
     from forge.harness.options import DEFAULT_ROUNDS, OptimizeOptions
     from forge.harness.plan_options import PlanOptions
     from forge.harness.plan_run import PlanResult, optimize_plan
@@ -123,7 +124,8 @@ _SOURCES = {
     ),
     "forge.harness.bank_reader": ("BankReader", "bank_exists"),
     "forge.harness.control": ("RunControl",),
-    "forge.harness.machine_check": ("DoctorReport", "Finding", "doctor"),
+    "forge.harness.doctor_report": ("DoctorReport", "Finding"),
+    "forge.harness.machine_check": ("doctor",),
     "forge.harness.events": ("events",),
     "forge.harness.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),
     "forge.harness.plan_options": ("PlanOptions",),

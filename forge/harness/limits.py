@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from forge.core.figures import fmt_seconds
 from forge.core.statuses import SessionStatus
 from forge.verifier import stop_all_workers
 
@@ -116,11 +117,6 @@ class OpShare:
         if self.time_s is not None and time.monotonic() - self.started >= self.time_s:
             return SessionStatus.TIME_LIMIT, f"its share of the time limit ({fmt_seconds(self.time_s)}{of})"
         return None
-
-
-def fmt_seconds(s: float) -> str:
-    """Seconds as a share is shown: whole seconds, tenths below 10 s (a 0.4 s share is not "0 s")."""
-    return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
 @dataclass

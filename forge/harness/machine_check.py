@@ -13,13 +13,12 @@ import os
 import platform
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass
-from typing import Any
 
 from forge.core.errors import CompileError, ForgeError
 from forge.core.paths import BankLocation
 from forge.core.settings import ForgeSettings
 from forge.db import bank_facts
+from forge.harness.doctor_report import DoctorReport, Finding
 from forge.verifier import machine
 
 _OPENMP_PROBE = """
@@ -30,28 +29,6 @@ extern "C" int forge_doctor_threads() {
     return n;
 }
 """
-
-
-@dataclass(frozen=True)
-class Finding:
-    topic: str
-    ok: bool | None  # None: a fact, neither good nor bad
-    detail: str
-    fix: str = ""  # what to do when it is missing or wrong
-    needed: bool = False  # forge's main job cannot run without it
-
-
-@dataclass(frozen=True)
-class DoctorReport:
-    findings: list[Finding]
-
-    @property
-    def can_run(self) -> bool:
-        """Everything forge's main job needs is here."""
-        return all(f.ok for f in self.findings if f.needed)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"can_run": self.can_run, "findings": [asdict(f) for f in self.findings]}
 
 
 def _torch() -> tuple[list[Finding], bool]:

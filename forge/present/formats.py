@@ -6,7 +6,7 @@ from datetime import datetime
 
 from rich.text import Text
 
-from forge.harness.limits import fmt_seconds as fmt_seconds  # the engine words its limits with it too
+from forge.core.figures import fmt_seconds as fmt_seconds  # the engine words its limits with it too
 
 # The colour a status is shown in: green for what worked, yellow for a stop the user can
 # resume or act on, red for what failed, dim for what is still to come.
