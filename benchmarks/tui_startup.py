@@ -93,8 +93,8 @@ def big_bank(path: Path, sessions: int, attempts: int, kernels: int) -> None:
     engine = open_for_writing(path)
     spec = read_problem_source(OP)
     gone = Driver("bench-host", 0)  # a driver that finished long ago: the sessions are listed, not run
-    ids = [
-        start_session(engine, spec, spec.op_hash, None, "refine", "builtin", None, {"rounds": attempts}, gone).session_id
+    leases = [
+        start_session(engine, spec, spec.op_hash, None, "refine", "builtin", None, {"rounds": attempts}, gone)
         for _ in range(sessions)
     ]
     facts = {"backend": "cpp", "device": "cpu", "op_hash": spec.op_hash}
@@ -103,7 +103,7 @@ def big_bank(path: Path, sessions: int, attempts: int, kernels: int) -> None:
         save_kernel(engine, spec, SOURCE, verdict)
     engine.dispose()
     row = ("coder", SOURCE, "cpp", verdict_json(), "passed", 2.0, 1.2, 0)
-    rows = [(sid, r, *row) for sid in ids for r in range(attempts)]
+    rows = [(lease.session_id, r, *row) for lease in leases for r in range(attempts)]
     with sqlite3.connect(path) as db:
         db.executemany(
             "INSERT INTO attempts (session_id, round, role, candidate_source, backend, verdict, status,"
