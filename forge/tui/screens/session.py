@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Header, Sparkline, Static, Tabbed
 
 from forge.core.errors import ForgeError
 from forge.core.statuses import AttemptRole, SessionStatus
-from forge.harness import StoredAttempt, StoredSession, events
+from forge.harness import DEFAULT_ROUNDS, StoredAttempt, StoredSession, events
 from forge.present import (
     ATTEMPT_COLUMNS,
     attempt_cells,
@@ -175,7 +175,7 @@ class SessionScreen(ForgeScreen):
         if self.forge.runs.of_session(self.session_id) is not None:
             self.notify("this session is still running", severity="warning")
             return
-        rounds = int((self.stored.settings.get("rounds") if self.stored else None) or 8)
+        rounds = int((self.stored.settings.get("rounds") if self.stored else None) or DEFAULT_ROUNDS)
         if self.stored is not None and self.stored.strategy == "parallel":
             more = f"forge optimize --parallel --resume {self.session_id} --rounds {rounds + 2}"
             self.notify(f"a parallel-plan session continues from the command line: {more}", severity="warning")
