@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from forge.core.acceptance import timed_while_busy
-from forge.core.timing_records import PairedRatio
+from forge.core.statuses import TimingRegime
+from forge.core.timing_records import PairedRatio, Roofline
 from forge.core.verdict import Verdict
 
 
@@ -85,6 +86,12 @@ def _candidate_ms(v: Verdict) -> float | None:
     if stats.regime is not None and str(stats.regime) == "warm":
         return stats.warm_candidate.median_ms if stats.warm_candidate is not None else None
     return v.timings_ms.candidate
+
+
+def judged_roofline(v: Verdict) -> Roofline | None:
+    """The verdict's roofline where it bounds the op: None where the op is judged warm (its data
+    comes from cache, and a bound from DRAM bandwidth bounds nothing there)."""
+    return None if v.timing_stats.regime is TimingRegime.WARM else v.roofline
 
 
 def _unpaired(ratio: float | None) -> PairedRatio | None:

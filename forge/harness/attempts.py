@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from forge.agents import HistoryItem
 from forge.core.candidate_config import CandidateConfig
-from forge.core.figures import AttemptFigures
+from forge.core.figures import AttemptFigures, judged_roofline
 from forge.core.statuses import AttemptStatus
 from forge.core.timing_records import Timings
 from forge.core.verdict import Verdict
@@ -13,6 +13,7 @@ from forge.core.verdict import Verdict
 def history_item(round: int, source: str, verdict: Verdict, config: CandidateConfig, attempt_id: int) -> HistoryItem:
     failing = verdict.first_failed_check()
     figures = AttemptFigures.of(verdict)
+    roof = judged_roofline(verdict)  # judged warm, the data comes from cache: no DRAM bound
     timed = figures.timed or not verdict.timing_meaningful  # the interpreter's times still rank configs
     return HistoryItem(
         round=round,
@@ -24,10 +25,7 @@ def history_item(round: int, source: str, verdict: Verdict, config: CandidateCon
         max_abs_error=verdict.failing_case.max_abs if verdict.failing_case else None,
         # a busy machine's times say nothing: the agents and the tuner see none
         timings_ms=verdict.timings_ms.model_copy() if timed else Timings(),
-        # judged warm, the data comes from cache: a bound from DRAM bandwidth is no bound there
-        roofline_fraction=verdict.roofline.fraction_candidate
-        if verdict.roofline and figures.timed and figures.regime == "cold"
-        else None,
+        roofline_fraction=roof.fraction_candidate if roof is not None and figures.timed else None,
         config=config.config,
         parent_config=config.parent_config,
         attempt_id=attempt_id,

@@ -17,10 +17,11 @@ from forge.agents import AgentKind, Agents, CoderContext, HistoryItem, MachineFa
 from forge.core.acceptance import beats_eager
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import UsageError
+from forge.core.figures import judged_roofline
 from forge.core.op_brief import OpBrief
 from forge.core.problem import ProblemSource
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import AttemptStatus, SessionStatus, TimingRegime
+from forge.core.statuses import AttemptStatus, SessionStatus
 from forge.core.verdict import Verdict
 from forge.db import remove_provisional
 from forge.harness import events as ev
@@ -158,10 +159,8 @@ def no_gain_reason(verdict: Verdict, why: str | None) -> str:
     speed = f"best kernel {verdict.speedup_vs_eager or 0:.2f}x eager"
     if pair is not None:
         speed += f" (95% interval {pair.low:.2f}-{pair.high:.2f}x over {pair.pairs} pairs)"
-    roof = verdict.roofline
+    roof = judged_roofline(verdict)
     room = ""
-    if verdict.timing_stats.regime is TimingRegime.WARM:  # its data comes from cache: no DRAM bound applies
-        roof = None
     if roof is not None and roof.fraction_eager is not None and roof.fraction_eager <= 1.0:
         room = f"eager already runs at {roof.fraction_eager:.0%} of this machine's {roof.bound_by}; "
     elif roof is not None and roof.fraction_eager is not None:

@@ -14,7 +14,7 @@ from forge.agents.llm.client import LLMClient
 from forge.agents.llm.prompts import change_from_previous, example, fit_source, render, source_limit, standing
 from forge.agents.parsing import extract_candidate, parse_feedback
 from forge.agents.roles import CoderContext, MachineFacts, Proposal, Review
-from forge.core.figures import AttemptFigures
+from forge.core.figures import AttemptFigures, judged_roofline
 from forge.core.verdict import Verdict
 
 
@@ -97,6 +97,7 @@ class LLMJudge:
             change=change_from_previous(context.history, item),
             verdict=verdict,
             figures=AttemptFigures.of(verdict),
+            roofline=judged_roofline(verdict),
             history=[h for h in context.history if h is not item][-8:],
             brief=context.brief,
             standing=standing(context.history, context.brief),
