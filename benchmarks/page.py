@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from forge.verifier.machine import cpu_model
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -42,12 +44,7 @@ def commit() -> str:
 
 def machine() -> str:
     """The CPU, its cores and the kernel, and the GPU when torch sees one."""
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        cpuinfo = []
-    model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo if ln.startswith("model name")), platform.processor())
-    text = f"{model}, {os.cpu_count()} cores, Linux {platform.release()}"
+    text = f"{cpu_model()}, {os.cpu_count()} cores, Linux {platform.release()}"
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         text += f"; GPU {torch.cuda.get_device_name(0)}"
