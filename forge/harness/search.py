@@ -26,7 +26,7 @@ def _start_round(session: Session, unit: str) -> Outcome | None:
     limits, share, done = session.io.limits, session.io.share, f"{session.state.round} {unit}(s)"
     stop = SessionStatus.INTERRUPTED if limits.stop_requested.is_set() else limits.exceeded()
     if stop is SessionStatus.INTERRUPTED:
-        return stop, f"stopped after {done}; `--resume {session.id}` continues the session"
+        return _interrupted(session, unit)
     if stop:
         return stop, f"{str(stop).replace('_', ' ')} reached after {done}"
     used = share.exceeded(limits, session.io.spend.cost_usd) if share is not None else None
@@ -35,6 +35,19 @@ def _start_round(session: Session, unit: str) -> Outcome | None:
     session.state.round += 1
     session.io.events(ev.RoundStarted, round=session.state.round, rounds=session.options.round_limit)
     return None
+
+
+def _ended(session: Session, unit: str) -> Outcome:
+    """How a search whose loop ended stands: a stop asked for during its last round (after the
+    round's start looked) still ends it as interrupted, resumable, not finished."""
+    if session.io.limits.stop_requested.is_set():
+        return _interrupted(session, unit)
+    return SessionStatus.FINISHED, None
+
+
+def _interrupted(session: Session, unit: str) -> Outcome:
+    done = f"{session.state.round} {unit}(s)"
+    return SessionStatus.INTERRUPTED, f"stopped after {done}; `--resume {session.id}` continues the session"
 
 
 def _judge_says_stop(items: list[HistoryItem]) -> bool:
@@ -55,7 +68,7 @@ def refine(session: Session) -> Outcome:
             break  # the coder has nothing left to try
         if _judge_says_stop(session.evaluate(got.candidates)):
             break
-    return SessionStatus.FINISHED, None
+    return _ended(session, "round")
 
 
 def _parents(session: Session) -> list[HistoryItem | None]:
@@ -87,7 +100,7 @@ def evolve(session: Session) -> Outcome:
             break  # the coder has nothing left to try
         if _judge_says_stop(session.evaluate(batch)):
             break
-    return SessionStatus.FINISHED, None
+    return _ended(session, "generation")
 
 
 STRATEGIES: dict[str, Callable[[Session], Outcome]] = {"refine": refine, "evolve": evolve}

@@ -319,6 +319,35 @@ def test_a_search_stops_at_its_ops_share():
     assert _start_round(fresh, "round") is None and fresh.state.round == 3 and seen == [{"round": 3, "rounds": 8}]
 
 
+def test_a_stop_asked_for_during_the_last_round_ends_the_session_interrupted():
+    """The rounds' loop looks for a stop only as a round starts: a stop pressed while the last
+    round (or the coder's last idea) runs must still end the session interrupted, resumable."""
+    from types import SimpleNamespace
+
+    from forge.harness.limits import Spend
+    from forge.harness.search import refine
+
+    limits = Limits()
+    state = SimpleNamespace(round=0, history=[])
+
+    def evaluate(candidates: list[object]) -> list[object]:
+        limits.stop_requested.set()  # the user presses stop while the round verifies
+        return []
+
+    io = SimpleNamespace(limits=limits, share=None, events=lambda cls, **kw: None, spend=Spend())
+    session = SimpleNamespace(
+        io=io, state=state, id=7, options=SimpleNamespace(round_limit=1),
+        propose=lambda parent: SimpleNamespace(fatal=None, candidates=["one"]), evaluate=evaluate,
+    )  # fmt: skip
+    assert refine(session) == (  # type: ignore[arg-type]
+        SessionStatus.INTERRUPTED,
+        "stopped after 1 round(s); `--resume 7` continues the session",
+    )
+    limits.stop_requested.clear()
+    state.round, session.evaluate = 0, lambda candidates: []  # no stop: the rounds spent, it finished
+    assert refine(session) == (SessionStatus.FINISHED, None)  # type: ignore[arg-type]
+
+
 def test_exit_codes():
     ok = SessionResult("a", 1, SessionStatus.FINISHED, accepted=True)
     none = SessionResult("b", 2, SessionStatus.FINISHED)

@@ -131,3 +131,25 @@ async def test_an_llm_sessions_reply_streams_into_the_reply_tab(tmp_path, fast_s
     live = [t for t in shown if "CODER REPLY, round 1, arriving" in t]
     assert len(set(live)) >= 2, shown[-3:]  # seen more than once, growing as it arrives
     assert all(len(a) <= len(b) for a, b in itertools.pairwise(live))
+
+
+@pytest.mark.asyncio
+async def test_an_event_that_reaches_a_session_screen_before_it_mounts_is_dropped(tmp_path, fast_settings):
+    """A run's events arrive on their own schedule: one that lands between a session screen's
+    push and its mount (its widgets do not exist yet) must not crash the app; the mount reads
+    the bank anyway."""
+    from forge.db.engine import open_for_writing
+    from forge.tui.screens import SessionScreen
+
+    open_for_writing(tmp_path / "bank.db").dispose()  # an empty bank: the screen has a reader
+    app = make_app(tmp_path / "bank.db", fast_settings)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.reader() is not None
+        screen = SessionScreen(1)
+        app.push_screen(screen)
+        assert not screen.is_mounted
+        screen.engine_event(events.CandidateProposed("op", 1, round=1, attempt_id=1))
+        screen.engine_event(events.ReplyProgress("op", 1, role="coder", round=1, text="so far"))
+        await pilot.pause(0.3)
+        assert screen.is_mounted and app.is_running
+        assert "session 1" in text_of(screen.query_one("#totals", Static))

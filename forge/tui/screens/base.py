@@ -23,8 +23,9 @@ class ForgeScreen(Screen[None]):
 
     def engine_event(self, event: events.Event) -> None:
         """An event from a run started here: read the bank again at once (a streamed reply's
-        progress is left to the screen that shows it)."""
-        if not isinstance(event, events.ReplyProgress):
+        progress is left to the screen that shows it). A screen just pushed has no widgets until
+        it mounts, and its mount reads the bank anyway: events before then are dropped."""
+        if self.is_mounted and not isinstance(event, events.ReplyProgress):
             self.refresh_data()
 
     def start_polling(self) -> None:

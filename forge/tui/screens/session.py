@@ -102,7 +102,7 @@ class SessionScreen(ForgeScreen):
         """A streamed reply of this session goes to the Prompt/Reply tab as it arrives."""
         if not isinstance(event, events.ReplyProgress):
             super().engine_event(event)
-        elif event.session_id == self.session_id:
+        elif event.session_id == self.session_id and self.is_mounted:
             live = Text(f"{event.role.upper()} REPLY, round {event.round}, arriving…\n", style="bold cyan")
             # shown until the selection moves to another attempt (the poll leaves it alone till then)
             self.query_one("#llm-body", Static).update(Text.assemble(live, event.text))
