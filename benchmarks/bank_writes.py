@@ -58,8 +58,15 @@ def _with_lease(engine: Engine, lease: SessionLease) -> None:
 
 
 def _without_lease(engine: Engine, lease: SessionLease) -> None:
-    row = AttemptRow(session_id=lease.session_id, round=1, role=str(AttemptRole.CODER), candidate_source=SOURCE,
-                     backend="cpp", status=str(AttemptStatus.PENDING), verdict={"note": ""})  # fmt: skip
+    row = AttemptRow(
+        session_id=lease.session_id,
+        round=1,
+        role=str(AttemptRole.CODER),
+        candidate_source=SOURCE,
+        backend="cpp",
+        status=str(AttemptStatus.PENDING),
+        verdict={"note": ""},
+    )
     with session_factory(engine).begin() as db:
         db.add(row)
 
@@ -143,4 +150,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'Bank writes: commits per second, with and without leases'))
+    raise SystemExit(run_with_page(main, "Bank writes: commits per second, with and without leases"))

@@ -62,10 +62,24 @@ def optimize(path: Path, rounds: int, bank: Path, timeout: float) -> tuple[bool,
     reason, or what went wrong)."""
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "forge", "optimize", str(path), "--rounds", str(rounds), "--bank", str(bank),
-             "--json"],
-            capture_output=True, text=True, cwd=ROOT, env={**os.environ, "FORGE_DEVICE": "cpu"}, timeout=timeout,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "forge",
+                "optimize",
+                str(path),
+                "--rounds",
+                str(rounds),
+                "--bank",
+                str(bank),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "FORGE_DEVICE": "cpu"},
+            timeout=timeout,
+        )
         (result,) = json.loads(done.stdout)["problems"]
     except subprocess.TimeoutExpired:
         return False, False, None, None, f"timed out after {timeout:.0f} s"
@@ -111,16 +125,20 @@ def main() -> None:
                 row.verified, row.accepted, row.eager, row.compiled, status = found
                 row.why = "" if row.accepted else status
             rows.append(row)
-            print(f"{row.op:28s} {row.category:11s} {'taken' if taken else 'no':6s} "
-                  f"{'' if row.verified is None else ('verified' if row.verified else 'none verified'):14s} "
-                  f"{'' if row.accepted is None else ('accepted' if row.accepted else 'not accepted'):13s} "
-                  f"{'' if row.eager is None else f'{row.eager:.2f}x eager':12s} "
-                  f"{'' if row.compiled is None else f'{row.compiled:.2f}x compile':14s} {row.why[:160]}",
-                  flush=True)  # fmt: skip
+            print(
+                f"{row.op:28s} {row.category:11s} {'taken' if taken else 'no':6s} "
+                f"{'' if row.verified is None else ('verified' if row.verified else 'none verified'):14s} "
+                f"{'' if row.accepted is None else ('accepted' if row.accepted else 'not accepted'):13s} "
+                f"{'' if row.eager is None else f'{row.eager:.2f}x eager':12s} "
+                f"{'' if row.compiled is None else f'{row.compiled:.2f}x compile':14s} {row.why[:160]}",
+                flush=True,
+            )
     categories = sorted({r.category for r in rows})
     covered = [c for c in categories if any(r.taken for r in rows if r.category == c)]
-    print(f"\n{sum(r.taken for r in rows)}/{len(rows)} ops taken on; categories with at least one op taken on: "
-          f"{len(covered)}/{len(categories)} ({', '.join(covered) or 'none'})")  # fmt: skip
+    print(
+        f"\n{sum(r.taken for r in rows)}/{len(rows)} ops taken on; categories with at least one op taken on: "
+        f"{len(covered)}/{len(categories)} ({', '.join(covered) or 'none'})"
+    )
     for c in categories:
         of = [r for r in rows if r.category == c]
         print(f"  {c:11s} {sum(r.taken for r in of)}/{len(of)}")
@@ -128,9 +146,11 @@ def main() -> None:
         verified = [r for r in rows if r.verified]
         accepted = [r for r in rows if r.accepted]
         g = _geomean([r.compiled for r in accepted if r.compiled])
-        print(f"verified {len(verified)}/{len(rows)}, accepted {len(accepted)}/{len(verified) or 1} of the verified; "
-              f"geometric mean vs torch.compile on the accepted: {'—' if g is None else f'{g:.2f}x'}")  # fmt: skip
+        print(
+            f"verified {len(verified)}/{len(rows)}, accepted {len(accepted)}/{len(verified) or 1} of the verified; "
+            f"geometric mean vs torch.compile on the accepted: {'—' if g is None else f'{g:.2f}x'}"
+        )
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'The built-in agent on ops it was not tuned for'))
+    raise SystemExit(run_with_page(main, "The built-in agent on ops it was not tuned for"))

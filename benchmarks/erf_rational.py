@@ -150,9 +150,11 @@ def fit() -> None:
         s = 1.0 - ulps * 2.0**-24
         pf = [float(np.float32(v * s)) for v in p]
         qf = [float(np.float32(v)) for v in q]
-        horner = lambda cs: "".join("(" for _ in cs[:-1]) + repr(cs[-1]) + "f" + "".join(  # noqa: E731
-            f" * u + {c!r}f)" for c in reversed(cs[:-1])
-        )
+
+        def horner(cs: list[float]) -> str:
+            nested = "".join(f" * u + {c!r}f)" for c in reversed(cs[:-1]))
+            return "".join("(" for _ in cs[:-1]) + repr(cs[-1]) + "f" + nested
+
         source = (
             "static inline float forge_erf(float x) {\n    float u = x * x;\n"
             f"    float p = {horner(pf)};\n    float q = {horner(qf)};\n"

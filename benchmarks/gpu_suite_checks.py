@@ -152,8 +152,9 @@ def hacks_part(ctx: Context) -> PartResult:
             with VerifierService(TEST_OPS / f"{hack.op}.py", settings, ctx.device) as service:
                 v = service.verify_file(TEST_CANDIDATES / hack.candidate)
         except Exception as exc:  # the verifier breaking on one candidate is that row's finding
-            table.rows.append([hack.what, hack.expect, f"the verifier raised {type(exc).__name__}: {exc}"[:200],
-                               "-", "**NO**"])  # fmt: skip
+            table.rows.append(
+                [hack.what, hack.expect, f"the verifier raised {type(exc).__name__}: {exc}"[:200], "-", "**NO**"]
+            )
             continue
         accepted, why = beats_eager(v)
         ok = _as_expected(hack.expect, v.passed, accepted)

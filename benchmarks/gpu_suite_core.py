@@ -70,8 +70,9 @@ class PartResult:
 def run_group(cmd: list[str], timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """``cmd`` in a process group of its own, the whole group killed when ``timeout`` passes (forge's
     verifier workers too: left behind, they would hold the GPU and skew what is timed next)."""
-    with subprocess.Popen(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                          **kwargs) as proc:  # fmt: skip
+    with subprocess.Popen(
+        cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kwargs
+    ) as proc:
         try:
             out, err = proc.communicate(timeout=max(timeout, 1.0))
         except subprocess.TimeoutExpired:

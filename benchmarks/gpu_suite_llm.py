@@ -23,8 +23,7 @@ def _reply(candidate: str) -> str:
 
 
 def _judge(go_on: bool) -> str:
-    return json.dumps({"diagnosis": "one block a row", "bottleneck": "memory", "next_step": "stop",
-                       "continue": go_on})  # fmt: skip
+    return json.dumps({"diagnosis": "one block a row", "bottleneck": "memory", "next_step": "stop", "continue": go_on})
 
 
 def llm_cuda_part(ctx: Context) -> PartResult:
@@ -36,8 +35,21 @@ def llm_cuda_part(ctx: Context) -> PartResult:
     bank = ctx.work / "llm.db"
     bank.unlink(missing_ok=True)  # its verdicts are this run's alone
     with serve(script) as url:
-        args = ["optimize", str(SOFTMAX), "--model", "openai/scripted", "--api-base", url, "--backend", backend,
-                "--rounds", "1", "--bank", str(bank), "--json"]  # fmt: skip
+        args = [
+            "optimize",
+            str(SOFTMAX),
+            "--model",
+            "openai/scripted",
+            "--api-base",
+            url,
+            "--backend",
+            backend,
+            "--rounds",
+            "1",
+            "--bank",
+            str(bank),
+            "--json",
+        ]
         try:
             done = ctx.forge(*args, timeout=ctx.budget_s)
         except subprocess.TimeoutExpired:

@@ -48,17 +48,40 @@ class OpRow:
     claim: str = "-"  # the banked claim, x eager / x compile
 
     COLUMNS: ClassVar[tuple[str, ...]] = (
-        "op", "status", "judged", "eager ms", "compile ms", "max-autotune ms", "kernel ms", "x eager", "x compile",
-        "x max-autotune", "% of roofline", "runs in eval", "banked claim x eager / x compile",
-    )  # fmt: skip
+        "op",
+        "status",
+        "judged",
+        "eager ms",
+        "compile ms",
+        "max-autotune ms",
+        "kernel ms",
+        "x eager",
+        "x compile",
+        "x max-autotune",
+        "% of roofline",
+        "runs in eval",
+        "banked claim x eager / x compile",
+    )
 
     def cells(self) -> list[str]:
         def over(ms_: float | None) -> str:
             return times(ms_ / self.kernel_ms) if ms_ and self.kernel_ms else "-"
 
-        return [self.op, self.status, self.judged, ms(self.eager_ms), ms(self.compile_ms), ms(self.autotune_ms),
-                ms(self.kernel_ms), over(self.eager_ms), over(self.compile_ms), over(self.autotune_ms), self.roofline,
-                self.runs_in_eval, self.claim]  # fmt: skip
+        return [
+            self.op,
+            self.status,
+            self.judged,
+            ms(self.eager_ms),
+            ms(self.compile_ms),
+            ms(self.autotune_ms),
+            ms(self.kernel_ms),
+            over(self.eager_ms),
+            over(self.compile_ms),
+            over(self.autotune_ms),
+            self.roofline,
+            self.runs_in_eval,
+            self.claim,
+        ]
 
 
 def _table(rows: dict[str, OpRow]) -> Table:
@@ -160,8 +183,18 @@ def _measure(ctx: Context, op: Path, bank_path: Path, kernel_id: int, autotune: 
     roof = detail.evidence.roofline
     fraction = f"{roof.fraction_candidate:.0%}" if roof and roof.fraction_candidate and roof.holds else "-"
     claim = f"{times(detail.evidence.speedup_vs_eager)} / {times(detail.evidence.speedup_vs_compile)}"
-    return OpRow(op.stem, "accepted", judged, med["eager"], med["compile"], med.get("max-autotune"), med["kernel"],
-                 fraction, "yes" if why is None else f"NO: {why}", claim)  # fmt: skip
+    return OpRow(
+        op.stem,
+        "accepted",
+        judged,
+        med["eager"],
+        med["compile"],
+        med.get("max-autotune"),
+        med["kernel"],
+        fraction,
+        "yes" if why is None else f"NO: {why}",
+        claim,
+    )
 
 
 def _compiled(model: torch.nn.Module, mode: str | None) -> Any:
@@ -267,8 +300,16 @@ def _reproduced(ctx: Context, left_s: float) -> str:
     out = ctx.work / "reproduce.json"
     # x eager only: torch.compile of every banked op would not fit a loan's command (the optimize
     # part's table has each kernel against torch.compile, in one loop)
-    cmd = [sys.executable, str(HERE / "reproduce.py"), str(bank), "--rounds", "5" if ctx.dry else "15", "--no-compile",
-           "--json", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(HERE / "reproduce.py"),
+        str(bank),
+        "--rounds",
+        "5" if ctx.dry else "15",
+        "--no-compile",
+        "--json",
+        str(out),
+    ]
     try:
         done = run_group(cmd, max(left_s, 60.0), cwd=ROOT, env=ctx.env())
     except subprocess.TimeoutExpired:

@@ -23,15 +23,47 @@ ROOT = Path(__file__).resolve().parents[1]
 # What forge imports that the lent machines' image (its package list: the device tool's KINDS.md)
 # does not hold, with what those need in turn. Pinned to versions seen to work with forge here.
 MISSING = (
-    "sqlalchemy", "alembic", "mako", "greenlet",
-    "pydantic", "pydantic-core", "annotated-types", "typing-inspection", "pydantic-settings", "python-dotenv",
-    "platformdirs", "textual", "mdit-py-plugins", "linkify-it-py", "uc-micro-py",
-    "litellm", "openai", "httpx2", "jiter", "distro", "sniffio", "jsonschema", "jsonschema-specifications",
-    "referencing", "rpds-py", "importlib-metadata", "fastuuid", "httpcore2", "truststore",
-    "pytest-asyncio", "pytest-textual-snapshot", "syrupy",
-)  # fmt: skip
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-             "manylinux1_x86_64", "any")  # fmt: skip
+    "sqlalchemy",
+    "alembic",
+    "mako",
+    "greenlet",
+    "pydantic",
+    "pydantic-core",
+    "annotated-types",
+    "typing-inspection",
+    "pydantic-settings",
+    "python-dotenv",
+    "platformdirs",
+    "textual",
+    "mdit-py-plugins",
+    "linkify-it-py",
+    "uc-micro-py",
+    "litellm",
+    "openai",
+    "httpx2",
+    "jiter",
+    "distro",
+    "sniffio",
+    "jsonschema",
+    "jsonschema-specifications",
+    "referencing",
+    "rpds-py",
+    "importlib-metadata",
+    "fastuuid",
+    "httpcore2",
+    "truststore",
+    "pytest-asyncio",
+    "pytest-textual-snapshot",
+    "syrupy",
+)
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "any",
+)
 
 
 def _installed_version(name: str) -> str | None:
@@ -51,9 +83,23 @@ def download(dest: Path, python_version: str) -> list[str]:
     for name in MISSING:
         pinned = _installed_version(name)
         spec = f"{name}=={pinned}" if pinned else name
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(dest),
-               "--python-version", python_version, "--implementation", "cp",
-               *(f"--platform={p}" for p in PLATFORMS), spec]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+            str(dest),
+            "--python-version",
+            python_version,
+            "--implementation",
+            "cp",
+            *(f"--platform={p}" for p in PLATFORMS),
+            spec,
+        ]
         if subprocess.run(cmd, capture_output=True, text=True).returncode != 0:
             failed.append(spec)
     return failed

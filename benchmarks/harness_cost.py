@@ -87,4 +87,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'What the harness itself costs'))
+    raise SystemExit(run_with_page(main, "What the harness itself costs"))

@@ -100,8 +100,9 @@ def one_condition(
         return time_sides(sides, source, rounds, cold, cpu_flush_bytes(), before_call=before, after_call=after)
 
 
-def sweep(sides: dict[str, Side], draw: Callable[[], list[torch.Tensor]], rounds: int, cold: bool,
-          repeats: int) -> dict[str, tuple[list[int], list[int]]]:  # fmt: skip
+def sweep(
+    sides: dict[str, Side], draw: Callable[[], list[torch.Tensor]], rounds: int, cold: bool, repeats: int
+) -> dict[str, tuple[list[int], list[int]]]:
     """Every condition ``repeats`` times, the order rotated each time; per condition, the eager
     and kernel times pooled over the repeats."""
     pooled: dict[str, tuple[list[int], list[int]]] = {c: ([], []) for c in CONDITIONS}
@@ -160,8 +161,10 @@ def main() -> None:
     engine = open_for_writing(a.bank)
     bank = kb.open(a.bank)
     spin = os.environ.get("GOMP_SPINCOUNT", "libgomp's default")
-    print(f"{torch.get_num_threads()} threads, heap {a.heap}, GOMP_SPINCOUNT {spin}; {a.rounds} rounds x "
-          f"{a.repeats} repeats a condition; eager's time over the kernel's, median per round (95% CI)")  # fmt: skip
+    print(
+        f"{torch.get_num_threads()} threads, heap {a.heap}, GOMP_SPINCOUNT {spin}; {a.rounds} rounds x "
+        f"{a.repeats} repeats a condition; eager's time over the kernel's, median per round (95% CI)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for summary in list_kernels(engine):
             if (a.kernel and summary.id not in a.kernel) or str(summary.status) != "active":

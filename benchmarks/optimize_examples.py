@@ -102,4 +102,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'The built-in agent on every shipped example'))
+    raise SystemExit(run_with_page(main, "The built-in agent on every shipped example"))

@@ -34,8 +34,10 @@ def _machine() -> Machine:
     peak = measured_figures("cpu", 1, ForgeSettings().cache_path()).peak_gflops * 1e9
     with tempfile.TemporaryDirectory() as tmp:
         link = measure_link(Path(tmp) / "link.json")
-    print(f"machine: {peak / 1e9:.0f} GFLOP/s per rank (one thread), loopback all-reduce {link.bytes_per_s / 1e9:.2f} "
-          f"GB/s, {link.latency_s * 1e6:.0f} us per collective")  # fmt: skip
+    print(
+        f"machine: {peak / 1e9:.0f} GFLOP/s per rank (one thread), loopback all-reduce {link.bytes_per_s / 1e9:.2f} "
+        f"GB/s, {link.latency_s * 1e6:.0f} us per collective"
+    )
     return Machine(
         peak_flops=peak, link_bytes_per_s=link.bytes_per_s, latency_s=link.latency_s, cores=available_cores()
     )
@@ -82,13 +84,17 @@ def main() -> None:
     print(f"\n{'plan':64s} {'predicted ms (compute+comm)':>28s} {'measured':>9s} {'error':>7s} {'calibrated':>10s}")
     for name, p, t in rows:
         raw, cal = p.step_s, calib.step_s(p)
-        print(f"{name[:64]:64s} {raw * 1e3:9.1f} ({p.compute_s * 1e3:6.1f}+{p.comm_s * 1e3:6.1f}) {t * 1e3:9.1f} "
-              f"{(raw - t) / t:+7.0%} {(cal - t) / t:+10.0%}")  # fmt: skip
+        print(
+            f"{name[:64]:64s} {raw * 1e3:9.1f} ({p.compute_s * 1e3:6.1f}+{p.comm_s * 1e3:6.1f}) {t * 1e3:9.1f} "
+            f"{(raw - t) / t:+7.0%} {(cal - t) / t:+10.0%}"
+        )
     loo = _leave_one_out(rows)
-    print(f"\nmean relative error over {len(rows)} runs: {calib.error(calibrated=False):.0%} uncalibrated, "
-          f"{calib.error():.0%} calibrated on all of them, {loo:.0%} leave-one-out "
-          f"(factors: compute x{calib.compute:.2f}, communication x{calib.comm:.2f})")  # fmt: skip
+    print(
+        f"\nmean relative error over {len(rows)} runs: {calib.error(calibrated=False):.0%} uncalibrated, "
+        f"{calib.error():.0%} calibrated on all of them, {loo:.0%} leave-one-out "
+        f"(factors: compute x{calib.compute:.2f}, communication x{calib.comm:.2f})"
+    )
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'The parallel-plan cost model against real runs'))
+    raise SystemExit(run_with_page(main, "The parallel-plan cost model against real runs"))

@@ -51,8 +51,10 @@ def main() -> None:
     a = ap.parse_args()
     engine = open_for_writing(a.bank)
     kernels = [k for k in list_kernels(engine) if str(k.status) == "active" and (not a.kernel or k.id in a.kernel)]
-    print(f"{a.processes} fresh processes a kernel, {a.rounds} rounds each (reproduce.py, heap kept); per "
-          "process: the median per-round ratio in the judged regime; own interval: its high over its low")  # fmt: skip
+    print(
+        f"{a.processes} fresh processes a kernel, {a.rounds} rounds each (reproduce.py, heap kept); per "
+        "process: the median per-round ratio in the judged regime; own interval: its high over its low"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for k in kernels:
             runs = [one_process(a.bank, k.id, a.rounds, Path(tmp) / f"{k.id}_{i}.json") for i in range(a.processes)]
@@ -70,4 +72,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'One kernel in several fresh processes'))
+    raise SystemExit(run_with_page(main, "One kernel in several fresh processes"))

@@ -33,11 +33,24 @@ from forge.core.problem import load_problem
 # torch.profiler's names for the producers the lowering keeps as library calls (schedule.LIBRARY_OPS),
 # the functional entry points included, so that the outermost one counts once with its children.
 PRODUCERS = frozenset(
-    {"aten::linear", "aten::matmul", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
-     "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d", "aten::conv_transpose2d",
-     "aten::conv_transpose3d", "aten::convolution", "aten::_convolution",
-     "aten::scaled_dot_product_attention"}
-)  # fmt: skip
+    {
+        "aten::linear",
+        "aten::matmul",
+        "aten::mm",
+        "aten::addmm",
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::conv1d",
+        "aten::conv2d",
+        "aten::conv3d",
+        "aten::conv_transpose1d",
+        "aten::conv_transpose2d",
+        "aten::conv_transpose3d",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::scaled_dot_product_attention",
+    }
+)
 
 
 def _outermost(event: FunctionEvent) -> bool:
@@ -116,8 +129,10 @@ def main() -> None:
         print(f"{path.stem:60s} {ms:9.3f} {share:9.0%} {ceiling:7.2f}x", flush=True)
     if ceilings:
         low = sum(c < 1.08 for c in ceilings)
-        print(f"\n{len(ceilings)} ops; ceiling under 1.08x (inside the noise): {low}; "
-              f"median ceiling {statistics.median(ceilings):.2f}x")  # fmt: skip
+        print(
+            f"\n{len(ceilings)} ops; ceiling under 1.08x (inside the noise): {low}; "
+            f"median ceiling {statistics.median(ceilings):.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,21 @@ def run_session(op: Path, candidate: Path, forge_root: Path, rounds: int) -> Scr
     script = Script(coder=[reply] * rounds, judge=[JUDGE] * rounds)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(forge_root), os.environ.get("PYTHONPATH", "")]))
     with tempfile.TemporaryDirectory() as tmp, serve(script) as url:
-        argv = [sys.executable, "-m", "forge", "optimize", str(op.resolve()), "--model", "openai/prompt-sizes",
-                "--api-base", url, "--rounds", str(rounds), "--bank", str(Path(tmp) / "bank.db")]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "forge",
+            "optimize",
+            str(op.resolve()),
+            "--model",
+            "openai/prompt-sizes",
+            "--api-base",
+            url,
+            "--rounds",
+            str(rounds),
+            "--bank",
+            str(Path(tmp) / "bank.db"),
+        ]
         done = subprocess.run(argv, env=env, cwd=tmp, capture_output=True, text=True, timeout=1800)
         if done.returncode not in (0, 1):
             raise SystemExit(f"forge optimize failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -75,4 +88,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'Prompt sizes of the LLM agents'))
+    raise SystemExit(run_with_page(main, "Prompt sizes of the LLM agents"))

@@ -163,8 +163,16 @@ def with_heap(heap: str) -> None:
 Claims = tuple[PairedRatio | None, PairedRatio | None]
 
 
-def _rows(kernel_id: int, op: str, claim: str, claimed_compile: str, judged: str, regimes: dict[str, Regime],
-          claims: Claims, spread: float) -> tuple[list[str], list[bool | None]]:  # fmt: skip
+def _rows(
+    kernel_id: int,
+    op: str,
+    claim: str,
+    claimed_compile: str,
+    judged: str,
+    regimes: dict[str, Regime],
+    claims: Claims,
+    spread: float,
+) -> tuple[list[str], list[bool | None]]:
     """Two lines per kernel (its judged regime first, bracketed) and the judged regime's verdicts."""
     lines, held_in_judged = [], []
     for i, name in enumerate(sorted(regimes, key=lambda n: n != judged)):
@@ -174,8 +182,10 @@ def _rows(kernel_id: int, op: str, claim: str, claimed_compile: str, judged: str
             held_in_judged = held
         head = f"{kernel_id:>6d} {op:18s} {claim:>20s} {claimed_compile:>20s}" if i == 0 else " " * 67
         shown = f"[{name}]" if name == judged else f" {name} "
-        lines.append(f"{head} | {shown:6s} {r.eager!s:>20s} {r.compiled or '-'!s:>20s} | "
-                     f"{_mark(held[0]):>5s} {_mark(held[1]):>7s}")  # fmt: skip
+        lines.append(
+            f"{head} | {shown:6s} {r.eager!s:>20s} {r.compiled or '-'!s:>20s} | "
+            f"{_mark(held[0]):>5s} {_mark(held[1]):>7s}"
+        )
     return lines, held_in_judged
 
 
@@ -187,9 +197,12 @@ def main() -> None:
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--threads", type=int, help="torch's intra-op threads (default: torch's own, one per core)")
     ap.add_argument("--compile-mode", default=None, help="torch.compile's mode (default: its default, as forge's)")
-    ap.add_argument("--heap", choices=("kept", "returned"), default="kept",
-                    help="kept: freed memory stays with the process, as in forge's workers; "
-                    "returned: glibc's default")  # fmt: skip
+    ap.add_argument(
+        "--heap",
+        choices=("kept", "returned"),
+        default="kept",
+        help="kept: freed memory stays with the process, as in forge's workers; returned: glibc's default",
+    )
     ap.add_argument("--json", type=Path, help="also write each kernel's figures here (benchmarks/claims.py reads it)")
     add_page_option(ap)
     a = ap.parse_args()
@@ -200,11 +213,15 @@ def main() -> None:
     engine = open_for_writing(a.bank)
     bank = kb.open(a.bank)
     mode = f", torch.compile mode {a.compile_mode}" if a.compile_mode else ""
-    print(f"{torch.get_num_threads()} threads, heap {a.heap}{mode}; warm = back-to-back calls on the same inputs, "
-          "cold = LLC flushed, fresh inputs;\n"
-          "ratios are eager's (torch.compile's) time over the kernel's, per round")  # fmt: skip
-    print(f"{'kernel':>6s} {'op':18s} {'claim x eager (CI)':>20s} {'x compile (CI)':>20s} | {'regime':6s} "
-          f"{'x eager (CI)':>20s} {'x compile (CI)':>20s} | agrees: eager compile")  # fmt: skip
+    print(
+        f"{torch.get_num_threads()} threads, heap {a.heap}{mode}; warm = back-to-back calls on the same inputs, "
+        "cold = LLC flushed, fresh inputs;\n"
+        "ratios are eager's (torch.compile's) time over the kernel's, per round"
+    )
+    print(
+        f"{'kernel':>6s} {'op':18s} {'claim x eager (CI)':>20s} {'x compile (CI)':>20s} | {'regime':6s} "
+        f"{'x eager (CI)':>20s} {'x compile (CI)':>20s} | agrees: eager compile"
+    )
     held_all: list[bool] = []
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -224,8 +241,10 @@ def main() -> None:
             print("\n".join(lines), flush=True)
             held_all += [h for h in held if h is not None]
             rows.append(as_record(k.summary.id, k.op_name, k.evidence, regimes, held))
-    print(f"in the judged regime, {sum(held_all)} of {len(held_all)} claims agree with this loop "
-          "(its median inside the claim's interval widened by the claim's null spread)")  # fmt: skip
+    print(
+        f"in the judged regime, {sum(held_all)} of {len(held_all)} claims agree with this loop "
+        "(its median inside the claim's interval widened by the claim's null spread)"
+    )
     if a.json:
         meta = {"heap": a.heap, "threads": torch.get_num_threads(), "rounds": a.rounds, "torch": torch.__version__}
         a.json.write_text(json.dumps({**meta, "kernels": rows}, indent=1))
@@ -243,12 +262,19 @@ def as_record(
     claims, isolated = v.claim_pairs(), v.timing_stats.headline_pairs()
     loop = v.user_loop
     record: dict[str, Any] = {
-        "kernel": kernel_id, "op": op, "judged": str(v.timing_stats.regime or "cold"), "spread": null_spread(v),
-        "claim": _pair(claims[0]), "claim_compile": _pair(claims[1]) if v.speedup_vs_compile else None,
-        "isolated": _pair(isolated[0]), "isolated_compile": _pair(isolated[1]),
-        "user_loop": _pair(loop.eager) if loop else None, "user_loop_compile": _pair(loop.compiled) if loop else None,
-        "agrees": held[0], "agrees_compile": held[1] if len(held) > 1 else None,
-    }  # fmt: skip
+        "kernel": kernel_id,
+        "op": op,
+        "judged": str(v.timing_stats.regime or "cold"),
+        "spread": null_spread(v),
+        "claim": _pair(claims[0]),
+        "claim_compile": _pair(claims[1]) if v.speedup_vs_compile else None,
+        "isolated": _pair(isolated[0]),
+        "isolated_compile": _pair(isolated[1]),
+        "user_loop": _pair(loop.eager) if loop else None,
+        "user_loop_compile": _pair(loop.compiled) if loop else None,
+        "agrees": held[0],
+        "agrees_compile": held[1] if len(held) > 1 else None,
+    }
     if isinstance(regimes, str):
         record["not_running"] = regimes
     else:
@@ -283,4 +309,4 @@ def report(
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'Banked claims reproduced in a plain loop'))
+    raise SystemExit(run_with_page(main, "Banked claims reproduced in a plain loop"))

@@ -90,4 +90,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'Row sums: torch.sum against rows reduced side by side'))
+    raise SystemExit(run_with_page(main, "Row sums: torch.sum against rows reduced side by side"))

@@ -84,8 +84,10 @@ def one_run(ops: list[Path], rounds: int, s: ForgeSettings) -> tuple[float, int]
 def throughput(n_ops: int, rounds: int, which: list[str], load_check: bool) -> None:
     ops = EXAMPLES[:n_ops]
     check = "on" if load_check else "off"
-    print(f"ops per hour, {len(ops)} ops x {rounds} rounds (built-in agent, compile baseline off, load check "
-          f"{check}), {CORES} cores")  # fmt: skip
+    print(
+        f"ops per hour, {len(ops)} ops x {rounds} rounds (built-in agent, compile baseline off, load check "
+        f"{check}), {CORES} cores"
+    )
     print(f"{'executor':<34} {'wall s':>8} {'ops/hour':>9} {'banked':>7}")
     runs: dict[str, tuple[str, list[int] | None]] = {
         "local": ("local (one session at a time)", None),
@@ -151,4 +153,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'Throughput: local and Ray executors'))
+    raise SystemExit(run_with_page(main, "Throughput: local and Ray executors"))

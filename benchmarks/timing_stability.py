@@ -163,4 +163,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'Timing stability: the same verification repeated'))
+    raise SystemExit(run_with_page(main, "Timing stability: the same verification repeated"))

@@ -154,4 +154,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'The built-in Triton kernels on a GPU'))
+    raise SystemExit(run_with_page(main, "The built-in Triton kernels on a GPU"))

@@ -166,4 +166,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'How fast the TUI opens'))
+    raise SystemExit(run_with_page(main, "How fast the TUI opens"))

@@ -31,7 +31,7 @@ from forge.core.settings import load_settings
 from forge.verifier import Job, VerifierService, verify
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL_OP = '''
+SMALL_OP = """
 import torch
 import torch.nn as nn
 
@@ -47,8 +47,8 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
-SMALL_CANDIDATE = '''
+"""
+SMALL_CANDIDATE = """
 import torch
 import torch.nn as nn
 
@@ -56,8 +56,8 @@ import torch.nn as nn
 class ModelNew(nn.Module):
     def forward(self, x):
         return torch.tanh(x).mul_(2).add_(1)
-'''
-BIG_OP = '''
+"""
+BIG_OP = """
 import torch
 import torch.nn as nn
 
@@ -76,8 +76,8 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
-BIG_CANDIDATE = '''
+"""
+BIG_CANDIDATE = """
 import torch
 import torch.nn as nn
 
@@ -85,7 +85,7 @@ import torch.nn as nn
 class ModelNew(nn.Module):
     def forward(self, x):
         return torch.clamp_min(x, 0).sum(dim=-1)
-'''
+"""
 
 
 def _spread(xs: list[float]) -> str:
@@ -174,4 +174,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'What a verification costs: time and memory'))
+    raise SystemExit(run_with_page(main, "What a verification costs: time and memory"))

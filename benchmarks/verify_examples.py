@@ -53,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_with_page(main, 'Every shipped example candidate verified'))
+    raise SystemExit(run_with_page(main, "Every shipped example candidate verified"))

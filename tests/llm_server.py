@@ -75,8 +75,12 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            base = {"id": f"chatcmpl-{len(script.requests)}", "object": "chat.completion.chunk",
-                    "created": int(time.time()), "model": body.get("model", "test-model")}  # fmt: skip
+            base = {
+                "id": f"chatcmpl-{len(script.requests)}",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": body.get("model", "test-model"),
+            }
             pieces = [text[i : i + script.chunk_chars] for i in range(0, len(text), script.chunk_chars)] or [""]
             for i, piece in enumerate(pieces):
                 delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}

@@ -45,8 +45,19 @@ def nvcc_error(source: str, into: Path, arch: str = "sm_90") -> str | None:
     generated.parent.mkdir(parents=True, exist_ok=True)
     generated.write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
     # load_inline's flags: its C++ standard, torch's common ones (half operators off, ...), -fPIC
-    cmd = [nvcc, f"-arch={arch}", "-std=c++20", *COMMON_NVCC_FLAGS, "-Xcompiler", "-fPIC", "-c", str(cu),
-           "-o", str(into / "c.o"), f"-I{into / 'include'}",
-           *(f"-I{p}" for p in [*include_paths(), sysconfig.get_paths()["include"]])]  # fmt: skip
+    cmd = [
+        nvcc,
+        f"-arch={arch}",
+        "-std=c++20",
+        *COMMON_NVCC_FLAGS,
+        "-Xcompiler",
+        "-fPIC",
+        "-c",
+        str(cu),
+        "-o",
+        str(into / "c.o"),
+        f"-I{into / 'include'}",
+        *(f"-I{p}" for p in [*include_paths(), sysconfig.get_paths()["include"]]),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     return None if done.returncode == 0 else (done.stderr or done.stdout)[-3000:]

@@ -74,6 +74,7 @@ def running_server(bindir: Path) -> Iterator[PgServer]:
     try:
         yield PgServer(port)
     finally:
-        subprocess.run(_as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            _as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]), capture_output=True
+        )
         shutil.rmtree(home, ignore_errors=True)

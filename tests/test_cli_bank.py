@@ -103,9 +103,15 @@ def test_kernelbench_form_saved_by_verify_is_kernelized(tmp_path):
     user's class in a fresh process, gives the reference's outputs, and is restored."""
     bank = tmp_path / "bank.db"
     r = forge(
-        "verify", "rmsnorm_op.py", "rmsnorm_kernelbench.py", "--no-compile-baseline", "--save", "--bank", str(bank),
+        "verify",
+        "rmsnorm_op.py",
+        "rmsnorm_kernelbench.py",
+        "--no-compile-baseline",
+        "--save",
+        "--bank",
+        str(bank),
         cwd=USERPKG,
-    )  # fmt: skip
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "binds" in r.stdout and "direct" in r.stdout
     swapped, restored, same, n_warn, msgs = use_bank(bank, USERPKG)

@@ -20,13 +20,20 @@ def _free_port() -> int:
 
 
 def test_doctor_reports_this_machine_and_never_a_keys_value(tmp_path, cache_dir):
-    env = {**os.environ, "FORGE_CACHE_DIR": str(cache_dir), "FORGE_BANK": str(tmp_path / "none.db"),
-           "OPENAI_API_KEY": "sk-do-not-print-me"}  # fmt: skip
+    env = {
+        **os.environ,
+        "FORGE_CACHE_DIR": str(cache_dir),
+        "FORGE_BANK": str(tmp_path / "none.db"),
+        "OPENAI_API_KEY": "sk-do-not-print-me",
+    }
     url = f"http://127.0.0.1:{_free_port()}/v1"
     done = subprocess.run(
         [sys.executable, "-m", "forge", "doctor", "--json", "--api-base", url],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "sk-do-not-print-me" not in done.stdout + done.stderr
     report = json.loads(done.stdout)

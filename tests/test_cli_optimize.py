@@ -63,8 +63,20 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
     bank, report = tmp_path / "bank.db", tmp_path / "report"
     # one shipped example: several ops in one run are covered by the time-limit test below
     ops = [str(EXAMPLES / "ops" / "rmsnorm.py")]
-    r = forge("optimize", *ops, "--rounds", "2", "--no-compile-baseline", "--bank", str(bank), "--json",
-              "--report", str(report), cache=cache_dir, FORGE_USER_LOOP="true")  # fmt: skip
+    r = forge(
+        "optimize",
+        *ops,
+        "--rounds",
+        "2",
+        "--no-compile-baseline",
+        "--bank",
+        str(bank),
+        "--json",
+        "--report",
+        str(report),
+        cache=cache_dir,
+        FORGE_USER_LOOP="true",
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert set(data) == {"problems", "tokens", "cost_usd", "skipped"} and data["tokens"] == 0 and data["skipped"] == []
@@ -99,8 +111,19 @@ def test_a_batchs_time_limit_is_shared_among_its_ops(tmp_path, cache_dir):
     """--time-limit over two ops: the progress line and the JSON give each op's share; the second
     op still gets its attempts (the arithmetic is checked against a clock in tests/harness)."""
     ops = [str(OPS / f"{name}.py") for name in ("small_affine", "small_softmax")]
-    r = forge("optimize", *ops, "--rounds", "40", "--time-limit", "30", "--no-compile-baseline", "--json",
-              "--bank", str(tmp_path / "bank.db"), cache=cache_dir)  # fmt: skip
+    r = forge(
+        "optimize",
+        *ops,
+        "--rounds",
+        "40",
+        "--time-limit",
+        "30",
+        "--no-compile-baseline",
+        "--json",
+        "--bank",
+        str(tmp_path / "bank.db"),
+        cache=cache_dir,
+    )
     assert r.returncode in (0, 1, 4), r.stderr
     problems = json.loads(r.stdout)["problems"]
     shares = [p["share_s"] for p in problems]
@@ -129,8 +152,18 @@ def test_unsupported_op_and_usage_errors(tmp_path, cache_dir):
 
 
 def test_provider_unreachable_exits_3(tmp_path, cache_dir):
-    r = forge("optimize", str(OPS / "small_softmax.py"), "--model", "openai/some-model", "--api-base",
-              "http://127.0.0.1:9/v1", "--bank", str(tmp_path / "b.db"), "--json", cache=cache_dir)  # fmt: skip
+    r = forge(
+        "optimize",
+        str(OPS / "small_softmax.py"),
+        "--model",
+        "openai/some-model",
+        "--api-base",
+        "http://127.0.0.1:9/v1",
+        "--bank",
+        str(tmp_path / "b.db"),
+        "--json",
+        cache=cache_dir,
+    )
     assert r.returncode == 3, r.stderr
     assert json.loads(r.stdout)["error"]["kind"] == "ProviderError"
     assert "Traceback" not in r.stderr
@@ -158,8 +191,18 @@ def _start(args: list[str], cache: Path) -> subprocess.Popen[str]:
 
 def test_ctrl_c_stops_cleanly_and_a_killed_session_resumes(tmp_path, cache_dir):
     bank = tmp_path / "bank.db"
-    args = [sys.executable, "-m", "forge", "optimize", str(OPS / "small_layernorm.py"), "--rounds", "4",
-            "--no-compile-baseline", "--bank", str(bank)]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "forge",
+        "optimize",
+        str(OPS / "small_layernorm.py"),
+        "--rounds",
+        "4",
+        "--no-compile-baseline",
+        "--bank",
+        str(bank),
+    ]
     # Ctrl-C: exit 130, the session marked interrupted, the best-so-far is not lost
     proc = subprocess.Popen(
         args, cwd=ROOT, env=_env(cache_dir), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -184,8 +227,18 @@ def test_ctrl_c_stops_cleanly_and_a_killed_session_resumes(tmp_path, cache_dir):
         before = db.execute("SELECT count(*) FROM attempts WHERE session_id=? AND role='coder'", (sid,)).fetchone()
     assert status == "running"
     # a new --rounds replaces the stored one (4) and is remembered
-    r = forge("optimize", "--resume", str(sid), "--rounds", "3", "--bank", str(bank), "--json",
-              "--no-compile-baseline", cache=cache_dir)  # fmt: skip
+    r = forge(
+        "optimize",
+        "--resume",
+        str(sid),
+        "--rounds",
+        "3",
+        "--bank",
+        str(bank),
+        "--json",
+        "--no-compile-baseline",
+        cache=cache_dir,
+    )
     assert r.returncode in (0, 1), r.stderr
     assert "resuming" in r.stderr
     (p,) = json.loads(r.stdout)["problems"]
@@ -208,9 +261,25 @@ def test_builtin_agent_banks_triton_kernels_on_gpu(tmp_path, cache_dir):
     ops = [str(EXAMPLES / "ops" / "rmsnorm.py"), str(EXAMPLES / "ops" / "scale_bias_gelu.py")]
     env = {**_env(cache_dir), "FORGE_DEVICE": "cuda"}
     r = subprocess.run(
-        [sys.executable, "-m", "forge", "optimize", *ops, "--rounds", "2", "--no-compile-baseline", "--bank",
-         str(bank), "--json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "forge",
+            "optimize",
+            *ops,
+            "--rounds",
+            "2",
+            "--no-compile-baseline",
+            "--bank",
+            str(bank),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr
     for p in json.loads(r.stdout)["problems"]:
         assert p["accepted"] and p["backend"] == "triton" and p["speedup_vs_eager"] > 1.0, p
@@ -223,8 +292,21 @@ def test_a_live_drivers_session_is_left_alone_and_resume_all_takes_a_killed_ones
     exits 2 naming that driver; `--resume all` leaves it alone); once that driver is killed,
     `--resume all` finishes it, and then finds nothing left."""
     bank = tmp_path / "bank.db"
-    proc = _start([sys.executable, "-m", "forge", "optimize", str(OPS / "small_layernorm.py"), "--rounds", "6",
-                   "--no-compile-baseline", "--bank", str(bank)], cache_dir)  # fmt: skip
+    proc = _start(
+        [
+            sys.executable,
+            "-m",
+            "forge",
+            "optimize",
+            str(OPS / "small_layernorm.py"),
+            "--rounds",
+            "6",
+            "--no-compile-baseline",
+            "--bank",
+            str(bank),
+        ],
+        cache_dir,
+    )
     try:
         _wait_for_attempts(bank, 1, proc)
         with sqlite3.connect(bank) as db:
@@ -240,8 +322,18 @@ def test_a_live_drivers_session_is_left_alone_and_resume_all_takes_a_killed_ones
     finally:
         proc.kill()
         proc.communicate()
-    r = forge("optimize", "--resume", "all", "--rounds", "2", "--bank", str(bank), "--json",
-              "--no-compile-baseline", cache=cache_dir)  # fmt: skip
+    r = forge(
+        "optimize",
+        "--resume",
+        "all",
+        "--rounds",
+        "2",
+        "--bank",
+        str(bank),
+        "--json",
+        "--no-compile-baseline",
+        cache=cache_dir,
+    )
     assert r.returncode in (0, 1), r.stderr
     (p,) = json.loads(r.stdout)["problems"]
     assert p["session_id"] == sid and f"resuming {sid}" in r.stderr
@@ -272,8 +364,19 @@ def test_resume_all_picks_only_sessions_cut_short_oldest_first(tmp_path, cache_d
     me, spec = Driver.this_process(), read_problem_source(OPS / "small_layernorm.py")
     held: list[int] = []
     try:
-        for status in ("time_limit", "interrupted", "finished", "crashed", "budget", "running", "unsupported",
-                       "busy", "no_gain", "unconfirmed", "provider_error"):  # fmt: skip
+        for status in (
+            "time_limit",
+            "interrupted",
+            "finished",
+            "crashed",
+            "budget",
+            "running",
+            "unsupported",
+            "busy",
+            "no_gain",
+            "unconfirmed",
+            "provider_error",
+        ):
             lease = start_session(engine, spec, "h" * 64, None, "refine", "builtin", None, {}, me)
             if status != "running":
                 update_session(engine, lease, status=SessionStatus(status), tokens=0, cost_usd=None)

@@ -42,13 +42,29 @@ def two_nodes() -> Iterator[object]:
 
 
 def _env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "FORGE_CACHE_DIR": str(cache), "FORGE_TIMING_BUDGET_S": "0.3", "FORGE_DEVICE": "cpu",
-            "FORGE_CONFIRM_TRIALS": "10", "FORGE_LOAD_CHECK": "false"}  # fmt: skip
+    return {
+        **os.environ,
+        "FORGE_CACHE_DIR": str(cache),
+        "FORGE_TIMING_BUDGET_S": "0.3",
+        "FORGE_DEVICE": "cpu",
+        "FORGE_CONFIRM_TRIALS": "10",
+        "FORGE_LOAD_CHECK": "false",
+    }
 
 
 def _optimize(bank: Path, cache: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "forge", "optimize", *OPS, "--no-compile-baseline", "--bank", str(bank), "--json",
-            *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "forge",
+        "optimize",
+        *OPS,
+        "--no-compile-baseline",
+        "--bank",
+        str(bank),
+        "--json",
+        *extra,
+    ]
 
 
 def _attempts(bank: Path) -> list[tuple[str, int, str, Verdict | None]]:
@@ -62,19 +78,32 @@ def _attempts(bank: Path) -> list[tuple[str, int, str, Verdict | None]]:
             ).fetchall()
     except sqlite3.OperationalError:  # the driver is still creating the schema
         return []
-    return [(op, rnd, src or "", Verdict.from_json(json.loads(v)) if v and st != "pending" else None)
-            for op, rnd, src, v, st in rows]  # fmt: skip
+    return [
+        (op, rnd, src or "", Verdict.from_json(json.loads(v)) if v and st != "pending" else None)
+        for op, rnd, src, v, st in rows
+    ]
 
 
 def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cache_dir, two_nodes):
-    local = subprocess.run(_optimize(tmp_path / "local.db", cache_dir, "--rounds", "2"), capture_output=True,
-                           text=True, cwd=ROOT, env=_env(cache_dir), timeout=900)  # fmt: skip
+    local = subprocess.run(
+        _optimize(tmp_path / "local.db", cache_dir, "--rounds", "2"),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(cache_dir),
+        timeout=900,
+    )
     assert local.returncode in (0, 1), local.stderr
     on_ray = subprocess.run(
-        _optimize(tmp_path / "ray.db", cache_dir, "--rounds", "2", "--executor", "ray", "--ray-address",
-                  two_nodes.address),  # type: ignore[attr-defined]
-        capture_output=True, text=True, cwd=ROOT, env=_env(cache_dir), timeout=900,
-    )  # fmt: skip
+        _optimize(
+            tmp_path / "ray.db", cache_dir, "--rounds", "2", "--executor", "ray", "--ray-address", two_nodes.address
+        ),  # type: ignore[attr-defined]
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(cache_dir),
+        timeout=900,
+    )
     assert on_ray.returncode in (0, 1), on_ray.stderr
     said = " ".join(on_ray.stderr.split())
     assert "ray (" in said and "2 nodes, cpu; each session asks for 1 CPU, 2 at once" in said
@@ -99,8 +128,12 @@ def _start_on_cluster(bank: Path, cache: Path, rounds: int, address: str) -> sub
     """A cluster run of the ops in the background, its output piped."""
     return subprocess.Popen(
         _optimize(bank, cache, "--rounds", str(rounds), "--executor", "ray", "--ray-address", address),
-        cwd=ROOT, env=_env(cache), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=_env(cache),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _wait_for(bank: Path, proc: subprocess.Popen[str], enough: int) -> None:
@@ -121,8 +154,9 @@ def _session_nodes(bank: Path) -> dict[int, str]:
         return {}
     try:
         with sqlite3.connect(bank) as db:
-            rows = db.execute("SELECT session_id, verdict FROM attempts WHERE role = 'coder' AND status != 'pending' "
-                              "ORDER BY id").fetchall()  # fmt: skip
+            rows = db.execute(
+                "SELECT session_id, verdict FROM attempts WHERE role = 'coder' AND status != 'pending' ORDER BY id"
+            ).fetchall()
     except sqlite3.OperationalError:  # the driver is creating the schema
         return {}
     return {sid: Verdict.from_json(json.loads(v)).node.node_id for sid, v in rows}  # type: ignore[union-attr]
@@ -130,8 +164,11 @@ def _session_nodes(bank: Path) -> dict[int, str]:
 
 def _in_flight(bank: Path, session_id: int) -> bool:
     with sqlite3.connect(bank) as db:
-        return bool(db.execute("SELECT count(*) FROM attempts WHERE session_id = ? AND status = 'pending'",
-                               (session_id,)).fetchone()[0])  # fmt: skip
+        return bool(
+            db.execute(
+                "SELECT count(*) FROM attempts WHERE session_id = ? AND status = 'pending'", (session_id,)
+            ).fetchone()[0]
+        )
 
 
 def test_a_node_killed_mid_run_loses_nothing(tmp_path, cache_dir, two_nodes):
@@ -180,10 +217,28 @@ def test_a_killed_driver_s_sessions_all_resume(tmp_path, cache_dir, two_nodes):
     assert left
     # the killed driver ran on this machine: its leases give way at once, and `all` finds its sessions
     r = subprocess.run(
-        [sys.executable, "-m", "forge", "optimize", "--resume", "all", "--no-compile-baseline", "--bank", str(bank),
-         "--json", "--executor", "ray", "--ray-address", address],
-        capture_output=True, text=True, cwd=ROOT, env=_env(cache_dir), timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "forge",
+            "optimize",
+            "--resume",
+            "all",
+            "--no-compile-baseline",
+            "--bank",
+            str(bank),
+            "--json",
+            "--executor",
+            "ray",
+            "--ray-address",
+            address,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(cache_dir),
+        timeout=900,
+    )
     assert r.returncode in (0, 1), r.stderr
     assert sorted(p["session_id"] for p in json.loads(r.stdout)["problems"]) == left, r.stderr
     with sqlite3.connect(bank) as db:
@@ -212,7 +267,11 @@ def test_ctrl_c_on_a_cluster_run_exits_130_and_sessions_resume(tmp_path, cache_d
 def test_a_cluster_that_is_not_there_is_a_clear_error(tmp_path, cache_dir):
     r = subprocess.run(
         _optimize(tmp_path / "bank.db", cache_dir, "--executor", "ray", "--ray-address", "127.0.0.1:9"),
-        capture_output=True, text=True, cwd=ROOT, env=_env(cache_dir), timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(cache_dir),
+        timeout=300,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "no Ray cluster answers there" in " ".join(r.stderr.split())

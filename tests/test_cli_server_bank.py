@@ -23,8 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def _env(cache: Path) -> dict[str, str]:
     # Both drivers share this machine's two cores: each times on one thread, and the other
     # driver's load is recorded rather than refused (the load check's own tests cover that).
-    return {**os.environ, "FORGE_CACHE_DIR": str(cache), "FORGE_TIMING_BUDGET_S": "0.3", "FORGE_DEVICE": "cpu",
-            "FORGE_CONFIRM_TRIALS": "10", "FORGE_THREADS": "1", "FORGE_LOAD_CHECK": "false"}  # fmt: skip
+    return {
+        **os.environ,
+        "FORGE_CACHE_DIR": str(cache),
+        "FORGE_TIMING_BUDGET_S": "0.3",
+        "FORGE_DEVICE": "cpu",
+        "FORGE_CONFIRM_TRIALS": "10",
+        "FORGE_THREADS": "1",
+        "FORGE_LOAD_CHECK": "false",
+    }
 
 
 def _at_once(*commands: list[str], cache: Path) -> list[subprocess.CompletedProcess[str]]:
@@ -53,15 +60,32 @@ def _count(url: str, sql: str) -> int:
 def test_two_drivers_save_to_one_server_bank_at_once(pg_bank, cache_dir):
     pairs = [("rmsnorm", "rmsnorm_cpp"), ("scale_bias_gelu", "scale_bias_gelu_cpp")]
     runs = _at_once(
-        *[["verify", str(EXAMPLES / "ops" / f"{op}.py"), str(EXAMPLES / "candidates" / f"{cand}.py"),
-           "--save", "--bank", pg_bank, "--json", "--no-compile-baseline"] for op, cand in pairs],
+        *[
+            [
+                "verify",
+                str(EXAMPLES / "ops" / f"{op}.py"),
+                str(EXAMPLES / "candidates" / f"{cand}.py"),
+                "--save",
+                "--bank",
+                pg_bank,
+                "--json",
+                "--no-compile-baseline",
+            ]
+            for op, cand in pairs
+        ],
         cache=cache_dir,
-    )  # fmt: skip
+    )
     for r in runs:
         assert r.returncode in (0, 1), r.stderr
     saved = [json.loads(r.stdout).get("kernel_id") for r in runs]
-    listed = subprocess.run([sys.executable, "-m", "forge", "bank", "list", "--bank", pg_bank, "--json"],
-                            capture_output=True, text=True, cwd=ROOT, env=_env(cache_dir), timeout=300)  # fmt: skip
+    listed = subprocess.run(
+        [sys.executable, "-m", "forge", "bank", "list", "--bank", pg_bank, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(cache_dir),
+        timeout=300,
+    )
     assert listed.returncode == 0, listed.stderr
     kernels = json.loads(listed.stdout)
     assert sorted(k["id"] for k in kernels) == sorted(k for k in saved if k is not None)
@@ -72,10 +96,21 @@ def test_two_drivers_save_to_one_server_bank_at_once(pg_bank, cache_dir):
 def test_two_optimize_drivers_share_one_server_bank(pg_bank, cache_dir):
     ops = ["rmsnorm", "scale_bias_gelu"]
     runs = _at_once(
-        *[["optimize", str(EXAMPLES / "ops" / f"{op}.py"), "--rounds", "2", "--no-compile-baseline", "--bank", pg_bank,
-           "--json"] for op in ops],
+        *[
+            [
+                "optimize",
+                str(EXAMPLES / "ops" / f"{op}.py"),
+                "--rounds",
+                "2",
+                "--no-compile-baseline",
+                "--bank",
+                pg_bank,
+                "--json",
+            ]
+            for op in ops
+        ],
         cache=cache_dir,
-    )  # fmt: skip
+    )
     reports = []
     for r in runs:
         assert r.returncode in (0, 1), r.stderr
@@ -88,23 +123,52 @@ def test_two_optimize_drivers_share_one_server_bank(pg_bank, cache_dir):
     assert _count(pg_bank, "SELECT count(*) FROM sessions WHERE status IN ('running', 'crashed')") == 0
     assert _count(pg_bank, "SELECT count(*) FROM sessions WHERE lease_token IS NOT NULL") == 0  # given back
 
-    doctor = subprocess.run([sys.executable, "-m", "forge", "doctor", "--bank", pg_bank, "--json"],
-                            capture_output=True, text=True, cwd=ROOT, env=_env(cache_dir), timeout=300)  # fmt: skip
+    doctor = subprocess.run(
+        [sys.executable, "-m", "forge", "doctor", "--bank", pg_bank, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(cache_dir),
+        timeout=300,
+    )
     (finding,) = [f for f in json.loads(doctor.stdout)["findings"] if f["topic"] == "bank"]
     assert finding["ok"] and f"{len(banked)} kernels, 2 sessions" in finding["detail"], finding
 
     sid = reports[0]["session_id"]
     resumed = subprocess.run(
-        [sys.executable, "-m", "forge", "optimize", "--resume", str(sid), "--rounds", "3", "--bank", pg_bank, "--json",
-         "--no-compile-baseline"], capture_output=True, text=True, cwd=ROOT, env=_env(cache_dir), timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "forge",
+            "optimize",
+            "--resume",
+            str(sid),
+            "--rounds",
+            "3",
+            "--bank",
+            pg_bank,
+            "--json",
+            "--no-compile-baseline",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(cache_dir),
+        timeout=900,
+    )
     assert resumed.returncode in (0, 1), resumed.stderr
     (again,) = json.loads(resumed.stdout)["problems"]
     assert again["session_id"] == sid and again["attempts"] == 3  # the stored two, and one more round
 
 
 def _kernels(url: str, cache: Path) -> list[dict[str, object]]:
-    listed = subprocess.run([sys.executable, "-m", "forge", "bank", "list", "--bank", url, "--json"],
-                            capture_output=True, text=True, cwd=ROOT, env=_env(cache), timeout=300)  # fmt: skip
+    listed = subprocess.run(
+        [sys.executable, "-m", "forge", "bank", "list", "--bank", url, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(cache),
+        timeout=300,
+    )
     assert listed.returncode == 0, listed.stderr
     return list(json.loads(listed.stdout))

@@ -49,8 +49,9 @@ def test_null_control_says_whether_a_session_would_bank_it(cache_dir):
     from forge.core.verdict import Verdict
 
     files = (str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"))
-    r = forge("verify", *files, "--no-compile-baseline", "--null-control", "--json", cache=cache_dir,
-              FORGE_TIMING_TRIALS="12")  # fmt: skip
+    r = forge(
+        "verify", *files, "--no-compile-baseline", "--null-control", "--json", cache=cache_dir, FORGE_TIMING_TRIALS="12"
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     v = Verdict.from_json(data)

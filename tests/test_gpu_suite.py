@@ -29,8 +29,15 @@ def test_the_dry_run_runs_every_part_and_writes_the_report(tmp_path, cache_dir):
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     statuses = {p["name"]: p["status"] for p in report["parts"]}
-    assert statuses == {"env": "passed", "gpu_tests": "passed", "hacks": "passed", "optimize": "passed",
-                        "runtime": "passed", "llm_cuda": "passed", "model": "skipped"}, report  # fmt: skip
+    assert statuses == {
+        "env": "passed",
+        "gpu_tests": "passed",
+        "hacks": "passed",
+        "optimize": "passed",
+        "runtime": "passed",
+        "llm_cuda": "passed",
+        "model": "skipped",
+    }, report
     assert report["dry_run"] is True
     hacks = next(p for p in report["parts"] if p["name"] == "hacks")
     rows = hacks["tables"][0]["rows"]

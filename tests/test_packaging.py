@@ -33,12 +33,14 @@ def test_forge_version_prints_the_package_version():
     assert done.stdout.strip() == f"forge {__version__}"
 
 
-
 def test_every_data_file_in_the_package_is_declared_for_the_wheel():
     declared = PROJECT["tool"]["setuptools"]["package-data"]["forge"]
     package = ROOT / "forge"
-    data = [p.relative_to(package).as_posix() for p in package.rglob("*")
-            if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]  # fmt: skip
+    data = [
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    ]
     assert "tui/app.tcss" in data  # the walk sees the data files
     missing = [f for f in data if not any(fnmatch.fnmatch(f, glob) for glob in declared)]
     assert not missing, f"not in [tool.setuptools.package-data] (the wheel would lack them): {missing}"

@@ -17,9 +17,23 @@ def _attempt(i: int, speedup: float | None, role: AttemptRole = AttemptRole.CODE
 
 
 def _kernel(**kw: object) -> KernelSummary:
-    base = dict(id=1, op="residual_rmsnorm", op_hash="abc", backend="cpp", device="cpu", capability=None,
-                dtype="float32", speedup_vs_eager=2.0, speedup_vs_compile=None, beats_reference=True,
-                confirmed=True, status=KernelStatus.ACTIVE, agent="builtin", torch="2.13", created_at=None)  # fmt: skip
+    base = dict(
+        id=1,
+        op="residual_rmsnorm",
+        op_hash="abc",
+        backend="cpp",
+        device="cpu",
+        capability=None,
+        dtype="float32",
+        speedup_vs_eager=2.0,
+        speedup_vs_compile=None,
+        beats_reference=True,
+        confirmed=True,
+        status=KernelStatus.ACTIVE,
+        agent="builtin",
+        torch="2.13",
+        created_at=None,
+    )
     return KernelSummary(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -56,11 +70,24 @@ def test_a_confirmation_row_says_whether_it_held_not_just_that_it_passed():
 
     why = "1.08x eager (95% CI 1.05-1.14x over 64 pairs, warm): the interval does not clear 1.08x"
     refused = Verdict.from_json({"status": "passed", "speedup_vs_eager": 1.08, "held": False, "why": why})
-    row = StoredAttempt(21, 4, AttemptRole.CONFIRM, 13, AttemptStatus.PASSED, "src", "cpp", None, None, 0, None,
-                        verdict=refused)  # fmt: skip
+    row = StoredAttempt(
+        21, 4, AttemptRole.CONFIRM, 13, AttemptStatus.PASSED, "src", "cpp", None, None, 0, None, verdict=refused
+    )
     assert str(attempt_cells(row)[4]) == "not held"
-    held = StoredAttempt(22, 4, AttemptRole.CONFIRM, 13, AttemptStatus.PASSED, "src", "cpp", None, None, 0, None,
-                         verdict=refused.model_copy(update={"confirm_held": True}))  # fmt: skip
+    held = StoredAttempt(
+        22,
+        4,
+        AttemptRole.CONFIRM,
+        13,
+        AttemptStatus.PASSED,
+        "src",
+        "cpp",
+        None,
+        None,
+        0,
+        None,
+        verdict=refused.model_copy(update={"confirm_held": True}),
+    )
     assert str(attempt_cells(held)[4]) == "held" and str(attempt_cells(_attempt(3, 1.5))[4]) == "passed"
     console = Console(width=200, record=True)
     console.print(verdict_renderable(refused))

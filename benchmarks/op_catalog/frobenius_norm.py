@@ -9,7 +9,7 @@ class Model(torch.nn.Module):
         pass
 
     def forward(self, x):
-        return x / torch.norm(x, p='fro')
+        return x / torch.norm(x, p="fro")
 
 
 def get_inputs():

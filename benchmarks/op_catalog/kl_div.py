@@ -9,7 +9,7 @@ class Model(torch.nn.Module):
         pass
 
     def forward(self, x, y):
-        return torch.nn.functional.kl_div(torch.log_softmax(x, -1), torch.softmax(y, -1), reduction='batchmean')
+        return torch.nn.functional.kl_div(torch.log_softmax(x, -1), torch.softmax(y, -1), reduction="batchmean")
 
 
 def get_inputs():

@@ -62,8 +62,14 @@ def cli_pages() -> dict[str, str]:
     and the index listing them."""
     root = forge_command()
     pages: dict[str, str] = {}
-    index = ["# Command line", "", "Every `forge` command, generated from the installed command itself.", "",
-             "| command | what it does |", "|---|---|"]  # fmt: skip
+    index = [
+        "# Command line",
+        "",
+        "Every `forge` command, generated from the installed command itself.",
+        "",
+        "| command | what it does |",
+        "|---|---|",
+    ]
     for name, command in root.commands.items():
         lines = _command_section(command, f"forge {name}", 1)
         if hasattr(command, "commands"):
@@ -88,18 +94,23 @@ def settings_page() -> str:
     """Every field of ``ForgeSettings`` with its variable, type, default and meaning, then the
     variables read from the environment only."""
     lines = [
-        "# Settings and environment variables", "",
+        "# Settings and environment variables",
+        "",
         "Each setting comes from, first to last: a command-line flag where the command has one, the "
         "`FORGE_*` environment variable, a settings file in the current directory (`./forge.toml`, or "
         "where there is none, the `[tool.forge]` table of `./pyproject.toml`; keys as in the first "
         "column; the first of the two that holds settings is used whole, not merged), the default. A bad "
-        "value is an error that names the setting (exit code 2).", "",
-        "| setting | variable | type | default | what it does |", "|---|---|---|---|---|",
-    ]  # fmt: skip
+        "value is an error that names the setting (exit code 2).",
+        "",
+        "| setting | variable | type | default | what it does |",
+        "|---|---|---|---|---|",
+    ]
     for name, field in ForgeSettings.model_fields.items():
         default = "computed" if field.default_factory is not None else f"`{field.default}`"
-        lines.append(f"| `{name}` | `FORGE_{name.upper()}` | {_type_name(field.annotation)} | {default} | "
-                     f"{_cell(field.description or '')} |")  # fmt: skip
+        lines.append(
+            f"| `{name}` | `FORGE_{name.upper()}` | {_type_name(field.annotation)} | {default} | "
+            f"{_cell(field.description or '')} |"
+        )
     lines += ["", "## Read from the environment only", "", "| variable | what it does |", "|---|---|"]
     lines += [f"| `{v.name}` | {_cell(v.meaning)} |" for v in ENVIRONMENT_ONLY]
     return "\n".join(lines) + "\n"
@@ -107,7 +118,7 @@ def settings_page() -> str:
 
 _ERRORS_INTRO = (
     "A mistake in what a command was given is never a traceback: the command prints `error:` and a message "
-    "naming the input and what to do (with `--json`, an object `{\"error\": {\"kind\", \"message\"}}` on "
+    'naming the input and what to do (with `--json`, an object `{"error": {"kind", "message"}}` on '
     "stdout), and exits with its kind's code. The kinds (in `forge.core.errors` and beside the bank's leases; "
     "the common ones importable from `forge`):"
 )
@@ -115,8 +126,14 @@ _ERRORS_INTRO = (
 
 def exit_codes_page() -> str:
     """Every ``ExitCode`` with its meaning, and which error kinds end a command with which code."""
-    lines = ["# Exit codes and errors", "", "Every `forge` command ends with one of these.", "",
-             "| code | name | meaning |", "|---|---|---|"]  # fmt: skip
+    lines = [
+        "# Exit codes and errors",
+        "",
+        "Every `forge` command ends with one of these.",
+        "",
+        "| code | name | meaning |",
+        "|---|---|---|",
+    ]
     lines += [f"| {int(code)} | `{code.name}` | {_cell(EXIT_CODE_MEANINGS[code])} |" for code in ExitCode]
     lines += ["", "## Errors", "", _ERRORS_INTRO, "", "| error | exit code | raised when |", "|---|---|---|"]
     for kind in _error_kinds(ForgeError):

@@ -59,9 +59,17 @@ def _plans_table(plans: list[harness.PlanSummary]) -> None:
         table.add_column(name, no_wrap=True)
     for p in plans:
         table.add_row(
-            str(p.id), p.op, p.mesh, str(p.world_size), p.device, p.mode, fmt_step(p.step_ms),
-            fmt_step(p.predicted_step_ms), p.agent or "—", p.status,
-        )  # fmt: skip
+            str(p.id),
+            p.op,
+            p.mesh,
+            str(p.world_size),
+            p.device,
+            p.mode,
+            fmt_step(p.step_ms),
+            fmt_step(p.predicted_step_ms),
+            p.agent or "—",
+            p.status,
+        )
     print_wide(table)
 
 
@@ -97,8 +105,14 @@ def show(
 
 def _show_plan(plan_id: int, bank: BankLocation | None, as_json: bool) -> None:
     d = run_or_fail(lambda: harness.bank_show_plan(bank, plan_id), as_json)
-    info = {**d.summary.to_json(), "structure_hash": d.structure_hash[:16], "session": d.session_id,
-            "attempt": d.attempt_id, "model": d.model, "torch": d.torch_version}  # fmt: skip
+    info = {
+        **d.summary.to_json(),
+        "structure_hash": d.structure_hash[:16],
+        "session": d.session_id,
+        "attempt": d.attempt_id,
+        "model": d.model,
+        "torch": d.torch_version,
+    }
     if as_json:
         print(json.dumps({**info, "plan": d.plan.to_json(), "evidence": d.evidence.to_json()}))
         return

@@ -33,8 +33,10 @@ class EventPrinter:
         if isinstance(e, events.ClusterJoined):
             self.side_by_side = True
             ask = f"{e.gpus_per_session} GPU" if e.device == "cuda" else f"{e.cpus_per_session} CPU"
-            err.print(f"ray ({e.address}): {e.nodes} node{'s' if e.nodes != 1 else ''}, {e.device}; each session "
-                      f"asks for {ask}, {e.sessions_at_once} at once")  # fmt: skip
+            err.print(
+                f"ray ({e.address}): {e.nodes} node{'s' if e.nodes != 1 else ''}, {e.device}; each session "
+                f"asks for {ask}, {e.sessions_at_once} at once"
+            )
         elif isinstance(e, events.SessionStarted):
             what = f"{e.agent} agent" + (f" ({e.model})" if e.model else "")
             verb = "resuming" if e.resumed else "session"
@@ -90,19 +92,27 @@ class EventPrinter:
 
     def _busy(self, e: events.MachineBusy) -> None:
         if e.waited_s is None:
-            err.print(f"  [yellow]machine busy[/] ({e.detail}): waiting up to {fmt_seconds(e.limit_s)} for it to "
-                      "quieten before the next verification", soft_wrap=True)  # fmt: skip
+            err.print(
+                f"  [yellow]machine busy[/] ({e.detail}): waiting up to {fmt_seconds(e.limit_s)} for it to "
+                "quieten before the next verification",
+                soft_wrap=True,
+            )
         elif e.quiet:
             err.print(f"  machine quiet after {fmt_seconds(e.waited_s)}")
         else:
-            err.print(f"  [yellow]still busy[/] after {fmt_seconds(e.waited_s)} ({e.detail}): going on; a speedup "
-                      "timed under load is not counted", soft_wrap=True)  # fmt: skip
+            err.print(
+                f"  [yellow]still busy[/] after {fmt_seconds(e.waited_s)} ({e.detail}): going on; a speedup "
+                "timed under load is not counted",
+                soft_wrap=True,
+            )
 
     def _verdict(self, e: events.VerdictReady) -> None:
         attempt = self._attempt(e)
         if e.status is VerdictStatus.PASSED and e.busy is not None:
-            err.print(f"  {attempt} {e.attempt_id}: [green]passed[/], [yellow]not timed[/]: the machine was busy "
-                      f"({e.busy})", soft_wrap=True)  # fmt: skip
+            err.print(
+                f"  {attempt} {e.attempt_id}: [green]passed[/], [yellow]not timed[/]: the machine was busy ({e.busy})",
+                soft_wrap=True,
+            )
         elif e.status is VerdictStatus.PASSED:
             s = e.speedup_vs_eager
             if s and s > self.best.get(e.problem, 0.0):
@@ -165,20 +175,44 @@ def optimize_command(
     resume_all, resume_ids = _resume_choice(resume)
     if parallel or world_size is not None or mesh is not None or simulate:
         plan_options = harness.PlanOptions(
-            world_size=world_size or 0, mesh=mesh, memory_per_device_gib=memory_per_device, train=train,
-            simulate=simulate, model=model, judge_model=judge, api_base=api_base, rounds=rounds,
-            budget_usd=budget_usd, time_limit_s=time_limit, bank=bank, resume=_one_session(resume_ids, resume_all),
-        )  # fmt: skip
+            world_size=world_size or 0,
+            mesh=mesh,
+            memory_per_device_gib=memory_per_device,
+            train=train,
+            simulate=simulate,
+            model=model,
+            judge_model=judge,
+            api_base=api_base,
+            rounds=rounds,
+            budget_usd=budget_usd,
+            time_limit_s=time_limit,
+            bank=bank,
+            resume=_one_session(resume_ids, resume_all),
+        )
         _optimize_plan(ops or [], plan_options, parallel, device, as_json)
 
     def run() -> harness.RunResult:
-        settings = load_settings(device=device, compile_baseline=False if no_compile_baseline else None,
-                                 executor=executor, ray_address=ray_address)  # fmt: skip
+        settings = load_settings(
+            device=device,
+            compile_baseline=False if no_compile_baseline else None,
+            executor=executor,
+            ray_address=ray_address,
+        )
         options = harness.OptimizeOptions(
-            model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy, rounds=rounds,
-            workers=workers, bank=bank, budget_usd=budget_usd, time_limit_s=time_limit,
-            resume=resume_ids[0] if resume_ids else None, resume_more=tuple(resume_ids[1:]), resume_all=resume_all,
-        )  # fmt: skip
+            model=model,
+            judge_model=judge,
+            api_base=api_base,
+            backend=backend,
+            strategy=strategy,
+            rounds=rounds,
+            workers=workers,
+            bank=bank,
+            budget_usd=budget_usd,
+            time_limit_s=time_limit,
+            resume=resume_ids[0] if resume_ids else None,
+            resume_more=tuple(resume_ids[1:]),
+            resume_all=resume_all,
+        )
         result = harness.optimize(list(ops or []), options, settings, EventPrinter())
         if report is not None:
             written = harness.write_report(report, result)
@@ -253,9 +287,15 @@ def _summary(run: harness.RunResult) -> None:
         other = next(((name, f) for name, f in r.regimes.items() if name != r.regime), None)
         shown = f"{other[0]} {fmt_times(other[1]['eager'])}/{fmt_times(other[1]['compile'])}" if other else "—"
         table.add_row(
-            r.problem, kernel, fmt_times(r.speedup_vs_eager), fmt_times(r.speedup_vs_compile),
-            r.regime or "—", shown, str(r.attempts), str(r.session_id),
-        )  # fmt: skip
+            r.problem,
+            kernel,
+            fmt_times(r.speedup_vs_eager),
+            fmt_times(r.speedup_vs_compile),
+            r.regime or "—",
+            shown,
+            str(r.attempts),
+            str(r.session_id),
+        )
     # Piped output gets rich's 80 columns, too narrow for this table; a terminal keeps its own width.
     print_wide(table)
     for r in run.results:
@@ -266,8 +306,9 @@ def _summary(run: harness.RunResult) -> None:
         out.print(f"LLM tokens {run.tokens}, cost {cost}")
 
 
-def _optimize_plan(ops: list[Path], options: harness.PlanOptions, parallel: bool, device: str | None,
-                   as_json: bool) -> None:  # fmt: skip
+def _optimize_plan(
+    ops: list[Path], options: harness.PlanOptions, parallel: bool, device: str | None, as_json: bool
+) -> None:
     printer = EventPrinter()
 
     def emit(e: events.Event) -> None:

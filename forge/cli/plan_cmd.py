@@ -38,9 +38,14 @@ def plan_summary(r: harness.PlanResult) -> None:
     for row in r.ranked:
         chosen = "[green]*[/]" if row["attempt_id"] == r.attempt_id else ""
         table.add_row(
-            f"{row['attempt_id']}{chosen}", row["mesh"], row["note"], row["status"],
-            fmt_step(row["predicted_ms"]), fmt_step(row["calibrated_ms"]), fmt_step(row["measured_ms"]),
-        )  # fmt: skip
+            f"{row['attempt_id']}{chosen}",
+            row["mesh"],
+            row["note"],
+            row["status"],
+            fmt_step(row["predicted_ms"]),
+            fmt_step(row["calibrated_ms"]),
+            fmt_step(row["measured_ms"]),
+        )
     if r.ranked:
         print_wide(table)
     if r.plan_id is None:
@@ -53,8 +58,13 @@ def plan_summary(r: harness.PlanResult) -> None:
         after = f", {r.error_after:.0%} calibrated on the runs before each" if r.error_after is not None else ""
         out.print(f"cost model error over {r.runs} real runs: {r.error_before:.0%} uncalibrated{after}", soft_wrap=True)
     if r.simulated:
-        out.print(f"session {r.session_id}; banked as 'predicted': shown by `forge bank list`, never applied by "
-                  "parallelize until a run on that mesh verifies it", soft_wrap=True)  # fmt: skip
+        out.print(
+            f"session {r.session_id}; banked as 'predicted': shown by `forge bank list`, never applied by "
+            "parallelize until a run on that mesh verifies it",
+            soft_wrap=True,
+        )
     else:
-        out.print(f"session {r.session_id}; apply it with forge.kernelbank.open(BANK).parallelize(model) on every rank",
-                  soft_wrap=True)  # fmt: skip
+        out.print(
+            f"session {r.session_id}; apply it with forge.kernelbank.open(BANK).parallelize(model) on every rank",
+            soft_wrap=True,
+        )

@@ -52,9 +52,11 @@ class VerifierNode:
         self.service = VerifierService(_op_file(op_path, op_source), settings, device, workers)
         context = ray.get_runtime_context()
         self.node = NodeSpec(
-            host=socket.gethostname(), node_id=context.get_node_id(), device_name=_device_name(device),
+            host=socket.gethostname(),
+            node_id=context.get_node_id(),
+            device_name=_device_name(device),
             cpus=int(settings.threads or 0),
-        )  # fmt: skip
+        )
 
     def spec(self) -> str:
         return self.node.model_dump_json()

@@ -94,8 +94,7 @@ def connect(address: str | None, settings: ForgeSettings) -> ClusterPlan:
         if address:
             _check_reachable(address)
         try:
-            ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)  # fmt: skip
+            ray.init(address=address or None, include_dashboard=False, log_to_driver=False, configure_logging=False)
         except ConnectionError as exc:
             raise _no_cluster(str(address), exc) from exc
     return replace(plan_sessions(ray.nodes(), settings), address=address or "local")

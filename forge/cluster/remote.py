@@ -101,8 +101,10 @@ class RemoteVerifier:
             self.node = self.node or spec
             self._actor, self._actor_node, self._calls = actor, spec, 0
             return
-        raise ForgeError(f"{self.op_path.name}: no cluster node like {self.node.device_name if self.node else 'it'!r} "
-                         "could take the session")  # fmt: skip
+        raise ForgeError(
+            f"{self.op_path.name}: no cluster node like {self.node.device_name if self.node else 'it'!r} "
+            "could take the session"
+        )
 
     def _wait(self, ref: Any, deadline: float | None, actor: Any = None) -> Any:
         while True:
@@ -205,8 +207,11 @@ class RemoteVerifier:
         node = self._actor_node
         self._abandon(self._actor)  # the next verification starts a fresh actor
         verdict = Verdict(problem=self.op_path.stem, candidate=job.name, device=self.plan.device, node=node)
-        verdict.fail(VerdictStatus.TIMEOUT, f"the verification on {node.label if node else 'its node'} did not "
-                     f"answer within {limit_s:.0f} s; its task was cancelled")  # fmt: skip
+        verdict.fail(
+            VerdictStatus.TIMEOUT,
+            f"the verification on {node.label if node else 'its node'} did not "
+            f"answer within {limit_s:.0f} s; its task was cancelled",
+        )
         return verdict
 
     def _died(self, job: Job, exc: _ActorDied) -> Verdict:

@@ -37,9 +37,19 @@ from forge.core.statuses import BindMode
 # Names every nn.Module keeps in its __dict__ (hooks, flags, the state dicts): not a kernel's own.
 _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) | {"_forge_config"}
 _CLASS_BOILERPLATE = frozenset(
-    {"__module__", "__qualname__", "__doc__", "__init__", "forward", "__annotations__", "__firstlineno__",
-     "__static_attributes__", "__dict__", "__weakref__"}
-)  # fmt: skip
+    {
+        "__module__",
+        "__qualname__",
+        "__doc__",
+        "__init__",
+        "forward",
+        "__annotations__",
+        "__firstlineno__",
+        "__static_attributes__",
+        "__dict__",
+        "__weakref__",
+    }
+)
 _PLAIN = (bool, int, float, str, type(None))
 
 

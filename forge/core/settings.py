@@ -27,19 +27,33 @@ class EnvironmentVariable:
 
 
 ENVIRONMENT_ONLY: tuple[EnvironmentVariable, ...] = (
-    EnvironmentVariable("FORGE_BANK", "the bank, a file path or a `postgresql://` URL, when a command is given no "
-                        "`--bank` (default: `bank.db` in the per-user data directory)"),
-    EnvironmentVariable("FORGE_KERNELBANK", "`off`: the runtime hands out no kernel (`load` returns the reference, "
-                        "`kernelize` swaps nothing)"),
-    EnvironmentVariable("FORGE_WORKER_TEMPLATE", "`0`: exec every verification worker instead of forking it from "
-                        "the pre-imported template (slower; for debugging the template)"),
-    EnvironmentVariable("MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_", "glibc's allocator in verification "
-                        "workers; forge sets them to keep freed memory unless you set them (see Timing)"),
-    EnvironmentVariable("GOMP_SPINCOUNT", "libgomp's spin-wait in verification workers; forge sets 10000 unless "
-                        "you set it (see Timing)"),
+    EnvironmentVariable(
+        "FORGE_BANK",
+        "the bank, a file path or a `postgresql://` URL, when a command is given no "
+        "`--bank` (default: `bank.db` in the per-user data directory)",
+    ),
+    EnvironmentVariable(
+        "FORGE_KERNELBANK",
+        "`off`: the runtime hands out no kernel (`load` returns the reference, `kernelize` swaps nothing)",
+    ),
+    EnvironmentVariable(
+        "FORGE_WORKER_TEMPLATE",
+        "`0`: exec every verification worker instead of forking it from "
+        "the pre-imported template (slower; for debugging the template)",
+    ),
+    EnvironmentVariable(
+        "MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_",
+        "glibc's allocator in verification "
+        "workers; forge sets them to keep freed memory unless you set them (see Timing)",
+    ),
+    EnvironmentVariable(
+        "GOMP_SPINCOUNT", "libgomp's spin-wait in verification workers; forge sets 10000 unless you set it (see Timing)"
+    ),
     EnvironmentVariable("CXX", "the C++ compiler `forge.cpp` builds kernels with (default: g++, else c++ or clang++)"),
-    EnvironmentVariable("OPENAI_API_KEY, ANTHROPIC_API_KEY, ...", "the LLM provider's key, read by litellm for "
-                        "`--model` (`forge doctor` lists which are set, by name only)"),
+    EnvironmentVariable(
+        "OPENAI_API_KEY, ANTHROPIC_API_KEY, ...",
+        "the LLM provider's key, read by litellm for `--model` (`forge doctor` lists which are set, by name only)",
+    ),
 )
 
 DeviceChoice = Literal["auto", "cpu", "cuda"]

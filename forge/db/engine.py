@@ -66,8 +66,12 @@ def _on_connect(dbapi_conn: Any, _record: Any) -> None:
 
 
 def _sqlite_engine(path: Path, *, read_only: bool = False) -> Engine:
-    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": _BUSY_MS / 1000},
-                           max_overflow=_POOL_OVERFLOW, pool_timeout=_POOL_WAIT_S)  # fmt: skip
+    engine = create_engine(
+        f"sqlite:///{path}",
+        connect_args={"timeout": _BUSY_MS / 1000},
+        max_overflow=_POOL_OVERFLOW,
+        pool_timeout=_POOL_WAIT_S,
+    )
     event.listen(engine, "connect", _on_connect)
     if read_only:
         event.listen(engine, "connect", lambda conn, _rec: conn.execute("PRAGMA query_only=ON"))
@@ -80,8 +84,14 @@ def _server_engine(where: BankLocation, *, read_only: bool = False) -> Engine:
         args["options"] = "-c default_transaction_read_only=on"
     try:
         # sessions side by side on a cluster each write from a thread of the driver: room for them
-        return create_engine(where.sqlalchemy_url(), pool_pre_ping=True, connect_args=args, pool_size=8,
-                             max_overflow=_POOL_OVERFLOW, pool_timeout=_POOL_WAIT_S)  # fmt: skip
+        return create_engine(
+            where.sqlalchemy_url(),
+            pool_pre_ping=True,
+            connect_args=args,
+            pool_size=8,
+            max_overflow=_POOL_OVERFLOW,
+            pool_timeout=_POOL_WAIT_S,
+        )
     except ModuleNotFoundError as exc:
         raise BankError(
             f"the bank {where} is on PostgreSQL, which needs psycopg: pip install 'forge-kernels[postgres]' ({exc})"
@@ -245,9 +255,10 @@ def bank_facts(where: BankLike | None) -> BankFacts:
             revision = _revision_on(conn)
             counts = [
                 int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar() or 0)
-                if inspect(conn).has_table(table) else 0
+                if inspect(conn).has_table(table)
+                else 0
                 for table in ("kernels", "sessions", "attempts")
-            ]  # fmt: skip
+            ]
             size = _size_bytes(conn, where)
     except Exception as exc:
         raise _unreadable(where, exc) from exc

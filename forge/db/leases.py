@@ -144,8 +144,13 @@ def holder_of(row: SessionRow) -> LeaseHolder | None:
 
 def lease_values(driver: Driver, token: str | None) -> dict[str, object]:
     """The columns that record ``driver`` holding a session (a new one, or one taken over)."""
-    return {"driver_host": driver.host, "driver_pid": driver.pid, "driver_scope": driver.scope,
-            "lease_token": token, "heartbeat_at": utcnow()}  # fmt: skip
+    return {
+        "driver_host": driver.host,
+        "driver_pid": driver.pid,
+        "driver_scope": driver.scope,
+        "lease_token": token,
+        "heartbeat_at": utcnow(),
+    }
 
 
 def new_token() -> str:

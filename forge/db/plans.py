@@ -113,11 +113,19 @@ def add_plan_attempt(
 ) -> int:
     """One plan tried (or a reply that held no valid plan: ``plan`` None, the reason in evidence)."""
     row = AttemptRow(
-        session_id=lease.session_id, round=round, role=str(AttemptRole.PLAN), prompt=prompt, response=response,
-        candidate_source=plan_text(plan) if plan is not None else None, backend="plan",
-        status=str(evidence.status), verdict=evidence.to_json(), tokens=tokens, cost_usd=cost_usd,
+        session_id=lease.session_id,
+        round=round,
+        role=str(AttemptRole.PLAN),
+        prompt=prompt,
+        response=response,
+        candidate_source=plan_text(plan) if plan is not None else None,
+        backend="plan",
+        status=str(evidence.status),
+        verdict=evidence.to_json(),
+        tokens=tokens,
+        cost_usd=cost_usd,
         finished_at=utcnow(),
-    )  # fmt: skip
+    )
     with session_factory(engine).begin() as db:
         touch(db, lease)  # only while this driver holds the session
         db.add(row)
@@ -150,14 +158,25 @@ def save_plan(
                 return int(known)
         problem = get_or_create_problem(db, spec, target.op_hash, None)
         row = ParallelPlanRow(
-            problem_id=problem.id, name=spec.name, plan=plan.to_json(), status=status, evidence=evidence.to_json(),
-            op_hash=target.op_hash, structure_hash=target.structure_hash, world_size=target.world_size,
-            mesh=target.mesh, device_kind=target.device_kind, mode=target.mode,
+            problem_id=problem.id,
+            name=spec.name,
+            plan=plan.to_json(),
+            status=status,
+            evidence=evidence.to_json(),
+            op_hash=target.op_hash,
+            structure_hash=target.structure_hash,
+            world_size=target.world_size,
+            mesh=target.mesh,
+            device_kind=target.device_kind,
+            mode=target.mode,
             step_ms=evidence.measured.step_ms if evidence.measured else None,
             predicted_step_ms=evidence.prediction.step_ms if evidence.prediction else None,
-            session_id=provenance.session_id, attempt_id=provenance.attempt_id, agent=provenance.agent,
-            model=provenance.model, torch_version=_torch_version(),
-        )  # fmt: skip
+            session_id=provenance.session_id,
+            attempt_id=provenance.attempt_id,
+            agent=provenance.agent,
+            model=provenance.model,
+            torch_version=_torch_version(),
+        )
         db.add(row)
         db.flush()
         return int(row.id)
@@ -165,10 +184,18 @@ def save_plan(
 
 def _summary(r: ParallelPlanRow) -> PlanSummary:
     return PlanSummary(
-        id=r.id, op=r.name, mesh=r.mesh or "?", world_size=r.world_size or 0, device=r.device_kind or "?",
-        mode=r.mode or "?", step_ms=r.step_ms, predicted_step_ms=r.predicted_step_ms, agent=r.agent,
-        status=r.status, created_at=r.created_at.isoformat() if r.created_at else None,
-    )  # fmt: skip
+        id=r.id,
+        op=r.name,
+        mesh=r.mesh or "?",
+        world_size=r.world_size or 0,
+        device=r.device_kind or "?",
+        mode=r.mode or "?",
+        step_ms=r.step_ms,
+        predicted_step_ms=r.predicted_step_ms,
+        agent=r.agent,
+        status=r.status,
+        created_at=r.created_at.isoformat() if r.created_at else None,
+    )
 
 
 def _op_source(db: Session, r: ParallelPlanRow) -> str:
@@ -201,10 +228,17 @@ def plan_detail(engine: Engine, plan_id: int) -> PlanDetail:
                 f"plan {plan_id} cannot be read ({exc.errors()[0]['msg']}); the bank may be damaged"
             ) from exc
         return PlanDetail(
-            summary=_summary(r), plan=plan, evidence=stored_plan_evidence(dict(r.evidence or {}), plan_id),
-            op_hash=r.op_hash or "", structure_hash=r.structure_hash or "", op_source=_op_source(db, r),
-            session_id=r.session_id, attempt_id=r.attempt_id, model=r.model, torch_version=r.torch_version,
-        )  # fmt: skip
+            summary=_summary(r),
+            plan=plan,
+            evidence=stored_plan_evidence(dict(r.evidence or {}), plan_id),
+            op_hash=r.op_hash or "",
+            structure_hash=r.structure_hash or "",
+            op_source=_op_source(db, r),
+            session_id=r.session_id,
+            attempt_id=r.attempt_id,
+            model=r.model,
+            torch_version=r.torch_version,
+        )
 
 
 def remove_plan(engine: Engine, plan_id: int) -> None:

@@ -114,8 +114,14 @@ def start_session(
     token = new_token()
     with session_factory(engine).begin() as db:
         problem = get_or_create_problem(db, spec, op_hash, target)
-        row = SessionRow(problem_id=problem.id, strategy=strategy, agent=agent, model=model, settings=settings,
-                         **lease_values(driver, token))  # fmt: skip
+        row = SessionRow(
+            problem_id=problem.id,
+            strategy=strategy,
+            agent=agent,
+            model=model,
+            settings=settings,
+            **lease_values(driver, token),
+        )
         db.add(row)
         db.flush()
         return SessionLease(int(row.id), token, driver)
@@ -170,11 +176,20 @@ def add_proposal(
         engine,
         lease,
         AttemptRow(
-            session_id=lease.session_id, round=round, role=str(AttemptRole.CODER), prompt=prompt, response=response,
-            candidate_source=source, backend=backend, status=str(AttemptStatus.PENDING), verdict=payload,
-            tokens=tokens, cost_usd=cost_usd, parent_id=parent_id,
+            session_id=lease.session_id,
+            round=round,
+            role=str(AttemptRole.CODER),
+            prompt=prompt,
+            response=response,
+            candidate_source=source,
+            backend=backend,
+            status=str(AttemptStatus.PENDING),
+            verdict=payload,
+            tokens=tokens,
+            cost_usd=cost_usd,
+            parent_id=parent_id,
         ),
-    )  # fmt: skip
+    )
 
 
 def add_invalid_reply(
@@ -198,10 +213,19 @@ def add_invalid_reply(
         engine,
         lease,
         AttemptRow(
-            session_id=lease.session_id, round=round, role=str(AttemptRole.CODER), prompt=prompt, response=response,
-            backend=backend, status=status, verdict=payload, tokens=tokens, cost_usd=cost_usd, finished_at=utcnow(),
+            session_id=lease.session_id,
+            round=round,
+            role=str(AttemptRole.CODER),
+            prompt=prompt,
+            response=response,
+            backend=backend,
+            status=status,
+            verdict=payload,
+            tokens=tokens,
+            cost_usd=cost_usd,
+            finished_at=utcnow(),
         ),
-    )  # fmt: skip
+    )
 
 
 def finish_attempt(
@@ -240,11 +264,19 @@ def add_review(
         engine,
         lease,
         AttemptRow(
-            session_id=lease.session_id, round=round, role=str(AttemptRole.JUDGE), parent_id=parent_id, prompt=prompt,
-            response=response, status=str(status), verdict=payload, tokens=tokens, cost_usd=cost_usd,
+            session_id=lease.session_id,
+            round=round,
+            role=str(AttemptRole.JUDGE),
+            parent_id=parent_id,
+            prompt=prompt,
+            response=response,
+            status=str(status),
+            verdict=payload,
+            tokens=tokens,
+            cost_usd=cost_usd,
             finished_at=utcnow(),
         ),
-    )  # fmt: skip
+    )
 
 
 def add_confirmation(engine: Engine, lease: SessionLease, round: int, parent_id: int, verdict: Verdict) -> int:
@@ -253,12 +285,18 @@ def add_confirmation(engine: Engine, lease: SessionLease, round: int, parent_id:
         engine,
         lease,
         AttemptRow(
-            session_id=lease.session_id, round=round, role=str(AttemptRole.CONFIRM), parent_id=parent_id,
-            backend=verdict.backend, status=str(AttemptStatus.of(verdict.status)), verdict=verdict.to_json(),
-            speedup_vs_eager=verdict.speedup_vs_eager, speedup_vs_compile=verdict.speedup_vs_compile,
+            session_id=lease.session_id,
+            round=round,
+            role=str(AttemptRole.CONFIRM),
+            parent_id=parent_id,
+            backend=verdict.backend,
+            status=str(AttemptStatus.of(verdict.status)),
+            verdict=verdict.to_json(),
+            speedup_vs_eager=verdict.speedup_vs_eager,
+            speedup_vs_compile=verdict.speedup_vs_compile,
             finished_at=utcnow(),
         ),
-    )  # fmt: skip
+    )
 
 
 def update_session(
@@ -292,10 +330,20 @@ def _stored_attempt(a: AttemptRow) -> StoredAttempt:
     data: dict[str, Any] = dict(a.verdict or {})
     role, status = AttemptRole(a.role), AttemptStatus(a.status)
     out = StoredAttempt(
-        id=a.id, round=a.round, role=role, parent_id=a.parent_id, status=status, source=a.candidate_source,
-        backend=a.backend, prompt=a.prompt, response=a.response, tokens=a.tokens or 0, cost_usd=a.cost_usd,
-        created_at=a.created_at, finished_at=a.finished_at,
-    )  # fmt: skip
+        id=a.id,
+        round=a.round,
+        role=role,
+        parent_id=a.parent_id,
+        status=status,
+        source=a.candidate_source,
+        backend=a.backend,
+        prompt=a.prompt,
+        response=a.response,
+        tokens=a.tokens or 0,
+        cost_usd=a.cost_usd,
+        created_at=a.created_at,
+        finished_at=a.finished_at,
+    )
     try:
         if role is AttemptRole.JUDGE:
             out.feedback, out.judge_error = _judge_answer(data)
@@ -381,8 +429,19 @@ def _summary(
     kernel_speedup: float | None,
 ) -> SessionSummary:
     return SessionSummary(
-        id=s.id, op=op, agent=s.agent, model=s.model, strategy=s.strategy, status=SessionStatus(s.status),
-        attempts=int(attempts or 0), best_speedup_vs_eager=best, best_speedup_vs_compile=best_compile,
-        kernel_id=kernel, kernel_speedup_vs_eager=kernel_speedup, tokens=s.tokens or 0, cost_usd=s.cost_usd,
-        started_at=s.started_at, ended_at=s.ended_at,
-    )  # fmt: skip
+        id=s.id,
+        op=op,
+        agent=s.agent,
+        model=s.model,
+        strategy=s.strategy,
+        status=SessionStatus(s.status),
+        attempts=int(attempts or 0),
+        best_speedup_vs_eager=best,
+        best_speedup_vs_compile=best_compile,
+        kernel_id=kernel,
+        kernel_speedup_vs_eager=kernel_speedup,
+        tokens=s.tokens or 0,
+        cost_usd=s.cost_usd,
+        started_at=s.started_at,
+        ended_at=s.ended_at,
+    )

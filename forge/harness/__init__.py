@@ -115,12 +115,27 @@ __all__ = [
 # The module each name comes from (the same imports as above, made on first use).
 _SOURCES = {
     "forge.db": (
-        "BucketConfig", "KernelDetail", "KernelSummary", "PlanDetail", "PlanSummary", "SessionSummary",
-        "StoredAttempt", "StoredSession",
+        "BucketConfig",
+        "KernelDetail",
+        "KernelSummary",
+        "PlanDetail",
+        "PlanSummary",
+        "SessionSummary",
+        "StoredAttempt",
+        "StoredSession",
     ),
     "forge.harness.bank_ops": (
-        "Reverified", "bank_export", "bank_export_plan", "bank_import", "bank_list", "bank_plans", "bank_remove",
-        "bank_remove_plan", "bank_reverify", "bank_show", "bank_show_plan",
+        "Reverified",
+        "bank_export",
+        "bank_export_plan",
+        "bank_import",
+        "bank_list",
+        "bank_plans",
+        "bank_remove",
+        "bank_remove_plan",
+        "bank_reverify",
+        "bank_show",
+        "bank_show_plan",
     ),
     "forge.harness.bank_reader": ("BankReader", "bank_exists"),
     "forge.harness.control": ("RunControl",),
@@ -136,6 +151,6 @@ _SOURCES = {
     "forge.harness.session": ("SessionResult", "TracePoint"),
     "forge.harness.session_ops": ("session_list", "session_show"),
     "forge.harness.verify_op": ("Verification", "verify_candidate"),
-}  # fmt: skip
+}
 _WHERE = {name: module for module, names in _SOURCES.items() for name in names}
 __getattr__ = attributes_on_first_use(__name__, _WHERE)

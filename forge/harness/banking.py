@@ -23,8 +23,12 @@ def bank_kernel(
     """Save ``chosen`` (its verdict: the confirmation's measurement, or its round's when a Ctrl-C
     came first, ``confirmed`` False) with where it came from. Returns the kernel id."""
     provenance = Provenance(
-        session_id=session_id, attempt_id=chosen.attempt_id, agent=agent, model=model, cost_usd=cost_usd,
+        session_id=session_id,
+        attempt_id=chosen.attempt_id,
+        agent=agent,
+        model=model,
+        cost_usd=cost_usd,
         config=chosen.config.banked(),
-    )  # fmt: skip
+    )
     evidence = chosen.verdict.model_copy(update={"confirmed": confirmed})
     return save_kernel(engine, spec, chosen.source, evidence, provenance, chosen.config)

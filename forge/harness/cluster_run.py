@@ -52,8 +52,18 @@ def run_on_cluster(works: list[SessionWork], scope: RunScope) -> tuple[list[Sess
         ) from exc
 
     plan = cluster.connect(settings.ray_address, settings)
-    emit(ev.ClusterJoined("", 0, plan.address, plan.nodes, plan.device, plan.cpus_per_session,
-                          plan.gpus_per_session, plan.sessions_at_once))  # fmt: skip
+    emit(
+        ev.ClusterJoined(
+            "",
+            0,
+            plan.address,
+            plan.nodes,
+            plan.device,
+            plan.cpus_per_session,
+            plan.gpus_per_session,
+            plan.sessions_at_once,
+        )
+    )
     # a node's verifications time on the cores the session was given, not on all of the node's
     # and a GPU chosen on the driver (FORGE_GPU) means nothing on a node: Ray gives the session its GPU
     node_settings = settings.model_copy(update={"gpu": None})
@@ -97,8 +107,11 @@ def _crashed(session: Session, exc: Exception, engine: Engine, emit: ev.Emit) ->
     give_back_crashed(engine, session.io.recorder.lease)
     reason = f"{type(exc).__name__}: {exc}; `forge optimize --resume {session.id}` continues it"
     name = session.plan.spec.name
-    emit(ev.SessionFinished(name, session.id, SessionStatus.CRASHED, False, None, None, None,
-                            len(session.state.history), reason))  # fmt: skip
+    emit(
+        ev.SessionFinished(
+            name, session.id, SessionStatus.CRASHED, False, None, None, None, len(session.state.history), reason
+        )
+    )
     return SessionResult(name, session.id, SessionStatus.CRASHED, attempts=len(session.state.history), reason=reason)
 
 

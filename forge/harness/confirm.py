@@ -198,7 +198,12 @@ class _Confirmer:
         recorded = verdict.model_copy(update={"confirm_held": held, "confirm_reason": why, "confirm_trials": trials})
         cid = self.io.recorder.confirmed(self.round, c.attempt_id, recorded)
         self.io.events(
-            ev.ConfirmFinished, attempt_id=c.attempt_id, confirm_id=cid, held=held, reason=why,
-            speedup_vs_eager=verdict.speedup_vs_eager, speedup_vs_compile=verdict.speedup_vs_compile,
-        )  # fmt: skip
+            ev.ConfirmFinished,
+            attempt_id=c.attempt_id,
+            confirm_id=cid,
+            held=held,
+            reason=why,
+            speedup_vs_eager=verdict.speedup_vs_eager,
+            speedup_vs_compile=verdict.speedup_vs_compile,
+        )
         return cid

@@ -69,13 +69,15 @@ def _cpp(cuda: bool) -> Finding:
     except CompileError as exc:
         fix = "install g++ with OpenMP (apt-get install g++), or set CXX to a compiler that has it"
         return Finding("C++ compiler + OpenMP", False, exc.message.splitlines()[0], fix, needed=not cuda)
-    return Finding("C++ compiler + OpenMP", True, f"{cpp.compiler_name()}; OpenMP ran {threads} threads",
-                   needed=not cuda)  # fmt: skip
+    return Finding(
+        "C++ compiler + OpenMP", True, f"{cpp.compiler_name()}; OpenMP ran {threads} threads", needed=not cuda
+    )
 
 
 def _cpu(settings: ForgeSettings) -> list[Finding]:
-    caches = ", ".join(f"{k} {v / 2**20:.1f} MiB" if v >= 2**20 else f"{k} {v // 1024} KiB"
-                       for k, v in machine.cache_sizes().items())  # fmt: skip
+    caches = ", ".join(
+        f"{k} {v / 2**20:.1f} MiB" if v >= 2**20 else f"{k} {v // 1024} KiB" for k, v in machine.cache_sizes().items()
+    )
     flags = ", ".join(machine.cpu_flags()) or "none of avx/avx2/avx512/fma found"
     return [
         Finding("CPU", None, f"{machine.cpu_model()}, {machine.available_cores()} cores; {caches}"),
@@ -101,8 +103,10 @@ def _bank(bank: BankLocation | None) -> Finding:
     if not facts.exists:
         return Finding("bank", None, f"{facts.location} (not created yet: the first `forge optimize` creates it)")
     state = "current" if facts.revision == facts.head else f"at {facts.revision}, migrated to {facts.head} when opened"
-    detail = (f"{facts.location}: schema {state}, {facts.size_bytes / 2**20:.1f} MiB, {facts.kernels} kernels, "
-              f"{facts.sessions} sessions, {facts.attempts} attempts")  # fmt: skip
+    detail = (
+        f"{facts.location}: schema {state}, {facts.size_bytes / 2**20:.1f} MiB, {facts.kernels} kernels, "
+        f"{facts.sessions} sessions, {facts.attempts} attempts"
+    )
     return Finding("bank", True, detail)
 
 
@@ -122,8 +126,12 @@ def _api_base(url: str) -> Finding:
             models = [m.get("id", "?") for m in json.loads(reply.read() or b"{}").get("data", [])][:5]
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        return Finding(f"--api-base {url}", False, f"no answer from {target} ({reason})",
-                       "start the server, or fix the URL (it should end in /v1 for most servers)")  # fmt: skip
+        return Finding(
+            f"--api-base {url}",
+            False,
+            f"no answer from {target} ({reason})",
+            "start the server, or fix the URL (it should end in /v1 for most servers)",
+        )
     return Finding(f"--api-base {url}", True, "answers; models: " + (", ".join(models) or "none listed"))
 
 

@@ -87,8 +87,12 @@ class NullControl:
         if blocked is None:
             self.usable[trials] = null
         self.io.events(
-            ev.NullControlFinished, trials=trials, median=paired.median if paired else None,
-            low=paired.low if paired else None, high=paired.high if paired else None,
-            bar=null_bar(paired) if paired else None, note=blocked.why if blocked else "",
-        )  # fmt: skip
+            ev.NullControlFinished,
+            trials=trials,
+            median=paired.median if paired else None,
+            low=paired.low if paired else None,
+            high=paired.high if paired else None,
+            bar=null_bar(paired) if paired else None,
+            note=blocked.why if blocked else "",
+        )
         return null

@@ -92,19 +92,33 @@ class StoredOptions(BaseModel):
     @classmethod
     def of(cls, options: OptimizeOptions, op_path: Path, device: str, backend: str) -> StoredOptions:
         return cls(
-            model=options.model, judge_model=options.judge_model, api_base=options.api_base,
-            strategy=options.strategy, rounds=options.round_limit, population=options.population,
-            top_k=options.top_k, workers=options.workers, op_path=str(op_path), device=device, backend=backend,
-        )  # fmt: skip
+            model=options.model,
+            judge_model=options.judge_model,
+            api_base=options.api_base,
+            strategy=options.strategy,
+            rounds=options.round_limit,
+            population=options.population,
+            top_k=options.top_k,
+            workers=options.workers,
+            op_path=str(op_path),
+            device=device,
+            backend=backend,
+        )
 
     def resumed(self, given: OptimizeOptions) -> OptimizeOptions:
         """``given`` (this run's flags) with the session's own agents and search; a ``rounds``
         given now replaces the stored count."""
         return replace(
-            given, model=self.model, judge_model=self.judge_model, api_base=self.api_base, strategy=self.strategy,
-            rounds=self.rounds if given.rounds is None else given.rounds, population=self.population,
-            top_k=self.top_k, backend=self.backend or given.backend,
-        )  # fmt: skip
+            given,
+            model=self.model,
+            judge_model=self.judge_model,
+            api_base=self.api_base,
+            strategy=self.strategy,
+            rounds=self.rounds if given.rounds is None else given.rounds,
+            population=self.population,
+            top_k=self.top_k,
+            backend=self.backend or given.backend,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump()

@@ -89,8 +89,15 @@ class PlanOptions:
 
 # What a plan session keeps of its options and a resumed one takes back (besides op_path and rounds).
 _SESSION_FIELDS = {
-    "world_size", "mesh", "memory_per_device_gib", "train", "simulate", "model", "judge_model", "api_base",
-}  # fmt: skip
+    "world_size",
+    "mesh",
+    "memory_per_device_gib",
+    "train",
+    "simulate",
+    "model",
+    "judge_model",
+    "api_base",
+}
 
 
 class StoredPlanOptions(BaseModel):

@@ -164,23 +164,36 @@ def _finish(session: PlanSession, status: SessionStatus, reason: str | None, pro
     state, options = session.state, session.options
     cal = state.calibration
     result = PlanResult(
-        problem=problem.spec.name, session_id=session.session_id, status=status, simulated=options.simulate,
-        attempts=len(state.tried), runs=len(cal.seen), error_before=cal.error(calibrated=False),
-        error_after=_calibrated_error(state.tried), reason=reason, tokens=session.spend.tokens,
+        problem=problem.spec.name,
+        session_id=session.session_id,
+        status=status,
+        simulated=options.simulate,
+        attempts=len(state.tried),
+        runs=len(cal.seen),
+        error_before=cal.error(calibrated=False),
+        error_after=_calibrated_error(state.tried),
+        reason=reason,
+        tokens=session.spend.tokens,
         cost_usd=session.spend.cost_reported,
-    )  # fmt: skip
+    )
     result.ranked = [
-        {"attempt_id": t.attempt_id, "mesh": t.evidence.mesh, "status": str(t.evidence.status),
-         "predicted_ms": t.evidence.prediction.step_ms if t.evidence.prediction else None,
-         "calibrated_ms": t.evidence.prediction.calibrated_step_ms if t.evidence.prediction else None,
-         "measured_ms": t.evidence.measured.step_ms if t.evidence.measured else None,
-         "note": t.plan.note if t.plan else ""}
-        for t in state.tried if t.evidence.prediction is not None
-    ]  # fmt: skip
+        {
+            "attempt_id": t.attempt_id,
+            "mesh": t.evidence.mesh,
+            "status": str(t.evidence.status),
+            "predicted_ms": t.evidence.prediction.step_ms if t.evidence.prediction else None,
+            "calibrated_ms": t.evidence.prediction.calibrated_step_ms if t.evidence.prediction else None,
+            "measured_ms": t.evidence.measured.step_ms if t.evidence.measured else None,
+            "note": t.plan.note if t.plan else "",
+        }
+        for t in state.tried
+        if t.evidence.prediction is not None
+    ]
     _bank_best(session, result, problem)
     # the session's end is written after its plan is banked: a failed banking leaves it resumable
-    session_rows.update_session(session.engine, session.lease, status=status, tokens=session.spend.tokens,
-                                cost_usd=session.spend.cost_reported)  # fmt: skip
+    session_rows.update_session(
+        session.engine, session.lease, status=status, tokens=session.spend.tokens, cost_usd=session.spend.cost_reported
+    )
     give_back(session.engine, session.lease)
     return result
 
@@ -192,19 +205,41 @@ def _bank_best(session: PlanSession, result: PlanResult, problem: Problem) -> No
     if chosen is None or chosen.plan is None:
         result.reason = result.reason or ("no plan was ranked" if options.simulate else "no plan passed its real run")
         return
-    target = PlanTarget(reference_hash(problem), structure_hash(session.work.model), options.world_size,
-                        chosen.evidence.mesh, "cpu", options.train)  # fmt: skip
+    target = PlanTarget(
+        reference_hash(problem),
+        structure_hash(session.work.model),
+        options.world_size,
+        chosen.evidence.mesh,
+        "cpu",
+        options.train,
+    )
     agent = "llm" if options.model else "builtin"
     check_held(session.engine, session.lease)  # a driver that was taken over banks nothing
-    plan_id = save_plan(session.engine, problem.spec, target, chosen.plan, chosen.evidence,
-                        PlanProvenance(session.session_id, chosen.attempt_id, agent, options.model),
-                        status="predicted" if options.simulate else "active")  # fmt: skip
+    plan_id = save_plan(
+        session.engine,
+        problem.spec,
+        target,
+        chosen.plan,
+        chosen.evidence,
+        PlanProvenance(session.session_id, chosen.attempt_id, agent, options.model),
+        status="predicted" if options.simulate else "active",
+    )
     e = chosen.evidence
     result.plan_id, result.attempt_id, result.mesh, result.note = plan_id, chosen.attempt_id, e.mesh, chosen.plan.note
     result.measured_ms = e.measured.step_ms if e.measured else None
     result.predicted_ms = e.prediction.step_ms if e.prediction else None
-    session.emit(ev.PlanBanked(problem.spec.name, session.session_id, plan_id, chosen.attempt_id, e.mesh,
-                               result.measured_ms, result.predicted_ms, options.simulate))  # fmt: skip
+    session.emit(
+        ev.PlanBanked(
+            problem.spec.name,
+            session.session_id,
+            plan_id,
+            chosen.attempt_id,
+            e.mesh,
+            result.measured_ms,
+            result.predicted_ms,
+            options.simulate,
+        )
+    )
 
 
 def _open(
@@ -257,10 +292,20 @@ def optimize_plan(
         agents = make_plan_agents(options.agents)
         agent = "llm" if agents is not None else "builtin"
         if resumed is None:
-            lease = hold_lease(engine, session_rows.start_session(
-                engine, problem.spec, reference_hash(problem), None, "parallel", agent, options.model,
-                options.to_json(model_path), Driver.this_process(),
-            ))  # fmt: skip
+            lease = hold_lease(
+                engine,
+                session_rows.start_session(
+                    engine,
+                    problem.spec,
+                    reference_hash(problem),
+                    None,
+                    "parallel",
+                    agent,
+                    options.model,
+                    options.to_json(model_path),
+                    Driver.this_process(),
+                ),
+            )
         else:
             lease = resumed
             session_rows.reopen_session(engine, lease, {"rounds": options.round_limit})
@@ -271,8 +316,18 @@ def optimize_plan(
                 state.calibration.add(as_prediction(e.prediction), e.measured.step_ms / 1000)
         session = PlanSession(work, engine, lease, limits, emit, agents, state)
         what = f"plans for {options.world_size} ranks" + (" (simulated)" if options.simulate else "")
-        emit(ev.SessionStarted(problem.spec.name, session_id, "parallel", agent, options.model, "cpu", what,
-                               resumed=resumed is not None))  # fmt: skip
+        emit(
+            ev.SessionStarted(
+                problem.spec.name,
+                session_id,
+                "parallel",
+                agent,
+                options.model,
+                "cpu",
+                what,
+                resumed=resumed is not None,
+            )
+        )
         return _run(session, limits, problem)
     finally:
         close_leases(engine)

@@ -85,9 +85,14 @@ def restore_plan_state(stored: StoredSession) -> PlanState:
 def _prediction(p: Prediction, calibration: Calibration) -> PlanPrediction:
     calibrated = calibration.step_s(p) * 1000 if calibration.seen else None
     return PlanPrediction(
-        memory_bytes=p.memory_bytes, compute_ms=p.compute_s * 1000, comm_ms=p.comm_s * 1000, comm_bytes=p.comm_bytes,
-        collectives=p.collectives, step_ms=p.step_s * 1000, calibrated_step_ms=calibrated,
-    )  # fmt: skip
+        memory_bytes=p.memory_bytes,
+        compute_ms=p.compute_s * 1000,
+        comm_ms=p.comm_s * 1000,
+        comm_bytes=p.comm_bytes,
+        collectives=p.collectives,
+        step_ms=p.step_s * 1000,
+        calibrated_step_ms=calibrated,
+    )
 
 
 def as_prediction(p: PlanPrediction) -> Prediction:
@@ -96,8 +101,16 @@ def as_prediction(p: PlanPrediction) -> Prediction:
 
 
 class PlanSession:
-    def __init__(self, work: PlanWork, engine: Engine, lease: SessionLease, limits: Limits, emit: ev.Emit,
-                 agents: PlanAgents | None, state: PlanState | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        work: PlanWork,
+        engine: Engine,
+        lease: SessionLease,
+        limits: Limits,
+        emit: ev.Emit,
+        agents: PlanAgents | None,
+        state: PlanState | None = None,
+    ) -> None:
         self.work, self.engine, self.lease, self.limits = work, engine, lease, limits
         self.session_id = lease.session_id
         self.emit, self.agents = emit, agents
@@ -110,15 +123,28 @@ class PlanSession:
 
     def _evidence(self, plan: ParallelPlan, status: AttemptStatus, reason: str, **extra: Any) -> PlanEvidence:
         return PlanEvidence(
-            status=status, reason=reason, world_size=self.options.world_size, mesh=plan.mesh_text(),
-            train=self.options.train, device_kind="cpu", **extra,
-        )  # fmt: skip
+            status=status,
+            reason=reason,
+            world_size=self.options.world_size,
+            mesh=plan.mesh_text(),
+            train=self.options.train,
+            device_kind="cpu",
+            **extra,
+        )
 
     def screen(self, plan: ParallelPlan) -> Screened:
         """The cheap rungs: the static rules, then the cost model and the memory limit."""
         w = self.work
-        return screen(w.model, w.inputs, plan, w.facts, w.machine, world_size=self.options.world_size,
-                      train=self.options.train, memory_limit_bytes=self.options.memory_limit_bytes)  # fmt: skip
+        return screen(
+            w.model,
+            w.inputs,
+            plan,
+            w.facts,
+            w.machine,
+            world_size=self.options.world_size,
+            train=self.options.train,
+            memory_limit_bytes=self.options.memory_limit_bytes,
+        )
 
     def ladder(self, plan: ParallelPlan, screened: Screened | None = None) -> PlanEvidence:
         """The plan up the rungs (the cheap ones from ``screened`` when already taken), stopping
@@ -127,39 +153,64 @@ class PlanSession:
         screened = screened or self.screen(plan)
         predicted = _prediction(screened.prediction, self.state.calibration) if screened.prediction else None
         if screened.refused is not None:
-            return self._evidence(plan, AttemptStatus.REFUSED, screened.refused, checks=screened.checks,
-                                  prediction=predicted)  # fmt: skip
+            return self._evidence(
+                plan, AttemptStatus.REFUSED, screened.refused, checks=screened.checks, prediction=predicted
+            )
         assert screened.prediction is not None and predicted is not None
         if self.options.simulate:
             why = "ranked by the calibrated cost model alone (--simulate): predicted, not measured"
             return self._evidence(plan, AttemptStatus.PREDICTED, why, checks=screened.checks, prediction=predicted)
-        run = run_plan(w.model_path, plan, self.options.world_size, train=self.options.train, steps=self.options.steps,
-                       timeout_s=self.options.run_timeout_s)  # fmt: skip
+        run = run_plan(
+            w.model_path,
+            plan,
+            self.options.world_size,
+            train=self.options.train,
+            steps=self.options.steps,
+            timeout_s=self.options.run_timeout_s,
+        )
         measured = None
         if run.ok and run.step_ms is not None:
-            measured = PlanMeasurement(step_ms=run.step_ms, peak_rss_mb=run.peak_rss_mb or 0.0,
-                                       rank_step_ms=[r.median_ms for r in run.ranks])  # fmt: skip
+            measured = PlanMeasurement(
+                step_ms=run.step_ms, peak_rss_mb=run.peak_rss_mb or 0.0, rank_step_ms=[r.median_ms for r in run.ranks]
+            )
             self.state.calibration.add(screened.prediction, run.step_ms / 1000)
-        return self._evidence(plan, run.status, run.reason, checks=screened.checks, prediction=predicted,
-                              measured=measured)  # fmt: skip
+        return self._evidence(
+            plan, run.status, run.reason, checks=screened.checks, prediction=predicted, measured=measured
+        )
 
     def record(
         self, plan: ParallelPlan | None, evidence: PlanEvidence, proposal: PlanProposal | None = None
     ) -> PlanTried:
         got = proposal or PlanProposal(plan, None, "", "")
         attempt_id = add_plan_attempt(
-            self.engine, self.lease, self.state.round, plan=plan, evidence=evidence, prompt=got.prompt or None,
-            response=got.response or None, tokens=got.tokens, cost_usd=got.cost_usd,
-        )  # fmt: skip
+            self.engine,
+            self.lease,
+            self.state.round,
+            plan=plan,
+            evidence=evidence,
+            prompt=got.prompt or None,
+            response=got.response or None,
+            tokens=got.tokens,
+            cost_usd=got.cost_usd,
+        )
         tried = PlanTried(attempt_id, plan, evidence)
         self.state.add(tried)
         p = evidence.prediction
-        self.emit(ev.PlanChecked(
-            self.work.spec.name, self.session_id, self.state.round, attempt_id, evidence.mesh,
-            plan.note if plan is not None else "", evidence.status, evidence.reason,
-            (p.calibrated_step_ms or p.step_ms) if p else None,
-            evidence.measured.step_ms if evidence.measured else None, p.memory_bytes / 2**20 if p else None,
-        ))  # fmt: skip
+        self.emit(
+            ev.PlanChecked(
+                self.work.spec.name,
+                self.session_id,
+                self.state.round,
+                attempt_id,
+                evidence.mesh,
+                plan.note if plan is not None else "",
+                evidence.status,
+                evidence.reason,
+                (p.calibrated_step_ms or p.step_ms) if p else None,
+                evidence.measured.step_ms if evidence.measured else None,
+                p.memory_bytes / 2**20 if p else None,
+            )
+        )
         return tried
 
     def _stop(self) -> SessionStatus | None:
@@ -199,11 +250,17 @@ class PlanSession:
     def _context(self) -> PlanContext:
         w = self.work
         return PlanContext(
-            model_name=w.spec.name, model_source=w.spec.source, module_tree=w.module_tree,
-            world_size=self.options.world_size, mesh=self.options.mesh_shape(), train=self.options.train,
-            device=w.device, memory_limit_gib=self.options.memory_per_device_gib, history=list(self.state.tried),
+            model_name=w.spec.name,
+            model_source=w.spec.source,
+            module_tree=w.module_tree,
+            world_size=self.options.world_size,
+            mesh=self.options.mesh_shape(),
+            train=self.options.train,
+            device=w.device,
+            memory_limit_gib=self.options.memory_per_device_gib,
+            history=list(self.state.tried),
             advice=self.state.advice,
-        )  # fmt: skip
+        )
 
     def _charge(self, tokens: int, cost_usd: float | None, known: bool) -> None:
         self.limits.charge(tokens, cost_usd, known)
@@ -226,8 +283,11 @@ class PlanSession:
                 blank = ParallelPlan(mesh={"dp": 1, "tp": self.options.world_size})
                 evidence = self._evidence(blank, AttemptStatus.INVALID_REPLY, proposal.error or "no plan")
                 tried = self.record(None, evidence, proposal)
-                self.emit(ev.CandidateProposed(name, self.session_id, self.state.round, tried.attempt_id,
-                                               error=evidence.reason))  # fmt: skip
+                self.emit(
+                    ev.CandidateProposed(
+                        name, self.session_id, self.state.round, tried.attempt_id, error=evidence.reason
+                    )
+                )
                 continue
             same = next((t for t in self.state.tried if t.plan == plan), None)
             evidence = (
@@ -241,6 +301,16 @@ class PlanSession:
             advice = self.agents.advisor.advise(self._context(), tried)
             self._charge(advice.tokens, advice.cost_usd, advice.cost_known)
             self.state.advice = advice.text
-            self.emit(ev.JudgeReviewed(name, self.session_id, self.state.round, tried.attempt_id, diagnosis="",
-                                       bottleneck="", next_step=advice.text, continue_search=True))  # fmt: skip
+            self.emit(
+                ev.JudgeReviewed(
+                    name,
+                    self.session_id,
+                    self.state.round,
+                    tried.attempt_id,
+                    diagnosis="",
+                    bottleneck="",
+                    next_step=advice.text,
+                    continue_search=True,
+                )
+            )
         return SessionStatus.FINISHED

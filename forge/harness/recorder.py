@@ -62,25 +62,51 @@ class SessionRecorder:
         attempt it was written to improve."""
         assert p.source is not None
         return rows.add_proposal(
-            self.engine, self.lease, round, source=p.source, backend=p.backend, config=proposal_config(p),
-            note=p.note, prompt=p.prompt, response=p.response, tokens=p.tokens, cost_usd=p.cost_usd,
+            self.engine,
+            self.lease,
+            round,
+            source=p.source,
+            backend=p.backend,
+            config=proposal_config(p),
+            note=p.note,
+            prompt=p.prompt,
+            response=p.response,
+            tokens=p.tokens,
+            cost_usd=p.cost_usd,
             parent_id=parent_id,
-        )  # fmt: skip
+        )
 
     def invalid_reply(self, round: int, p: Proposal, reason: str) -> int:
         return rows.add_invalid_reply(
-            self.engine, self.lease, round, reason=reason, backend=p.backend, config=proposal_config(p),
-            note=p.note, prompt=p.prompt, response=p.response, tokens=p.tokens, cost_usd=p.cost_usd,
-        )  # fmt: skip
+            self.engine,
+            self.lease,
+            round,
+            reason=reason,
+            backend=p.backend,
+            config=proposal_config(p),
+            note=p.note,
+            prompt=p.prompt,
+            response=p.response,
+            tokens=p.tokens,
+            cost_usd=p.cost_usd,
+        )
 
     def verified(self, attempt_id: int, verdict: Verdict, config: CandidateConfig) -> None:
         rows.finish_attempt(self.engine, self.lease, attempt_id, verdict, config)
 
     def reviewed(self, round: int, attempt_id: int | None, review: Review) -> int:
         return rows.add_review(
-            self.engine, self.lease, round, attempt_id, feedback=review.feedback, error=review.error,
-            prompt=review.prompt, response=review.response, tokens=review.tokens, cost_usd=review.cost_usd,
-        )  # fmt: skip
+            self.engine,
+            self.lease,
+            round,
+            attempt_id,
+            feedback=review.feedback,
+            error=review.error,
+            prompt=review.prompt,
+            response=review.response,
+            tokens=review.tokens,
+            cost_usd=review.cost_usd,
+        )
 
     def confirmed(self, round: int, attempt_id: int, verdict: Verdict) -> int:
         """A finalist's confirmation: its own row, whose parent is the finalist."""

@@ -50,9 +50,11 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         """What ``forge optimize --json`` prints (and ``--report`` writes)."""
         return {
-            "problems": [r.to_json() for r in self.results], "tokens": self.tokens, "cost_usd": self.cost_usd,
+            "problems": [r.to_json() for r in self.results],
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
             "skipped": [{"problem": e.problem, "session_id": e.session_id, "reason": e.reason} for e in self.skipped],
-        }  # fmt: skip
+        }
 
     @property
     def exit_code(self) -> int:

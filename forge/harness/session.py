@@ -221,11 +221,18 @@ class Session:
     def start(self) -> None:
         p = self.plan
         self.io.events(
-            ev.SessionStarted, strategy=p.options.strategy, agent=str(self.agents.kind), model=p.options.model,
-            device=p.device, backend=p.backend, resumed=self.resumed,
-            share_s=share.time_s if (share := self.io.share) else None, share_usd=share.budget_usd if share else None,
-            shared_among=share.ops_left if share else 1, node=self.node_host,
-        )  # fmt: skip
+            ev.SessionStarted,
+            strategy=p.options.strategy,
+            agent=str(self.agents.kind),
+            model=p.options.model,
+            device=p.device,
+            backend=p.backend,
+            resumed=self.resumed,
+            share_s=share.time_s if (share := self.io.share) else None,
+            share_usd=share.budget_usd if share else None,
+            shared_among=share.ops_left if share else 1,
+            node=self.node_host,
+        )
 
     def propose(self, parent: HistoryItem | None, want: int = 1) -> Proposed:
         """The propose step; replies without a candidate go into the history at once (the coder sees why)."""
@@ -271,9 +278,14 @@ class Session:
         if status is not SessionStatus.INTERRUPTED:
             try:
                 outcome = confirm_finalists(
-                    finalists(state.contenders, keep=state.best), self.verifier, self.io, self.settings, state.round,
-                    self.io.limits.stop_requested, state.rejected,
-                )  # fmt: skip
+                    finalists(state.contenders, keep=state.best),
+                    self.verifier,
+                    self.io,
+                    self.settings,
+                    state.round,
+                    self.io.limits.stop_requested,
+                    state.rejected,
+                )
                 best, reason, confirmed = outcome.chosen, outcome.reason(reason, self.id), True
                 if best is None and outcome.busy is not None:
                     status = result.status = SessionStatus.BUSY
@@ -335,17 +347,29 @@ class Session:
         """The session's result before anything is banked: its trace and what it spent."""
         spend, trace, share = self.io.spend, self.state.trace, self.io.share
         return SessionResult(
-            self.plan.spec.name, self.id, status, backend=self.plan.backend, tokens=spend.tokens,
-            cost_usd=spend.cost_reported, trace=list(trace), attempts=len(trace),
-            share_s=share.time_s if share else None, share_usd=share.budget_usd if share else None,
-        )  # fmt: skip
+            self.plan.spec.name,
+            self.id,
+            status,
+            backend=self.plan.backend,
+            tokens=spend.tokens,
+            cost_usd=spend.cost_reported,
+            trace=list(trace),
+            attempts=len(trace),
+            share_s=share.time_s if share else None,
+            share_usd=share.budget_usd if share else None,
+        )
 
     def _finished(self, result: SessionResult, status: SessionStatus) -> SessionResult:
         self.io.events(
-            ev.SessionFinished, status=status, accepted=result.accepted, kernel_id=result.kernel_id,
-            speedup_vs_eager=result.speedup_vs_eager, speedup_vs_compile=result.speedup_vs_compile,
-            attempts=result.attempts, reason=result.reason,
-        )  # fmt: skip
+            ev.SessionFinished,
+            status=status,
+            accepted=result.accepted,
+            kernel_id=result.kernel_id,
+            speedup_vs_eager=result.speedup_vs_eager,
+            speedup_vs_compile=result.speedup_vs_compile,
+            attempts=result.attempts,
+            reason=result.reason,
+        )
         self.verifier.close()
         return result
 
@@ -353,14 +377,23 @@ class Session:
         self.io.recorder.still_held()  # a driver that was taken over banks nothing
         model = self.options.model if self.agents.kind is AgentKind.LLM else None
         kid = bank_kernel(
-            self.io.recorder.engine, self.plan.spec, chosen, confirmed=confirmed, session_id=self.id,
-            agent=str(self.agents.kind), model=model, cost_usd=self.io.spend.cost_reported,
-        )  # fmt: skip
+            self.io.recorder.engine,
+            self.plan.spec,
+            chosen,
+            confirmed=confirmed,
+            session_id=self.id,
+            agent=str(self.agents.kind),
+            model=model,
+            cost_usd=self.io.spend.cost_reported,
+        )
         v = chosen.verdict
         result.accepted, result.kernel_id, result.backend = True, kid, v.backend
         result.speedup_vs_eager, result.speedup_vs_compile = v.speedup_vs_eager, v.speedup_vs_compile
         result.regime, result.regimes = regime_figures(v)
         self.io.events(
-            ev.KernelAccepted, kernel_id=kid, attempt_id=chosen.attempt_id,
-            speedup_vs_eager=v.speedup_vs_eager, speedup_vs_compile=v.speedup_vs_compile,
-        )  # fmt: skip
+            ev.KernelAccepted,
+            kernel_id=kid,
+            attempt_id=chosen.attempt_id,
+            speedup_vs_eager=v.speedup_vs_eager,
+            speedup_vs_compile=v.speedup_vs_compile,
+        )

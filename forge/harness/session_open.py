@@ -38,16 +38,22 @@ def machine_facts(device: str, settings: ForgeSettings) -> MachineFacts:
     if device == "cpu":
         isa = [f for f in machine.cpu_flags() if f.startswith(("avx", "fma", "sse4", "amx", "f16c", "bmi"))]
         return replace(
-            measured, cpu_model=machine.cpu_model(), cores=machine.available_cores(), isa=isa,
+            measured,
+            cpu_model=machine.cpu_model(),
+            cores=machine.available_cores(),
+            isa=isa,
             caches=machine.cache_sizes(),
-        )  # fmt: skip
+        )
     import torch
 
     props = torch.cuda.get_device_properties(0)
     return replace(
-        measured, gpu=props.name, sms=props.multi_processor_count, memory_gb=round(props.total_memory / 2**30, 1),
+        measured,
+        gpu=props.name,
+        sms=props.multi_processor_count,
+        memory_gb=round(props.total_memory / 2**30, 1),
         capability=f"{props.major}.{props.minor}",
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -105,10 +111,15 @@ def open_session(work: SessionWork, scope: RunScope, ops_left: int = 1, placemen
     state: SearchState | None = None
     if options.resume is None:
         recorder = SessionRecorder.start(
-            engine, plan.spec, plan.op_hash, plan.target, strategy=options.strategy, agent=str(agents.kind),
+            engine,
+            plan.spec,
+            plan.op_hash,
+            plan.target,
+            strategy=options.strategy,
+            agent=str(agents.kind),
             model=options.model if agents.kind is AgentKind.LLM else None,
             settings=StoredOptions.of(options, op_path, device, backend).to_json(),
-        )  # fmt: skip
+        )
         io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits)
     else:
         assert work.lease is not None and work.lease.session_id == options.resume  # taken when the run began

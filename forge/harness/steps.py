@@ -113,11 +113,16 @@ def record_verdict(candidate: Candidate, verdict: Verdict, io: SessionIO) -> His
     item = history_item(candidate.round, candidate.source, verdict, candidate.config, candidate.attempt_id)
     figures = item.figures
     io.events(
-        ev.VerdictReady, round=candidate.round, attempt_id=candidate.attempt_id, status=verdict.status,
-        reason=verdict.reason, speedup_vs_eager=figures.speedup_vs_eager if figures else None,
+        ev.VerdictReady,
+        round=candidate.round,
+        attempt_id=candidate.attempt_id,
+        status=verdict.status,
+        reason=verdict.reason,
+        speedup_vs_eager=figures.speedup_vs_eager if figures else None,
         speedup_vs_compile=figures.speedup_vs_compile if figures else None,
-        timings_ms=verdict.timings_ms.model_copy(), busy=figures.busy if figures else None,
-    )  # fmt: skip
+        timings_ms=verdict.timings_ms.model_copy(),
+        busy=figures.busy if figures else None,
+    )
     return item
 
 
@@ -129,8 +134,14 @@ def wait_for_quiet(busy: str, round: int, limit_s: float, io: SessionIO) -> None
     io.events(ev.MachineBusy, round=round, detail=busy, limit_s=limit_s)
     load, waited = wait_for_quiet_machine(limit_s, io.limits.stop_requested.is_set)
     quiet = load is None or not load.busy
-    io.events(ev.MachineBusy, round=round, detail=load.detail if load else busy, limit_s=limit_s,
-              waited_s=float(f"{waited:.1f}"), quiet=quiet)  # fmt: skip
+    io.events(
+        ev.MachineBusy,
+        round=round,
+        detail=load.detail if load else busy,
+        limit_s=limit_s,
+        waited_s=float(f"{waited:.1f}"),
+        quiet=quiet,
+    )
 
 
 def review(judge: Judge, context: CoderContext, item: HistoryItem, verdict: Verdict, io: SessionIO) -> None:
@@ -141,7 +152,12 @@ def review(judge: Judge, context: CoderContext, item: HistoryItem, verdict: Verd
     item.feedback = got.feedback
     fb = got.feedback or JudgeFeedback()
     io.events(
-        ev.JudgeReviewed, round=item.round, attempt_id=item.attempt_id or 0, diagnosis=fb.diagnosis,
-        bottleneck=fb.bottleneck, next_step=fb.next_step, continue_search=fb.continue_search,
+        ev.JudgeReviewed,
+        round=item.round,
+        attempt_id=item.attempt_id or 0,
+        diagnosis=fb.diagnosis,
+        bottleneck=fb.bottleneck,
+        next_step=fb.next_step,
+        continue_search=fb.continue_search,
         error=None if got.feedback else got.error,
-    )  # fmt: skip
+    )

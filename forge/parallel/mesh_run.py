@@ -96,15 +96,26 @@ def _spawn(
 
     path = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH")]))
     env = {
-        **os.environ, "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
+        **os.environ,
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_RANK": str(rank),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
         "PYTHONPATH": path,
-    }  # fmt: skip
+    }
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", module, str(job_path)], env=env, stdout=out,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=limits,
-        )  # fmt: skip
+            [sys.executable, "-m", module, str(job_path)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=limits,
+        )
 
 
 def _kill(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -121,12 +132,26 @@ def _tail(log: Path, lines: int = 6) -> str:
     return " | ".join(text[-lines:]) or "no output"
 
 
-def run_plan(model_path: Path, plan: ParallelPlan, world_size: int, *, train: bool = True, steps: int = 5,
-             timeout_s: float = 120.0, memory_limit_mb: int = 4096) -> MeshRun:  # fmt: skip
+def run_plan(
+    model_path: Path,
+    plan: ParallelPlan,
+    world_size: int,
+    *,
+    train: bool = True,
+    steps: int = 5,
+    timeout_s: float = 120.0,
+    memory_limit_mb: int = 4096,
+) -> MeshRun:
     """Run ``plan`` for real on ``world_size`` local processes and compare with the unsharded model."""
     with tempfile.TemporaryDirectory(prefix="forge-mesh-") as tmp:
-        job = RankJob(model_path=str(model_path), plan=plan.to_json(), train=train, steps=steps,
-                      timeout_s=timeout_s, result_dir=tmp)  # fmt: skip
+        job = RankJob(
+            model_path=str(model_path),
+            plan=plan.to_json(),
+            train=train,
+            steps=steps,
+            timeout_s=timeout_s,
+            result_dir=tmp,
+        )
         job_path = Path(tmp) / "job.json"
         job_path.write_text(job.model_dump_json())
         port, logs = free_port(), [Path(tmp) / f"rank{r}.log" for r in range(world_size)]
@@ -147,8 +172,12 @@ def run_plan(model_path: Path, plan: ParallelPlan, world_size: int, *, train: bo
             code = procs[failed].returncode
             why = f"rank {failed} failed (exit {code}): {_tail(logs[failed])}"
             return MeshRun(False, why, status=AttemptStatus.RUNTIME_ERROR)
-        ranks = [RankResult(**{k: v for k, v in json.loads((Path(tmp) / f"rank{r}.json").read_text()).items()
-                               if k != "step_ms"}) for r in range(world_size)]  # fmt: skip
+        ranks = [
+            RankResult(
+                **{k: v for k, v in json.loads((Path(tmp) / f"rank{r}.json").read_text()).items() if k != "step_ms"}
+            )
+            for r in range(world_size)
+        ]
     wrong = sorted({m for r in ranks for m in r.mismatches})
     if wrong:
         why = f"differs from the unsharded model: {'; '.join(wrong[:5])}"

@@ -64,8 +64,9 @@ def _first_tensor(out: Any) -> Any:
     return out[0] if isinstance(out, tuple | list) else out
 
 
-def _compare_step(model: torch.nn.Module, reference: torch.nn.Module, inputs: list[Any], plan: ParallelPlan,
-                  dp_rank: int, train: bool) -> list[str]:  # fmt: skip
+def _compare_step(
+    model: torch.nn.Module, reference: torch.nn.Module, inputs: list[Any], plan: ParallelPlan, dp_rank: int, train: bool
+) -> list[str]:
     """Outputs, gradients and parameters after one SGD step, each against the reference."""
     dp = plan.degree("dp")
     local = [_split(x, dp, dp_rank) for x in inputs]
@@ -127,8 +128,13 @@ def run(job: RankJob) -> dict[str, Any]:
         problems = [f"the sharded model raised {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"]
     times = _step_times(model, inputs, plan, dp_rank, job) if not problems else [0.0]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"rank": rank, "mismatches": problems, "step_ms": times, "median_ms": statistics.median(times),
-            "peak_rss_mb": peak_mb}  # fmt: skip
+    return {
+        "rank": rank,
+        "mismatches": problems,
+        "step_ms": times,
+        "median_ms": statistics.median(times),
+        "peak_rss_mb": peak_mb,
+    }
 
 
 def main() -> None:

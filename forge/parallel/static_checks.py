@@ -53,8 +53,10 @@ def _mesh(plan: ParallelPlan, world_size: int, inputs: Sequence[Any]) -> Check:
     if plan.degree("pp") > 1 and plan.microbatches < plan.degree("pp"):
         problems.append(f"{plan.degree('pp')} pipeline stages need at least as many microbatches ({plan.microbatches})")
     if plan.degree("dp") > 1 and plan.fsdp is None:
-        problems.append(f"dp={plan.degree('dp')} without fsdp: the data-parallel ranks would never share their "
-                        "gradients; name FSDP units (fsdp.units, e.g. the blocks)")  # fmt: skip
+        problems.append(
+            f"dp={plan.degree('dp')} without fsdp: the data-parallel ranks would never share their "
+            "gradients; name FSDP units (fsdp.units, e.g. the blocks)"
+        )
     batch = next((int(x.shape[0]) for x in inputs if hasattr(x, "shape") and len(x.shape) >= 1), None)
     if plan.degree("dp") > 1 and batch is not None and batch % plan.degree("dp"):
         problems.append(f"the batch ({batch}) does not split over dp={plan.degree('dp')}")

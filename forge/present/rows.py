@@ -12,8 +12,18 @@ from forge.present.formats import fmt_cost, fmt_ms, fmt_step, fmt_times, fmt_whe
 
 # "in rounds": the best of the search's own noisy timings; "kernel": what was banked, timed again after the choice
 SESSION_COLUMNS = (
-    "id", "op", "agent", "status", "attempts", "kernel", "best in rounds", "×compile", "cost", "strategy", "started",
-)  # fmt: skip
+    "id",
+    "op",
+    "agent",
+    "status",
+    "attempts",
+    "kernel",
+    "best in rounds",
+    "×compile",
+    "cost",
+    "strategy",
+    "started",
+)
 ATTEMPT_COLUMNS = ("id", "round", "role", "backend", "status", "×eager", "×compile", "time")
 KERNEL_COLUMNS = ("id", "op", "backend", "device", "dtype", "×eager", "×compile", "status", "agent")
 
@@ -22,9 +32,18 @@ def session_cells(s: SessionSummary) -> tuple[str | Text, ...]:
     agent = s.agent + (f" {s.model}" if s.model else "")
     kernel = f"#{s.kernel_id} {fmt_times(s.kernel_speedup_vs_eager)}" if s.kernel_id is not None else "—"
     return (
-        str(s.id), s.op, agent, status_text(s.status), str(s.attempts), kernel, fmt_times(s.best_speedup_vs_eager),
-        fmt_times(s.best_speedup_vs_compile), fmt_cost(s.cost_usd, s.tokens), s.strategy, fmt_when(s.started_at),
-    )  # fmt: skip
+        str(s.id),
+        s.op,
+        agent,
+        status_text(s.status),
+        str(s.attempts),
+        kernel,
+        fmt_times(s.best_speedup_vs_eager),
+        fmt_times(s.best_speedup_vs_compile),
+        fmt_cost(s.cost_usd, s.tokens),
+        s.strategy,
+        fmt_when(s.started_at),
+    )
 
 
 def attempt_cells(a: StoredAttempt) -> tuple[str | Text, ...]:
@@ -53,10 +72,16 @@ def attempt_cells(a: StoredAttempt) -> tuple[str | Text, ...]:
 
 def kernel_cells(k: KernelSummary) -> tuple[str | Text, ...]:
     return (
-        str(k.id), k.op, k.backend, k.device + (f" {k.capability}" if k.capability else ""), k.dtype,
+        str(k.id),
+        k.op,
+        k.backend,
+        k.device + (f" {k.capability}" if k.capability else ""),
+        k.dtype,
         fmt_times(k.speedup_vs_eager) + (" unconfirmed" if k.confirmed is False else ""),
-        fmt_times(k.speedup_vs_compile), status_text(k.status), k.agent or "",
-    )  # fmt: skip
+        fmt_times(k.speedup_vs_compile),
+        status_text(k.status),
+        k.agent or "",
+    )
 
 
 def best_so_far(attempts: list[StoredAttempt]) -> list[float]:

@@ -120,10 +120,18 @@ def plan_evidence_renderable(e: PlanEvidence) -> Group:
         p = e.prediction
         calibrated = f", calibrated {fmt_step(p.calibrated_step_ms)}" if p.calibrated_step_ms is not None else ""
         comm = f"communication {fmt_step(p.comm_ms)} in {p.collectives} collectives"
-        lines.append(Text(f"  predicted: step {fmt_step(p.step_ms)} (compute {fmt_step(p.compute_ms)}, {comm})"
-                          f"{calibrated}, {p.memory_bytes / 2**20:.1f} MiB a device"))  # fmt: skip
+        lines.append(
+            Text(
+                f"  predicted: step {fmt_step(p.step_ms)} (compute {fmt_step(p.compute_ms)}, {comm})"
+                f"{calibrated}, {p.memory_bytes / 2**20:.1f} MiB a device"
+            )
+        )
     if e.measured is not None:
         ranks = ", ".join(fmt_step(t) for t in e.measured.rank_step_ms)
-        lines.append(Text(f"  measured: step {fmt_step(e.measured.step_ms)} (ranks {ranks}), "
-                          f"peak {e.measured.peak_rss_mb:.0f} MiB a rank"))  # fmt: skip
+        lines.append(
+            Text(
+                f"  measured: step {fmt_step(e.measured.step_ms)} (ranks {ranks}), "
+                f"peak {e.measured.peak_rss_mb:.0f} MiB a rank"
+            )
+        )
     return Group(*lines)

@@ -47,9 +47,17 @@ def tui_command(
     from forge.tui.app import ForgeApp, TuiLaunch
 
     options = harness.OptimizeOptions(
-        model=model, judge_model=judge, api_base=api_base, backend=backend, strategy=strategy, rounds=rounds,
-        workers=workers, bank=bank, budget_usd=budget_usd, time_limit_s=time_limit,
-    )  # fmt: skip
+        model=model,
+        judge_model=judge,
+        api_base=api_base,
+        backend=backend,
+        strategy=strategy,
+        rounds=rounds,
+        workers=workers,
+        bank=bank,
+        budget_usd=budget_usd,
+        time_limit_s=time_limit,
+    )
     try:
         settings = load_settings(device=device)
         options.check()

@@ -295,9 +295,12 @@ class CandidateSide:
         self.tids_before = native_threads()
         pool = OutputPool()
         self.timed = TimedCalls(
-            lambda inp: self._call(model, inp, sync=False), self.flush, self.clocks,
-            keep=lambda out: [pool.copy(o) for o in _as_list(out)], warm=bool(msg.get("warm")),
-        )  # fmt: skip
+            lambda inp: self._call(model, inp, sync=False),
+            self.flush,
+            self.clocks,
+            keep=lambda out: [pool.copy(o) for o in _as_list(out)],
+            warm=bool(msg.get("warm")),
+        )
         budget = msg.get("memory_budget")
         if msg.get("warmup") is not None:
             # Once, before the first batch (the correctness phase's memory goes back). Trimmed

@@ -87,8 +87,15 @@ class LoadMonitor:
         steal_s = end.steal_s - start.steal_s
         steal = steal_s / accounted if accounted > 0 and steal_s * _TICKS >= _MIN_TICKS else 0.0
         running = max(start.running, end.running)
-        return judged(Contention(cores=self.cores, other_cores=round(other, 3), steal=round(steal, 3),
-                                 max_running=running, retried=retried))  # fmt: skip
+        return judged(
+            Contention(
+                cores=self.cores,
+                other_cores=round(other, 3),
+                steal=round(steal, 3),
+                max_running=running,
+                retried=retried,
+            )
+        )
 
     def wait_for_quiet(
         self, limit_s: float, step_s: float = 0.5, stop: Callable[[], bool] | None = None
@@ -127,5 +134,8 @@ def combined(spans: Sequence[Contention]) -> Contention | None:
     if not spans:
         return None
     worst = max(spans, key=lambda c: (c.busy, c.other_cores, c.steal))
-    return judged(worst.model_copy(update={"retried": sum(c.retried for c in spans),
-                                           "max_running": max(c.max_running for c in spans)}))  # fmt: skip
+    return judged(
+        worst.model_copy(
+            update={"retried": sum(c.retried for c in spans), "max_running": max(c.max_running for c in spans)}
+        )
+    )

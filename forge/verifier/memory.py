@@ -87,13 +87,21 @@ def record_peaks(v: Verdict, candidate_mib: int | None, reference_mib: int | Non
     (``candidate_limit_mib``) as a check that fails the verdict when it is over."""
     bound = budget_bytes(working_set) >> 20 if working_set else None
     limit = candidate_limit_mib(bound, reference_mib, working_set) if bound is not None else None
-    peak = MemoryPeak(candidate_mib=candidate_mib, reference_mib=reference_mib, forge_mib=own_peak_mib(),
-                      bound_mib=bound, limit_mib=limit)  # fmt: skip
+    peak = MemoryPeak(
+        candidate_mib=candidate_mib,
+        reference_mib=reference_mib,
+        forge_mib=own_peak_mib(),
+        bound_mib=bound,
+        limit_mib=limit,
+    )
     v.memory = peak
     if limit is None or candidate_mib is None:
         return
-    others = ", ".join(f"{name} {mib} MiB" for name, mib in (("reference", reference_mib), ("forge", peak.forge_mib))
-                       if mib is not None)  # fmt: skip
+    others = ", ".join(
+        f"{name} {mib} MiB"
+        for name, mib in (("reference", reference_mib), ("forge", peak.forge_mib))
+        if mib is not None
+    )
     said = (
         f"peak resident candidate {candidate_mib} MiB, limit {limit} MiB (the larger of the op's bound, max(1 GiB, "
         f"8x the {working_set / 2**20:.1f} MiB a call reads and writes) = {bound} MiB, and the reference's peak plus "
@@ -101,5 +109,8 @@ def record_peaks(v: Verdict, candidate_mib: int | None, reference_mib: int | Non
     )
     v.add("memory", peak.within_limit, said)
     if not peak.within_limit:
-        v.fail(VerdictStatus.FAILED_INTEGRITY, f"the candidate's worker peaked at {candidate_mib} MiB, over its limit "
-               f"of {limit} MiB: a drop-in kernel may not need far more memory than the reference")  # fmt: skip
+        v.fail(
+            VerdictStatus.FAILED_INTEGRITY,
+            f"the candidate's worker peaked at {candidate_mib} MiB, over its limit "
+            f"of {limit} MiB: a drop-in kernel may not need far more memory than the reference",
+        )

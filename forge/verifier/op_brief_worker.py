@@ -64,12 +64,16 @@ def _profile(fn: Callable[[], Any], device: str, timed_ms: float | None) -> Eage
     median = statistics.median(times)
     # The profiler's own overhead inflates every row: each is shown as its share of one unprofiled call
     ops = [
-        ProfiledOp(name=name, self_ms=round(median * ms / total, 5), share=round(ms / total, 3), calls=calls,
-                   library=bool(_LIBRARY.search(name.lower())))
+        ProfiledOp(
+            name=name,
+            self_ms=round(median * ms / total, 5),
+            share=round(ms / total, 3),
+            calls=calls,
+            library=bool(_LIBRARY.search(name.lower())),
+        )
         for name, ms, calls in rows[:_TOP_OPS]
-    ]  # fmt: skip
-    return EagerProfile(median_ms=round(median, 5), calls=_TIMED_PAIRS, ops=ops,
-                        clock="cuda" if on_device else "cpu")  # fmt: skip
+    ]
+    return EagerProfile(median_ms=round(median, 5), calls=_TIMED_PAIRS, ops=ops, clock="cuda" if on_device else "cpu")
 
 
 def _compiled(model: Any, inputs: list[Any], device: str) -> CompiledBaseline:
@@ -95,9 +99,13 @@ def _compiled(model: Any, inputs: list[Any], device: str) -> CompiledBaseline:
     code = "\n\n".join(codes)
     # the ratio of the two medians shown, so the figures agree with each other
     return CompiledBaseline(
-        speedup_vs_eager=round(eager_ms / compiled_ms, 3), pairs=_TIMED_PAIRS, eager_ms=round(eager_ms, 5),
-        compiled_ms=round(compiled_ms, 5), code=trim_output_code(code), code_chars=len(code),
-    )  # fmt: skip
+        speedup_vs_eager=round(eager_ms / compiled_ms, 3),
+        pairs=_TIMED_PAIRS,
+        eager_ms=round(eager_ms, 5),
+        compiled_ms=round(compiled_ms, 5),
+        code=trim_output_code(code),
+        code_chars=len(code),
+    )
 
 
 def _runtime(device: str) -> list[str]:
@@ -106,8 +114,9 @@ def _runtime(device: str) -> list[str]:
     facts = [f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads"]
     maps = Path("/proc/self/maps")
     if maps.exists():
-        libs = sorted({Path(ln.split()[-1]).name for ln in maps.read_text().splitlines()
-                       if re.search(r"lib(g|i)omp|libomp", ln)})  # fmt: skip
+        libs = sorted(
+            {Path(ln.split()[-1]).name for ln in maps.read_text().splitlines() if re.search(r"lib(g|i)omp|libomp", ln)}
+        )
         if libs:
             facts.append(
                 "OpenMP runtime loaded in torch's process: "
@@ -115,16 +124,20 @@ def _runtime(device: str) -> list[str]:
                 + " (a C++ kernel built with -fopenmp shares it with torch: one thread pool, one OMP_NUM_THREADS)"
             )
     if device == "cpu":
-        facts.append("allocator: glibc malloc; forge's workers keep freed memory in the process "
-                     "(MALLOC_TRIM_THRESHOLD_/MALLOC_MMAP_THRESHOLD_ raised), as a warmed-up program does")  # fmt: skip
+        facts.append(
+            "allocator: glibc malloc; forge's workers keep freed memory in the process "
+            "(MALLOC_TRIM_THRESHOLD_/MALLOC_MMAP_THRESHOLD_ raised), as a warmed-up program does"
+        )
     else:
         p = torch.cuda.get_device_properties(0)
         smem = getattr(p, "shared_memory_per_block_optin", None)
         l2 = getattr(p, "L2_cache_size", None)
-        facts.append(f"{p.name}: {p.multi_processor_count} SMs, compute capability {p.major}.{p.minor}"
-                     + (f", L2 {l2 / 2**20:.0f} MiB" if l2 else "")
-                     + (f", shared memory up to {smem // 1024} KiB a block" if smem else "")
-                     + "; torch's caching allocator")  # fmt: skip
+        facts.append(
+            f"{p.name}: {p.multi_processor_count} SMs, compute capability {p.major}.{p.minor}"
+            + (f", L2 {l2 / 2**20:.0f} MiB" if l2 else "")
+            + (f", shared memory up to {smem // 1024} KiB a block" if smem else "")
+            + "; torch's caching allocator"
+        )
     return facts
 
 
@@ -136,8 +149,11 @@ def _tolerances(problem: Any, outputs: list[Any]) -> list[OutputTolerance]:
     for i, out in enumerate(outputs):
         if hasattr(out, "dtype") and out.is_floating_point():
             atol, rtol = tolerance(out.dtype, override)
-            found.append(OutputTolerance(output=i, dtype=str(out.dtype).removeprefix("torch."),
-                                         shape=list(out.shape), atol=atol, rtol=rtol))  # fmt: skip
+            found.append(
+                OutputTolerance(
+                    output=i, dtype=str(out.dtype).removeprefix("torch."), shape=list(out.shape), atol=atol, rtol=rtol
+                )
+            )
     return found
 
 
@@ -151,9 +167,15 @@ def _roofline(model: Any, inputs: list[Any], outputs: list[Any], device: str, ea
     figures = machine.machine_figures(device, torch.get_num_threads(), cache)
     bound = roofline.bound_ms(nbytes, flops, figures["bandwidth_gbs"], figures["peak_gflops"])
     fraction = round(bound / eager_ms, 4) if eager_ms else None
-    return Roofline(bytes=nbytes, flops=flops, device_name=str(figures["device_name"]),
-                    bandwidth_gbs=figures["bandwidth_gbs"], peak_gflops=figures["peak_gflops"],
-                    bound_ms=round(bound, 6), fraction_eager=fraction)  # fmt: skip
+    return Roofline(
+        bytes=nbytes,
+        flops=flops,
+        device_name=str(figures["device_name"]),
+        bandwidth_gbs=figures["bandwidth_gbs"],
+        peak_gflops=figures["peak_gflops"],
+        bound_ms=round(bound, 6),
+        fraction_eager=fraction,
+    )
 
 
 def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
@@ -176,9 +198,11 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
             brief.missing.append("torch.compile: its baseline is off in this run (compile_baseline)")
         parts: list[tuple[str, Callable[[], Any]]] = [
             ("compiled", lambda: _compiled(model, inputs, device) if compiled else None),
-            ("eager", lambda: _profile(lambda: model(*inputs), device,
-                                       brief.compiled.eager_ms if brief.compiled else None)),
-        ]  # fmt: skip
+            (
+                "eager",
+                lambda: _profile(lambda: model(*inputs), device, brief.compiled.eager_ms if brief.compiled else None),
+            ),
+        ]
         for part, run in parts:
             try:
                 setattr(brief, part, run())

@@ -173,9 +173,15 @@ class PairedTimer:
         sent = None if warm else sets
         budget = timing.get("memory_budget")
         self.cand.send(
-            {"op": "time_begin", "model": timing["model"], "sets": sent, "warmup": warmup, "warm": warm,
-             "memory_budget": budget}
-        )  # fmt: skip
+            {
+                "op": "time_begin",
+                "model": timing["model"],
+                "sets": sent,
+                "warmup": warmup,
+                "warm": warm,
+                "memory_budget": budget,
+            }
+        )
         self._expect_ref("baselines_ready")
         self._expect_cand("time_ready")
         batch = BatchTimes()

@@ -301,9 +301,12 @@ class ReferenceSide:
         # No tensors here: the batches (the first with the warm-up inputs) are drawn when timing
         # starts, so the parent holds none of them through the correctness cases.
         return {
-            "model": "base/0", "batches": batches, "working_set_bytes": per_set, "cache_bytes": cache,
+            "model": "base/0",
+            "batches": batches,
+            "working_set_bytes": per_set,
+            "cache_bytes": cache,
             "memory_budget": self.budget,
-        }  # fmt: skip
+        }
 
     def timing_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
         """The next batch of fresh timing inputs and their expected outputs (the previous batch is

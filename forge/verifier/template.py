@@ -113,9 +113,14 @@ class WorkerTemplate:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "forge.verifier.template_process", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True, env=env, preexec_fn=die_with_parent,
-            )  # fmt: skip
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+                preexec_fn=die_with_parent,
+            )
         except OSError:
             self._end()
             return

@@ -264,18 +264,22 @@ def record_speedups(
     cand_ms = cand.median_ms
     if not v.timing_meaningful:
         v.add(
-            "timing", True, "Triton ran under TRITON_INTERPRET=1 on CPU: timings are not meaningful, no speedup",
+            "timing",
+            True,
+            "Triton ran under TRITON_INTERPRET=1 on CPU: timings are not meaningful, no speedup",
             fatal=False,
-        )  # fmt: skip
+        )
         return
     v.speedup_vs_eager = round(eager.median_ms / cand_ms, 4) if cand_ms > 0 else None
     if compiled is not None and cand_ms > 0:
         v.speedup_vs_compile = round(compiled.median_ms / cand_ms, 4)
     spread = cand.iqr_ms / cand_ms if cand_ms else 0.0
     v.add(
-        "timing", True, f"median {cand_ms:.4f} ms over {cand.trials} trials (IQR {spread:.1%})",
+        "timing",
+        True,
+        f"median {cand_ms:.4f} ms over {cand.trials} trials (IQR {spread:.1%})",
         fatal=False,
-    )  # fmt: skip
+    )
     roof = Roofline.model_validate(roofline or {})
     if roof.bound_ms:
         roof.fraction_candidate = round(roof.bound_ms / cand_ms, 4) if cand_ms else None
@@ -355,9 +359,13 @@ def record_regimes(
         if cache
         else "the cache size is unknown"
     )
-    v.add("regimes", True, f"{_regime_line('cold', ts.paired_eager, ts.paired_compile)}; "
-          f"{_regime_line('warm', ts.warm_paired_eager, ts.warm_paired_compile)}; judged {ts.regime}: {where}",
-          fatal=False)  # fmt: skip
+    v.add(
+        "regimes",
+        True,
+        f"{_regime_line('cold', ts.paired_eager, ts.paired_compile)}; "
+        f"{_regime_line('warm', ts.warm_paired_eager, ts.warm_paired_compile)}; judged {ts.regime}: {where}",
+        fatal=False,
+    )
 
 
 def _regime_line(name: str, eager: PairedRatio | None, compiled: PairedRatio | None) -> str:

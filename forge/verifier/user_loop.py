@@ -76,8 +76,11 @@ def measure_user_loop(
         one = _one_process(job, env, limit, settings.memory_limit_mb, said)
         if one.failed or one.fallbacks or one.tampered or one.eager is None:
             where = f"process {k} of {count}: " if count > 1 else ""
-            findings = {"failed": where + one.failed if one.failed else None, "processes": processes,
-                        "tampered": [where + t for t in one.tampered]}  # fmt: skip
+            findings = {
+                "failed": where + one.failed if one.failed else None,
+                "processes": processes,
+                "tampered": [where + t for t in one.tampered],
+            }
             return one.model_copy(update=findings)
         processes.append(LoopProcess.model_validate(one.model_dump(include=set(LoopProcess.model_fields))))
     return UserLoop.of_processes(said, processes)
@@ -94,9 +97,15 @@ class _LoopChild:
 
     def __init__(self, argv: list[str], env: dict[str, str], memory_mb: int) -> None:
         self.proc = subprocess.Popen(
-            argv, env=env, cwd=Path.cwd(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True, preexec_fn=lambda: worker_limits(2 * memory_mb),
-        )  # fmt: skip
+            argv,
+            env=env,
+            cwd=Path.cwd(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            preexec_fn=lambda: worker_limits(2 * memory_mb),
+        )
         track(self)
 
     def kill(self) -> None:

@@ -240,9 +240,15 @@ class _Run:
     def _first_failing(self, case: dict[str, Any], mismatch: Mismatch) -> None:
         if self.v.failing_case is None:
             self.v.failing_case = FailingCase(
-                id=case["id"], shape=case["shape"], inputs=case["kind"], output=mismatch.output,
-                mismatch=mismatch.kind, detail=mismatch.detail, max_abs=mismatch.max_abs, max_rel=mismatch.max_rel,
-            )  # fmt: skip
+                id=case["id"],
+                shape=case["shape"],
+                inputs=case["kind"],
+                output=mismatch.output,
+                mismatch=mismatch.kind,
+                detail=mismatch.detail,
+                max_abs=mismatch.max_abs,
+                max_rel=mismatch.max_rel,
+            )
 
     def _case_notes(self, stream: CaseStream) -> None:
         self.v.cases -= stream.skipped
@@ -258,9 +264,16 @@ class _Run:
         )
         kept = CandidateTimes(self.tol)
         timer = PairedTimer(
-            self.ref, self.cand, self.deadline, self._ref_reply, self.settings.compile_baseline,
-            self.settings.load_check, self.threads, str(self.spec.path), self.ref_guard.check,
-        )  # fmt: skip
+            self.ref,
+            self.cand,
+            self.deadline,
+            self._ref_reply,
+            self.settings.compile_baseline,
+            self.settings.load_check,
+            self.threads,
+            str(self.spec.path),
+            self.ref_guard.check,
+        )
         try:
             paired = timer.run(self.info["timing"], self.progress, kept.take)
         except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
@@ -274,8 +287,9 @@ class _Run:
         record_speedups(self.v, self.info.get("roofline"), kept.times, cold.eager, cold.compiled, paired.compile_error)
         record_pairs(self.v, kept.times, cold.eager, cold.compiled, paired.contention)
         timing = self.info["timing"]
-        record_regimes(self.v, kept.warm, warm.eager, warm.compiled, timing.get("working_set_bytes"),
-                       timing.get("cache_bytes"))  # fmt: skip
+        record_regimes(
+            self.v, kept.warm, warm.eager, warm.compiled, timing.get("working_set_bytes"), timing.get("cache_bytes")
+        )
         if self.device == "cuda":
             record_launch_cost(self.v, kept.launch, cold.eager_launch + warm.eager_launch)
 

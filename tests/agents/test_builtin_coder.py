@@ -61,10 +61,16 @@ def test_configs_that_render_the_same_kernel_are_not_proposed_twice():
             1, "src", AttemptStatus.PASSED, timings_ms=Timings(candidate=2.0), config=base, speedup_vs_eager=1.0
         ),
         HistoryItem(
-            2, "src", AttemptStatus.PASSED, timings_ms=Timings(candidate=1.0), config=one, parent_config=base,
-            speedup_vs_eager=2.0, feedback=JudgeFeedback(config=same),
+            2,
+            "src",
+            AttemptStatus.PASSED,
+            timings_ms=Timings(candidate=1.0),
+            config=one,
+            parent_config=base,
+            speedup_vs_eager=2.0,
+            feedback=JudgeFeedback(config=same),
         ),
-    ]  # fmt: skip
+    ]
     ctx = CoderContext(op.stem, op.read_text(), "cpu", "cpp", history=history, parent=history[1])
     proposals = coder.propose(ctx)
     measured = {str(coder.canonical(c)) for c in (base, one)}

@@ -118,12 +118,14 @@ def test_both_erf_forms_of_the_exact_gelu_stay_accurate(form, cache_dir, monkeyp
 
     monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
     lib = cpp.load(
-        HEADER + pointwise.FMATH + pointwise.ERF[form]
+        HEADER
+        + pointwise.FMATH
+        + pointwise.ERF[form]
         + 'extern "C" void gelu(const float* x, float* y, int64_t n) {\n    #pragma omp simd\n'
         + f"    for (int64_t i = 0; i < n; ++i) y[i] = {gelu('x[i]', 'none', CPP)};\n}}\n"
         + 'extern "C" void erf_of(const float* x, float* y, int64_t n) {\n    #pragma omp simd\n'
         + "    for (int64_t i = 0; i < n; ++i) y[i] = forge_erf(x[i]);\n}\n"
-    )  # fmt: skip
+    )
     x = torch.linspace(-12, 12, 2_000_001)
     y = torch.empty_like(x)
     lib.gelu(x, y, x.numel())

@@ -136,11 +136,13 @@ def test_rmsnorm_module_without_weight_or_eps(fast_settings, tmp_path):
     weight pointer and the epsilon torch uses."""
     op = tmp_path / "rms_module_op.py"
     op.write_text(
-        OP_TEMPLATE.replace("class Model(nn.Module):\n", "class Model(nn.Module):\n"
-                            "    def __init__(self):\n        super().__init__()\n"
-                            "        self.norm = nn.RMSNorm(cols, elementwise_affine=False)\n\n")
-        .format(expr="self.norm(x)")
-    )  # fmt: skip
+        OP_TEMPLATE.replace(
+            "class Model(nn.Module):\n",
+            "class Model(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n"
+            "        self.norm = nn.RMSNorm(cols, elementwise_affine=False)\n\n",
+        ).format(expr="self.norm(x)")
+    )
     recipe = _recipe(op)
     assert isinstance(recipe, RowRecipe) and recipe.kind == "rmsnorm" and recipe.weight is None, recipe
     assert recipe.eps == torch.finfo(torch.float32).eps

@@ -35,16 +35,32 @@ def _ctx(history=None, backend="cpp", device="cpu") -> CoderContext:
 
 def test_coder_prompt_has_source_contract_device_example_and_history():
     item = HistoryItem(
-        round=1, source="class ModelNew: pass", status=AttemptStatus.FAILED_CORRECTNESS, reason="stress: case base/1",
-        failing_check="stress", error_text="output 0: 12 of 100 elements outside atol", max_abs_error=0.5,
+        round=1,
+        source="class ModelNew: pass",
+        status=AttemptStatus.FAILED_CORRECTNESS,
+        reason="stress: case base/1",
+        failing_check="stress",
+        error_text="output 0: 12 of 100 elements outside atol",
+        max_abs_error=0.5,
         timings_ms=Timings(candidate=None),
         feedback=JudgeFeedback(diagnosis="NaN handling", next_step="use a NaN-aware max"),
-    )  # fmt: skip
+    )
     coder = LLMCoder(FakeClient(["```python\nclass ModelNew(Model):\n    pass\n```"]))  # type: ignore[arg-type]
     text = coder.prompt(_ctx([item]))[-1]["content"]
-    for needed in ("torch.softmax(x, dim=1)", "class ModelNew(Model)", "state_dict", "OpenMP", "avx2",
-                   "bandwidth_gbs", "cpp.load", "failed_correctness", "stress", "0.5", "use a NaN-aware max",
-                   "class ModelNew: pass"):  # fmt: skip
+    for needed in (
+        "torch.softmax(x, dim=1)",
+        "class ModelNew(Model)",
+        "state_dict",
+        "OpenMP",
+        "avx2",
+        "bandwidth_gbs",
+        "cpp.load",
+        "failed_correctness",
+        "stress",
+        "0.5",
+        "use a NaN-aware max",
+        "class ModelNew: pass",
+    ):
         assert needed in text, needed
     (proposal,) = coder.propose(_ctx())
     assert proposal.source and proposal.tokens == 10 and proposal.cost_usd == 0.001
@@ -92,8 +108,9 @@ def test_the_judge_is_told_the_sessions_backend_and_its_tuning_vocabulary():
 
 def test_attempts_are_numbered_as_the_bank_numbers_them():
     older = HistoryItem(round=1, source="a", status=AttemptStatus.FAILED_CORRECTNESS, attempt_id=7)
-    newer = HistoryItem(round=2, source="b", status=AttemptStatus.PASSED, timings_ms=Timings(candidate=1.0),
-                        attempt_id=9)  # fmt: skip
+    newer = HistoryItem(
+        round=2, source="b", status=AttemptStatus.PASSED, timings_ms=Timings(candidate=1.0), attempt_id=9
+    )
     coder = LLMCoder(FakeClient([]))  # type: ignore[arg-type]
     text = coder.prompt(_ctx([older, newer]))[-1]["content"]
     assert "Attempt 7 (round 1)" in text and "Attempt 9 (round 2)" in text and "Attempt 1 " not in text
@@ -117,8 +134,13 @@ def test_a_source_fits_whole_or_is_cut_around_the_line_the_error_names():
 
 
 def test_the_prompts_say_stop_near_the_roofline_only_where_the_bound_holds():
-    v = Verdict.from_json({"status": "passed", "timings_ms": {"candidate": 1.0}, "timing_stats": {
-        "paired_eager": {"pairs": 20, "median": 1.3, "low": 1.2, "high": 1.4}, "regime": "cold"}})  # fmt: skip
+    v = Verdict.from_json(
+        {
+            "status": "passed",
+            "timings_ms": {"candidate": 1.0},
+            "timing_stats": {"paired_eager": {"pairs": 20, "median": 1.3, "low": 1.2, "high": 1.4}, "regime": "cold"},
+        }
+    )
     figures = AttemptFigures.of(v)
     near = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=figures, roofline_fraction=0.9)
     said = standing([near], None)
@@ -126,8 +148,9 @@ def test_the_prompts_say_stop_near_the_roofline_only_where_the_bound_holds():
     far = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=figures, roofline_fraction=0.4)
     assert standing([far], None) is None
     warm = Verdict.from_json({**v.to_json(), "timing_stats": {**v.timing_stats.model_dump(), "regime": "warm"}})
-    cached = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(warm),
-                         roofline_fraction=0.9)  # fmt: skip
+    cached = HistoryItem(
+        1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(warm), roofline_fraction=0.9
+    )
     assert standing([cached], None) is None  # judged warm: the data comes from cache, DRAM bounds nothing
     brief = OpBrief(device="cpu", regime="cold", roofline=Roofline(bound_ms=1.0, fraction_eager=0.85))
     eager_said = standing([], brief)
@@ -137,8 +160,14 @@ def test_the_prompts_say_stop_near_the_roofline_only_where_the_bound_holds():
 def test_a_busy_verdict_has_no_speedup_in_any_view():
     load = {"cores": 2, "other_cores": 0.93, "busy": True, "detail": "other processes used 0.93 of 2 cores"}
     paired = {"pairs": 20, "median": 2.5, "low": 2.2, "high": 2.8}
-    v = Verdict.from_json({"status": "passed", "timings_ms": {"candidate": 1.0}, "speedup_vs_eager": 2.5,
-                           "timing_stats": {"paired_eager": paired, "contention": load}})  # fmt: skip
+    v = Verdict.from_json(
+        {
+            "status": "passed",
+            "timings_ms": {"candidate": 1.0},
+            "speedup_vs_eager": 2.5,
+            "timing_stats": {"paired_eager": paired, "contention": load},
+        }
+    )
     figures = AttemptFigures.of(v)
     assert not figures.timed and figures.speedup_vs_eager is None
     said = "not timed: the machine was busy (other processes used 0.93 of 2 cores); no speedup is known"
@@ -146,13 +175,26 @@ def test_a_busy_verdict_has_no_speedup_in_any_view():
 
 
 def test_inductor_code_is_trimmed_to_its_kernels_and_call():
-    code = "\n".join([
-        "import torch", "from torch._inductor.async_compile import AsyncCompile", "async_compile = AsyncCompile()",
-        "cpp_fused_0 = async_compile.cpp_pybinding(['float*'], r'''", 'extern "C" void kernel(float* x) {', "}", "''')",
-        "async_compile.wait(globals())", "def call(args):", "    arg0_1, = args", "    args.clear()",
-        "    assert_size_stride(arg0_1, (8, ), (1, ))", "    cpp_fused_0(arg0_1)", "    return (arg0_1, )",
-        "def benchmark_compiled_module(args, times=10, repeat=10):", "    pass",
-    ])  # fmt: skip
+    code = "\n".join(
+        [
+            "import torch",
+            "from torch._inductor.async_compile import AsyncCompile",
+            "async_compile = AsyncCompile()",
+            "cpp_fused_0 = async_compile.cpp_pybinding(['float*'], r'''",
+            'extern "C" void kernel(float* x) {',
+            "}",
+            "''')",
+            "async_compile.wait(globals())",
+            "def call(args):",
+            "    arg0_1, = args",
+            "    args.clear()",
+            "    assert_size_stride(arg0_1, (8, ), (1, ))",
+            "    cpp_fused_0(arg0_1)",
+            "    return (arg0_1, )",
+            "def benchmark_compiled_module(args, times=10, repeat=10):",
+            "    pass",
+        ]
+    )
     trimmed = trim_output_code(code)
     assert 'extern "C" void kernel' in trimmed and "cpp_fused_0(arg0_1)" in trimmed
     assert "import torch" not in trimmed and "benchmark_compiled_module" not in trimmed
@@ -162,8 +204,13 @@ def test_inductor_code_is_trimmed_to_its_kernels_and_call():
 
 
 def test_the_judge_sees_what_changed_and_the_advice_it_gave():
-    older = HistoryItem(round=1, source="a = 1\nb = 2\nc = 3\n", status=AttemptStatus.PASSED, attempt_id=3,
-                        feedback=JudgeFeedback(next_step="unroll the inner loop by 4"))  # fmt: skip
+    older = HistoryItem(
+        round=1,
+        source="a = 1\nb = 2\nc = 3\n",
+        status=AttemptStatus.PASSED,
+        attempt_id=3,
+        feedback=JudgeFeedback(next_step="unroll the inner loop by 4"),
+    )
     newer = HistoryItem(round=2, source="a = 1\nb = 4\nc = 3\n", status=AttemptStatus.PASSED, attempt_id=5)
     change = change_from_previous([older, newer], newer)
     assert change is not None and change.parent_id == 3 and "-b = 2" in change.diff and "+b = 4" in change.diff

@@ -41,8 +41,13 @@ def test_the_confirmation_fields_appear_only_when_set_and_keep_their_stored_keys
 
 
 def test_older_verdicts_load_and_wrong_types_are_refused():
-    old = Verdict.from_json({"status": "passed", "config": {"acc": "float"}, "timing_stats": {"candidate": {
-        "median_ms": 1.0, "iqr_ms": 0.2}}})  # fmt: skip
+    old = Verdict.from_json(
+        {
+            "status": "passed",
+            "config": {"acc": "float"},
+            "timing_stats": {"candidate": {"median_ms": 1.0, "iqr_ms": 0.2}},
+        }
+    )
     stats = old.timing_stats.candidate
     assert stats is not None and (stats.lower_ms, stats.upper_ms) == (0.9, 1.1)  # no quartiles stored: median -/+ IQR/2
     with pytest.raises(ValueError):

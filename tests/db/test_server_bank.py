@@ -28,9 +28,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def forge_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "forge", *args], capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, **(env or {})}, timeout=600,
-    )  # fmt: skip
+        [sys.executable, "-m", "forge", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
 
 
 def test_a_fresh_server_bank_is_migrated_to_the_models(pg_bank):

@@ -20,7 +20,9 @@ assert _spec is not None and _spec.loader is not None
 reference = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(reference)
 benchmark_page_list, cli_pages, exit_codes_page = (
-    reference.benchmark_page_list, reference.cli_pages, reference.exit_codes_page
+    reference.benchmark_page_list,
+    reference.cli_pages,
+    reference.exit_codes_page,
 )
 forge_command, settings_page = reference.forge_command, reference.settings_page
 

@@ -140,8 +140,13 @@ def test_a_session_banks_nothing_when_no_finalist_holds_up(tmp_path, fast_settin
 
 def test_a_no_gain_reason_gives_the_room_eager_left_and_the_best_speedup_with_its_interval():
     timing = {"paired_eager": {"pairs": 60, "median": 1.05, "low": 0.98, "high": 1.12}, "regime": "cold"}
-    roof = {"bytes": 32_000_000, "flops": 8_000_000, "bandwidth_gbs": 20.0, "peak_gflops": 150.0,
-            "fraction_eager": 0.86}  # fmt: skip
+    roof = {
+        "bytes": 32_000_000,
+        "flops": 8_000_000,
+        "bandwidth_gbs": 20.0,
+        "peak_gflops": 150.0,
+        "fraction_eager": 0.86,
+    }
     verdict = Verdict.from_json(
         {"status": "passed", "speedup_vs_eager": 1.05, "timing_stats": timing, "roofline": roof}
     )
@@ -161,8 +166,9 @@ def test_a_no_gain_reason_gives_the_room_eager_left_and_the_best_speedup_with_it
     said = no_gain_reason(broken, None)
     assert "237%" in said and "cannot hold" in said and "already runs at" not in said
     # judged warm, the op's data comes from cache: eager's share of a DRAM bound is no room figure
-    warm = Verdict.from_json({"status": "passed", "speedup_vs_eager": 1.05, "roofline": roof,
-                              "timing_stats": {**timing, "regime": "warm"}})  # fmt: skip
+    warm = Verdict.from_json(
+        {"status": "passed", "speedup_vs_eager": 1.05, "roofline": roof, "timing_stats": {**timing, "regime": "warm"}}
+    )
     assert "already runs at" not in no_gain_reason(warm, None) and "1.05x eager" in no_gain_reason(warm, None)
 
 
@@ -225,8 +231,9 @@ def test_a_finalist_within_the_null_controls_offset_is_not_banked(tmp_path, fast
         nulls.append(trials)
         return _null_verdict(0.85, 0.92)  # the candidate's side read 8-15% apart from eager's
 
-    monkeypatch.setattr(VerifierService, "verify_alone", lambda self, job, trials, timeout: _confirm_verdict(
-        0.8, 1.08, 3 * trials))  # fmt: skip
+    monkeypatch.setattr(
+        VerifierService, "verify_alone", lambda self, job, trials, timeout: _confirm_verdict(0.8, 1.08, 3 * trials)
+    )
     monkeypatch.setattr(VerifierService, "verify_null", offset_null)
     seen: list[ev.Event] = []
     bank = tmp_path / "bank.db"
@@ -237,8 +244,10 @@ def test_a_finalist_within_the_null_controls_offset_is_not_banked(tmp_path, fast
     assert nulls == [10, 30] and len(finished) == 2  # one null per count of calls, kept for the next finalist
     assert all(e.bar is not None and abs(e.bar - 1 / 0.885) < 1e-9 for e in finished)
     with sqlite3.connect(bank) as db:
-        judged = [Verdict.from_json(json.loads(v)) for (v,) in db.execute("SELECT verdict FROM attempts WHERE "
-                  "role = 'confirm'")]  # fmt: skip
+        judged = [
+            Verdict.from_json(json.loads(v))
+            for (v,) in db.execute("SELECT verdict FROM attempts WHERE role = 'confirm'")
+        ]
     assert judged and all(v.timing_stats.null_eager is not None and not v.confirm_held for v in judged)
 
 
@@ -390,8 +399,12 @@ def test_a_busy_machine_banks_nothing_and_resume_times_the_finalists_again(tmp_p
         fast = {"median_ms": 0.1, "iqr_ms": 0.02, "q1_ms": 0.09, "q3_ms": 0.11}
         slow = {"median_ms": 1.4, "iqr_ms": 0.2, "q1_ms": 1.3, "q3_ms": 1.5}
         load = {"cores": 2, "other_cores": 0.9, "busy": True, "detail": "other processes used 0.90 of 2 cores"}
-        timing = {"candidate": fast, "eager": slow, "paired_eager": {"pairs": 60, "median": 14.0, "low": 13.0,
-                  "high": 15.0}, "contention": load}  # fmt: skip
+        timing = {
+            "candidate": fast,
+            "eager": slow,
+            "paired_eager": {"pairs": 60, "median": 14.0, "low": 13.0, "high": 15.0},
+            "contention": load,
+        }
         return Verdict.from_json({"status": "passed", "speedup_vs_eager": 14.0, "timing_stats": timing})
 
     bank = tmp_path / "bank.db"

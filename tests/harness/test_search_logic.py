@@ -336,9 +336,13 @@ def test_a_stop_asked_for_during_the_last_round_ends_the_session_interrupted():
 
     io = SimpleNamespace(limits=limits, share=None, events=lambda cls, **kw: None, spend=Spend())
     session = SimpleNamespace(
-        io=io, state=state, id=7, options=SimpleNamespace(round_limit=1),
-        propose=lambda parent: SimpleNamespace(fatal=None, candidates=["one"]), evaluate=evaluate,
-    )  # fmt: skip
+        io=io,
+        state=state,
+        id=7,
+        options=SimpleNamespace(round_limit=1),
+        propose=lambda parent: SimpleNamespace(fatal=None, candidates=["one"]),
+        evaluate=evaluate,
+    )
     assert refine(session) == (  # type: ignore[arg-type]
         SessionStatus.INTERRUPTED,
         "stopped after 1 round(s); `--resume 7` continues the session",

@@ -31,8 +31,9 @@ def _bank(where: Path, train: bool = True) -> Path:
     path = where / "bank.db"
     engine = open_for_writing(path)
     target = PlanTarget("h" * 64, structure_hash(TinyTransformer()), 2, "2x1", "cpu", train)
-    evidence = PlanEvidence(status=AttemptStatus.PASSED, reason="matched", world_size=2, mesh="2x1", train=train,
-                            device_kind="cpu")  # fmt: skip
+    evidence = PlanEvidence(
+        status=AttemptStatus.PASSED, reason="matched", world_size=2, mesh="2x1", train=train, device_kind="cpu"
+    )
     save_plan(engine, read_problem_source(OP), target, PLAN, evidence, PlanProvenance())
     engine.dispose()
     return path

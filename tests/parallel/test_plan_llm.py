@@ -12,8 +12,11 @@ from forge.harness import PlanOptions, optimize_plan
 from tests.llm_server import Script, serve
 
 TRANSFORMER = Path(__file__).parent / "ops" / "tiny_transformer.py"
-FSDP_PLAN = {"mesh": {"dp": 2, "tp": 1}, "fsdp": {"units": ["blocks.*"], "reshard_after_forward": True},
-             "note": "shard the blocks over both ranks"}  # fmt: skip
+FSDP_PLAN = {
+    "mesh": {"dp": 2, "tp": 1},
+    "fsdp": {"units": ["blocks.*"], "reshard_after_forward": True},
+    "note": "shard the blocks over both ranks",
+}
 
 
 def test_an_invalid_plan_then_a_valid_one(tmp_path, fast_settings):

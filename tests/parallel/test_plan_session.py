@@ -24,8 +24,9 @@ TRANSFORMER = OPS / "tiny_transformer.py"
 
 def forge(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "FORGE_CACHE_DIR": str(cache)}
-    return subprocess.run([sys.executable, "-m", "forge", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "forge", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
+    )
 
 
 def user_program(how: str, source: Path, result: Path, dp: int, world: int = 2) -> dict[str, object]:
@@ -66,8 +67,19 @@ def user_program(how: str, source: Path, result: Path, dp: int, world: int = 2) 
 def banked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object], Path]:
     tmp = tmp_path_factory.mktemp("plans")
     bank, cache = tmp / "bank.db", tmp / "cache"
-    done = forge("optimize", str(TRANSFORMER), "--parallel", "--world-size", "2", "--rounds", "2", "--bank", str(bank),
-                 "--json", cache=cache)  # fmt: skip
+    done = forge(
+        "optimize",
+        str(TRANSFORMER),
+        "--parallel",
+        "--world-size",
+        "2",
+        "--rounds",
+        "2",
+        "--bank",
+        str(bank),
+        "--json",
+        cache=cache,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return bank, json.loads(done.stdout), cache
 
@@ -80,7 +92,8 @@ def test_a_verified_plan_is_banked_with_its_measurement_and_prediction(banked):
     with sqlite3.connect(bank) as db:
         rows = db.execute("SELECT status FROM attempts WHERE role = 'plan' ORDER BY id").fetchall()
         (mesh, world, mode, step, status) = db.execute(
-            "SELECT mesh, world_size, mode, step_ms, status FROM parallel_plans").fetchone()  # fmt: skip
+            "SELECT mesh, world_size, mode, step_ms, status FROM parallel_plans"
+        ).fetchone()
     statuses = [s for (s,) in rows]
     # two run for real (passed), the rest recorded as ranked but not run, or refused with their reason
     assert statuses.count("passed") == 2 and set(statuses) <= {"passed", "predicted", "refused"}
@@ -137,15 +150,27 @@ def test_a_model_that_does_not_run_on_its_inputs_is_refused(tmp_path):
     source = TRANSFORMER.read_text().replace("torch.randint(0, 128, (batch, seq))", "torch.randn(batch, seq)")
     path_line = f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
     broken.write_text(source.replace("from tests.parallel.models", path_line + "from tests.parallel.models"))
-    done = forge("optimize", str(broken), "--parallel", "--world-size", "2", "--bank", str(tmp_path / "b.db"),
-                 cache=tmp_path)  # fmt: skip
+    done = forge(
+        "optimize", str(broken), "--parallel", "--world-size", "2", "--bank", str(tmp_path / "b.db"), cache=tmp_path
+    )
     assert done.returncode == 2 and "does not run a training step on its own inputs" in done.stderr, done.stderr
 
 
 def test_simulate_ranks_a_mesh_too_large_to_run_and_says_it_is_predicted(tmp_path):
     model = ROOT / "examples" / "models" / "transformer.py"
-    done = forge("optimize", str(model), "--parallel", "--world-size", "64", "--mesh", "8x8", "--simulate",
-                 "--bank", str(tmp_path / "b.db"), cache=tmp_path)  # fmt: skip
+    done = forge(
+        "optimize",
+        str(model),
+        "--parallel",
+        "--world-size",
+        "64",
+        "--mesh",
+        "8x8",
+        "--simulate",
+        "--bank",
+        str(tmp_path / "b.db"),
+        cache=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "predicted only (--simulate): not measured" in done.stdout
     with sqlite3.connect(tmp_path / "b.db") as db:
@@ -156,15 +181,27 @@ def test_simulate_ranks_a_mesh_too_large_to_run_and_says_it_is_predicted(tmp_pat
 
 def test_resume_runs_more_plans_and_none_of_them_again(tmp_path):
     bank = tmp_path / "b.db"
-    first = forge("optimize", str(TRANSFORMER), "--parallel", "--world-size", "2", "--rounds", "1", "--bank", str(bank),
-                  "--json", cache=tmp_path)  # fmt: skip
+    first = forge(
+        "optimize",
+        str(TRANSFORMER),
+        "--parallel",
+        "--world-size",
+        "2",
+        "--rounds",
+        "1",
+        "--bank",
+        str(bank),
+        "--json",
+        cache=tmp_path,
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     again = forge("optimize", "--parallel", "--resume", "1", "--bank", str(bank), cache=tmp_path)
     assert again.returncode == 2 and "already finished its 1 rounds" in again.stderr
     kernel_path = forge("optimize", "--resume", "1", "--bank", str(bank), cache=tmp_path)
     assert kernel_path.returncode == 2 and "resume it with `--parallel --resume 1`" in kernel_path.stderr
-    more = forge("optimize", "--parallel", "--resume", "1", "--rounds", "2", "--bank", str(bank), "--json",
-                 cache=tmp_path)  # fmt: skip
+    more = forge(
+        "optimize", "--parallel", "--resume", "1", "--rounds", "2", "--bank", str(bank), "--json", cache=tmp_path
+    )
     assert more.returncode == 0, more.stderr[-2000:]
     assert json.loads(more.stdout)["session_id"] == 1 and "resuming 1" in more.stderr
     with sqlite3.connect(bank) as db:

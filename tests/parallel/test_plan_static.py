@@ -27,8 +27,14 @@ def _failed(plan: ParallelPlan, model: torch.nn.Module | None = None, world: int
 
 
 def test_a_plan_round_trips_through_json_unchanged():
-    plan = ParallelPlan(mesh={"dp": 2, "tp": 2}, tp=MEGATRON, fsdp=FsdpSettings(units=["blocks.*"]),
-                        checkpoint=["blocks.*.mlp"], microbatches=2, note="2x2")  # fmt: skip
+    plan = ParallelPlan(
+        mesh={"dp": 2, "tp": 2},
+        tp=MEGATRON,
+        fsdp=FsdpSettings(units=["blocks.*"]),
+        checkpoint=["blocks.*.mlp"],
+        microbatches=2,
+        note="2x2",
+    )
     again = ParallelPlan.from_json(json.loads(json.dumps(plan.to_json())))
     assert again == plan and again.world_size == 4
     with pytest.raises(ValidationError):
@@ -53,8 +59,9 @@ def test_each_rule_fails_with_what_it_is_about():
     assert "the batch (4) does not split over dp=8" in _failed(eight, world=8)["mesh"]
     missing = ParallelPlan(mesh={"tp": 4}, tp=[*MEGATRON, TpRule(pattern="blocks.*.ffn", style="colwise")])
     assert "'blocks.*.ffn' matches no module" in _failed(missing)["patterns"]
-    twice = ParallelPlan(mesh={"tp": 4}, tp=[TpRule(pattern="head", style="colwise"),
-                                            TpRule(pattern="h*", style="rowwise")])  # fmt: skip
+    twice = ParallelPlan(
+        mesh={"tp": 4}, tp=[TpRule(pattern="head", style="colwise"), TpRule(pattern="h*", style="rowwise")]
+    )
     assert "'head' is matched by both" in _failed(twice)["patterns"]
     norm = ParallelPlan(mesh={"tp": 4}, tp=[TpRule(pattern="blocks.*.norm1", style="colwise")])
     assert "LayerNorm): colwise splits a Linear or an Embedding" in _failed(norm)["styles"]
@@ -73,8 +80,10 @@ def test_each_rule_fails_with_what_it_is_about():
         "blocks.0.mlp.up leaves its output shard_last, blocks.0.mlp.down takes its input replicate"
         in (_failed(colwise_twice)["layouts"])
     )
-    gathered = [TpRule(pattern="blocks.*.mlp.up", style="colwise", output_layout=Layout.REPLICATE),
-                TpRule(pattern="blocks.*.mlp.down", style="colwise", output_layout=Layout.REPLICATE)]  # fmt: skip
+    gathered = [
+        TpRule(pattern="blocks.*.mlp.up", style="colwise", output_layout=Layout.REPLICATE),
+        TpRule(pattern="blocks.*.mlp.down", style="colwise", output_layout=Layout.REPLICATE),
+    ]
     assert "layouts" not in _failed(ParallelPlan(mesh={"tp": 4}, tp=gathered))
 
 

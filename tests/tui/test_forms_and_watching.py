@@ -55,8 +55,13 @@ async def test_the_form_shows_the_engines_messages_beside_their_fields(tmp_path,
 @pytest.mark.asyncio
 async def test_a_session_run_by_another_process_shows_up_and_updates(tmp_path, fast_settings):
     bank = tmp_path / "bank.db"
-    env = {**os.environ, "FORGE_CACHE_DIR": str(fast_settings.cache_path()), "FORGE_COMPILE_BASELINE": "false",
-           "FORGE_TIMING_BUDGET_S": "0.2", "FORGE_CONFIRM_TRIALS": "10"}  # fmt: skip
+    env = {
+        **os.environ,
+        "FORGE_CACHE_DIR": str(fast_settings.cache_path()),
+        "FORGE_COMPILE_BASELINE": "false",
+        "FORGE_TIMING_BUDGET_S": "0.2",
+        "FORGE_CONFIRM_TRIALS": "10",
+    }
     cmd = [sys.executable, "-m", "forge", "optimize", str(OP), "--rounds", "2", "--bank", str(bank)]
     app = make_app(bank, fast_settings)
     async with app.run_test(size=(120, 40)) as pilot:

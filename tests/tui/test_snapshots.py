@@ -20,12 +20,14 @@ SIZES = [(80, 24), (120, 40)]
 def fixed_app(old_bank, fast_settings, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
-    report = DoctorReport([
-        Finding("torch", True, "2.13.0+cpu (CPU only), 2 threads", needed=True),
-        Finding("GPUs", None, "none (this torch is a CPU build): kernels are C++ on the CPU", "a GPU machine"),
-        Finding("C++ compiler + OpenMP", True, "g++ 12.2.0; OpenMP ran 2 threads", needed=True),
-        Finding("LLM keys", None, "none set", "the built-in agent needs none"),
-    ])  # fmt: skip
+    report = DoctorReport(
+        [
+            Finding("torch", True, "2.13.0+cpu (CPU only), 2 threads", needed=True),
+            Finding("GPUs", None, "none (this torch is a CPU build): kernels are C++ on the CPU", "a GPU machine"),
+            Finding("C++ compiler + OpenMP", True, "g++ 12.2.0; OpenMP ran 2 threads", needed=True),
+            Finding("LLM keys", None, "none set", "the built-in agent needs none"),
+        ]
+    )
     monkeypatch.setattr(forge.harness, "doctor", lambda *a, **k: report)
     yield make_app(old_bank, fast_settings)
     time.tzset()

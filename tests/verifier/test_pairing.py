@@ -97,8 +97,13 @@ def _paired_verdict(low: float, median: float, high: float, busy: bool = False, 
     def stats(q1: float, med: float, q3: float) -> dict:
         return {"median_ms": med, "iqr_ms": q3 - q1, "q1_ms": q1, "q3_ms": q3}
 
-    contention = {"cores": 2, "other_cores": 0.9 if busy else 0.0, "busy": busy, "enforced": enforced,
-                  "detail": "other processes used 0.90 of 2 cores"}  # fmt: skip
+    contention = {
+        "cores": 2,
+        "other_cores": 0.9 if busy else 0.0,
+        "busy": busy,
+        "enforced": enforced,
+        "detail": "other processes used 0.90 of 2 cores",
+    }
     return Verdict.from_json(
         {
             "status": "passed",

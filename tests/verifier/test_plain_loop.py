@@ -68,8 +68,15 @@ def test_the_hooks_time_is_not_counted_and_after_call_gets_every_output():
     def draw() -> list[torch.Tensor]:
         return [torch.zeros(4)]
 
-    times = time_sides({"a": lambda x: x[0] + 1}, draw, 3, False, 1 << 16,
-                       before_call=lambda: time.sleep(0.02), after_call=lambda out: time.sleep(0.02))  # fmt: skip
+    times = time_sides(
+        {"a": lambda x: x[0] + 1},
+        draw,
+        3,
+        False,
+        1 << 16,
+        before_call=lambda: time.sleep(0.02),
+        after_call=lambda out: time.sleep(0.02),
+    )
     assert all(ns < 20_000_000 for ns in times["a"]), times
     kept = time_sides({"a": lambda x: x[0] + 1}, draw, 2, False, 1 << 16, after_call=lambda o: sizes.append(o.numel()))
     assert len(kept["a"]) == 2 and sizes == [4, 4]

@@ -57,10 +57,13 @@ def test_cuda_trial_queues_the_call_behind_the_flush_without_a_sync():
         return float(sum(1 for x in log[a.at + 1 : b.at] if x != "event"))
 
     clocks = Clocks(
-        host_ns=lambda: next(clock), sync=lambda: log.append("sync"),
-        event_cls=lambda enable_timing: _FakeEvent(log), record=_FakeEvent.record, elapsed=elapsed,
+        host_ns=lambda: next(clock),
+        sync=lambda: log.append("sync"),
+        event_cls=lambda enable_timing: _FakeEvent(log),
+        record=_FakeEvent.record,
+        elapsed=elapsed,
         cover=lambda: log.append("cover"),
-    )  # fmt: skip
+    )
     run = timed_loop(lambda inp: log.append("call"), [[0], [1]], [], lambda: log.append("flush"), clocks)
     trial = log[log.index("flush") - 2 :]
     assert trial[:8] == ["sync", "event", "flush", "cover", "event", "call", "event", "sync"]

@@ -166,9 +166,14 @@ static inline float forge_max(const float* x, int64_t n) {
 
 # The tuner's knobs for row-wise kernels (a config picks one value of each that applies).
 ROW_DEFAULT = {
-    "acc": "double", "stream": False, "threads": 0, "softmax": "store", "moments": "two_pass", "prefetch": True,
+    "acc": "double",
+    "stream": False,
+    "threads": 0,
+    "softmax": "store",
+    "moments": "two_pass",
+    "prefetch": True,
     "interleave": 4,
-}  # fmt: skip
+}
 
 
 def _threads_clause(cfg: dict) -> str:

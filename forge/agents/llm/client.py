@@ -121,9 +121,12 @@ class LLMClient:
         """A streamed completion, put back together as one response (usage included, for the cost)."""
         chunks, text, told = [], "", 0.0
         stream = litellm.completion(
-            messages=messages, max_tokens=max_tokens, stream=True, stream_options={"include_usage": True},
+            messages=messages,
+            max_tokens=max_tokens,
+            stream=True,
+            stream_options={"include_usage": True},
             **self._kwargs(),
-        )  # fmt: skip
+        )
         for chunk in stream:
             chunks.append(chunk)
             delta = chunk.choices[0].delta.content if chunk.choices else None

@@ -115,9 +115,10 @@ def standing(history: list[HistoryItem], brief: OpBrief | None) -> str | None:
     bound, or eager's; None while there is room, or where the op is judged warm (its data comes
     from cache, and a bound from DRAM bandwidth bounds nothing)."""
     timed = [
-        h for h in history
+        h
+        for h in history
         if h.figures is not None and h.figures.timed and h.figures.regime == "cold" and h.roofline_fraction
-    ]  # fmt: skip
+    ]
     best = max(timed, key=lambda h: h.roofline_fraction or 0.0) if timed else None
     if best is not None and best.roofline_fraction is not None and AT_ROOFLINE <= best.roofline_fraction <= 1.0:
         return (

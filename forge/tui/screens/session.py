@@ -148,16 +148,20 @@ class SessionScreen(ForgeScreen):
     def _judge_text(self, a: StoredAttempt) -> Text:
         if self.stored is None:
             return Text("")
-        review = a if a.role is AttemptRole.JUDGE else next(
-            (x for x in self.stored.attempts if x.role is AttemptRole.JUDGE and x.parent_id == a.id), None
-        )  # fmt: skip
+        review = (
+            a
+            if a.role is AttemptRole.JUDGE
+            else next((x for x in self.stored.attempts if x.role is AttemptRole.JUDGE and x.parent_id == a.id), None)
+        )
         if review is None:
             return Text("no review of this attempt (yet)")
         if review.feedback is None:
             return Text(f"the judge gave no usable answer: {review.judge_error}", style="yellow")
         f = review.feedback
-        return Text(f"diagnosis: {f.diagnosis}\nbottleneck: {f.bottleneck}\nnext step: {f.next_step}\n"
-                    f"continue: {'yes' if f.continue_search else 'no'}")  # fmt: skip
+        return Text(
+            f"diagnosis: {f.diagnosis}\nbottleneck: {f.bottleneck}\nnext step: {f.next_step}\n"
+            f"continue: {'yes' if f.continue_search else 'no'}"
+        )
 
     def action_tab(self, key: str) -> None:
         """Keys 1-5: the selected attempt's source, diff, verdict, judge, prompt/reply."""

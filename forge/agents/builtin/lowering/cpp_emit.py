@@ -135,9 +135,29 @@ class Reader:
 
 
 _BINARY_NAMES = frozenset(
-    f"prims.{n}" for n in ("add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge", "pow", "maximum", "minimum",
-                           "bitwise_or", "bitwise_and", "bitwise_xor", "fmod", "atan2", "remainder")
-)  # fmt: skip
+    f"prims.{n}"
+    for n in (
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "pow",
+        "maximum",
+        "minimum",
+        "bitwise_or",
+        "bitwise_and",
+        "bitwise_xor",
+        "fmod",
+        "atan2",
+        "remainder",
+    )
+)
 
 
 def _arity(name: str) -> int:

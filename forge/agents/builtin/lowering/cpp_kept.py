@@ -209,8 +209,9 @@ static void {name}(void** b) {{
 """
 
 
-def _divisor(args: list[Any], onames: list[str], kernel: list[int], stride: list[int], pad: list[int],
-             sp_in: list[int]) -> str:  # fmt: skip
+def _divisor(
+    args: list[Any], onames: list[str], kernel: list[int], stride: list[int], pad: list[int], sp_in: list[int]
+) -> str:
     """avg_pool's divisor as ATen computes it (the window clipped to the padded input, or only
     to the input when count_include_pad is false, or the override)."""
     if len(args) > 6 and args[6] is not None:

@@ -148,8 +148,16 @@ def row_block(node: fx.Node, reader: Reader, cfg: dict[str, Any], out: str, inde
     return src + f"{indent}{out}[{lin_out}] = {result};\n", acc_t
 
 
-def _inner(name: str, node: fx.Node, x: fx.Node, red: Reduction, dims: tuple[int, ...], shape: list[int],
-           sched: Schedule, cfg: dict[str, Any]) -> str:  # fmt: skip
+def _inner(
+    name: str,
+    node: fx.Node,
+    x: fx.Node,
+    red: Reduction,
+    dims: tuple[int, ...],
+    shape: list[int],
+    sched: Schedule,
+    cfg: dict[str, Any],
+) -> str:
     """The last axis reduced: per output a task; every axis reduced: the parallel loop reduces."""
     nd = len(shape)
     if any(k not in dims for k in range(nd)) and shape_of(x):
@@ -178,8 +186,17 @@ def _inner(name: str, node: fx.Node, x: fx.Node, red: Reduction, dims: tuple[int
     return f"\nstatic void {name}(void** b) {{\n{decl}    typedef {acc_t} ACC_T;\n{src}}}\n"
 
 
-def _loops(mid: list[int], names: list[str], shape: list[int], body: list[str], last: int, clause: str,
-           indent: str, lo: str = "0", hi: str | None = None) -> str:  # fmt: skip
+def _loops(
+    mid: list[int],
+    names: list[str],
+    shape: list[int],
+    body: list[str],
+    last: int,
+    clause: str,
+    indent: str,
+    lo: str = "0",
+    hi: str | None = None,
+) -> str:
     """Nested loops over the reduced axes ``mid`` and a SIMD loop over ``last`` around ``body``."""
     out, ind = [], indent
     for k in mid:
@@ -192,8 +209,18 @@ def _loops(mid: list[int], names: list[str], shape: list[int], body: list[str], 
     return "".join(out)
 
 
-def _all_reduced(red: Reduction, mid: list[int], names: list[str], shape: list[int], bodies: list[list[str]],
-                 acc_t: str, n: int, out_ct: str, floats: bool, cfg: dict[str, Any]) -> str:  # fmt: skip
+def _all_reduced(
+    red: Reduction,
+    mid: list[int],
+    names: list[str],
+    shape: list[int],
+    bodies: list[list[str]],
+    acc_t: str,
+    n: int,
+    out_ct: str,
+    floats: bool,
+    cfg: dict[str, Any],
+) -> str:
     """Every axis reduced: tasks over the other reduced axes (and chunks of the last) reduce in
     the parallel loop itself."""
     last = len(shape) - 1
@@ -224,8 +251,16 @@ def _all_reduced(red: Reduction, mid: list[int], names: list[str], shape: list[i
     return "".join(out)
 
 
-def _outer(name: str, node: fx.Node, x: fx.Node, red: Reduction, dims: tuple[int, ...], shape: list[int],
-           sched: Schedule, cfg: dict[str, Any]) -> str:  # fmt: skip
+def _outer(
+    name: str,
+    node: fx.Node,
+    x: fx.Node,
+    red: Reduction,
+    dims: tuple[int, ...],
+    shape: list[int],
+    sched: Schedule,
+    cfg: dict[str, Any],
+) -> str:
     """The last axis kept: per task one output row's chunk of accumulators, updated across it."""
     nd = len(shape)
     names = [f"i{k}" for k in range(nd)]

@@ -145,9 +145,19 @@ def delinear(offset: str, shape: Sequence[int]) -> list[str]:
 # Views whose source, read in row-major order, gives the view's elements in row-major order: a
 # row-major offset into the view is the same offset into its source (see ``keeps_order``).
 ORDER_KEEPING = frozenset(
-    {"prims.squeeze", "prims.split_dim", "prims.collapse_view", "prims.reshape", "prims.view_of", "aten.view",
-     "aten.reshape", "aten._unsafe_view", "aten.alias", "aten.lift_fresh_copy"}
-)  # fmt: skip
+    {
+        "prims.squeeze",
+        "prims.split_dim",
+        "prims.collapse_view",
+        "prims.reshape",
+        "prims.view_of",
+        "aten.view",
+        "aten.reshape",
+        "aten._unsafe_view",
+        "aten.alias",
+        "aten.lift_fresh_copy",
+    }
+)
 
 
 def keeps_order(node: fx.Node) -> bool:

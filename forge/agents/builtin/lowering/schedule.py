@@ -30,9 +30,15 @@ SCAN_OPS = frozenset({"aten.cumsum", "aten.cumprod"})
 ARG_OPS = frozenset({"aten.argmax", "aten.argmin"})
 POOL_OPS = frozenset({f"aten.max_pool{d}d_with_indices" for d in (1, 2, 3)} | {f"aten.avg_pool{d}d" for d in (1, 2, 3)})
 LIBRARY_OPS = frozenset(
-    {"aten.mm", "aten.bmm", "aten.addmm", "aten.convolution", "aten.scaled_dot_product_attention",
-     "aten._scaled_dot_product_flash_attention_for_cpu"}
-)  # fmt: skip
+    {
+        "aten.mm",
+        "aten.bmm",
+        "aten.addmm",
+        "aten.convolution",
+        "aten.scaled_dot_product_attention",
+        "aten._scaled_dot_product_flash_attention_for_cpu",
+    }
+)
 _INLINE_OTHER = frozenset({"aten.gather", "prims.iota", "aten.full", "prims.full"})
 
 

@@ -37,18 +37,43 @@ aten = torch.ops.aten
 
 # Kept whole (see the module docstring): the lowering has a node of its own for each.
 KEPT: tuple[Any, ...] = (
-    aten.cumsum, aten.cumprod,
-    aten.max_pool1d_with_indices, aten.max_pool2d_with_indices, aten.max_pool3d_with_indices,
-    aten.avg_pool1d, aten.avg_pool2d, aten.avg_pool3d,
-    aten.argmax, aten.argmin, aten.max, aten.min,
-    aten.mm, aten.bmm, aten.addmm, aten.convolution,
-    aten._scaled_dot_product_flash_attention_for_cpu, aten.scaled_dot_product_attention,
-)  # fmt: skip
+    aten.cumsum,
+    aten.cumprod,
+    aten.max_pool1d_with_indices,
+    aten.max_pool2d_with_indices,
+    aten.max_pool3d_with_indices,
+    aten.avg_pool1d,
+    aten.avg_pool2d,
+    aten.avg_pool3d,
+    aten.argmax,
+    aten.argmin,
+    aten.max,
+    aten.min,
+    aten.mm,
+    aten.bmm,
+    aten.addmm,
+    aten.convolution,
+    aten._scaled_dot_product_flash_attention_for_cpu,
+    aten.scaled_dot_product_attention,
+)
 
 # Random numbers: a reference drawing them (dropout in training mode) is traced in eval mode, as
 # the verifier verifies it (its outputs cannot be compared otherwise).
-RANDOM = frozenset({"aten.bernoulli", "aten.bernoulli_", "aten.rand", "aten.rand_like", "aten.randn", "aten.randn_like",
-                    "prims.rand", "aten.native_dropout", "aten.uniform_", "aten.normal_", "aten.randint"})  # fmt: skip
+RANDOM = frozenset(
+    {
+        "aten.bernoulli",
+        "aten.bernoulli_",
+        "aten.rand",
+        "aten.rand_like",
+        "aten.randn",
+        "aten.randn_like",
+        "prims.rand",
+        "aten.native_dropout",
+        "aten.uniform_",
+        "aten.normal_",
+        "aten.randint",
+    }
+)
 
 
 def is_random(traced: Traced) -> bool:
@@ -61,20 +86,70 @@ DATA_DEPENDENT: tuple[Any, ...] = (aten.nonzero, aten.masked_select, aten._uniqu
 
 # The node set the IR is built from, by kind (packet names, as ``packet_name`` gives them).
 POINTWISE = frozenset(
-    f"prims.{n}" for n in (
-        "abs", "add", "sub", "mul", "div", "neg", "exp", "expm1", "log", "log1p", "erf", "tanh", "sqrt", "rsqrt",
-        "pow", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_or", "bitwise_and", "where", "convert_element_type",
-        "maximum", "minimum", "sigmoid", "sin", "cos", "reciprocal", "sign", "floor", "ceil", "round", "trunc",
-        "clone", "log2", "atan", "fmod", "atan2", "bitwise_not", "bitwise_xor",
+    f"prims.{n}"
+    for n in (
+        "abs",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "neg",
+        "exp",
+        "expm1",
+        "log",
+        "log1p",
+        "erf",
+        "tanh",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "bitwise_or",
+        "bitwise_and",
+        "where",
+        "convert_element_type",
+        "maximum",
+        "minimum",
+        "sigmoid",
+        "sin",
+        "cos",
+        "reciprocal",
+        "sign",
+        "floor",
+        "ceil",
+        "round",
+        "trunc",
+        "clone",
+        "log2",
+        "atan",
+        "fmod",
+        "atan2",
+        "bitwise_not",
+        "bitwise_xor",
     )
-)  # fmt: skip
+)
 REDUCTIONS = frozenset(f"prims.{n}" for n in ("sum", "amax", "amin", "prod", "var"))
 VIEWS = frozenset(
-    [f"prims.{n}" for n in ("broadcast_in_dim", "collapse_view", "split_dim", "squeeze", "view_of", "transpose",
-                            "rev", "reshape")] + ["aten.as_strided", "aten.view", "aten.permute", "aten.expand",
-                                                 "aten.select", "aten.slice", "aten.alias",
-                                                 "aten.lift_fresh_copy"]
-)  # fmt: skip
+    [
+        f"prims.{n}"
+        for n in ("broadcast_in_dim", "collapse_view", "split_dim", "squeeze", "view_of", "transpose", "rev", "reshape")
+    ]
+    + [
+        "aten.as_strided",
+        "aten.view",
+        "aten.permute",
+        "aten.expand",
+        "aten.select",
+        "aten.slice",
+        "aten.alias",
+        "aten.lift_fresh_copy",
+    ]
+)
 KEPT_NAMES = frozenset(f"aten.{p.__name__}" for p in KEPT)
 OTHER = frozenset({"aten.gather", "aten.copy_", "aten.empty", "getitem", "prims.iota", "aten.full"})
 
@@ -83,8 +158,13 @@ def kind_of(node: fx.Node) -> str | None:
     """pointwise, reduction, view, kept or other (state updates, gathers, tuple items); None:
     outside the node set."""
     name = packet_name(node)
-    for kind, names in (("pointwise", POINTWISE), ("reduction", REDUCTIONS), ("view", VIEWS),
-                        ("kept", KEPT_NAMES), ("other", OTHER)):  # fmt: skip
+    for kind, names in (
+        ("pointwise", POINTWISE),
+        ("reduction", REDUCTIONS),
+        ("view", VIEWS),
+        ("kept", KEPT_NAMES),
+        ("other", OTHER),
+    ):
         if name in names:
             return kind
     return None
