@@ -42,7 +42,7 @@ from page import add_page_option, run_with_page
 from forge.core.acceptance import beats_eager
 from forge.core.settings import load_settings
 from forge.core.verdict import Verdict
-from forge.harness.null_control import judged_against
+from forge.harness.sessions.null_control import judged_against
 from forge.verifier import Job, VerifierService
 
 ROOT = Path(__file__).resolve().parents[1]

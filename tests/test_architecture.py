@@ -128,9 +128,9 @@ def test_no_import_cycles():
 def test_the_checks_themselves_catch_what_they_are_for():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
-    assert component("forge.harness.run") == "forge.harness" and component("forge") == "forge"
+    assert component("forge.harness.runs.run") == "forge.harness" and component("forge") == "forge"
     assert violations({"forge.db.kernels": {"forge.core.verdict"}, "forge.cli.app": {"forge.harness"}}) == []
-    upward = violations({"forge.db.kernels": {"forge.harness.run"}})
+    upward = violations({"forge.db.kernels": {"forge.harness.runs.run"}})
     sideways = violations({"forge.verifier.service": {"forge.agents.roles"}})
     past_the_engine = violations({"forge.cli.bank_cmd": {"forge.db.kernels"}})
     assert [len(upward), len(sideways), len(past_the_engine)] == [1, 1, 1]

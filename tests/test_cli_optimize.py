@@ -393,5 +393,5 @@ def test_resume_all_picks_only_sessions_cut_short_oldest_first(tmp_path, cache_d
     assert data["problems"] == []
     assert [s["session_id"] for s in data["skipped"]] == [*held, plan.session_id]
     assert all(f"being run by {me}" in s["reason"] for s in data["skipped"][:-1])
-    assert "--parallel --resume" in data["skipped"][-1]["reason"]
+    assert "forge plan --resume" in data["skipped"][-1]["reason"]
     assert len(held) == 6  # running, interrupted, crashed, busy, unconfirmed, provider_error

@@ -36,6 +36,8 @@ def _default(param: Any) -> str:
 def _options_table(command: Any) -> list[str]:
     rows = ["| argument or option | default | what it does |", "|---|---|---|"]
     for param in command.params:
+        if getattr(param, "hidden", False):  # kept working for a release after it moved; not offered
+            continue
         if param.param_type_name == "argument":
             name = f"`{param.name.upper() if param.name else ''}`" + ("..." if param.nargs == -1 else "")
         else:

@@ -1,4 +1,4 @@
-"""A small decoder-only transformer in the op format, for `forge optimize --parallel`.
+"""A small decoder-only transformer in the op format, for `forge plan`.
 
 Attention reshapes its heads from the width each rank holds (``view(b, s, -1, head_dim)``), so a
 column-sharded q/k/v keeps whole heads on each rank; a model that hard-codes the head count there

@@ -7,6 +7,7 @@ import typer
 from forge.cli.bank_cmd import bank_app
 from forge.cli.doctor_cmd import doctor_command
 from forge.cli.optimize_cmd import optimize_command
+from forge.cli.plan_cmd import plan_command
 from forge.cli.verify_cmd import verify
 from forge.core.version import VERSION
 
@@ -32,6 +33,7 @@ def _root(
 
 app.command()(verify)
 app.command("optimize")(optimize_command)
+app.command("plan")(plan_command)
 app.add_typer(bank_app, name="bank")
 app.command("doctor")(doctor_command)
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, Protocol, TypeVar
 
 import typer
 from rich.console import Console, RenderableType
 
 from forge.core.errors import ForgeError, UsageError
+from forge.core.exit_codes import ExitCode
 from forge.core.paths import BankLocation
 
 err = Console(stderr=True, highlight=False)
@@ -54,3 +55,30 @@ def run_or_fail(fn: Callable[[], T], as_json: bool) -> T:
         return fn()
     except ForgeError as exc:
         fail(exc, as_json)
+
+
+class RunOutcome(Protocol):
+    """What a run returns: a kernel run's ``RunResult``, a plan session's ``PlanResult``."""
+
+    @property
+    def exit_code(self) -> int: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+Outcome = TypeVar("Outcome", bound=RunOutcome)
+
+
+def report_and_exit(run: Callable[[], Outcome], as_json: bool, summary: Callable[[Outcome], None]) -> NoReturn:
+    """Run the engine, print its result (one JSON object, or the summary) and exit with its code;
+    Ctrl-C exits 130."""
+    try:
+        result = run_or_fail(run, as_json)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    if as_json:
+        print(json.dumps(result.to_json()))
+    else:
+        summary(result)
+    raise typer.Exit(result.exit_code)

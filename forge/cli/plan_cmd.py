@@ -1,15 +1,89 @@
-"""``forge optimize MODEL.py --parallel``: a parallel-plan session's events on stderr, its result on
-stdout (a table of the plans the cost model ranked, predicted beside measured)."""
+"""``forge plan MODEL.py``: a parallel-plan session (how a model is spread over ranks), its
+events on stderr, its result on stdout (a table of the plans the cost model ranked, predicted
+beside measured)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
+import typer
 from rich.table import Table
 
 from forge import harness
-from forge.cli.console import err, out, print_wide
+from forge.cli.console import BankOpt, err, out, print_wide, report_and_exit
+from forge.cli.event_printer import EventPrinter
+from forge.core.errors import UsageError
+from forge.core.settings import load_settings
 from forge.core.statuses import AttemptStatus
 from forge.harness import events
 from forge.present import fmt_step
+
+
+def plan_command(
+    model_file: Annotated[
+        Path | None,
+        typer.Argument(metavar="MODEL.py", help="the model: Model, get_inputs, get_init_inputs (not with --resume)"),
+    ] = None,
+    world_size: Annotated[int | None, typer.Option(min=1, help="the number of ranks")] = None,
+    mesh: Annotated[str | None, typer.Option(metavar="DPxTP", help="e.g. 2x2 (default: try each)")] = None,
+    memory_per_device: Annotated[
+        float | None, typer.Option(metavar="GIB", help="memory a device has; plans over it are refused")
+    ] = None,
+    train: Annotated[bool, typer.Option("--train/--infer", help="plan a training step or inference")] = True,
+    simulate: Annotated[
+        bool, typer.Option("--simulate", help="rank plans with the cost model alone (meshes larger than this machine)")
+    ] = False,
+    model: Annotated[str | None, typer.Option(help="LLM for the planner, as litellm names it (openai/...)")] = None,
+    judge: Annotated[str | None, typer.Option(help="LLM for the judge (default: --model)")] = None,
+    api_base: Annotated[str | None, typer.Option(help="base URL of an OpenAI-compatible server")] = None,
+    rounds: Annotated[
+        int | None, typer.Option(min=1, help=f"rounds of plans (default {harness.DEFAULT_PLAN_ROUNDS})")
+    ] = None,
+    budget_usd: Annotated[float | None, typer.Option(help="stop once the LLM cost reaches this")] = None,
+    time_limit: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
+    bank: BankOpt = None,
+    resume: Annotated[int | None, typer.Option(metavar="ID", help="continue a stored plan session")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
+) -> None:
+    """Find the fastest verified way to spread MODEL.py over ranks (data and tensor parallel) and
+    bank it; programs apply it with forge.kernelbank.open(BANK).parallelize(model)."""
+    options = harness.PlanOptions(
+        world_size=world_size or 0,
+        mesh=mesh,
+        memory_per_device_gib=memory_per_device,
+        train=train,
+        simulate=simulate,
+        model=model,
+        judge_model=judge,
+        api_base=api_base,
+        rounds=rounds,
+        budget_usd=budget_usd,
+        time_limit_s=time_limit,
+        bank=bank,
+        resume=resume,
+    )
+    run_plan(model_file, options, as_json)
+
+
+def run_plan(model_file: Path | None, options: harness.PlanOptions, as_json: bool) -> None:
+    """Run one plan session, print what it found and exit with its code."""
+    printer = EventPrinter()
+
+    def emit(e: events.Event) -> None:
+        if not print_plan_event(e):
+            printer(e)
+
+    def run() -> harness.PlanResult:
+        if model_file is None and options.resume is None:
+            raise UsageError(
+                "forge plan: give MODEL.py (a file with Model, get_inputs, get_init_inputs) or --resume ID"
+            )
+        if model_file is not None and model_file.is_dir():
+            raise UsageError(f"{model_file} is a directory: forge plan takes one model file")
+        return harness.optimize_plan(model_file, options, load_settings(device="cpu"), emit)
+
+    report_and_exit(run, as_json, plan_summary)
 
 
 def print_plan_event(e: events.Event) -> bool:

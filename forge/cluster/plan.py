@@ -14,6 +14,7 @@ from typing import Any
 
 import ray
 
+from forge.core.choices import Device
 from forge.core.errors import UsageError
 from forge.core.settings import ForgeSettings
 
@@ -23,7 +24,7 @@ _PROBE_S = 5.0
 @dataclass(frozen=True)
 class ClusterPlan:
     address: str  # what was joined: "local" (a Ray started for this run), "auto" or ray://host:port
-    device: str  # cpu or cuda: where every session's verifications run
+    device: Device  # cpu or cuda: where every session's verifications run
     nodes: int
     cpus_per_session: int
     gpus_per_session: int
@@ -39,17 +40,17 @@ def plan_sessions(nodes: list[dict[str, Any]], settings: ForgeSettings) -> Clust
     alive = _alive(nodes)
     gpus = [int(r.get("GPU", 0)) for r in alive]
     cpus = [int(r.get("CPU", 0)) for r in alive if r.get("CPU", 0) >= 1]
-    device = settings.device if settings.device != "auto" else ("cuda" if sum(gpus) else "cpu")
-    if device == "cuda":
+    device = settings.device if settings.device is not Device.AUTO else (Device.CUDA if sum(gpus) else Device.CPU)
+    if device is Device.CUDA:
         if not sum(gpus):
             raise UsageError("--device cuda: the Ray cluster has no GPUs; leave out --device or add GPU nodes")
-        return ClusterPlan("", "cuda", len(alive), 1, 1, sum(gpus))
+        return ClusterPlan("", Device.CUDA, len(alive), 1, 1, sum(gpus))
     if not cpus:
         raise UsageError("the Ray cluster has no node with a free CPU; add nodes (`ray start --address ...`)")
     per = settings.threads or min(cpus)
     if per > max(cpus):
         raise UsageError(f"--threads {per}: no Ray node has that many CPUs (the largest has {max(cpus)})")
-    return ClusterPlan("", "cpu", len(alive), per, 0, sum(c // per for c in cpus))
+    return ClusterPlan("", Device.CPU, len(alive), per, 0, sum(c // per for c in cpus))
 
 
 def _no_cluster(address: str, why: object) -> UsageError:

@@ -10,11 +10,12 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from forge.core.choices import Device, Executor
 from forge.core.errors import UsageError
 
 
@@ -56,9 +57,6 @@ ENVIRONMENT_ONLY: tuple[EnvironmentVariable, ...] = (
     ),
 )
 
-DeviceChoice = Literal["auto", "cpu", "cuda"]
-ExecutorChoice = Literal["local", "ray"]
-
 
 def _default_memory_limit_mb() -> int:
     """Half of physical memory, capped at 16 GiB: enough for any KernelBench-sized op."""
@@ -74,8 +72,8 @@ class ForgeSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="FORGE_", extra="ignore")
 
-    device: DeviceChoice = Field(
-        default="auto", description="where candidates run and are timed: cuda when a GPU is visible (auto), or cpu"
+    device: Device = Field(
+        default=Device.AUTO, description="where candidates run and are timed: cuda when a GPU is visible (auto), or cpu"
     )
     timeout: float = Field(default=300.0, gt=0, description="seconds a candidate worker may live")
     memory_limit_mb: int = Field(
@@ -131,8 +129,8 @@ class ForgeSettings(BaseSettings):
         description="where compiled kernels, measured machine figures and op briefs are cached (default: the "
         "per-user cache directory)",
     )
-    executor: ExecutorChoice = Field(
-        default="local",
+    executor: Executor = Field(
+        default=Executor.LOCAL,
         description="where forge optimize runs its sessions: this machine (local), or a Ray cluster (ray: the "
         "optional extra forge-kernels[ray])",
     )

@@ -69,7 +69,7 @@ class StoredSession:
     strategy: str
     agent: str
     model: str | None
-    settings: dict[str, Any]  # what the engine stored to resume it (harness.options.StoredOptions)
+    settings: dict[str, Any]  # what the engine stored to resume it (harness.runs.options.StoredOptions)
     status: SessionStatus
     tokens: int
     cost_usd: float | None
@@ -116,7 +116,7 @@ def start_session(
         problem = get_or_create_problem(db, spec, op_hash, target)
         row = SessionRow(
             problem_id=problem.id,
-            strategy=strategy,
+            strategy=str(strategy),  # a Strategy member stored as its plain value
             agent=agent,
             model=model,
             settings=settings,

@@ -14,10 +14,12 @@
 - ``preflight``: optimize's checks before it starts, one per field (a new-session form);
 - ``write_report``: an optimize run's JSON and chart.
 
-Inside, a session is a sequence of steps (``steps``, ``confirm``, ``banking``) driven by a search
-strategy (``search``), over a verifier, the agents and the bank. A run's sessions go one after
-another on this machine (``run``), or side by side with their verifications on a Ray cluster
-(``cluster_run``, ``--executor ray``).
+Inside, one package a concept: ``sessions`` (a kernel session: opened or resumed, driven by a
+search strategy over explicit steps, finalists confirmed and banked, all recorded under a lease),
+``plans`` (a parallel-plan session), ``runs`` (a run's options, limits and preflight; its sessions
+one after another here, or side by side on a Ray cluster: ``runs.cluster``, ``--executor ray``),
+``bank`` (the bank's operations and a polling reader) and ``doctor``; ``events`` and ``verify``
+(one candidate) beside them.
 
 Each name loads its module on first use: a front end imports this package at start-up, and a
 ``forge verify`` should not wait for the bank's database layer or the agents to load.
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
         StoredSession,
     )
     from forge.harness import events
-    from forge.harness.bank_ops import (
+    from forge.harness.bank.commands import (
         Reverified,
         bank_export,
         bank_export_plan,
@@ -52,21 +54,22 @@ if TYPE_CHECKING:
         bank_show,
         bank_show_plan,
     )
-    from forge.harness.bank_reader import BankReader, bank_exists
-    from forge.harness.control import RunControl
-    from forge.harness.doctor_report import DoctorReport, Finding
-    from forge.harness.machine_check import doctor
-    from forge.harness.options import DEFAULT_ROUNDS, OptimizeOptions
-    from forge.harness.plan_options import PlanOptions
-    from forge.harness.plan_run import PlanResult, optimize_plan
-    from forge.harness.report import write_report
-    from forge.harness.run import RunResult, collect_ops, optimize
-    from forge.harness.run_checks import FieldProblem, preflight
-    from forge.harness.session import SessionResult, TracePoint
-    from forge.harness.session_ops import session_list, session_show
-    from forge.harness.verify_op import Verification, verify_candidate
+    from forge.harness.bank.reader import BankReader, bank_exists
+    from forge.harness.bank.sessions import session_list, session_show
+    from forge.harness.doctor.checks import doctor
+    from forge.harness.doctor.report import DoctorReport, Finding
+    from forge.harness.plans.options import DEFAULT_PLAN_ROUNDS, PlanOptions
+    from forge.harness.plans.run import PlanResult, optimize_plan
+    from forge.harness.runs.control import RunControl
+    from forge.harness.runs.options import DEFAULT_ROUNDS, OptimizeOptions
+    from forge.harness.runs.preflight import FieldProblem, preflight
+    from forge.harness.runs.report import write_report
+    from forge.harness.runs.run import RunResult, collect_ops, optimize
+    from forge.harness.sessions.session import SessionResult, TracePoint
+    from forge.harness.verify import Verification, verify_candidate
 
 __all__ = [
+    "DEFAULT_PLAN_ROUNDS",
     "DEFAULT_ROUNDS",
     "BankReader",
     "BucketConfig",
@@ -124,7 +127,7 @@ _SOURCES = {
         "StoredAttempt",
         "StoredSession",
     ),
-    "forge.harness.bank_ops": (
+    "forge.harness.bank.commands": (
         "Reverified",
         "bank_export",
         "bank_export_plan",
@@ -137,20 +140,20 @@ _SOURCES = {
         "bank_show",
         "bank_show_plan",
     ),
-    "forge.harness.bank_reader": ("BankReader", "bank_exists"),
-    "forge.harness.control": ("RunControl",),
-    "forge.harness.doctor_report": ("DoctorReport", "Finding"),
-    "forge.harness.machine_check": ("doctor",),
+    "forge.harness.bank.reader": ("BankReader", "bank_exists"),
+    "forge.harness.runs.control": ("RunControl",),
+    "forge.harness.doctor.report": ("DoctorReport", "Finding"),
+    "forge.harness.doctor.checks": ("doctor",),
     "forge.harness.events": ("events",),
-    "forge.harness.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),
-    "forge.harness.plan_options": ("PlanOptions",),
-    "forge.harness.plan_run": ("PlanResult", "optimize_plan"),
-    "forge.harness.run_checks": ("FieldProblem", "preflight"),
-    "forge.harness.report": ("write_report",),
-    "forge.harness.run": ("RunResult", "collect_ops", "optimize"),
-    "forge.harness.session": ("SessionResult", "TracePoint"),
-    "forge.harness.session_ops": ("session_list", "session_show"),
-    "forge.harness.verify_op": ("Verification", "verify_candidate"),
+    "forge.harness.runs.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),
+    "forge.harness.plans.options": ("DEFAULT_PLAN_ROUNDS", "PlanOptions"),
+    "forge.harness.plans.run": ("PlanResult", "optimize_plan"),
+    "forge.harness.runs.preflight": ("FieldProblem", "preflight"),
+    "forge.harness.runs.report": ("write_report",),
+    "forge.harness.runs.run": ("RunResult", "collect_ops", "optimize"),
+    "forge.harness.sessions.session": ("SessionResult", "TracePoint"),
+    "forge.harness.bank.sessions": ("session_list", "session_show"),
+    "forge.harness.verify": ("Verification", "verify_candidate"),
 }
 _WHERE = {name: module for module, names in _SOURCES.items() for name in names}
 __getattr__ = attributes_on_first_use(__name__, _WHERE)

@@ -69,7 +69,7 @@ def choose_plan(
         ops = sorted({e.op_name for e in usable})
         return (
             f"the bank's plans for {where} ({', '.join(ops)}) were made for a model of another structure "
-            "(a layer added, renamed or resized since?); run `forge optimize MODEL.py --parallel` again"
+            "(a layer added, renamed or resized since?); run `forge plan MODEL.py` again"
         )
     for entry in mine:
         plan = ParallelPlan.model_validate_json(entry.plan_json)

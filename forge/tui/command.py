@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from forge.core.choices import SEARCH_STRATEGIES, Backend, Device, Strategy, search_strategy
 from forge.core.errors import ForgeError, UsageError
 from forge.core.paths import BankLocation
 from forge.core.settings import load_settings
@@ -16,6 +17,13 @@ from forge.core.settings import load_settings
 def _parse_bank(text: str) -> BankLocation:
     try:
         return BankLocation.parse(text)
+    except UsageError as exc:
+        raise typer.BadParameter(exc.message) from exc
+
+
+def _parse_strategy(text: str) -> Strategy:
+    try:
+        return search_strategy(text)
     except UsageError as exc:
         raise typer.BadParameter(exc.message) from exc
 
@@ -33,13 +41,20 @@ def tui_command(
     model: Annotated[str | None, typer.Option(help="LLM for the coder, as litellm names it (openai/...)")] = None,
     judge: Annotated[str | None, typer.Option(help="LLM for the judge (default: --model)")] = None,
     api_base: Annotated[str | None, typer.Option(help="base URL of an OpenAI-compatible server")] = None,
-    backend: Annotated[str, typer.Option(help="auto, triton, cpp or cuda")] = "auto",
-    strategy: Annotated[str, typer.Option(help="refine (one trajectory) or evolve (a population)")] = "refine",
+    backend: Annotated[Backend, typer.Option(help="auto: Triton on CUDA, C++ on a CPU")] = Backend.AUTO,
+    strategy: Annotated[
+        Strategy,
+        typer.Option(
+            parser=_parse_strategy,
+            metavar="[" + "|".join(SEARCH_STRATEGIES) + "]",
+            help="refine (one trajectory) or evolve (a population)",
+        ),
+    ] = Strategy.REFINE,
     rounds: Annotated[int | None, typer.Option(help="rounds (evolve: generations); default 8")] = None,
     budget_usd: Annotated[float | None, typer.Option(help="stop once the LLM cost reaches this")] = None,
     time_limit: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
     workers: Annotated[int, typer.Option(help="verifications run in parallel")] = 1,
-    device: Annotated[str | None, typer.Option(help="cpu, cuda or auto")] = None,
+    device: Annotated[Device | None, typer.Option(help="auto takes CUDA where there is a GPU")] = None,
     bank: BankOpt = None,
 ) -> None:
     """Live optimization sessions and the kernel bank in a terminal UI (F1 for its keys)."""

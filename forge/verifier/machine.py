@@ -15,20 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forge.core.choices import Device
 from forge.core.errors import UsageError
 
 
-def resolve_device(choice: str) -> str:
+def resolve_device(choice: str) -> Device:
     """cpu or cuda for a device choice (auto, cpu, cuda); UsageError if it cannot be had here."""
     import torch
 
-    if choice == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA device is available here; use --device cpu")
-    if choice not in ("cpu", "cuda"):
+    if choice not in tuple(Device):
         raise UsageError(f"--device {choice!r}: choose cpu, cuda or auto")
-    return choice
+    if choice == Device.AUTO:
+        return Device.CUDA if torch.cuda.is_available() else Device.CPU
+    if choice == Device.CUDA and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available here; use --device cpu")
+    return Device(choice)
 
 
 def visible_gpus() -> list[str]:

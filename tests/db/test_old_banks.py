@@ -17,7 +17,7 @@ from forge.db.engine import open_for_writing
 from forge.db.kernels import kernel_detail, list_kernels
 from forge.db.sessions import list_sessions, load_session
 from forge.harness import OptimizeOptions, optimize
-from forge.harness.resume import restore_state
+from forge.harness.sessions.resume import restore_state
 
 
 def test_kernels_and_their_evidence_read_back_typed(old_bank):

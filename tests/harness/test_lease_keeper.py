@@ -19,9 +19,9 @@ from forge.db import Driver, SessionTakenOverError, claim_session, load_session
 from forge.db.engine import open_for_writing, session_factory
 from forge.db.models import SessionRow, utcnow
 from forge.db.sessions import start_session
-from forge.harness.leases import KEEPER, LeaseKeeper, close_leases
-from forge.harness.limits import Spend
-from forge.harness.recorder import SessionRecorder
+from forge.harness.runs.limits import Spend
+from forge.harness.sessions.leases import KEEPER, LeaseKeeper, close_leases
+from forge.harness.sessions.recorder import SessionRecorder
 from tests.kernelbank.helpers import OP
 
 

@@ -14,10 +14,10 @@ from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import UsageError
 from forge.core.statuses import SessionStatus
 from forge.core.verdict import Verdict
-from forge.harness.limits import Limits, ctrl_c_stops
-from forge.harness.options import resolve_backend
-from forge.harness.run import RunResult, collect_ops
-from forge.harness.session import SessionResult
+from forge.harness.runs.limits import Limits, ctrl_c_stops
+from forge.harness.runs.options import resolve_backend
+from forge.harness.runs.run import RunResult, collect_ops
+from forge.harness.sessions.session import SessionResult
 from tests.conftest import EXAMPLES
 
 SPACE = {"acc": ["double", "float"], "stream": [False, True], "threads": [0, 1]}
@@ -189,7 +189,7 @@ def test_a_finalist_must_clear_its_null_control():
 
 
 def test_a_null_control_that_failed_or_was_busy_sets_no_bar():
-    from forge.harness.null_control import null_blocked, with_null_control
+    from forge.harness.sessions.null_control import null_blocked, with_null_control
 
     finalist = _confirmed(_paired(1.2, 1.3, 1.4))
     null = _confirmed(_paired(0.9, 0.95, 1.02))
@@ -238,7 +238,7 @@ def test_limits():
 
 
 def test_each_op_gets_a_fair_share_of_what_is_left_of_the_limits():
-    from forge.harness.limits import OpShare
+    from forge.harness.runs.limits import OpShare
 
     limits = Limits(budget_usd=1.0, time_limit_s=300.0)
     first = limits.share(8)
@@ -299,8 +299,8 @@ def test_a_session_s_budget_share_counts_only_its_own_spending():
 def test_a_search_stops_at_its_ops_share():
     from types import SimpleNamespace
 
-    from forge.harness.limits import OpShare, Spend
-    from forge.harness.search import _start_round
+    from forge.harness.runs.limits import OpShare, Spend
+    from forge.harness.sessions.search import _start_round
 
     seen: list[object] = []
     limits = Limits(time_limit_s=300.0)
@@ -324,8 +324,8 @@ def test_a_stop_asked_for_during_the_last_round_ends_the_session_interrupted():
     round (or the coder's last idea) runs must still end the session interrupted, resumable."""
     from types import SimpleNamespace
 
-    from forge.harness.limits import Spend
-    from forge.harness.search import refine
+    from forge.harness.runs.limits import Spend
+    from forge.harness.sessions.search import refine
 
     limits = Limits()
     state = SimpleNamespace(round=0, history=[])
@@ -405,7 +405,7 @@ def test_a_candidate_worker_on_a_cluster_node_gets_no_ray_variables(monkeypatch,
 
 
 def test_finalists_are_the_fastest_distinct_kernels():
-    from forge.harness.confirm import Contender, finalists
+    from forge.harness.sessions.confirm import Contender, finalists
 
     def c(aid: int, source: str, speedup: float) -> Contender:
         verdict = Verdict.from_json({"status": "passed", "speedup_vs_eager": speedup})

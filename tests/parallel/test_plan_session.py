@@ -1,8 +1,9 @@
-"""``forge optimize MODEL.py --parallel`` end to end, as a user runs it: the built-in search banks a
+"""``forge plan MODEL.py`` end to end, as a user runs it: the built-in search banks a
 plan verified on two real ranks, with its measured step and the cost model's prediction beside it;
 a two-process program that calls ``bank.parallelize`` (or the plan exported as plain torch) gets
 the unsharded model's outputs and parameters after a training step. Bad input is refused with
-exit 2 before anything runs; ``--simulate`` ranks a mesh too large for this machine."""
+exit 2 before anything runs; ``--simulate`` ranks a mesh too large for this machine. The old
+``forge optimize --parallel`` form still works, saying it moved."""
 
 from __future__ import annotations
 
@@ -68,9 +69,8 @@ def banked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, ob
     tmp = tmp_path_factory.mktemp("plans")
     bank, cache = tmp / "bank.db", tmp / "cache"
     done = forge(
-        "optimize",
+        "plan",
         str(TRANSFORMER),
-        "--parallel",
         "--world-size",
         "2",
         "--rounds",
@@ -136,11 +136,11 @@ def test_bank_list_and_show_show_the_plan(banked):
         (["--world-size", "2", "--mesh", "two"], "write it as DPxTP"),
         (["--world-size", "4096"], "this machine can spawn"),
         (["--world-size", "1"], "at least 2 ranks"),
-        ([], "--parallel needs --world-size"),
+        ([], "forge plan needs --world-size"),
     ],
 )
 def test_bad_input_is_refused_with_exit_2(args, said, tmp_path):
-    done = forge("optimize", str(TRANSFORMER), "--parallel", *args, "--bank", str(tmp_path / "b.db"), cache=tmp_path)
+    done = forge("plan", str(TRANSFORMER), *args, "--bank", str(tmp_path / "b.db"), cache=tmp_path)
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 
@@ -150,18 +150,15 @@ def test_a_model_that_does_not_run_on_its_inputs_is_refused(tmp_path):
     source = TRANSFORMER.read_text().replace("torch.randint(0, 128, (batch, seq))", "torch.randn(batch, seq)")
     path_line = f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
     broken.write_text(source.replace("from tests.parallel.models", path_line + "from tests.parallel.models"))
-    done = forge(
-        "optimize", str(broken), "--parallel", "--world-size", "2", "--bank", str(tmp_path / "b.db"), cache=tmp_path
-    )
+    done = forge("plan", str(broken), "--world-size", "2", "--bank", str(tmp_path / "b.db"), cache=tmp_path)
     assert done.returncode == 2 and "does not run a training step on its own inputs" in done.stderr, done.stderr
 
 
 def test_simulate_ranks_a_mesh_too_large_to_run_and_says_it_is_predicted(tmp_path):
     model = ROOT / "examples" / "models" / "transformer.py"
     done = forge(
-        "optimize",
+        "plan",
         str(model),
-        "--parallel",
         "--world-size",
         "64",
         "--mesh",
@@ -182,9 +179,8 @@ def test_simulate_ranks_a_mesh_too_large_to_run_and_says_it_is_predicted(tmp_pat
 def test_resume_runs_more_plans_and_none_of_them_again(tmp_path):
     bank = tmp_path / "b.db"
     first = forge(
-        "optimize",
+        "plan",
         str(TRANSFORMER),
-        "--parallel",
         "--world-size",
         "2",
         "--rounds",
@@ -195,13 +191,15 @@ def test_resume_runs_more_plans_and_none_of_them_again(tmp_path):
         cache=tmp_path,
     )
     assert first.returncode == 0, first.stderr[-2000:]
-    again = forge("optimize", "--parallel", "--resume", "1", "--bank", str(bank), cache=tmp_path)
+    again = forge("plan", "--resume", "1", "--bank", str(bank), cache=tmp_path)
     assert again.returncode == 2 and "already finished its 1 rounds" in again.stderr
     kernel_path = forge("optimize", "--resume", "1", "--bank", str(bank), cache=tmp_path)
-    assert kernel_path.returncode == 2 and "resume it with `--parallel --resume 1`" in kernel_path.stderr
+    assert kernel_path.returncode == 2 and "resume it with `forge plan --resume 1`" in kernel_path.stderr
+    # the old form still works for a release, and says where it moved
     more = forge(
         "optimize", "--parallel", "--resume", "1", "--rounds", "2", "--bank", str(bank), "--json", cache=tmp_path
     )
+    assert "has moved to `forge plan MODEL.py`" in " ".join(more.stderr.split())
     assert more.returncode == 0, more.stderr[-2000:]
     assert json.loads(more.stdout)["session_id"] == 1 and "resuming 1" in more.stderr
     with sqlite3.connect(bank) as db:

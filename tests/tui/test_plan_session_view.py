@@ -36,4 +36,4 @@ async def test_a_plan_session_shows_its_ladder(tmp_path, fast_settings):
         assert "ok mesh" in verdict and "predicted: step" in verdict and "measured: step" in verdict
         await pilot.press("c")
         await pilot.pause(0.3)
-    assert any("--parallel --resume" in t for t in told), told
+    assert any("forge plan --resume" in t for t in told), told

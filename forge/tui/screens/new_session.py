@@ -18,6 +18,7 @@ from textual.suggester import Suggester
 from textual.widgets import Button, Input, Label, Select
 
 from forge import harness
+from forge.core.choices import SEARCH_STRATEGIES, Backend, Strategy
 from forge.tui.host import ForgeHost
 
 
@@ -84,7 +85,7 @@ class NewSessionScreen(ModalScreen[NewRun | None]):
                 "backend",
                 "backend",
                 Select(
-                    [(b, b) for b in ("auto", "cpp", "triton", "cuda")],
+                    [(str(b), str(b)) for b in Backend],
                     value=d.backend,
                     allow_blank=False,
                     compact=True,
@@ -93,7 +94,9 @@ class NewSessionScreen(ModalScreen[NewRun | None]):
             yield from self._field(
                 "strategy",
                 "strategy",
-                Select([(s, s) for s in ("refine", "evolve")], value=d.strategy, allow_blank=False, compact=True),
+                Select(
+                    [(str(s), str(s)) for s in SEARCH_STRATEGIES], value=d.strategy, allow_blank=False, compact=True
+                ),
             )
             yield from self._field("rounds", "rounds", Input(str(d.round_limit), compact=True))
             yield from self._field("budget", "budget, USD (empty: none)", Input(_blank(d.budget_usd), compact=True))
@@ -154,8 +157,8 @@ class NewSessionScreen(ModalScreen[NewRun | None]):
             model=self._text("model") or None,
             judge_model=self._text("judge") or None,
             api_base=self._text("api_base") or None,
-            backend=str(self.query_one("#f-backend", Select).value),
-            strategy=str(self.query_one("#f-strategy", Select).value),
+            backend=Backend(str(self.query_one("#f-backend", Select).value)),
+            strategy=Strategy(str(self.query_one("#f-strategy", Select).value)),
             rounds=int(rounds) if rounds else None,
             budget_usd=budget,
             time_limit_s=limit,

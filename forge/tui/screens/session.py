@@ -16,6 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Sparkline, Static, TabbedContent, TabPane
 
+from forge.core.choices import Strategy
 from forge.core.errors import ForgeError
 from forge.core.statuses import AttemptRole, SessionStatus
 from forge.harness import DEFAULT_ROUNDS, StoredAttempt, StoredSession, events
@@ -180,8 +181,8 @@ class SessionScreen(ForgeScreen):
             self.notify("this session is still running", severity="warning")
             return
         rounds = int((self.stored.settings.get("rounds") if self.stored else None) or DEFAULT_ROUNDS)
-        if self.stored is not None and self.stored.strategy == "parallel":
-            more = f"forge optimize --parallel --resume {self.session_id} --rounds {rounds + 2}"
+        if self.stored is not None and self.stored.strategy == Strategy.PARALLEL:
+            more = f"forge plan --resume {self.session_id} --rounds {rounds + 2}"
             self.notify(f"a parallel-plan session continues from the command line: {more}", severity="warning")
             return
 

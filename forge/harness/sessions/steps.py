@@ -14,9 +14,9 @@ from forge.core.candidate_config import CandidateConfig
 from forge.core.feedback import JudgeFeedback
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
-from forge.harness.attempts import history_item, invalid_item
-from forge.harness.limits import Limits, OpShare, Spend
-from forge.harness.recorder import SessionRecorder, proposal_config
+from forge.harness.runs.limits import Limits, OpShare, Spend
+from forge.harness.sessions.attempts import history_item, invalid_item
+from forge.harness.sessions.recorder import SessionRecorder, proposal_config
 from forge.verifier import Job, Verifier, wait_for_quiet_machine
 
 

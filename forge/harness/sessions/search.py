@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from forge.agents import HistoryItem
+from forge.core.choices import Strategy
 from forge.core.statuses import AttemptStatus, SessionStatus
 from forge.harness import events as ev
-from forge.harness.session import Session
-from forge.harness.steps import Candidate
+from forge.harness.sessions.session import Session
+from forge.harness.sessions.steps import Candidate
 
 Outcome = tuple[SessionStatus, str | None]
 
@@ -103,4 +104,4 @@ def evolve(session: Session) -> Outcome:
     return _ended(session, "generation")
 
 
-STRATEGIES: dict[str, Callable[[Session], Outcome]] = {"refine": refine, "evolve": evolve}
+STRATEGIES: dict[Strategy, Callable[[Session], Outcome]] = {Strategy.REFINE: refine, Strategy.EVOLVE: evolve}

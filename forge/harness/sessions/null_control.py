@@ -20,7 +20,7 @@ from forge.core.acceptance import beats_eager, null_bar, timed_while_busy
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
-from forge.harness.steps import SessionIO
+from forge.harness.sessions.steps import SessionIO
 from forge.verifier import Verifier
 
 

@@ -27,8 +27,8 @@ from forge.core.problem import ProblemSource
 from forge.core.statuses import AttemptRole, AttemptStatus, SessionStatus
 from forge.db import SessionLease, StoredSession, add_plan_attempt
 from forge.harness import events as ev
-from forge.harness.limits import Limits, Spend
-from forge.harness.plan_options import PlanOptions
+from forge.harness.plans.options import PlanOptions
+from forge.harness.runs.limits import Limits, Spend
 from forge.parallel import Calibration, Machine, Prediction, Screened, candidate_plans, run_plan, screen
 from forge.parallel.cost_model import ModelFacts
 

@@ -6,7 +6,7 @@ from sqlalchemy import Engine
 
 from forge.core.problem import ProblemSource
 from forge.db import Provenance, save_kernel
-from forge.harness.confirm import Contender
+from forge.harness.sessions.confirm import Contender
 
 
 def bank_kernel(

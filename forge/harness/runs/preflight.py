@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forge.agents import check_provider
+from forge.core.choices import Device
 from forge.core.errors import ForgeError
 from forge.core.problem import load_problem
 from forge.core.settings import ForgeSettings
-from forge.harness.options import OptimizeOptions, resolve_backend
-from forge.harness.run import collect_ops
+from forge.harness.runs.options import OptimizeOptions, resolve_backend
+from forge.harness.runs.run import collect_ops
 from forge.verifier import resolve_device
 
 
@@ -42,7 +43,7 @@ def preflight(op_paths: list[Path], options: OptimizeOptions, settings: ForgeSet
 
     check("ops", ops)
     check("options", options.check)
-    device: list[str] = []
+    device: list[Device] = []
     check("device", lambda: device.append(resolve_device(settings.device)))
     if device:
         check("backend", lambda: resolve_backend(options.backend, device[0]))

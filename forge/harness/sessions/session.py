@@ -25,11 +25,11 @@ from forge.core.statuses import AttemptStatus, SessionStatus
 from forge.core.verdict import Verdict
 from forge.db import remove_provisional
 from forge.harness import events as ev
-from forge.harness import steps
-from forge.harness.banking import bank_kernel
-from forge.harness.confirm import Contender, confirm_finalists, finalists
-from forge.harness.options import OptimizeOptions
-from forge.harness.steps import Candidate, Proposed, SessionIO
+from forge.harness.runs.options import OptimizeOptions
+from forge.harness.sessions import steps
+from forge.harness.sessions.banking import bank_kernel
+from forge.harness.sessions.confirm import Contender, confirm_finalists, finalists
+from forge.harness.sessions.steps import Candidate, Proposed, SessionIO
 from forge.verifier import Verifier
 
 INTERRUPTED_REASON = "interrupted (Ctrl-C, or stop in the TUI); `--resume` continues the session"

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from forge.agents import AgentChoice
+from forge.core.choices import SEARCH_STRATEGIES, Backend, Device, Strategy
 from forge.core.errors import UsageError
 from forge.core.paths import BankLocation
 
 DEFAULT_ROUNDS = 8
-BACKENDS = ("auto", "triton", "cpp", "cuda")
-STRATEGIES = ("refine", "evolve")
+TextEnumT = TypeVar("TextEnumT", Backend, Strategy, Device)
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class OptimizeOptions:
     model: str | None = None
     judge_model: str | None = None
     api_base: str | None = None
-    backend: str = "auto"  # auto | triton | cpp | cuda
-    strategy: str = "refine"  # refine | evolve
+    backend: Backend = Backend.AUTO
+    strategy: Strategy = Strategy.REFINE
     rounds: int | None = None
     population: int = 4  # evolve: children per generation
     top_k: int = 2  # evolve: parents per generation
@@ -47,6 +47,11 @@ class OptimizeOptions:
     bank_attempt: int | None = None  # with resume: confirm this passed attempt and bank it, no search
     stream_replies: bool = False  # LLM replies streamed and reported as they arrive (ReplyProgress events)
 
+    def __post_init__(self) -> None:
+        # a library caller may give plain strings: parsed here once, members from then on
+        object.__setattr__(self, "backend", _member(Backend, self.backend, "--backend"))
+        object.__setattr__(self, "strategy", _member(Strategy, self.strategy, "--strategy"))
+
     @property
     def agents(self) -> AgentChoice:
         return AgentChoice(self.model, self.judge_model, self.api_base)
@@ -57,8 +62,8 @@ class OptimizeOptions:
 
     def check(self) -> None:
         """UsageError naming the bad option."""
-        if self.strategy not in STRATEGIES:
-            raise UsageError(f"--strategy {self.strategy!r}: choose refine or evolve")
+        if self.strategy not in SEARCH_STRATEGIES:
+            raise UsageError(f"--strategy {self.strategy}: choose {' or '.join(SEARCH_STRATEGIES)}")
         for name in ("rounds", "workers", "population", "top_k"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -80,17 +85,17 @@ class StoredOptions(BaseModel):
     model: str | None = None
     judge_model: str | None = None
     api_base: str | None = None
-    strategy: str = "refine"
+    strategy: Strategy = Strategy.REFINE
     rounds: int = DEFAULT_ROUNDS
     population: int = 4
     top_k: int = 2
     workers: int = 1
     op_path: str = ""
-    device: str | None = None
-    backend: str | None = None
+    device: Device | None = None
+    backend: Backend | None = None
 
     @classmethod
-    def of(cls, options: OptimizeOptions, op_path: Path, device: str, backend: str) -> StoredOptions:
+    def of(cls, options: OptimizeOptions, op_path: Path, device: Device, backend: Backend) -> StoredOptions:
         return cls(
             model=options.model,
             judge_model=options.judge_model,
@@ -121,18 +126,24 @@ class StoredOptions(BaseModel):
         )
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump()
+        return self.model_dump(mode="json")
 
 
-def resolve_backend(choice: str, device: str) -> str:
+def resolve_backend(choice: Backend, device: Device) -> Backend:
     """The backend a session writes kernels for: ``auto`` is Triton on CUDA and C++ on a CPU."""
-    if choice not in BACKENDS:
-        raise UsageError(f"--backend {choice!r}: choose one of {', '.join(BACKENDS)}")
-    if choice == "auto":
-        return "triton" if device == "cuda" else "cpp"
-    if choice in ("triton", "cuda") and device != "cuda":
+    choice, device = _member(Backend, choice, "--backend"), Device(device)
+    if choice is Backend.AUTO:
+        return Backend.TRITON if device is Device.CUDA else Backend.CPP
+    if choice in (Backend.TRITON, Backend.CUDA) and device is not Device.CUDA:
         why = "Triton runs on CPU only in its interpreter, where timings mean nothing" if choice == "triton" else ""
         raise UsageError(f"--backend {choice} needs a CUDA device (this run uses cpu). {why}".strip())
-    if choice == "cpp" and device != "cpu":
+    if choice is Backend.CPP and device is not Device.CPU:
         raise UsageError("--backend cpp writes CPU kernels; use --device cpu with it")
     return choice
+
+
+def _member(kind: type[TextEnumT], value: str, flag: str) -> TextEnumT:
+    try:
+        return kind(value)
+    except ValueError:
+        raise UsageError(f"{flag} {value!r}: choose one of {', '.join(kind)}") from None

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from forge.agents import check_provider
+from forge.core.choices import Strategy
 from forge.core.errors import ForgeError, UsageError
 from forge.core.exit_codes import ExitCode
 from forge.core.settings import ForgeSettings
@@ -29,14 +30,14 @@ from forge.db import (
     open_for_writing,
 )
 from forge.harness import events as ev
-from forge.harness.cluster_run import run_on_cluster
-from forge.harness.control import RunControl
-from forge.harness.leases import close_leases, give_back, hold_lease
-from forge.harness.limits import Limits, ctrl_c_stops
-from forge.harness.options import OptimizeOptions
-from forge.harness.resume import resumed_options
-from forge.harness.session import SessionResult
-from forge.harness.session_open import RunScope, SessionWork, open_session, run_session
+from forge.harness.runs.cluster import run_on_cluster
+from forge.harness.runs.control import RunControl
+from forge.harness.runs.limits import Limits, ctrl_c_stops
+from forge.harness.runs.options import OptimizeOptions
+from forge.harness.sessions.leases import close_leases, give_back, hold_lease
+from forge.harness.sessions.opening import RunScope, SessionWork, open_session, run_session
+from forge.harness.sessions.resume import resumed_options
+from forge.harness.sessions.session import SessionResult
 
 
 @dataclass
@@ -160,8 +161,8 @@ def _cut_short_works(options: OptimizeOptions, engine: Engine, skipped: list[ev.
     for summary in reversed(list_sessions(engine)):
         if not summary.status.cut_short:
             continue
-        if summary.strategy == "parallel":
-            why = f"a parallel-plan session: resume it alone with `forge optimize --parallel --resume {summary.id}`"
+        if summary.strategy == Strategy.PARALLEL:
+            why = f"a parallel-plan session: resume it alone with `forge plan --resume {summary.id}`"
             skipped.append(ev.SessionSkipped(summary.op, summary.id, why))
             continue
         try:

@@ -31,8 +31,8 @@ from forge.core.candidate_config import CandidateConfig
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
-from forge.harness.null_control import NullControl, judged_against
-from forge.harness.steps import SessionIO, attempt_job
+from forge.harness.sessions.null_control import NullControl, judged_against
+from forge.harness.sessions.steps import SessionIO, attempt_job
 from forge.verifier import Verifier
 
 FINALISTS = 2  # contenders timed again before a session gives up on banking a kernel

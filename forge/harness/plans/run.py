@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 
 from forge.agents import PlanTried, check_provider, make_plan_agents
+from forge.core.choices import Strategy
 from forge.core.errors import ProblemError, ProviderError, UsageError
 from forge.core.exit_codes import ExitCode
 from forge.core.parallel_plan import structure_hash
@@ -34,11 +35,11 @@ from forge.db import (
 )
 from forge.db import sessions as session_rows
 from forge.harness import events as ev
-from forge.harness.control import RunControl
-from forge.harness.leases import close_leases, give_back, hold_lease
-from forge.harness.limits import Limits, ctrl_c_stops
-from forge.harness.plan_options import PlanOptions, StoredPlanOptions
-from forge.harness.plan_session import PlanSession, PlanState, PlanWork, as_prediction, restore_plan_state
+from forge.harness.plans.options import PlanOptions, StoredPlanOptions
+from forge.harness.plans.session import PlanSession, PlanState, PlanWork, as_prediction, restore_plan_state
+from forge.harness.runs.control import RunControl
+from forge.harness.runs.limits import Limits, ctrl_c_stops
+from forge.harness.sessions.leases import close_leases, give_back, hold_lease
 from forge.parallel import Machine, max_local_ranks, measure_link, model_facts
 from forge.parallel.plan_search import module_tree
 from forge.verifier import machine
@@ -46,7 +47,7 @@ from forge.verifier import machine
 
 @dataclass
 class PlanResult:
-    """What ``forge optimize --parallel`` reports: the banked plan (or why none), with the
+    """What ``forge plan`` reports: the banked plan (or why none), with the
     prediction beside the measurement and the cost model's error before and after calibration."""
 
     problem: str
@@ -249,19 +250,21 @@ def _open(
     (whose lease is taken first, so that what is checked is what this driver continues)."""
     if options.resume is None:
         if model_path is None:
-            raise UsageError("--parallel takes one model file (MODEL.py with Model, get_inputs, get_init_inputs)")
+            raise UsageError("forge plan takes one model file (MODEL.py with Model, get_inputs, get_init_inputs)")
         return model_path, options, PlanState(), None
     lease = hold_lease(engine, claim_session(engine, options.resume, Driver.this_process()))
     stored = load_session(engine, options.resume)
     try:
         settings = StoredPlanOptions.model_validate(stored.settings)
     except ValidationError:
-        raise UsageError(f"session {options.resume} is a kernel session: resume it without --parallel") from None
+        raise UsageError(
+            f"session {options.resume} is a kernel session: resume it with forge optimize --resume"
+        ) from None
     more = options.rounds is not None and options.rounds > settings.rounds
     if stored.status is SessionStatus.FINISHED and not more:
         raise UsageError(
             f"session {stored.id} already finished its {settings.rounds} rounds; continue it with more "
-            f"(`--parallel --resume {stored.id} --rounds {settings.rounds + 2}`)"
+            f"(`forge plan --resume {stored.id} --rounds {settings.rounds + 2}`)"
         )
     return Path(settings.op_path), settings.resumed(options), restore_plan_state(stored), lease
 
@@ -299,7 +302,7 @@ def optimize_plan(
                     problem.spec,
                     reference_hash(problem),
                     None,
-                    "parallel",
+                    Strategy.PARALLEL,
                     agent,
                     options.model,
                     options.to_json(model_path),
@@ -320,7 +323,7 @@ def optimize_plan(
             ev.SessionStarted(
                 problem.spec.name,
                 session_id,
-                "parallel",
+                Strategy.PARALLEL,
                 agent,
                 options.model,
                 "cpu",

@@ -7,24 +7,25 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from forge.core.choices import Strategy
 from forge.core.errors import BankError, ForgeError, UsageError
 from forge.core.feedback import JudgeFeedback
 from forge.core.statuses import AttemptRole, AttemptStatus, VerdictStatus
 from forge.core.verdict import Verdict
 from forge.db import StoredSession
-from forge.harness.attempts import history_item, invalid_item
-from forge.harness.limits import Spend
-from forge.harness.options import OptimizeOptions, StoredOptions
-from forge.harness.session import SearchState
-from forge.harness.steps import Candidate
+from forge.harness.runs.limits import Spend
+from forge.harness.runs.options import OptimizeOptions, StoredOptions
+from forge.harness.sessions.attempts import history_item, invalid_item
+from forge.harness.sessions.session import SearchState
+from forge.harness.sessions.steps import Candidate
 
 
 def resumed_options(stored: StoredSession, given: OptimizeOptions) -> tuple[OptimizeOptions, Path]:
     """The stored session's options (this run's ``rounds`` replacing the stored count when given),
     and its op file: where it was, or rewritten from the bank if it moved or changed."""
-    if stored.strategy == "parallel":
+    if stored.strategy == Strategy.PARALLEL:
         raise UsageError(
-            f"session {stored.id} is a parallel-plan session: resume it with `--parallel --resume {stored.id}`"
+            f"session {stored.id} is a parallel-plan session: resume it with `forge plan --resume {stored.id}`"
         )
     try:
         saved = StoredOptions.model_validate(stored.settings)

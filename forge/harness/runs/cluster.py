@@ -17,10 +17,10 @@ from sqlalchemy import Engine
 from forge.core.errors import UsageError
 from forge.core.statuses import SessionStatus
 from forge.harness import events as ev
-from forge.harness.leases import give_back_crashed
-from forge.harness.limits import Limits
-from forge.harness.session import Session, SessionResult
-from forge.harness.session_open import Placement, RunScope, SessionWork, open_session, run_session
+from forge.harness.runs.limits import Limits
+from forge.harness.sessions.leases import give_back_crashed
+from forge.harness.sessions.opening import Placement, RunScope, SessionWork, open_session, run_session
+from forge.harness.sessions.session import Session, SessionResult
 
 # Sessions in flight at once, placed or waiting for a place; more wait for a thread. It bounds how
 # many sessions one driver runs side by side (and the bank's connections: forge.db.engine).

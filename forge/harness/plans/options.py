@@ -1,4 +1,4 @@
-"""What a front end asks a parallel-plan session for (``forge optimize MODEL.py --parallel``),
+"""What a front end asks a parallel-plan session for (``forge plan MODEL.py``),
 checked before anything runs."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class PlanOptions:
     def check(self) -> None:
         """UsageError naming the bad option."""
         if self.world_size == 0 and self.resume is None:
-            raise UsageError("--parallel needs --world-size N (the number of ranks)")
+            raise UsageError("forge plan needs --world-size N (the number of ranks)")
         if self.world_size < 2:
             raise UsageError(f"--world-size {self.world_size}: a parallel plan needs at least 2 ranks")
         self.mesh_shape()

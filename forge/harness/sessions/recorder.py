@@ -17,8 +17,8 @@ from forge.core.statuses import SessionStatus
 from forge.core.verdict import Verdict
 from forge.db import Driver, SessionLease, check_held
 from forge.db import sessions as rows
-from forge.harness.leases import give_back, hold_lease
-from forge.harness.limits import Spend
+from forge.harness.runs.limits import Spend
+from forge.harness.sessions.leases import give_back, hold_lease
 
 
 def proposal_config(p: Proposal) -> CandidateConfig:

@@ -11,7 +11,7 @@ from forge.core.paths import BankLocation
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
-from forge.harness.null_control import judged_against
+from forge.harness.sessions.null_control import judged_against
 from forge.verifier import ProgressNote, VerifierService, measure_user_loop, resolve_device, verify, with_user_loop
 
 

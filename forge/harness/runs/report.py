@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from forge.core.errors import UsageError
-from forge.harness.run import RunResult
-from forge.harness.session import SessionResult
+from forge.harness.runs.run import RunResult
+from forge.harness.sessions.session import SessionResult
 
 
 def write_report(directory: Path, run: RunResult) -> list[Path]:

@@ -10,25 +10,26 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from forge.agents import AgentKind, MachineFacts, make_agents
+from forge.core.choices import Device
 from forge.core.errors import ProviderError
 from forge.core.problem import load_problem, reference_hash
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
 from forge.db import SessionLease, SessionTakenOverError, load_session
 from forge.harness import events as ev
-from forge.harness.control import RunControl
-from forge.harness.leases import KEEPER
-from forge.harness.limits import Limits
-from forge.harness.options import OptimizeOptions, StoredOptions, resolve_backend
-from forge.harness.recorder import SessionRecorder
-from forge.harness.resume import restore_state
-from forge.harness.search import STRATEGIES
-from forge.harness.session import INTERRUPTED_REASON, SearchState, Session, SessionPlan, SessionResult
-from forge.harness.steps import SessionEvents, SessionIO
+from forge.harness.runs.control import RunControl
+from forge.harness.runs.limits import Limits
+from forge.harness.runs.options import OptimizeOptions, StoredOptions, resolve_backend
+from forge.harness.sessions.leases import KEEPER
+from forge.harness.sessions.recorder import SessionRecorder
+from forge.harness.sessions.resume import restore_state
+from forge.harness.sessions.search import STRATEGIES
+from forge.harness.sessions.session import INTERRUPTED_REASON, SearchState, Session, SessionPlan, SessionResult
+from forge.harness.sessions.steps import SessionEvents, SessionIO
 from forge.verifier import Verifier, VerifierService, machine, measure_op_brief, resolve_device
 
 
-def machine_facts(device: str, settings: ForgeSettings) -> MachineFacts:
+def machine_facts(device: Device, settings: ForgeSettings) -> MachineFacts:
     """What the coder's prompt says about the machine (measured figures are cached)."""
     threads = settings.threads or machine.available_cores()
     figures = machine.measured_figures(device, threads, settings.cache_path())
@@ -74,7 +75,7 @@ class Placement:
     is made here), or the verifier a cluster gave it, on ``device``, beside ``at_once`` sessions."""
 
     verifier: Verifier | None = None
-    device: str | None = None
+    device: Device | None = None
     at_once: int = 1
 
 

@@ -1,0 +1,48 @@
+"""What the commands offer: each lists only its own options, enumerated options take only their
+members (a typo is a usage error naming the choices, exit 2), and the plan options that moved
+from ``forge optimize`` to ``forge plan`` are no longer offered there."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from forge.cli.app import app
+
+PLAN_ONLY = ("--world-size", "--mesh", "--memory-per-device", "--simulate", "--train", "--infer")
+KERNEL_ONLY = ("--backend", "--strategy", "--workers", "--executor", "--ray-address", "--no-compile-baseline")
+
+
+def options_listed(*args: str) -> set[str]:
+    done = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert done.exit_code == 0, done.output
+    return set(re.findall(r"(--[a-z][a-z-]+)", done.output))
+
+
+def test_forge_plan_lists_only_plan_options_and_optimize_no_longer_lists_them():
+    plan, optimize = options_listed("plan"), options_listed("optimize")
+    assert set(PLAN_ONLY) <= plan and not plan & set(KERNEL_ONLY), plan
+    assert set(KERNEL_ONLY) <= optimize and not optimize & {*PLAN_ONLY, "--parallel"}, optimize
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["optimize", "op.py", "--backend", "fortran"], "'fortran' is not one of 'auto', 'triton', 'cpp', 'cuda'"),
+        (["optimize", "op.py", "--strategy", "parallel"], "'parallel': choose refine or evolve"),
+        (["optimize", "op.py", "--device", "tpu"], "'tpu' is not one of 'auto', 'cpu', 'cuda'"),
+        (["optimize", "op.py", "--executor", "slurm"], "'slurm' is not one of 'local', 'ray'"),
+        (["optimize", "op.py", "--rounds", "0"], "greater than or equal to 1"),
+        (["plan", "model.py", "--world-size", "0"], "greater than or equal to 1"),
+    ],
+)
+def test_an_enumerated_option_takes_only_its_choices(args, said):
+    done = CliRunner().invoke(app, args, env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert done.exit_code == 2 and said in " ".join(done.output.replace("│", " ").split()), done.output
+
+
+def test_plan_without_a_model_or_a_session_says_what_to_give(tmp_path):
+    done = CliRunner().invoke(app, ["plan", "--bank", str(tmp_path / "b.db")], env={"COLUMNS": "200"})
+    assert done.exit_code == 2 and "give MODEL.py" in done.output and "Traceback" not in done.output
