@@ -18,7 +18,7 @@ Inside, one package a concept: ``sessions`` (a kernel session: opened or resumed
 search strategy over explicit steps, finalists confirmed and banked, all recorded under a lease),
 ``plans`` (a parallel-plan session), ``runs`` (a run's options, limits and preflight; its sessions
 one after another here, or side by side on a Ray cluster: ``runs.cluster``, ``--executor ray``),
-``bank`` (the bank's operations and a polling reader) and ``doctor``; ``events`` and ``verify``
+``bank`` (the bank's operations and a polling reader) and ``health`` (what ``doctor`` checks); ``events`` and ``verify``
 (one candidate) beside them.
 
 Each name loads its module on first use: a front end imports this package at start-up, and a
@@ -56,13 +56,13 @@ if TYPE_CHECKING:
     )
     from forge.harness.bank.reader import BankReader, bank_exists
     from forge.harness.bank.sessions import session_list, session_show
-    from forge.harness.doctor.checks import doctor
-    from forge.harness.doctor.report import DoctorReport, Finding
+    from forge.harness.health.checks import doctor
+    from forge.harness.health.report import DoctorReport, Finding
     from forge.harness.plans.options import DEFAULT_PLAN_ROUNDS, PlanOptions
     from forge.harness.plans.run import PlanResult, optimize_plan
+    from forge.harness.runs.checks import FieldProblem, preflight
     from forge.harness.runs.control import RunControl
     from forge.harness.runs.options import DEFAULT_ROUNDS, OptimizeOptions
-    from forge.harness.runs.preflight import FieldProblem, preflight
     from forge.harness.runs.report import write_report
     from forge.harness.runs.run import RunResult, collect_ops, optimize
     from forge.harness.sessions.session import SessionResult, TracePoint
@@ -142,13 +142,13 @@ _SOURCES = {
     ),
     "forge.harness.bank.reader": ("BankReader", "bank_exists"),
     "forge.harness.runs.control": ("RunControl",),
-    "forge.harness.doctor.report": ("DoctorReport", "Finding"),
-    "forge.harness.doctor.checks": ("doctor",),
+    "forge.harness.health.report": ("DoctorReport", "Finding"),
+    "forge.harness.health.checks": ("doctor",),
     "forge.harness.events": ("events",),
     "forge.harness.runs.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),
     "forge.harness.plans.options": ("DEFAULT_PLAN_ROUNDS", "PlanOptions"),
     "forge.harness.plans.run": ("PlanResult", "optimize_plan"),
-    "forge.harness.runs.preflight": ("FieldProblem", "preflight"),
+    "forge.harness.runs.checks": ("FieldProblem", "preflight"),
     "forge.harness.runs.report": ("write_report",),
     "forge.harness.runs.run": ("RunResult", "collect_ops", "optimize"),
     "forge.harness.sessions.session": ("SessionResult", "TracePoint"),
