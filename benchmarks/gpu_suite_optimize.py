@@ -157,7 +157,7 @@ def _measure(ctx: Context, op: Path, bank_path: Path, kernel_id: int, autotune: 
     from forge.db.engine import open_for_writing
     from forge.db.kernels import kernel_detail
     from forge.verifier.machine import flush_bytes
-    from forge.verifier.plain_loop import time_sides
+    from forge.verifier.timing.plain_loop import time_sides
 
     sys.path.insert(0, str(HERE))
     from reproduce import fallback
