@@ -27,9 +27,9 @@ class Clocks:
 
     host_ns: Callable[[], int]
     sync: Callable[[], None]
-    event_cls: Any = None  # torch.cuda.Event, or None on CPU
-    record: Any = None
-    elapsed: Any = None
+    event_cls: Callable[..., Any] | None = None  # torch.cuda.Event, or None on CPU
+    record: Callable[[Any], None] = lambda event: None
+    elapsed: Callable[[Any, Any], float] = lambda start, end: 0.0
     cover: Callable[[], None] = lambda: None  # CUDA: device work queued after the flush (see timed_loop)
 
 
