@@ -43,7 +43,6 @@ def _timed_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
 def _profile(fn: Callable[[], Any], device: str, timed_ms: float | None) -> EagerProfile:
     """Eager's profile; its time a call is ``timed_ms`` (torch.compile's alternating calls timed
     it already: one eager figure in the brief), else timed here."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     sync = _sync(device)
