@@ -10,8 +10,12 @@ import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpu_suite_core import ROOT, TEST_CANDIDATES, TEST_OPS, Context, PartResult, Table, run_group
+
+if TYPE_CHECKING:
+    from forge.core.settings import ForgeSettings
 
 
 def env_part(ctx: Context) -> PartResult:
@@ -134,46 +138,56 @@ HACKS = (
 
 
 def hacks_part(ctx: Context) -> PartResult:
-    """Each candidate of ``HACKS`` through the real verifier on this device, against what it must say."""
-    from forge.core.acceptance import beats_eager
+    """Each candidate of ``HACKS`` through the real verifier on this device, against what it must say.
+    The candidates of one op share a verifier, as a session's do (each still runs in a worker of its own)."""
     from forge.core.settings import load_settings
-    from forge.verifier import VerifierService
 
     os.environ.update({k: v for k, v in ctx.env().items() if k in ("TRITON_INTERPRET", "FORGE_CACHE_DIR")})
     settings = load_settings(device=ctx.device, user_loop=False, timing_budget_s=0.1 if ctx.dry else 0.5)
     table = Table("The verifier against GPU reward hacks", ["candidate", "expected", "verdict", "accepted", "held"])
-    held = skipped = 0
+    rows: dict[Hack, list[str]] = {}
     for hack in HACKS:
         if hack.cuda_only and ctx.dry:
-            table.rows.append([hack.what, hack.expect, "skipped: needs CUDA", "-", "-"])
-            skipped += 1
-            continue
-        try:
-            with VerifierService(TEST_OPS / f"{hack.op}.py", settings, ctx.device) as service:
-                v = service.verify_file(TEST_CANDIDATES / hack.candidate)
-        except Exception as exc:  # the verifier breaking on one candidate is that row's finding
-            table.rows.append(
-                [hack.what, hack.expect, f"the verifier raised {type(exc).__name__}: {exc}"[:200], "-", "**NO**"]
-            )
-            continue
-        accepted, why = beats_eager(v)
-        ok = _as_expected(hack.expect, v.passed, accepted)
-        held += ok
-        verdict = str(v.status) + (f": {(v.reason or '')[:140]}" if not v.passed else "")
-        table.rows.append(
-            [
-                hack.what,
-                hack.expect,
-                verdict.replace("|", "/"),
-                "yes" if accepted else f"no ({why[:80]})",
-                "yes" if ok else "**NO**",
-            ]
-        )
+            rows[hack] = [hack.what, hack.expect, "skipped: needs CUDA", "-", "-"]
+    for op in dict.fromkeys(h.op for h in HACKS):
+        rows.update(_hacks_of_op(op, [h for h in HACKS if h.op == op and h not in rows], settings, ctx.device))
+    table.rows = [rows[h] for h in HACKS]
+    skipped = sum(r[2] == "skipped: needs CUDA" for r in table.rows)
+    held = sum(r[4] == "yes" for r in table.rows)
     ran = len(HACKS) - skipped
     status = "passed" if held == ran else "failed"
     return PartResult(
         "hacks", status, f"{held} of {ran} candidates judged as expected ({skipped} need CUDA)", tables=[table]
     )
+
+
+def _hacks_of_op(op: str, hacks: list[Hack], settings: ForgeSettings, device: str) -> dict[Hack, list[str]]:
+    """Each hack's row: verified by one verifier for ``op`` (a row of its own when the verifier breaks)."""
+    from forge.core.acceptance import beats_eager
+    from forge.verifier import VerifierService
+
+    rows: dict[Hack, list[str]] = {}
+    if not hacks:
+        return rows
+    try:
+        with VerifierService(TEST_OPS / f"{op}.py", settings, device) as service:
+            for hack in hacks:
+                v = service.verify_file(TEST_CANDIDATES / hack.candidate)
+                accepted, why = beats_eager(v)
+                ok = _as_expected(hack.expect, v.passed, accepted)
+                verdict = str(v.status) + (f": {(v.reason or '')[:140]}" if not v.passed else "")
+                held = "yes" if ok else "**NO**"
+                rows[hack] = [
+                    hack.what,
+                    hack.expect,
+                    verdict.replace("|", "/"),
+                    "yes" if accepted else f"no ({why[:80]})",
+                    held,
+                ]
+    except Exception as exc:  # the verifier breaking is the finding of every row it left
+        said = f"the verifier raised {type(exc).__name__}: {exc}"[:200]
+        rows.update({h: [h.what, h.expect, said, "-", "**NO**"] for h in hacks if h not in rows})
+    return rows
 
 
 def _as_expected(expect: str, passed: bool, accepted: bool) -> bool:

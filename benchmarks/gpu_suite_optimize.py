@@ -133,7 +133,7 @@ def _one_op(ctx: Context, op: Path, bank: Path, left_s: float) -> OpRow | None:
     t0 = time.monotonic()
     limit = max(left_s - MEASURE_S, 60.0)
     args = ["optimize", str(op), "--bank", str(bank), "--json"]
-    args += ["--rounds", "2"] if ctx.dry else ["--time-limit", f"{limit - 30:.0f}"]
+    args += ["--rounds", "1"] if ctx.dry else ["--time-limit", f"{limit - 30:.0f}"]  # dry: the path, not a search
     try:
         done = ctx.forge(*args, timeout=1800.0 if ctx.dry else limit)
     except subprocess.TimeoutExpired:
@@ -157,7 +157,7 @@ def _measure(ctx: Context, op: Path, bank_path: Path, kernel_id: int, autotune: 
     from forge.db.engine import open_for_writing
     from forge.db.kernels import kernel_detail
     from forge.verifier.machine import flush_bytes
-    from forge.verifier.plain_loop import time_sides
+    from forge.verifier.timing.plain_loop import time_sides
 
     sys.path.insert(0, str(HERE))
     from reproduce import fallback
@@ -208,7 +208,7 @@ def runtime_part(ctx: Context) -> PartResult:
     deadline = ctx.deadline()
     bank = ctx.work / "runtime.db"
     args = ["optimize", str(_user_op(ctx)), "--bank", str(bank), "--json"]
-    args += ["--rounds", "2"] if ctx.dry else ["--time-limit", f"{ctx.budget_s / 3:.0f}"]
+    args += ["--rounds", "1"] if ctx.dry else ["--time-limit", f"{ctx.budget_s / 3:.0f}"]
     try:
         done = ctx.forge(*args, timeout=ctx.budget_s / 3 + 60, path=USERPKG)  # the op imports mylayers
     except subprocess.TimeoutExpired:

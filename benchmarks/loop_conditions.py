@@ -1,7 +1,7 @@
 """Where the isolated verification and a user's loop read apart: the workers' conditions, one at a time.
 
 forge times a candidate in two isolated worker processes (``forge.verifier``) and again in a plain
-loop in one process, as its user would (``forge.verifier.plain_loop``); the banked claim is the
+loop in one process, as its user would (``forge.verifier.timing.plain_loop``); the banked claim is the
 lower of the two. This script bisects the gap between them: for each active kernel of BANK (or
 ``--kernel ID``) it times, in the kernel's judged regime and in one process,
 
@@ -52,9 +52,9 @@ from forge.db.kernels import kernel_detail, list_kernels
 from forge.verifier import Job, VerifierService
 from forge.verifier.machine import cpu_flush_bytes
 from forge.verifier.output_copies import OutputPool
-from forge.verifier.pairing import paired_ratio
-from forge.verifier.plain_loop import Side, time_sides
-from forge.verifier.timing import prefault_heap
+from forge.verifier.timing.pairing import paired_ratio
+from forge.verifier.timing.plain_loop import Side, time_sides
+from forge.verifier.timing.worker_loop import prefault_heap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from page import add_page_option, run_with_page

@@ -30,6 +30,19 @@ def cuda_source(python_text: str) -> str | None:
     return None
 
 
+def one_translation_unit(sources: list[str]) -> str:
+    """``sources`` as one file: their ``#include`` lines once, at the top, and each source's body in a
+    namespace of its own, so torch's headers are parsed once for all of them (a minute, not one each)."""
+    includes: list[str] = []
+    bodies: list[str] = []
+    for i, source in enumerate(sources):
+        lines = source.splitlines()
+        includes += [line for line in lines if line.startswith("#include") and line not in includes]
+        body = "\n".join(line for line in lines if not line.startswith("#include"))
+        bodies.append(f"namespace forge_source_{i} {{\n{body}\n}}  // namespace forge_source_{i}")
+    return "\n".join([*includes, *bodies]) + "\n"
+
+
 def nvcc_error(source: str, into: Path, arch: str = "sm_90") -> str | None:
     """nvcc's complaint about ``source`` compiled for ``arch`` (None: it compiled; a missing nvcc is
     the caller's to check with ``find_nvcc``)."""

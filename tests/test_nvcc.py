@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CANDIDATES
-from tests.nvcc import cuda_source, find_nvcc, nvcc_error
+from tests.nvcc import cuda_source, find_nvcc, nvcc_error, one_translation_unit
 
 PROMPT_EXAMPLES = Path(__file__).parents[1] / "forge" / "agents" / "prompts" / "examples"
 SOURCES = {
@@ -28,11 +28,16 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def complaints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str | None]:
-    """nvcc's complaint about each source (None: it compiled), compiled side by side (a minute each)."""
+    """nvcc's complaint about each source (None: it compiled). All of them are compiled as one
+    translation unit (torch's headers parsed once); only if that fails is each compiled alone, to
+    say which one nvcc refuses."""
     sources = {what: cuda_source(path.read_text()) for what, path in SOURCES.items()}
     missing = [what for what, source in sources.items() if source is None]
     assert not missing, f"no CUDA_SOURCE string in: {missing}"
     into = tmp_path_factory.mktemp("nvcc")
+    texts = [source for source in sources.values() if source is not None]
+    if nvcc_error(one_translation_unit(texts), into / "all") is None:
+        return dict.fromkeys(sources)
     with ThreadPoolExecutor(len(sources)) as pool:
         done = {what: pool.submit(nvcc_error, str(src), into / str(i)) for i, (what, src) in enumerate(sources.items())}
         return {what: future.result() for what, future in done.items()}

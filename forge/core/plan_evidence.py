@@ -51,13 +51,6 @@ class PlanEvidence(BaseModel):
     def passed(self) -> bool:
         return self.status is AttemptStatus.PASSED
 
-    def prediction_error(self) -> float | None:
-        """(predicted - measured) / measured of the step, calibrated when it was."""
-        if self.prediction is None or self.measured is None or self.measured.step_ms <= 0:
-            return None
-        guess = self.prediction.calibrated_step_ms or self.prediction.step_ms
-        return (guess - self.measured.step_ms) / self.measured.step_ms
-
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 

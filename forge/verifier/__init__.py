@@ -12,10 +12,10 @@ lower figure (``with_user_loop``). ``measure_op_brief`` profiles the reference, 
 torch.compile for the agents' prompts.
 """
 
-from forge.verifier.load_monitor import wait_for_quiet_machine
 from forge.verifier.machine import resolve_device
 from forge.verifier.op_brief import measure_op_brief
 from forge.verifier.service import Job, Verifier, VerifierService, stop_all_workers
+from forge.verifier.timing.contention import wait_for_quiet_machine
 from forge.verifier.user_loop import measure_user_loop, time_allowance, with_user_loop
 from forge.verifier.verification import ProgressNote, verify
 

@@ -23,7 +23,7 @@ from forge.core.instance_binding import BindRefused, bound_forward, plan_binding
 from forge.core.problem import load_problem, read_problem_source
 from forge.verifier.memory import release_free_memory
 from forge.verifier.output_copies import OutputPool, bitwise_equal, plain_copy, ranges_overlap, same_now, storage_ok
-from forge.verifier.timing import Clocks, TimedCalls
+from forge.verifier.timing.worker_loop import Clocks, TimedCalls
 
 _IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
 _MAX_ERROR = 4000

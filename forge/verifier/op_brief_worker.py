@@ -43,7 +43,6 @@ def _timed_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
 def _profile(fn: Callable[[], Any], device: str, timed_ms: float | None) -> EagerProfile:
     """Eager's profile; its time a call is ``timed_ms`` (torch.compile's alternating calls timed
     it already: one eager figure in the brief), else timed here."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     sync = _sync(device)
@@ -57,7 +56,7 @@ def _profile(fn: Callable[[], Any], device: str, timed_ms: float | None) -> Eage
     rows = []
     for event in prof.key_averages():
         own = getattr(event, "self_device_time_total", 0.0) if on_device else event.self_cpu_time_total
-        if own > 0 and (not on_device or getattr(event, "device_type", None) != torch.autograd.DeviceType.CPU):
+        if own > 0 and (not on_device or str(getattr(event, "device_type", "")) != "DeviceType.CPU"):
             rows.append((event.key, own / 1e3 / _PROFILED_CALLS, event.count / _PROFILED_CALLS))
     total = sum(r[1] for r in rows) or 1.0
     rows.sort(key=lambda r: -r[1])

@@ -105,7 +105,9 @@ class WorkerProcess:
         self._monitor.start()
         track(self)
 
-    def _start(self, role: str, env: dict[str, str], cwd: Path, child_sock: socket.socket) -> Popen | ForkedProcess:
+    def _start(
+        self, role: str, env: dict[str, str], cwd: Path, child_sock: socket.socket
+    ) -> Popen[bytes] | ForkedProcess:
         """Fork the worker from a template (``template``), or exec a fresh interpreter where no
         template can: either way in its own session, with the same limits and environment."""
         template = template_for(env)

@@ -108,7 +108,9 @@ class CaseBook:
         self.initial: dict[str, dict[str, torch.Tensor]] = {}
         self._kept: dict[str, dict[str, Any]] = {}
 
-    def plan(self, key: str, problem: Problem, model: torch.nn.Module, seed: int, kinds: list[str]) -> list[dict]:
+    def plan(
+        self, key: str, problem: Problem, model: torch.nn.Module, seed: int, kinds: list[str]
+    ) -> list[dict[str, Any]]:
         """Plan the cases of one model (weights and shape); returns their descriptors."""
         self.models[key] = model
         self.initial[key] = buffers_of(model)

@@ -19,7 +19,7 @@ from forge.core.statuses import ModuleMode
 from forge.verifier import cases, machine, memory, roofline
 from forge.verifier.checks import TRAIN_KEY
 from forge.verifier.reference_cases import CaseBook, training_cases
-from forge.verifier.timing import Clocks, TimedCalls
+from forge.verifier.timing.worker_loop import Clocks, TimedCalls
 
 _MIN_TRIALS, _MAX_TRIALS = 5, 30
 # Eager and the candidate are timed in turns, batch by batch, so that a slow spell of the machine

@@ -26,9 +26,9 @@ import torch
 from forge.core.forward_tap import ForwardTap
 from forge.core.importing import import_file
 from forge.core.problem import load_problem, read_problem_source
-from forge.verifier import plain_loop
 from forge.verifier.machine import flush_bytes
-from forge.verifier.pairing import paired_ratio
+from forge.verifier.timing import plain_loop
+from forge.verifier.timing.pairing import paired_ratio
 
 # Watched for replacement: what the reference and the loop call.
 _WATCHED: tuple[tuple[str, Any], ...] = (
@@ -37,7 +37,7 @@ _WATCHED: tuple[tuple[str, Any], ...] = (
     ("torch.Tensor", torch.Tensor),
     ("torch.nn.Module", torch.nn.Module),
     ("time", time),
-    ("forge.verifier.plain_loop", plain_loop),
+    ("forge.verifier.timing.plain_loop", plain_loop),
 )
 _PROBES = 3  # untimed kernel calls watched for the reference's forward
 _SLOWED = 1.5  # eager this much slower once the candidate is loaded: the candidate slowed it

@@ -18,12 +18,12 @@ from forge.verifier import checks, memory
 from forge.verifier.bound_check import check_binding
 from forge.verifier.case_stream import CaseStream
 from forge.verifier.machine import available_cores
-from forge.verifier.paired_timing import CandidateFailed, PairedTimer, ReferenceTampered
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess, check_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
-from forge.verifier.sched_guard import SchedGuard, record_reference_sched
-from forge.verifier.timed_replies import MALFORMED, CandidateTimes
-from forge.verifier.timing import record_launch_cost, record_pairs, record_regimes, record_speedups
+from forge.verifier.timing.paired import CandidateFailed, PairedTimer, ReferenceTampered
+from forge.verifier.timing.replies import MALFORMED, CandidateTimes, record_timing_checks
+from forge.verifier.timing.sched_guard import SchedGuard, record_reference_sched
+from forge.verifier.timing.statistics import record_launch_cost, record_pairs, record_regimes, record_speedups
 from forge.verifier.worker_env import worker_env
 
 if TYPE_CHECKING:  # compare loads torch, which the parent imports only once its workers have started
@@ -282,7 +282,7 @@ class _Run:
             self.v.add("timed_outputs", False, str(exc.reply["message"]))
             self.v.fail(VerdictStatus.RUNTIME_ERROR, f"a timed call raised: {checks.first_line(str(exc))}")
             return
-        self._timing_checks(kept)
+        record_timing_checks(self.v, kept, self.device)
         cold, warm = paired.cold, paired.warm
         record_speedups(self.v, self.info.get("roofline"), kept.times, cold.eager, cold.compiled, paired.compile_error)
         record_pairs(self.v, kept.times, cold.eager, cold.compiled, paired.contention)
@@ -292,28 +292,6 @@ class _Run:
         )
         if self.device == "cuda":
             record_launch_cost(self.v, kept.launch, cold.eager_launch + warm.eager_launch)
-
-    def _timing_checks(self, kept: CandidateTimes) -> None:
-        self.v.add(
-            "timed_outputs",
-            kept.bad_outputs is None,
-            kept.bad_outputs or f"all {len(kept.called)} timed calls (fresh inputs, cold and warm) correct",
-        )
-        clock = checks.wall_clock_discrepancy(kept.ticks, kept.called)
-        if clock is None and self.device == "cuda":
-            clock = checks.escaped_events(kept.window, kept.host)
-        if kept.tampered:
-            clock = f"timing functions replaced: {', '.join(sorted(kept.tampered))}" + (f"; {clock}" if clock else "")
-        self.v.add("wall_clock", clock is None, clock or "worker timings agree with the parent's clock")
-        if kept.threads:
-            self.v.add(
-                "no_background_threads", False, f"{kept.threads} new native thread(s) alive after the timed calls"
-            )
-        for name, failure in (("timed_outputs", kept.bad_outputs), ("wall_clock", clock)):
-            if failure:
-                self.v.fail(VerdictStatus.FAILED_INTEGRITY, f"{name}: {failure}")
-        if kept.threads:
-            self.v.fail(VerdictStatus.FAILED_INTEGRITY, "no_background_threads: threads left running after timed calls")
 
     def bind(self) -> None:
         """How a passing candidate binds to existing instances of the user's class (it never fails

@@ -49,7 +49,7 @@ def _device_wait(torch: Any) -> Any:
 def _setup_torch(device: str, threads: int) -> tuple[Any, Any]:
     import torch
 
-    from forge.verifier.timing import Clocks
+    from forge.verifier.timing.worker_loop import Clocks
 
     torch.set_num_threads(threads)
     if device == "cuda":

@@ -309,7 +309,7 @@ def test_null_control_off_judges_against_one_and_ctrl_c_during_it_keeps_the_conf
 
 
 def test_each_op_gets_an_equal_part_of_the_time_left_when_it_opens(tmp_path, fast_settings):
-    """Three ops under a 45 s limit: each op's share is what was left when its session opened,
+    """Three ops under a 24 s limit: each op's share is what was left when its session opened,
     over the ops not yet done (checked against this test's own clock), and a search its share
     ends says so."""
     opened: list[tuple[float, ev.SessionStarted]] = []
@@ -320,10 +320,10 @@ def test_each_op_gets_an_equal_part_of_the_time_left_when_it_opens(tmp_path, fas
 
     ops = [OPS / "small_affine.py", OPS / "pointwise_chain.py", OPS / "small_softmax.py"]
     t0 = time.monotonic()
-    run = optimize(ops, OptimizeOptions(rounds=40, bank=tmp_path / "bank.db", time_limit_s=45), fast_settings, note)
+    run = optimize(ops, OptimizeOptions(rounds=40, bank=tmp_path / "bank.db", time_limit_s=24), fast_settings, note)
     assert [e.shared_among for _, e in opened] == [3, 2, 1]
     for i, (at, e) in enumerate(opened):
-        expected = max(0.0, 45 - (at - t0)) / (3 - i)
+        expected = max(0.0, 24 - (at - t0)) / (3 - i)
         assert e.share_s is not None and expected - 0.1 <= e.share_s <= expected + 1.5 / (3 - i), (i, e, at - t0)
     for r, (_, e) in zip(run.results, opened, strict=True):
         assert r.share_s == e.share_s and r.attempts >= (1 if e.share_s and e.share_s > 1 else 0)
@@ -368,7 +368,7 @@ def test_ctrl_c_while_confirming_banks_the_round_best_unconfirmed_and_resume_dec
         raise KeyboardInterrupt
 
     bank = tmp_path / "bank.db"
-    options = OptimizeOptions(rounds=2, bank=bank)
+    options = OptimizeOptions(rounds=1, bank=bank)
     with monkeypatch.context() as m:
         m.setattr(VerifierService, "verify_alone", interrupted)
         run = optimize([OPS / "pointwise_chain.py"], options, fast_settings)

@@ -21,7 +21,7 @@ _ROOM_PROGRAM = textwrap.dedent(
     """
     import torch
     from forge.verifier.memory import resident_bytes
-    from forge.verifier.timing import prefault_heap
+    from forge.verifier.timing.worker_loop import prefault_heap
     big = [[torch.ones(64 << 20, dtype=torch.uint8)]]  # above the mmap threshold
     before = resident_bytes()
     prefault_heap(big)
@@ -44,7 +44,7 @@ def test_no_heap_room_is_made_for_tensors_the_allocator_maps_on_their_own() -> N
 _TOP_PROGRAM = textwrap.dedent(
     """
     import resource, torch
-    from forge.verifier.timing import prefault_heap
+    from forge.verifier.timing.worker_loop import prefault_heap
     prefault_heap([[torch.ones(8 << 20, dtype=torch.uint8)]])  # room: 3 x 8 MiB + 64 MiB
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     out = torch.empty(16 << 20, dtype=torch.uint8).fill_(1)

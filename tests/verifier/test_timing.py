@@ -8,7 +8,7 @@ import torch
 
 from forge.core.timing_records import TimingStats
 from forge.verifier.output_copies import OutputPool
-from forge.verifier.timing import Clocks, timed_loop
+from forge.verifier.timing.worker_loop import Clocks, timed_loop
 
 
 def test_quartiles_are_the_real_ones_for_a_skewed_sample():

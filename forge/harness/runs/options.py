@@ -135,7 +135,9 @@ def resolve_backend(choice: Backend, device: Device) -> Backend:
     if choice is Backend.AUTO:
         return Backend.TRITON if device is Device.CUDA else Backend.CPP
     if choice in (Backend.TRITON, Backend.CUDA) and device is not Device.CUDA:
-        why = "Triton runs on CPU only in its interpreter, where timings mean nothing" if choice == "triton" else ""
+        why = (
+            "Triton runs on CPU only in its interpreter, where timings mean nothing" if choice is Backend.TRITON else ""
+        )
         raise UsageError(f"--backend {choice} needs a CUDA device (this run uses cpu). {why}".strip())
     if choice is Backend.CPP and device is not Device.CPU:
         raise UsageError("--backend cpp writes CPU kernels; use --device cpu with it")

@@ -6,8 +6,9 @@ row in the bank (at once), an event for the front end, and what an LLM call cost
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Concatenate, ParamSpec
 
 from forge.agents import Coder, CoderContext, HistoryItem, Judge, Proposal
 from forge.core.candidate_config import CandidateConfig
@@ -19,6 +20,8 @@ from forge.harness.sessions.attempts import history_item, invalid_item
 from forge.harness.sessions.recorder import SessionRecorder, proposal_config
 from forge.verifier import Job, Verifier, wait_for_quiet_machine
 
+EventFields = ParamSpec("EventFields")
+
 
 class SessionEvents:
     """Emits a session's events: each is stamped with the op's name and the session's id."""
@@ -26,8 +29,16 @@ class SessionEvents:
     def __init__(self, emit: ev.Emit, problem: str, session_id: int) -> None:
         self.emit, self.problem, self.session_id = emit, problem, session_id
 
-    def __call__(self, event_cls: type[ev.Event], **fields: Any) -> None:
-        self.emit(event_cls(problem=self.problem, session_id=self.session_id, **fields))
+    def __call__(
+        self,
+        event_cls: Callable[Concatenate[str, int, EventFields], ev.Event],
+        /,
+        *args: EventFields.args,
+        **fields: EventFields.kwargs,
+    ) -> None:
+        """``event_cls`` made with this session's op and id and ``fields`` (checked by mypy against the
+        event's own fields)."""
+        self.emit(event_cls(self.problem, self.session_id, *args, **fields))
 
 
 @dataclass

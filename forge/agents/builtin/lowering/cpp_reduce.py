@@ -86,15 +86,6 @@ def _omp_op(red: Reduction) -> str:
     return {"sum": "+", "var": "+", "prod": "*", "amax": "max", "amin": "min"}[red.op]
 
 
-@dataclass(frozen=True)
-class _Nest:
-    """The reduced loops (all but the innermost) and the innermost loop of one pass."""
-
-    outer_loops: str
-    close: str
-    inner_head: str
-
-
 def reduce_step(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any]) -> str:
     red = reduction_of(node)
     x = node.args[0]

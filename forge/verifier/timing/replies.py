@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from forge.core.statuses import TimingRegime
+from forge.core.statuses import TimingRegime, VerdictStatus
+from forge.core.verdict import Verdict
 from forge.verifier import checks
-from forge.verifier.paired_timing import BatchTimes
 from forge.verifier.process import Ending, WorkerGone
+from forge.verifier.timing.paired import BatchTimes
 
 # What a malformed reply from the untrusted worker raises while it is read (a protocol breach).
 MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError)
@@ -55,6 +56,29 @@ class CandidateTimes:
             raise WorkerGone(Ending("protocol", f"malformed timing reply from the worker: {exc!r}")) from None
         if bad and self.bad_outputs is None:
             self.bad_outputs = f"batch {self.batches}: {bad}"
+
+
+def record_timing_checks(v: Verdict, kept: CandidateTimes, device: str) -> None:
+    """What the candidate's timed replies showed, as the verdict's checks: its outputs, its clocks
+    against the parent's, threads it left running."""
+    v.add(
+        "timed_outputs",
+        kept.bad_outputs is None,
+        kept.bad_outputs or f"all {len(kept.called)} timed calls (fresh inputs, cold and warm) correct",
+    )
+    clock = checks.wall_clock_discrepancy(kept.ticks, kept.called)
+    if clock is None and device == "cuda":
+        clock = checks.escaped_events(kept.window, kept.host)
+    if kept.tampered:
+        clock = f"timing functions replaced: {', '.join(sorted(kept.tampered))}" + (f"; {clock}" if clock else "")
+    v.add("wall_clock", clock is None, clock or "worker timings agree with the parent's clock")
+    if kept.threads:
+        v.add("no_background_threads", False, f"{kept.threads} new native thread(s) alive after the timed calls")
+    for name, failure in (("timed_outputs", kept.bad_outputs), ("wall_clock", clock)):
+        if failure:
+            v.fail(VerdictStatus.FAILED_INTEGRITY, f"{name}: {failure}")
+    if kept.threads:
+        v.fail(VerdictStatus.FAILED_INTEGRITY, "no_background_threads: threads left running after timed calls")
 
 
 def ns_list(value: Any, n: int) -> list[int]:

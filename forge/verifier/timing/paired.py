@@ -27,9 +27,9 @@ from typing import Any
 from forge.core.errors import ProblemError
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import Contention
-from forge.verifier.load_monitor import LoadMonitor, combined
-from forge.verifier.pairing import call_order
 from forge.verifier.process import Ending, WorkerGone, WorkerProcess
+from forge.verifier.timing.contention import LoadMonitor, combined
+from forge.verifier.timing.pairing import call_order
 
 _RETRIES, _QUIET_WAIT_S = 3, 10.0
 

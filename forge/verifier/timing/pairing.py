@@ -40,7 +40,7 @@ def call_order(pairs: int, batch_index: int) -> str:
 
 def _binomial_cdf(k: int, n: int) -> float:
     """P(X <= k) for X ~ Binomial(n, 1/2)."""
-    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return float(sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
 
 
 def median_interval_ranks(n: int) -> tuple[int, int]:
