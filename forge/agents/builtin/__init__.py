@@ -1,9 +1,17 @@
 """The built-in offline coder and judge (no LLM): kernels generated from a trace of the reference,
 tuned by coordinate descent over each family's knobs.
 
-Three families: row-wise (softmax, log-softmax, layernorm, rmsnorm, sum/mean/amax over the last
-dimension), residual add + layernorm/RMSNorm with the sum as a second output, and pointwise chains
-with broadcast parameters, optionally after an nn.Linear.
+The coder tries its families in this order and takes the first that recognises the op
+(``coder.FAMILIES``; the Triton backend has the same order):
+
+1. row-wise (``rowwise``): softmax, log-softmax, layernorm, rmsnorm, sum/mean/amax over the last
+   dimension, hand-tuned;
+2. residual add + layernorm/RMSNorm with the sum as a second output (``residual_norm``);
+3. pointwise chains with broadcast parameters, optionally after an nn.Linear (``pointwise``);
+4. the general lowering (``lowering``) of any traced graph the three above do not take.
+
+So an op a hand-tuned family recognises (softmax, say) never reaches the lowering: a change to
+``lowering/`` shows only on ops outside the first three families.
 """
 
 from forge.agents.builtin import pointwise, residual_norm, rowwise

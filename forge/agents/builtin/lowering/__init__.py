@@ -4,6 +4,11 @@ steps (``cpp_emit``, ``cpp_reduce``, ``cpp_kept``) or Triton kernels (``triton_e
 ``triton_emit``) over the IR's index algebra (``ir``, ``cpp_expr``), and packaged as a candidate
 (``program`` for C++, ``triton_program`` for Triton; ``py_side`` writes the Python both share):
 the built-in coder's ``lowered`` family on either backend.
+
+It is the coder's last family: an op that the row-wise, residual-norm or pointwise family
+recognises (softmax, layernorm, a GELU chain) is written by that family and never reaches this
+package (see ``forge.agents.builtin``). To see a change here, use an op outside them (a
+convolution, a pooling, a scan: ``tests/agents/test_lowered_end_to_end.py`` has one of each).
 """
 
 from forge.agents.builtin.lowering.program import LoweredGraph, analyze, canonical, render, space
