@@ -101,7 +101,7 @@ def test_two_optimize_drivers_share_one_server_bank(pg_bank, cache_dir):
                 "optimize",
                 str(EXAMPLES / "ops" / f"{op}.py"),
                 "--rounds",
-                "1"  # one round each: what is checked is two drivers writing one bank at once,
+                "1",  # one round each: what is checked is two drivers writing one bank at once
                 "--no-compile-baseline",
                 "--bank",
                 pg_bank,

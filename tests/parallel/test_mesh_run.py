@@ -8,12 +8,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from forge.core.importing import import_file
 from forge.core.parallel_plan import FsdpSettings, ParallelPlan, TpRule
 from forge.parallel import candidate_plans, run_plan, static_checks
 from tests.parallel.test_plan_static import MEGATRON
+
+pytestmark = pytest.mark.mesh  # multi-process meshes (minutes): in .ci/run's heavy run
 
 OPS = Path(__file__).parent / "ops"
 

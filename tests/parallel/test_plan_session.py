@@ -18,6 +18,8 @@ import pytest
 
 from forge.parallel.mesh_run import free_port
 
+pytestmark = pytest.mark.mesh  # multi-process meshes (minutes): in .ci/run's heavy run
+
 ROOT = Path(__file__).resolve().parents[2]
 OPS = Path(__file__).parent / "ops"
 TRANSFORMER = OPS / "tiny_transformer.py"
