@@ -11,7 +11,7 @@ from rich.table import Table
 from forge import harness
 from forge.cli.console import BankOpt, err, out, print_wide, report_and_exit
 from forge.cli.event_printer import EventPrinter
-from forge.cli.plan_cmd import run_plan
+from forge.cli.plan_cmd import plan_command
 from forge.core.choices import SEARCH_STRATEGIES, Backend, Device, Executor, Strategy, search_strategy
 from forge.core.errors import UsageError
 from forge.core.settings import load_settings
@@ -90,22 +90,23 @@ def optimize_command(
             raise typer.BadParameter("--world-size, --mesh and --simulate plan a model's ranks: use forge plan")
         if device not in (None, Device.CPU, Device.AUTO):
             raise typer.BadParameter(f"{device}: plans are run on CPU ranks over gloo", param_hint="--device")
-        plan = harness.PlanOptions(
-            world_size=world_size or 0,
+        plan_command(
+            _one_model(ops or []),
+            world_size=world_size,
             mesh=mesh,
-            memory_per_device_gib=memory_per_device,
+            memory_per_device=memory_per_device,
             train=train,
             simulate=simulate,
             model=model,
-            judge_model=judge,
+            judge=judge,
             api_base=api_base,
             rounds=rounds,
             budget_usd=budget_usd,
-            time_limit_s=time_limit,
+            time_limit=time_limit,
             bank=bank,
             resume=_one_session(resume_ids, resume_all),
+            as_json=as_json,
         )
-        run_plan(_one_model(ops or []), plan, as_json)
 
     def run() -> harness.RunResult:
         settings = load_settings(
