@@ -9,36 +9,53 @@ or caches weights across instances) is caught here, and its bank entry says it d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
 from forge.core.statuses import BindMode
 from forge.core.verdict import Binding
 from forge.verifier import checks
+from forge.verifier.checks import DrawnCase
+from forge.verifier.messages import (
+    BindRequest,
+    BoundReply,
+    CaseRequest,
+    CaseResultReply,
+    ErrorReply,
+    Message,
+    ModelBuild,
+    Request,
+)
 
-AskCandidate = Callable[[dict[str, Any], str], dict[str, Any]]
+R = TypeVar("R", bound=Message)
+
+
+class AskCandidate(Protocol):
+    """Send the candidate's worker a request and take its reply: one of ``expect``, or an error."""
+
+    def __call__(self, request: Request, expect: type[R]) -> R | ErrorReply: ...
 
 
 def check_binding(
-    ask: AskCandidate, model: dict[str, Any], cases: Iterable[dict[str, Any]], device: str, tol: dict[str, float] | None
+    ask: AskCandidate, model: ModelBuild, cases: Iterable[DrawnCase], device: str, tol: dict[str, float] | None
 ) -> Binding:
     """Bind to the instance ``model`` describes, run ``cases`` (drawn by the reference as they are
     needed), and say how the candidate binds (or why it does not)."""
-    reply = ask({"op": "bind", "model": model}, "bound")
-    if reply.get("type") == "error":
-        return Binding(mode=BindMode.NONE, reason=f"binding it raised: {checks.first_line(str(reply['message']))}")
+    reply = ask(BindRequest(model=model), BoundReply)
+    if isinstance(reply, ErrorReply):
+        return Binding(mode=BindMode.NONE, reason=f"binding it raised: {checks.first_line(reply.message)}")
     try:
-        mode = BindMode(str(reply.get("mode")))
+        mode = BindMode(reply.mode)
     except ValueError:
-        return Binding(mode=BindMode.NONE, reason=f"the worker reported an unknown binding {reply.get('mode')!r}")
-    reason = str(reply.get("reason") or "")[:500]
+        return Binding(mode=BindMode.NONE, reason=f"the worker reported an unknown binding {reply.mode!r}")
+    reason = reply.reason[:500]
     if mode is BindMode.NONE:
         return Binding(mode=mode, reason=reason)
     for case in cases:
-        msg = {"op": "case", "id": case["id"], "model": "bound", "inputs": case["inputs"], "refill": None}
-        result = ask(msg, "case_result")
-        if result.get("type") == "error":
-            said = checks.first_line(str(result["message"]))
+        request = CaseRequest(id=case.plan.id, model="bound", inputs=case.data.inputs)
+        result = ask(request, CaseResultReply)
+        if isinstance(result, ErrorReply):
+            said = checks.first_line(result.message)
             return Binding(mode=BindMode.NONE, reason=f"bound to an instance of the user's class, it raised: {said}")
         found = checks.check_case(case, result, device, tol)
         wrong = found.correctness or found.determinism

@@ -22,6 +22,24 @@ from forge.core.importing import import_file
 from forge.core.instance_binding import BindRefused, bound_forward, plan_binding
 from forge.core.problem import load_problem, read_problem_source
 from forge.verifier.memory import release_free_memory
+from forge.verifier.messages import (
+    BindRequest,
+    BoundReply,
+    CaseFacts,
+    CaseRequest,
+    CaseResultReply,
+    InstantiateRequest,
+    LoadedReply,
+    LoadRequest,
+    ReadyReply,
+    TimeBeginRequest,
+    TimeCallRequest,
+    TimedCallReply,
+    TimeEndRequest,
+    TimeReadyReply,
+    TimingFacts,
+    TimingReply,
+)
 from forge.verifier.output_copies import OutputPool, bitwise_equal, plain_copy, ranges_overlap, same_now, storage_ok
 from forge.verifier.timing.worker_loop import Clocks, TimedCalls
 
@@ -134,13 +152,13 @@ class CandidateSide:
         self.timing_sets: list[list[Any]] = []
         self.timed = TimedCalls.idle(self.flush, self.clocks)
 
-    def load(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def load(self, request: LoadRequest) -> LoadedReply:
         # The reference module is importable as ``forge_reference`` so candidates may subclass Model.
-        problem = load_problem(read_problem_source(msg["op_path"]))
+        problem = load_problem(read_problem_source(request.op_path))
         sys.modules["forge_reference"] = problem.module
         if isinstance(getattr(problem.module, "Model", None), type):
             self.reference_calls = ForwardTap(problem.module.Model)
-        self.path = str(Path(msg["candidate_path"]).resolve())
+        self.path = str(Path(request.candidate_path).resolve())
         try:
             module = import_file("forge_candidate", self.path)
         except SyntaxError as exc:
@@ -151,55 +169,55 @@ class CandidateSide:
         if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
             raise StageError("interface", "the candidate does not define class ModelNew(nn.Module)")
         self.module = module
-        return {"type": "loaded"}
+        return LoadedReply()
 
-    def instantiate(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def instantiate(self, request: InstantiateRequest) -> ReadyReply:
         cls = self.module.ModelNew
-        for spec in msg["models"]:
+        for spec in request.models:
             try:
-                with _constants(sys.modules.get("forge_reference"), spec.get("overrides") or {}):
-                    model = cls(*spec["init_args"])
+                with _constants(sys.modules.get("forge_reference"), spec.overrides):
+                    model = cls(*spec.init_args)
             except Exception as exc:
                 raise StageError(
                     "interface", f"ModelNew(*get_init_inputs()) raised:\n{candidate_trace(exc, self.path)}"
                 ) from exc
             try:
                 model = model.to(self.device)
-                state = {k: v.to(self.device) for k, v in spec["state_dict"].items()}
+                state = {k: v.to(self.device) for k, v in spec.state_dict.items()}
                 model.load_state_dict(state, strict=True)
-                model.train(bool(spec.get("train")))  # eval mode unless this model is the training-mode one
+                model.train(spec.train)  # eval mode unless this model is the training-mode one
             except Exception as exc:
                 raise StageError(
                     "interface",
                     "ModelNew does not accept the reference's state_dict (same parameter and buffer "
                     f"names and shapes are required):\n{str(exc)[:1500]}",
                 ) from exc
-            self.models[spec["key"]] = model
-        return {"type": "ready"}
+            self.models[spec.key] = model
+        return ReadyReply()
 
-    def bind(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def bind(self, request: BindRequest) -> BoundReply:
         """Bind ModelNew to an instance of the reference's own class, as ``bank.kernelize`` does:
         later cases on model "bound" call the kernel through that binding."""
         self._drop_timing()  # timing is over: what it held does not add to the bound cases' peak
         release_free_memory()
-        spec = msg["model"]
+        spec = request.model
         ref_cls = sys.modules["forge_reference"].Model
         try:
-            with _constants(sys.modules.get("forge_reference"), spec.get("overrides") or {}):
-                instance = ref_cls(*spec["init_args"])
-                sample = self.module.ModelNew(*spec["init_args"])
+            with _constants(sys.modules.get("forge_reference"), spec.overrides):
+                instance = ref_cls(*spec.init_args)
+                sample = self.module.ModelNew(*spec.init_args)
             instance = instance.to(self.device)
-            instance.load_state_dict({k: v.to(self.device) for k, v in spec["state_dict"].items()}, strict=True)
-            instance.train(bool(spec.get("train")))
-            sample.train(bool(spec.get("train")))
+            instance.load_state_dict({k: v.to(self.device) for k, v in spec.state_dict.items()}, strict=True)
+            instance.train(spec.train)
+            sample.train(spec.train)
             plan = plan_binding(self.module.ModelNew, ref_cls, sample, instance)
             forward = bound_forward(self.module.ModelNew, plan, instance, instance)
         except BindRefused as exc:
-            return {"type": "bound", "mode": "none", "reason": str(exc)}
+            return BoundReply(mode="none", reason=str(exc))
         except Exception as exc:
             raise StageError("bind", candidate_trace(exc, self.path)) from exc
-        self.models[spec["key"]] = _BoundCall(forward, instance)  # type: ignore[assignment]
-        return {"type": "bound", "mode": str(plan.mode), "reason": plan.reason}
+        self.models[spec.key] = _BoundCall(forward, instance)  # type: ignore[assignment]
+        return BoundReply(mode=str(plan.mode), reason=plan.reason)
 
     def _call(self, model: torch.nn.Module, inputs: Sequence[torch.Tensor], sync: bool = True) -> Any:
         """One call under no_grad. Untimed calls synchronize inside, so an asynchronous device error
@@ -221,13 +239,13 @@ class CandidateSide:
         self.calls += 1
         return outs
 
-    def case(self, msg: dict[str, Any]) -> dict[str, Any]:
-        model = self.models[msg["model"]]
-        inputs = [_fresh(x, self.device) for x in msg["inputs"]]
+    def case(self, request: CaseRequest) -> CaseResultReply:
+        model = self.models[request.model]
+        inputs = [_fresh(x, self.device) for x in request.inputs]
         pristine = [x.clone() for x in inputs]
-        state_names = list(msg.get("state_before") or {})
-        if state_names:
-            _set_buffers(model, msg["state_before"], self.device)
+        state_names = list(request.state_before or {})
+        if request.state_before:
+            _set_buffers(model, request.state_before, self.device)
         _poison(self.device, sum(x.numel() * x.element_size() for x in inputs))
         py_before = set(threading.enumerate())
         tids_before = native_threads()
@@ -243,55 +261,55 @@ class CandidateSide:
         state_after = _get_buffers(model, state_names) if state_names else None
         busy = _busy_python_threads(py_before)
         new_tids = sorted(native_threads() - tids_before)
-        facts: dict[str, Any] = {
-            "structure": type(out).__name__,
-            "sequence": isinstance(out, tuple | list),  # torch.return_types records are tuples too
-            "types": [type(o).__module__ + "." + type(o).__qualname__ for o in outs],
-            "plain": [type(o) is torch.Tensor for o in outs],
-            "storage_ok": [isinstance(o, torch.Tensor) and storage_ok(o) for o in outs],
-            "devices": [str(o.device.type) if isinstance(o, torch.Tensor) else None for o in outs],
-            "aliases": [
-                [j for j, x in enumerate(inputs) if isinstance(o, torch.Tensor) and ranges_overlap(o, x)] for o in outs
-            ],
-            "busy_python_threads": busy,
-            "new_native_threads": len(new_tids),
-            "call_index": self.calls,
-            "reference_calls": reference_ran,
-        }
+        call_index = self.calls
         self.calls += 1
-        facts["inputs_modified"] = [
-            j for j, (x, p) in enumerate(zip(inputs, pristine, strict=True)) if not bitwise_equal(x, p)
-        ]
+        modified = [j for j, (x, p) in enumerate(zip(inputs, pristine, strict=True)) if not bitwise_equal(x, p)]
         second = self._call_copied(model, inputs, "second call on the same inputs")
-        facts["changed_after_return"] = [
+        changed = [
             i
             for i, (o, f) in enumerate(zip(outs, first, strict=True))
             if isinstance(o, torch.Tensor) and f is not None and not same_now(o, f)
         ]
         refilled = None
-        if msg.get("refill") is not None:
+        if request.refill is not None:
             # Same buffers, new values: a result cached on pointers or shapes shows up here.
-            for x, new in zip(inputs, msg["refill"], strict=True):
+            for x, new in zip(inputs, request.refill, strict=True):
                 x.copy_(new)
             refilled = self._call_copied(model, inputs, "a call on refilled inputs")
-        facts["clock_tampering"] = self.clock_check()
-        return {
-            "type": "case_result",
-            "id": msg["id"],
-            "outputs": first,
-            "outputs2": second,
-            "outputs_refill": refilled,
-            "state_after": state_after,
-            "facts": facts,
-        }
+        facts = CaseFacts(
+            structure=type(out).__name__,
+            sequence=isinstance(out, tuple | list),  # torch.return_types records are tuples too
+            types=[type(o).__module__ + "." + type(o).__qualname__ for o in outs],
+            plain=[type(o) is torch.Tensor for o in outs],
+            storage_ok=[isinstance(o, torch.Tensor) and storage_ok(o) for o in outs],
+            devices=[str(o.device.type) if isinstance(o, torch.Tensor) else None for o in outs],
+            aliases=[
+                [j for j, x in enumerate(inputs) if isinstance(o, torch.Tensor) and ranges_overlap(o, x)] for o in outs
+            ],
+            busy_python_threads=busy,
+            new_native_threads=len(new_tids),
+            call_index=call_index,
+            reference_calls=reference_ran,
+            inputs_modified=modified,
+            changed_after_return=changed,
+            clock_tampering=self.clock_check(),
+        )
+        return CaseResultReply(
+            id=request.id,
+            outputs=first,
+            outputs2=second,
+            outputs_refill=refilled,
+            state_after=state_after,
+            facts=facts,
+        )
 
-    def time_begin(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def time_begin(self, request: TimeBeginRequest) -> TimeReadyReply:
         """Prepare a batch of timed calls; the parent then asks for them one by one (``time_call``)."""
-        model = self.models[msg["model"]]
-        if msg.get("sets") is not None or not self.timing_sets:  # None: the batch held from before
-            self.timing_sets = [[_fresh(x, self.device) for x in s] for s in msg.get("sets") or []]
-        if msg.get("warmup") is not None:  # sent with the first batch, kept for the later ones
-            self.warmup = [[_fresh(x, self.device) for x in s] for s in msg["warmup"]]
+        model = self.models[request.model]
+        if request.sets is not None or not self.timing_sets:  # None: the batch held from before
+            self.timing_sets = [[_fresh(x, self.device) for x in s] for s in request.sets or []]
+        if request.warmup is not None:  # sent with the first batch, kept for the later ones
+            self.warmup = [[_fresh(x, self.device) for x in s] for s in request.warmup]
         self.tids_before = native_threads()
         pool = OutputPool()
         self.timed = TimedCalls(
@@ -299,45 +317,43 @@ class CandidateSide:
             self.flush,
             self.clocks,
             keep=lambda out: [pool.copy(o) for o in _as_list(out)],
-            warm=bool(msg.get("warm")),
+            warm=request.warm,
         )
-        budget = msg.get("memory_budget")
-        if msg.get("warmup") is not None:
+        if request.warmup is not None:
             # Once, before the first batch (the correctness phase's memory goes back). Trimmed
             # before every batch, the holes it leaves in the heap were untouched again each time,
             # and a timed output landing in one took its page faults (see ``prefault_heap``).
             release_free_memory()
         try:
-            self.timed.begin(self.timing_sets, self.warmup, budget=int(budget) if budget else None)
+            self.timed.begin(self.timing_sets, self.warmup, budget=request.memory_budget or None)
         except Exception as exc:
             raise StageError("run", "a warm-up call raised:\n" + candidate_trace(exc, self.path)) from exc
-        return {"type": "time_ready"}
+        return TimeReadyReply()
 
-    def time_call(self, msg: dict[str, Any], tick: Callable[[], None]) -> dict[str, Any]:
+    def time_call(self, request: TimeCallRequest, tick: Callable[[], None]) -> TimedCallReply:
         self.timed.tick = tick
         try:
-            took = self.timed.one(self.timing_sets[int(msg["index"])])
+            took = self.timed.one(self.timing_sets[request.index])
         except Exception as exc:
             raise StageError("run", "a timed call raised:\n" + candidate_trace(exc, self.path)) from exc
-        return {"type": "timed_call", "ns": took}
+        return TimedCallReply(ns=took)
 
-    def time_end(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def time_end(self, request: TimeEndRequest) -> TimingReply:
         run = self.timed.end()
-        return {
-            "type": "timing",
-            "times_ns": run.times,
-            "host_ns": run.host,
-            "window_ns": run.window,
-            "launch_ns": run.launch,
-            "outputs": run.outputs,
-            "facts": {
-                "new_native_threads": len(native_threads() - self.tids_before),
-                "clock_tampering": self.clock_check(),
-            },
-        }
+        facts = TimingFacts(
+            new_native_threads=len(native_threads() - self.tids_before), clock_tampering=self.clock_check()
+        )
+        return TimingReply(
+            times_ns=run.times,
+            host_ns=run.host,
+            window_ns=run.window,
+            launch_ns=run.launch,
+            outputs=run.outputs,
+            facts=facts,
+        )
 
 
-def _set_buffers(model: torch.nn.Module, state: dict[str, Any], device: str) -> None:
+def _set_buffers(model: torch.nn.Module, state: dict[str, torch.Tensor], device: str) -> None:
     """Put the module's buffers in the state a case starts from (the reference's, before its call)."""
     with torch.no_grad():
         for name, value in state.items():
@@ -347,7 +363,7 @@ def _set_buffers(model: torch.nn.Module, state: dict[str, Any], device: str) -> 
                 raise StageError("run", f"ModelNew has no buffer {name!r} like the reference's: {exc}") from exc
 
 
-def _get_buffers(model: torch.nn.Module, names: list[str]) -> dict[str, Any]:
+def _get_buffers(model: torch.nn.Module, names: list[str]) -> dict[str, torch.Tensor | None]:
     out = {}
     for name in names:
         try:

@@ -9,30 +9,31 @@ constant output would pass them all) is gathered as they pass.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from forge.core.errors import ProblemError, WorkerError
 from forge.verifier import checks
+from forge.verifier.checks import DrawnCase
 from forge.verifier.compare import ConstantProbe
+from forge.verifier.messages import CaseDataReply, CaseDataRequest, CaseDescriptor, ProblemErrorReply, Reply, Request
 from forge.verifier.process import WorkerProcess
 
 # The reference's next reply, with what it was doing for the error message when it died.
-RefReply = Callable[[str], dict[str, Any]]
+RefReply = Callable[[str], Reply]
 _AHEAD_MAX_BYTES = 64 << 20
 
 
 class CaseStream:
-    """The cases of ``descriptors`` in order, each a dict ``checks.check_case`` reads. ``then``:
-    a job for the reference sent with the last case's request (it runs while the candidate runs
-    that case)."""
+    """The cases of ``descriptors`` in order, as ``checks.check_case`` reads them. ``then``: a
+    request for the reference sent with the last case's (it runs while the candidate runs that
+    case)."""
 
     def __init__(
         self,
         ref: WorkerProcess,
         reply: RefReply,
-        descriptors: list[dict[str, Any]],
+        descriptors: list[CaseDescriptor],
         tol: dict[str, float] | None,
-        then: dict[str, Any] | None = None,
+        then: Request | None = None,
     ) -> None:
         self.ref, self.reply, self.descriptors, self.then = ref, reply, descriptors, then
         self.partners = [checks.refill_partner(descriptors, i) for i in range(len(descriptors))]
@@ -41,15 +42,15 @@ class CaseStream:
         self.skipped = 0
         # The next case is drawn while the candidate runs this one, unless two cases (and a
         # candidate's outputs) of this op would weigh on memory: then one at a time.
-        self.ahead = max((int(d["input_bytes"]) for d in descriptors), default=0) <= _AHEAD_MAX_BYTES
+        self.ahead = max((d.input_bytes for d in descriptors), default=0) <= _AHEAD_MAX_BYTES
 
     def _ask(self, i: int) -> None:
         partner = self.partners[i]
-        self.ref.send({"op": "case_data", "id": self.descriptors[i]["id"], "partner": partner and partner["id"]})
+        self.ref.send(CaseDataRequest(id=self.descriptors[i].id, partner=partner.id if partner else None))
         if i + 1 == len(self.descriptors) and self.then is not None:
             self.ref.send(self.then)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[DrawnCase]:
         if not self.descriptors:
             if self.then is not None:
                 self.ref.send(self.then)
@@ -59,22 +60,21 @@ class CaseStream:
             if i and not self.ahead:
                 self._ask(i)
             data = self.reply("failed while drawing a correctness case")
-            if data.get("type") == "problem_error":
-                raise ProblemError(str(data.get("message")))
-            if data.get("type") != "case_data" or data.get("id") != desc["id"]:
-                raise WorkerError(f"reference worker: expected case {desc['id']}, got {str(data)[:300]}")
+            if isinstance(data, ProblemErrorReply):
+                raise ProblemError(data.message)
+            if not isinstance(data, CaseDataReply) or data.id != desc.id:
+                raise WorkerError(f"reference worker: expected case {desc.id}, got {str(data)[:300]}")
             if self.ahead and i + 1 < len(self.descriptors):
                 self._ask(i + 1)
-            if data.get("skipped"):
-                self.notes.append(str(data["skipped"]))
+            if data.skipped:
+                self.notes.append(data.skipped)
                 self.skipped += 1
                 continue
-            case = {**desc, **{k: v for k, v in data.items() if k != "type"}}
-            if desc["kind"] == "normal":
-                self.probe.add(case["expected"])
-            yield case
+            if desc.kind == "normal":
+                self.probe.add(data.expected)
+            yield DrawnCase(desc, data)
 
     def degenerate(self) -> str | None:
         """The warning when a constant output passes every ordinary case (all of them seen)."""
-        normal = sum(1 for d in self.descriptors if d["kind"] == "normal")
+        normal = sum(1 for d in self.descriptors if d.kind == "normal")
         return checks.degenerate_warning(self.probe.passes()) if self.probe.seen == normal else None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from forge.verifier.messages import CaseDataReply, CaseDescriptor, CaseFacts, CaseResultReply
+
 if TYPE_CHECKING:
     import torch
 
@@ -39,80 +41,97 @@ class CaseFindings:
     integrity: dict[str, str] = field(default_factory=dict)
 
 
-def check_case(case: dict[str, Any], result: dict[str, Any], device: str, tol: dict[str, float] | None) -> CaseFindings:
-    """``case['partner']``, when set, is the case whose inputs were refilled into the same buffers."""
-    facts = result.get("facts") or {}
+@dataclass
+class DrawnCase:
+    """A correctness case as the parent checks it: as planned, and its tensors, drawn now."""
+
+    plan: CaseDescriptor
+    data: CaseDataReply
+
+
+def check_case(case: DrawnCase, result: CaseResultReply, device: str, tol: dict[str, float] | None) -> CaseFindings:
+    """What ``result`` (the candidate's reply to ``case``) shows, check by check."""
     found = CaseFindings()
-    stress = case["kind"] != "normal"
-    outs, outs2 = list(result.get("outputs") or []), list(result.get("outputs2") or [])
-    devices = facts.get("devices")
-    reduced = input_elements(case.get("inputs"))
-    found.correctness = compare(case["expected"], outs, devices, device, tol, scale_atol=stress, reduced=reduced)
-    returned_sequence = bool(facts.get("sequence", facts.get("structure") in ("tuple", "list")))
-    if found.correctness is None and case.get("single", True) == returned_sequence:
+    data, stress = case.data, case.plan.kind != "normal"
+    reduced = input_elements(data.inputs)
+    devices = result.facts.devices
+    found.correctness = compare(data.expected, result.outputs, devices, device, tol, scale_atol=stress, reduced=reduced)
+    if found.correctness is None and data.single == result.facts.sequence:
         from forge.verifier.compare import Mismatch
 
-        want = "a single tensor" if case.get("single", True) else "a tuple of tensors"
-        found.correctness = Mismatch(-1, "structure", f"returned a {facts.get('structure')}, the reference {want}")
+        want = "a single tensor" if data.single else "a tuple of tensors"
+        found.correctness = Mismatch(-1, "structure", f"returned a {result.facts.structure}, the reference {want}")
     if found.correctness is None:
-        m2 = compare(case["expected"], outs2, None, device, tol, scale_atol=stress, reduced=reduced)
+        m2 = compare(data.expected, result.outputs2, None, device, tol, scale_atol=stress, reduced=reduced)
         if m2 is not None:
             m2.detail = "second call on the same inputs: " + m2.detail
             found.determinism = m2
-    if case.get("expected_state") is not None:
-        found.state = state_mismatch(case["expected_state"], result.get("state_after"), device, tol)
-    integ = found.integrity
-    partner = case.get("partner")
-    if found.correctness is None and partner is not None and result.get("outputs_refill") is not None:
-        refilled = list(result["outputs_refill"])
-        m3 = compare(
-            partner["expected"], refilled, None, device, tol, scale_atol=partner["kind"] != "normal", reduced=reduced
+    if data.expected_state is not None:
+        found.state = state_mismatch(data.expected_state, result.state_after, device, tol)
+    if found.correctness is None:
+        found.correctness = _refill_check(case, result, device, tol, found.integrity)
+    _integrity(case, result.facts, found.integrity)
+    return found
+
+
+def _refill_check(
+    case: DrawnCase, result: CaseResultReply, device: str, tol: dict[str, float] | None, integ: dict[str, str]
+) -> Mismatch | None:
+    """The call on the partner's values written into the same buffers: a stale (cached) result is
+    an integrity failure, any other miss a correctness one (returned)."""
+    partner, refilled = case.data.partner, result.outputs_refill
+    if partner is None or refilled is None:
+        return None
+    reduced = input_elements(case.data.inputs)
+    m3 = compare(partner.expected, refilled, None, device, tol, scale_atol=partner.kind != "normal", reduced=reduced)
+    if m3 is None:
+        return None
+    # Only a result that still matches the *old* values is a cached one; any other miss on the new
+    # values is an ordinary correctness failure (e.g. too little precision).
+    stress = case.plan.kind != "normal"
+    if compare(case.data.expected, refilled, None, device, tol, scale_atol=stress, reduced=reduced) is None:
+        integ["no_stale_results"] = (
+            "after new values were written into the same input buffers the result stayed that of the "
+            f"old values (cached on pointer or shape): {m3.detail}"
         )
-        if m3 is not None:
-            # Only a result that still matches the *old* values is a cached one; any other miss on
-            # the new values is an ordinary correctness failure (e.g. too little precision).
-            if compare(case["expected"], refilled, None, device, tol, scale_atol=stress, reduced=reduced) is None:
-                integ["no_stale_results"] = (
-                    "after new values were written into the same input buffers the result stayed that of the "
-                    f"old values (cached on pointer or shape): {m3.detail}"
-                )
-            else:
-                m3.detail = f"new values in the same input buffers (inputs of case {partner['id']}): {m3.detail}"
-                found.correctness = m3
-    plain = facts.get("plain") or []
-    if not all(plain):
-        bad = [t for t, p in zip(facts.get("types", []), plain, strict=False) if not p]
+        return None
+    m3.detail = f"new values in the same input buffers (inputs of case {partner.id}): {m3.detail}"
+    return m3
+
+
+def _integrity(case: DrawnCase, facts: CaseFacts, integ: dict[str, str]) -> None:
+    """The integrity checks the worker's facts about one call fail, with what they saw."""
+    if not all(facts.plain):
+        bad = [t for t, p in zip(facts.types, facts.plain, strict=False) if not p]
         integ["plain_tensor_outputs"] = f"outputs must be exactly torch.Tensor, got {', '.join(bad)}"
-    elif not all(facts.get("storage_ok") or []):
+    elif not all(facts.storage_ok):
         integ["plain_tensor_outputs"] = "an output has no real (strided, allocated) storage"
-    aliases = facts.get("aliases") or []
-    if any(aliases):
-        pairs = [f"output {i} shares memory with input {a}" for i, al in enumerate(aliases) for a in al]
+    if any(facts.aliases):
+        pairs = [f"output {i} shares memory with input {a}" for i, al in enumerate(facts.aliases) for a in al]
         integ["no_aliasing"] = "; ".join(pairs)
-    if facts.get("inputs_modified"):
-        integ["inputs_unchanged"] = f"the call modified input(s) {facts['inputs_modified']}"
-    if facts.get("changed_after_return"):
+    if facts.inputs_modified:
+        integ["inputs_unchanged"] = f"the call modified input(s) {facts.inputs_modified}"
+    if facts.changed_after_return:
         integ["no_lazy_outputs"] = (
-            f"output(s) {facts['changed_after_return']} changed after the call returned "
-            "(work finished in the background)"
+            f"output(s) {facts.changed_after_return} changed after the call returned (work finished in the background)"
         )
-    busy = facts.get("busy_python_threads") or []
-    if busy:
-        integ["no_background_threads"] = f"Python thread(s) still running after the call: {', '.join(busy)}"
-    elif int(facts.get("new_native_threads", 0)) > 0 and int(facts.get("call_index", 0)) > _FIRST_CALL:
+    if facts.busy_python_threads:
+        busy = ", ".join(facts.busy_python_threads)
+        integ["no_background_threads"] = f"Python thread(s) still running after the call: {busy}"
+    elif facts.new_native_threads > 0 and facts.call_index > _FIRST_CALL:
         integ["no_background_threads"] = (
-            f"{facts['new_native_threads']} new native thread(s) still alive after a call "
+            f"{facts.new_native_threads} new native thread(s) still alive after a call "
             "(not a pool started on the first call)"
         )
-    if facts.get("reference_calls") and case["kind"] == "normal" and str(case.get("model", "")).startswith("base"):
-        mode = "training" if case.get("model") == TRAIN_KEY else "eval"
+    model = case.plan.model
+    if facts.reference_calls and case.plan.kind == "normal" and model.startswith("base"):
+        mode = "training" if model == TRAIN_KEY else "eval"
         integ["runs_kernel"] = (
             f"in {mode} mode, on the op's own shapes, ModelNew ran the reference's forward (a fallback): "
             "the bank would hand out the reference, not a kernel"
         )
-    if facts.get("clock_tampering"):
-        integ["clock_integrity"] = f"timing functions replaced: {', '.join(facts['clock_tampering'])}"
-    return found
+    if facts.clock_tampering:
+        integ["clock_integrity"] = f"timing functions replaced: {', '.join(facts.clock_tampering)}"
 
 
 def wall_clock_discrepancy(ticks_ns: list[float], reported_ns: list[int]) -> str | None:
@@ -224,17 +243,17 @@ def state_mismatch(
     return m
 
 
-def refill_partner(cases: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
+def refill_partner(cases: list[CaseDescriptor], i: int) -> CaseDescriptor | None:
     """Another ordinary-input case of the same model and input shapes (for the refill check);
     ``cases`` are the reference's case descriptors.
 
     Only ordinary inputs are refilled: a kernel that fails stress inputs must be reported by the
     stress check, not accused of caching."""
-    shapes = [tuple(x["shape"]) for x in cases[i]["specs"]]
+    shapes = [x.shape for x in cases[i].specs]
     for j in list(range(i + 1, len(cases))) + list(range(i)):
         c = cases[j]
-        same_inputs = [tuple(x["shape"]) for x in c["specs"]] == shapes
-        if c["model"] == cases[i]["model"] and c["kind"] == "normal" and same_inputs:
+        same_inputs = [x.shape for x in c.specs] == shapes
+        if c.model == cases[i].model and c.kind == "normal" and same_inputs:
             return c
     return None
 

@@ -154,12 +154,13 @@ class MachineFigures:
 
 
 def measured_figures(device: str, threads: int, cache_dir: Path) -> MachineFigures:
-    f = machine_figures(device, threads, cache_dir)
+    """Measured bandwidth and fp32 matmul peak for this device, cached by machine identity."""
+    f = _cached_figures(device, threads, cache_dir)
     return MachineFigures(str(f["device_name"]), float(f["bandwidth_gbs"]), float(f["peak_gflops"]))
 
 
-def machine_figures(device: str, threads: int, cache_dir: Path) -> dict[str, Any]:
-    """Measured bandwidth and fp32 matmul peak for this device, cached by machine identity."""
+def _cached_figures(device: str, threads: int, cache_dir: Path) -> dict[str, Any]:
+    """The figures as ``machine.json`` keeps them (JSON), measured the first time."""
     import torch
 
     if device == "cuda":

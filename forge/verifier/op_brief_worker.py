@@ -163,15 +163,15 @@ def _roofline(model: Any, inputs: list[Any], outputs: list[Any], device: str, ea
 
     nbytes, flops = roofline.estimate(model, inputs, outputs)
     cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
-    figures = machine.machine_figures(device, torch.get_num_threads(), cache)
-    bound = roofline.bound_ms(nbytes, flops, figures["bandwidth_gbs"], figures["peak_gflops"])
+    figures = machine.measured_figures(device, torch.get_num_threads(), cache)
+    bound = roofline.bound_ms(nbytes, flops, figures.bandwidth_gbs, figures.peak_gflops)
     fraction = round(bound / eager_ms, 4) if eager_ms else None
     return Roofline(
         bytes=nbytes,
         flops=flops,
-        device_name=str(figures["device_name"]),
-        bandwidth_gbs=figures["bandwidth_gbs"],
-        peak_gflops=figures["peak_gflops"],
+        device_name=figures.device_name,
+        bandwidth_gbs=figures.bandwidth_gbs,
+        peak_gflops=figures.peak_gflops,
         bound_ms=round(bound, 6),
         fraction_eager=fraction,
     )

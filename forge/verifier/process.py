@@ -21,13 +21,15 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from subprocess import Popen
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from forge.verifier import memory
 from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
+from forge.verifier.messages import ErrorReply, ExitRequest, MalformedMessage, Message, Reply, TickReply, parse_reply
 from forge.verifier.template import ForkedProcess, TemplateUnavailable, template_for, worker_limits
 
 _OUTPUT_KEEP = 8000
+R = TypeVar("R", bound=Message)
 
 
 @dataclass
@@ -82,7 +84,7 @@ def kill_all() -> int:
 
 
 class WorkerProcess:
-    """One worker: start, send jobs, receive replies, and account for how it ended."""
+    """One worker: start, send it requests, receive its replies, and account for how it ended."""
 
     def __init__(self, role: str, env: dict[str, str], memory_limit_mb: int, cwd: Path | None = None) -> None:
         self.role = role
@@ -151,17 +153,18 @@ class WorkerProcess:
         exact = memory.peak_mib(self.proc.pid) if self.proc.poll() is None else None
         return max(exact or 0, self.peak_rss_mb)
 
-    def send(self, obj: Any) -> None:
+    def send(self, request: Message) -> None:
         try:
-            self.channel.send(obj)
+            self.channel.send(request.wire())
             self.pending += 1
         except OSError as exc:
             raise WorkerGone(self._ending()) from exc
 
-    def recv(self, deadline: float) -> tuple[dict[str, Any], float]:
+    def recv(self, deadline: float) -> tuple[Reply, float]:
         """The next reply and the parent's clock (perf_counter_ns) when it arrived."""
         try:
-            msg = self.channel.recv(deadline)
+            frame = self.channel.recv(deadline)
+            arrived = time.perf_counter_ns()
         except ChannelTimeout:
             self.kill()
             raise WorkerGone(Ending("timeout", "time limit reached")) from None
@@ -170,12 +173,14 @@ class WorkerProcess:
             if ending.kind == "protocol":
                 ending.detail = f"{exc}"
             raise WorkerGone(ending) from None
-        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+        try:
+            reply = parse_reply(frame)
+        except MalformedMessage as exc:
             self.kill()
-            raise WorkerGone(Ending("protocol", "worker sent a reply that is not a typed object"))
-        if msg["type"] != "tick":
+            raise WorkerGone(Ending("protocol", f"worker sent a malformed reply: {exc}")) from None
+        if not isinstance(reply, TickReply):
             self.pending -= 1
-        return msg, time.perf_counter_ns()
+        return reply, arrived
 
     def _ending(self) -> Ending:
         try:
@@ -212,7 +217,7 @@ class WorkerProcess:
         self._stop.set()
         if self.proc.poll() is None:
             with contextlib.suppress(OSError):
-                self.channel.send({"op": "exit"})
+                self.channel.send(ExitRequest().wire())
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=2)
         self.kill()
@@ -224,13 +229,13 @@ class WorkerProcess:
             os.unlink(self._out.name)
 
 
-def check_reply(reply: dict[str, Any], expect: str, case_id: str | None) -> None:
-    """A worker's reply is the kind of reply ``expect`` (or a well-formed error), for the case asked
-    (``case_id``); anything else is a protocol breach that ends the worker (``WorkerGone``)."""
-    kind = reply["type"]
-    if kind == "error":
-        if not isinstance(reply.get("message"), str) or not isinstance(reply.get("stage"), str):
-            raise WorkerGone(Ending("protocol", "malformed error reply from the worker"))
-        return
-    if kind != expect or (case_id is not None and reply.get("id") != case_id):
-        raise WorkerGone(Ending("protocol", f"worker replied {kind!r} (id {reply.get('id')!r}) to a {expect!r} job"))
+def expect_reply(reply: Reply, expect: type[R], case_id: str | None = None) -> R | ErrorReply:
+    """``reply`` if it is an ``expect`` (about the case asked, ``case_id``) or an error; anything
+    else is a protocol breach that ends the worker (``WorkerGone``)."""
+    if isinstance(reply, ErrorReply):
+        return reply
+    said = getattr(reply, "id", None)
+    if not isinstance(reply, expect) or (case_id is not None and said != case_id):
+        kind = expect.model_fields["kind"].default
+        raise WorkerGone(Ending("protocol", f"worker replied {reply.kind!r} (id {said!r}) to a {kind!r} request"))
+    return reply

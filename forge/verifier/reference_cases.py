@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -19,6 +18,7 @@ from forge.core import shapes
 from forge.core.errors import ProblemError
 from forge.core.problem import Problem
 from forge.verifier import cases
+from forge.verifier.messages import CaseDataReply, CaseDescriptor, InputShape, PartnerCase
 
 # The reference's draw and run, as ReferenceSide does them (seeded draw; no_grad run on clones).
 Draw = Callable[[Problem, int], list[torch.Tensor]]
@@ -85,17 +85,32 @@ def training_cases(
     ]
 
 
-def _state_case(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """For a case whose call changed the module's buffers (BatchNorm's running statistics in
-    training mode): the state to start from and the state the call must leave (state is output)."""
+@dataclass
+class _Drawn:
+    """A case's tensors; the module states only for a case whose call changed the module's
+    buffers (BatchNorm's running statistics in training mode): the state to start from and the
+    state the call must leave (state is output)."""
+
+    inputs: list[torch.Tensor]
+    expected: list[torch.Tensor]
+    state_before: dict[str, torch.Tensor] | None = None
+    expected_state: dict[str, torch.Tensor] | None = None
+
+
+def _drawn(
+    inputs: list[torch.Tensor],
+    expected: list[torch.Tensor],
+    before: dict[str, torch.Tensor],
+    after: dict[str, torch.Tensor],
+) -> _Drawn:
     if all(same_values(before[name], after[name]) for name in before):
-        return {}
+        return _Drawn(inputs, expected)
     cpu = {name: v.cpu() for name, v in before.items()}
-    return {"state_before": cpu, "expected_state": {name: v.cpu() for name, v in after.items()}}
+    return _Drawn(inputs, expected, cpu, {name: v.cpu() for name, v in after.items()})
 
 
-def _specs(inputs: list[torch.Tensor]) -> list[dict[str, Any]]:
-    return [{"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")} for x in inputs]
+def _specs(inputs: list[torch.Tensor]) -> list[InputShape]:
+    return [InputShape(shape=list(x.shape), dtype=str(x.dtype).removeprefix("torch.")) for x in inputs]
 
 
 class CaseBook:
@@ -106,11 +121,11 @@ class CaseBook:
         self.plans: dict[str, CasePlan] = {}
         self.models: dict[str, torch.nn.Module] = {}
         self.initial: dict[str, dict[str, torch.Tensor]] = {}
-        self._kept: dict[str, dict[str, Any]] = {}
+        self._kept: dict[str, _Drawn] = {}
 
     def plan(
         self, key: str, problem: Problem, model: torch.nn.Module, seed: int, kinds: list[str]
-    ) -> list[dict[str, Any]]:
+    ) -> list[CaseDescriptor]:
         """Plan the cases of one model (weights and shape); returns their descriptors."""
         self.models[key] = model
         self.initial[key] = buffers_of(model)
@@ -121,19 +136,11 @@ class CaseBook:
         for t, kind in enumerate(kinds):
             case_id = f"{key}:{kind}:{t}"
             self.plans[case_id] = CasePlan(key, problem, kind, seed + 17 * (t + 1))
-            found.append(
-                {
-                    "id": case_id,
-                    "model": key,
-                    "kind": kind,
-                    "shape": shapes.describe(problem.overrides),
-                    "specs": specs,
-                    "input_bytes": nbytes,
-                }
-            )
+            shape = shapes.describe(problem.overrides)
+            found.append(CaseDescriptor(id=case_id, model=key, kind=kind, shape=shape, specs=specs, input_bytes=nbytes))
         return found
 
-    def _make(self, case_id: str) -> dict[str, Any]:
+    def _make(self, case_id: str) -> _Drawn:
         kept = self._kept.pop(case_id, None)
         if kept is not None:
             self._kept[case_id] = kept
@@ -147,7 +154,7 @@ class CaseBook:
         restore_buffers(model, initial)  # every case starts from the same module state
         try:
             expected = self._run(plan.problem, model, inputs)
-            made = {"inputs": inputs, "expected": expected, **_state_case(initial, buffers_of(model))}
+            made = _drawn(inputs, expected, initial, buffers_of(model))
         finally:
             restore_buffers(model, initial)
         self._kept[case_id] = made
@@ -155,7 +162,7 @@ class CaseBook:
             self._kept.pop(next(iter(self._kept)))
         return made
 
-    def data(self, case_id: str, partner_id: str | None, single: Callable[[], bool]) -> dict[str, Any]:
+    def data(self, case_id: str, partner_id: str | None, single: Callable[[], bool]) -> CaseDataReply:
         """One case's inputs and expected outputs (and module state), with its refill partner's."""
         plan = self.plans.get(case_id)
         if plan is None:
@@ -168,14 +175,18 @@ class CaseBook:
             # A reference that refuses NaN/inf (a solver that checks its input) defines no
             # behaviour there for a candidate to match.
             note = f"{plan.key}: the reference raises on inputs holding NaN/inf; that stress case is skipped"
-            return {"type": "case_data", "id": case_id, "skipped": note, "detail": exc.message[:300]}
-        reply: dict[str, Any] = {"type": "case_data", "id": case_id, "single": single(), **made}
+            return CaseDataReply(id=case_id, skipped=note, detail=exc.message[:300])
+        partner = None
         if partner_id is not None and partner_id in self.plans:
             other = self._make(partner_id)
-            reply["partner"] = {
-                "id": partner_id,
-                "kind": self.plans[partner_id].kind,
-                "inputs": other["inputs"],
-                "expected": other["expected"],
-            }
-        return reply
+            kind = self.plans[partner_id].kind
+            partner = PartnerCase(id=partner_id, kind=kind, inputs=other.inputs, expected=other.expected)
+        return CaseDataReply(
+            id=case_id,
+            single=single(),
+            inputs=made.inputs,
+            expected=made.expected,
+            state_before=made.state_before,
+            expected_state=made.expected_state,
+            partner=partner,
+        )

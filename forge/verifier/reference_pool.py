@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
+from forge.verifier.messages import HelloReply
 from forge.verifier.process import WorkerGone, WorkerProcess
 
 _DRAIN_S = 60.0  # the longest a reply still owed (a case being drawn, the roofline) may take
@@ -26,7 +26,7 @@ class KeptReference:
     """A reference worker between verifications, with the hello it sent when it started."""
 
     worker: WorkerProcess
-    hello: dict[str, Any]
+    hello: HelloReply
 
 
 def _key(env: dict[str, str]) -> EnvKey:

@@ -6,6 +6,7 @@ to the trusted parent only.
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,28 @@ from forge.core import shapes
 from forge.core.errors import ProblemError
 from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
 from forge.core.statuses import ModuleMode
+from forge.core.timing_records import Roofline
 from forge.verifier import cases, machine, memory, roofline
 from forge.verifier.checks import TRAIN_KEY
+from forge.verifier.messages import (
+    BaselineCallReply,
+    BaselineCallRequest,
+    BaselinesBeginRequest,
+    BaselinesEndReply,
+    BaselinesEndRequest,
+    BaselinesReadyReply,
+    BoundPlan,
+    CaseDataReply,
+    CaseDataRequest,
+    ModelBuild,
+    ProblemReply,
+    RooflineReply,
+    RooflineRequest,
+    SetupRequest,
+    TimingBatchReply,
+    TimingBatchRequest,
+    TimingPlan,
+)
 from forge.verifier.reference_cases import CaseBook, training_cases
 from forge.verifier.timing.worker_loop import Clocks, TimedCalls
 
@@ -60,7 +81,9 @@ class ReferenceSide:
         self.clocks = clocks
         self.flush = flush
         self.models: dict[str, torch.nn.Module] = {}
-        self.timing: dict[str, Any] = {}
+        # The current timing batch's input sets, and the warm-up inputs (drawn with the first).
+        self.timing_sets: list[list[torch.Tensor]] | None = None
+        self.timing_warmup: list[list[torch.Tensor]] = []
         self.timing_seed, self.per_batch = 0, 1
         self.budget: int | None = None  # bytes this worker may hold (memory.budget_bytes), set with the timing plan
         self.compiled: Any = None
@@ -159,60 +182,50 @@ class ReferenceSide:
         self.modes = [ModuleMode.EVAL.value, ModuleMode.TRAIN.value] if kinds else [ModuleMode.EVAL.value]
         return kinds, notes
 
-    def setup(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def setup(self, request: SetupRequest) -> ProblemReply:
         """Plan a verification: models, case descriptors, the bound instance and the first timing
         batch. A worker kept for the next verification of the same op is set up again with that
         verification's seed (new weights, new cases); its compiled baseline is kept."""
-        seed = int(msg["seed"])
-        spec = read_problem_source(Path(msg["op_path"]))
+        seed = request.seed
+        spec = read_problem_source(Path(request.op_path))
         base = self.base = load_problem(spec)
         self._reset()
         train_kinds, mode_notes = self._detect_modes(base, seed)
         variants, notes = self._variants(base, seed)
         notes = mode_notes + notes
-        plan: list[tuple[str, Problem, int, bool]] = [("base/0", base, 0, False), ("base/1", base, 1, True)]
-        plan += [(f"{name}/1", p, 1, True) for name, p in variants]
+        plan: list[tuple[str, Problem, bool]] = [("base/0", base, False), ("base/1", base, True)]
+        plan += [(f"{name}/1", p, True) for name, p in variants]
         if train_kinds:
-            plan.append((TRAIN_KEY, base, 1, True))
+            plan.append((TRAIN_KEY, base, True))
         previous, self.models = self.models, {}
-        models, case_list = [], []
-        for idx, (key, problem, init, perturbed) in enumerate(plan):
+        models: list[ModelBuild] = []
+        case_list = []
+        for idx, (key, problem, perturbed) in enumerate(plan):
             train = key == TRAIN_KEY
             init_args, model = self._build(problem, seed + 1000 * idx, perturbed, train=train)
             model = self._keep_compiled(key, model, previous.get(key))
             self.models[key] = model
-            models.append(
-                {
-                    "key": key,
-                    "variant": key.split("/")[0],
-                    "overrides": problem.overrides,
-                    "init": init,
-                    "init_args": init_args,
-                    "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-                    "train": train,
-                }
-            )
+            models.append(_model_build(key, problem, init_args, model, train))
             kinds = ["normal", "normal"] if key.startswith("base") else ["normal"]
             kinds = train_kinds if key == TRAIN_KEY else kinds
             if key == "base/1":
                 kinds += list(cases.STRESS_KINDS)
             case_list += self.book.plan(key, problem, model, seed + 1000 * idx, kinds)
         bound = self._bound_cases(base, seed + 5_555_555)
-        timing = self._timing_sets(base, seed + 7_777_777, msg)
+        timing = self._timing_plan(base, seed + 7_777_777, request)
         tol = base.tolerance.model_dump() if base.tolerance else None
-        return {
-            "type": "problem",
-            "name": spec.name,
-            "op_hash": reference_hash(base),
-            "target": base.target_class_path,
-            "tolerance": tol,
-            "models": models,
-            "cases": case_list,
-            "timing": timing,
-            "bound": bound,
-            "notes": notes,
-            "modes": self.modes,
-        }
+        return ProblemReply(
+            name=spec.name,
+            op_hash=reference_hash(base),
+            target=base.target_class_path,
+            tolerance=tol,
+            models=models,
+            cases=case_list,
+            timing=timing,
+            bound=bound,
+            notes=notes,
+            modes=self.modes,
+        )
 
     def _reset(self) -> None:
         """Forget the previous verification (a worker kept for the next one): its cases, timing
@@ -227,7 +240,7 @@ class ReferenceSide:
         if self.compiled_calls is not None:
             self.compiled_calls.end()
         self.eager_calls, self.compiled_calls = TimedCalls.idle(self.flush, self.clocks), None
-        self.timing = {}
+        self.timing_sets, self.timing_warmup = None, []
         memory.release_free_memory()
 
     def _keep_compiled(self, key: str, model: torch.nn.Module, old: torch.nn.Module | None) -> torch.nn.Module:
@@ -243,31 +256,22 @@ class ReferenceSide:
         old.train(model.training)
         return old
 
-    def case_data(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def case_data(self, request: CaseDataRequest) -> CaseDataReply:
         """One correctness case, drawn now (see ``CaseBook``)."""
-        plan = self.book.plans.get(str(msg["id"]))
-        if plan is not None and plan.key == "bound" and self.timing.get("sets") is not None:
+        plan = self.book.plans.get(request.id)
+        if plan is not None and plan.key == "bound" and self.timing_sets is not None:
             self._drop_timing()  # the bound cases come after timing: its batches are not needed
-        partner = msg.get("partner")
-        return self.book.data(str(msg["id"]), str(partner) if partner else None, lambda: self.single_output)
+        return self.book.data(request.id, request.partner, lambda: self.single_output)
 
-    def _bound_cases(self, base: Problem, seed: int) -> dict[str, Any]:
+    def _bound_cases(self, base: Problem, seed: int) -> BoundPlan:
         """An instance of the user's class with weights of its own (unlike any the candidate was
         built with) and two cases on it: the candidate is bound to such an instance the way
         ``bank.kernelize`` binds it and must give its outputs."""
         init_args, model = self._build(base, seed, True)
         found = self.book.plan("bound", base, model, seed, ["normal", "normal"])
-        state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-        spec = {
-            "key": "bound",
-            "init_args": init_args,
-            "state_dict": state,
-            "overrides": base.overrides,
-            "train": False,
-        }
-        return {"model": spec, "cases": found}
+        return BoundPlan(model=_model_build("bound", base, init_args, model, False), cases=found)
 
-    def _timing_sets(self, base: Problem, seed: int, msg: dict[str, Any]) -> dict[str, Any]:
+    def _timing_plan(self, base: Problem, seed: int, request: SetupRequest) -> TimingPlan:
         """Plan the timed trials and draw the first batch of them.
 
         Every timed call gets an input set never used before, so the trials come in batches that fit
@@ -278,9 +282,9 @@ class ReferenceSide:
         probe = self._draw(base, seed)
         per_set = sum(x.numel() * x.element_size() for x in probe)
         per_set += sum(o.numel() * o.element_size() for o in self._run(base, model, probe))
-        asked = msg.get("timing_trials")
+        asked = request.timing_trials
         if asked:
-            total = max(_MIN_TRIALS, int(asked))
+            total = max(_MIN_TRIALS, asked)
         else:  # as many as the budget allows at the speed of three untimed calls
             est = []
             for _ in range(3):
@@ -289,54 +293,50 @@ class ReferenceSide:
                 self.clocks.sync()
                 est.append(self.clocks.host_ns() - t0)
             est_s = sorted(est)[1] / 1e9 + 0.002  # plus a cache flush
-            total = max(_MIN_TRIALS, min(_MAX_TRIALS, int(float(msg.get("timing_budget_s", 1.0)) / est_s)))
+            total = max(_MIN_TRIALS, min(_MAX_TRIALS, int(request.timing_budget_s / est_s)))
         # A batch's inputs and outputs are held by both workers and the parent, next to what
         # each already holds: an eighth of the op's memory bound at most (memory.budget_bytes).
         self.budget = memory.budget_bytes(per_set)
-        batch_bytes = min(int(msg.get("timing_batch_mb", 160)) << 20, self.budget // 8)
+        batch_bytes = min(request.timing_batch_mb << 20, self.budget // 8)
         per_batch = max(1, min(total, batch_bytes // max(per_set, 1)))
         batches, total = plan_batches(total, per_batch, exact=bool(asked))
         self.timing_seed, self.per_batch = seed, -(-total // batches)  # batches of (almost) equal size
         cache = machine.last_level_cache_bytes(self.device)
         # No tensors here: the batches (the first with the warm-up inputs) are drawn when timing
         # starts, so the parent holds none of them through the correctness cases.
-        return {
-            "model": "base/0",
-            "batches": batches,
-            "working_set_bytes": per_set,
-            "cache_bytes": cache,
-            "memory_budget": self.budget,
-        }
+        return TimingPlan(
+            model="base/0", batches=batches, working_set_bytes=per_set, cache_bytes=cache, memory_budget=self.budget
+        )
 
-    def timing_batch(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def timing_batch(self, request: TimingBatchRequest) -> TimingBatchReply:
         """The next batch of fresh timing inputs and their expected outputs (the previous batch is
         dropped); the first also carries the warm-up inputs."""
-        index = int(msg["index"])
+        index = request.index
         model = self.models["base/0"]
-        self.timing.pop("sets", None)
+        self.timing_sets = None
         if index == 0:
-            self.timing["warmup"] = [self._draw(self.base, self.timing_seed)]  # called twice
+            self.timing_warmup = [self._draw(self.base, self.timing_seed)]  # called twice
             self.trim_before_timing = True  # once, before the first batch (see ``baselines_begin``)
         sets, expected = [], []
         for i in range(self.per_batch):
             inputs = self._draw(self.base, self.timing_seed + 2 + index * self.per_batch + i)
             sets.append(inputs)
             expected.append(self._run(self.base, model, inputs))
-        self.timing["sets"] = sets
-        first = {"warmup": self.timing["warmup"]} if index == 0 else {}
-        return {"type": "timing_batch", "sets": sets, "expected": expected, **first}
+        self.timing_sets = sets
+        return TimingBatchReply(sets=sets, expected=expected, warmup=self.timing_warmup if index == 0 else None)
 
-    def roofline(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def roofline(self, request: RooflineRequest) -> RooflineReply:
         """Asked for while the candidate runs its correctness cases (nothing is timed then)."""
         base = self.base
         model = self.models["base/0"]
         inputs = self._draw(base, self.timing_seed)
         nbytes, flops = roofline.estimate(model, inputs, self._run(base, model, inputs))
-        figures = machine.machine_figures(self.device, torch.get_num_threads(), Path(msg["cache_dir"]))
-        bound = roofline.bound_ms(nbytes, flops, figures["bandwidth_gbs"], figures["peak_gflops"])
-        return {"type": "roofline", "bytes": nbytes, "flops": flops, **figures, "bound_ms": bound}
+        figures = machine.measured_figures(self.device, torch.get_num_threads(), Path(request.cache_dir))
+        bound = roofline.bound_ms(nbytes, flops, figures.bandwidth_gbs, figures.peak_gflops)
+        estimate = Roofline(bytes=nbytes, flops=flops, **dataclasses.asdict(figures), bound_ms=bound)
+        return RooflineReply(estimate=estimate)
 
-    def baselines_begin(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def baselines_begin(self, request: BaselinesBeginRequest) -> BaselinesReadyReply:
         """Prepare to time eager (and torch.compile, compiled once per run) on the current batch,
         one call at a time (``baseline_call``), paired by the parent with the candidate's calls,
         cold or ``warm`` (``TimedCalls``)."""
@@ -349,7 +349,7 @@ class ReferenceSide:
 
             return call
 
-        sets, warm, regime = self.timing["sets"], self.timing["warmup"], bool(msg.get("warm"))
+        sets, warm, regime = self.timing_sets or [], self.timing_warmup, request.warm
         self.eager_calls = TimedCalls(call_with(model), self.flush, self.clocks, warm=regime)
         if self.trim_before_timing:
             self.trim_before_timing = False
@@ -358,7 +358,7 @@ class ReferenceSide:
             memory.release_free_memory()
         self.eager_calls.begin(sets, warm, budget=self.budget)
         self.compiled_calls = None
-        if msg.get("compile") and self.compile_error is None:
+        if request.compile and self.compile_error is None:
             try:
                 if self.compiled is None:
                     self.compiled = torch.compile(model)
@@ -368,28 +368,32 @@ class ReferenceSide:
                 self.compiled_calls = compiled
             except Exception as exc:  # the baseline is informative; its failure is not the candidate's
                 self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
-        return {"type": "baselines_ready"}
+        return BaselinesReadyReply()
 
-    def baseline_call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        inputs = self.timing["sets"][int(msg["index"])]
-        reply: dict[str, Any] = {"type": "baseline_call", "eager_ns": self.eager_calls.one(inputs)}
-        reply["eager_launch_ns"] = self.eager_calls.run.launch[-1]
+    def baseline_call(self, request: BaselineCallRequest) -> BaselineCallReply:
+        inputs = (self.timing_sets or [])[request.index]
+        reply = BaselineCallReply(
+            eager_ns=self.eager_calls.one(inputs), eager_launch_ns=self.eager_calls.run.launch[-1]
+        )
         if self.compiled_calls is not None:
             try:
-                reply["compile_ns"] = self.compiled_calls.one(inputs)
+                reply.compile_ns = self.compiled_calls.one(inputs)
             except Exception as exc:
                 self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
                 self.compiled_calls = None
         return reply
 
-    def baselines_end(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def baselines_end(self, request: BaselinesEndRequest) -> BaselinesEndReply:
         self.eager_calls.end()
         if self.compiled_calls is not None:
             self.compiled_calls.end()
-        reply: dict[str, Any] = {"type": "baselines"}
-        if self.compile_error is not None:
-            reply["compile_error"] = self.compile_error
-        return reply
+        return BaselinesEndReply(compile_error=self.compile_error)
+
+
+def _model_build(key: str, problem: Problem, init_args: list[Any], model: torch.nn.Module, train: bool) -> ModelBuild:
+    """What the candidate needs to build ``model`` again: its arguments, weights and mode."""
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    return ModelBuild(key=key, init_args=init_args, state_dict=state, overrides=problem.overrides, train=train)
 
 
 def _trace(exc: BaseException) -> str:

@@ -16,7 +16,6 @@ one slower than eager there is not accepted (``acceptance.beats_eager``)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -32,6 +31,7 @@ from forge.core.statuses import TimingRegime, VerdictStatus
 from forge.core.timing_records import LoopProcess, UserLoop
 from forge.core.verdict import Verdict
 from forge.verifier.machine import available_cores
+from forge.verifier.messages import UserLoopRequest
 from forge.verifier.process import track
 from forge.verifier.template import worker_limits
 from forge.verifier.worker_env import worker_env
@@ -59,15 +59,15 @@ def measure_user_loop(
     per_round_s = sum(float(ms or 0.0) for ms in (t.candidate, t.eager, t.compile, t.eager)) / 1000 + 0.01
     limit = settings.timeout + _START_S + 3 * rounds * per_round_s
     env = user_env(verdict.device or "cpu", threads, settings)
-    job = {
-        "op_path": str(op_path.resolve()),
-        "candidate_path": str(candidate_path.resolve()),
-        "regime": str(regime),
-        "rounds": rounds,
-        "compile": settings.compile_baseline,
-        "seed": verdict.seed % (1 << 31),
-        "device": verdict.device or "cpu",
-    }
+    job = UserLoopRequest(
+        op_path=str(op_path.resolve()),
+        candidate_path=str(candidate_path.resolve()),
+        regime=regime,
+        rounds=rounds,
+        compile=settings.compile_baseline,
+        seed=verdict.seed % (1 << 31),
+        device=verdict.device or "cpu",
+    )
     count = settings.user_loop_processes
     processes: list[LoopProcess] = []
     for k in range(1, count + 1):
@@ -122,13 +122,13 @@ class _LoopChild:
             return None
 
 
-def _one_process(job: dict[str, object], env: dict[str, str], limit: float, memory_mb: int, said: UserLoop) -> UserLoop:
+def _one_process(job: UserLoopRequest, env: dict[str, str], limit: float, memory_mb: int, said: UserLoop) -> UserLoop:
     """One fresh process of the user loop, its report read back as a ``UserLoop`` (untrusted: any
     value of the wrong type is a failure; what it reports can lower the claim's figure, never
     raise it)."""
     with tempfile.TemporaryDirectory(prefix="forge-user-loop-") as tmp:
         request, result = Path(tmp) / "request.json", Path(tmp) / "result.json"
-        request.write_text(json.dumps(job))
+        request.write_text(job.model_dump_json())
         argv = [sys.executable, "-m", "forge.verifier.user_loop_worker", str(request), str(result)]
         child = _LoopChild(argv, env, memory_mb)
         printed = child.output(limit)
@@ -138,9 +138,11 @@ def _one_process(job: dict[str, object], env: dict[str, str], limit: float, memo
             failed = f"the loop's process ended ({child.proc.returncode}) with no result: {printed.strip()[-600:]}"
             return said.model_copy(update={"failed": failed})
         try:
-            return UserLoop.model_validate({**json.loads(result.read_text()), "threads": said.threads})
-        except (ValueError, ValidationError) as exc:
+            found = UserLoop.model_validate_json(result.read_text())
+        except ValidationError as exc:
             return said.model_copy(update={"failed": f"the loop's process wrote no valid result: {str(exc)[:300]}"})
+        # What the process was asked, not what it says it did, names the measurement.
+        return found.model_copy(update={"threads": said.threads, "regime": said.regime, "rounds": said.rounds})
 
 
 def user_env(device: str, threads: int, settings: ForgeSettings) -> dict[str, str]:

@@ -13,7 +13,6 @@ verification's.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import sys
 import time
@@ -26,7 +25,10 @@ import torch
 from forge.core.forward_tap import ForwardTap
 from forge.core.importing import import_file
 from forge.core.problem import load_problem, read_problem_source
+from forge.core.statuses import TimingRegime
+from forge.core.timing_records import UserLoop
 from forge.verifier.machine import flush_bytes
+from forge.verifier.messages import UserLoopRequest
 from forge.verifier.timing import plain_loop
 from forge.verifier.timing.pairing import paired_ratio
 
@@ -68,12 +70,12 @@ def _median_ms(ns: list[int]) -> float:
     return round(sorted(ns)[len(ns) // 2] / 1e6, 6)
 
 
-def measure(req: dict[str, Any]) -> dict[str, Any]:
-    device, rounds, cold = str(req["device"]), int(req["rounds"]), req["regime"] == "cold"
-    problem = load_problem(read_problem_source(Path(req["op_path"])))
+def measure(req: UserLoopRequest) -> UserLoop:
+    device, rounds, cold = req.device, req.rounds, req.regime is TimingRegime.COLD
+    problem = load_problem(read_problem_source(Path(req.op_path)))
     sys.modules["forge_reference"] = problem.module
     init = problem.init_inputs()
-    torch.manual_seed(int(req["seed"]))
+    torch.manual_seed(req.seed)
     reference = problem.model_cls(*init).to(device).eval()
     twin = copy.deepcopy(reference)
 
@@ -85,13 +87,13 @@ def measure(req: dict[str, Any]) -> dict[str, Any]:
     def loop(sides: dict[str, plain_loop.Side]) -> dict[str, list[int]]:
         return plain_loop.time_sides(sides, draw, rounds, cold, flushed, device)
 
-    compiled = torch.compile(reference) if req["compile"] else None
+    compiled = torch.compile(reference) if req.compile else None
     if compiled is not None:  # built before the snapshot: what compiling loads is not the candidate's doing
         with torch.no_grad():
             compiled(*draw())
     null = loop({"eager": lambda x: reference(*x), "twin": lambda x: twin(*x)})
     snapshot, state = _snapshot(), _process_state()
-    module = import_file("forge_candidate", Path(req["candidate_path"]))
+    module = import_file("forge_candidate", Path(req.candidate_path))
     kernel = module.ModelNew(*init).to(device)
     kernel.load_state_dict(reference.state_dict())
     kernel.eval()
@@ -109,30 +111,33 @@ def measure(req: dict[str, Any]) -> dict[str, Any]:
     if during > _SLOWED * before:
         slower = f"{during / before:.2f}x slower ({before} -> {during} ms)"
         tampered.append(f"eager ran {slower} once the candidate was loaded")
-    out: dict[str, Any] = {
-        "eager": paired_ratio(times["eager"], times["kernel"]),
-        "null": paired_ratio(null["eager"], null["twin"]),
-        "eager_ms": during,
-        "kernel_ms": _median_ms(times["kernel"]),
-        "fallbacks": counted.count,
-        "tampered": tampered,
-    }
+    found = UserLoop(
+        regime=req.regime,
+        rounds=rounds,
+        threads=torch.get_num_threads(),
+        eager=paired_ratio(times["eager"], times["kernel"]),
+        null=paired_ratio(null["eager"], null["twin"]),
+        eager_ms=during,
+        kernel_ms=_median_ms(times["kernel"]),
+        fallbacks=counted.count,
+        tampered=tampered,
+    )
     if "compile" in times:
-        out["compiled"] = paired_ratio(times["compile"], times["kernel"])
-        out["compile_ms"] = _median_ms(times["compile"])
-    return {k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in out.items()}
+        found.compiled = paired_ratio(times["compile"], times["kernel"])
+        found.compile_ms = _median_ms(times["compile"])
+    return found
 
 
 def main() -> None:
     request, result = Path(sys.argv[1]), Path(sys.argv[2])
-    req = json.loads(request.read_text())
+    req = UserLoopRequest.model_validate_json(request.read_text())
     try:
-        out = measure(req)
+        loop = measure(req)
     except Exception as exc:
         frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        out = {"failed": "".join(frames[-3:])[-1500:]}
-    out.update({"regime": req["regime"], "rounds": int(req["rounds"]), "threads": torch.get_num_threads()})
-    result.write_text(json.dumps(out))
+        loop = UserLoop(regime=req.regime, rounds=req.rounds, threads=torch.get_num_threads())
+        loop.failed = "".join(frames[-3:])[-1500:]
+    result.write_text(loop.model_dump_json())
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
 from forge.core.problem import read_problem_source
@@ -17,11 +17,30 @@ from forge.core.verdict import Binding, FailingCase, InputVariant, TensorSpec, V
 from forge.verifier import checks, memory
 from forge.verifier.bound_check import check_binding
 from forge.verifier.case_stream import CaseStream
+from forge.verifier.checks import DrawnCase
 from forge.verifier.machine import available_cores
-from forge.verifier.process import Ending, WorkerGone, WorkerProcess, check_reply
+from forge.verifier.messages import (
+    CaseRequest,
+    CaseResultReply,
+    ErrorReply,
+    HelloReply,
+    InstantiateRequest,
+    LoadedReply,
+    LoadRequest,
+    Message,
+    ProblemErrorReply,
+    ProblemReply,
+    ReadyReply,
+    Reply,
+    Request,
+    RooflineReply,
+    RooflineRequest,
+    SetupRequest,
+)
+from forge.verifier.process import WorkerGone, WorkerProcess, expect_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
+from forge.verifier.timing.candidate_times import CandidateTimes, record_timing_checks
 from forge.verifier.timing.paired import CandidateFailed, PairedTimer, ReferenceTampered
-from forge.verifier.timing.replies import MALFORMED, CandidateTimes, record_timing_checks
 from forge.verifier.timing.sched_guard import SchedGuard, record_reference_sched
 from forge.verifier.timing.statistics import record_launch_cost, record_pairs, record_regimes, record_speedups
 from forge.verifier.worker_env import worker_env
@@ -32,6 +51,7 @@ if TYPE_CHECKING:  # compare loads torch, which the parent imports only once its
 # Told what the verification is doing now ("timing: 8 pairs of calls, eager and candidate (batch 1/3)"), for a
 # front end to show.
 ProgressNote = Callable[[str], None]
+R = TypeVar("R", bound=Message)
 _MEMORY_WORDS = ("can't allocate memory", "out of memory", "MemoryError", "Cannot allocate memory")
 _INTEGRITY_CHECKS = (
     "no_stale_results",
@@ -61,7 +81,7 @@ class _Run:
         self.references = references
         self.is_reference = is_reference  # the null control: the reference verified as its own candidate
         self.env: dict[str, str] = {}
-        self.hello: dict[str, Any] | None = None
+        self.hello: HelloReply | None = None
         self.progress = progress
         self.spec = read_problem_source(op_path)
         self.cand_path = cand_path
@@ -75,20 +95,19 @@ class _Run:
         self.v.backend = checks.detect_backend(self.source)
         self.v.seed = secrets.randbits(62)
         self.tol: dict[str, float] | None = None
-        self.info: dict[str, Any] = {}
+        self.problem: ProblemReply | None = None  # the reference's plan, once it sent it
         self.t0 = time.monotonic()
         self.deadline = self.t0 + settings.timeout
         self.ref_deadline = self.t0 + max(4 * settings.timeout, 900.0)
 
-    def _ask_candidate(self, msg: dict[str, Any], expect: str) -> dict[str, Any]:
-        """Send a job and take the reply, which must be of the expected type (or an error) and,
-        for a case, about that case: anything else means the worker's protocol was tampered with."""
-        self.cand.send(msg)
+    def _ask_candidate(self, request: Request, expect: type[R]) -> R | ErrorReply:
+        """Send a request and take the reply, which must be an ``expect`` (or an error) and, for a
+        case, about that case: anything else means the worker's protocol was tampered with."""
+        self.cand.send(request)
         reply, _ = self.cand.recv(self.deadline)
-        check_reply(reply, expect, msg.get("id"))
-        return reply
+        return expect_reply(reply, expect, request.id if isinstance(request, CaseRequest) else None)
 
-    def _ref_reply(self, doing: str) -> dict[str, Any]:
+    def _ref_reply(self, doing: str) -> Reply:
         """The reference worker's next reply; its death is a problem with the op, not the candidate."""
         try:
             reply, _ = self.ref.recv(self.ref_deadline)
@@ -96,7 +115,7 @@ class _Run:
             raise ProblemError(
                 f"{self.spec.path}: the reference worker {doing} ({exc.ending.detail}):\n{self.ref.output()[-2000:]}"
             ) from None
-        return dict(reply)
+        return reply
 
     def start(self) -> None:
         # Workers start first and get their first job at once: they import torch while the
@@ -112,103 +131,118 @@ class _Run:
         self.ref_guard = SchedGuard(self.ref.proc.pid)  # before any candidate code can run
         self.cand = WorkerProcess("candidate", env, self.settings.memory_limit_mb, cwd)
         self.ref.send(
-            {
-                "op": "setup",
-                "op_path": str(self.spec.path),
-                "seed": self.v.seed,
-                "timing_budget_s": self.settings.timing_budget_s,
-                "timing_trials": self.settings.timing_trials,
-                "timing_batch_mb": self.settings.timing_batch_mb,
-                "cache_dir": str(self.cache),
-            }
+            SetupRequest(
+                op_path=str(self.spec.path),
+                seed=self.v.seed,
+                timing_budget_s=self.settings.timing_budget_s,
+                timing_trials=self.settings.timing_trials,
+                timing_batch_mb=self.settings.timing_batch_mb,
+                cache_dir=str(self.cache),
+            )
         )
-        self.cand.send({"op": "load", "op_path": str(self.spec.path), "candidate_path": str(self.cand_path)})
-        hello = self.hello = self.hello or self._ref_reply("did not start")
-        if hello.get("error"):
-            raise UsageError(str(hello["error"]))
-        self.device = self.v.device = str(hello["device"])
-        self.v.capability = hello.get("capability")
+        self.cand.send(LoadRequest(op_path=str(self.spec.path), candidate_path=str(self.cand_path)))
+        hello = self.hello = self.hello or self._ref_hello()
+        if hello.error or hello.device is None:
+            raise UsageError(hello.error or "the reference worker named no device")
+        self.device = self.v.device = hello.device
+        self.v.capability = hello.capability
         self.v.timing_meaningful = not (self.device == "cpu" and self.v.backend == "triton")
+
+    def _ref_hello(self) -> HelloReply:
+        hello = self._ref_reply("did not start")
+        if not isinstance(hello, HelloReply):
+            raise WorkerError(f"reference worker: sent {hello.kind!r} before its hello")
+        return hello
 
     def reference(self) -> None:
         self.progress("reference: drawing cases and expected outputs")
         info = self._ref_reply("failed while drawing cases")
-        if info.get("type") == "problem_error":
-            raise ProblemError(str(info["message"]))
-        if info.get("type") != "problem":
-            raise WorkerError(f"reference worker: {info.get('message', info)}")
-        self.info = info
-        self.tol = info.get("tolerance")
-        self.v.op_hash = info["op_hash"]
-        self.v.target_class = info.get("target")
+        if isinstance(info, ProblemErrorReply):
+            raise ProblemError(info.message)
+        if not isinstance(info, ProblemReply):
+            raise WorkerError(f"reference worker: {getattr(info, 'message', info)}")
+        self.problem = info
+        self.tol = info.tolerance
+        self.v.op_hash = info.op_hash
+        self.v.target_class = info.target
         seen: dict[str, InputVariant] = {}
-        for c in info["cases"]:
-            sig = [TensorSpec(shape=list(x["shape"]), dtype=str(x["dtype"])) for x in c["specs"]]
-            seen.setdefault(c["shape"], InputVariant(variant=c["shape"], inputs=sig))
+        for c in info.cases:
+            sig = [TensorSpec(shape=list(x.shape), dtype=x.dtype) for x in c.specs]
+            seen.setdefault(c.shape, InputVariant(variant=c.shape, inputs=sig))
         self.v.inputs = list(seen.values())
-        self.v.cases = len(info["cases"])
-        self.v.shapes = sorted({c["shape"] for c in info["cases"]})
-        self.v.warnings.extend(info.get("notes", []))
-        self.v.modes = [ModuleMode(m) for m in info.get("modes") or [ModuleMode.EVAL]]
+        self.v.cases = len(info.cases)
+        self.v.shapes = sorted({c.shape for c in info.cases})
+        self.v.warnings.extend(info.notes)
+        self.v.modes = [ModuleMode(m) for m in info.modes or [ModuleMode.EVAL]]
+
+    @property
+    def plan(self) -> ProblemReply:
+        """The reference's plan (``reference`` ran before any phase that reads it)."""
+        if self.problem is None:
+            raise WorkerError("the verification's phases ran out of order: no plan from the reference yet")
+        return self.problem
 
     def load(self) -> bool:
         self.progress("candidate: loading")
-        self.cand.recv(self.deadline)  # hello
+        hello, _ = self.cand.recv(self.deadline)
+        expect_reply(hello, HelloReply)
         reply, _ = self.cand.recv(self.deadline)
-        if reply.get("type") == "error":
-            self.v.add(reply["stage"], False, reply["message"])
-            self.v.fail(VerdictStatus.COMPILE_ERROR, f"{reply['stage']}: {checks.first_line(reply['message'])}")
+        loaded = expect_reply(reply, LoadedReply)
+        if isinstance(loaded, ErrorReply):
+            self.v.add(loaded.stage, False, loaded.message)
+            self.v.fail(VerdictStatus.COMPILE_ERROR, f"{loaded.stage}: {checks.first_line(loaded.message)}")
             return False
         self.v.add("load", True, "candidate imported")
-        models = [
-            {k: m[k] for k in ("key", "init_args", "state_dict", "overrides", "train")} for m in self.info["models"]
-        ]
-        reply = self._ask_candidate({"op": "instantiate", "models": models}, "ready")
-        if reply.get("type") == "error":
-            self.v.add("interface", False, reply["message"])
-            self.v.fail(VerdictStatus.COMPILE_ERROR, f"interface: {checks.first_line(reply['message'])}")
+        models = self.plan.models
+        ready = self._ask_candidate(InstantiateRequest(models=models), ReadyReply)
+        if isinstance(ready, ErrorReply):
+            self.v.add("interface", False, ready.message)
+            self.v.fail(VerdictStatus.COMPILE_ERROR, f"interface: {checks.first_line(ready.message)}")
             return False
         self.v.add("interface", True, f"ModelNew built and loaded the reference weights ({len(models)} inits/shapes)")
         return True
 
     def correctness(self) -> bool:
         # The roofline is asked for with the last case: it is estimated while the candidate runs it.
-        roofline = {"op": "roofline", "cache_dir": str(self.cache)}
-        stream = CaseStream(self.ref, self._ref_reply, self.info["cases"], self.tol, then=roofline)
-        self.progress(f"candidate: {len(self.info['cases'])} correctness cases")
+        roofline = RooflineRequest(cache_dir=str(self.cache))
+        cases = self.plan.cases
+        stream = CaseStream(self.ref, self._ref_reply, cases, self.tol, then=roofline)
+        self.progress(f"candidate: {len(cases)} correctness cases")
         first: dict[str, tuple[str, str]] = {}
         failing = {"correctness": 0, "stress": 0, "determinism": 0, "module_state": 0}
         stateful: list[str] = []
         for case in stream:
-            refill = case["partner"]["inputs"] if case.get("partner") else None
-            msg = {"op": "case", "id": case["id"], "model": case["model"], "inputs": case["inputs"], "refill": refill}
-            if case.get("state_before") is not None:
-                msg["state_before"] = case["state_before"]
-            reply = self._ask_candidate(msg, "case_result")
-            if reply.get("type") == "error":
-                self._raised(case, str(reply["message"]))
+            data = case.data
+            refill = data.partner.inputs if data.partner is not None else None
+            request = CaseRequest(
+                id=case.plan.id,
+                model=case.plan.model,
+                inputs=data.inputs,
+                refill=refill,
+                state_before=data.state_before,
+            )
+            reply = self._ask_candidate(request, CaseResultReply)
+            if isinstance(reply, ErrorReply):
+                self._raised(case, reply.message)
                 return False
-            try:
-                found = checks.check_case(case, reply, self.device, self.tol)
-            except MALFORMED as exc:
-                raise WorkerGone(Ending("protocol", f"malformed case result from the worker: {exc!r}")) from None
-            group = "correctness" if case["kind"] == "normal" else "stress"
+            found = checks.check_case(case, reply, self.device, self.tol)
+            group = "correctness" if case.plan.kind == "normal" else "stress"
             checked = ((group, found.correctness), ("determinism", found.determinism), ("module_state", found.state))
             for name, mismatch in checked:
                 if mismatch is not None:
                     failing[name] += 1
                     if name not in first:
-                        first[name] = (case["id"], mismatch.detail)
+                        first[name] = (case.plan.id, mismatch.detail)
                         self._first_failing(case, mismatch)
             if self.is_reference:  # the reference's forward is what the null control runs
                 found.integrity.pop("runs_kernel", None)
             for name, detail in found.integrity.items():
-                first.setdefault(name, (case["id"], detail))
-            if case.get("expected_state") is not None:
+                first.setdefault(name, (case.plan.id, detail))
+            if data.expected_state is not None:
                 stateful = ["module_state"]
         self.v.add("run", True, "every call returned")
         self._case_notes(stream)
-        ran = len(self.info["cases"]) - stream.skipped
+        ran = len(cases) - stream.skipped
         for name in ("correctness", "stress", "determinism", *stateful, *_INTEGRITY_CHECKS):
             if name in first:
                 cid, detail = first[name]
@@ -226,23 +260,24 @@ class _Run:
                 self.v.fail(VerdictStatus.FAILED_CORRECTNESS, f"{name}: case {first[name][0]}: {first[name][1]}")
         return self.v.passed
 
-    def _raised(self, case: dict[str, Any], message: str) -> None:
+    def _raised(self, case: DrawnCase, message: str) -> None:
         """The candidate raised on ``case``: the verdict fails (a crash when memory ran out)."""
-        self.v.failing_case = FailingCase(id=case["id"], shape=case["shape"], inputs=case["kind"])
-        self.v.add("run", False, f"case {case['id']}: {message}")
+        cid = case.plan.id
+        self.v.failing_case = FailingCase(id=cid, shape=case.plan.shape, inputs=case.plan.kind)
+        self.v.add("run", False, f"case {cid}: {message}")
         if any(w in message for w in _MEMORY_WORDS):
             limit = self.settings.memory_limit_mb
             self.v.fail(VerdictStatus.CRASHED, f"memory limit ({limit} MiB) reached: {checks.first_line(message)}")
         else:
             said = checks.first_line(message)
-            self.v.fail(VerdictStatus.RUNTIME_ERROR, f"the candidate raised on case {case['id']}: {said}")
+            self.v.fail(VerdictStatus.RUNTIME_ERROR, f"the candidate raised on case {cid}: {said}")
 
-    def _first_failing(self, case: dict[str, Any], mismatch: Mismatch) -> None:
+    def _first_failing(self, case: DrawnCase, mismatch: Mismatch) -> None:
         if self.v.failing_case is None:
             self.v.failing_case = FailingCase(
-                id=case["id"],
-                shape=case["shape"],
-                inputs=case["kind"],
+                id=case.plan.id,
+                shape=case.plan.shape,
+                inputs=case.plan.kind,
                 output=mismatch.output,
                 mismatch=mismatch.kind,
                 detail=mismatch.detail,
@@ -259,9 +294,7 @@ class _Run:
 
     def timing(self) -> None:
         roof = self._ref_reply("failed while estimating the roofline")
-        self.info["roofline"] = (
-            {k: v for k, v in roof.items() if k != "type"} if roof.get("type") == "roofline" else None
-        )
+        roofline = roof.estimate if isinstance(roof, RooflineReply) else None
         kept = CandidateTimes(self.tol)
         timer = PairedTimer(
             self.ref,
@@ -275,44 +308,40 @@ class _Run:
             self.ref_guard.check,
         )
         try:
-            paired = timer.run(self.info["timing"], self.progress, kept.take)
+            paired = timer.run(self.plan.timing, self.progress, kept.take)
         except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
             return
         except CandidateFailed as exc:
-            self.v.add("timed_outputs", False, str(exc.reply["message"]))
+            self.v.add("timed_outputs", False, exc.reply.message)
             self.v.fail(VerdictStatus.RUNTIME_ERROR, f"a timed call raised: {checks.first_line(str(exc))}")
             return
         record_timing_checks(self.v, kept, self.device)
         cold, warm = paired.cold, paired.warm
-        record_speedups(self.v, self.info.get("roofline"), kept.times, cold.eager, cold.compiled, paired.compile_error)
+        record_speedups(self.v, roofline, kept.times, cold.eager, cold.compiled, paired.compile_error)
         record_pairs(self.v, kept.times, cold.eager, cold.compiled, paired.contention)
-        timing = self.info["timing"]
-        record_regimes(
-            self.v, kept.warm, warm.eager, warm.compiled, timing.get("working_set_bytes"), timing.get("cache_bytes")
-        )
+        timing = self.plan.timing
+        record_regimes(self.v, kept.warm, warm.eager, warm.compiled, timing.working_set_bytes, timing.cache_bytes)
         if self.device == "cuda":
             record_launch_cost(self.v, kept.launch, cold.eager_launch + warm.eager_launch)
 
     def bind(self) -> None:
         """How a passing candidate binds to existing instances of the user's class (it never fails
         the verdict: ``bank.load`` uses the kernel either way)."""
-        if not self.v.passed or "bound" not in self.info:
+        if not self.v.passed:
             return
         self.progress("candidate: bound to an instance of the reference class")
         try:
-            bound = self.info["bound"]
-            stream = CaseStream(self.ref, self._ref_reply, bound["cases"], self.tol)
-            found = check_binding(self._ask_candidate, bound["model"], stream, self.device, self.tol)
+            bound = self.plan.bound
+            stream = CaseStream(self.ref, self._ref_reply, bound.cases, self.tol)
+            found = check_binding(self._ask_candidate, bound.model, stream, self.device, self.tol)
         except WorkerGone as exc:
             found = Binding(mode=BindMode.NONE, reason=f"bound to an instance, the worker ended: {exc.ending.detail}")
-        except MALFORMED as exc:
-            found = Binding(mode=BindMode.NONE, reason=f"malformed reply while bound: {exc!r}")
         self.v.binding = found
         binds = found.mode is not BindMode.NONE
         self.v.add("binds", binds, f"{found.mode}: {found.reason}" if binds else f"no: {found.reason}", fatal=False)
 
     def _record_memory(self, ref: WorkerProcess | None, cand: WorkerProcess | None) -> None:
-        working = int((self.info.get("timing") or {}).get("working_set_bytes") or 0)
+        working = self.problem.timing.working_set_bytes if self.problem is not None else 0
         peaks = (cand.peak_mib() if cand is not None else None, ref.peak_mib() if ref is not None else None)
         memory.record_peaks(self.v, *peaks, working)
 
@@ -320,7 +349,7 @@ class _Run:
         """The reference worker goes back to the pool for the next verification, unless it never
         started the op or a candidate changed its scheduling."""
         hello = self.hello
-        if self.references is not None and untouched and hello is not None and not hello.get("error"):
+        if self.references is not None and untouched and hello is not None and not hello.error:
             self.references.give(self.env, KeptReference(ref, hello))
         else:
             ref.close()

@@ -28,7 +28,12 @@ _TIME_FUNCS = {
 import os  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+if TYPE_CHECKING:  # imported at run time only once the clocks are bound (above)
+    from forge.verifier.candidate_side import CandidateSide
+    from forge.verifier.channel import Channel
+    from forge.verifier.reference_side import ReferenceSide
 
 
 def _device_wait(torch: Any) -> Any:
@@ -110,7 +115,7 @@ def _memory_hint(message: str) -> str:
 def main(argv: list[str]) -> int:
     role, fd = argv[0], int(argv[1])
     sock = socket.socket(fileno=fd)
-    from forge.verifier.channel import Channel, ChannelClosed
+    from forge.verifier.channel import Channel
 
     chan = Channel(sock)
     threads = int(os.environ.get("FORGE_WORKER_THREADS", "1"))
@@ -118,21 +123,21 @@ def main(argv: list[str]) -> int:
 
     from forge.core.errors import UsageError
     from forge.verifier.machine import resolve_device
+    from forge.verifier.messages import HelloReply
 
     try:
         device = resolve_device(os.environ.get("FORGE_WORKER_DEVICE", "auto"))
     except UsageError as exc:
-        chan.send({"type": "hello", "error": exc.message})
+        chan.send(HelloReply(error=exc.message).wire())
         return 2
     if device == "cpu":
         # Triton kernels run on CPU tensors only under its interpreter (correct, not fast).
         os.environ["TRITON_INTERPRET"] = "1"
     clocks, (flush, clock_check) = _setup_torch(device, threads)
 
-    from forge.core.errors import ProblemError
-    from forge.verifier.candidate_side import CandidateSide, StageError
+    from forge.verifier.candidate_side import CandidateSide
 
-    side: Any
+    side: CandidateSide | ReferenceSide
     if role == "reference":
         from forge.verifier.reference_side import ReferenceSide
 
@@ -143,36 +148,59 @@ def main(argv: list[str]) -> int:
     if device == "cuda":
         major, minor = torch.cuda.get_device_capability(0)
         capability = f"{major}.{minor}"
-    chan.send({"type": "hello", "pid": os.getpid(), "device": device, "capability": capability})
+    chan.send(HelloReply(pid=os.getpid(), device=device, capability=capability).wire())
+    return _serve(chan, side)
+
+
+def _serve(chan: Channel, side: CandidateSide | ReferenceSide) -> int:
+    """Answer the parent's requests until it closes the channel or asks this worker to exit."""
+    from forge.core.errors import ProblemError
+    from forge.verifier.candidate_side import CandidateSide, StageError
+    from forge.verifier.channel import ChannelClosed
+    from forge.verifier.messages import (
+        ErrorReply,
+        ExitRequest,
+        MalformedMessage,
+        Message,
+        ProblemErrorReply,
+        TickReply,
+        TimeCallRequest,
+        parse_request,
+    )
+
+    tick = TickReply().wire()
     while True:
         try:
-            msg = chan.recv()
+            request = parse_request(chan.recv())
         except ChannelClosed:
             return 0
-        op = msg.get("op")
-        if op == "exit":
+        except MalformedMessage as exc:  # the parent is forge: a request it cannot send is a bug
+            chan.send(ErrorReply(stage="internal", message=f"malformed request: {exc}").wire())
+            continue
+        if isinstance(request, ExitRequest):
             sys.stdout.flush()
             os._exit(0)  # no interpreter teardown: the parent is waiting to time the other side
+        reply: Message
         try:
-            if op == "time_call":
-                reply = side.time_call(msg, lambda: chan.send({"type": "tick"}))
+            if isinstance(request, TimeCallRequest) and isinstance(side, CandidateSide):
+                reply = side.time_call(request, lambda: chan.send(tick))
             else:
-                reply = getattr(side, op)(msg)
+                reply = getattr(side, request.kind)(request)
         except ProblemError as exc:
-            reply = {"type": "problem_error", "message": exc.message + _memory_hint(exc.message)}
+            reply = ProblemErrorReply(message=exc.message + _memory_hint(exc.message))
         except StageError as exc:
-            reply = {"type": "error", "stage": exc.stage, "message": exc.message}
+            reply = ErrorReply(stage=exc.stage, message=exc.message)
         except MemoryError as exc:
-            reply = {"type": "error", "stage": "memory", "message": f"MemoryError: {exc}"}
+            reply = ErrorReply(stage="memory", message=f"MemoryError: {exc}")
         except Exception as exc:  # a bug on forge's side of the worker, reported as such
             import traceback
 
-            reply = {"type": "error", "stage": "internal", "message": traceback.format_exc()[-3000:]}
+            reply = ErrorReply(stage="internal", message=traceback.format_exc()[-3000:])
             del exc
-        chan.send(reply)
-        # Dropped now, not when the next job replaces them: with 1 GiB inputs a case's job and
-        # reply held while the next one arrives were gigabytes of this worker's peak.
-        del msg, reply
+        chan.send(reply.wire())
+        # Dropped now, not when the next request replaces them: with 1 GiB inputs a case's request
+        # and reply held while the next one arrives were gigabytes of this worker's peak.
+        del request, reply
         sys.stdout.flush()
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import torch
 
 from forge.verifier import checks
+from forge.verifier.checks import DrawnCase
 from forge.verifier.compare import compare, constant_would_pass, tolerance
+from forge.verifier.messages import CaseDataReply, CaseDescriptor, CaseFacts, CaseResultReply, InputShape, PartnerCase
 
 
 def test_dtype_aware_tolerance():
@@ -85,12 +87,23 @@ def test_wall_clock_discrepancy():
     assert "ticks" in checks.wall_clock_discrepancy(honest_ticks[:-2], reported)
 
 
-def _case(kind="normal"):
-    return {"id": "base/0:normal:0", "kind": kind, "expected": [torch.ones(3)]}
+def _case(kind="normal", expected=None, partner=None):
+    plan = CaseDescriptor(
+        id="base/0:normal:0",
+        model="base/0",
+        kind=kind,
+        shape="base",
+        specs=[InputShape(shape=[3], dtype="float32")],
+        input_bytes=12,
+    )
+    data = CaseDataReply(id=plan.id, inputs=[torch.zeros(3)], expected=expected or [torch.ones(3)], partner=partner)
+    return DrawnCase(plan, data)
 
 
 def _facts(**over):
     facts = {
+        "structure": "Tensor",
+        "sequence": False,
         "types": ["torch.Tensor"],
         "plain": [True],
         "storage_ok": [True],
@@ -99,18 +112,23 @@ def _facts(**over):
         "busy_python_threads": [],
         "new_native_threads": 0,
         "call_index": 2,
+        "reference_calls": 0,
         "inputs_modified": [],
         "changed_after_return": [],
         "clock_tampering": [],
     }
     facts.update(over)
-    return facts
+    return CaseFacts(**facts)
+
+
+def _result(outputs, outputs2, facts=None, refill=None):
+    return CaseResultReply(
+        id="base/0:normal:0", outputs=outputs, outputs2=outputs2, outputs_refill=refill, facts=facts or _facts()
+    )
 
 
 def test_check_case_clean():
-    out = checks.check_case(
-        _case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)], "facts": _facts()}, "cpu", None
-    )
+    out = checks.check_case(_case(), _result([torch.ones(3)], [torch.ones(3)]), "cpu", None)
     assert out.correctness is None and out.determinism is None and out.integrity == {}
 
 
@@ -123,9 +141,7 @@ def test_check_case_integrity_findings():
         busy_python_threads=["Thread-1"],
         clock_tampering=["time.perf_counter"],
     )
-    out = checks.check_case(
-        _case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)], "facts": facts}, "cpu", None
-    )
+    out = checks.check_case(_case(), _result([torch.ones(3)], [torch.ones(3)], facts), "cpu", None)
     assert set(out.integrity) == {
         "plain_tensor_outputs",
         "no_aliasing",
@@ -137,17 +153,15 @@ def test_check_case_integrity_findings():
 
 
 def test_native_threads_allowed_only_on_first_call():
-    res = {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3)]}
-    first = checks.check_case(_case(), {**res, "facts": _facts(new_native_threads=2, call_index=0)}, "cpu", None)
-    later = checks.check_case(_case(), {**res, "facts": _facts(new_native_threads=1, call_index=4)}, "cpu", None)
+    res = [torch.ones(3)], [torch.ones(3)]
+    first = checks.check_case(_case(), _result(*res, _facts(new_native_threads=2, call_index=0)), "cpu", None)
+    later = checks.check_case(_case(), _result(*res, _facts(new_native_threads=1, call_index=4)), "cpu", None)
     assert "no_background_threads" not in first.integrity
     assert "no_background_threads" in later.integrity
 
 
 def test_nondeterminism_found():
-    out = checks.check_case(
-        _case(), {"outputs": [torch.ones(3)], "outputs2": [torch.ones(3) * 2], "facts": _facts()}, "cpu", None
-    )
+    out = checks.check_case(_case(), _result([torch.ones(3)], [torch.ones(3) * 2]), "cpu", None)
     assert out.determinism is not None and "second call" in out.determinism.detail
 
 
@@ -176,14 +190,14 @@ def test_wall_clock_tolerates_scheduling_outliers():
 
 def test_refill_miss_is_caching_only_when_the_old_result_comes_back():
     old, new = torch.ones(3), torch.full((3,), 2.0)
-    case = {**_case(), "expected": [old], "partner": {"id": "p", "kind": "normal", "expected": [new]}}
-    base = {"outputs": [old], "outputs2": [old], "facts": _facts()}
-    stale = checks.check_case(case, {**base, "outputs_refill": [old.clone()]}, "cpu", None)
+    partner = PartnerCase(id="p", kind="normal", inputs=[torch.zeros(3)], expected=[new])
+    case = _case(expected=[old], partner=partner)
+    stale = checks.check_case(case, _result([old], [old], refill=[old.clone()]), "cpu", None)
     assert "no_stale_results" in stale.integrity and stale.correctness is None
-    sloppy = checks.check_case(case, {**base, "outputs_refill": [new + 0.01]}, "cpu", None)
+    sloppy = checks.check_case(case, _result([old], [old], refill=[new + 0.01]), "cpu", None)
     assert "no_stale_results" not in sloppy.integrity
     assert sloppy.correctness is not None and "new values" in sloppy.correctness.detail
-    good = checks.check_case(case, {**base, "outputs_refill": [new.clone()]}, "cpu", None)
+    good = checks.check_case(case, _result([old], [old], refill=[new.clone()]), "cpu", None)
     assert good.correctness is None and good.integrity == {}
 
 

@@ -10,7 +10,7 @@ In the parent:
 - ``paired``: ``PairedTimer`` drives the batches: candidate and baselines (eager, torch.compile)
   called alternately, in both cache regimes (cold: flushed, fresh inputs; warm: repeated calls),
   batch after batch until the budget is spent, each batch's replies checked as they arrive;
-- ``replies``: the candidate's replies to those batches gathered, and its timed outputs checked;
+- ``candidate_times``: the candidate's replies to those batches gathered, and its timed outputs checked;
 - ``pairing``: which side goes first in a pair, and the paired ratio with its 95% interval;
 - ``statistics``: the figures written into the verdict: per-side statistics, speedups, the
   paired ratios per regime, the roofline fraction, the launch cost;

@@ -22,18 +22,40 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from forge.core.errors import ProblemError
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import Contention
-from forge.verifier.process import Ending, WorkerGone, WorkerProcess
+from forge.verifier.messages import (
+    BaselineCallReply,
+    BaselineCallRequest,
+    BaselinesBeginRequest,
+    BaselinesEndReply,
+    BaselinesEndRequest,
+    BaselinesReadyReply,
+    ErrorReply,
+    Message,
+    Reply,
+    TickReply,
+    TimeBeginRequest,
+    TimeCallRequest,
+    TimedCallReply,
+    TimeEndRequest,
+    TimeReadyReply,
+    TimingBatchReply,
+    TimingBatchRequest,
+    TimingPlan,
+    TimingReply,
+)
+from forge.verifier.process import WorkerProcess, expect_reply
 from forge.verifier.timing.contention import LoadMonitor, combined
 from forge.verifier.timing.pairing import call_order
 
 _RETRIES, _QUIET_WAIT_S = 3, 10.0
 
 ProgressNote = Callable[[str], None]
+R = TypeVar("R", bound=Message)
 
 
 class ReferenceTampered(Exception):
@@ -44,8 +66,8 @@ class ReferenceTampered(Exception):
 class CandidateFailed(Exception):
     """A timed candidate call raised (the worker's error reply is attached)."""
 
-    def __init__(self, reply: dict[str, Any]) -> None:
-        super().__init__(str(reply.get("message")))
+    def __init__(self, reply: ErrorReply) -> None:
+        super().__init__(reply.message)
         self.reply = reply
 
 
@@ -56,7 +78,7 @@ class BatchTimes:
     eager: list[int] = field(default_factory=list)
     compiled: list[int] = field(default_factory=list)
     eager_launch: list[int] = field(default_factory=list)
-    cand: dict[str, Any] = field(default_factory=dict)  # the candidate's end-of-batch reply
+    cand: TimingReply | None = None  # the candidate's end-of-batch reply
     ticks: list[float] = field(default_factory=list)
     compile_error: str | None = None
 
@@ -85,7 +107,7 @@ class PairedTimes:
     contention: Contention | None = None
 
 
-TakeBatch = Callable[[dict[str, Any], BatchTimes, TimingRegime], None]
+TakeBatch = Callable[[TimingBatchReply, BatchTimes, TimingRegime], None]
 
 
 class PairedTimer:
@@ -96,7 +118,7 @@ class PairedTimer:
         ref: WorkerProcess,
         cand: WorkerProcess,
         deadline: float,
-        ref_reply: Callable[[str], dict[str, Any]],
+        ref_reply: Callable[[str], Reply],
         compile_baseline: bool,
         load_check: bool,
         cores: int,
@@ -114,35 +136,39 @@ class PairedTimer:
         # Batches timed so far in each regime: every other one is mirrored (``baseline_first``).
         self.batches_timed = {TimingRegime.COLD: 0, TimingRegime.WARM: 0}
 
-    def run(self, timing: dict[str, Any], progress: ProgressNote, take: TakeBatch) -> PairedTimes:
+    def run(self, plan: TimingPlan, progress: ProgressNote, take: TakeBatch) -> PairedTimes:
         """Every batch, timed cold and then warm; ``take`` gets each kept batch for its checks."""
-        batches = max(1, int(timing.get("batches", 1)))
+        batches = plan.batches
         out = PairedTimes()
         spans: list[Contention] = []
         for index in range(batches):
-            timing = {**timing, **self._draw(index)}
-            if index:  # the warm-up inputs came with the first batch and went to the candidate
-                timing.pop("warmup", None)
+            inputs = self._draw(index)  # the first batch's carries the warm-up inputs too
             where = f" (batch {index + 1}/{batches})" if batches > 1 else ""
             for regime in (TimingRegime.COLD, TimingRegime.WARM):
-                batch, load = self._measured(timing, index, regime, where, progress)
+                batch, load = self._measured(plan, inputs, index, regime, where, progress)
                 if load is not None:
                     spans.append(load.model_copy(update={"enforced": self.load_check}))
-                take(timing, batch, regime)
+                take(inputs, batch, regime)
                 (out.cold if regime is TimingRegime.COLD else out.warm).add(batch)
                 out.compile_error = batch.compile_error or out.compile_error
         out.contention = combined(spans)
         return out
 
     def _measured(
-        self, timing: dict[str, Any], index: int, regime: TimingRegime, where: str, progress: ProgressNote
+        self,
+        plan: TimingPlan,
+        inputs: TimingBatchReply,
+        index: int,
+        regime: TimingRegime,
+        where: str,
+        progress: ProgressNote,
     ) -> tuple[BatchTimes, Contention | None]:
         """One batch in one regime, timed again (same inputs) while the machine is busy and retries last."""
         retried = 0
         while True:
-            progress(f"timing: {len(timing['sets'])} pairs of calls, eager and candidate, {regime}{where}")
+            progress(f"timing: {len(inputs.sets)} pairs of calls, eager and candidate, {regime}{where}")
             first = index == 0 and retried == 0 and regime is TimingRegime.COLD
-            batch, load = self._batch(timing, first, retried, regime)
+            batch, load = self._batch(plan, inputs, first, retried, regime)
             if load is None or not load.busy or self.retries_left == 0:
                 return batch, load
             self.retries_left -= 1
@@ -150,89 +176,80 @@ class PairedTimer:
             progress(f"timing: the machine was busy ({load.detail}); waiting for it to quieten{where}")
             self.monitor.wait_for_quiet(_QUIET_WAIT_S)
 
-    def _draw(self, index: int) -> dict[str, Any]:
-        self.ref.send({"op": "timing_batch", "index": index})
+    def _draw(self, index: int) -> TimingBatchReply:
+        self.ref.send(TimingBatchRequest(index=index))
         reply = self.ref_reply("failed while drawing timing inputs")
-        if reply.get("type") != "timing_batch":
-            raise ProblemError(
-                f"{self.op}: the reference failed while drawing timing inputs: {reply.get('message', reply)}"
-            )
+        if not isinstance(reply, TimingBatchReply):
+            said = getattr(reply, "message", reply)
+            raise ProblemError(f"{self.op}: the reference failed while drawing timing inputs: {said}")
         return reply
 
     def _batch(
-        self, timing: dict[str, Any], first: bool, retried: int, regime: TimingRegime
+        self, plan: TimingPlan, inputs: TimingBatchReply, first: bool, retried: int, regime: TimingRegime
     ) -> tuple[BatchTimes, Contention | None]:
         """One batch, and the machine's load over its timed calls (warm-up and torch.compile's
         compilation, which runs in helper processes, excluded)."""
-        sets = timing["sets"]
+        sets = inputs.sets
         warm = regime is TimingRegime.WARM
-        self.ref.send({"op": "baselines_begin", "compile": self.compile_baseline, "warm": warm})
-        warmup = timing["warmup"] if first else None
+        self.ref.send(BaselinesBeginRequest(compile=self.compile_baseline, warm=warm))
         # Warm calls reuse the batch the candidate already holds (its values are written into the
         # warm buffers call by call): no second transfer of the inputs.
-        sent = None if warm else sets
-        budget = timing.get("memory_budget")
-        self.cand.send(
-            {
-                "op": "time_begin",
-                "model": timing["model"],
-                "sets": sent,
-                "warmup": warmup,
-                "warm": warm,
-                "memory_budget": budget,
-            }
+        request = TimeBeginRequest(
+            model=plan.model,
+            sets=None if warm else sets,
+            warmup=inputs.warmup if first else None,
+            warm=warm,
+            memory_budget=plan.memory_budget,
         )
-        self._expect_ref("baselines_ready")
-        self._expect_cand("time_ready")
+        self.cand.send(request)
+        self._expect_ref(BaselinesReadyReply)
+        self._expect_cand(TimeReadyReply)
         batch = BatchTimes()
         start = self.monitor.sample()
         for k, side in enumerate(call_order(len(sets), self.batches_timed[regime])):
             (self._baseline_call if side == "b" else self._candidate_call)(k // 2, batch)
         self.batches_timed[regime] += 1
         load = self.monitor.between(start, self.monitor.sample(), retried)
-        self.ref.send({"op": "baselines_end"})
-        base = self._expect_ref("baselines")
-        batch.compile_error = base.get("compile_error")
-        self.cand.send({"op": "time_end"})
-        batch.cand = self._expect_cand("timing")
+        self.ref.send(BaselinesEndRequest())
+        batch.compile_error = self._expect_ref(BaselinesEndReply).compile_error
+        self.cand.send(TimeEndRequest())
+        batch.cand = self._expect_cand(TimingReply)
         return batch, load
 
     def _baseline_call(self, i: int, batch: BatchTimes) -> None:
-        self.ref.send({"op": "baseline_call", "index": i})
-        reply = self._expect_ref("baseline_call")
-        batch.eager.append(int(reply["eager_ns"]))
-        batch.eager_launch.append(int(reply.get("eager_launch_ns") or 0))
-        if reply.get("compile_ns") is not None:
-            batch.compiled.append(int(reply["compile_ns"]))
+        self.ref.send(BaselineCallRequest(index=i))
+        reply = self._expect_ref(BaselineCallReply)
+        batch.eager.append(reply.eager_ns)
+        batch.eager_launch.append(reply.eager_launch_ns)
+        if reply.compile_ns is not None:
+            batch.compiled.append(reply.compile_ns)
         changed = self.guard()
         if changed is not None:
             raise ReferenceTampered(changed)
 
     def _candidate_call(self, i: int, batch: BatchTimes) -> None:
-        self.cand.send({"op": "time_call", "index": i})
+        self.cand.send(TimeCallRequest(index=i))
         while True:
-            msg, t = self.cand.recv(self.deadline)
-            if msg.get("type") != "tick":
+            reply, t = self.cand.recv(self.deadline)
+            if not isinstance(reply, TickReply):
                 break
             batch.ticks.append(t)
-        if msg.get("type") == "error":
-            raise CandidateFailed(msg)
-        _expect(msg, "timed_call")
+        self._candidate_said(reply, TimedCallReply)
 
-    def _expect_ref(self, kind: str) -> dict[str, Any]:
+    def _expect_ref(self, expect: type[R]) -> R:
         reply = self.ref_reply("failed while being timed")
-        if reply.get("type") != kind:
-            raise ProblemError(f"{self.op}: the reference failed while being timed: {reply.get('message', reply)}")
+        if not isinstance(reply, expect):
+            said = getattr(reply, "message", reply)
+            raise ProblemError(f"{self.op}: the reference failed while being timed: {said}")
         return reply
 
-    def _expect_cand(self, kind: str) -> dict[str, Any]:
-        msg, _ = self.cand.recv(self.deadline)
-        if msg.get("type") == "error":
-            raise CandidateFailed(msg)
-        _expect(msg, kind)
-        return msg
+    def _expect_cand(self, expect: type[R]) -> R:
+        reply, _ = self.cand.recv(self.deadline)
+        return self._candidate_said(reply, expect)
 
-
-def _expect(msg: dict[str, Any], kind: str) -> None:
-    if msg.get("type") != kind:
-        raise WorkerGone(Ending("protocol", f"worker replied {msg.get('type')!r} to a {kind!r} job"))
+    @staticmethod
+    def _candidate_said(reply: Reply, expect: type[R]) -> R:
+        said = expect_reply(reply, expect)
+        if isinstance(said, ErrorReply):
+            raise CandidateFailed(said)
+        return said

@@ -3,8 +3,6 @@ ratios per cache regime, the roofline fraction and the launch cost, written into
 
 from __future__ import annotations
 
-from typing import Any
-
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import ROOFLINE_SLACK, Contention, PairedRatio, Roofline, TimingStats
 from forge.core.verdict import Verdict
@@ -13,7 +11,7 @@ from forge.verifier.timing.pairing import paired_ratio
 
 def record_speedups(
     v: Verdict,
-    roofline: dict[str, Any] | None,
+    roofline: Roofline | None,
     cand_ns: list[int],
     eager_ns: list[int],
     compile_ns: list[int],
@@ -48,7 +46,7 @@ def record_speedups(
         f"median {cand_ms:.4f} ms over {cand.trials} trials (IQR {spread:.1%})",
         fatal=False,
     )
-    roof = Roofline.model_validate(roofline or {})
+    roof = roofline.model_copy() if roofline is not None else Roofline()
     if roof.bound_ms:
         roof.fraction_candidate = round(roof.bound_ms / cand_ms, 4) if cand_ms else None
         roof.fraction_eager = round(roof.bound_ms / eager.median_ms, 4)

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from forge.core.statuses import TimingRegime, VerdictStatus
 from forge.core.verdict import Verdict
 from forge.verifier import checks
+from forge.verifier.messages import TimingBatchReply
 from forge.verifier.process import Ending, WorkerGone
 from forge.verifier.timing.paired import BatchTimes
-
-# What a malformed reply from the untrusted worker raises while it is read (a protocol breach).
-MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, RuntimeError)
 
 
 class CandidateTimes:
@@ -31,29 +27,21 @@ class CandidateTimes:
         self.bad_outputs: str | None = None
         self.batches = 0
 
-    def take(self, timing: dict[str, Any], batch: BatchTimes, regime: TimingRegime) -> None:
-        msg = batch.cand
+    def take(self, inputs: TimingBatchReply, batch: BatchTimes, regime: TimingRegime) -> None:
+        reply = batch.cand
         self.batches += 1
-        try:
-            k = len(timing["sets"])
-            times = ns_list(msg.get("times_ns"), k)
-            self.called += times
-            if regime is TimingRegime.WARM:
-                self.warm += times
-            else:
-                self.times += times
-            self.host += ns_list(msg.get("host_ns"), k)
-            self.window += ns_list(msg.get("window_ns"), k)
-            self.launch += ns_list(msg.get("launch_ns"), k)
-            self.ticks += batch.ticks
-            facts = dict(msg.get("facts") or {})
-            bad = checks.timed_outputs_mismatch(
-                timing["expected"], list(msg.get("outputs") or []), self.tol, timing["sets"]
-            )
-            self.tampered.update(str(t) for t in facts.get("clock_tampering") or [])
-            self.threads = max(self.threads, int(facts.get("new_native_threads", 0)))
-        except MALFORMED as exc:
-            raise WorkerGone(Ending("protocol", f"malformed timing reply from the worker: {exc!r}")) from None
+        k = len(inputs.sets)
+        if reply is None or any(len(s) != k for s in (reply.times_ns, reply.host_ns, reply.window_ns, reply.launch_ns)):
+            raise WorkerGone(Ending("protocol", f"malformed timing reply from the worker: expected {k} timings"))
+        self.called += reply.times_ns
+        (self.warm if regime is TimingRegime.WARM else self.times).extend(reply.times_ns)
+        self.host += reply.host_ns
+        self.window += reply.window_ns
+        self.launch += reply.launch_ns
+        self.ticks += batch.ticks
+        bad = checks.timed_outputs_mismatch(inputs.expected, reply.outputs, self.tol, inputs.sets)
+        self.tampered.update(reply.facts.clock_tampering)
+        self.threads = max(self.threads, reply.facts.new_native_threads)
         if bad and self.bad_outputs is None:
             self.bad_outputs = f"batch {self.batches}: {bad}"
 
@@ -79,13 +67,3 @@ def record_timing_checks(v: Verdict, kept: CandidateTimes, device: str) -> None:
             v.fail(VerdictStatus.FAILED_INTEGRITY, f"{name}: {failure}")
     if kept.threads:
         v.fail(VerdictStatus.FAILED_INTEGRITY, "no_background_threads: threads left running after timed calls")
-
-
-def ns_list(value: Any, n: int) -> list[int]:
-    """``n`` non-negative nanosecond counts from a worker's reply (ValueError otherwise)."""
-    if not isinstance(value, list) or len(value) != n:
-        raise ValueError(f"expected {n} timings")
-    out = [int(v) for v in value]
-    if any(v < 0 for v in out):
-        raise ValueError("negative timing")
-    return out

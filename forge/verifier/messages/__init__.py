@@ -1,0 +1,151 @@
+"""What the verifier's parent and its workers say to each other, as typed records.
+
+A frame on the channel (``forge.verifier.channel``) is a codec-encoded mapping; the worker turns
+each one into a request (``parse_request``) and the parent each one into a reply
+(``parse_reply``), once, where it arrives. A frame that is none of them, or holds a field of the
+wrong type, is a protocol breach (code in a candidate's worker can write into its channel), and
+past the channel nothing reads a message by key.
+
+Requests (``*Request``, parent to worker) name by their ``kind`` the worker side's method that
+answers them; replies (``*Reply``) are what those methods return, or ``ErrorReply`` /
+``ProblemErrorReply`` when they raise. ``records`` holds what messages carry: models to build,
+case descriptors, the timing plan, the facts the candidate's worker saw around a call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from forge.verifier.messages.records import (
+    BoundPlan,
+    CaseDescriptor,
+    CaseFacts,
+    InputShape,
+    Message,
+    ModelBuild,
+    PartnerCase,
+    TimingFacts,
+    TimingPlan,
+)
+from forge.verifier.messages.replies import (
+    REPLIES,
+    BaselineCallReply,
+    BaselinesEndReply,
+    BaselinesReadyReply,
+    BoundReply,
+    CaseDataReply,
+    CaseResultReply,
+    ErrorReply,
+    HelloReply,
+    LoadedReply,
+    ProblemErrorReply,
+    ProblemReply,
+    ReadyReply,
+    Reply,
+    RooflineReply,
+    TickReply,
+    TimedCallReply,
+    TimeReadyReply,
+    TimingBatchReply,
+    TimingReply,
+)
+from forge.verifier.messages.requests import (
+    REQUESTS,
+    BaselineCallRequest,
+    BaselinesBeginRequest,
+    BaselinesEndRequest,
+    BindRequest,
+    CaseDataRequest,
+    CaseRequest,
+    ExitRequest,
+    InstantiateRequest,
+    LoadRequest,
+    Request,
+    RooflineRequest,
+    SetupRequest,
+    TimeBeginRequest,
+    TimeCallRequest,
+    TimeEndRequest,
+    TimingBatchRequest,
+    UserLoopRequest,
+)
+
+
+class MalformedMessage(Exception):
+    """A frame that is not one of the messages (what was wrong, in a line)."""
+
+
+def _said(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "the frame"
+    return f"{where}: {first['msg']}" + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
+
+
+def parse_reply(frame: Any) -> Reply:
+    """The reply ``frame`` is; ``MalformedMessage`` if it is none."""
+    try:
+        return REPLIES.validate_python(frame)
+    except ValidationError as exc:
+        raise MalformedMessage(_said(exc)) from None
+
+
+def parse_request(frame: Any) -> Request:
+    """The request ``frame`` is; ``MalformedMessage`` if it is none."""
+    try:
+        return REQUESTS.validate_python(frame)
+    except ValidationError as exc:
+        raise MalformedMessage(_said(exc)) from None
+
+
+__all__ = [
+    "BaselineCallReply",
+    "BaselineCallRequest",
+    "BaselinesBeginRequest",
+    "BaselinesEndReply",
+    "BaselinesEndRequest",
+    "BaselinesReadyReply",
+    "BindRequest",
+    "BoundPlan",
+    "BoundReply",
+    "CaseDataReply",
+    "CaseDataRequest",
+    "CaseDescriptor",
+    "CaseFacts",
+    "CaseRequest",
+    "CaseResultReply",
+    "ErrorReply",
+    "ExitRequest",
+    "HelloReply",
+    "InputShape",
+    "InstantiateRequest",
+    "LoadRequest",
+    "LoadedReply",
+    "MalformedMessage",
+    "Message",
+    "ModelBuild",
+    "PartnerCase",
+    "ProblemErrorReply",
+    "ProblemReply",
+    "ReadyReply",
+    "Reply",
+    "Request",
+    "RooflineReply",
+    "RooflineRequest",
+    "SetupRequest",
+    "TickReply",
+    "TimeBeginRequest",
+    "TimeCallRequest",
+    "TimeEndRequest",
+    "TimeReadyReply",
+    "TimedCallReply",
+    "TimingBatchReply",
+    "TimingBatchRequest",
+    "TimingFacts",
+    "TimingPlan",
+    "TimingReply",
+    "UserLoopRequest",
+    "parse_reply",
+    "parse_request",
+]

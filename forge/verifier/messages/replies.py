@@ -1,0 +1,185 @@
+"""What a worker answers; the parent parses every frame into one of these (``parse_reply``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from forge.core.timing_records import Roofline
+from forge.verifier.messages.records import (
+    BoundPlan,
+    CaseDescriptor,
+    CaseFacts,
+    Message,
+    ModelBuild,
+    PartnerCase,
+    Tensors,
+    TimingFacts,
+    TimingPlan,
+)
+
+Nanoseconds = Annotated[int, Field(ge=0)]
+
+
+class HelloReply(Message):
+    """A worker started: its process and device, or why it could not (``error``)."""
+
+    kind: Literal["hello"] = "hello"
+    pid: int | None = None
+    device: str | None = None
+    capability: str | None = None  # CUDA compute capability, "9.0"
+    error: str | None = None
+
+
+class ErrorReply(Message):
+    """A request failed in the worker; ``stage`` names where (load, interface, run, memory, ...)."""
+
+    kind: Literal["error"] = "error"
+    stage: str
+    message: str
+
+
+class ProblemErrorReply(Message):
+    """The op itself is broken (the reference raised on its own inputs, ...)."""
+
+    kind: Literal["problem_error"] = "problem_error"
+    message: str
+
+
+class TickReply(Message):
+    """Sent by the candidate's worker just before and after each timed call (the parent's clock)."""
+
+    kind: Literal["tick"] = "tick"
+
+
+class ProblemReply(Message):
+    """The reference's plan of one verification."""
+
+    kind: Literal["problem"] = "problem"
+    name: str
+    op_hash: str
+    target: str | None
+    tolerance: dict[str, float] | None
+    models: list[ModelBuild]
+    cases: list[CaseDescriptor]
+    timing: TimingPlan
+    bound: BoundPlan
+    notes: list[str]
+    modes: list[str]
+
+
+class CaseDataReply(Message):
+    """One case's tensors, drawn now; ``skipped``: why the case was skipped instead."""
+
+    kind: Literal["case_data"] = "case_data"
+    id: str
+    single: bool = True  # the reference returns one tensor (not a tuple)
+    inputs: Tensors = Field(default_factory=list)
+    expected: Tensors = Field(default_factory=list)
+    state_before: dict[str, Any] | None = None
+    expected_state: dict[str, Any] | None = None
+    partner: PartnerCase | None = None
+    skipped: str | None = None
+    detail: str | None = None
+
+
+class RooflineReply(Message):
+    kind: Literal["roofline"] = "roofline"
+    estimate: Roofline
+
+
+class TimingBatchReply(Message):
+    """A batch of fresh timing inputs and their expected outputs (the first with the warm-up)."""
+
+    kind: Literal["timing_batch"] = "timing_batch"
+    sets: list[Tensors]
+    expected: list[Tensors]
+    warmup: list[Tensors] | None = None
+
+
+class BaselinesReadyReply(Message):
+    kind: Literal["baselines_ready"] = "baselines_ready"
+
+
+class BaselineCallReply(Message):
+    kind: Literal["baseline_call"] = "baseline_call"
+    eager_ns: Nanoseconds
+    eager_launch_ns: Nanoseconds = 0
+    compile_ns: Nanoseconds | None = None
+
+
+class BaselinesEndReply(Message):
+    kind: Literal["baselines"] = "baselines"
+    compile_error: str | None = None
+
+
+class LoadedReply(Message):
+    kind: Literal["loaded"] = "loaded"
+
+
+class ReadyReply(Message):
+    kind: Literal["ready"] = "ready"
+
+
+class CaseResultReply(Message):
+    """The candidate's outputs for one case (first call, second call, call on refilled inputs)."""
+
+    kind: Literal["case_result"] = "case_result"
+    id: str
+    outputs: list[Any]
+    outputs2: list[Any]
+    outputs_refill: list[Any] | None = None
+    state_after: dict[str, Any] | None = None
+    facts: CaseFacts
+
+
+class BoundReply(Message):
+    kind: Literal["bound"] = "bound"
+    mode: str
+    reason: str
+
+
+class TimeReadyReply(Message):
+    kind: Literal["time_ready"] = "time_ready"
+
+
+class TimedCallReply(Message):
+    kind: Literal["timed_call"] = "timed_call"
+    ns: Nanoseconds
+
+
+class TimingReply(Message):
+    """A batch of timed calls as the candidate's worker measured them, and their outputs."""
+
+    kind: Literal["timing"] = "timing"
+    times_ns: list[Nanoseconds]
+    host_ns: list[Nanoseconds]
+    window_ns: list[Nanoseconds]
+    launch_ns: list[Nanoseconds]
+    outputs: list[list[Any]]
+    facts: TimingFacts
+
+
+Reply = Annotated[
+    HelloReply
+    | ErrorReply
+    | ProblemErrorReply
+    | TickReply
+    | ProblemReply
+    | CaseDataReply
+    | RooflineReply
+    | TimingBatchReply
+    | BaselinesReadyReply
+    | BaselineCallReply
+    | BaselinesEndReply
+    | LoadedReply
+    | ReadyReply
+    | CaseResultReply
+    | BoundReply
+    | TimeReadyReply
+    | TimedCallReply
+    | TimingReply,
+    Field(discriminator="kind"),
+]
+REPLIES: TypeAdapter[Reply] = TypeAdapter(Reply)

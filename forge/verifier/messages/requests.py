@@ -1,0 +1,147 @@
+"""What the parent asks of a worker; each side has a method named by the request's ``kind``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from forge.core.statuses import TimingRegime
+from forge.verifier.messages.records import Message, ModelBuild, Tensors
+
+
+class SetupRequest(Message):
+    """Reference: plan a verification of the op with this seed (``ProblemReply``)."""
+
+    kind: Literal["setup"] = "setup"
+    op_path: str
+    seed: int
+    timing_budget_s: float = 1.0
+    timing_trials: int | None = None
+    timing_batch_mb: int = 160
+    cache_dir: str
+
+
+class CaseDataRequest(Message):
+    """Reference: draw one case, with its refill partner's (``CaseDataReply``)."""
+
+    kind: Literal["case_data"] = "case_data"
+    id: str
+    partner: str | None = None
+
+
+class RooflineRequest(Message):
+    kind: Literal["roofline"] = "roofline"
+    cache_dir: str
+
+
+class TimingBatchRequest(Message):
+    """Reference: draw the next batch of timing inputs (``TimingBatchReply``)."""
+
+    kind: Literal["timing_batch"] = "timing_batch"
+    index: int = Field(ge=0)
+
+
+class BaselinesBeginRequest(Message):
+    kind: Literal["baselines_begin"] = "baselines_begin"
+    compile: bool
+    warm: bool
+
+
+class BaselineCallRequest(Message):
+    kind: Literal["baseline_call"] = "baseline_call"
+    index: int = Field(ge=0)
+
+
+class BaselinesEndRequest(Message):
+    kind: Literal["baselines_end"] = "baselines_end"
+
+
+class LoadRequest(Message):
+    """Candidate: import the op and the candidate file (``LoadedReply``)."""
+
+    kind: Literal["load"] = "load"
+    op_path: str
+    candidate_path: str
+
+
+class InstantiateRequest(Message):
+    kind: Literal["instantiate"] = "instantiate"
+    models: list[ModelBuild]
+
+
+class CaseRequest(Message):
+    """Candidate: run one case on ``model`` (``CaseResultReply``); ``refill``: the partner's
+    inputs, written into the same buffers for a third call."""
+
+    kind: Literal["case"] = "case"
+    id: str
+    model: str
+    inputs: Tensors
+    refill: Tensors | None = None
+    state_before: dict[str, Any] | None = None
+
+
+class BindRequest(Message):
+    """Candidate: bind ModelNew to an instance of the user's class (``BoundReply``)."""
+
+    kind: Literal["bind"] = "bind"
+    model: ModelBuild
+
+
+class TimeBeginRequest(Message):
+    """Candidate: prepare a batch of timed calls. ``sets`` None: the batch it holds (warm calls)."""
+
+    kind: Literal["time_begin"] = "time_begin"
+    model: str
+    sets: list[Tensors] | None
+    warmup: list[Tensors] | None
+    warm: bool
+    memory_budget: int | None
+
+
+class TimeCallRequest(Message):
+    kind: Literal["time_call"] = "time_call"
+    index: int = Field(ge=0)
+
+
+class TimeEndRequest(Message):
+    kind: Literal["time_end"] = "time_end"
+
+
+class UserLoopRequest(Message):
+    """A user-loop process's job (``user_loop``), written to the file it reads; it answers with a
+    ``UserLoop`` record written to another."""
+
+    op_path: str
+    candidate_path: str
+    regime: TimingRegime
+    rounds: int = Field(ge=1)
+    compile: bool
+    seed: int
+    device: str
+
+
+class ExitRequest(Message):
+    kind: Literal["exit"] = "exit"
+
+
+Request = Annotated[
+    SetupRequest
+    | CaseDataRequest
+    | RooflineRequest
+    | TimingBatchRequest
+    | BaselinesBeginRequest
+    | BaselineCallRequest
+    | BaselinesEndRequest
+    | LoadRequest
+    | InstantiateRequest
+    | CaseRequest
+    | BindRequest
+    | TimeBeginRequest
+    | TimeCallRequest
+    | TimeEndRequest
+    | ExitRequest,
+    Field(discriminator="kind"),
+]
+REQUESTS: TypeAdapter[Request] = TypeAdapter(Request)

@@ -1,0 +1,86 @@
+"""The verifier's messages: parsed once at the channel, refused when malformed, answered by a side."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+import torch
+
+from forge.verifier import codec
+from forge.verifier.candidate_side import CandidateSide
+from forge.verifier.messages import (
+    CaseFacts,
+    CaseResultReply,
+    MalformedMessage,
+    TimingFacts,
+    TimingReply,
+    parse_reply,
+    parse_request,
+)
+from forge.verifier.messages.requests import Request
+from forge.verifier.reference_side import ReferenceSide
+
+
+def _facts() -> CaseFacts:
+    return CaseFacts(
+        structure="Tensor",
+        sequence=False,
+        types=["torch.Tensor"],
+        plain=[True],
+        storage_ok=[True],
+        devices=["cpu"],
+        aliases=[[]],
+        busy_python_threads=[],
+        new_native_threads=0,
+        call_index=0,
+        reference_calls=0,
+        inputs_modified=[],
+        changed_after_return=[],
+        clock_tampering=[],
+    )
+
+
+def test_a_reply_survives_the_wire_as_the_same_record_with_its_tensors():
+    out = torch.arange(6.0).reshape(2, 3)
+    reply = CaseResultReply(id="base/0:normal:0", outputs=[out], outputs2=[out.clone()], facts=_facts())
+    back = parse_reply(codec.decode(codec.encode(reply.wire())))
+    assert isinstance(back, CaseResultReply) and back.facts == reply.facts
+    assert torch.equal(back.outputs[0], out) and back.outputs_refill is None
+
+
+@pytest.mark.parametrize(
+    ("frame", "said"),
+    [
+        ({"kind": "case_result", "id": "x", "outputs": "all good", "outputs2": [], "facts": {}}, "outputs"),
+        ({"kind": "timed_call", "ns": -5}, "ns"),
+        ({"kind": "timed_call", "ns": 5, "extra": 1}, "extra"),
+        ({"kind": "victory"}, "kind"),
+        ({"type": "tick"}, "kind"),
+        ([1, 2], "valid"),
+    ],
+)
+def test_a_malformed_reply_is_refused_and_says_which_field(frame, said):
+    with pytest.raises(MalformedMessage, match=said):
+        parse_reply(frame)
+
+
+def test_timing_replies_refuse_negative_times():
+    good = TimingReply(
+        times_ns=[1], host_ns=[1], window_ns=[1], launch_ns=[0], outputs=[[]], facts=TimingFacts()
+    ).wire()
+    assert isinstance(parse_reply(good), TimingReply)
+    with pytest.raises(MalformedMessage, match="times_ns"):
+        parse_reply({**good, "times_ns": [-1]})
+
+
+def test_every_request_kind_is_answered_by_a_method_of_a_worker_side():
+    kinds = [typing.get_args(cls.model_fields["kind"].annotation)[0] for cls in typing.get_args(Request)[0].__args__]
+    assert len(kinds) == len(set(kinds)) > 10
+    for kind in kinds:
+        if kind == "exit":
+            continue
+        assert hasattr(ReferenceSide, kind) or hasattr(CandidateSide, kind), kind
+    assert parse_request({"kind": "time_call", "index": 3}).index == 3  # type: ignore[union-attr]
+    with pytest.raises(MalformedMessage):
+        parse_request({"kind": "time_call", "index": "three"})
