@@ -55,7 +55,7 @@ if TYPE_CHECKING:
         bank_show_plan,
     )
     from forge.harness.bank.reader import BankReader, bank_exists
-    from forge.harness.bank.sessions import session_list, session_show
+    from forge.harness.bank.sessions import session_list, session_rounds, session_show
     from forge.harness.health.checks import doctor
     from forge.harness.health.report import DoctorReport, Finding
     from forge.harness.plans.options import DEFAULT_PLAN_ROUNDS, PlanOptions
@@ -110,6 +110,7 @@ __all__ = [
     "optimize_plan",
     "preflight",
     "session_list",
+    "session_rounds",
     "session_show",
     "verify_candidate",
     "write_report",
@@ -152,7 +153,7 @@ _SOURCES = {
     "forge.harness.runs.report": ("write_report",),
     "forge.harness.runs.run": ("RunResult", "collect_ops", "optimize"),
     "forge.harness.sessions.session": ("SessionResult", "TracePoint"),
-    "forge.harness.bank.sessions": ("session_list", "session_show"),
+    "forge.harness.bank.sessions": ("session_list", "session_rounds", "session_show"),
     "forge.harness.verify": ("Verification", "verify_candidate"),
 }
 _WHERE = {name: module for module, names in _SOURCES.items() for name in names}

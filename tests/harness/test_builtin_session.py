@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from forge.core.figures import fmt_seconds
 from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
 from forge.db.kernels import list_kernels
@@ -328,7 +329,7 @@ def test_each_op_gets_an_equal_part_of_the_time_left_when_it_opens(tmp_path, fas
     for r, (_, e) in zip(run.results, opened, strict=True):
         assert r.share_s == e.share_s and r.attempts >= (1 if e.share_s and e.share_s > 1 else 0)
         if "its share of the time limit" in (r.reason or ""):
-            assert r.status == "time_limit" and f"({e.share_s:.0f} s" in (r.reason or ""), r.reason
+            assert r.status == "time_limit" and f"({fmt_seconds(e.share_s or 0)}" in (r.reason or ""), r.reason
 
 
 def test_the_next_finalist_is_banked_when_the_first_does_not_hold_up(tmp_path, fast_settings, monkeypatch):

@@ -4,11 +4,11 @@ checked before anything runs."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import TypeAdapter
 
 from forge.agents import AgentChoice
 from forge.core.errors import UsageError
@@ -19,14 +19,15 @@ _MESH = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 
 @dataclass(frozen=True)
-class PlanOptions:
-    """One parallel-plan session over one model.
+class PlanChoices:
+    """What a plan session keeps of its options (the bank stores them with it,
+    ``StoredPlanOptions``) and a resumed one takes back: the model's mesh and memory, and the agents.
 
     ``mesh``: "DPxTP" (``2x2``), or None to let the agent choose among the world size's meshes.
     ``simulate``: rank plans with the cost model alone (meshes larger than this machine).
     """
 
-    world_size: int
+    world_size: int = 0
     mesh: str | None = None
     memory_per_device_gib: float | None = None
     train: bool = True
@@ -35,12 +36,6 @@ class PlanOptions:
     judge_model: str | None = None
     api_base: str | None = None
     rounds: int | None = None
-    budget_usd: float | None = None
-    time_limit_s: float | None = None
-    bank: BankLocation | None = None
-    steps: int = 5  # timed steps per real run (after one warm-up)
-    run_timeout_s: float = 240.0  # one real run, every rank
-    resume: int | None = None  # a stored plan session's id: its model, mesh and agents, its plans kept
 
     @property
     def agents(self) -> AgentChoice:
@@ -49,6 +44,19 @@ class PlanOptions:
     @property
     def round_limit(self) -> int:
         return DEFAULT_PLAN_ROUNDS if self.rounds is None else self.rounds
+
+
+@dataclass(frozen=True)
+class PlanOptions(PlanChoices):
+    """One parallel-plan session over one model: its choices (``PlanChoices``), and this run's
+    limits, bank and real runs, or the stored session to resume (its plans kept)."""
+
+    budget_usd: float | None = None
+    time_limit_s: float | None = None
+    bank: BankLocation | None = None
+    steps: int = 5  # timed steps per real run (after one warm-up)
+    run_timeout_s: float = 240.0  # one real run, every rank
+    resume: int | None = None  # a stored plan session's id: its model, mesh and agents, its plans kept
 
     @property
     def memory_limit_bytes(self) -> int | None:
@@ -83,41 +91,29 @@ class PlanOptions:
 
     def to_json(self, model_path: Path) -> dict[str, Any]:
         """What the session row stores: what ``--resume`` needs (``StoredPlanOptions``)."""
-        kept = {name: getattr(self, name) for name in StoredPlanOptions.model_fields if name in _SESSION_FIELDS}
-        return StoredPlanOptions(op_path=str(model_path), rounds=self.round_limit, **kept).model_dump()
+        kept = {f.name: getattr(self, f.name) for f in fields(PlanChoices)}
+        stored = StoredPlanOptions(**{**kept, "rounds": self.round_limit}, op_path=str(model_path))
+        row: dict[str, Any] = _STORED.dump_python(stored, mode="json")
+        return row
 
 
-# What a plan session keeps of its options and a resumed one takes back (besides op_path and rounds).
-_SESSION_FIELDS = {
-    "world_size",
-    "mesh",
-    "memory_per_device_gib",
-    "train",
-    "simulate",
-    "model",
-    "judge_model",
-    "api_base",
-}
+@dataclass(frozen=True)
+class StoredPlanOptions(PlanChoices):
+    """A plan session's choices as the bank keeps them (JSON), with its model file."""
 
-
-class StoredPlanOptions(BaseModel):
-    """A plan session's settings as the bank keeps them (JSON), read back for ``--resume``."""
-
-    model_config = ConfigDict(extra="ignore")
     parallel: bool = True  # tells a plan session's settings from a kernel session's
-    op_path: str
-    world_size: int
-    mesh: str | None = None
-    memory_per_device_gib: float | None = None
-    train: bool = True
-    simulate: bool = False
-    model: str | None = None
-    judge_model: str | None = None
-    api_base: str | None = None
-    rounds: int = DEFAULT_PLAN_ROUNDS
+    op_path: str = ""
+
+    @classmethod
+    def read(cls, settings: dict[str, Any]) -> StoredPlanOptions:
+        """The session row's settings (JSON written by ``PlanOptions.to_json``)."""
+        return _STORED.validate_python(settings)
 
     def resumed(self, given: PlanOptions) -> PlanOptions:
         """``given`` (this run's flags: bank, limits) with the session's own model, mesh and agents;
         a ``rounds`` given now replaces the stored count."""
-        kept = self.model_dump(include=_SESSION_FIELDS)
-        return replace(given, **kept, rounds=self.rounds if given.rounds is None else given.rounds)
+        kept = {f.name: getattr(self, f.name) for f in fields(PlanChoices)}
+        return replace(given, **{**kept, "rounds": self.rounds if given.rounds is None else given.rounds})
+
+
+_STORED: TypeAdapter[StoredPlanOptions] = TypeAdapter(StoredPlanOptions)

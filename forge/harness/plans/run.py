@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from forge.agents import PlanTried, check_provider, make_plan_agents
 from forge.core.choices import Strategy
-from forge.core.errors import ProblemError, ProviderError, UsageError
+from forge.core.errors import BankError, ProblemError, ProviderError, UsageError
 from forge.core.exit_codes import ExitCode
 from forge.core.parallel_plan import structure_hash
 from forge.core.problem import Problem, load_problem, reference_hash
@@ -254,17 +254,18 @@ def _open(
         return model_path, options, PlanState(), None
     lease = hold_lease(engine, claim_session(engine, options.resume, Driver.this_process()))
     stored = load_session(engine, options.resume)
+    if stored.strategy != Strategy.PARALLEL:
+        raise UsageError(f"session {options.resume} is a kernel session: resume it with forge optimize --resume")
     try:
-        settings = StoredPlanOptions.model_validate(stored.settings)
-    except ValidationError:
-        raise UsageError(
-            f"session {options.resume} is a kernel session: resume it with forge optimize --resume"
-        ) from None
-    more = options.rounds is not None and options.rounds > settings.rounds
+        settings = StoredPlanOptions.read(stored.settings)
+    except ValidationError as exc:
+        raise BankError(f"session {stored.id}'s stored settings cannot be read ({exc.errors()[0]['msg']})") from exc
+    done = settings.round_limit
+    more = options.rounds is not None and options.rounds > done
     if stored.status is SessionStatus.FINISHED and not more:
         raise UsageError(
-            f"session {stored.id} already finished its {settings.rounds} rounds; continue it with more "
-            f"(`forge plan --resume {stored.id} --rounds {settings.rounds + 2}`)"
+            f"session {stored.id} already finished its {done} rounds; continue it with more "
+            f"(`forge plan --resume {stored.id} --rounds {done + 2}`)"
         )
     return Path(settings.op_path), settings.resumed(options), restore_plan_state(stored), lease
 

@@ -3,11 +3,11 @@ so that ``--resume`` goes on the same way."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import TypeAdapter
 
 from forge.agents import AgentChoice
 from forge.core.choices import SEARCH_STRATEGIES, Backend, Device, Strategy
@@ -19,24 +19,43 @@ TextEnumT = TypeVar("TextEnumT", Backend, Strategy, Device)
 
 
 @dataclass(frozen=True)
-class OptimizeOptions:
-    """One ``forge optimize`` run: the agents, the search, its limits, the bank, or the session to resume.
-
-    ``rounds``: None takes the default (8), or a resumed session's stored count; a number given with
-    ``resume`` replaces the stored one (more than stored continues a finished session).
-    ``resume_all``: every session of the bank that was cut short and that no live driver runs.
-    ``bank_attempt``: bank one of the resumed session's passed attempts by hand, through the same
-    confirmation its own finalists get (it is banked only if it holds up).
-    """
+class SessionChoices:
+    """What a session keeps of its options (the bank stores them with it, ``StoredOptions``) and a
+    resumed session takes back: its agents and its search. ``rounds``: None takes the default (8)."""
 
     model: str | None = None
     judge_model: str | None = None
     api_base: str | None = None
-    backend: Backend = Backend.AUTO
     strategy: Strategy = Strategy.REFINE
     rounds: int | None = None
     population: int = 4  # evolve: children per generation
     top_k: int = 2  # evolve: parents per generation
+
+    def __post_init__(self) -> None:
+        # a library caller may give plain strings: parsed here once, members from then on
+        object.__setattr__(self, "strategy", _member(Strategy, self.strategy, "--strategy"))
+
+    @property
+    def agents(self) -> AgentChoice:
+        return AgentChoice(self.model, self.judge_model, self.api_base)
+
+    @property
+    def round_limit(self) -> int:
+        return DEFAULT_ROUNDS if self.rounds is None else self.rounds
+
+
+@dataclass(frozen=True)
+class OptimizeOptions(SessionChoices):
+    """One ``forge optimize`` run: the session's choices (``SessionChoices``), and this run's
+    backend, parallel verifications, bank, limits, or the session to resume.
+
+    ``rounds`` given with ``resume`` replaces the stored count (more than stored continues a
+    finished session). ``resume_all``: every session of the bank that was cut short and that no
+    live driver runs. ``bank_attempt``: bank one of the resumed session's passed attempts by hand,
+    through the same confirmation its own finalists get (it is banked only if it holds up).
+    """
+
+    backend: Backend = Backend.AUTO
     workers: int = 1  # verifications run in parallel
     bank: BankLocation | None = None
     budget_usd: float | None = None  # shared by every op of the run
@@ -48,17 +67,8 @@ class OptimizeOptions:
     stream_replies: bool = False  # LLM replies streamed and reported as they arrive (ReplyProgress events)
 
     def __post_init__(self) -> None:
-        # a library caller may give plain strings: parsed here once, members from then on
+        super().__post_init__()
         object.__setattr__(self, "backend", _member(Backend, self.backend, "--backend"))
-        object.__setattr__(self, "strategy", _member(Strategy, self.strategy, "--strategy"))
-
-    @property
-    def agents(self) -> AgentChoice:
-        return AgentChoice(self.model, self.judge_model, self.api_base)
-
-    @property
-    def round_limit(self) -> int:
-        return DEFAULT_ROUNDS if self.rounds is None else self.rounds
 
     def check(self) -> None:
         """UsageError naming the bad option."""
@@ -78,55 +88,45 @@ class OptimizeOptions:
             raise UsageError("banking an attempt by hand needs its session (resume=SESSION_ID)")
 
 
-class StoredOptions(BaseModel):
-    """A session's settings as the bank keeps them (JSON): what a resumed session needs."""
+@dataclass(frozen=True)
+class StoredOptions(SessionChoices):
+    """A session's choices as the bank keeps them (JSON), with its op, device and backend; the
+    parallel verifications it ran with (``workers``) are kept to be shown, not taken back."""
 
-    model_config = ConfigDict(extra="ignore")
-    model: str | None = None
-    judge_model: str | None = None
-    api_base: str | None = None
-    strategy: Strategy = Strategy.REFINE
-    rounds: int = DEFAULT_ROUNDS
-    population: int = 4
-    top_k: int = 2
-    workers: int = 1
     op_path: str = ""
     device: Device | None = None
     backend: Backend | None = None
+    workers: int = 1
 
     @classmethod
     def of(cls, options: OptimizeOptions, op_path: Path, device: Device, backend: Backend) -> StoredOptions:
+        kept = {f.name: getattr(options, f.name) for f in fields(SessionChoices)}
         return cls(
-            model=options.model,
-            judge_model=options.judge_model,
-            api_base=options.api_base,
-            strategy=options.strategy,
-            rounds=options.round_limit,
-            population=options.population,
-            top_k=options.top_k,
-            workers=options.workers,
+            **{**kept, "rounds": options.round_limit},
             op_path=str(op_path),
             device=device,
             backend=backend,
+            workers=options.workers,
         )
+
+    @classmethod
+    def read(cls, settings: dict[str, Any]) -> StoredOptions:
+        """The session row's settings (JSON written by ``to_json``, or by an earlier forge)."""
+        return _STORED.validate_python(settings)
 
     def resumed(self, given: OptimizeOptions) -> OptimizeOptions:
         """``given`` (this run's flags) with the session's own agents and search; a ``rounds``
         given now replaces the stored count."""
-        return replace(
-            given,
-            model=self.model,
-            judge_model=self.judge_model,
-            api_base=self.api_base,
-            strategy=self.strategy,
-            rounds=self.rounds if given.rounds is None else given.rounds,
-            population=self.population,
-            top_k=self.top_k,
-            backend=self.backend or given.backend,
-        )
+        kept = {f.name: getattr(self, f.name) for f in fields(SessionChoices)}
+        rounds = self.rounds if given.rounds is None else given.rounds
+        return replace(given, **{**kept, "rounds": rounds}, backend=self.backend or given.backend)
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        stored: dict[str, Any] = _STORED.dump_python(self, mode="json")
+        return stored
+
+
+_STORED: TypeAdapter[StoredOptions] = TypeAdapter(StoredOptions)
 
 
 def resolve_backend(choice: Backend, device: Device) -> Backend:

@@ -28,14 +28,14 @@ def resumed_options(stored: StoredSession, given: OptimizeOptions) -> tuple[Opti
             f"session {stored.id} is a parallel-plan session: resume it with `forge plan --resume {stored.id}`"
         )
     try:
-        saved = StoredOptions.model_validate(stored.settings)
+        saved = StoredOptions.read(stored.settings)
     except ValidationError as exc:
         raise BankError(f"session {stored.id}'s stored settings cannot be read ({exc.errors()[0]['msg']})") from exc
-    more_rounds = given.rounds is not None and given.rounds > saved.rounds
+    more_rounds = given.rounds is not None and given.rounds > saved.round_limit
     if not stored.status.resumable and not more_rounds and given.bank_attempt is None:
         raise ForgeError(
-            f"session {stored.id} already finished its {saved.rounds} rounds; continue it with more "
-            f"(`--resume {stored.id} --rounds {saved.rounds + 4}`) or start a new one with `forge optimize OP.py`"
+            f"session {stored.id} already finished its {saved.round_limit} rounds; continue it with more "
+            f"(`--resume {stored.id} --rounds {saved.round_limit + 4}`) or start a new one with `forge optimize OP.py`"
         )
     path = Path(saved.op_path)
     if not (path.is_file() and path.read_text() == stored.problem_source):

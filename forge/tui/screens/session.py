@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Header, Sparkline, Static, Tabbed
 from forge.core.choices import Strategy
 from forge.core.errors import ForgeError
 from forge.core.statuses import AttemptRole, SessionStatus
-from forge.harness import DEFAULT_ROUNDS, StoredAttempt, StoredSession, events
+from forge.harness import DEFAULT_ROUNDS, StoredAttempt, StoredSession, events, session_rounds
 from forge.present import (
     ATTEMPT_COLUMNS,
     attempt_cells,
@@ -88,7 +88,7 @@ class SessionScreen(ForgeScreen):
         steps = [a.plan_evidence.measured.step_ms for a in coder if a.plan_evidence and a.plan_evidence.measured]
         shown_best = f"best step {min(steps):.3g} ms" if steps else f"best {best:.2f}x eager"
         elapsed = _seconds(s.started_at, s.ended_at)
-        rounds = s.settings.get("rounds", "?")
+        rounds = session_rounds(s)
         live = self.forge.runs.of_session(s.id)
         elsewhere = "running elsewhere" if s.status is SessionStatus.RUNNING else str(s.status)
         where = "running here" if live else elsewhere
@@ -180,7 +180,7 @@ class SessionScreen(ForgeScreen):
         if self.forge.runs.of_session(self.session_id) is not None:
             self.notify("this session is still running", severity="warning")
             return
-        rounds = int((self.stored.settings.get("rounds") if self.stored else None) or DEFAULT_ROUNDS)
+        rounds = session_rounds(self.stored) if self.stored is not None else DEFAULT_ROUNDS
         if self.stored is not None and self.stored.strategy == Strategy.PARALLEL:
             more = f"forge plan --resume {self.session_id} --rounds {rounds + 2}"
             self.notify(f"a parallel-plan session continues from the command line: {more}", severity="warning")
