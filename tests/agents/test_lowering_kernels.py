@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from forge.agents.builtin.lowering import program
-from forge.agents.builtin.lowering.cpp_emit import split_invariant
+from forge.agents.builtin.lowering.code import Statement, hoist
 from forge.agents.builtin.lowering.program import LoweredGraph
 
 
@@ -197,16 +197,31 @@ def test_a_row_group_whose_result_is_read_at_another_row_runs_unfused():
     check(model, inputs, {"fuse": True})
 
 
-def test_loop_invariant_statements_are_computed_before_the_simd_loop():
-    lines = [
-        "const float t0 = b0[i0 * 8 + i1];",
-        "const float t1 = b1[i0];",
-        "const float t2 = std::sqrt(t1);",
-        "const float t3 = ((float)(t0 / t2));",
-        "y[i0 * 8 + i1] = t3;",
+def test_loop_invariant_values_are_computed_before_the_simd_loop():
+    body = [
+        Statement("const float t0 = b0[i0 * 8 + i1];", frozenset({"b0", "i0", "i1"})),
+        Statement("const float t1 = b1[i0];", frozenset({"b1", "i0"})),
+        Statement("const float t2 = std::sqrt(t1);", frozenset({"b1", "i0"})),
+        Statement("const float t3 = ((float)(t0 / t2));", frozenset({"b0", "b1", "i0", "i1"})),
+        Statement("y[i0 * 8 + i1] = t3;"),  # not a value: stays where it is
     ]
-    outside, inside = split_invariant(lines, "i1")
-    assert outside == lines[1:3] and inside == [lines[0], lines[3], lines[4]]
+    outside, inside = hoist(body, "i1")
+    assert outside == body[1:3] and inside == [body[0], body[3], body[4]]
+
+
+def test_what_a_value_depends_on_comes_from_the_graph_so_a_rows_norm_leaves_its_loop():
+    class L2(nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.normalize(x, dim=1)
+
+    lowered = program.analyze(L2(), [torch.randn(8, 64)])
+    assert not isinstance(lowered, str)
+    source = program.render(lowered)
+    loop = source.index("for (int64_t i1 = 0; i1 < 64; ++i1)", source.index("std::sqrt"))
+    before, inside = source[:loop], source[loop : source.index("}", loop)]
+    assert "std::sqrt" in before and "std::sqrt" not in inside  # the row's norm, once per row
+    assert " / t" in inside  # the division by it, per element
+    check(L2(), [torch.randn(8, 64)])
 
 
 @pytest.mark.parametrize(

@@ -14,58 +14,11 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from forge.agents.builtin.cpp_snippets import FEXP, HEADER, WRITE
+from forge.agents.builtin.cpp_snippets import ERF, FMATH, HEADER, WRITE
 from forge.agents.builtin.pointwise_expr import CPP, TRITON, expression
-from forge.agents.builtin.rowwise import ATTR_SOURCE, fetch_attr
+from forge.agents.builtin.py_snippets import ATTR_SOURCE, PLAN_SOURCE
+from forge.agents.builtin.rowwise import fetch_attr
 from forge.agents.builtin.tuner import effective_config
-
-FMATH = (
-    FEXP
-    + r"""
-static inline float forge_tanh(float x) { return 1.0f - 2.0f / (forge_exp(2.0f * x) + 1.0f); }
-"""
-)
-
-# erf (the exact GELU's), two ways: the tuner's ``erf`` knob, the verifier judges both.
-# "torch": Abramowitz & Stegun 7.1.26 with an exp, the formula ATen's vectorised erf uses, so the
-#   results track eager's (|error| < 6e-7 over every float).
-# "rational": x * P(x^2) / Q(x^2), saturated to +-1 beyond 3.9: a minimax fit made for forge, its
-#   numerator scaled down 4 ulp so that no float input gives |erf| > 1 (1 + erf < 0 would flip the
-#   sign of the GELU's tail). benchmarks/erf_rational.py derives it and checks both forms over every
-#   float. No exp: the exact GELU about 1.8x faster per element; |error| < 6.1e-7 over every
-#   float, like the exp form's. NaN propagates, +-inf give +-1.
-ERF = {
-    "torch": r"""
-static inline float forge_erf(float x) {
-    float a = x < 0.f ? -x : x;
-    float t = 1.0f / (1.0f + 0.3275911f * a);
-    float p = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
-    float r = 1.0f - p * forge_exp(-a * a);
-    return x < 0.f ? -r : r;
-}
-""",
-    "rational": r"""
-static inline float forge_erf(float x) {
-    float u = x * x;
-    float p = 1.986826874e-06f;
-    p = p * u + 2.845631097e-04f;
-    p = p * u + 3.883167868e-03f;
-    p = p * u + 5.310118198e-02f;
-    p = p * u + 1.935407519e-01f;
-    p = p * u + 1.128378868e+00f;
-    float q = 3.742050831e-05f;
-    q = q * u + 1.185531379e-03f;
-    q = q * u + 1.520689391e-02f;
-    q = q * u + 1.153482497e-01f;
-    q = q * u + 5.048536062e-01f;
-    q = q * u + 1.0f;
-    float r = x * p / q;
-    // erf(x) rounds to 1 in float beyond 3.83: saturate exactly (1 + erf must be 0 for a very
-    // negative x, or gelu(-3e38) is not 0); also where x * x overflowed to inf and p / q is NaN
-    return x > 3.9f ? 1.f : (x < -3.9f ? -1.f : r);
-}
-""",
-}
 
 
 @dataclass(frozen=True)
@@ -230,41 +183,6 @@ extern "C" void kernel(const float* x, float* y{c_params}, int64_t outer, int64_
 {"".join(cases)}}}
 """
     )
-
-
-PLAN_SOURCE = '''def _plan(shape, pshapes):
-    """Split the output into outer blocks x an inner run over which each parameter is either
-    constant or contiguous and full; per parameter: base offset of each outer block, full flag."""
-    key = (shape, pshapes)
-    if key in _plans:
-        return _plans[key]
-    nd = len(shape)
-    aligned = [(1,) * (nd - len(p)) + tuple(p) for p in pshapes]
-    split = nd
-    for s in range(nd, -1, -1):
-        if all(all(d == 1 for d in p[s:]) or tuple(p[s:]) == tuple(shape[s:]) for p in aligned):
-            split = s
-    inner = 1
-    for d in shape[split:]:
-        inner *= d
-    outer_shape = tuple(shape[:split])
-    out = []
-    for p in aligned:
-        full = any(d != 1 for d in p[split:])
-        pouter = p[:split]
-        count = 1
-        for d in pouter:
-            count *= d
-        base = torch.arange(count, dtype=torch.int64).reshape(pouter).expand(outer_shape).reshape(-1)
-        out.append((((base * inner) if full else base).contiguous(), int(full)))
-    outer = 1
-    for d in outer_shape:
-        outer *= d
-    _plans[key] = (outer, inner, out)
-    return _plans[key]
-
-
-'''
 
 
 def prologue(recipe: PointwiseRecipe) -> str:

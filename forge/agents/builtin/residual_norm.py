@@ -16,12 +16,12 @@ import torch
 import torch.fx as fx
 
 from forge.agents.builtin.cpp_snippets import HEADER, REDUCE, WRITE
+from forge.agents.builtin.py_snippets import ATTR_HELPERS
 from forge.agents.builtin.rowwise import (
-    ATTR_HELPERS,
     RowRecipe,
-    _calls,
-    _name,
+    call_name,
     eps_source,
+    graph_calls,
     match_norm,
     norm_param_args,
 )
@@ -49,8 +49,8 @@ def analyze(model: torch.nn.Module, inputs: list[Any]) -> ResidualNormRecipe | s
     except Exception as exc:
         return f"torch.fx could not trace the reference ({type(exc).__name__}: {exc})"
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    calls = _calls(gm.graph)
-    names = [_name(n) for n in calls]
+    calls = graph_calls(gm.graph)
+    names = [call_name(n) for n in calls]
     why = f"not a residual add followed by a norm (traced ops: {', '.join(names) or 'none'})"
     if len(placeholders) != 2 or not calls or names[0] != "add" or calls[0].kwargs:
         return why

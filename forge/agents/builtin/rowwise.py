@@ -13,6 +13,7 @@ import torch
 import torch.fx as fx
 
 from forge.agents.builtin.cpp_snippets import FEXP, HEADER, REDUCE, ROW_DEFAULT, WRITE, rowwise_cpp
+from forge.agents.builtin.py_snippets import ATTR_HELPERS
 from forge.agents.builtin.tuner import effective_config
 
 
@@ -29,11 +30,11 @@ def _is_last_dim(dim: Any, ndim: int) -> bool:
     return isinstance(dim, int) and dim in (-1, ndim - 1)
 
 
-def _calls(graph: fx.Graph) -> list[fx.Node]:
+def graph_calls(graph: fx.Graph) -> list[fx.Node]:
     return [n for n in graph.nodes if n.op in ("call_function", "call_method", "call_module")]
 
 
-def _name(node: fx.Node) -> str:
+def call_name(node: fx.Node) -> str:
     t = node.target
     if node.op == "call_method":
         return str(t)
@@ -62,7 +63,7 @@ def match_norm(
     """A layernorm/rmsnorm over the last dimension when ``calls`` are exactly its nodes: an
     ``nn.LayerNorm`` or ``nn.RMSNorm`` module, or RMSNorm written out (pow, mean, add eps, rsqrt,
     two muls, the second by a weight)."""
-    names = [_name(n) for n in calls]
+    names = [call_name(n) for n in calls]
     if names == ["module"]:
         target = str(calls[0].target)
         sub = gm.get_submodule(target)
@@ -118,8 +119,8 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> RowRecipe | s
         gm = fx.symbolic_trace(model)
     except Exception as exc:
         return f"torch.fx could not trace the reference ({type(exc).__name__}: {exc})"
-    calls = _calls(gm.graph)
-    names = [_name(n) for n in calls]
+    calls = graph_calls(gm.graph)
+    names = [call_name(n) for n in calls]
     if len(calls) == 1:
         node = calls[0]
         dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
@@ -159,24 +160,6 @@ def canonical(recipe: RowRecipe, config: dict[str, Any]) -> dict[str, Any]:
     if recipe.kind == "layernorm" and config.get("moments") == "one_pass" and "acc" in config:
         return {**config, "acc": space(recipe)["acc"][0]}
     return config
-
-
-# Source of the attribute helpers rendered candidates carry (every family needs ``_attr``).
-ATTR_SOURCE = """def _attr(obj, path):
-    for part in path.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-"""
-ATTR_HELPERS = (
-    ATTR_SOURCE
-    + """def _param(obj, path):
-    return _attr(obj, path).detach().contiguous()
-
-
-"""
-)
 
 
 def norm_param_args(recipe: RowRecipe) -> list[str]:

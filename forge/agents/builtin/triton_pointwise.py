@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from forge.agents.builtin.pointwise import PLAN_SOURCE, PointwiseRecipe, prologue
-from forge.agents.builtin.rowwise import ATTR_SOURCE
+from forge.agents.builtin.pointwise import PointwiseRecipe, prologue
+from forge.agents.builtin.py_snippets import ATTR_SOURCE, PLAN_SOURCE
 from forge.agents.builtin.tuner import default_config, effective_config
 
 TRITON_POINTWISE_DEFAULT: dict[str, Any] = {"block": 1024, "num_warps": 4}

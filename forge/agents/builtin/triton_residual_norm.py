@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from forge.agents.builtin.py_snippets import ATTR_HELPERS
 from forge.agents.builtin.residual_norm import ResidualNormRecipe, returns
-from forge.agents.builtin.rowwise import ATTR_HELPERS, eps_source
+from forge.agents.builtin.rowwise import eps_source
 from forge.agents.builtin.triton_rowwise import TRITON_ROW_DEFAULT, triton_param_args, triton_space
 
 _KERNEL = """@triton.jit

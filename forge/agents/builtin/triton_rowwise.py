@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from forge.agents.builtin.rowwise import ATTR_HELPERS, RowRecipe, eps_source
+from forge.agents.builtin.py_snippets import ATTR_HELPERS
+from forge.agents.builtin.rowwise import RowRecipe, eps_source
 
 TRITON_ROW_DEFAULT: dict[str, Any] = {"block": 4096, "num_warps": 8}
 

@@ -17,9 +17,11 @@ from typing import Any
 
 from torch import fx
 
-from forge.agents.builtin.lowering.cpp_emit import Reader, _decls, _delinear_lines, _without, simd_loop, threads_clause
+from forge.agents.builtin.lowering.code import CodeBuffer, Statement, delinear_into
+from forge.agents.builtin.lowering.cpp_emit import cpp_reader, pointer_decls, simd_loop, threads_clause
 from forge.agents.builtin.lowering.cpp_reduce import reduction_of, row_block
 from forge.agents.builtin.lowering.ir import linear, shape_of
+from forge.agents.builtin.lowering.reader import Reader, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule, Step
 
 
@@ -84,43 +86,44 @@ def fused_row_step(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, A
     kept = [k for k in range(nd) if k not in dims]
     names = [f"i{k}" for k in range(nd)]
     own = linear([names[k] for k in kept], [shape[k] for k in kept])
-    reader = Reader(sched)
-    blocks, types = [], []
+    reader = cpp_reader(sched)
+    blocks, types = CodeBuffer(), []
     for n, step in enumerate(group.reductions):
-        block, acc_t = row_block(step.node, reader.fresh(), cfg, f"b{sched.slot(step.node)}", "            ")
-        blocks.append("        {\n" + block.replace("ACC_T", f"ACC{n}") + "        }\n")
-        types.append(f"    typedef {acc_t} ACC{n};\n")
+        with blocks.block():
+            acc_t = row_block(step.node, reader.fresh(), cfg, f"b{sched.slot(step.node)}", blocks, f"ACC{n}")
+        types.append(f"typedef {acc_t} ACC{n};")
     writes = {sched.slot(s.node): f"b{sched.slot(s.node)}" for s in group.reductions}
-    tail = ""
+    tail = CodeBuffer()
     if group.output is not None:
         node = group.output.node
-        out_reader = Reader(_without(sched, node), reader.reads, reader.loads)
+        out_reader = Reader(without_buffer(sched, node), reader.dialect, reader.reads, reader.loads)
         lin = linear(names, shape)
         value = out_reader.value(node, names, lin)
-        body = [*out_reader.lines, f"b{sched.slot(node)}[{lin}] = {value};"]
-        tail = _nest([k for k in dims if k != nd - 1], names, shape, body)
+        body = [*out_reader.lines, Statement(f"b{sched.slot(node)}[{lin}] = {value};")]
+        _nest(tail, [k for k in dims if k != nd - 1], names, shape, body)
         writes[sched.slot(node)] = f"b{sched.slot(node)}"
     members = {sched.slot(s.node) for s in group.reductions}
     if any(slot in members and offset != own for slot, offset in reader.loads):
         return None
     outer = math.prod(shape[k] for k in kept)
-    return f"""
-static void {name}(void** b) {{
-{_decls(sched, reader.reads, writes)}{"".join(types)}    #pragma omp parallel for schedule(static){threads_clause(cfg)}
-    for (int64_t o = 0; o < {outer}; ++o) {{
-{_delinear_lines("o", [names[k] for k in kept], [shape[k] for k in kept], "        ")}{"".join(blocks)}{tail}    }}
-}}
-"""
+    code = CodeBuffer()
+    code.line("")
+    with code.block(f"static void {name}(void** b)"):
+        pointer_decls(code, sched, reader.reads, writes)
+        code.lines(types)
+        code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
+        with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
+            delinear_into(code, "o", [names[k] for k in kept], [shape[k] for k in kept])
+            code.splice(blocks)
+            code.splice(tail)
+    return code.text()
 
 
-def _nest(mid: list[int], names: list[str], shape: list[int], body: list[str]) -> str:
+def _nest(code: CodeBuffer, mid: list[int], names: list[str], shape: list[int], body: list[Statement]) -> None:
     """Loops over the reduced axes (the last one SIMD) around ``body``, inside a task."""
-    out, ind = [], "        "
-    for k in mid:
-        out.append(f"{ind}for (int64_t {names[k]} = 0; {names[k]} < {shape[k]}; ++{names[k]}) {{\n")
-        ind += "    "
-    out.append(simd_loop(names[-1], "0", str(shape[-1]), body, ind))
-    for _ in mid:
-        ind = ind[:-4]
-        out.append(f"{ind}}}\n")
-    return "".join(out)
+    if not mid:
+        simd_loop(code, names[-1], "0", str(shape[-1]), body)
+        return
+    k = mid[0]
+    with code.block(f"for (int64_t {names[k]} = 0; {names[k]} < {shape[k]}; ++{names[k]})"):
+        _nest(code, mid[1:], names, shape, body)

@@ -1,6 +1,6 @@
 """C++ for the ops the lowering keeps whole: scans, arg-reductions and pooling.
 
-Each reads its input through ``Reader`` (so a pointwise chain before it is fused into the read)
+Each reads its input through ``reader.Reader`` (so a pointwise chain before it is fused into the read)
 and follows torch's CPU semantics where they are observable:
 
 - cumsum/cumprod accumulate in double for float inputs (ATen's CPU accumulator type);
@@ -13,12 +13,15 @@ and follows torch's CPU semantics where they are observable:
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from torch import fx
 
-from forge.agents.builtin.lowering.cpp_emit import Reader, _body, _decls, _delinear_lines, threads_clause
+from forge.agents.builtin.lowering.code import CodeBuffer, delinear_into
+from forge.agents.builtin.lowering.cpp_emit import cpp_reader, pointer_decls, threads_clause
 from forge.agents.builtin.lowering.ir import (
     Unsupported,
     ctype_of,
@@ -72,21 +75,16 @@ def scan_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
     acc = "double" if is_float(dtype_of(node)) else "int64_t"
     op = "+=" if packet_name(node) == "aten.cumsum" else "*="
     init = "0" if op == "+=" else "1"
-    reader = Reader(sched)
+    reader = cpp_reader(sched)
     v = reader.value(x, names if shape_of(x) else [])
-    writes = _decl_writes(_outputs(step, sched))
-    return f"""
-static void {name}(void** b) {{
-{_decls(sched, reader.reads, writes)}    #pragma omp parallel for schedule(static){threads_clause(cfg)}
-    for (int64_t o = 0; o < {outer}; ++o) {{
-{_delinear_lines("o", [names[k] for k in others], [shape[k] for k in others], "        ")}        {acc} acc = {init};
-        for (int64_t {names[dim]} = 0; {names[dim]} < {shape[dim]}; ++{names[dim]}) {{
-{_body(reader.lines, "            ")}            acc {op} ({acc}){v};
-            y0[{linear(names, shape)}] = ({out_ct})acc;
-        }}
-    }}
-}}
-"""
+    code = _kept_function(name, sched, reader.reads, _decl_writes(_outputs(step, sched)))
+    with _task_loop(code, cfg, outer, [names[k] for k in others], [shape[k] for k in others]):
+        code.line(f"{acc} acc = {init};")
+        with code.block(f"for (int64_t {names[dim]} = 0; {names[dim]} < {shape[dim]}; ++{names[dim]})"):
+            code.lines(reader.lines)
+            code.line(f"acc {op} ({acc}){v};")
+            code.line(f"y0[{linear(names, shape)}] = ({out_ct})acc;")
+    return _end(code)
 
 
 def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
@@ -107,7 +105,7 @@ def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str
     names = [f"i{k}" for k in range(nd)]
     others = [k for k in range(nd) if k != dim]
     outer = math.prod(shape[k] for k in others)
-    reader = Reader(sched)
+    reader = cpp_reader(sched)
     v = reader.value(x, idx_of(names))
     outs = _outputs(step, sched)
     vals_only = packet_name(node) in ("aten.argmax", "aten.argmin")
@@ -121,24 +119,19 @@ def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str
     better = f"({v} > best || ({v} != {v}))" if is_max else f"({v} < best || ({v} != {v}))"
     if not is_float(dtype_of(x)):
         better = f"({v} > best)" if is_max else f"({v} < best)"
-    stores = (f"            {yv}[{lin}] = best;\n" if yv else "") + (f"            {yi}[{lin}] = bi;\n" if yi else "")
-    return f"""
-static void {name}(void** b) {{
-{_decls(sched, reader.reads, _decl_writes(outs))}    #pragma omp parallel for schedule(static){threads_clause(cfg)}
-    for (int64_t o = 0; o < {outer}; ++o) {{
-{_delinear_lines("o", [names[k] for k in others], [shape[k] for k in others], "        ")}        {ct} best = 0;
-        int64_t bi = -1;
-        for (int64_t {names[dim]} = 0; {names[dim]} < {shape[dim]}; ++{names[dim]}) {{
-{_body(reader.lines, "            ")}            if (bi < 0 || (best == best && {better})) {{
-                best = {v};
-                bi = {names[dim]};
-            }}
-        }}
-        {{
-{stores}        }}
-    }}
-}}
-"""
+    code = _kept_function(name, sched, reader.reads, _decl_writes(outs))
+    with _task_loop(code, cfg, outer, [names[k] for k in others], [shape[k] for k in others]):
+        code.line(f"{ct} best = 0;")
+        code.line("int64_t bi = -1;")
+        with code.block(f"for (int64_t {names[dim]} = 0; {names[dim]} < {shape[dim]}; ++{names[dim]})"):
+            code.lines(reader.lines)
+            with code.block(f"if (bi < 0 || (best == best && {better}))"):
+                code.line(f"best = {v};")
+                code.line(f"bi = {names[dim]};")
+        with code.block():
+            code.lines([f"{yv}[{lin}] = best;"] if yv else [])
+            code.lines([f"{yi}[{lin}] = bi;"] if yi else [])
+    return _end(code)
 
 
 def _expand(value: Any, n: int, default: int) -> list[int]:
@@ -169,44 +162,81 @@ def pool_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
     sp_in = xshape[lead:]
     win = [f"w{s}" for s in range(nsp)]
     pos = [f"p{s}" for s in range(nsp)]
-    reader = Reader(sched)
+    reader = cpp_reader(sched)
     v = reader.value(x, [*names[:lead], *pos])
     outs = _outputs(step, sched)
-    start = "".join(
-        f"{' ' * (12 + 4 * s)}for (int64_t {win[s]} = 0; {win[s]} < {kernel[s]}; ++{win[s]}) {{\n"
-        f"{' ' * (16 + 4 * s)}const int64_t {pos[s]} = "
-        f"{names[lead + s]} * {stride[s]} - {pad[s]} + {win[s]} * {dil[s]};\n"
-        f"{' ' * (16 + 4 * s)}if ({pos[s]} < 0 || {pos[s]} >= {sp_in[s]}) continue;\n"
-        for s in range(nsp)
-    )
-    ind = " " * (12 + 4 * nsp)
-    close = "".join(f"{' ' * (12 + 4 * s)}}}\n" for s in reversed(range(nsp)))
     lin = linear(names, oshape)
-    if is_max:
-        plane = linear(pos, sp_in)
-        take = f"if (bi < 0 || {v} > best || {v} != {v}) {{ best = {v}; bi = {plane}; }}"
-        inner = f"{_body(reader.lines, ind)}{ind}{take}\n"
-        head = f"            {ctype_of(dtype_of(x))} best = -INFINITY;\n            int64_t bi = -1;\n"
-        tail = f"            y0[{lin}] = best;\n" if 0 in outs else ""
-        tail += f"            y1[{lin}] = bi;\n" if 1 in outs else ""
-    else:
-        inner = f"{_body(reader.lines, ind)}{ind}acc += (double){v};\n{ind}++valid;\n"
-        head = "            double acc = 0;\n            int64_t valid = 0;\n"
-        divisor = _divisor(args, names[lead:], kernel, stride, pad, sp_in)
-        out_ct = ctype_of(dtype_of(out_node))
-        tail = f"            y0[{lin}] = ({out_ct})(acc / (double)({divisor}));\n"
-    outer = math.prod(oshape[:-1])
-    last = names[-1]
-    delin = _delinear_lines("o", names[:-1], oshape[:-1], "        ")
-    return f"""
-static void {name}(void** b) {{
-{_decls(sched, reader.reads, _decl_writes(outs))}    #pragma omp parallel for schedule(static){threads_clause(cfg)}
-    for (int64_t o = 0; o < {outer}; ++o) {{
-{delin}        for (int64_t {last} = 0; {last} < {oshape[-1]}; {last}++) {{
-{head}{start}{inner}{close}{tail}        }}
-    }}
-}}
-"""
+    code = _kept_function(name, sched, reader.reads, _decl_writes(outs))
+    with _task_loop(code, cfg, math.prod(oshape[:-1]), names[:-1], oshape[:-1]):
+        last = names[-1]
+        with code.block(f"for (int64_t {last} = 0; {last} < {oshape[-1]}; {last}++)"):
+            if is_max:
+                code.line(f"{ctype_of(dtype_of(x))} best = -INFINITY;")
+                code.line("int64_t bi = -1;")
+            else:
+                code.line("double acc = 0;")
+                code.line("int64_t valid = 0;")
+            with _windows(code, win, pos, names[lead:], kernel, stride, pad, dil, sp_in):
+                code.lines(reader.lines)
+                if is_max:
+                    plane = linear(pos, sp_in)
+                    code.line(f"if (bi < 0 || {v} > best || {v} != {v}) {{ best = {v}; bi = {plane}; }}")
+                else:
+                    code.line(f"acc += (double){v};")
+                    code.line("++valid;")
+            if is_max:
+                code.lines([f"y0[{lin}] = best;"] if 0 in outs else [])
+                code.lines([f"y1[{lin}] = bi;"] if 1 in outs else [])
+            else:
+                divisor = _divisor(args, names[lead:], kernel, stride, pad, sp_in)
+                code.line(f"y0[{lin}] = ({ctype_of(dtype_of(out_node))})(acc / (double)({divisor}));")
+    return _end(code)
+
+
+@contextlib.contextmanager
+def _windows(
+    code: CodeBuffer,
+    win: list[str],
+    pos: list[str],
+    onames: list[str],
+    kernel: list[int],
+    stride: list[int],
+    pad: list[int],
+    dil: list[int],
+    sp_in: list[int],
+) -> Iterator[None]:
+    """Nested loops over a pooling window's positions inside the input (padding skipped)."""
+    with contextlib.ExitStack() as stack:
+        for s in range(len(win)):
+            stack.enter_context(code.block(f"for (int64_t {win[s]} = 0; {win[s]} < {kernel[s]}; ++{win[s]})"))
+            code.line(f"const int64_t {pos[s]} = {onames[s]} * {stride[s]} - {pad[s]} + {win[s]} * {dil[s]};")
+            code.line(f"if ({pos[s]} < 0 || {pos[s]} >= {sp_in[s]}) continue;")
+        yield
+
+
+def _kept_function(name: str, sched: Schedule, reads: set[int], writes: dict[int, str]) -> CodeBuffer:
+    """A step's function opened (closed by ``_end``): its pointers declared."""
+    code = CodeBuffer()
+    code.line("")
+    code.line(f"static void {name}(void** b) {{")
+    with code.indented():
+        pointer_decls(code, sched, reads, writes)
+    return code
+
+
+def _end(code: CodeBuffer) -> str:
+    code.line("}")
+    return code.text()
+
+
+@contextlib.contextmanager
+def _task_loop(code: CodeBuffer, cfg: dict[str, Any], outer: int, names: list[str], shape: list[int]) -> Iterator[None]:
+    """The parallel loop over the step's outer indices (``names``, set from the task ``o``)."""
+    with code.indented():
+        code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
+        with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
+            delinear_into(code, "o", names, shape)
+            yield
 
 
 def _divisor(

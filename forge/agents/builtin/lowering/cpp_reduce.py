@@ -17,15 +17,10 @@ from typing import Any
 import torch
 from torch import fx
 
-from forge.agents.builtin.lowering.cpp_emit import (
-    SPLIT_BELOW,
-    Reader,
-    _decls,
-    _delinear_lines,
-    simd_loop,
-    threads_clause,
-)
+from forge.agents.builtin.lowering.code import CodeBuffer, Statement, delinear_into
+from forge.agents.builtin.lowering.cpp_emit import SPLIT_BELOW, cpp_reader, pointer_decls, simd_loop, threads_clause
 from forge.agents.builtin.lowering.ir import ctype_of, dtype_of, int_list, is_float, linear, shape_of
+from forge.agents.builtin.lowering.reader import Reader
 from forge.agents.builtin.lowering.schedule import Schedule
 from forge.agents.builtin.lowering.trace import packet_name
 
@@ -106,15 +101,16 @@ def _finish(red: Reduction, acc: str, n: int, out_ct: str, floats: bool, flag: s
     return f"({out_ct}){acc}"
 
 
-def _pass_lines(reader: Reader, x: fx.Node, idx: list[str], red: Reduction, acc: str, second: bool) -> list[str]:
+def _pass_lines(reader: Reader, x: fx.Node, idx: list[str], red: Reduction, acc: str, second: bool) -> list[Statement]:
     v = reader.value(x, idx, linear(idx, shape_of(x)) if idx else "0")
-    return [*reader.lines, *_update(red, acc, v, is_float(dtype_of(x)), second)]
+    return [*reader.lines, *(Statement(line) for line in _update(red, acc, v, is_float(dtype_of(x)), second))]
 
 
-def row_block(node: fx.Node, reader: Reader, cfg: dict[str, Any], out: str, indent: str) -> tuple[str, str]:
-    """The statements reducing ``node``'s input over its reduced axes, for the kept indices the
-    enclosing loop has set (``i<k>``), storing the result at ``out[<kept offset>]``; and the
-    accumulator's C++ type (the block names it ACC_T). For the last axis reduced with some axis kept."""
+def row_block(node: fx.Node, reader: Reader, cfg: dict[str, Any], out: str, code: CodeBuffer, acc_t_name: str) -> str:
+    """Write into ``code`` the statements reducing ``node``'s input over its reduced axes, for the
+    kept indices the enclosing loop has set (``i<k>``), storing the result at ``out[<kept
+    offset>]``; the accumulator's type is named ``acc_t_name``. Returns that type (C++). For the
+    last axis reduced with some axis kept."""
     red = reduction_of(node)
     x = node.args[0]
     assert isinstance(x, fx.Node)
@@ -127,16 +123,31 @@ def row_block(node: fx.Node, reader: Reader, cfg: dict[str, Any], out: str, inde
     n = math.prod(shape[k] for k in red.dims)
     passes = 2 if red.op == "var" else 1
     bodies = [_pass_lines(reader.fresh(), x, names, red, "acc" if p == 0 else "acc2", p == 1) for p in range(passes)]
+    if acc_t_name != "ACC_T":
+        bodies = [[Statement(s.line.replace("ACC_T", acc_t_name), s.uses) for s in b] for b in bodies]
     flag = " reduction(|:NAN_FLAG)" if floats and red.op in ("amax", "amin") else ""
     omp = _omp_op(red)
     lin_out = linear([names[k] for k in kept], [shape[k] for k in kept])
-    src = f"{indent}ACC_T acc = {_init(red, acc_t)};\n{indent}int NAN_FLAG = 0;\n"
-    src += _loops(mid, names, shape, bodies[0], nd - 1, f" reduction({omp}:acc){flag}", indent)
+    code.line(f"{acc_t_name} acc = {_init(red, acc_t)};")
+    code.line("int NAN_FLAG = 0;")
+    _loops(code, mid, names, shape, bodies[0], nd - 1, f" reduction({omp}:acc){flag}")
     if passes == 2:
-        src += f"{indent}const ACC_T mean = acc / (ACC_T){n};\n{indent}ACC_T acc2 = 0;\n"
-        src += _loops(mid, names, shape, bodies[1], nd - 1, " reduction(+:acc2)", indent)
+        code.line(f"const {acc_t_name} mean = acc / ({acc_t_name}){n};")
+        code.line(f"{acc_t_name} acc2 = 0;")
+        _loops(code, mid, names, shape, bodies[1], nd - 1, " reduction(+:acc2)")
     result = _finish(red, "acc2" if passes == 2 else "acc", n, ctype_of(dtype_of(node)), floats, "NAN_FLAG")
-    return src + f"{indent}{out}[{lin_out}] = {result};\n", acc_t
+    code.line(f"{out}[{lin_out}] = {result.replace('ACC_T', acc_t_name)};")
+    return acc_t
+
+
+def _function(name: str, sched: Schedule, reads: set[int], writes: dict[int, str], body: CodeBuffer) -> str:
+    """``static void name(void** b)``: the pointers it uses, then ``body``."""
+    code = CodeBuffer()
+    code.line("")
+    with code.block(f"static void {name}(void** b)"):
+        pointer_decls(code, sched, reads, writes)
+        code.splice(body)
+    return code.text()
 
 
 def _inner(
@@ -151,67 +162,65 @@ def _inner(
 ) -> str:
     """The last axis reduced: per output a task; every axis reduced: the parallel loop reduces."""
     nd = len(shape)
+    body = CodeBuffer()
+    reader = cpp_reader(sched)
     if any(k not in dims for k in range(nd)) and shape_of(x):
         kept = [k for k in range(nd) if k not in dims]
-        reader = Reader(sched)
-        block, acc_t = row_block(node, reader, cfg, "y", "        ")
-        names = [f"i{k}" for k in kept]
-        src = f"""    #pragma omp parallel for schedule(static){threads_clause(cfg)}
-    for (int64_t o = 0; o < {math.prod(shape[k] for k in kept)}; ++o) {{
-{_delinear_lines("o", names, [shape[k] for k in kept], "        ")}{block}    }}
-"""
-        decl = _decls(sched, reader.reads, {sched.slot(node): "y"})
-        return f"\nstatic void {name}(void** b) {{\n{decl}    typedef {acc_t} ACC_T;\n{src}}}\n"
+        block = CodeBuffer()
+        acc_t = row_block(node, reader, cfg, "y", block, "ACC_T")
+        body.line(f"typedef {acc_t} ACC_T;")
+        body.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
+        with body.block(f"for (int64_t o = 0; o < {math.prod(shape[k] for k in kept)}; ++o)"):
+            delinear_into(body, "o", [f"i{k}" for k in kept], [shape[k] for k in kept])
+            body.splice(block)
+        return _function(name, sched, reader.reads, {sched.slot(node): "y"}, body)
     idx = [f"i{k}" for k in range(nd)] if shape_of(x) else []
     names = [f"i{k}" for k in range(nd)]
     mid = [k for k in dims if k != nd - 1]
     acc_t, floats = _acc_type(node, red, cfg), is_float(dtype_of(x))
     n = math.prod(shape[k] for k in dims)
-    reader = Reader(sched)
     bodies = [
         _pass_lines(reader.fresh(), x, idx, red, "acc" if p == 0 else "acc2", p == 1)
         for p in range(2 if red.op == "var" else 1)
     ]
-    src = _all_reduced(red, mid, names, shape, bodies, acc_t, n, ctype_of(dtype_of(node)), floats, cfg)
-    decl = _decls(sched, reader.reads, {sched.slot(node): "y"})
-    return f"\nstatic void {name}(void** b) {{\n{decl}    typedef {acc_t} ACC_T;\n{src}}}\n"
+    body.line(f"typedef {acc_t} ACC_T;")
+    _all_reduced(body, red, mid, names, shape, bodies, acc_t, n, ctype_of(dtype_of(node)), floats, cfg)
+    return _function(name, sched, reader.reads, {sched.slot(node): "y"}, body)
 
 
 def _loops(
+    code: CodeBuffer,
     mid: list[int],
     names: list[str],
     shape: list[int],
-    body: list[str],
+    body: list[Statement],
     last: int,
     clause: str,
-    indent: str,
     lo: str = "0",
     hi: str | None = None,
-) -> str:
+) -> None:
     """Nested loops over the reduced axes ``mid`` and a SIMD loop over ``last`` around ``body``."""
-    out, ind = [], indent
-    for k in mid:
-        out.append(f"{ind}for (int64_t {names[k]} = 0; {names[k]} < {shape[k]}; ++{names[k]}) {{\n")
-        ind += "    "
-    out.append(simd_loop(names[last], lo, hi or str(shape[last]), body, ind, clause))
-    for _ in mid:
-        ind = ind[:-4]
-        out.append(f"{ind}}}\n")
-    return "".join(out)
+    if not mid:
+        simd_loop(code, names[last], lo, hi or str(shape[last]), body, clause)
+        return
+    k = mid[0]
+    with code.block(f"for (int64_t {names[k]} = 0; {names[k]} < {shape[k]}; ++{names[k]})"):
+        _loops(code, mid[1:], names, shape, body, last, clause, lo, hi)
 
 
 def _all_reduced(
+    code: CodeBuffer,
     red: Reduction,
     mid: list[int],
     names: list[str],
     shape: list[int],
-    bodies: list[list[str]],
+    bodies: list[list[Statement]],
     acc_t: str,
     n: int,
     out_ct: str,
     floats: bool,
     cfg: dict[str, Any],
-) -> str:
+) -> None:
     """Every axis reduced: tasks over the other reduced axes (and chunks of the last) reduce in
     the parallel loop itself."""
     last = len(shape) - 1
@@ -219,27 +228,25 @@ def _all_reduced(
     chunk = int(cfg.get("chunk", 4096))
     flag = floats and red.op in ("amax", "amin")
     omp = _omp_op(red)
-    out = [
-        f"    const int64_t nch = {outer} >= {SPLIT_BELOW} ? 1 : ({shape[last]} + {chunk - 1}) / {chunk};\n"
-        f"    const int64_t ch = ({shape[last]} + nch - 1) / nch;\n"
-        f"    ACC_T acc = {_init(red, acc_t)};\n    int NAN_FLAG = 0;\n"
-    ]
+    code.line(f"const int64_t nch = {outer} >= {SPLIT_BELOW} ? 1 : ({shape[last]} + {chunk - 1}) / {chunk};")
+    code.line(f"const int64_t ch = ({shape[last]} + nch - 1) / nch;")
+    code.line(f"ACC_T acc = {_init(red, acc_t)};")
+    code.line("int NAN_FLAG = 0;")
     for p, body in enumerate(bodies):
         acc = "acc" if p == 0 else "acc2"
         clause = f" reduction({omp}:{acc})" + (" reduction(|:NAN_FLAG)" if flag else "")
         if p == 1:
-            out.append(f"    const ACC_T mean = acc / (ACC_T){n};\n    ACC_T acc2 = 0;\n")
-        loops = _loops([], names, shape, body, last, clause, "        ", "c0", "c1")
-        out.append(f"""    #pragma omp parallel for schedule(static){clause}{threads_clause(cfg)}
-    for (int64_t task = 0; task < {outer} * nch; ++task) {{
-        const int64_t o = task / nch;
-        const int64_t c0 = (task % nch) * ch;
-        const int64_t c1 = c0 + ch < {shape[last]} ? c0 + ch : {shape[last]};
-{_delinear_lines("o", [names[k] for k in mid], [shape[k] for k in mid], "        ")}{loops}    }}
-""")
+            code.line(f"const ACC_T mean = acc / (ACC_T){n};")
+            code.line("ACC_T acc2 = 0;")
+        code.line(f"#pragma omp parallel for schedule(static){clause}{threads_clause(cfg)}")
+        with code.block(f"for (int64_t task = 0; task < {outer} * nch; ++task)"):
+            code.line("const int64_t o = task / nch;")
+            code.line("const int64_t c0 = (task % nch) * ch;")
+            code.line(f"const int64_t c1 = c0 + ch < {shape[last]} ? c0 + ch : {shape[last]};")
+            delinear_into(code, "o", [names[k] for k in mid], [shape[k] for k in mid])
+            _loops(code, [], names, shape, body, last, clause, "c0", "c1")
     result = _finish(red, "acc2" if len(bodies) == 2 else "acc", n, out_ct, floats, "NAN_FLAG")
-    out.append(f"    y[0] = {result};\n")
-    return "".join(out)
+    code.line(f"y[0] = {result};")
 
 
 def _outer(
@@ -259,45 +266,41 @@ def _outer(
     kept = [k for k in range(nd) if k not in dims]
     outer_kept = [k for k in kept if k != last]
     acc_t, floats = _acc_type(node, red, cfg), is_float(dtype_of(x))
-    out_ct = ctype_of(dtype_of(node))
     n = math.prod(shape[k] for k in dims)
     tile = int(cfg.get("tile", 256))
-    reader = Reader(sched)
+    reader = cpp_reader(sched)
     passes = 2 if red.op == "var" else 1
-    bodies = [
-        _pass_lines(reader.fresh(), x, names, red, "acc[j]" if p == 0 else "acc2[j]", p == 1) for p in range(passes)
+    bodies = [_tiled(reader.fresh(), x, names, red, p) for p in range(passes)]
+    code = CodeBuffer()
+    code.line(f"typedef {acc_t} ACC_T;")
+    code.line(f"const int64_t nch = ({shape[last]} + {tile - 1}) / {tile};")
+    code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
+    with code.block(f"for (int64_t task = 0; task < {math.prod(shape[k] for k in outer_kept)} * nch; ++task)"):
+        code.line("const int64_t o = task / nch;")
+        code.line(f"const int64_t c0 = (task % nch) * {tile};")
+        code.line(f"const int64_t c1 = c0 + {tile} < {shape[last]} ? c0 + {tile} : {shape[last]};")
+        delinear_into(code, "o", [names[k] for k in outer_kept], [shape[k] for k in outer_kept])
+        code.line(f"ACC_T acc[{tile}];")
+        code.line(f"int nanf[{tile}];")
+        code.line(f"for (int64_t j = 0; j < {tile}; ++j) {{ acc[j] = {_init(red, acc_t)}; nanf[j] = 0; }}")
+        _loops(code, list(dims), names, shape, bodies[0], last, "", "c0", "c1")
+        if passes == 2:
+            code.line(f"ACC_T mean[{tile}], acc2[{tile}];")
+            code.line(f"for (int64_t j = 0; j < {tile}; ++j) {{ mean[j] = acc[j] / (ACC_T){n}; acc2[j] = 0; }}")
+            _loops(code, list(dims), names, shape, bodies[1], last, "", "c0", "c1")
+        fin = _finish(red, "acc2[j]" if passes == 2 else "acc[j]", n, ctype_of(dtype_of(node)), floats, "nanf[j]")
+        with code.block(f"for (int64_t {names[last]} = c0; {names[last]} < c1; ++{names[last]})"):
+            code.line(f"const int64_t j = {names[last]} - c0;")
+            code.line(f"y[{linear([names[k] for k in kept], [shape[k] for k in kept])}] = {fin};")
+    return _function(name, sched, reader.reads, {sched.slot(node): "y"}, code)
+
+
+def _tiled(reader: Reader, x: fx.Node, names: list[str], red: Reduction, p: int) -> list[Statement]:
+    """One pass's body over a tile of the kept last axis: per lane ``j`` an accumulator (and a NaN
+    flag, and in var's second pass a mean)."""
+    last = names[-1]
+    fold = [
+        Statement(s.line.replace("NAN_FLAG", "nanf[j]").replace("- mean", "- mean[j]" if p == 1 else "- mean"))
+        for s in _pass_lines(reader, x, names, red, "acc[j]" if p == 0 else "acc2[j]", p == 1)[len(reader.lines) :]
     ]
-    bodies = [[f"const int64_t j = {names[last]} - c0;", *b] for b in bodies]
-    bodies = [[line.replace("NAN_FLAG", "nanf[j]") for line in b] for b in bodies]
-    if passes == 2:
-        bodies[1] = [line.replace("- mean", "- mean[j]") for line in bodies[1]]
-    outer = math.prod(shape[k] for k in outer_kept)
-    red_dims = list(dims)
-    out_idx = [names[k] for k in kept]
-    lin_out = linear(out_idx, [shape[k] for k in kept])
-    head = _delinear_lines("o", [names[k] for k in outer_kept], [shape[k] for k in outer_kept], "        ")
-    src = f"""    const int64_t nch = ({shape[last]} + {tile - 1}) / {tile};
-    #pragma omp parallel for schedule(static){threads_clause(cfg)}
-    for (int64_t task = 0; task < {outer} * nch; ++task) {{
-        const int64_t o = task / nch;
-        const int64_t c0 = (task % nch) * {tile};
-        const int64_t c1 = c0 + {tile} < {shape[last]} ? c0 + {tile} : {shape[last]};
-{head}        ACC_T acc[{tile}];
-        int nanf[{tile}];
-        for (int64_t j = 0; j < {tile}; ++j) {{ acc[j] = {_init(red, acc_t)}; nanf[j] = 0; }}
-{_loops(red_dims, names, shape, bodies[0], last, "", "        ", "c0", "c1")}"""
-    result = "acc[j]"
-    if passes == 2:
-        src += f"""        ACC_T mean[{tile}], acc2[{tile}];
-        for (int64_t j = 0; j < {tile}; ++j) {{ mean[j] = acc[j] / (ACC_T){n}; acc2[j] = 0; }}
-{_loops(red_dims, names, shape, bodies[1], last, "", "        ", "c0", "c1")}"""
-        result = "acc2[j]"
-    fin = _finish(red, result, n, out_ct, floats, "nanf[j]")
-    src += f"""        for (int64_t {names[last]} = c0; {names[last]} < c1; ++{names[last]}) {{
-            const int64_t j = {names[last]} - c0;
-            y[{lin_out}] = {fin};
-        }}
-    }}
-"""
-    decl = _decls(sched, reader.reads, {sched.slot(node): "y"})
-    return f"\nstatic void {name}(void** b) {{\n{decl}    typedef {acc_t} ACC_T;\n{src}}}\n"
+    return [Statement(f"const int64_t j = {last} - c0;"), *reader.lines, *fold]

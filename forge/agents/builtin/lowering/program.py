@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from forge.agents.builtin.cpp_snippets import HEADER
+from forge.agents.builtin.cpp_snippets import ERF, FMATH, HEADER
+from forge.agents.builtin.lowering.code import CodeBuffer
 from forge.agents.builtin.lowering.cpp_emit import pointwise_step
 from forge.agents.builtin.lowering.cpp_expr import VECTOR_MATH
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row_groups
@@ -38,8 +39,7 @@ from forge.agents.builtin.lowering.py_side import (
 )
 from forge.agents.builtin.lowering.schedule import Schedule, Step, schedule
 from forge.agents.builtin.lowering.trace import Traced, is_random, packet_name, trace, unloweable
-from forge.agents.builtin.pointwise import ERF, FMATH
-from forge.agents.builtin.rowwise import ATTR_SOURCE
+from forge.agents.builtin.py_snippets import ATTR_SOURCE
 from forge.agents.builtin.tuner import effective_config
 
 
@@ -115,14 +115,14 @@ def lower(
         model.train(was_training)
     if why := unloweable(traced):
         return why[0]
-    out_kind = _out_kind(traced)
+    out_kind = traced.out_kind
     if out_kind is None:
         return "the reference returns a nested structure, not a tensor or a tuple of tensors"
     train_random = is_random(in_training)
     differs = not train_random and in_training.graph.code != traced.graph.code
     if differs and (why := unloweable(in_training)):
         return f"in training mode, {why[0]}"
-    if differs and _out_kind(in_training) != out_kind:
+    if differs and in_training.out_kind != out_kind:
         return "the reference returns another structure in training mode"
     try:
         sched = schedule(traced, run_by_torch)
@@ -138,17 +138,6 @@ def lower(
     return lowered
 
 
-def _out_kind(traced: Traced) -> str | None:
-    """single, tuple, or the torch.return_types record the graph returns; None: a nested structure."""
-    out_spec = traced.graph.graph._codegen.pytree_info.out_spec  # type: ignore[attr-defined]
-    if out_spec.is_leaf():
-        return "single"
-    if issubclass(out_spec.type, tuple) and all(c.is_leaf() for c in out_spec.children()):
-        # a plain tuple, or a torch.return_types record (torch.max over a dim): returned as the same type
-        return "tuple" if out_spec.type is tuple else f"{out_spec.type.__module__}.{out_spec.type.__qualname__}"
-    return None
-
-
 def mode_dispatch(lowered: LoweredGraph, run: str) -> list[str]:
     """``forward``'s lines after the shape check: the kernel of the module's mode (``run`` is the
     method name of eval mode's; training mode's is ``run`` + ``_train``), or the reference."""
@@ -161,7 +150,19 @@ def mode_dispatch(lowered: LoweredGraph, run: str) -> list[str]:
 
 def method(name: str, lines: list[str]) -> str:
     """A method of ``ModelNew`` taking the op's inputs as ``xs``."""
-    return f"\n    def {name}(self, xs):\n" + "".join(f"        {line}\n" for line in lines)
+    code = CodeBuffer(level=1)
+    code.line("")
+    code.line(f"def {name}(self, xs):")
+    with code.indented():
+        code.lines(lines)
+    return code.text()
+
+
+def dispatch_lines(lowered: LoweredGraph) -> str:
+    """``forward``'s lines after the shape check (``mode_dispatch``), indented as its body."""
+    code = CodeBuffer(level=2)
+    code.lines(mode_dispatch(lowered, "_kernel"))
+    return code.text()
 
 
 def space(lowered: LoweredGraph) -> dict[str, list[Any]]:
@@ -191,8 +192,11 @@ def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
     def close_stage() -> None:
         if stage:
             k = len([p for p in cpp_parts if p.startswith("\nextern")])
-            calls = "".join(f"    {s}(b);\n" for s in stage)
-            cpp_parts.append(f'\nextern "C" void {prefix}stage{k}(void** b) {{\n{calls}}}\n')
+            code = CodeBuffer()
+            code.line("")
+            with code.block(f'extern "C" void {prefix}stage{k}(void** b)'):
+                code.lines(f"{s}(b);" for s in stage)
+            cpp_parts.append(code.text())
             lines.append(f"_lib.{prefix}stage{k}(_table(b))")
             stage.clear()
 
@@ -236,7 +240,7 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
     steps = ", ".join(s.kind for s in lowered.sched.steps)
-    dispatch = "".join(f"        {line}\n" for line in mode_dispatch(lowered, "_kernel"))
+    dispatch = dispatch_lines(lowered)
     return f'''"""forge built-in coder: the general lowering (C++, OpenMP + SIMD): steps {steps}.
 
 Tuned config: {shown!r}

@@ -200,6 +200,9 @@ class Traced:
     buffers: list[str]  # then these
     inputs: int  # then the op's inputs
     constants: list[str] = field(default_factory=list)  # plain tensor attributes, after the buffers
+    # what forward returns: "single", "tuple", a torch.return_types record's dotted name, or None
+    # for a structure the candidate cannot return as it is (a list, a nested tuple, a dict)
+    out_kind: str | None = "single"
 
     @property
     def state_names(self) -> list[str]:
@@ -230,8 +233,12 @@ def trace(model: nn.Module, inputs: Sequence[Any]) -> Traced:
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
     constants = plain_tensors(model)
 
+    returned: list[str | None] = []
+
     def pure(p: dict[str, Any], b: dict[str, Any], c: dict[str, Any], *xs: Any) -> Any:
-        return functional_call(model, {**p, **b, **c}, xs)
+        out = functional_call(model, {**p, **b, **c}, xs)
+        returned.append(output_kind(out))
+        return out
 
     device = next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), "cpu")
     traced = make_fx(pure, decomposition_table=decompositions(device), tracing_mode="fake")
@@ -240,7 +247,17 @@ def trace(model: nn.Module, inputs: Sequence[Any]) -> Traced:
     # are not computed: nothing would read them.
     graph.graph.eliminate_dead_code()
     graph.recompile()
-    return Traced(graph, list(params), list(buffers), len(inputs), list(constants))
+    return Traced(graph, list(params), list(buffers), len(inputs), list(constants), returned[0])
+
+
+def output_kind(out: Any) -> str | None:
+    """single, tuple, or the torch.return_types record ``out`` is (torch.max over a dim returns
+    one, and the candidate returns the same type); None: any other structure."""
+    if isinstance(out, torch.Tensor):
+        return "single"
+    if isinstance(out, tuple) and all(isinstance(x, torch.Tensor) for x in out):
+        return "tuple" if type(out) is tuple else f"{type(out).__module__}.{type(out).__qualname__}"
+    return None
 
 
 def packet_name(node: fx.Node) -> str:

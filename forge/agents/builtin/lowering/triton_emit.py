@@ -1,5 +1,5 @@
 """Triton kernels for the lowering's pointwise and reduction steps (CUDA devices), read from the
-same schedule and index algebra as the C++ steps (``cpp_emit.Reader`` in the Triton dialect).
+same schedule and index algebra as the C++ steps (``reader.Reader`` in the Triton dialect).
 
 - pointwise: one program per ``block`` output elements, the flat index delinearised into the
   output's index tuple; order-keeping views load at the flat offset itself (no div/mod);
@@ -20,9 +20,10 @@ from typing import Any
 import torch
 from torch import fx
 
-from forge.agents.builtin.lowering.cpp_emit import Dialect, Reader, _without
+from forge.agents.builtin.lowering.code import CodeBuffer
 from forge.agents.builtin.lowering.cpp_reduce import Reduction, reduction_of
 from forge.agents.builtin.lowering.ir import delinear, dtype_of, is_float, shape_of
+from forge.agents.builtin.lowering.reader import Dialect, Reader, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule
 from forge.agents.builtin.lowering.trace import packet_name
 from forge.agents.builtin.lowering.triton_expr import expression, index, scalar_operand, tl_literal, tl_type
@@ -52,10 +53,6 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (max(1, n) - 1).bit_length())
 
 
-def _body(lines: list[str], indent: str) -> str:
-    return "".join(f"{indent}{line}\n" for line in lines)
-
-
 def _launch(name: str, grid: int, reads: set[int], out: int, cfg: dict[str, Any], consts: str) -> str:
     args = "".join(f"b[{s}], " for s in sorted(reads))
     return f"{name}[({grid},)]({args}b[{out}], {consts}, num_warps={int(cfg.get('num_warps', 4))})"
@@ -66,18 +63,20 @@ def pointwise_kernel(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, A
     shape = list(shape_of(node))
     n = math.prod(shape)
     block = min(int(cfg.get("block", 1024)), _pow2(n))
-    reader = Reader(_without(sched, node), dialect=TRITON)
+    reader = Reader(without_buffer(sched, node), TRITON)
     value = reader.value(node, delinear("f", shape) if shape else [], "f" if shape else "0")
     params = "".join(f"b{s}, " for s in sorted(reader.reads))
-    source = f"""
-@triton.jit
-def {name}({params}y, N, BLOCK: tl.constexpr):
-    f = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = f < N
-{_body(reader.lines, "    ")}    tl.store(y + f, {value}, mask=mask)
-"""
+    code = CodeBuffer()
+    code.line("")
+    code.line("@triton.jit")
+    code.line(f"def {name}({params}y, N, BLOCK: tl.constexpr):")
+    with code.indented():
+        code.line("f = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)")
+        code.line("mask = f < N")
+        code.lines(reader.lines)
+        code.line(f"tl.store(y + f, {value}, mask=mask)")
     grid = -(-n // block)
-    return source, _launch(name, grid, reader.reads, sched.slot(node), cfg, f"{n}, BLOCK={block}")
+    return code.text(), _launch(name, grid, reader.reads, sched.slot(node), cfg, f"{n}, BLOCK={block}")
 
 
 def _acc_type(node: fx.Node, x: fx.Node, red: Reduction, cfg: dict[str, Any]) -> torch.dtype:
@@ -114,14 +113,18 @@ def _fold(red: Reduction, v: str, acc_t: str, neutral: str, second: bool) -> lis
     return [f"v = {v}", f"acc = {op}(acc, v)", "nanf = nanf | (v != v)"]
 
 
-def _pass(reader: Reader, x: fx.Node, idx: list[str], red: Reduction, acc_t: str, neutral: str, second: bool) -> str:
+def _pass(
+    code: CodeBuffer, reader: Reader, x: fx.Node, idx: list[str], red: Reduction, acc_t: str, neutral: str, second: bool
+) -> None:
+    """One pass over the reduced elements, tile by tile, folding them into ``acc``."""
     v = reader.value(x, idx)
-    lines = [*reader.lines, *_fold(red, v, acc_t, neutral, second)]
-    return f"""    acc = tl.full([XBLOCK, RBLOCK], {neutral}, {acc_t})
-    for r0 in range(0, R, RBLOCK):
-        r = r0 + tl.arange(0, RBLOCK)[None, :]
-        mask = xmask & (r < R)
-{_body(lines, "        ")}"""
+    code.line(f"acc = tl.full([XBLOCK, RBLOCK], {neutral}, {acc_t})")
+    code.line("for r0 in range(0, R, RBLOCK):")
+    with code.indented():
+        code.line("r = r0 + tl.arange(0, RBLOCK)[None, :]")
+        code.line("mask = xmask & (r < R)")
+        code.lines(reader.lines)
+        code.lines(_fold(red, v, acc_t, neutral, second))
 
 
 def _result(red: Reduction, n: int, floats: bool) -> str:
@@ -156,24 +159,30 @@ def reduce_kernel(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any]
     acc = _acc_type(node, x, red, cfg)
     acc_t, neutral = tl_type(acc), _neutral(red, acc)
     floats = is_float(dtype_of(x))
-    reader = Reader(sched, dialect=TRITON)
-    passes = ""
+    reader = Reader(sched, TRITON)
+    passes = CodeBuffer(level=1)
+    if red.op in ("amax", "amin"):
+        passes.line("nanf = tl.zeros([XBLOCK, RBLOCK], tl.int1)")
     if red.op == "var":
-        passes = _pass(reader, x, idx, red, acc_t, neutral, False) + f"    mean = tl.sum(acc, 1) / {r}\n"
+        _pass(passes, reader, x, idx, red, acc_t, neutral, False)
+        passes.line(f"mean = tl.sum(acc, 1) / {r}")
         reader = reader.fresh()
-    passes += _pass(reader, x, idx, red, acc_t, neutral, red.op == "var")
+    _pass(passes, reader, x, idx, red, acc_t, neutral, red.op == "var")
     rblock = min(int(cfg.get("rblock", 1024)), _pow2(r))
     xblock = max(1, min(_pow2(m), int(cfg.get("block", 1024)) // rblock))
     params = "".join(f"b{s}, " for s in sorted(reader.reads))
-    flag = "    nanf = tl.zeros([XBLOCK, RBLOCK], tl.int1)\n" if red.op in ("amax", "amin") else ""
     out_t = tl_type(dtype_of(node), packet_name(node))
-    source = f"""
-@triton.jit
-def {name}({params}y, M, R, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
-    xs = tl.program_id(0).to(tl.int64) * XBLOCK + tl.arange(0, XBLOCK)
-    xo = xs[:, None]
-    xmask = xo < M
-{flag}{passes}    tl.store(y + xs, ({_result(red, r, floats)}).to({out_t}), mask=xs < M)
-"""
+    code = CodeBuffer()
+    code.line("")
+    code.line("@triton.jit")
+    code.line(f"def {name}({params}y, M, R, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):")
+    with code.indented():
+        code.line("xs = tl.program_id(0).to(tl.int64) * XBLOCK + tl.arange(0, XBLOCK)")
+        code.line("xo = xs[:, None]")
+        code.line("xmask = xo < M")
+    code.splice(passes)
+    with code.indented():
+        code.line(f"tl.store(y + xs, ({_result(red, r, floats)}).to({out_t}), mask=xs < M)")
+    source = code.text()
     consts = f"{m}, {r}, XBLOCK={xblock}, RBLOCK={rblock}"
     return source, _launch(name, -(-m // xblock), reader.reads, sched.slot(node), cfg, consts)

@@ -21,9 +21,9 @@ from forge.agents.builtin.lowering.program import (
     LoweredGraph,
     ModeGraph,
     canonical,
+    dispatch_lines,
     lower,
     method,
-    mode_dispatch,
 )
 from forge.agents.builtin.lowering.py_side import (
     allocation,
@@ -34,7 +34,7 @@ from forge.agents.builtin.lowering.py_side import (
 )
 from forge.agents.builtin.lowering.triton_emit import pointwise_kernel, reduce_kernel
 from forge.agents.builtin.lowering.triton_expr import HELPERS
-from forge.agents.builtin.rowwise import ATTR_SOURCE
+from forge.agents.builtin.py_snippets import ATTR_SOURCE
 from forge.agents.builtin.tuner import effective_config
 
 RUN_BY_TORCH = frozenset({"library", "scan", "arg", "pool"})
@@ -93,7 +93,7 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
     steps = ", ".join(s.kind for s in lowered.sched.steps)
-    dispatch = "".join(f"        {line}\n" for line in mode_dispatch(lowered, "_kernel"))
+    dispatch = dispatch_lines(lowered)
     return f'''"""forge built-in coder: the general lowering (Triton): steps {steps}.
 
 Tuned config: {shown!r}

@@ -1,0 +1,163 @@
+"""Reading graph values inside one loop body, for any kernel language (its ``Dialect``).
+
+``Reader.value`` turns a graph value read at an index tuple into statements: loads from buffers,
+view index maps, and the pointwise expressions of everything inlined, each computed once per
+(node, index). Each statement carries the index variables it depends on (``code.Statement``),
+gathered from the graph as it is read, so that a loop hoists what does not depend on it
+(``code.hoist``). The C++ dialect is ``cpp_emit.CPP``, the Triton one ``triton_emit.TRITON``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+
+from forge.agents.builtin.lowering.code import Statement
+from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, int_arg, keeps_order, linear, shape_of, source_index
+from forge.agents.builtin.lowering.schedule import Schedule
+from forge.agents.builtin.lowering.trace import kind_of, packet_name
+
+_NAME = re.compile(r"\b[A-Za-z_]\w*")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How a kernel language writes what ``Reader`` reads."""
+
+    expression: Callable[[fx.Node, list[str]], str]  # a pointwise node over its operands' text
+    scalar_operand: Callable[[Any, fx.Node], str]  # a Python-number argument of a pointwise node
+    load: Callable[[int, str], str]  # buffer slot, row-major offset (C syntax) -> a load
+    statement: Callable[[str, fx.Node, str], str]  # temporary's name, node, expression -> a line
+    iota: Callable[[fx.Node, str], str]  # iota node, its index (C syntax) -> its value
+    literal: Callable[[Any, torch.dtype], str]
+    integer: Callable[[str], str]  # a value used as an index (a gather's)
+
+
+@dataclass
+class Reader:
+    """Builds the statements that read graph values inside one loop body."""
+
+    sched: Schedule
+    dialect: Dialect
+    reads: set[int] = field(default_factory=set)
+    loads: set[tuple[int, str]] = field(default_factory=set)  # (slot, offset) of every load
+    lines: list[Statement] = field(default_factory=list)
+    cache: dict[tuple[fx.Node, tuple[str, ...]], str] = field(default_factory=dict)
+    # what each temporary (and each index variable) depends on: the index variables it reads through
+    uses: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def fresh(self) -> Reader:
+        """A reader for another loop body of the same step (same buffers, no statements)."""
+        return Reader(self.sched, self.dialect, self.reads, self.loads)
+
+    def value(self, node: Any, idx: list[str], flat: str | None = None) -> str:
+        """``node`` read at index tuple ``idx``; ``flat``, when given, is the tuple's row-major
+        offset in ``node``'s shape (carried through order-keeping views, so loads need no div/mod)."""
+        return self._value(node, idx, flat)[0]
+
+    def _value(self, node: Any, idx: list[str], flat: str | None) -> tuple[str, frozenset[str]]:
+        """The value's text and the index variables it depends on."""
+        if not isinstance(node, fx.Node):
+            raise Unsupported(f"a non-tensor value {node!r} where a tensor was expected")
+        key = (node, ("flat", flat) if flat is not None else tuple(idx))
+        if key in self.cache:
+            name = self.cache[key]
+            return name, self.uses[name]
+        expr, uses = self._expr(node, idx, flat)
+        if kind_of(node) == "view" and node not in self.sched.buffers:
+            return expr, uses  # a view is its source read elsewhere: no statement of its own
+        name = f"t{len(self.cache)}"
+        self.lines.append(Statement(self.dialect.statement(name, node, expr), uses))
+        self.uses[name] = uses
+        self.cache[key] = name
+        return name, uses
+
+    def index_uses(self, index: str) -> frozenset[str]:
+        """The index variables an index expression depends on: the names in it (loop variables,
+        and the temporaries a gather indexes by, through what they depend on)."""
+        found: set[str] = set()
+        for name in _NAME.findall(index):
+            found |= self.uses.get(name, {name})
+        return frozenset(found)
+
+    def _expr(self, node: fx.Node, idx: list[str], flat: str | None) -> tuple[str, frozenset[str]]:
+        say = self.dialect
+        if node in self.sched.buffers:
+            slot = self.sched.slot(node)
+            offset = flat if flat is not None else linear(idx, shape_of(node))
+            self.reads.add(slot)
+            self.loads.add((slot, offset))
+            return say.load(slot, offset), self.index_uses(offset)
+        name, kind = packet_name(node), kind_of(node)
+        if kind == "view":
+            src = node.args[0]
+            return self._value(src, source_index(node, idx), flat if keeps_order(node) else None)
+        if kind == "pointwise":
+            shape = shape_of(node)
+            ops, uses = [], frozenset[str]()
+            for arg in node.args[: _arity(name)]:
+                if isinstance(arg, fx.Node):
+                    same = shape_of(arg) == shape
+                    text, used = self._value(arg, idx if same else _scalar_idx(arg, node), flat if same else None)
+                    ops.append(text)
+                    uses |= used
+                else:
+                    ops.append(say.scalar_operand(arg, node))
+            return say.expression(node, ops), uses
+        if name == "aten.gather":
+            src, dim, index = node.args[0], int_arg(node, 1), node.args[2]
+            at = self.value(index, idx)
+            dim %= len(idx)
+            return self._value(src, [*idx[:dim], say.integer(at), *idx[dim + 1 :]], None)
+        if name == "prims.iota":  # iota(length, *, start, step, dtype, ...)
+            return say.iota(node, idx[0]), self.index_uses(idx[0])
+        if name in ("aten.full", "prims.full"):
+            return say.literal(node.args[1], dtype_of(node)), frozenset()
+        raise Unsupported(f"{name}: not a node the lowering reads inline")
+
+
+_BINARY_NAMES = frozenset(
+    f"prims.{n}"
+    for n in (
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "pow",
+        "maximum",
+        "minimum",
+        "bitwise_or",
+        "bitwise_and",
+        "bitwise_xor",
+        "fmod",
+        "atan2",
+        "remainder",
+    )
+)
+
+
+def _arity(name: str) -> int:
+    """How many leading arguments are values (the rest are dtypes or options)."""
+    return 3 if name == "prims.where" else (2 if name in _BINARY_NAMES else 1)
+
+
+def _scalar_idx(arg: fx.Node, node: fx.Node) -> list[str]:
+    if shape_of(arg) != ():
+        raise Unsupported(f"{packet_name(node)}: operands of different shapes without a broadcast")
+    return []
+
+
+def without_buffer(sched: Schedule, node: fx.Node) -> Schedule:
+    """``sched`` with ``node`` not a buffer, so that reading it inlines its definition."""
+    return Schedule(sched.inputs, {n: s for n, s in sched.buffers.items() if n is not node}, sched.steps)
