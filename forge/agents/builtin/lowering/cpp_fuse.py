@@ -22,7 +22,7 @@ from forge.agents.builtin.lowering.cpp_emit import cpp_reader, pointer_decls, si
 from forge.agents.builtin.lowering.cpp_reduce import reduction_of, row_block
 from forge.agents.builtin.lowering.ir import linear, shape_of
 from forge.agents.builtin.lowering.reader import Reader, without_buffer
-from forge.agents.builtin.lowering.schedule import Schedule, Step
+from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class RowGroup:
 
 def _row_key(step: Step) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """(input shape, reduced axes) of a reduction with the last axis reduced and some kept."""
-    if step.kind != "reduce" or step.writes != (step.node,):
+    if step.kind is not StepKind.REDUCE or step.writes != (step.node,):
         return None
     x = step.node.args[0]
     if not isinstance(x, fx.Node):
@@ -63,7 +63,7 @@ def row_groups(steps: list[Step]) -> list[RowGroup | Step]:
         after = steps[j] if j < len(steps) else None
         tail = (
             after
-            if after is not None and key and after.kind == "pointwise" and shape_of(after.node) == key[0]
+            if after is not None and key and after.kind is StepKind.POINTWISE and shape_of(after.node) == key[0]
             else None
         )
         if key is not None and (j - k >= 2 or tail is not None):

@@ -37,7 +37,7 @@ from forge.agents.builtin.lowering.py_side import (
     library_lines,
     load_lines,
 )
-from forge.agents.builtin.lowering.schedule import Schedule, Step, schedule
+from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind, schedule
 from forge.agents.builtin.lowering.trace import Traced, is_random, packet_name, trace, unloweable
 from forge.agents.builtin.py_snippets import ATTR_SOURCE
 from forge.agents.builtin.tuner import effective_config
@@ -73,13 +73,13 @@ class LoweredGraph:
         steps = [s for g in self.graphs for s in g.sched.steps]
         kinds = {s.kind for s in steps}
         space: dict[str, list[Any]] = {"threads": [0, 1]}
-        if kinds & {"reduce", "scan"}:
+        if kinds & {StepKind.REDUCE, StepKind.SCAN}:
             space["acc"] = ["double", "float"]
-        if "reduce" in kinds:
+        if StepKind.REDUCE in kinds:
             space["tile"] = [256, 64, 1024]
         if any(isinstance(u, RowGroup) for g in self.graphs for u in row_groups(g.sched.steps)):
             space["fuse"] = [True, False]
-        if kinds & {"pointwise", "reduce"}:
+        if kinds & {StepKind.POINTWISE, StepKind.REDUCE}:
             space["chunk"] = [4096, 16384]
         if self.uses_erf:
             space["erf"] = list(ERF)
@@ -91,13 +91,13 @@ DEFAULT: dict[str, Any] = {"threads": 0, "acc": "double", "tile": 256, "chunk": 
 
 def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
     """The lowered graph of ``model(*inputs)`` for C++ kernels, or why the lowering cannot take it."""
-    return lower(model, inputs, frozenset({"library"}), render)
+    return lower(model, inputs, frozenset({StepKind.LIBRARY}), render)
 
 
 def lower(
     model: torch.nn.Module,
     inputs: list[Any],
-    run_by_torch: frozenset[str],
+    run_by_torch: frozenset[StepKind],
     writer: Callable[[LoweredGraph, dict[str, Any] | None], str],
 ) -> LoweredGraph | str:
     """The lowered graph of ``model(*inputs)`` in eval mode and, where it differs, in training
@@ -174,11 +174,11 @@ def canonical(lowered: LoweredGraph, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _step_cpp(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
-    if step.kind == "pointwise":
+    if step.kind is StepKind.POINTWISE:
         return pointwise_step(name, step.node, sched, cfg)
-    if step.kind == "reduce":
+    if step.kind is StepKind.REDUCE:
         return reduce_step(name, step.node, sched, cfg)
-    writer = {"scan": scan_step, "arg": arg_step, "pool": pool_step}[step.kind]
+    writer = {StepKind.SCAN: scan_step, StepKind.ARG: arg_step, StepKind.POOL: pool_step}[step.kind]
     return writer(name, step, sched, cfg)
 
 
@@ -202,7 +202,7 @@ def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
 
     units = row_groups(sched.steps) if cfg.get("fuse", True) else list(sched.steps)
     for k, unit in enumerate(units):
-        if isinstance(unit, Step) and unit.kind == "library":
+        if isinstance(unit, Step) and unit.kind is StepKind.LIBRARY:
             close_stage()
             lines.extend(library_lines(unit, sched))
             continue

@@ -20,7 +20,7 @@ from torch import fx
 from forge.agents.builtin.lowering.code import Statement
 from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, int_arg, keeps_order, linear, shape_of, source_index
 from forge.agents.builtin.lowering.schedule import Schedule
-from forge.agents.builtin.lowering.trace import kind_of, packet_name
+from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
 
 _NAME = re.compile(r"\b[A-Za-z_]\w*")
 
@@ -69,7 +69,7 @@ class Reader:
             name = self.cache[key]
             return name, self.uses[name]
         expr, uses = self._expr(node, idx, flat)
-        if kind_of(node) == "view" and node not in self.sched.buffers:
+        if kind_of(node) is NodeKind.VIEW and node not in self.sched.buffers:
             return expr, uses  # a view is its source read elsewhere: no statement of its own
         name = f"t{len(self.cache)}"
         self.lines.append(Statement(self.dialect.statement(name, node, expr), uses))
@@ -94,10 +94,10 @@ class Reader:
             self.loads.add((slot, offset))
             return say.load(slot, offset), self.index_uses(offset)
         name, kind = packet_name(node), kind_of(node)
-        if kind == "view":
+        if kind is NodeKind.VIEW:
             src = node.args[0]
             return self._value(src, source_index(node, idx), flat if keeps_order(node) else None)
-        if kind == "pointwise":
+        if kind is NodeKind.POINTWISE:
             shape = shape_of(node)
             ops, uses = [], frozenset[str]()
             for arg in node.args[: _arity(name)]:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from torch import fx
 
 from forge.agents.builtin.lowering.ir import Unsupported, int_arg, keeps_order, shape_of
-from forge.agents.builtin.lowering.trace import Traced, kind_of, packet_name
+from forge.agents.builtin.lowering.trace import NodeKind, Traced, kind_of, packet_name
 
 REDUCE_OPS = frozenset({"prims.sum", "prims.amax", "prims.amin", "prims.prod", "prims.var"})
 SCAN_OPS = frozenset({"aten.cumsum", "aten.cumprod"})
@@ -42,9 +43,20 @@ LIBRARY_OPS = frozenset(
 _INLINE_OTHER = frozenset({"aten.gather", "prims.iota", "aten.full", "prims.full"})
 
 
+class StepKind(StrEnum):
+    """What a step of the schedule computes (each kind has its own writer)."""
+
+    POINTWISE = "pointwise"
+    REDUCE = "reduce"
+    SCAN = "scan"
+    ARG = "arg"  # argmax/argmin, max/min over a dim
+    POOL = "pool"
+    LIBRARY = "library"  # a torch call the reference makes (mm, convolution, SDPA)
+
+
 @dataclass(frozen=True)
 class Step:
-    kind: str  # pointwise | reduce | scan | arg | pool | library
+    kind: StepKind
     node: fx.Node  # the node computed
     writes: tuple[fx.Node, ...]  # the buffer nodes it fills (getitems of a tuple result)
 
@@ -62,21 +74,21 @@ class Schedule:
         return self.buffers[node]
 
 
-def step_kind(node: fx.Node) -> str | None:
+def step_kind(node: fx.Node) -> StepKind | None:
     """The kind of step a node needs a buffer for (None: it is inlined where it is read)."""
     name = packet_name(node)
     if name in REDUCE_OPS or (name in ("aten.max", "aten.min") and len(node.args) == 1):
-        return "reduce"
+        return StepKind.REDUCE
     if name in ("aten.max", "aten.min"):
-        return "arg"  # max.dim / min.dim: values and indices
+        return StepKind.ARG  # max.dim / min.dim: values and indices
     if name in SCAN_OPS:
-        return "scan"
+        return StepKind.SCAN
     if name in ARG_OPS:
-        return "arg"
+        return StepKind.ARG
     if name in POOL_OPS:
-        return "pool"
+        return StepKind.POOL
     if name in LIBRARY_OPS:
-        return "library"
+        return StepKind.LIBRARY
     return None
 
 
@@ -97,7 +109,7 @@ def view_source(node: fx.Node, sched: Schedule, order_keeping: bool = False) -> 
     """The buffer node a chain of views starts from (None: something computed is in the way).
     ``order_keeping``: only views that keep row-major order (then ``node`` is that buffer reshaped)."""
     while node not in sched.buffers:
-        if kind_of(node) != "view" or not isinstance(node.args[0], fx.Node):
+        if kind_of(node) is not NodeKind.VIEW or not isinstance(node.args[0], fx.Node):
             return None
         if order_keeping and not keeps_order(node):
             return None
@@ -115,7 +127,7 @@ def _materialise(sched: Schedule, node: fx.Node) -> None:
     if node in sched.buffers:
         return
     _add_buffer(sched, node)
-    sched.steps.append(Step("pointwise", node, (node,)))
+    sched.steps.append(Step(StepKind.POINTWISE, node, (node,)))
 
 
 def _check_node(node: fx.Node) -> None:
@@ -123,13 +135,13 @@ def _check_node(node: fx.Node) -> None:
     if kind is None:
         raise Unsupported(f"{packet_name(node)}: not in the lowering's node set")
     name = packet_name(node)
-    if kind == "other" and name not in _INLINE_OTHER | {"aten.copy_", "getitem"}:
+    if kind is NodeKind.OTHER and name not in _INLINE_OTHER | {"aten.copy_", "getitem"}:
         raise Unsupported(f"{name}: not a node the lowering emits")
-    if kind == "kept" and step_kind(node) is None:
+    if kind is NodeKind.KEPT and step_kind(node) is None:
         raise Unsupported(f"{name}: kept whole but has no kernel of its own yet")
 
 
-def schedule(traced: Traced, run_by_torch: frozenset[str] = frozenset({"library"})) -> Schedule:
+def schedule(traced: Traced, run_by_torch: frozenset[StepKind] = frozenset({StepKind.LIBRARY})) -> Schedule:
     """The buffers and steps of ``traced`` (raises Unsupported naming the first node it cannot take).
     ``run_by_torch``: the kinds of step a candidate runs as torch calls, whose inputs are buffers
     (or views of them) rather than values inlined into a kernel."""

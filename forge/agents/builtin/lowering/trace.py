@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import torch
@@ -154,16 +155,26 @@ KEPT_NAMES = frozenset(f"aten.{p.__name__}" for p in KEPT)
 OTHER = frozenset({"aten.gather", "aten.copy_", "aten.empty", "getitem", "prims.iota", "aten.full"})
 
 
-def kind_of(node: fx.Node) -> str | None:
+class NodeKind(StrEnum):
+    """What a node of the traced graph is to the lowering."""
+
+    POINTWISE = "pointwise"
+    REDUCTION = "reduction"
+    VIEW = "view"
+    KEPT = "kept"  # an op kept whole (a scan, a pooling, a library call)
+    OTHER = "other"  # state updates, gathers, tuple items
+
+
+def kind_of(node: fx.Node) -> NodeKind | None:
     """pointwise, reduction, view, kept or other (state updates, gathers, tuple items); None:
     outside the node set."""
     name = packet_name(node)
     for kind, names in (
-        ("pointwise", POINTWISE),
-        ("reduction", REDUCTIONS),
-        ("view", VIEWS),
-        ("kept", KEPT_NAMES),
-        ("other", OTHER),
+        (NodeKind.POINTWISE, POINTWISE),
+        (NodeKind.REDUCTION, REDUCTIONS),
+        (NodeKind.VIEW, VIEWS),
+        (NodeKind.KEPT, KEPT_NAMES),
+        (NodeKind.OTHER, OTHER),
     ):
         if name in names:
             return kind

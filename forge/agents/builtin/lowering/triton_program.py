@@ -32,12 +32,13 @@ from forge.agents.builtin.lowering.py_side import (
     library_lines,
     load_lines,
 )
+from forge.agents.builtin.lowering.schedule import StepKind
 from forge.agents.builtin.lowering.triton_emit import pointwise_kernel, reduce_kernel
 from forge.agents.builtin.lowering.triton_expr import HELPERS
 from forge.agents.builtin.py_snippets import ATTR_SOURCE
 from forge.agents.builtin.tuner import effective_config
 
-RUN_BY_TORCH = frozenset({"library", "scan", "arg", "pool"})
+RUN_BY_TORCH = frozenset({StepKind.LIBRARY, StepKind.SCAN, StepKind.ARG, StepKind.POOL})
 TRITON_DEFAULT: dict[str, Any] = {"block": 1024, "rblock": 1024, "num_warps": 4, "acc": "float32"}
 
 
@@ -51,7 +52,7 @@ def space(lowered: LoweredGraph) -> dict[str, list[Any]]:
     reduced elements per tile row, warps, and a reduction's accumulator width."""
     kinds = {s.kind for g in lowered.graphs for s in g.sched.steps}
     knobs: dict[str, list[Any]] = {"block": [1024, 2048, 4096, 512], "num_warps": [4, 8, 2]}
-    if "reduce" in kinds:
+    if StepKind.REDUCE in kinds:
         knobs["rblock"] = [1024, 256, 64]
         knobs["acc"] = ["float32", "float64"]
     return knobs
@@ -67,7 +68,7 @@ def _kernels(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
             lines.extend(library_lines(step, sched))
             continue
         lines.extend(allocation(w, sched, "dev") for w in step.writes)
-        writer = pointwise_kernel if step.kind == "pointwise" else reduce_kernel
+        writer = pointwise_kernel if step.kind is StepKind.POINTWISE else reduce_kernel
         source, launch = writer(f"_{prefix}step{k}", step.node, sched, cfg)
         kernels.append(source)
         lines.append(launch)
