@@ -3,7 +3,7 @@
     python benchmarks/erf_rational.py          # both forms: error over every float, GELU error, speed
     python benchmarks/erf_rational.py --fit    # derive the rational form's coefficients (numpy, mpmath)
 
-The shipped forms are ``forge.agents.builtin.pointwise.ERF``: "torch" (Abramowitz & Stegun 7.1.26
+The shipped forms are ``forge.agents.builtin.cpp_snippets.ERF``: "torch" (Abramowitz & Stegun 7.1.26
 with an exp, ATen's formula) and "rational" (x * P(x^2) / Q(x^2), no exp). Both are odd functions
 of x (the sign is applied last), so checking every non-negative float covers every float; past
 4.5 both are exactly 1 (checked at a few points).
@@ -26,8 +26,7 @@ import torch
 from page import add_page_option, run_with_page
 
 from forge import cpp
-from forge.agents.builtin.cpp_snippets import HEADER
-from forge.agents.builtin.pointwise import ERF, FMATH
+from forge.agents.builtin.cpp_snippets import ERF, FMATH, HEADER
 from forge.agents.builtin.pointwise_expr import CPP
 
 SATURATE = 3.9  # the rational form returns +-1 beyond this

@@ -100,7 +100,7 @@ class WorkerProcess:
         self.channel = Channel(parent_sock, max_frame=2 * limit + (64 << 20))
         self._memory_exceeded: int | None = None
         self.peak_rss_mb = 0
-        # Replies owed: the hello, then one per job sent (a timed call's ticks come on top).
+        # Replies owed: the hello, then one per request sent (a timed call's ticks come on top).
         self.pending = 1
         self._stop = threading.Event()
         self._monitor = threading.Thread(target=self._watch_memory, daemon=True)

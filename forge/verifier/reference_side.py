@@ -183,9 +183,10 @@ class ReferenceSide:
         return kinds, notes
 
     def setup(self, request: SetupRequest) -> ProblemReply:
-        """Plan a verification: models, case descriptors, the bound instance and the first timing
-        batch. A worker kept for the next verification of the same op is set up again with that
-        verification's seed (new weights, new cases); its compiled baseline is kept."""
+        """Plan a verification: models, case descriptors, the bound instance and the timing plan
+        (its batches are drawn when timing starts). A worker kept for the next verification of the
+        same op is set up again with that verification's seed (new weights, new cases); its
+        compiled baseline is kept."""
         seed = request.seed
         spec = read_problem_source(Path(request.op_path))
         base = self.base = load_problem(spec)
@@ -272,7 +273,7 @@ class ReferenceSide:
         return BoundPlan(model=_model_build("bound", base, init_args, model, False), cases=found)
 
     def _timing_plan(self, base: Problem, seed: int, request: SetupRequest) -> TimingPlan:
-        """Plan the timed trials and draw the first batch of them.
+        """Plan the timed trials (their batches are drawn when timing starts, ``timing_batch``).
 
         Every timed call gets an input set never used before, so the trials come in batches that fit
         in memory; the parent alternates eager and candidate batch by batch, so a slow spell on the

@@ -24,8 +24,6 @@ import tempfile
 import threading
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import TimingRegime, VerdictStatus
 from forge.core.timing_records import LoopProcess, UserLoop
@@ -138,8 +136,8 @@ def _one_process(job: UserLoopRequest, env: dict[str, str], limit: float, memory
             failed = f"the loop's process ended ({child.proc.returncode}) with no result: {printed.strip()[-600:]}"
             return said.model_copy(update={"failed": failed})
         try:
-            found = UserLoop.model_validate_json(result.read_text())
-        except ValidationError as exc:
+            found = UserLoop.model_validate_json(result.read_bytes())
+        except (OSError, ValueError) as exc:  # ValidationError is a ValueError: any bytes at all
             return said.model_copy(update={"failed": f"the loop's process wrote no valid result: {str(exc)[:300]}"})
         # What the process was asked, not what it says it did, names the measurement.
         return found.model_copy(update={"threads": said.threads, "regime": said.regime, "rounds": said.rounds})

@@ -118,7 +118,7 @@ class _Run:
         return reply
 
     def start(self) -> None:
-        # Workers start first and get their first job at once: they import torch while the
+        # Workers start first and get their first request at once: they import torch while the
         # parent does, and the candidate imports (and compiles) while the reference draws cases.
         env = self.env = worker_env(self.device, self.threads, self.cache, self.settings.gpu)
         env["FORGE_WORKER_MEMORY_MB"] = str(self.settings.memory_limit_mb)

@@ -65,6 +65,14 @@ def test_a_malformed_reply_is_refused_and_says_which_field(frame, said):
         parse_reply(frame)
 
 
+def test_a_case_result_whose_facts_disagree_with_its_outputs_is_refused():
+    out = torch.ones(3)
+    frame = CaseResultReply(id="c", outputs=[out], outputs2=[out], facts=_facts()).wire()
+    frame["facts"] = {**frame["facts"], "devices": []}  # the checks index devices by output
+    with pytest.raises(MalformedMessage, match="devices"):
+        parse_reply(frame)
+
+
 def test_timing_replies_refuse_negative_times():
     good = TimingReply(
         times_ns=[1], host_ns=[1], window_ns=[1], launch_ns=[0], outputs=[[]], facts=TimingFacts()
@@ -72,6 +80,8 @@ def test_timing_replies_refuse_negative_times():
     assert isinstance(parse_reply(good), TimingReply)
     with pytest.raises(MalformedMessage, match="times_ns"):
         parse_reply({**good, "times_ns": [-1]})
+    with pytest.raises(MalformedMessage, match="differ in length"):
+        parse_reply({**good, "host_ns": [1, 2]})
 
 
 def test_every_request_kind_is_answered_by_a_method_of_a_worker_side():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from forge.core.choices import Strategy
+from forge.core.errors import BankError
 from forge.core.paths import BankLocation
 from forge.core.statuses import SessionStatus
 from forge.db import SessionSummary, StoredSession, list_sessions, load_session, open_bank
@@ -32,5 +33,5 @@ def session_rounds(session: StoredSession) -> int:
         if session.strategy == Strategy.PARALLEL:
             return StoredPlanOptions.read(session.settings).round_limit
         return StoredOptions.read(session.settings).round_limit
-    except ValidationError:
+    except (ValidationError, BankError):
         return DEFAULT_PLAN_ROUNDS if session.strategy == Strategy.PARALLEL else DEFAULT_ROUNDS

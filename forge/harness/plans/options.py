@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from forge.agents import AgentChoice
-from forge.core.errors import UsageError
+from forge.core.errors import BankError, UsageError
 from forge.core.paths import BankLocation
 
 DEFAULT_PLAN_ROUNDS = 3  # built-in: the best-ranked plans run for real; LLM: plans proposed
@@ -106,8 +106,12 @@ class StoredPlanOptions(PlanChoices):
 
     @classmethod
     def read(cls, settings: dict[str, Any]) -> StoredPlanOptions:
-        """The session row's settings (JSON written by ``PlanOptions.to_json``)."""
-        return _STORED.validate_python(settings)
+        """The session row's settings (JSON written by ``PlanOptions.to_json``); BankError when
+        they lack the model file or the world size a resume needs."""
+        stored = _STORED.validate_python(settings)
+        if not stored.op_path or stored.world_size < 2:
+            raise BankError("the stored plan settings lack the model file or the world size")
+        return stored
 
     def resumed(self, given: PlanOptions) -> PlanOptions:
         """``given`` (this run's flags: bank, limits) with the session's own model, mesh and agents;

@@ -258,8 +258,9 @@ def _open(
         raise UsageError(f"session {options.resume} is a kernel session: resume it with forge optimize --resume")
     try:
         settings = StoredPlanOptions.read(stored.settings)
-    except ValidationError as exc:
-        raise BankError(f"session {stored.id}'s stored settings cannot be read ({exc.errors()[0]['msg']})") from exc
+    except (ValidationError, BankError) as exc:
+        said = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else exc.message
+        raise BankError(f"session {stored.id}'s stored settings cannot be read ({said})") from exc
     done = settings.round_limit
     more = options.rounds is not None and options.rounds > done
     if stored.status is SessionStatus.FINISHED and not more:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, model_validator
 
 from forge.core.timing_records import Roofline
 from forge.verifier.messages.records import (
@@ -133,6 +134,23 @@ class CaseResultReply(Message):
     state_after: dict[str, Any] | None = None
     facts: CaseFacts
 
+    @model_validator(mode="after")
+    def _facts_per_output(self) -> CaseResultReply:
+        # The checks index these lists by output: a reply whose lists disagree is malformed, not
+        # a reason for the parent to raise.
+        n, f = len(self.outputs), self.facts
+        per_output: tuple[tuple[str, Sized], ...] = (
+            ("types", f.types),
+            ("plain", f.plain),
+            ("storage_ok", f.storage_ok),
+            ("devices", f.devices),
+            ("aliases", f.aliases),
+        )
+        for name, got in per_output:
+            if len(got) != n:
+                raise ValueError(f"facts.{name} has {len(got)} entries for {n} outputs")
+        return self
+
 
 class BoundReply(Message):
     kind: Literal["bound"] = "bound"
@@ -159,6 +177,13 @@ class TimingReply(Message):
     launch_ns: list[Nanoseconds]
     outputs: list[list[Any]]
     facts: TimingFacts
+
+    @model_validator(mode="after")
+    def _one_figure_per_call(self) -> TimingReply:
+        n = len(self.times_ns)
+        if any(len(s) != n for s in (self.host_ns, self.window_ns, self.launch_ns, self.outputs)):
+            raise ValueError(f"the timings and outputs of {n} calls differ in length")
+        return self
 
 
 Reply = Annotated[

@@ -60,7 +60,7 @@ class LoweredGraph:
     sched: Schedule
     out_kind: str  # single | tuple | the torch.return_types record the reference returns
     inputs: tuple[tuple[tuple[int, ...], torch.dtype], ...]  # the op's inputs' shapes and dtypes
-    uses_erf: bool = False  # an exact GELU: the erf knob (see pointwise.ERF) applies
+    uses_erf: bool = False  # an exact GELU: the erf knob (see cpp_snippets.ERF) applies
     train: ModeGraph | None = None  # training mode's graph, when it is another op (BatchNorm)
     train_random: bool = False  # random in training mode (dropout): the reference runs there
 

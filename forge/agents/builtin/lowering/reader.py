@@ -48,7 +48,10 @@ class Reader:
     loads: set[tuple[int, str]] = field(default_factory=set)  # (slot, offset) of every load
     lines: list[Statement] = field(default_factory=list)
     cache: dict[tuple[fx.Node, tuple[str, ...]], str] = field(default_factory=dict)
-    # what each temporary (and each index variable) depends on: the index variables it reads through
+    # what each temporary depends on: the index variables it reads through. A name not here (a loop
+    # variable) depends on itself only; an emitter that derives an index from a loop variable and
+    # hoists through it would have to record it here first (none does: pooling's and tiles' derived
+    # indices are read inside the loops that define them, which do not hoist)
     uses: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def fresh(self) -> Reader:
