@@ -5,7 +5,6 @@ from __future__ import annotations
 import secrets
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -40,7 +39,7 @@ from forge.verifier.messages import (
 from forge.verifier.process import WorkerGone, WorkerProcess, expect_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
 from forge.verifier.timing.candidate_times import CandidateTimes, record_timing_checks
-from forge.verifier.timing.paired import CandidateFailed, PairedTimer, ReferenceTampered
+from forge.verifier.timing.paired import CandidateFailed, PairedTimer, ProgressNote, ReferenceTampered
 from forge.verifier.timing.sched_guard import SchedGuard, record_reference_sched
 from forge.verifier.timing.statistics import record_launch_cost, record_pairs, record_regimes, record_speedups
 from forge.verifier.worker_env import worker_env
@@ -48,9 +47,6 @@ from forge.verifier.worker_env import worker_env
 if TYPE_CHECKING:  # compare loads torch, which the parent imports only once its workers have started
     from forge.verifier.compare import Mismatch
 
-# Told what the verification is doing now ("timing: 8 pairs of calls, eager and candidate (batch 1/3)"), for a
-# front end to show.
-ProgressNote = Callable[[str], None]
 R = TypeVar("R", bound=Message)
 _MEMORY_WORDS = ("can't allocate memory", "out of memory", "MemoryError", "Cannot allocate memory")
 _INTEGRITY_CHECKS = (

@@ -54,6 +54,8 @@ from forge.verifier.timing.pairing import call_order
 
 _RETRIES, _QUIET_WAIT_S = 3, 10.0
 
+# Told what the verification is doing now ("timing: 8 pairs of calls, eager and candidate (batch 1/3)"), for a
+# front end to show.
 ProgressNote = Callable[[str], None]
 R = TypeVar("R", bound=Message)
 
