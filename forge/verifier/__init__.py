@@ -16,8 +16,9 @@ from forge.verifier.machine import resolve_device
 from forge.verifier.op_brief import measure_op_brief
 from forge.verifier.service import Job, Verifier, VerifierService, stop_all_workers
 from forge.verifier.timing.contention import wait_for_quiet_machine
+from forge.verifier.timing.paired import ProgressNote
 from forge.verifier.user_loop import measure_user_loop, time_allowance, with_user_loop
-from forge.verifier.verification import ProgressNote, verify
+from forge.verifier.verification import verify
 
 __all__ = [
     "Job",
