@@ -31,7 +31,8 @@ class CandidateTimes:
         reply = batch.cand
         self.batches += 1
         k = len(inputs.sets)
-        if reply is None or any(len(s) != k for s in (reply.times_ns, reply.host_ns, reply.window_ns, reply.launch_ns)):
+        # Its series have one length (``TimingReply`` checks that): that of the batch it timed.
+        if reply is None or len(reply.times_ns) != k:
             raise WorkerGone(Ending("protocol", f"malformed timing reply from the worker: expected {k} timings"))
         self.called += reply.times_ns
         (self.warm if regime is TimingRegime.WARM else self.times).extend(reply.times_ns)

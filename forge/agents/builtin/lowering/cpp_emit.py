@@ -58,6 +58,17 @@ def pointer_decls(code: CodeBuffer, sched: Schedule, reads: set[int], writes: di
         code.line(f"{ct}* __restrict__ {name} = ({ct}*)b[{slot}];")
 
 
+def step_function(name: str, sched: Schedule, reads: set[int], writes: dict[int, str], body: CodeBuffer) -> str:
+    """A step's C++ function, ``static void name(void** b)``: the buffer pointers it uses, then
+    ``body`` (written first, so that its reader knows which buffers it read)."""
+    code = CodeBuffer()
+    code.line("")
+    with code.block(f"static void {name}(void** b)"):
+        pointer_decls(code, sched, reads, writes)
+        code.splice(body)
+    return code.text()
+
+
 def simd_loop(code: CodeBuffer, var: str, lo: str, hi: str, body: Sequence[Statement], clause: str = "") -> None:
     """A block: the statements of ``body`` that do not depend on ``var`` (``code.hoist``), then
     ``#pragma omp simd`` over ``var`` in [lo, hi) around the rest."""
@@ -104,16 +115,13 @@ def pointwise_step(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any
     chunk = int(cfg.get("chunk", 4096))
     store = Statement(f"y[{flat if shape_of(node) else '0'}] = {value};")
     code = CodeBuffer()
-    code.line("")
-    with code.block(f"static void {name}(void** b)"):
-        pointer_decls(code, sched, reader.reads, {sched.slot(node): "y"})
-        code.line(f"const int64_t nch = {outer} >= {SPLIT_BELOW} ? 1 : ({inner} + {chunk - 1}) / {chunk};")
-        code.line(f"const int64_t ch = ({inner} + nch - 1) / nch;")
-        code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
-        with code.block(f"for (int64_t task = 0; task < {outer} * nch; ++task)"):
-            code.line("const int64_t o = task / nch;")
-            code.line("const int64_t c0 = (task % nch) * ch;")
-            code.line(f"const int64_t c1 = c0 + ch < {inner} ? c0 + ch : {inner};")
-            delinear_into(code, "o", outer_names, shape[:split])
-            simd_loop(code, "f", "c0", "c1", [*reader.lines, store])
-    return code.text()
+    code.line(f"const int64_t nch = {outer} >= {SPLIT_BELOW} ? 1 : ({inner} + {chunk - 1}) / {chunk};")
+    code.line(f"const int64_t ch = ({inner} + nch - 1) / nch;")
+    code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
+    with code.block(f"for (int64_t task = 0; task < {outer} * nch; ++task)"):
+        code.line("const int64_t o = task / nch;")
+        code.line("const int64_t c0 = (task % nch) * ch;")
+        code.line(f"const int64_t c1 = c0 + ch < {inner} ? c0 + ch : {inner};")
+        delinear_into(code, "o", outer_names, shape[:split])
+        simd_loop(code, "f", "c0", "c1", [*reader.lines, store])
+    return step_function(name, sched, reader.reads, {sched.slot(node): "y"}, code)

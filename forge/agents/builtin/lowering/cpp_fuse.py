@@ -18,7 +18,7 @@ from typing import Any
 from torch import fx
 
 from forge.agents.builtin.lowering.code import CodeBuffer, Statement, delinear_into
-from forge.agents.builtin.lowering.cpp_emit import cpp_reader, pointer_decls, simd_loop, threads_clause
+from forge.agents.builtin.lowering.cpp_emit import cpp_reader, simd_loop, step_function, threads_clause
 from forge.agents.builtin.lowering.cpp_reduce import reduction_of, row_block
 from forge.agents.builtin.lowering.ir import linear, shape_of
 from forge.agents.builtin.lowering.reader import Reader, without_buffer
@@ -107,16 +107,13 @@ def fused_row_step(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, A
         return None
     outer = math.prod(shape[k] for k in kept)
     code = CodeBuffer()
-    code.line("")
-    with code.block(f"static void {name}(void** b)"):
-        pointer_decls(code, sched, reader.reads, writes)
-        code.lines(types)
-        code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
-        with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
-            delinear_into(code, "o", [names[k] for k in kept], [shape[k] for k in kept])
-            code.splice(blocks)
-            code.splice(tail)
-    return code.text()
+    code.lines(types)
+    code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
+    with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
+        delinear_into(code, "o", [names[k] for k in kept], [shape[k] for k in kept])
+        code.splice(blocks)
+        code.splice(tail)
+    return step_function(name, sched, reader.reads, writes, code)
 
 
 def _nest(code: CodeBuffer, mid: list[int], names: list[str], shape: list[int], body: list[Statement]) -> None:

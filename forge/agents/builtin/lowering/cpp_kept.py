@@ -21,7 +21,7 @@ from typing import Any
 from torch import fx
 
 from forge.agents.builtin.lowering.code import CodeBuffer, delinear_into
-from forge.agents.builtin.lowering.cpp_emit import cpp_reader, pointer_decls, threads_clause
+from forge.agents.builtin.lowering.cpp_emit import cpp_reader, step_function, threads_clause
 from forge.agents.builtin.lowering.ir import (
     Unsupported,
     ctype_of,
@@ -77,14 +77,15 @@ def scan_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
     init = "0" if op == "+=" else "1"
     reader = cpp_reader(sched)
     v = reader.value(x, names if shape_of(x) else [])
-    code = _kept_function(name, sched, reader.reads, _decl_writes(_outputs(step, sched)))
+    writes = _decl_writes(_outputs(step, sched))
+    code = CodeBuffer()
     with _task_loop(code, cfg, outer, [names[k] for k in others], [shape[k] for k in others]):
         code.line(f"{acc} acc = {init};")
         with code.block(f"for (int64_t {names[dim]} = 0; {names[dim]} < {shape[dim]}; ++{names[dim]})"):
             code.lines(reader.lines)
             code.line(f"acc {op} ({acc}){v};")
             code.line(f"y0[{linear(names, shape)}] = ({out_ct})acc;")
-    return _end(code)
+    return step_function(name, sched, reader.reads, writes, code)
 
 
 def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
@@ -119,7 +120,8 @@ def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str
     better = f"({v} > best || ({v} != {v}))" if is_max else f"({v} < best || ({v} != {v}))"
     if not is_float(dtype_of(x)):
         better = f"({v} > best)" if is_max else f"({v} < best)"
-    code = _kept_function(name, sched, reader.reads, _decl_writes(outs))
+    writes = _decl_writes(outs)
+    code = CodeBuffer()
     with _task_loop(code, cfg, outer, [names[k] for k in others], [shape[k] for k in others]):
         code.line(f"{ct} best = 0;")
         code.line("int64_t bi = -1;")
@@ -131,7 +133,7 @@ def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str
         with code.block():
             code.lines([f"{yv}[{lin}] = best;"] if yv else [])
             code.lines([f"{yi}[{lin}] = bi;"] if yi else [])
-    return _end(code)
+    return step_function(name, sched, reader.reads, writes, code)
 
 
 def _expand(value: Any, n: int, default: int) -> list[int]:
@@ -166,7 +168,8 @@ def pool_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
     v = reader.value(x, [*names[:lead], *pos])
     outs = _outputs(step, sched)
     lin = linear(names, oshape)
-    code = _kept_function(name, sched, reader.reads, _decl_writes(outs))
+    writes = _decl_writes(outs)
+    code = CodeBuffer()
     with _task_loop(code, cfg, math.prod(oshape[:-1]), names[:-1], oshape[:-1]):
         last = names[-1]
         with code.block(f"for (int64_t {last} = 0; {last} < {oshape[-1]}; {last}++)"):
@@ -190,7 +193,7 @@ def pool_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
             else:
                 divisor = _divisor(args, names[lead:], kernel, stride, pad, sp_in)
                 code.line(f"y0[{lin}] = ({ctype_of(dtype_of(out_node))})(acc / (double)({divisor}));")
-    return _end(code)
+    return step_function(name, sched, reader.reads, writes, code)
 
 
 @contextlib.contextmanager
@@ -214,29 +217,13 @@ def _windows(
         yield
 
 
-def _kept_function(name: str, sched: Schedule, reads: set[int], writes: dict[int, str]) -> CodeBuffer:
-    """A step's function opened (closed by ``_end``): its pointers declared."""
-    code = CodeBuffer()
-    code.line("")
-    code.line(f"static void {name}(void** b) {{")
-    with code.indented():
-        pointer_decls(code, sched, reads, writes)
-    return code
-
-
-def _end(code: CodeBuffer) -> str:
-    code.line("}")
-    return code.text()
-
-
 @contextlib.contextmanager
 def _task_loop(code: CodeBuffer, cfg: dict[str, Any], outer: int, names: list[str], shape: list[int]) -> Iterator[None]:
     """The parallel loop over the step's outer indices (``names``, set from the task ``o``)."""
-    with code.indented():
-        code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
-        with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
-            delinear_into(code, "o", names, shape)
-            yield
+    code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
+    with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
+        delinear_into(code, "o", names, shape)
+        yield
 
 
 def _divisor(

@@ -18,7 +18,7 @@ import torch
 from torch import fx
 
 from forge.agents.builtin.lowering.code import CodeBuffer, Statement, delinear_into
-from forge.agents.builtin.lowering.cpp_emit import SPLIT_BELOW, cpp_reader, pointer_decls, simd_loop, threads_clause
+from forge.agents.builtin.lowering.cpp_emit import SPLIT_BELOW, cpp_reader, simd_loop, step_function, threads_clause
 from forge.agents.builtin.lowering.ir import ctype_of, dtype_of, int_list, is_float, linear, shape_of
 from forge.agents.builtin.lowering.reader import Reader
 from forge.agents.builtin.lowering.schedule import Schedule
@@ -140,16 +140,6 @@ def row_block(node: fx.Node, reader: Reader, cfg: dict[str, Any], out: str, code
     return acc_t
 
 
-def _function(name: str, sched: Schedule, reads: set[int], writes: dict[int, str], body: CodeBuffer) -> str:
-    """``static void name(void** b)``: the pointers it uses, then ``body``."""
-    code = CodeBuffer()
-    code.line("")
-    with code.block(f"static void {name}(void** b)"):
-        pointer_decls(code, sched, reads, writes)
-        code.splice(body)
-    return code.text()
-
-
 def _inner(
     name: str,
     node: fx.Node,
@@ -173,7 +163,7 @@ def _inner(
         with body.block(f"for (int64_t o = 0; o < {math.prod(shape[k] for k in kept)}; ++o)"):
             delinear_into(body, "o", [f"i{k}" for k in kept], [shape[k] for k in kept])
             body.splice(block)
-        return _function(name, sched, reader.reads, {sched.slot(node): "y"}, body)
+        return step_function(name, sched, reader.reads, {sched.slot(node): "y"}, body)
     idx = [f"i{k}" for k in range(nd)] if shape_of(x) else []
     names = [f"i{k}" for k in range(nd)]
     mid = [k for k in dims if k != nd - 1]
@@ -185,7 +175,7 @@ def _inner(
     ]
     body.line(f"typedef {acc_t} ACC_T;")
     _all_reduced(body, red, mid, names, shape, bodies, acc_t, n, ctype_of(dtype_of(node)), floats, cfg)
-    return _function(name, sched, reader.reads, {sched.slot(node): "y"}, body)
+    return step_function(name, sched, reader.reads, {sched.slot(node): "y"}, body)
 
 
 def _loops(
@@ -292,7 +282,7 @@ def _outer(
         with code.block(f"for (int64_t {names[last]} = c0; {names[last]} < c1; ++{names[last]})"):
             code.line(f"const int64_t j = {names[last]} - c0;")
             code.line(f"y[{linear([names[k] for k in kept], [shape[k] for k in kept])}] = {fin};")
-    return _function(name, sched, reader.reads, {sched.slot(node): "y"}, code)
+    return step_function(name, sched, reader.reads, {sched.slot(node): "y"}, code)
 
 
 def _tiled(reader: Reader, x: fx.Node, names: list[str], red: Reduction, p: int) -> list[Statement]:
