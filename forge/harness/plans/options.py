@@ -45,6 +45,10 @@ class PlanChoices:
     def round_limit(self) -> int:
         return DEFAULT_PLAN_ROUNDS if self.rounds is None else self.rounds
 
+    def choices(self) -> dict[str, Any]:
+        """This record's ``PlanChoices`` fields alone (of a subclass too), by name."""
+        return {f.name: getattr(self, f.name) for f in fields(PlanChoices)}
+
 
 @dataclass(frozen=True)
 class PlanOptions(PlanChoices):
@@ -91,7 +95,7 @@ class PlanOptions(PlanChoices):
 
     def to_json(self, model_path: Path) -> dict[str, Any]:
         """What the session row stores: what ``--resume`` needs (``StoredPlanOptions``)."""
-        kept = {f.name: getattr(self, f.name) for f in fields(PlanChoices)}
+        kept = self.choices()
         stored = StoredPlanOptions(**{**kept, "rounds": self.round_limit}, op_path=str(model_path))
         row: dict[str, Any] = _STORED.dump_python(stored, mode="json")
         return row
@@ -116,7 +120,7 @@ class StoredPlanOptions(PlanChoices):
     def resumed(self, given: PlanOptions) -> PlanOptions:
         """``given`` (this run's flags: bank, limits) with the session's own model, mesh and agents;
         a ``rounds`` given now replaces the stored count."""
-        kept = {f.name: getattr(self, f.name) for f in fields(PlanChoices)}
+        kept = self.choices()
         return replace(given, **{**kept, "rounds": self.rounds if given.rounds is None else given.rounds})
 
 

@@ -43,6 +43,10 @@ class SessionChoices:
     def round_limit(self) -> int:
         return DEFAULT_ROUNDS if self.rounds is None else self.rounds
 
+    def choices(self) -> dict[str, Any]:
+        """This record's ``SessionChoices`` fields alone (of a subclass too), by name."""
+        return {f.name: getattr(self, f.name) for f in fields(SessionChoices)}
+
 
 @dataclass(frozen=True)
 class OptimizeOptions(SessionChoices):
@@ -100,7 +104,7 @@ class StoredOptions(SessionChoices):
 
     @classmethod
     def of(cls, options: OptimizeOptions, op_path: Path, device: Device, backend: Backend) -> StoredOptions:
-        kept = {f.name: getattr(options, f.name) for f in fields(SessionChoices)}
+        kept = options.choices()
         return cls(
             **{**kept, "rounds": options.round_limit},
             op_path=str(op_path),
@@ -117,7 +121,7 @@ class StoredOptions(SessionChoices):
     def resumed(self, given: OptimizeOptions) -> OptimizeOptions:
         """``given`` (this run's flags) with the session's own agents and search; a ``rounds``
         given now replaces the stored count."""
-        kept = {f.name: getattr(self, f.name) for f in fields(SessionChoices)}
+        kept = self.choices()
         rounds = self.rounds if given.rounds is None else given.rounds
         return replace(given, **{**kept, "rounds": rounds}, backend=self.backend or given.backend)
 
