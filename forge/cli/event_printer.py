@@ -70,7 +70,11 @@ class EventPrinter:
                     f"  null control: {e.median:.2f}x ({e.low:.2f}-{e.high:.2f}); a finalist must clear {e.bar:.2f}x"
                 )
         elif isinstance(e, events.KernelAccepted):
-            err.print(f"{name}: [green bold]kernel {e.kernel_id} banked[/] ({fmt_times(e.speedup_vs_eager)} eager)")
+            only = f"; [yellow]eager only[/]: {e.compile_why}" if e.eager_only else ""
+            err.print(
+                f"{name}: [green bold]kernel {e.kernel_id} banked[/] ({fmt_times(e.speedup_vs_eager)} eager{only})",
+                soft_wrap=True,
+            )
         elif isinstance(e, events.SessionFinished) and not e.accepted:
             err.print(f"{name}: [yellow]no kernel accepted[/] ({e.status}): {e.reason}", soft_wrap=True)
 

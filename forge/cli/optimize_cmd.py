@@ -180,7 +180,7 @@ def _summary(run: harness.RunResult) -> None:
             r.problem,
             kernel,
             fmt_times(r.speedup_vs_eager),
-            fmt_times(r.speedup_vs_compile),
+            fmt_times(r.speedup_vs_compile) + (" eager only" if r.accepted and r.eager_only else ""),
             r.regime or "—",
             shown,
             str(r.attempts),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict
+
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import PairedRatio
 from forge.core.verdict import Verdict
@@ -84,3 +86,33 @@ def beats_eager(verdict: Verdict) -> tuple[bool, str]:
     if cand.upper_ms < eager.lower_ms:
         return True, f"{speedup:.2f}x faster than eager{interval}, {beyond}"
     return False, f"{speedup:.2f}x eager{interval} is within the measured noise (quartiles overlap) or slower"
+
+
+class CompileStanding(BaseModel):
+    """Whether a banked kernel is used under ``torch.compile`` (``beats_compile``'s answer, stored
+    in its evidence so the runtime reads it without forge's models)."""
+
+    model_config = ConfigDict(extra="ignore")
+    beats: bool
+    why: str
+
+
+def beats_compile(verdict: Verdict) -> CompileStanding:
+    """A kernel replaces the reference under ``torch.compile`` only when it beats the compiled
+    reference beyond the noise: the 95% interval of the per-pair ratio (compiled call / adjacent
+    kernel call), as banked (``Verdict.claim_pairs``: the user loop's figure where it is the lower),
+    lies above 1.0x and above the null control's bar. Otherwise an opaque kernel would stand where
+    Inductor fuses the reference with its neighbours, and the compiled model would get slower."""
+    if not verdict.passed or not verdict.timing_meaningful:
+        return CompileStanding(beats=False, why="its timings say nothing here (not passed, or not meaningful)")
+    if timed_while_busy(verdict):
+        return CompileStanding(beats=False, why="it was timed while the machine was busy")
+    compiled = verdict.claim_pairs()[1]
+    if compiled is None:
+        return CompileStanding(beats=False, why="no torch.compile baseline was timed for it")
+    figure = f"{compiled.median:.2f}x torch.compile (95% CI {compiled.low:.2f}-{compiled.high:.2f}x)"
+    bar = null_bar(verdict.timing_stats.null_eager)
+    if compiled.low <= bar:
+        beyond = "1.0x" if bar == 1.0 else f"the null control's {bar:.2f}x"
+        return CompileStanding(beats=False, why=f"{figure}: the interval does not clear {beyond}")
+    return CompileStanding(beats=True, why=f"{figure}, beyond the noise")

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from forge.core.acceptance import CompileStanding, beats_compile
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError, ForgeError
 from forge.core.paths import BankLocation
@@ -64,9 +65,17 @@ class KernelSummary:
     agent: str | None
     torch: str
     created_at: str | None
+    # Used under torch.compile, and why; None: banked before forge judged that (re-verify it)
+    compile_standing: CompileStanding | None = None
+
+    @property
+    def eager_only(self) -> bool:
+        """Worth using in eager alone: under torch.compile the runtime leaves it off."""
+        return self.compile_standing is None or not self.compile_standing.beats
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "status": str(self.status)}
+        standing = self.compile_standing.model_dump() if self.compile_standing is not None else None
+        return {**self.__dict__, "status": str(self.status), "compile_standing": standing}
 
 
 @dataclass(frozen=True)
@@ -115,7 +124,16 @@ def _summary(k: KernelRow) -> KernelSummary:
         agent=k.agent,
         torch=k.torch_version,
         created_at=k.created_at.isoformat() if k.created_at else None,
+        compile_standing=_standing(k),
     )
+
+
+def _standing(k: KernelRow) -> CompileStanding | None:
+    stored = (k.evidence or {}).get(COMPILE_STANDING)
+    try:
+        return CompileStanding.model_validate(stored) if stored is not None else None
+    except ValueError:
+        return None
 
 
 def _float_dtype(verdict: Verdict) -> str:
@@ -133,6 +151,14 @@ def evidence_json(verdict: Verdict, config: CandidateConfig | None) -> dict[str,
         return verdict.to_json()
     unset = {"kernel_config"} if config.kernel_config is None else None
     return {**verdict.to_json(), **config.model_dump(exclude=unset)}
+
+
+COMPILE_STANDING = "compile_standing"  # the evidence key the runtime reads (``acceptance.CompileStanding``)
+
+
+def kernel_evidence(verdict: Verdict, config: CandidateConfig | None = None) -> dict[str, Any]:
+    """A bank entry's evidence: its verdict as stored, and whether it is used under torch.compile."""
+    return {**evidence_json(verdict, config), COMPILE_STANDING: beats_compile(verdict).model_dump()}
 
 
 def save_kernel(
@@ -166,7 +192,7 @@ def save_kernel(
             speedup_vs_eager=speedup if meaningful else None,
             speedup_vs_compile=verdict.speedup_vs_compile if meaningful else None,
             beats_reference=bool(meaningful and speedup is not None and speedup > 1.0),
-            evidence=evidence_json(verdict, config),
+            evidence=kernel_evidence(verdict, config),
             session_id=prov.session_id,
             attempt_id=prov.attempt_id,
             agent=prov.agent,
@@ -238,7 +264,7 @@ def set_status(engine: Engine, kernel_id: int, status: KernelStatus, evidence: V
         k = _row(db, kernel_id)
         k.status = str(status)
         if evidence is not None:
-            k.evidence = evidence.to_json()
+            k.evidence = kernel_evidence(evidence)
 
 
 def copy_kernels(src: Engine, dst: Engine, ops: list[str] | None = None) -> int:

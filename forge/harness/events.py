@@ -173,6 +173,8 @@ class KernelAccepted(Event):
     attempt_id: int
     speedup_vs_eager: float | None
     speedup_vs_compile: float | None
+    eager_only: bool = False  # not used under torch.compile (``acceptance.beats_compile``)
+    compile_why: str = ""
 
 
 @dataclass

@@ -3,7 +3,7 @@ and apply banked parallel plans (``KernelBank.parallelize``; ``plan_apply``, ``p
 
 from forge.core.errors import BankError, KernelUnavailableError, UnknownOpError
 from forge.kernelbank.loader import KernelBankWarning
-from forge.kernelbank.runtime import KernelBank, bank_enabled, open
+from forge.kernelbank.runtime import KernelBank, KernelizeMode, bank_enabled, open
 from forge.kernelbank.usage import OpUsage, Watch
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "KernelBank",
     "KernelBankWarning",
     "KernelUnavailableError",
+    "KernelizeMode",
     "OpUsage",
     "UnknownOpError",
     "Watch",

@@ -51,6 +51,10 @@ class KernelEntry:
     # The module modes its verdict verified ("eval", "train"), as JSON text from the evidence;
     # None for kernels verified before forge verified modes (see ``modes``).
     modes_json: str | None = None
+    # Used under torch.compile (its evidence's ``compile_standing``: sqlite gives 1/0, PostgreSQL
+    # 'true'/'false'), and why; None for kernels banked before forge judged that.
+    compile_beats_stored: Any = None
+    compile_why: str | None = None
     configs: list[tuple[list[list[int]], dict[str, Any]]] = field(default_factory=list)
 
     @cached_property
@@ -59,6 +63,17 @@ class KernelEntry:
         training mode. Kernels from before modes were verified were verified in training mode."""
         modes = _json(self.modes_json) if self.modes_json else None
         return isinstance(modes, list) and "train" not in modes
+
+    @cached_property
+    def beats_compile(self) -> bool:
+        """Used under torch.compile: it beat the compiled reference beyond the noise."""
+        return self.compile_beats_stored in (1, True, "true", "1")
+
+    @property
+    def compile_reason(self) -> str:
+        """Why it is, or is not, used under torch.compile (for warnings)."""
+        before = "banked before forge judged kernels against torch.compile; `forge bank verify` judges it"
+        return self.compile_why or before
 
     @cached_property
     def key(self) -> str:
@@ -197,7 +212,9 @@ class ReadOnlyBank:
             "dtype, speedup_vs_eager, torch_version, triton_version, "
             f"{self._db.json_text('evidence', 'binding', 'mode')}, "
             f"{self._db.json_text('evidence', 'binding', 'reason')}, "
-            f"{self._db.json_text('evidence', 'modes')} "
+            f"{self._db.json_text('evidence', 'modes')}, "
+            f"{self._db.json_text('evidence', 'compile_standing', 'beats')}, "
+            f"{self._db.json_text('evidence', 'compile_standing', 'why')} "
             f"FROM kernels WHERE op_name = ? {status} "
             "ORDER BY COALESCE(speedup_vs_eager, 0) DESC, id DESC",
             (op_name,),

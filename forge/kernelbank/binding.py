@@ -132,9 +132,12 @@ def make_forward(
     table: dict[tuple[str, torch.dtype], tuple[KernelEntry, Callable[..., Any]]],
     fallback: Callable[..., Any],
     strict: bool,
+    compiled: dict[tuple[str, torch.dtype], tuple[KernelEntry, Callable[..., Any]]] | None = None,
 ) -> Callable[..., Any]:
     """The forward to set on ``instance``: its kernels by (device kind, dtype), else the reference.
-    ``table`` holds each kernel's forward as called on this instance (``fn(instance, *args)``)."""
+    ``table`` holds each kernel's forward as called on this instance (``fn(instance, *args)``);
+    ``compiled``, those used while torch.compile traces it (None: the same), the others leaving
+    the reference to Inductor."""
 
     def noted(*args: Any, **kwargs: Any) -> Any:  # the reference, seen by a watch
         if usage.ACTIVE is not None:
@@ -142,6 +145,13 @@ def make_forward(
         return fallback(*args, **kwargs)
 
     handles = {key: _Handle(instance, entry, fn, noted, strict) for key, (entry, fn) in table.items()}
+    traced = handles
+    if compiled is not None:
+        same = {key: h for key, h in handles.items() if key in compiled and compiled[key][0] is h.entry}
+        traced = {key: same.get(key) or _Handle(instance, e, fn, noted, strict) for key, (e, fn) in compiled.items()}
+        if len(same) < len(traced):  # two kernels share the instance: each sets its own config per call
+            for h in (*handles.values(), *traced.values()):
+                h.multi_config = True
 
     def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
         if usage.ACTIVE is not None:  # ``KernelBank.watch``: count this call and any fallback in it
@@ -153,7 +163,10 @@ def make_forward(
         x = args[0] if args and isinstance(args[0], torch.Tensor) else first_tensor(args, kwargs)
         handle = None
         if x is not None:
-            handle = handles.get(("cuda" if x.is_cuda else "cpu" if x.is_cpu else x.device.type, x.dtype))
+            key = ("cuda" if x.is_cuda else "cpu" if x.is_cpu else x.device.type, x.dtype)
+            handle = (traced if torch.compiler.is_compiling() else handles).get(key)
+            if handle is None and key in handles:  # not worth it under torch.compile: Inductor compiles the reference
+                return fallback(self, *args, **kwargs)
         if handle is None:
             where = f"{x.device.type}/{x.dtype}" if x is not None else "no tensor input"
             if strict:

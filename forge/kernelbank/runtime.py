@@ -19,13 +19,22 @@ import os
 import types
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from forge.core.errors import KernelUnavailableError, UnknownOpError
-from forge.core.instance_binding import BindMode, BindPlan, BindRefused, bound_forward, plan_binding
+from forge.core.instance_binding import (
+    BindMode,
+    BindPlan,
+    BindRefused,
+    bound_forward,
+    config_difference,
+    plan_binding,
+)
 from forge.core.paths import BankLocation, default_bank
 from forge.kernelbank import loader
 from forge.kernelbank.bank_file import KernelEntry, OpRecord, ReadOnlyBank
@@ -47,23 +56,49 @@ def _capability() -> str | None:
     return f"{major}.{minor}"
 
 
+class KernelizeMode(StrEnum):
+    """Which kernels ``kernelize`` puts in place, by how the model will run.
+
+    * ``auto``: in eager, every kernel that beat eager; while ``torch.compile`` traces the model,
+      only those that also beat the compiled reference beyond the noise (the others leave their
+      instances to the reference, which Inductor compiles with its neighbours);
+    * ``eager``: every kernel that beat eager, compiled or not;
+    * ``compile``: only kernels that beat torch.compile, compiled or not."""
+
+    AUTO = "auto"
+    EAGER = "eager"
+    COMPILE = "compile"
+
+
 class _Op:
-    """One op resolved in this process: its reference class and the usable kernels per (device, dtype)."""
+    """One op resolved in this process: its reference class and the usable kernels per (device,
+    dtype), best first."""
 
     def __init__(self, problem: OpRecord, ref_module: types.ModuleType, ref_cls: Any) -> None:
         self.problem = problem
         self.ref_module = ref_module
         self.ref_cls = ref_cls
-        self.table: dict[tuple[str, torch.dtype], tuple[KernelEntry, Any]] = {}
+        self.table: dict[_Key, list[tuple[KernelEntry, Any]]] = {}
         self.reasons: list[str] = []
         self.plans: dict[str, BindPlan | str] = {}  # KernelEntry.key -> how it binds, or why not
         self._like: torch.nn.Module | None = None
+
+    def best(self) -> dict[_Key, tuple[KernelEntry, Any]]:
+        """The first (fastest vs eager) kernel per (device kind, dtype)."""
+        return {key: kernels[0] for key, kernels in self.table.items()}
 
     def like(self) -> torch.nn.Module:
         """A reference built with the verified constructor arguments (once)."""
         if self._like is None:
             self._like = self.ref_cls(*self.ref_module.get_init_inputs())
         return self._like
+
+    def configured_as(self, instance: torch.nn.Module) -> bool:
+        """The instance is configured as the op's verified one (same state shapes, attributes)."""
+        try:
+            return config_difference(instance, self.like()) is None
+        except Exception:
+            return False
 
     def plan(self, entry: KernelEntry, cls: type) -> BindPlan | str:
         """How this kernel binds to existing instances (a plan), or why it does not (a sentence)."""
@@ -84,6 +119,17 @@ class _Op:
         except Exception as exc:
             return f"building it with the op's get_init_inputs() raised {type(exc).__name__}: {exc}"
         return plan.reason if plan.mode is BindMode.NONE else plan
+
+
+@dataclass
+class _Binding:
+    """An instance's kernels: those used in eager and those used while torch.compile traces it
+    (by device kind and dtype), with why kernels were left out."""
+
+    eager: dict[_Key, tuple[KernelEntry, Any]] = field(default_factory=dict)
+    compiled: dict[_Key, tuple[KernelEntry, Any]] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)  # kernels that cannot be exact on it
+    eager_only: list[KernelEntry] = field(default_factory=list)  # bound, but not used under compile
 
 
 class KernelBank:
@@ -113,9 +159,10 @@ class KernelBank:
         for entry in self._db.entries(name):
             why = loader.invalid_reason(entry, ref_hash, capability) if bank_enabled() else "FORGE_KERNELBANK=off"
             key = (entry.device_kind, getattr(torch, entry.dtype, torch.float32))
-            if why is None and key not in op.table:
+            if why is None:
                 try:
-                    op.table[key] = (entry, loader.kernel_class(entry, ref_module))
+                    cls = loader.kernel_class(entry, ref_module)
+                    op.table.setdefault(key, []).append((entry, cls))
                 except Exception as exc:
                     why = f"its source failed to import: {type(exc).__name__}: {exc}"
                     loader.mark_bad(entry, why)
@@ -139,7 +186,7 @@ class KernelBank:
         # Build with the kernel for where modules are usually created: this machine's default
         # device kind and dtype (the dispatcher still picks per call).
         here = ("cuda" if torch.cuda.is_available() else "cpu", torch.get_default_dtype())
-        entry, cls = resolved.table.get(here) or next(iter(resolved.table.values()))
+        entry, cls = (resolved.table.get(here) or next(iter(resolved.table.values())))[0]
         try:
             module = cls(*init_args, **init_kwargs)
         except Exception as exc:
@@ -147,7 +194,11 @@ class KernelBank:
                 raise
             loader.mark_bad(entry, f"ModelNew(...) raised {type(exc).__name__}: {exc}")
             return ref_cls(*init_args, **init_kwargs)
-        table = {key: (e, c.forward) for key, (e, c) in resolved.table.items()}
+        table = {key: (e, c.forward) for key, (e, c) in resolved.best().items()}
+        compiled = {
+            key: next(((e, c.forward) for e, c in kernels if e.beats_compile), None)
+            for key, kernels in resolved.table.items()
+        }
         if isinstance(module, ref_cls):
             fallback: Callable[..., Any] = ref_cls.forward
         else:  # a standalone ModelNew: fall back to a reference holding the same weights
@@ -157,61 +208,112 @@ class KernelBank:
             def fallback(_self: Any, *a: Any, **k: Any) -> Any:
                 return ref.to(first_tensor(a, k).device)(*a, **k)  # type: ignore[union-attr]
 
-        forward = make_forward(module, op, table, fallback, self.strict)
+        used_compiled = {key: pair for key, pair in compiled.items() if pair is not None}
+        forward = make_forward(module, op, table, fallback, self.strict, used_compiled)
         module.forward = types.MethodType(forward, module)
         setattr(module, _ATTR, op)
         return module
 
-    def kernelize(self, model: torch.nn.Module) -> int:
+    def kernelize(self, model: torch.nn.Module, mode: KernelizeMode | str = KernelizeMode.AUTO) -> int:
         """Swap ``forward`` on every instance of a bank op's target class; returns how many.
 
         Each instance runs the kernel against its own parameters and attributes (see
         ``forge.core.instance_binding``); a kernel that cannot be exact on an instance leaves that
-        instance on its reference forward, with one warning saying why.
+        instance on its reference forward, with one warning saying why. ``mode`` (``KernelizeMode``)
+        says which kernels run in eager and which under ``torch.compile``; by default a kernel
+        that does not beat torch.compile beyond the noise stays off while the model is compiled
+        (one warning names them).
         """
+        try:
+            chosen = KernelizeMode(mode)
+        except ValueError:
+            known = ", ".join(m.value for m in KernelizeMode)
+            raise ValueError(f"kernelize: mode={mode!r}; use one of {known}") from None
         if not bank_enabled():
             loader.warn_once("off", "forge kernel bank: FORGE_KERNELBANK=off, kernelize swaps nothing (references run)")
             return 0
+        targets = self._targets()
+        count, eager_only = 0, {}
+        for sub in model.modules():
+            if _ATTR in sub.__dict__:
+                continue
+            matching = [op for op in targets if isinstance(sub, op.ref_cls)]
+            ops = sorted(matching, key=lambda op: not op.configured_as(sub))  # verified configuration first
+            found = self._bind(ops, sub)
+            if found is None:
+                continue
+            op, binding = found
+            eager_only.update({e.key: (op.problem.name, e) for e in binding.eager_only})
+            table = binding.compiled if chosen is KernelizeMode.COMPILE else binding.eager
+            if not table:
+                continue
+            compiled = None if chosen is KernelizeMode.EAGER else binding.compiled
+            forward = make_forward(sub, op.problem.name, table, type(sub).forward, self.strict, compiled)
+            sub.forward = types.MethodType(forward, sub)
+            sub.__dict__[_ATTR] = op.problem.name
+            count += 1
+        if eager_only and chosen is not KernelizeMode.EAGER:
+            where = "under torch.compile" if chosen is KernelizeMode.AUTO else "(mode='compile')"
+            names = "; ".join(f"{name!r} kernel {e.id}: {e.compile_reason}" for name, e in eager_only.values())
+            loader.warn_once(
+                f"eager-only:{chosen}:{sorted(eager_only)}",
+                f"forge kernel bank: {where} these kernels stay off and their instances run the reference "
+                f"(mode='eager' uses them anyway): {names}",
+            )
+        return count
+
+    def _targets(self) -> list[_Op]:
+        """The ops whose reference is a user's (or torch's) class, with a usable kernel."""
         targets: list[_Op] = []
         for problem in self._db.target_problems():
             if not any(op.problem.name == problem.name for op in targets):
                 op = self._resolve(problem.name)
                 if op.table:
                     targets.append(op)
-        count = 0
-        for sub in model.modules():
-            if _ATTR in sub.__dict__:
-                continue
-            target = next((op for op in targets if isinstance(sub, op.ref_cls)), None)
-            if target is None:
-                continue
-            table = self._bound_table(target, sub)
-            if table:
-                forward = make_forward(sub, target.problem.name, table, type(sub).forward, self.strict)
-                sub.forward = types.MethodType(forward, sub)
-                sub.__dict__[_ATTR] = target.problem.name
-                count += 1
-        return count
+        return targets
 
-    def _bound_table(self, op: _Op, instance: torch.nn.Module) -> dict[_Key, tuple[KernelEntry, Any]]:
-        """The op's kernels as run on ``instance``, by (device kind, dtype); those that cannot be
-        exact there are left out with a warning."""
-        table: dict[_Key, tuple[KernelEntry, Any]] = {}
-        for key, (entry, cls) in op.table.items():
-            plan = op.plan(entry, cls)
-            try:
-                if isinstance(plan, str):
-                    raise BindRefused(plan)
-                table[key] = (entry, bound_forward(cls, plan, instance, op.like()))
-            except BindRefused as exc:
-                if self.strict:
-                    raise KernelUnavailableError(f"{op.problem.name}: kernel {entry.id} cannot bind: {exc}") from None
-                loader.warn_once(
-                    f"unbindable:{entry.key}:{exc}",
-                    f"forge kernel bank: kernelize leaves {type(instance).__name__} instances on the reference "
-                    f"for {op.problem.name!r} (kernel {entry.id}): {exc}",
-                )
-        return table
+    def _bind(self, ops: list[_Op], instance: torch.nn.Module) -> tuple[_Op, _Binding] | None:
+        """The first op (verified configuration first) with kernels that run exactly on
+        ``instance``; warns why kernels were refused when none does."""
+        refused: list[str] = []
+        for op in ops:
+            binding = self._binding(op, instance)
+            if binding.eager:
+                return op, binding
+            refused += [f"{op.problem.name!r} {why}" for why in binding.refused]
+        if refused and self.strict:
+            raise KernelUnavailableError(
+                f"{type(instance).__name__}: the bank's kernels cannot bind to it: {'; '.join(refused)}"
+            )
+        for why in refused:
+            loader.warn_once(
+                f"unbindable:{type(instance).__qualname__}:{why}",
+                f"forge kernel bank: kernelize leaves {type(instance).__name__} instances on the reference: {why}",
+            )
+        return None
+
+    def _binding(self, op: _Op, instance: torch.nn.Module) -> _Binding:
+        """The op's kernels as run on ``instance``: per (device kind, dtype), the fastest that binds
+        exactly, and the fastest of those that beat torch.compile."""
+        binding = _Binding()
+        for key, kernels in op.table.items():
+            for entry, cls in kernels:
+                if key in binding.compiled or (key in binding.eager and not entry.beats_compile):
+                    continue
+                plan = op.plan(entry, cls)
+                try:
+                    if isinstance(plan, str):
+                        raise BindRefused(plan)
+                    pair = (entry, bound_forward(cls, plan, instance, op.like()))
+                except BindRefused as exc:
+                    binding.refused.append(f"kernel {entry.id}: {exc}")
+                    continue
+                binding.eager.setdefault(key, pair)
+                if entry.beats_compile:
+                    binding.compiled[key] = pair
+            if key in binding.eager and key not in binding.compiled:
+                binding.eager_only.append(binding.eager[key][0])
+        return binding
 
     def parallelize(self, model: torch.nn.Module, mesh: Any = None, *, train: bool = True) -> int | None:
         """Shard ``model`` in place with the best banked parallel plan for it on this mesh (a

@@ -29,6 +29,14 @@ def null_text(v: Verdict) -> str:
     )
 
 
+def compile_text(k: KernelDetail) -> str:
+    """Whether kernelize uses it while torch.compile traces the model, and why."""
+    standing = k.summary.compile_standing
+    if standing is None:
+        return "not used: banked before forge judged kernels against torch.compile (`forge bank verify` judges it)"
+    return ("used: " if standing.beats else "not used (eager only): ") + standing.why
+
+
 def kernel_details(k: KernelDetail, with_source: bool = False) -> dict[str, Any]:
     """Summary, shapes, per-bucket configs, binding, timing regimes, checks (and the source)."""
     info = {
@@ -39,6 +47,7 @@ def kernel_details(k: KernelDetail, with_source: bool = False) -> dict[str, Any]
         "binds to instances": binds_text(k.evidence),
         "timing regimes": next((c.detail for c in k.evidence.checks if c.name == "regimes"), "cold only (older forge)"),
         "null control": null_text(k.evidence),
+        "under torch.compile": compile_text(k),
         "reason_checks": [{"name": c.name, "passed": c.passed} for c in k.evidence.checks],
     }
     if with_source:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.agents import AgentKind, Agents, CoderContext, HistoryItem, MachineFacts
-from forge.core.acceptance import beats_eager
+from forge.core.acceptance import beats_compile, beats_eager
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import UsageError
 from forge.core.figures import judged_roofline
@@ -82,6 +82,9 @@ class SessionResult:
     tokens: int = 0
     cost_usd: float | None = None
     trace: list[TracePoint] = field(default_factory=list)
+    # The accepted kernel is worth it in eager alone: kernelize leaves it off under torch.compile
+    eager_only: bool | None = None
+    compile_why: str | None = None
     share_s: float | None = None  # its share of the run's time limit and budget (``OpShare``)
     share_usd: float | None = None
 
@@ -89,7 +92,7 @@ class SessionResult:
         """The op's entry in ``forge optimize --json``."""
         keys = ("problem", "accepted", "kernel_id", "backend", "speedup_vs_eager", "speedup_vs_compile")
         out = {k: getattr(self, k) for k in keys}
-        out.update(regime=self.regime, regimes=self.regimes)
+        out.update(regime=self.regime, regimes=self.regimes, eager_only=self.eager_only, compile_why=self.compile_why)
         out.update(attempts=self.attempts, session_id=self.session_id, status=str(self.status))
         out.update(share_s=self.share_s, share_usd=self.share_usd)
         out["reason"] = None if self.accepted else self.reason
@@ -390,10 +393,14 @@ class Session:
         result.accepted, result.kernel_id, result.backend = True, kid, v.backend
         result.speedup_vs_eager, result.speedup_vs_compile = v.speedup_vs_eager, v.speedup_vs_compile
         result.regime, result.regimes = regime_figures(v)
+        standing = beats_compile(v)
+        result.eager_only, result.compile_why = not standing.beats, standing.why
         self.io.events(
             ev.KernelAccepted,
             kernel_id=kid,
             attempt_id=chosen.attempt_id,
             speedup_vs_eager=v.speedup_vs_eager,
             speedup_vs_compile=v.speedup_vs_compile,
+            eager_only=not standing.beats,
+            compile_why=standing.why,
         )
