@@ -18,7 +18,9 @@ class EventPrinter:
 
     def __call__(self, e: events.Event) -> None:
         name = f"[bold]{e.problem}[/]"
-        if isinstance(e, events.ClusterJoined):
+        if isinstance(e, events.ModelStage):
+            err.print(f"{name}: {e.stage}: {e.detail}", soft_wrap=True)
+        elif isinstance(e, events.ClusterJoined):
             self.side_by_side = True
             ask = f"{e.gpus_per_session} GPU" if e.device == "cuda" else f"{e.cpus_per_session} CPU"
             err.print(

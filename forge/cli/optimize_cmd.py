@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
@@ -11,10 +12,11 @@ from rich.table import Table
 from forge import harness
 from forge.cli.console import BankOpt, err, out, print_wide, report_and_exit
 from forge.cli.event_printer import EventPrinter
+from forge.cli.model_view import model_summary
 from forge.cli.plan_cmd import plan_command
 from forge.core.choices import SEARCH_STRATEGIES, Backend, Device, Executor, Strategy, search_strategy
 from forge.core.errors import UsageError
-from forge.core.settings import load_settings
+from forge.core.settings import ForgeSettings, load_settings
 from forge.present import fmt_times
 
 MOVED = "moved to `forge plan MODEL.py`"
@@ -69,6 +71,29 @@ def optimize_command(
     ] = None,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline", help="skip torch.compile")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
+    modules: Annotated[
+        bool,
+        typer.Option(
+            "--modules",
+            help="a model (MODEL.py or module:factory): profile it, optimize its hot module classes, prove the "
+            "kernelized model end to end",
+        ),
+    ] = False,
+    include: Annotated[
+        list[str] | None, typer.Option(metavar="CLASS", help="--modules: optimize this class too (repeat it)")
+    ] = None,
+    exclude: Annotated[
+        list[str] | None, typer.Option(metavar="CLASS", help="--modules: leave this class out (repeat it)")
+    ] = None,
+    min_share: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, max=1.0, help="--modules: leave out classes below this share of the model's time (default 0.03)"
+        ),
+    ] = None,
+    ops_dir: Annotated[
+        Path | None, typer.Option(help="--modules: where the carved op files go (default forge_ops/MODEL)")
+    ] = None,
     # Parallel plans moved to `forge plan`; these still work for a release (hidden from --help)
     parallel: Annotated[bool, typer.Option("--parallel", hidden=True, help=MOVED)] = False,
     world_size: Annotated[int | None, typer.Option(hidden=True, help=MOVED)] = None,
@@ -108,7 +133,16 @@ def optimize_command(
             as_json=as_json,
         )
 
-    def run() -> harness.RunResult:
+    if not modules and (include or exclude or ops_dir is not None or min_share is not None):
+        raise typer.BadParameter(
+            "--include, --exclude, --min-share and --ops-dir choose a model's classes: add --modules"
+        )
+    if modules and (resume_ids or resume_all):
+        raise typer.BadParameter(
+            "a model-level run starts afresh: resume its ops' sessions by id", param_hint="--resume"
+        )
+
+    def settings_and_options() -> tuple[ForgeSettings, harness.OptimizeOptions]:
         settings = load_settings(
             device=device,
             compile_baseline=False if no_compile_baseline else None,
@@ -130,12 +164,35 @@ def optimize_command(
             resume_more=tuple(resume_ids[1:]),
             resume_all=resume_all,
         )
+        return settings, options
+
+    def run() -> harness.RunResult:
+        settings, options = settings_and_options()
         result = harness.optimize(list(ops or []), options, settings, EventPrinter())
         if report is not None:
             written = harness.write_report(report, result)
             err.print(f"report: {', '.join(str(p) for p in written)}")
         return result
 
+    def run_model() -> harness.ModelRunResult:
+        if not ops or len(ops) > 1:
+            raise UsageError(
+                "--modules takes one model: MODEL.py (Model, get_inputs, get_init_inputs) or module:factory"
+            )
+        settings, options = settings_and_options()
+        choices = harness.ModelChoices(
+            include=frozenset(include or ()), exclude=frozenset(exclude or ()), ops_dir=ops_dir
+        )
+        if min_share is not None:
+            choices = dataclasses.replace(choices, min_share=min_share)
+        result = harness.optimize_model(str(ops[0]), options, settings, choices, EventPrinter())
+        if report is not None:
+            written = harness.write_report(report, result.run)
+            err.print(f"report: {', '.join(str(p) for p in written)}")
+        return result
+
+    if modules:
+        report_and_exit(run_model, as_json, model_summary)
     report_and_exit(run, as_json, _summary)
 
 

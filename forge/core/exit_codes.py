@@ -19,9 +19,11 @@ class ExitCode(IntEnum):
 
 EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.SUCCESS: "the command did what it was asked: every op got a kernel (`optimize`), the candidate "
-    "passed (`verify`), forge can run its main job here (`doctor`), every kernel re-verified (`bank verify`)",
+    "passed (`verify`), forge can run its main job here (`doctor`), every kernel re-verified (`bank verify`), "
+    "a kernel banked and the kernelized model's outputs match the original's (`optimize --modules`)",
     ExitCode.NO_RESULT: "it ran, and the result is a no: some op got no kernel (`optimize`: no_gain, all "
-    "candidates failed, the built-in agent cannot express the op), the candidate failed (`verify`), this "
+    "candidates failed, the built-in agent cannot express the op; `--modules`: no kernel banked, or the "
+    "kernelized model's outputs differ), the candidate failed (`verify`), this "
     "machine cannot run forge's main job (`doctor`), a banked kernel failed re-verification (`bank verify`); "
     "also forge's C++ helper failing to compile its own source, or a worker breaking the protocol",
     ExitCode.USAGE: "a user's input cannot be used: a bad flag or setting, an op or candidate file that is "

@@ -3,6 +3,8 @@
 - ``optimize``: sessions that search for a faster kernel per op and bank the one that holds up
   (``OptimizeOptions`` in, ``RunResult`` out, ``events`` while it runs, ``RunControl`` to stop it
   from another thread);
+- ``optimize_model``: a model-level run (``ModelChoices`` in, ``ModelRunResult`` out): the model
+  profiled, its hot classes carved out as ops and optimized, the kernelized model proven end to end;
 - ``optimize_plan``: a parallel-plan session for a model on a world size (``PlanOptions`` in,
   ``PlanResult`` out): plans up the ladder (static rules, cost model, real runs), the fastest banked;
 - ``verify_candidate``: one candidate checked and timed (and saved to the bank when asked);
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from forge.harness.bank.sessions import session_list, session_rounds, session_show
     from forge.harness.health.checks import doctor
     from forge.harness.health.report import DoctorReport, Finding
+    from forge.harness.model_run.run import ModelChoices, ModelRunResult, amdahl, optimize_model
     from forge.harness.plans.options import DEFAULT_PLAN_ROUNDS, PlanOptions
     from forge.harness.plans.run import PlanResult, optimize_plan
     from forge.harness.runs.checks import FieldProblem, preflight
@@ -78,6 +81,8 @@ __all__ = [
     "Finding",
     "KernelDetail",
     "KernelSummary",
+    "ModelChoices",
+    "ModelRunResult",
     "OptimizeOptions",
     "PlanDetail",
     "PlanOptions",
@@ -92,6 +97,7 @@ __all__ = [
     "StoredSession",
     "TracePoint",
     "Verification",
+    "amdahl",
     "bank_exists",
     "bank_export",
     "bank_export_plan",
@@ -107,6 +113,7 @@ __all__ = [
     "doctor",
     "events",
     "optimize",
+    "optimize_model",
     "optimize_plan",
     "preflight",
     "session_list",
@@ -145,6 +152,7 @@ _SOURCES = {
     "forge.harness.runs.control": ("RunControl",),
     "forge.harness.health.report": ("DoctorReport", "Finding"),
     "forge.harness.health.checks": ("doctor",),
+    "forge.harness.model_run.run": ("ModelChoices", "ModelRunResult", "amdahl", "optimize_model"),
     "forge.harness.events": ("events",),
     "forge.harness.runs.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),
     "forge.harness.plans.options": ("DEFAULT_PLAN_ROUNDS", "PlanOptions"),

@@ -48,6 +48,15 @@ class SessionStarted(Event):
 
 
 @dataclass
+class ModelStage(Event):
+    """A model-level run's progress (``forge optimize MODEL --modules``): problem is the model,
+    session 0; stage is profiled, chosen, carved, proving or proven."""
+
+    stage: str
+    detail: str
+
+
+@dataclass
 class ClusterJoined(Event):
     """``--executor ray``: the cluster the run's sessions are spread over (problem "", session 0)."""
 

@@ -20,7 +20,10 @@ from forge.core.timing_records import Roofline
 from forge.verifier import machine
 from forge.verifier.inductor_code import trim_output_code
 
-_LIBRARY = re.compile(r"mm\b|addmm|bmm|gemm|conv|cudnn|cublas|mkldnn|onednn|mkl|scaled_dot_product|flash|cutlass|xmma")
+# The names of vendor-library routines (BLAS, oneDNN, cuBLAS, cuDNN, SDPA): producers a fused kernel keeps as calls
+LIBRARY_OP = re.compile(
+    r"mm\b|addmm|bmm|gemm|conv|cudnn|cublas|mkldnn|onednn|mkl|scaled_dot_product|flash|cutlass|xmma"
+)
 _TOP_OPS = 8
 _PROFILED_CALLS = 5
 _TIMED_PAIRS = 21
@@ -40,7 +43,7 @@ def _timed_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-def _profile(fn: Callable[[], Any], device: str, timed_ms: float | None) -> EagerProfile:
+def eager_profile(fn: Callable[[], Any], device: str, timed_ms: float | None) -> EagerProfile:
     """Eager's profile; its time a call is ``timed_ms`` (torch.compile's alternating calls timed
     it already: one eager figure in the brief), else timed here."""
     from torch.profiler import ProfilerActivity, profile
@@ -68,7 +71,7 @@ def _profile(fn: Callable[[], Any], device: str, timed_ms: float | None) -> Eage
             self_ms=round(median * ms / total, 5),
             share=round(ms / total, 3),
             calls=calls,
-            library=bool(_LIBRARY.search(name.lower())),
+            library=bool(LIBRARY_OP.search(name.lower())),
         )
         for name, ms, calls in rows[:_TOP_OPS]
     ]
@@ -199,7 +202,9 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
             ("compiled", lambda: _compiled(model, inputs, device) if compiled else None),
             (
                 "eager",
-                lambda: _profile(lambda: model(*inputs), device, brief.compiled.eager_ms if brief.compiled else None),
+                lambda: eager_profile(
+                    lambda: model(*inputs), device, brief.compiled.eager_ms if brief.compiled else None
+                ),
             ),
         ]
         for part, run in parts:

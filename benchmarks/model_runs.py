@@ -1,0 +1,91 @@
+"""Model-level runs end to end: for each model, ``forge optimize MODEL --modules --json`` in a
+fresh bank (profile, choose, carve out, optimize, prove), then the four-way table it measured:
+eager, kernelized, torch.compile, kernelized + compiled, per cache regime, with 95% intervals,
+and per optimized class its share, its op's speedup and the model gain Amdahl expects from it.
+
+Usage: python benchmarks/model_runs.py [MODEL ...] [--rounds N] [--page docs/benchmarks/model-runs.md]
+(default: the shipped models, examples/models/decoder.py and examples/models/cnn_block.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from page import add_page_option, run_with_page
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = [ROOT / "examples" / "models" / "decoder.py", ROOT / "examples" / "models" / "cnn_block.py"]
+
+
+def _ratio(r: dict[str, Any] | None) -> str:
+    return f"{r['median']:.2f}x ({r['low']:.2f}-{r['high']:.2f})" if r else "—"
+
+
+def _report(model: str, data: dict[str, Any], seconds: float) -> None:
+    m = data["model"]
+    print(f"\n## {Path(model).name}: {m['forward_ms']:.2f} ms a forward on {m['device']} (run took {seconds:.0f} s)")
+    print(f"{'class':28s} {'share':>7s}  optimized / why not")
+    for c in m["classes"]:
+        print(f"{c['class']:28s} {c['share']:7.1%}  {'yes' if c['chosen'] else 'no: ' + c['reason']}")
+    print(f"\n{'op':28s} {'share':>7s} {'x eager':>8s} {'x compile':>10s} {'model gain':>11s}")
+    for o in m["ops"]:
+        e, c, g = o["speedup_vs_eager"], o["speedup_vs_compile"], o["expected_model_gain"]
+        only = " (eager only)" if o["accepted"] and o["eager_only"] else ""
+        row = f"{o['op']:28s} {o['share']:7.1%} {e or 0:7.2f}x {c or 0:9.2f}x {g or 1:10.3f}x{only}"
+        print(row if o["accepted"] else f"{o['op']:28s} {o['share']:7.1%}  no kernel: {o['reason']}")
+    proof = m["proof"]
+    if proof is None:
+        print(f"\nnot proven: {m['proof_error']}")
+        return
+    verdict = "match" if proof["outputs_match"] else f"DIFFER: {proof['detail']}"
+    print(f"\nkernelized instances: {proof['kernelized']}; outputs on fresh inputs: {verdict} ({proof['tolerance']})")
+    if proof["compile_error"]:
+        print(f"torch.compile: {proof['compile_error']}")
+    heads = ("kernelized", "compile", "kernelized+compile")
+    print(f"{'regime':10s} {'eager ms':>9s} " + " ".join(f"{h:>22s}" for h in heads) + f" {'vs compile':>20s}")
+    for t in proof["timings"]:
+        print(
+            f"{t['regime']:10s} {t['eager_ms']:9.3f} {_ratio(t['kernelized_vs_eager']):>22s} "
+            f"{_ratio(t['compiled_vs_eager']):>22s} {_ratio(t['kernelized_compiled_vs_eager']):>22s} "
+            f"{_ratio(t['kernelized_compiled_vs_compiled']):>20s}"
+        )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", help="model files or module:factory (default: the shipped models)")
+    ap.add_argument("--rounds", type=int, default=4, help="search rounds per op")
+    add_page_option(ap)
+    a = ap.parse_args()
+    print("speedups are eager's (or compile's) time over the other's, per round of one call each; 95% CI")
+    failed = 0
+    for model in a.models or [str(p) for p in SHIPPED]:
+        with tempfile.TemporaryDirectory(prefix="forge-model-run-") as tmp:
+            argv = [sys.executable, "-m", "forge", "optimize", model, "--modules", "--json", "--rounds", str(a.rounds)]
+            argv += ["--bank", str(Path(tmp) / "bank.db"), "--ops-dir", str(Path(tmp) / "ops")]
+            start = time.perf_counter()
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
+            seconds = time.perf_counter() - start
+        try:
+            data = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            print(f"\n## {model}: forge exited {done.returncode} without a report:\n{done.stderr[-2000:]}")
+            failed += 1
+            continue
+        if "model" not in data:
+            print(f"\n## {model}: {data.get('error', data)}")
+            failed += 1
+            continue
+        _report(model, data, seconds)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_with_page(main, "Model-level runs: eager, kernelized, compiled, both"))

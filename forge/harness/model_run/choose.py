@@ -1,0 +1,141 @@
+"""Choosing which module classes of a profiled model to optimize (pure logic).
+
+Every class under the model's own is a candidate, ranked by its share of the model's time. A class
+is left out, with the reason, when the user excluded it; when it is a container (its parts are
+the work); when it is one of torch's own modules (one tuned kernel or a library call already),
+unless the user names it; when its share is below the threshold; when library producers take so
+much of its time that fusing the rest cannot clear the noise (Amdahl); when none of its instances
+can become an op (arguments that are not tensors, constructor arguments an op file cannot hold,
+data-dependent shapes). Of the classes left, those that contain another are left out: their parts
+are optimized at their own level (a class the user names wins over the classes inside it).
+
+Each chosen class becomes one op per configuration its instances were built with, verified on
+every input signature those instances were called with.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from forge.core.model_records import ClassUse, InstanceUse, ModelProfile, TensorUse
+
+MIN_SHARE = 0.03  # of the model's time: below it a class cannot move the model's figure
+MIN_CEILING = 1.15  # 1 / (library share) below this: within the noise (about +-8% here)
+MAX_SIGNATURES = 4  # distinct input shapes per configuration; more are data-dependent
+
+
+@dataclass(frozen=True)
+class OpGroup:
+    """Instances of one class built alike: one op."""
+
+    name: str  # the op's FORGE_NAME
+    cls: ClassUse
+    init_args: list[str]  # Python source, one per positional argument
+    signatures: list[list[TensorUse]]  # the first is the op's own inputs, the rest its shape variants
+    paths: list[str]  # the instances
+    share: float  # of the model's time
+
+
+@dataclass
+class ClassChoice:
+    cls: ClassUse
+    chosen: bool = False
+    reason: str = ""
+    groups: list[OpGroup] = field(default_factory=list)
+
+
+def _named(cls: ClassUse, names: set[str]) -> bool:
+    return cls.name in names or cls.key in names or cls.name.rsplit(".", 1)[-1] in names
+
+
+def _inside(inner: ClassUse, outer: ClassUse) -> bool:
+    """Some instance of ``inner`` sits inside some instance of ``outer``."""
+    return any(i.path.startswith(o.path + ".") for i in inner.instances for o in outer.instances)
+
+
+def _groups(cls: ClassUse, stem: str) -> tuple[list[OpGroup], str]:
+    """The class's ops (one per configuration), or why none can be carved out."""
+    by_config: dict[tuple[str, tuple[str, ...]], list[InstanceUse]] = defaultdict(list)
+    refused = ""
+    for inst in cls.instances:
+        why = inst.refusal or inst.init.refusal
+        if why is None and len(inst.inputs) > MAX_SIGNATURES:
+            why = f"data-dependent shapes ({len(inst.inputs)} input shapes over {inst.calls} calls a forward)"
+        if why is not None:
+            refused = refused or f"{inst.path}: {why}"
+            continue
+        by_config[(inst.config, tuple(inst.init.args))].append(inst)
+    class_ms = sum(i.inclusive_ms for i in cls.instances) or 1.0
+    groups = []
+    base = f"{stem}_{cls.name.replace('.', '_')}"
+    for n, ((_, args), members) in enumerate(sorted(by_config.items(), key=lambda kv: -len(kv[1]))):
+        signatures: list[list[TensorUse]] = []
+        for inst in members:
+            signatures += [s for s in inst.inputs if s not in signatures]
+        groups.append(
+            OpGroup(
+                name=base if n == 0 else f"{base}_{n + 1}",
+                cls=cls,
+                init_args=list(args),
+                signatures=signatures[:MAX_SIGNATURES],
+                paths=[i.path for i in members],
+                share=round(cls.share * sum(i.inclusive_ms for i in members) / class_ms, 4),
+            )
+        )
+    return groups, refused
+
+
+def _eligible(cls: ClassUse, included: bool, min_share: float) -> str | None:
+    """Why the class is left out on its own account (None: it is a candidate)."""
+    if cls.container:
+        return "a container: its parts are the work"
+    if included:
+        return None
+    if cls.torch_builtin:
+        return f"torch's own module (a tuned kernel or a library call already); --include {cls.name} tries it"
+    if cls.share < min_share:
+        return f"{cls.share:.1%} of the model's time, below the {min_share:.0%} threshold (--min-share)"
+    if cls.library_share > 0 and 1 / cls.library_share < MIN_CEILING:
+        return (
+            f"library producers (matmul, convolution, attention) take {cls.library_share:.0%} of its time: "
+            f"fusing the rest gains at most {1 / cls.library_share:.2f}x (Amdahl), within the noise"
+        )
+    return None
+
+
+def choose_classes(
+    profile: ModelProfile,
+    stem: str,
+    include: set[str] | None = None,
+    exclude: set[str] | None = None,
+    min_share: float = MIN_SHARE,
+) -> list[ClassChoice]:
+    """Every class of the model with whether it is optimized and why (chosen first, by share)."""
+    include, exclude = include or set(), exclude or set()
+    choices = [ClassChoice(cls) for cls in profile.classes]
+    for c in choices:
+        if _named(c.cls, exclude):
+            c.reason = "excluded (--exclude)"
+            continue
+        why = _eligible(c.cls, _named(c.cls, include), min_share)
+        if why is None:
+            c.groups, refused = _groups(c.cls, stem)
+            why = None if c.groups else refused or "no instance ran"
+        c.chosen, c.reason = why is None, why or ""
+    for c in choices:
+        if not c.chosen:
+            continue
+        named = _named(c.cls, include)
+        inner = [o for o in choices if o.chosen and o is not c and _inside(o.cls, c.cls)]
+        if inner and not named:
+            c.chosen = False
+            c.reason = f"its parts ({', '.join(o.cls.name for o in inner)}) are optimized at their own level"
+    for c in choices:
+        outer = next((o for o in choices if o.chosen and o is not c and _inside(c.cls, o.cls)), None)
+        if c.chosen and outer is not None:
+            c.chosen, c.reason = False, f"inside {outer.cls.name}, which is optimized whole"
+    for c in choices:
+        if c.chosen:
+            c.reason = f"{c.cls.share:.1%} of the model's time; {len(c.groups)} op(s)"
+    return sorted(choices, key=lambda c: (not c.chosen, -c.cls.share))

@@ -1,0 +1,149 @@
+"""A model-level run: profile the model, choose its hot classes, carve each out as an op, run a
+session per op (one batch sharing the run's limits), then prove the kernelized model end to end
+against the original, in eager and under torch.compile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forge.core.exit_codes import ExitCode
+from forge.core.model_records import ModelProfile, ModelProof
+from forge.core.paths import default_bank
+from forge.core.settings import ForgeSettings
+from forge.harness import events as ev
+from forge.harness.model_run.carve import write_ops
+from forge.harness.model_run.choose import MIN_SHARE, ClassChoice, OpGroup, choose_classes
+from forge.harness.runs.control import RunControl
+from forge.harness.runs.options import OptimizeOptions
+from forge.harness.runs.run import RunResult, optimize
+from forge.harness.sessions.session import SessionResult
+from forge.modelrun import ModelRunError, profile_in_process, prove_in_process
+from forge.verifier.machine import resolve_device
+
+PROVE_ROUNDS = 30  # rounds per cache regime of the four-way timing
+
+
+@dataclass(frozen=True)
+class ModelChoices:
+    """What the user said about the model-level run."""
+
+    include: frozenset[str] = frozenset()  # class names to optimize even if forge would not
+    exclude: frozenset[str] = frozenset()
+    min_share: float = MIN_SHARE
+    ops_dir: Path | None = None  # where the carved op files go (default ./forge_ops/<model>)
+    prove_rounds: int = PROVE_ROUNDS
+
+
+def amdahl(share: float, speedup: float | None) -> float | None:
+    """The model's speedup if only this part ran ``speedup`` times faster."""
+    if speedup is None or speedup <= 0:
+        return None
+    return 1.0 / ((1.0 - share) + share / speedup)
+
+
+@dataclass
+class CarvedOp:
+    group: OpGroup
+    path: Path
+    result: SessionResult | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.result
+        speedup = r.speedup_vs_eager if r is not None and r.accepted else None
+        gain = amdahl(self.group.share, speedup)
+        return {
+            "op": self.group.name,
+            "class": self.group.cls.name,
+            "file": str(self.path),
+            "instances": self.group.paths,
+            "share": self.group.share,
+            "accepted": bool(r and r.accepted),
+            "kernel_id": r.kernel_id if r else None,
+            "speedup_vs_eager": speedup,
+            "speedup_vs_compile": r.speedup_vs_compile if r and r.accepted else None,
+            "eager_only": r.eager_only if r else None,
+            "expected_model_gain": round(gain, 4) if gain else None,
+            "reason": None if r is None or r.accepted else r.reason,
+        }
+
+
+@dataclass
+class ModelRunResult:
+    model: str
+    profile: ModelProfile
+    choices: list[ClassChoice]
+    ops: list[CarvedOp]
+    run: RunResult = field(default_factory=RunResult)
+    proof: ModelProof | None = None
+    proof_error: str | None = None
+
+    def model_json(self) -> dict[str, Any]:
+        """The model-level figures (``--json``'s ``model`` key)."""
+        return {
+            "source": self.model,
+            "device": self.profile.device,
+            "forward_ms": self.profile.forward_ms,
+            "classes": [
+                {"class": c.cls.key, "share": c.cls.share, "chosen": c.chosen, "reason": c.reason} for c in self.choices
+            ],
+            "ops": [o.to_json() for o in self.ops],
+            "proof": self.proof.model_dump(mode="json") if self.proof is not None else None,
+            "proof_error": self.proof_error,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.run.to_json(), "model": self.model_json()}
+
+    @property
+    def exit_code(self) -> int:
+        if self.run.interrupted:
+            return ExitCode.INTERRUPTED
+        if self.proof is None or not self.proof.outputs_match:
+            return ExitCode.NO_RESULT
+        return ExitCode.SUCCESS if any(o.result and o.result.accepted for o in self.ops) else ExitCode.NO_RESULT
+
+
+def _stage(emit: ev.Emit, model: str, stage: str, detail: str) -> None:
+    emit(ev.ModelStage(problem=model, session_id=0, stage=stage, detail=detail))
+
+
+def optimize_model(
+    model: str,
+    options: OptimizeOptions | None = None,
+    settings: ForgeSettings | None = None,
+    choices: ModelChoices | None = None,
+    emit: ev.Emit = ev.ignore,
+    control: RunControl | None = None,
+) -> ModelRunResult:
+    """Profile ``model`` (a model file or module:factory), optimize its hot classes, and prove
+    the kernelized model. Raises ForgeError (``ModelRunError``: the model's own failure)."""
+    options, settings, choices = options or OptimizeOptions(), settings or ForgeSettings(), choices or ModelChoices()
+    device = str(resolve_device(settings.device))
+    where = options.bank or default_bank()
+    profile = profile_in_process(model, device)
+    stem = Path(model).stem if model.endswith(".py") else model.partition(":")[0].rsplit(".", 1)[-1]
+    _stage(emit, model, "profiled", f"{profile.forward_ms:.2f} ms a forward, {len(profile.classes)} module classes")
+    picked = choose_classes(profile, stem, set(choices.include), set(choices.exclude), choices.min_share)
+    groups = [g for c in picked if c.chosen for g in c.groups]
+    _stage(emit, model, "chosen", ", ".join(f"{c.cls.name} ({c.cls.share:.0%})" for c in picked if c.chosen) or "none")
+    folder = choices.ops_dir or Path("forge_ops") / stem
+    carved = [CarvedOp(g, p) for g, p in zip(groups, write_ops(groups, profile, folder), strict=True)]
+    result = ModelRunResult(model, profile, picked, carved)
+    if carved:
+        _stage(emit, model, "carved", f"{len(carved)} op file(s) in {folder}")
+        result.run = optimize([c.path for c in carved], options, settings, emit, control)
+        by_name = {r.problem: r for r in result.run.results}
+        for c in carved:
+            c.result = by_name.get(c.group.name)
+    if result.run.interrupted:
+        return result
+    _stage(emit, model, "proving", "the kernelized model against the original; eager, kernelized, compiled, both")
+    bank = where.libpq_url() if where.is_server else str(where.file())
+    try:
+        result.proof = prove_in_process(model, bank, device, choices.prove_rounds)
+    except ModelRunError as exc:
+        result.proof_error = str(exc)
+    _stage(emit, model, "proven", "outputs match" if result.proof and result.proof.outputs_match else "not proven")
+    return result

@@ -1,0 +1,99 @@
+"""The model probe: a process of its own that imports the user's model, profiles it or proves
+its kernelized form, and writes one JSON record (the parent validates it). A model that crashes
+or hangs ends this process, not forge.
+
+    python -m forge.modelrun.probe profile MODEL --device cpu --out F
+    FORGE_BANK=BANK python -m forge.modelrun.probe prove MODEL --device cpu --rounds 30 --out F
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from forge.core.errors import ForgeError, ProblemError
+from forge.core.model_records import ModelProfile, ModelProof
+from forge.modelrun.profiling import profile_model
+from forge.modelrun.proving import prove_model
+from forge.modelrun.source import load_model
+
+Record = TypeVar("Record", bound=BaseModel)
+
+
+class ModelRunError(ForgeError):
+    """The model could not be profiled or proven; the message says why (the model's own error)."""
+
+
+def _run(args: argparse.Namespace) -> BaseModel:
+    loaded = load_model(args.model)
+    if args.step == "profile":
+        return profile_model(loaded, args.device)
+    return prove_model(loaded, os.environ.get("FORGE_BANK") or None, args.device, args.rounds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="forge.modelrun.probe")
+    parser.add_argument("step", choices=("profile", "prove"))
+    parser.add_argument("model")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    try:
+        text = _run(args).model_dump_json()
+    except ProblemError as exc:
+        text = json.dumps({"error": str(exc)})
+    except Exception as exc:
+        tail = "".join(traceback.format_exception(exc)[-6:])
+        text = json.dumps({"error": f"{type(exc).__name__}: {exc}\n{tail}"})
+    Path(args.out).write_text(text)
+    return 0
+
+
+def _probe(
+    step: str, extra: list[str], record: type[Record], model: str, timeout_s: float, env: dict[str, str] | None = None
+) -> Record:
+    with tempfile.TemporaryDirectory(prefix="forge-probe-") as tmp:
+        out = Path(tmp) / "record.json"
+        argv = [sys.executable, "-m", "forge.modelrun.probe", step, model, *extra, "--out", str(out)]
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout_s, env={**os.environ, **(env or {})}
+            )
+        except subprocess.TimeoutExpired:
+            raise ModelRunError(f"{model}: the {step} step ran past {timeout_s:.0f} s and was stopped") from None
+        if not out.exists():
+            said = (done.stderr or done.stdout).strip()[-1500:]
+            raise ModelRunError(f"{model}: the {step} process ended (exit {done.returncode}) without a result:\n{said}")
+        data = json.loads(out.read_text())
+    if "error" in data:
+        raise ModelRunError(f"{model}: {data['error']}".rstrip())
+    try:
+        return record.model_validate(data)
+    except ValidationError as exc:
+        raise ModelRunError(f"{model}: the {step} process wrote a malformed record: {exc}") from exc
+
+
+def profile_in_process(model: str, device: str, timeout_s: float = 900) -> ModelProfile:
+    """Profile the model in a process of its own (``ModelRunError`` with the model's error)."""
+    return _probe("profile", ["--device", device], ModelProfile, model, timeout_s)
+
+
+def prove_in_process(model: str, bank: str, device: str, rounds: int, timeout_s: float = 1800) -> ModelProof:
+    """Prove the kernelized model in a process of its own (``ModelRunError`` with why not)."""
+    extra = ["--device", device, "--rounds", str(rounds)]
+    # the bank through the environment: a server bank's URL may hold a password, argv is public
+    return _probe("prove", extra, ModelProof, model, timeout_s, {"FORGE_BANK": bank})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

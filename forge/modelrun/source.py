@@ -1,0 +1,175 @@
+"""Where a model comes from, in the probe's process: a KernelBench-style model file (``Model``,
+``get_inputs``, ``get_init_inputs``) or ``module:factory`` in the user's package (the factory
+builds the model, the module's ``get_inputs()`` gives its inputs). Its classes are imported under
+the module's own name, so the op files forge carves out import the very classes a user's program
+uses, and ``kernelize`` finds their instances.
+
+While the model is built, each module's constructor arguments are recorded (a profile hook on
+``__init__`` calls), so a class can be carved out with the arguments its instances were built with.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import sys
+import types
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from forge.core.errors import ProblemError
+from forge.core.instance_binding import config_signature
+from forge.core.model_records import InitCall
+
+_VARARGS, _VARKEYWORDS = 0x04, 0x08  # code object flags
+
+
+@dataclass
+class LoadedModel:
+    """A model's module, how to build it, and how to draw its inputs."""
+
+    spec: str
+    module: types.ModuleType
+    import_dir: str | None
+    build: Callable[[], torch.nn.Module]
+    inputs: Callable[[], list[Any]]
+
+
+def _file_module(path: Path) -> tuple[types.ModuleType, str]:
+    name = path.stem
+    if not name.isidentifier():
+        raise ProblemError(f"{path}: a model file's name must be a Python identifier (its classes are imported by it)")
+    folder = str(path.parent)
+    found = importlib.util.find_spec(name) if name not in sys.modules else None
+    origin = getattr(sys.modules.get(name), "__file__", None) or (found.origin if found else None)
+    if origin is not None and Path(origin).resolve() != path:
+        raise ProblemError(
+            f"{path}: another module named {name!r} is importable ({origin}); rename the model file "
+            "(its classes are imported by that name)"
+        )
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name), folder
+
+
+def load_model(spec: str) -> LoadedModel:
+    """Import the model's module; raises ProblemError naming what is missing."""
+    path = Path(spec).expanduser()
+    if spec.endswith(".py") or path.exists():
+        if not path.is_file():
+            raise ProblemError(f"{spec!r}: no such model file; pass a KernelBench-style .py file or module:factory")
+        module, folder = _call_user(spec, lambda: _file_module(path.resolve()))
+        missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
+        if missing:
+            raise ProblemError(f"{spec}: the model file does not define {', '.join(missing)}")
+        return LoadedModel(
+            spec, module, folder, lambda: module.Model(*module.get_init_inputs()), lambda: list(module.get_inputs())
+        )
+    name, _, factory = spec.partition(":")
+    if not name or not factory:
+        raise ProblemError(f"{spec!r}: pass a model file (.py) or module:factory (e.g. mypkg.models:build)")
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    module = _call_user(spec, lambda: importlib.import_module(name))
+    build = getattr(module, factory, None)
+    if not callable(build) or not callable(getattr(module, "get_inputs", None)):
+        raise ProblemError(f"{spec}: {name} must define {factory}() building the model and get_inputs() for its inputs")
+    return LoadedModel(spec, module, None, build, lambda: list(module.get_inputs()))
+
+
+def _call_user(spec: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except ProblemError:
+        raise
+    except Exception as exc:
+        raise ProblemError(f"{spec}: importing the model raised {type(exc).__name__}: {exc}") from exc
+
+
+def literal(value: Any) -> str:
+    """``value`` as Python source an op file can hold; raises TypeError for anything else."""
+    if value is None or isinstance(value, bool | int | str):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, tuple | list | torch.Size):
+        parts = [literal(v) for v in value]
+        if isinstance(value, list):
+            return "[" + ", ".join(parts) + "]"
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    raise TypeError(type(value).__name__)
+
+
+def _init_call(frame: types.FrameType, obj: torch.nn.Module) -> InitCall:
+    code = frame.f_code
+    init = next(
+        (c.__dict__["__init__"] for c in type(obj).__mro__ if _code_of(c.__dict__.get("__init__")) is code), None
+    )
+    defaults: dict[str, Any] = getattr(init, "__kwdefaults__", None) or {}
+    names = code.co_varnames[: code.co_argcount]
+    local = frame.f_locals
+    named = [(n, local.get(n)) for n in names[1:]]
+    rest = code.co_varnames[code.co_argcount :]
+    keyword_only, rest = rest[: code.co_kwonlyargcount], rest[code.co_kwonlyargcount :]
+    changed = [n for n in keyword_only if n not in defaults or local.get(n) is not defaults[n]]
+    if changed:
+        return InitCall(refusal=f"it was built with keyword-only arguments ({', '.join(changed)})")
+    if code.co_flags & _VARARGS:
+        named += [(f"*{rest[0]}", v) for v in local.get(rest[0], ())]
+        rest = rest[1:]
+    if code.co_flags & _VARKEYWORDS and local.get(rest[0]):
+        return InitCall(refusal=f"it was built with **{rest[0]} arguments ({', '.join(local[rest[0]])})")
+    args = []
+    for name, value in named:
+        try:
+            args.append(literal(value))
+        except TypeError as exc:
+            return InitCall(refusal=f"its constructor argument {name!r} is a {exc}, which an op file cannot hold")
+    return InitCall(args=args)
+
+
+def _code_of(fn: Any) -> types.CodeType | None:
+    return getattr(fn, "__code__", None)
+
+
+class InitRecorder:
+    """Records, while active, the outermost ``__init__`` call of each module built."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, tuple[weakref.ref[torch.nn.Module], InitCall]] = {}
+
+    def _seen(self, frame: types.FrameType, event: str, _arg: Any) -> None:
+        if event != "call" or frame.f_code.co_name != "__init__" or not frame.f_code.co_argcount:
+            return
+        obj = frame.f_locals.get(frame.f_code.co_varnames[0])
+        if isinstance(obj, torch.nn.Module) and self.of(obj) is None:
+            self._calls[id(obj)] = (weakref.ref(obj), _init_call(frame, obj))
+
+    def of(self, module: torch.nn.Module) -> InitCall | None:
+        held = self._calls.get(id(module))
+        return held[1] if held is not None and held[0]() is module else None
+
+    def build(self, build: Callable[[], torch.nn.Module]) -> torch.nn.Module:
+        previous = sys.getprofile()
+        sys.setprofile(self._seen)
+        try:
+            model = build()
+        finally:
+            sys.setprofile(previous)
+        if not isinstance(model, torch.nn.Module):
+            raise ProblemError(f"building the model gave a {type(model).__name__}, not a torch.nn.Module")
+        return model
+
+
+def configuration(module: torch.nn.Module) -> str:
+    """The instance's configuration as a string: instances with equal ones share one op."""
+    return json.dumps(config_signature(module), sort_keys=True, default=str)

@@ -1,0 +1,115 @@
+"""Choosing a model's classes to optimize: each rule leaves a class out with its reason, and the
+chosen ones are carved out as importable op files (pure logic over a profile record)."""
+
+from __future__ import annotations
+
+from forge.core.model_records import ClassUse, InitCall, InstanceUse, ModelProfile, TensorUse
+from forge.core.problem import load_problem
+from forge.harness.model_run.carve import write_ops
+from forge.harness.model_run.choose import choose_classes
+
+
+def _inst(path: str, ms: float = 1.0, args: list[str] | None = None, config: str = "c", **over) -> InstanceUse:
+    fields = {
+        "path": path,
+        "calls": 1,
+        "inclusive_ms": ms,
+        "inputs": [[TensorUse(shape=[4, 8], dtype="float32")]],
+        "init": InitCall(args=args if args is not None else ["8"]),
+        "config": config,
+    }
+    return InstanceUse(**{**fields, **over})
+
+
+def _cls(name: str, share: float, *instances: InstanceUse, module: str = "toy", lib: float = 0.0, **over) -> ClassUse:
+    fields = {
+        "module": module,
+        "name": name,
+        "torch_builtin": module.startswith("torch"),
+        "container": False,
+        "library_share": lib,
+        "share": share,
+        "instances": list(instances),
+    }
+    return ClassUse(**{**fields, **over})
+
+
+def _profile(*classes: ClassUse, import_dir: str | None = None) -> ModelProfile:
+    return ModelProfile(
+        source="toy.py",
+        import_name="toy",
+        import_dir=import_dir,
+        root="toy:Model",
+        device="cpu",
+        forward_ms=10.0,
+        forwards=10,
+        classes=list(classes),
+    )
+
+
+def _by_name(choices):
+    return {c.cls.name: c for c in choices}
+
+
+def test_each_rule_gives_its_reason():
+    profile = _profile(
+        _cls("Block", 0.9, _inst("b0"), _inst("b1")),
+        _cls("Norm", 0.2, _inst("b0.norm"), _inst("b1.norm")),
+        _cls("Linear", 0.5, _inst("b0.fc"), module="torch.nn", lib=0.95),
+        _cls("Sequential", 0.9, _inst("seq"), module="torch.nn", container=True),
+        _cls("Tiny", 0.01, _inst("b0.tiny")),
+        _cls("Proj", 0.3, _inst("b0.proj"), lib=0.92),
+        _cls("Masked", 0.2, _inst("b0.m", refusal="its argument 1 is a boolean mask (data-dependent)")),
+        _cls("Configured", 0.2, _inst("b0.k", init=InitCall(refusal="its constructor argument 'cfg' is a Cfg"))),
+    )
+    choices = _by_name(choose_classes(profile, "toy"))
+    assert choices["Norm"].chosen and len(choices["Norm"].groups) == 1
+    assert "its parts (Norm) are optimized at their own level" in choices["Block"].reason
+    assert "torch's own module" in choices["Linear"].reason and "--include Linear" in choices["Linear"].reason
+    assert "container" in choices["Sequential"].reason
+    assert "below the 3% threshold" in choices["Tiny"].reason
+    assert "take 92% of its time" in choices["Proj"].reason and "1.09x" in choices["Proj"].reason
+    assert "boolean mask" in choices["Masked"].reason
+    assert "'cfg' is a Cfg" in choices["Configured"].reason
+    assert [c.cls.name for c in choose_classes(profile, "toy") if c.chosen] == ["Norm"]
+
+
+def test_include_and_exclude_override_the_rules():
+    profile = _profile(_cls("Block", 0.9, _inst("b0")), _cls("Norm", 0.2, _inst("b0.norm")))
+    choices = _by_name(choose_classes(profile, "toy", include={"Block"}))
+    assert choices["Block"].chosen and not choices["Norm"].chosen
+    assert "inside Block" in choices["Norm"].reason
+    choices = _by_name(choose_classes(profile, "toy", exclude={"Norm"}))
+    assert choices["Block"].chosen and choices["Norm"].reason == "excluded (--exclude)"
+
+
+def test_instances_built_alike_share_an_op_and_others_get_their_own():
+    wide = _inst("b1.norm", args=["16"], config="wide", inputs=[[TensorUse(shape=[4, 16], dtype="float32")]])
+    more = _inst("b2.norm", inputs=[[TensorUse(shape=[2, 8], dtype="float32")]])
+    profile = _profile(_cls("Norm", 0.3, _inst("b0.norm"), more, wide))
+    (norm,) = choose_classes(profile, "toy")
+    assert [g.name for g in norm.groups] == ["toy_Norm", "toy_Norm_2"]
+    first, second = norm.groups
+    assert first.paths == ["b0.norm", "b2.norm"] and [s[0].shape for s in first.signatures] == [[4, 8], [2, 8]]
+    assert second.init_args == ["16"] and abs(first.share + second.share - 0.3) < 1e-3
+
+
+def test_carved_op_imports_the_models_own_class(tmp_path):
+    (tmp_path / "toy.py").write_text(
+        "import torch\n\n\nclass Norm(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+        "        self.w = torch.nn.Parameter(torch.ones(n))\n\n    def forward(self, x):\n        return x * self.w\n"
+    )
+
+    def signature(rows: int) -> list[list[TensorUse]]:
+        return [[TensorUse(shape=[rows, 8], dtype="float32"), TensorUse(shape=[rows], dtype="int64", low=0, high=7)]]
+
+    tokens, more = signature(4), _inst("b2.norm", inputs=signature(2))
+    profile = _profile(_cls("Norm", 0.3, _inst("b0.norm", inputs=tokens), more), import_dir=str(tmp_path))
+    (norm,) = choose_classes(profile, "toy")
+    (path,) = write_ops(norm.groups, profile, tmp_path / "ops")
+    problem = load_problem(path)
+    assert problem.name == "toy_Norm" and problem.target_class_path == "toy:Norm"
+    x, idx = problem.inputs()
+    assert x.shape == (4, 8) and idx.dtype.is_floating_point is False and int(idx.max()) <= 7
+    assert problem.declared_shapes == [{"in0_0": 2, "in0_1": 8, "in1_0": 2}]  # the second signature
+    assert problem.init_inputs() == [8]

@@ -1,0 +1,85 @@
+"""The model probe on real models, in its own process: profiling (hooks, profiler, recorded
+constructor arguments) and proving a kernelized model (a real bank, the runtime's kernelize, the
+four ways timed), including a banked kernel that is wrong on the model's real inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from forge.core.model_records import ModelProfile
+from forge.harness.model_run.carve import write_ops
+from forge.harness.model_run.choose import choose_classes
+from forge.modelrun import ModelRunError, profile_in_process, prove_in_process
+from tests.kernelbank.helpers import make_bank
+
+ROOT = Path(__file__).resolve().parents[2]
+NORMNET = Path(__file__).resolve().parent / "models" / "normnet.py"
+
+KERNEL = """
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * SCALE
+"""
+
+
+@pytest.fixture(scope="module")
+def normnet_profile() -> ModelProfile:
+    return profile_in_process(str(NORMNET), "cpu")
+
+
+def test_profile_finds_classes_instances_and_constructor_arguments(normnet_profile):
+    p = normnet_profile
+    assert p.import_name == "normnet" and p.root == "normnet:Model" and p.forward_ms > 0
+    classes = {c.key: c for c in p.classes}
+    norm, linear = classes["normnet:ScaleNorm"], classes["torch.nn:Linear"]
+    assert [i.path for i in norm.instances] == ["norm_a", "norm_b"]
+    assert norm.instances[0].init.args == ["256", "1e-06"] and norm.library_share == 0.0
+    assert norm.instances[0].inputs[0][0].shape == [64, 256]
+    assert linear.torch_builtin and linear.library_share > 0.5
+    assert linear.instances[0].init.args[:3] == ["256", "256", "True"]
+    assert 0 < norm.share < 1 and 0 < linear.share < 1
+
+
+def test_shipped_models_profile_with_their_hot_classes():
+    decoder = profile_in_process(str(ROOT / "examples" / "models" / "decoder.py"), "cpu")
+    chosen = {c.cls.name for c in choose_classes(decoder, "decoder") if c.chosen}
+    assert "RMSNorm" in chosen and "Block" not in chosen
+    cnn = profile_in_process(str(ROOT / "examples" / "models" / "cnn_block.py"), "cpu")
+    chosen = {c.cls.name for c in choose_classes(cnn, "cnn_block") if c.chosen}
+    assert chosen == {"ConvBNReLU"}
+
+
+def test_a_model_that_raises_is_a_clear_error(tmp_path):
+    broken = tmp_path / "broken_model.py"
+    broken.write_text("import torch\n\nclass Model(torch.nn.Module):\n    pass\n\ndef get_inputs():\n    return []\n")
+    with pytest.raises(ModelRunError, match="does not define get_init_inputs"):
+        profile_in_process(str(broken), "cpu")
+    with pytest.raises(ModelRunError, match="no such model file"):
+        profile_in_process(str(tmp_path / "absent.py"), "cpu")
+
+
+@pytest.mark.parametrize(("scale", "match"), [("1.0", True), ("1.01", False)])
+def test_prove_checks_every_kernel_in_place_and_times_four_ways(normnet_profile, tmp_path, scale, match):
+    (choice,) = [c for c in choose_classes(normnet_profile, "normnet") if c.chosen]
+    (op,) = write_ops(choice.groups, normnet_profile, tmp_path / "ops")
+    bank = tmp_path / "bank.db"
+    make_bank(bank, [(op, KERNEL.replace("SCALE", scale), {"target_class": "normnet:ScaleNorm"})])
+    proof = prove_in_process(str(NORMNET), str(bank), "cpu", rounds=6)
+    assert proof.kernelized == 2
+    assert [(u.op, u.calls, u.kernel_calls) for u in proof.ops] == [("normnet_ScaleNorm", 2, 2)]
+    assert proof.outputs_match is match
+    if not match:  # a kernel off by 1% on the model's inputs: caught, and nothing is timed
+        assert "differs" in proof.detail and not proof.timings
+        return
+    assert [t.regime for t in proof.timings] == ["warm", "cold"]
+    for t in proof.timings:
+        assert t.rounds == 6 and t.kernelized_vs_eager is not None
+        assert proof.compile_error is not None or t.kernelized_compiled_vs_compiled is not None
+    # banked without a torch.compile baseline: left to Inductor under compile, and said so
+    assert any("stay off" in w for w in proof.warnings)
