@@ -52,6 +52,16 @@ def test_kernel_rows_say_what_the_cli_table_says():
     assert len(cells) == len(KERNEL_COLUMNS) and cells[5] == "2.00x unconfirmed" and str(cells[7]) == "active"
 
 
+def test_kernel_rows_mark_kernels_left_off_under_compile():
+    from forge.core.acceptance import CompileStanding
+
+    beats = CompileStanding(beats=True, why="1.40x torch.compile (95% CI 1.20-1.60x), beyond the noise")
+    assert kernel_cells(_kernel(speedup_vs_compile=1.4, compile_standing=beats))[6] == "1.40x"
+    loses = CompileStanding(beats=False, why="0.80x torch.compile: the interval does not clear 1.0x")
+    assert kernel_cells(_kernel(speedup_vs_compile=0.8, compile_standing=loses))[6] == "0.80x eager only"
+    assert kernel_cells(_kernel())[6] == "— eager only"  # banked before forge judged it: off under compile
+
+
 def test_the_bank_filter_matches_words_not_substrings_of_statuses():
     k = _kernel()
     assert matches(k, "rmsnorm") and matches(k, "rmsnorm cpp confirmed") and not matches(k, "unconfirmed")

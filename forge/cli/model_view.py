@@ -9,39 +9,24 @@ from rich.table import Table
 from forge import harness
 from forge.cli.console import out, print_wide
 from forge.core.model_records import FourWay
-from forge.core.timing_records import PairedRatio
-from forge.present import fmt_times
-
-
-def _ratio(r: PairedRatio | None) -> str:
-    return f"{r.median:.2f}x ({r.low:.2f}-{r.high:.2f})" if r is not None else "—"
+from forge.present import CLASS_COLUMNS, FOUR_WAY_COLUMNS, class_cells, fmt_times, four_way_cells
 
 
 def four_way_table(timings: list[FourWay]) -> Table:
     table = Table(title="the model, timed four ways (median per forward; speedup, 95% CI)", header_style="bold")
-    for col in ("regime", "eager", "kernelized", "torch.compile", "kernelized+compile", "vs compile"):
+    for col in FOUR_WAY_COLUMNS:
         table.add_column(col, no_wrap=True)
     for t in timings:
-        table.add_row(
-            f"{t.regime} ({t.rounds} rounds)",
-            f"{t.eager_ms:.3f} ms",
-            f"{t.kernelized_ms:.3f} ms  {_ratio(t.kernelized_vs_eager)}",
-            f"{t.compiled_ms:.3f} ms  {_ratio(t.compiled_vs_eager)}" if t.compiled_ms is not None else "—",
-            f"{t.kernelized_compiled_ms:.3f} ms  {_ratio(t.kernelized_compiled_vs_eager)}"
-            if t.kernelized_compiled_ms is not None
-            else "—",
-            _ratio(t.kernelized_compiled_vs_compiled),
-        )
+        table.add_row(*four_way_cells(t))
     return table
 
 
 def model_summary(result: harness.ModelRunResult) -> None:
     classes = Table(title=f"{result.model}: {result.profile.forward_ms:.2f} ms a forward", header_style="bold")
-    for col in ("class", "share", "", "why"):
+    for col in CLASS_COLUMNS:
         classes.add_column(col, no_wrap=col != "why")
-    for c in result.choices:
-        mark = "[green]optimized[/]" if c.chosen else "[dim]left out[/]"
-        classes.add_row(c.cls.key, f"{c.cls.share:.1%}", mark, c.reason)
+    for key, share, mark, why in class_cells(result):
+        classes.add_row(key, share, f"[green]{mark}[/]" if mark == "optimized" else f"[dim]{mark}[/]", why)
     print_wide(classes)
     if result.ops:
         ops = Table(header_style="bold")

@@ -70,7 +70,7 @@ class ModelProfile(BaseModel):
     model_config = _STRICT
     source: str  # the model file, or module:factory
     import_name: str  # the module its classes are imported from
-    import_dir: str | None  # the directory that import needs on sys.path (a model file's)
+    model_file: str | None  # a model file, absolute (imported by path under ``import_name``); None: a package's
     root: str  # the model's own class (module:name): not carved out
     device: str
     forward_ms: float  # one forward, median, without hooks or profiler

@@ -215,7 +215,7 @@ def profile_model(loaded: LoadedModel, device: str) -> ModelProfile:
     return ModelProfile(
         source=loaded.spec,
         import_name=loaded.module.__name__,
-        import_dir=loaded.import_dir,
+        model_file=loaded.model_file,
         root=f"{root_module}:{root_name}",
         device=device,
         forward_ms=round(forward_ms, 5),

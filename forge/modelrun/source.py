@@ -11,9 +11,9 @@ While the model is built, each module's constructor arguments are recorded (a pr
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import math
+import re
 import sys
 import types
 import weakref
@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from forge.core.errors import ProblemError
+from forge.core.importing import import_file
 from forge.core.instance_binding import config_signature
 from forge.core.model_records import InitCall
 
@@ -37,26 +38,34 @@ class LoadedModel:
 
     spec: str
     module: types.ModuleType
-    import_dir: str | None
+    model_file: str | None  # absolute; None for module:factory
     build: Callable[[], torch.nn.Module]
     inputs: Callable[[], list[Any]]
 
 
-def _file_module(path: Path) -> tuple[types.ModuleType, str]:
-    name = path.stem
-    if not name.isidentifier():
-        raise ProblemError(f"{path}: a model file's name must be a Python identifier (its classes are imported by it)")
-    folder = str(path.parent)
-    found = importlib.util.find_spec(name) if name not in sys.modules else None
-    origin = getattr(sys.modules.get(name), "__file__", None) or (found.origin if found else None)
-    if origin is not None and Path(origin).resolve() != path:
-        raise ProblemError(
-            f"{path}: another module named {name!r} is importable ({origin}); rename the model file "
-            "(its classes are imported by that name)"
-        )
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    return importlib.import_module(name), folder
+def module_name(path: Path) -> str:
+    """The name a model file's module is imported under: its stem, made an identifier
+    (KernelBench's ``44_MiniGPTBlock.py`` is ``m_44_MiniGPTBlock``)."""
+    stem = re.sub(r"\W", "_", path.stem)
+    return stem if stem.isidentifier() and not stem[0].isdigit() else f"m_{stem}"
+
+
+def import_model_file(path: Path) -> types.ModuleType:
+    """Import a model file by path under ``module_name`` (once per process), its folder on
+    sys.path for its own imports; the carved op files import it the same way."""
+    name = module_name(path)
+    held = sys.modules.get(name)
+    if held is not None:
+        origin = getattr(held, "__file__", None)
+        if origin is None or Path(origin).resolve() != path:
+            raise ProblemError(
+                f"{path}: another module named {name!r} is already imported ({origin}); rename the model file "
+                "(its classes are imported by that name)"
+            )
+        return held
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    return import_file(name, path)
 
 
 def load_model(spec: str) -> LoadedModel:
@@ -65,12 +74,16 @@ def load_model(spec: str) -> LoadedModel:
     if spec.endswith(".py") or path.exists():
         if not path.is_file():
             raise ProblemError(f"{spec!r}: no such model file; pass a KernelBench-style .py file or module:factory")
-        module, folder = _call_user(spec, lambda: _file_module(path.resolve()))
+        module = _call_user(spec, lambda: import_model_file(path.resolve()))
         missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
         if missing:
             raise ProblemError(f"{spec}: the model file does not define {', '.join(missing)}")
         return LoadedModel(
-            spec, module, folder, lambda: module.Model(*module.get_init_inputs()), lambda: list(module.get_inputs())
+            spec,
+            module,
+            str(path.resolve()),
+            lambda: module.Model(*module.get_init_inputs()),
+            lambda: list(module.get_inputs()),
         )
     name, _, factory = spec.partition(":")
     if not name or not factory:

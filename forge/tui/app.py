@@ -17,7 +17,8 @@ from forge import harness
 from forge.core.errors import ForgeError
 from forge.core.paths import bank_or_default
 from forge.core.settings import ForgeSettings
-from forge.tui.messages import EngineEvent, RunEnded
+from forge.present import model_line
+from forge.tui.messages import EngineEvent, ModelRunEnded, RunEnded
 from forge.tui.runs import LiveRun, LiveRuns
 from forge.tui.screens import (
     BankScreen,
@@ -28,6 +29,7 @@ from forge.tui.screens import (
     SessionsScreen,
 )
 from forge.tui.screens.base import ForgeScreen
+from forge.tui.screens.model_run import ModelRunScreen
 from forge.tui.screens.new_session import NewRun
 from forge.tui.widgets import ConfirmDialog
 
@@ -131,7 +133,7 @@ class ForgeApp(App[None]):
         self.push_screen(NewSessionScreen(self.launch.options), go)
 
     def start_run(self, new: NewRun) -> LiveRun:
-        run = self.runs.new(new.ops, replace(new.options, stream_replies=True))  # the reply tab shows them live
+        run = self.runs.new(new.ops, replace(new.options, stream_replies=True), new.model_run)  # replies stream live
         self.run_worker(lambda: self.runs.work(run), thread=True, group="runs", name=f"run {run.run_id}")
         self.notify(f"started: {run.label}")
         return run
@@ -153,10 +155,16 @@ class ForgeApp(App[None]):
         e = message.event
         if isinstance(e, harness.events.SessionStarted) and not isinstance(self.screen, SessionScreen):
             self.notify(f"{e.problem}: session {e.session_id} started")
+        if isinstance(e, harness.events.ModelStage):
+            self.notify(f"{e.problem}: {e.stage}: {e.detail}")
         if isinstance(e, harness.events.KernelAccepted):
             self.notify(f"{e.problem}: kernel {e.kernel_id} banked ({e.speedup_vs_eager or 0:.2f}x eager)")
         if isinstance(self.screen, ForgeScreen) and self.reader() is not None:
             self.screen.engine_event(e)
+
+    def on_model_run_ended(self, message: ModelRunEnded) -> None:
+        self.notify(model_line(message.result), timeout=15)
+        self.push_screen(ModelRunScreen(message.result))
 
     def on_run_ended(self, message: RunEnded) -> None:
         if message.error:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from forge import harness
 from forge.harness import events
 
 
@@ -21,3 +22,11 @@ class RunEnded(Message):
     def __init__(self, run_id: int, summary: str, error: str | None = None) -> None:
         super().__init__()
         self.run_id, self.summary, self.error = run_id, summary, error
+
+
+class ModelRunEnded(Message):
+    """A model-level run started in this TUI ended with its result (shown on a screen of its own)."""
+
+    def __init__(self, run_id: int, result: harness.ModelRunResult) -> None:
+        super().__init__()
+        self.run_id, self.result = run_id, result

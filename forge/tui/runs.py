@@ -17,7 +17,7 @@ from forge import harness
 from forge.core.errors import ForgeError
 from forge.core.settings import ForgeSettings
 from forge.harness import events
-from forge.tui.messages import EngineEvent, RunEnded
+from forge.tui.messages import EngineEvent, ModelRunEnded, RunEnded
 
 Post = Callable[[Message], bool]  # App.post_message: safe to call from any thread
 
@@ -29,6 +29,7 @@ class LiveRun:
     options: harness.OptimizeOptions
     control: harness.RunControl = field(default_factory=lambda: harness.RunControl())
     sessions: set[int] = field(default_factory=set)
+    model_run: harness.ModelChoices | None = None  # a model-level run of ops[0]
     running: bool = True
     started: float = field(default_factory=time.monotonic)
 
@@ -57,8 +58,10 @@ class LiveRuns:
         self._ids = itertools.count(1)
         self.runs: dict[int, LiveRun] = {}
 
-    def new(self, ops: list[Path], options: harness.OptimizeOptions) -> LiveRun:
-        run = LiveRun(next(self._ids), ops, options)
+    def new(
+        self, ops: list[Path], options: harness.OptimizeOptions, model_run: harness.ModelChoices | None = None
+    ) -> LiveRun:
+        run = LiveRun(next(self._ids), ops, options, model_run=model_run)
         self.runs[run.run_id] = run
         return run
 
@@ -72,6 +75,12 @@ class LiveRuns:
             self._post(EngineEvent(run.run_id, e))
 
         try:
+            if run.model_run is not None:
+                model = harness.optimize_model(
+                    str(run.ops[0]), run.options, self.settings, run.model_run, emit, run.control
+                )
+                self._post(ModelRunEnded(run.run_id, model))
+                return
             result = harness.optimize(run.ops, run.options, self.settings, emit, run.control)
         except ForgeError as exc:  # bad input before it started, or a bank/op problem during it
             self._post(RunEnded(run.run_id, run.label, exc.message))

@@ -34,11 +34,11 @@ def _cls(name: str, share: float, *instances: InstanceUse, module: str = "toy", 
     return ClassUse(**{**fields, **over})
 
 
-def _profile(*classes: ClassUse, import_dir: str | None = None) -> ModelProfile:
+def _profile(*classes: ClassUse, model_file: str | None = None) -> ModelProfile:
     return ModelProfile(
         source="toy.py",
         import_name="toy",
-        import_dir=import_dir,
+        model_file=model_file,
         root="toy:Model",
         device="cpu",
         forward_ms=10.0,
@@ -104,7 +104,7 @@ def test_carved_op_imports_the_models_own_class(tmp_path):
         return [[TensorUse(shape=[rows, 8], dtype="float32"), TensorUse(shape=[rows], dtype="int64", low=0, high=7)]]
 
     tokens, more = signature(4), _inst("b2.norm", inputs=signature(2))
-    profile = _profile(_cls("Norm", 0.3, _inst("b0.norm", inputs=tokens), more), import_dir=str(tmp_path))
+    profile = _profile(_cls("Norm", 0.3, _inst("b0.norm", inputs=tokens), more), model_file=str(tmp_path / "toy.py"))
     (norm,) = choose_classes(profile, "toy")
     (path,) = write_ops(norm.groups, profile, tmp_path / "ops")
     problem = load_problem(path)

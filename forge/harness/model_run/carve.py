@@ -1,5 +1,7 @@
 """Carving a chosen class out of a model as an op file: the user's class imported by the name the
-model's module has (so ``kernelize`` finds the model's own instances), built with the arguments
+model's module has (a model file is imported by path under that name, as forge imported it; a
+user's program importing it by that name shares the module, so ``kernelize`` finds the model's
+own instances), built with the arguments
 its instances were built with, and called on inputs of the shapes they were called with (the
 first signature the op's own, the others its shape variants, ``FORGE_SHAPES``)."""
 
@@ -42,11 +44,15 @@ def op_source(group: OpGroup, profile: ModelProfile) -> str:
     draws = ",\n        ".join(_draw(i, u, names[i]) for i, u in enumerate(group.signatures[0]))
     shown = ", ".join(group.paths[:6]) + (f", ... ({len(group.paths)} in all)" if len(group.paths) > 6 else "")
     path_lines = []
-    if profile.import_dir is not None:
+    if profile.model_file is not None:  # imported by path under the name forge gave it, once per process
+        name = profile.import_name
         path_lines = [
-            f"_MODEL_DIR = {profile.import_dir!r}",
-            "if _MODEL_DIR not in sys.path:",
-            "    sys.path.insert(0, _MODEL_DIR)",
+            "from forge.core.importing import import_file",
+            "",
+            f"_MODEL_FILE = {profile.model_file!r}",
+            f"if {name!r} not in sys.modules:",
+            "    sys.path.insert(0, os.path.dirname(_MODEL_FILE))  # the model's own imports",
+            f"    import_file({name!r}, _MODEL_FILE)",
             "",
         ]
     init = ", ".join(group.init_args)
@@ -58,6 +64,7 @@ def op_source(group: OpGroup, profile: ModelProfile) -> str:
             f"Instances: {shown}; {group.share:.1%} of the model's time.",
             '"""',
             "",
+            "import os",
             "import sys",
             "",
             "import torch",

@@ -15,7 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import Suggester
-from textual.widgets import Button, Input, Label, Select
+from textual.widgets import Button, Checkbox, Input, Label, Select
 
 from forge import harness
 from forge.core.choices import SEARCH_STRATEGIES, Backend, Strategy
@@ -45,6 +45,7 @@ class PathSuggester(Suggester):
 class NewRun:
     ops: list[Path]
     options: harness.OptimizeOptions
+    model_run: harness.ModelChoices | None = None  # a model-level run (``--modules``) of ops[0]
 
 
 _FIELDS = ("ops", "model", "judge", "api_base", "backend", "strategy", "rounds", "budget", "time_limit")
@@ -70,6 +71,8 @@ class NewSessionScreen(ModalScreen[NewRun | None]):
                 "op file (or directory)",
                 Input(self.op, placeholder="examples/ops/rmsnorm.py", suggester=PathSuggester(), compact=True),
             )
+            modules = "a model: optimize its hot classes, prove the model (--modules)"
+            yield Checkbox(modules, id="f-modules", compact=True)
             yield from self._field(
                 "model",
                 "coder model (empty: the built-in agent)",
@@ -166,13 +169,19 @@ class NewSessionScreen(ModalScreen[NewRun | None]):
             bank=self.defaults.bank,
         )
         ops = [Path(self._text("ops")).expanduser()] if self._text("ops") else []
+        model_run = harness.ModelChoices() if self.query_one("#f-modules", Checkbox).value else None
         self.query_one("#start", Button).disabled = True
         self.notify("checking…" if not options.model else f"checking that {options.model} answers…")
-        self._check(NewRun(ops, options))
+        self._check(NewRun(ops, options, model_run))
 
     @work(thread=True, exclusive=True, group="preflight")
     def _check(self, run: NewRun) -> None:
-        problems = harness.preflight(run.ops, run.options, self.forge.settings)
+        # a model (its profile step checks the file) or op files; the other fields either way
+        problems = harness.preflight([] if run.model_run else run.ops, run.options, self.forge.settings)
+        if run.model_run is not None:
+            problems = [p for p in problems if p.field != "ops"]
+        if run.model_run is not None and len(run.ops) != 1:
+            problems.append(harness.FieldProblem("ops", "a model-level run takes one model file (or module:factory)"))
         self.app.call_from_thread(self._checked, run, problems)
 
     def _checked(self, run: NewRun, problems: list[harness.FieldProblem]) -> None:

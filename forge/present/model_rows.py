@@ -1,0 +1,58 @@
+"""A model-level run as both front ends show it: the classes and why each was or was not
+optimized, the four-way timing's rows, and one line that sums the run up."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from forge.core.model_records import FourWay
+from forge.core.timing_records import PairedRatio
+
+if TYPE_CHECKING:  # the run itself loads torch and the profiler: not at a front end's start-up
+    from forge.harness import ModelRunResult
+
+CLASS_COLUMNS = ("class", "share", "", "why")
+FOUR_WAY_COLUMNS = ("regime", "eager", "kernelized", "torch.compile", "kernelized+compile", "vs compile")
+
+
+def ratio_text(r: PairedRatio | None) -> str:
+    return f"{r.median:.2f}x ({r.low:.2f}-{r.high:.2f})" if r is not None else "—"
+
+
+def class_cells(result: ModelRunResult) -> list[tuple[str, str, str, str]]:
+    return [
+        (c.cls.key, f"{c.cls.share:.1%}", "optimized" if c.chosen else "left out", c.reason) for c in result.choices
+    ]
+
+
+def four_way_cells(t: FourWay) -> tuple[str, ...]:
+    def way(ms: float | None, r: PairedRatio | None) -> str:
+        return f"{ms:.3f} ms  {ratio_text(r)}" if ms is not None else "—"
+
+    return (
+        f"{t.regime} ({t.rounds} rounds)",
+        f"{t.eager_ms:.3f} ms",
+        way(t.kernelized_ms, t.kernelized_vs_eager),
+        way(t.compiled_ms, t.compiled_vs_eager),
+        way(t.kernelized_compiled_ms, t.kernelized_compiled_vs_eager),
+        ratio_text(t.kernelized_compiled_vs_compiled),
+    )
+
+
+def model_line(result: ModelRunResult) -> str:
+    """"decoder.py: 1 of 3 ops banked; outputs match; warm: kernelized 1.02x eager (0.98-1.06),
+    kernelized+compiled 1.00x compile (0.97-1.03)"."""
+    banked = sum(1 for o in result.ops if o.result is not None and o.result.accepted)
+    line = f"{result.model}: {banked} of {len(result.ops)} ops banked"
+    proof = result.proof
+    if proof is None:
+        return f"{line}; not proven: {result.proof_error}"
+    if not proof.outputs_match:
+        return f"{line}; the kernelized model's outputs DIFFER: {proof.detail}"
+    line += "; outputs match"
+    if proof.timings:
+        t = proof.timings[0]
+        line += f"; {t.regime}: kernelized {ratio_text(t.kernelized_vs_eager)} eager"
+        if t.kernelized_compiled_vs_compiled is not None:
+            line += f", kernelized+compiled {ratio_text(t.kernelized_compiled_vs_compiled)} compile"
+    return line

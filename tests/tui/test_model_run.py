@@ -1,0 +1,42 @@
+"""A model-level run from the TUI: started from the new-session form with its box ticked, its
+stages shown as they happen, and its result (classes, four-way timing) on a screen of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.tui_live  # a real model run from the TUI (minutes): in .ci/run's heavy run
+from textual.widgets import Checkbox, DataTable, Input, Static
+
+from forge.tui.screens import NewSessionScreen
+from forge.tui.screens.model_run import ModelRunScreen
+from tests.tui.helpers import make_app, record_notifications, text_of, wait_for
+
+NORMNET = Path(__file__).resolve().parents[1] / "modelrun" / "models" / "normnet.py"
+
+
+@pytest.mark.asyncio
+async def test_a_model_run_started_from_the_form_ends_on_its_result_screen(tmp_path, fast_settings, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the carved op files go under the working directory
+    app = make_app(tmp_path / "bank.db", fast_settings, rounds=1)
+    told = record_notifications(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("n")
+        form = app.screen
+        assert isinstance(form, NewSessionScreen)
+        form.query_one("#f-ops", Input).value = str(NORMNET)
+        form.query_one("#f-rounds", Input).value = "1"
+        form.query_one("#f-modules", Checkbox).value = True
+        form.submit()
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelRunScreen), 600, "the model run's result")
+        shown = app.screen
+        assert isinstance(shown, ModelRunScreen)
+        line = text_of(shown.query_one("#model-line", Static))
+        assert "normnet.py:" in line and "of 1 ops banked" in line and "outputs match" in line
+        classes = shown.query_one("#model-classes", DataTable)
+        rows = [classes.get_row_at(i) for i in range(classes.row_count)]
+        assert ("normnet:ScaleNorm", rows[0][1], "optimized", rows[0][3]) == rows[0]
+        assert shown.query_one("#model-timings", DataTable).row_count == 2  # warm and cold
+    assert any(": profiled:" in t for t in told) and any(": proven:" in t for t in told)
