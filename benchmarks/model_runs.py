@@ -3,7 +3,7 @@ fresh bank (profile, choose, carve out, optimize, prove), then the four-way tabl
 eager, kernelized, torch.compile, kernelized + compiled, per cache regime, with 95% intervals,
 and per optimized class its share, its op's speedup and the model gain Amdahl expects from it.
 
-Usage: python benchmarks/model_runs.py [MODEL ...] [--rounds N] [--page docs/benchmarks/model-runs.md]
+Usage: python benchmarks/model_runs.py [MODEL ...] [--rounds N] [--time-limit S] [--page docs/benchmarks/model-runs.md]
 (default: the shipped models, examples/models/decoder.py and examples/models/cnn_block.py)
 """
 
@@ -62,14 +62,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", help="model files or module:factory (default: the shipped models)")
     ap.add_argument("--rounds", type=int, default=4, help="search rounds per op")
+    ap.add_argument("--time-limit", type=float, help="seconds for each model's sessions (forge's --time-limit)")
     add_page_option(ap)
     a = ap.parse_args()
     print("speedups are eager's (or compile's) time over the other's, per round of one call each; 95% CI")
     failed = 0
-    for model in a.models or [str(p) for p in SHIPPED]:
+    for model in [str(Path(m).resolve()) if Path(m).is_file() else m for m in a.models] or [str(p) for p in SHIPPED]:
         with tempfile.TemporaryDirectory(prefix="forge-model-run-") as tmp:
             argv = [sys.executable, "-m", "forge", "optimize", model, "--modules", "--json", "--rounds", str(a.rounds)]
             argv += ["--bank", str(Path(tmp) / "bank.db"), "--ops-dir", str(Path(tmp) / "ops")]
+            argv += ["--time-limit", str(a.time_limit)] if a.time_limit else []
             start = time.perf_counter()
             done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
             seconds = time.perf_counter() - start

@@ -39,6 +39,8 @@ def test_model_run_profiles_optimizes_and_proves(tmp_path):
         "--json",
         "--bank",
         "bank.db",
+        "--report",
+        "report",
         cwd=tmp_path,
         cache=tmp_path,
     )
@@ -58,6 +60,8 @@ def test_model_run_profiles_optimizes_and_proves(tmp_path):
     assert all(t["kernelized_vs_eager"]["pairs"] == 30 for t in proof["timings"])
     assert (r.returncode == 0) is op["accepted"]
     assert "profiled:" in r.stderr and "proven: outputs match" in r.stderr
+    written = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert written["model"]["proof"] == proof and (tmp_path / "report" / "model.png").stat().st_size > 1000
 
 
 @pytest.mark.parametrize(

@@ -187,7 +187,7 @@ def optimize_command(
             choices = dataclasses.replace(choices, min_share=min_share)
         result = harness.optimize_model(str(ops[0]), options, settings, choices, EventPrinter())
         if report is not None:
-            written = harness.write_report(report, result.run)
+            written = harness.write_model_report(report, result)
             err.print(f"report: {', '.join(str(p) for p in written)}")
         return result
 

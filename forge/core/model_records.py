@@ -94,6 +94,10 @@ class FourWay(BaseModel):
     compiled_vs_eager: PairedRatio | None = None
     kernelized_compiled_vs_eager: PairedRatio | None = None
     kernelized_compiled_vs_compiled: PairedRatio | None = None  # below 1.0x: kernelize slowed compile
+    # The nulls: the original against a copy of itself, eager and compiled, in the same rounds:
+    # how far two runs of the same model read apart here (``acceptance.null_bar`` of each)
+    eager_null: PairedRatio | None = None
+    compiled_null: PairedRatio | None = None
 
 
 class OpCalls(BaseModel):

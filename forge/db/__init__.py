@@ -25,6 +25,7 @@ from forge.db.kernels import (
     remove_kernel,
     remove_provisional,
     save_kernel,
+    set_compile_standing,
     set_status,
 )
 from forge.db.leases import (
@@ -109,5 +110,6 @@ __all__ = [
     "save_kernel",
     "save_plan",
     "session_factory",
+    "set_compile_standing",
     "set_status",
 ]

@@ -267,6 +267,14 @@ def set_status(engine: Engine, kernel_id: int, status: KernelStatus, evidence: V
             k.evidence = kernel_evidence(evidence)
 
 
+def set_compile_standing(engine: Engine, kernel_id: int, standing: CompileStanding) -> None:
+    """Whether the runtime uses the kernel under torch.compile, as later evidence found (a model
+    it slowed when compiled)."""
+    with session_factory(engine).begin() as db:
+        k = _row(db, kernel_id)
+        k.evidence = {**(k.evidence or {}), COMPILE_STANDING: standing.model_dump()}
+
+
 def copy_kernels(src: Engine, dst: Engine, ops: list[str] | None = None) -> int:
     """Copy problems and kernels (with configs), and banked parallel plans, from one bank to
     another; returns the kernels copied."""

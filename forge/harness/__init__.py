@@ -14,7 +14,7 @@
   says whether there is one yet);
 - ``doctor``: what this machine gives forge;
 - ``preflight``: optimize's checks before it starts, one per field (a new-session form);
-- ``write_report``: an optimize run's JSON and chart.
+- ``write_report``: an optimize run's JSON and chart (``write_model_report``: a model-level run's).
 
 Inside, one package a concept: ``sessions`` (a kernel session: opened or resumed, driven by a
 search strategy over explicit steps, finalists confirmed and banked, all recorded under a lease),
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from forge.harness.bank.sessions import session_list, session_rounds, session_show
     from forge.harness.health.checks import doctor
     from forge.harness.health.report import DoctorReport, Finding
+    from forge.harness.model_run.report import write_model_report
     from forge.harness.model_run.run import ModelChoices, ModelRunResult, amdahl, optimize_model
     from forge.harness.plans.options import DEFAULT_PLAN_ROUNDS, PlanOptions
     from forge.harness.plans.run import PlanResult, optimize_plan
@@ -120,6 +121,7 @@ __all__ = [
     "session_rounds",
     "session_show",
     "verify_candidate",
+    "write_model_report",
     "write_report",
 ]
 
@@ -153,6 +155,7 @@ _SOURCES = {
     "forge.harness.health.report": ("DoctorReport", "Finding"),
     "forge.harness.health.checks": ("doctor",),
     "forge.harness.model_run.run": ("ModelChoices", "ModelRunResult", "amdahl", "optimize_model"),
+    "forge.harness.model_run.report": ("write_model_report",),
     "forge.harness.events": ("events",),
     "forge.harness.runs.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),
     "forge.harness.plans.options": ("DEFAULT_PLAN_ROUNDS", "PlanOptions"),

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from forge.core.errors import ForgeError, ProblemError
+from forge.core.errors import ForgeError
 from forge.core.model_records import ModelProfile, ModelProof
 from forge.modelrun.profiling import profile_model
 from forge.modelrun.proving import prove_model
@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         text = _run(args).model_dump_json()
-    except ProblemError as exc:
-        text = json.dumps({"error": str(exc)})
+    except ForgeError as exc:  # the model's file, the bank: forge's own words, no traceback
+        text = json.dumps({"error": exc.message})
     except Exception as exc:
         tail = "".join(traceback.format_exception(exc)[-6:])
         text = json.dumps({"error": f"{type(exc).__name__}: {exc}\n{tail}"})

@@ -179,9 +179,7 @@ def profile_model(loaded: LoadedModel, device: str) -> ModelProfile:
         aten = eager_profile(run, device, forward_ms).ops
     root_ms = statistics.median(hooks.seen[""].seconds[:_HOOKED_FORWARDS]) * 1e3 or 1e-9
     classes: dict[tuple[str, str], list[tuple[torch.nn.Module, InstanceUse]]] = defaultdict(list)
-    for path, sub in model.named_modules():
-        if not path:
-            continue
+    for path, sub in model.named_modules():  # the model itself included (path ""): optimized whole as a fallback
         seen = hooks.seen[path]
         if seen.calls == 0:
             continue

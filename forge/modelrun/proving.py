@@ -1,10 +1,12 @@
 """Proving a kernelized model end to end, in the probe's process: a fresh instance kernelized with
 everything banked (all kernels in place at once) against the original on fresh inputs, then the
 four ways of running it timed round by round: eager, kernelized, torch.compile, kernelized and
-compiled (``kernelize``'s default mode: under compile only kernels that beat it)."""
+compiled (``kernelize``'s default mode: under compile only kernels that beat it), beside a copy
+of the original in eager and compiled (the nulls: what two runs of one model read apart)."""
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -57,17 +59,27 @@ def _ways(
     original: torch.nn.Module, kernelized: torch.nn.Module, inputs: list[Any]
 ) -> tuple[dict[str, Any], str | None]:
     """The sides to time; the compiled ways are left out (with why) when torch.compile fails."""
-    sides: dict[str, Any] = {"eager": lambda xs: original(*xs), "kernelized": lambda xs: kernelized(*xs)}
+    twin = copy.deepcopy(original)
+    sides: dict[str, Any] = {
+        "eager": lambda xs: original(*xs),
+        "kernelized": lambda xs: kernelized(*xs),
+        "eager_twin": lambda xs: twin(*xs),
+    }
     try:
         compiled, compiled_k = torch.compile(original), torch.compile(kernelized)
+        compiled_twin = torch.compile(copy.deepcopy(original))
         want = original(*inputs)
         match, _, _, detail = compare_outputs(want, compiled_k(*inputs))
-        compiled(*inputs)
+        compiled(*inputs), compiled_twin(*inputs)
     except Exception as exc:
         return sides, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
     if not match:
         return sides, f"the kernelized model compiled gives other outputs: {detail}"
-    sides.update(compiled=lambda xs: compiled(*xs), kernelized_compiled=lambda xs: compiled_k(*xs))
+    sides.update(
+        compiled=lambda xs: compiled(*xs),
+        kernelized_compiled=lambda xs: compiled_k(*xs),
+        compiled_twin=lambda xs: compiled_twin(*xs),
+    )
     return sides, None
 
 
@@ -97,6 +109,8 @@ def _four_way(sides: dict[str, Any], inputs: Sequence[torch.Tensor], device: str
         compiled_vs_eager=ratio("eager", "compiled"),
         kernelized_compiled_vs_eager=ratio("eager", "kernelized_compiled"),
         kernelized_compiled_vs_compiled=ratio("compiled", "kernelized_compiled"),
+        eager_null=ratio("eager", "eager_twin"),
+        compiled_null=ratio("compiled", "compiled_twin"),
     )
 
 

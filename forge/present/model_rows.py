@@ -40,7 +40,7 @@ def four_way_cells(t: FourWay) -> tuple[str, ...]:
 
 
 def model_line(result: ModelRunResult) -> str:
-    """"decoder.py: 1 of 3 ops banked; outputs match; warm: kernelized 1.02x eager (0.98-1.06),
+    """ "decoder.py: 1 of 3 ops banked; outputs match; warm: kernelized 1.02x eager (0.98-1.06),
     kernelized+compiled 1.00x compile (0.97-1.03)"."""
     banked = sum(1 for o in result.ops if o.result is not None and o.result.accepted)
     line = f"{result.model}: {banked} of {len(result.ops)} ops banked"

@@ -113,3 +113,57 @@ def test_carved_op_imports_the_models_own_class(tmp_path):
     assert x.shape == (4, 8) and idx.dtype.is_floating_point is False and int(idx.max()) <= 7
     assert problem.declared_shapes == [{"in0_0": 2, "in0_1": 8, "in1_0": 2}]  # the second signature
     assert problem.init_inputs() == [8]
+
+
+def test_a_model_with_nothing_of_its_own_worth_optimizing_is_optimized_whole():
+    profile = _profile(
+        _cls("Model", 1.0, _inst("", args=["3", "64"])),
+        _cls("Conv2d", 0.7, _inst("conv"), module="torch.nn", lib=0.95),
+        _cls("Tiny", 0.01, _inst("tiny")),
+    )
+    choices = _by_name(choose_classes(profile, "toy"))
+    assert choices["Model"].chosen and "optimized whole" in choices["Model"].reason
+    assert choices["Model"].groups[0].init_args == ["3", "64"]
+    profile = _profile(_cls("Model", 1.0, _inst("")), _cls("Norm", 0.2, _inst("norm")))
+    choices = _by_name(choose_classes(profile, "toy"))
+    assert choices["Norm"].chosen and not choices["Model"].chosen
+    assert "optimized whole when no class inside it is" in choices["Model"].reason
+
+
+def test_a_model_slowed_when_compiled_beyond_its_null_demotes_its_kernels(tmp_path):
+    from forge.core.model_records import FourWay, ModelProof, OpCalls
+    from forge.core.paths import BankLocation
+    from forge.core.timing_records import PairedRatio
+    from forge.db import list_kernels, open_for_writing
+    from forge.harness.model_run.compile_evidence import demote_slowing_kernels, slowed_compile
+    from tests.kernelbank.helpers import KERNEL, OP, make_bank
+
+    def way(r: tuple[float, float, float], null: tuple[float, float, float]) -> FourWay:
+        def pr(m: tuple[float, float, float]) -> PairedRatio:
+            return PairedRatio(pairs=30, median=m[0], low=m[1], high=m[2])
+
+        return FourWay(regime="warm", rounds=30, eager_ms=1.0, kernelized_ms=1.0, compiled_ms=1.0,
+                       kernelized_compiled_vs_compiled=pr(r), compiled_null=pr(null))  # fmt: skip
+
+    assert slowed_compile(way((0.84, 0.81, 0.88), (1.0, 0.97, 1.03)))
+    assert not slowed_compile(way((0.93, 0.90, 0.95), (1.04, 1.01, 1.06)))  # within what the null reads
+    assert not slowed_compile(way((1.0, 0.97, 1.02), (1.0, 0.98, 1.02)))
+    bank = tmp_path / "bank.db"
+    stats = {"paired_eager": {"pairs": 40, "median": 1.6, "low": 1.4, "high": 1.8},
+             "paired_compile": {"pairs": 40, "median": 1.5, "low": 1.3, "high": 1.7}}  # fmt: skip
+    (kid,) = make_bank(bank, [(OP, KERNEL.read_text(), {"timing_stats": stats})])
+    proof = ModelProof(
+        kernelized=2,
+        ops=[OpCalls(op="user_rmsnorm", calls=2, kernel_calls=2)],
+        outputs_match=True,
+        max_abs_diff=0.0,
+        tolerance="",
+        timings=[way((0.84, 0.81, 0.88), (1.0, 0.97, 1.03))],
+    )
+    (said,) = demote_slowing_kernels(proof, BankLocation.parse(bank))
+    assert f"kernel {kid} (user_rmsnorm) is now eager only" in said and "0.84x (0.81-0.88, warm)" in said
+    engine = open_for_writing(bank)
+    (k,) = list_kernels(engine, "user_rmsnorm")
+    engine.dispose()
+    assert k.eager_only and k.compile_standing is not None and "Inductor fuses" in k.compile_standing.why
+    assert demote_slowing_kernels(proof, BankLocation.parse(bank)) == []  # already eager only

@@ -79,7 +79,7 @@ def test_prove_checks_every_kernel_in_place_and_times_four_ways(normnet_profile,
         return
     assert [t.regime for t in proof.timings] == ["warm", "cold"]
     for t in proof.timings:
-        assert t.rounds == 6 and t.kernelized_vs_eager is not None
+        assert t.rounds == 6 and t.kernelized_vs_eager is not None and t.eager_null is not None
         assert proof.compile_error is not None or t.kernelized_compiled_vs_compiled is not None
     # banked without a torch.compile baseline: left to Inductor under compile, and said so
     assert any("stay off" in w for w in proof.warnings)

@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-pytestmark = pytest.mark.tui_live  # a real model run from the TUI (minutes): in .ci/run's heavy run
 from textual.widgets import Checkbox, DataTable, Input, Static
 
 from forge.tui.screens import NewSessionScreen
 from forge.tui.screens.model_run import ModelRunScreen
 from tests.tui.helpers import make_app, record_notifications, text_of, wait_for
 
+pytestmark = pytest.mark.tui_live  # a real model run from the TUI (minutes): in .ci/run's heavy run
 NORMNET = Path(__file__).resolve().parents[1] / "modelrun" / "models" / "normnet.py"
 
 
@@ -30,13 +29,14 @@ async def test_a_model_run_started_from_the_form_ends_on_its_result_screen(tmp_p
         form.query_one("#f-rounds", Input).value = "1"
         form.query_one("#f-modules", Checkbox).value = True
         form.submit()
-        await wait_for(pilot, lambda: isinstance(app.screen, ModelRunScreen), 600, "the model run's result")
+        ended = lambda: isinstance(app.screen, ModelRunScreen) or any("forge failed" in t for t in told)  # noqa: E731
+        await wait_for(pilot, ended, 600, "the model run's result")
         shown = app.screen
-        assert isinstance(shown, ModelRunScreen)
+        assert isinstance(shown, ModelRunScreen), told
         line = text_of(shown.query_one("#model-line", Static))
         assert "normnet.py:" in line and "of 1 ops banked" in line and "outputs match" in line
         classes = shown.query_one("#model-classes", DataTable)
         rows = [classes.get_row_at(i) for i in range(classes.row_count)]
-        assert ("normnet:ScaleNorm", rows[0][1], "optimized", rows[0][3]) == rows[0]
+        assert rows[0][0] == "normnet:ScaleNorm" and rows[0][2] == "optimized"
         assert shown.query_one("#model-timings", DataTable).row_count == 2  # warm and cold
     assert any(": profiled:" in t for t in told) and any(": proven:" in t for t in told)

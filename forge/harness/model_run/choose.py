@@ -7,7 +7,8 @@ unless the user names it; when its share is below the threshold; when library pr
 much of its time that fusing the rest cannot clear the noise (Amdahl); when none of its instances
 can become an op (arguments that are not tensors, constructor arguments an op file cannot hold,
 data-dependent shapes). Of the classes left, those that contain another are left out: their parts
-are optimized at their own level (a class the user names wins over the classes inside it).
+are optimized at their own level (a class the user names wins over the classes inside it). The
+model's own class is optimized whole when nothing inside it is chosen.
 
 Each chosen class becomes one op per configuration its instances were built with, verified on
 every input signature those instances were called with.
@@ -114,7 +115,11 @@ def choose_classes(
     """Every class of the model with whether it is optimized and why (chosen first, by share)."""
     include, exclude = include or set(), exclude or set()
     choices = [ClassChoice(cls) for cls in profile.classes]
+    root = next((c for c in choices if c.cls.key == profile.root), None)
     for c in choices:
+        if c is root:
+            c.reason = "the model itself: optimized whole when no class inside it is"
+            continue
         if _named(c.cls, exclude):
             c.reason = "excluded (--exclude)"
             continue
@@ -138,4 +143,8 @@ def choose_classes(
     for c in choices:
         if c.chosen:
             c.reason = f"{c.cls.share:.1%} of the model's time; {len(c.groups)} op(s)"
+    if root is not None and not any(c.chosen for c in choices) and not _named(root.cls, exclude):
+        root.groups, refused = _groups(root.cls, stem)
+        root.chosen = bool(root.groups)
+        root.reason = "no class inside it is worth optimizing: the model is optimized whole" if root.chosen else refused
     return sorted(choices, key=lambda c: (not c.chosen, -c.cls.share))

@@ -10,11 +10,13 @@ from typing import Any
 
 from forge.core.exit_codes import ExitCode
 from forge.core.model_records import ModelProfile, ModelProof
-from forge.core.paths import default_bank
+from forge.core.paths import BankLocation, bank_or_default
 from forge.core.settings import ForgeSettings
+from forge.db import open_for_writing
 from forge.harness import events as ev
 from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import MIN_SHARE, ClassChoice, OpGroup, choose_classes
+from forge.harness.model_run.compile_evidence import demote_slowing_kernels
 from forge.harness.runs.control import RunControl
 from forge.harness.runs.options import OptimizeOptions
 from forge.harness.runs.run import RunResult, optimize
@@ -78,6 +80,7 @@ class ModelRunResult:
     run: RunResult = field(default_factory=RunResult)
     proof: ModelProof | None = None
     proof_error: str | None = None
+    compile_demoted: list[str] = field(default_factory=list)  # kernels this model showed slow compile
 
     def model_json(self) -> dict[str, Any]:
         """The model-level figures (``--json``'s ``model`` key)."""
@@ -91,6 +94,7 @@ class ModelRunResult:
             "ops": [o.to_json() for o in self.ops],
             "proof": self.proof.model_dump(mode="json") if self.proof is not None else None,
             "proof_error": self.proof_error,
+            "compile_demoted": self.compile_demoted,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -121,7 +125,7 @@ def optimize_model(
     the kernelized model. Raises ForgeError (``ModelRunError``: the model's own failure)."""
     options, settings, choices = options or OptimizeOptions(), settings or ForgeSettings(), choices or ModelChoices()
     device = str(resolve_device(settings.device))
-    where = options.bank or default_bank()
+    where = bank_or_default(options.bank)
     profile = profile_in_process(model, device)
     stem = Path(model).stem if model.endswith(".py") else model.partition(":")[0].rsplit(".", 1)[-1]
     _stage(emit, model, "profiled", f"{profile.forward_ms:.2f} ms a forward, {len(profile.classes)} module classes")
@@ -140,10 +144,19 @@ def optimize_model(
     if result.run.interrupted:
         return result
     _stage(emit, model, "proving", "the kernelized model against the original; eager, kernelized, compiled, both")
-    bank = where.libpq_url() if where.is_server else str(where.file())
-    try:
-        result.proof = prove_in_process(model, bank, device, choices.prove_rounds)
-    except ModelRunError as exc:
-        result.proof_error = str(exc)
+    open_for_writing(where).dispose()  # a bank to read, even when no session ran (nothing chosen)
+    _prove(result, where, device, choices.prove_rounds)
+    if result.proof is not None and (demoted := demote_slowing_kernels(result.proof, where)):
+        result.compile_demoted = demoted
+        _stage(emit, model, "proving", "again: " + "; ".join(demoted))
+        _prove(result, where, device, choices.prove_rounds)
     _stage(emit, model, "proven", "outputs match" if result.proof and result.proof.outputs_match else "not proven")
     return result
+
+
+def _prove(result: ModelRunResult, where: BankLocation, device: str, rounds: int) -> None:
+    bank = where.libpq_url() if where.is_server else str(where.file())
+    try:
+        result.proof, result.proof_error = prove_in_process(result.model, bank, device, rounds), None
+    except ModelRunError as exc:
+        result.proof, result.proof_error = None, str(exc)
