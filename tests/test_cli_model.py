@@ -71,6 +71,7 @@ def test_model_run_profiles_optimizes_and_proves(tmp_path):
         (["optimize", "missing_model.py", "--modules"], "no such model file"),
         (["optimize", "x.py", "--include", "Norm"], "add --modules"),
         (["optimize", "nopkg.nomod:build", "--modules"], "importing the model raised ModuleNotFoundError"),
+        (["optimize", str(NORMNET), "--modules", "--include", "Nope"], "Nope: no such class in the model"),
     ],
 )
 def test_model_run_input_errors_are_named(tmp_path, args, said):

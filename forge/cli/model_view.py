@@ -13,7 +13,8 @@ from forge.present import CLASS_COLUMNS, FOUR_WAY_COLUMNS, class_cells, fmt_time
 
 
 def four_way_table(timings: list[FourWay]) -> Table:
-    table = Table(title="the model, timed four ways (median per forward; speedup, 95% CI)", header_style="bold")
+    title = "the model, timed four ways (median per forward; speedup, 95% CI; nulls: eager / compiled beside a copy)"
+    table = Table(title=title, header_style="bold")
     for col in FOUR_WAY_COLUMNS:
         table.add_column(col, no_wrap=True)
     for t in timings:
@@ -61,6 +62,8 @@ def model_summary(result: harness.ModelRunResult) -> None:
         f"({proof.tolerance}{worst})",
         soft_wrap=True,
     )
+    for line in result.compile_demoted:
+        out.print(f"[yellow]under torch.compile:[/] {line}", soft_wrap=True)
     for line in proof.warnings:
         out.print(f"[yellow]bank:[/] {line}", soft_wrap=True)
     if proof.compile_error:

@@ -95,6 +95,7 @@ class CompileStanding(BaseModel):
     model_config = ConfigDict(extra="ignore")
     beats: bool
     why: str
+    by_model: bool = False  # set by a model-level run (a compiled model it slowed): re-verifying keeps it
 
 
 def beats_compile(verdict: Verdict) -> CompileStanding:

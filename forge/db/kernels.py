@@ -264,7 +264,9 @@ def set_status(engine: Engine, kernel_id: int, status: KernelStatus, evidence: V
         k = _row(db, kernel_id)
         k.status = str(status)
         if evidence is not None:
-            k.evidence = kernel_evidence(evidence)
+            kept = _standing(k)  # what a model showed outlives a re-verification of the op alone
+            fresh = kernel_evidence(evidence)
+            k.evidence = {**fresh, COMPILE_STANDING: kept.model_dump()} if kept and kept.by_model else fresh
 
 
 def set_compile_standing(engine: Engine, kernel_id: int, standing: CompileStanding) -> None:

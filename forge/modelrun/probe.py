@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import TypeVar
@@ -60,20 +62,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _probe(
-    step: str, extra: list[str], record: type[Record], model: str, timeout_s: float, env: dict[str, str] | None = None
+    step: str,
+    extra: list[str],
+    record: type[Record],
+    model: str,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    stop: threading.Event | None = None,
 ) -> Record:
     with tempfile.TemporaryDirectory(prefix="forge-probe-") as tmp:
         out = Path(tmp) / "record.json"
         argv = [sys.executable, "-m", "forge.modelrun.probe", step, model, *extra, "--out", str(out)]
-        try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=timeout_s, env={**os.environ, **(env or {})}
-            )
-        except subprocess.TimeoutExpired:
-            raise ModelRunError(f"{model}: the {step} step ran past {timeout_s:.0f} s and was stopped") from None
+        log = Path(tmp) / "log.txt"
+        with log.open("w") as sink:
+            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+            _wait(proc, model, step, timeout_s, stop)
         if not out.exists():
-            said = (done.stderr or done.stdout).strip()[-1500:]
-            raise ModelRunError(f"{model}: the {step} process ended (exit {done.returncode}) without a result:\n{said}")
+            said = log.read_text(errors="replace").strip()[-1500:]
+            raise ModelRunError(f"{model}: the {step} process ended (exit {proc.returncode}) without a result:\n{said}")
         data = json.loads(out.read_text())
     if "error" in data:
         raise ModelRunError(f"{model}: {data['error']}".rstrip())
@@ -83,16 +89,37 @@ def _probe(
         raise ModelRunError(f"{model}: the {step} process wrote a malformed record: {exc}") from exc
 
 
-def profile_in_process(model: str, device: str, timeout_s: float = 900) -> ModelProfile:
-    """Profile the model in a process of its own (``ModelRunError`` with the model's error)."""
-    return _probe("profile", ["--device", device], ModelProfile, model, timeout_s)
+def _wait(proc: subprocess.Popen[bytes], model: str, step: str, timeout_s: float, stop: threading.Event | None) -> None:
+    """Wait for the probe; kill it when the run is stopped or it runs past ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None:
+        if stop is not None and stop.wait(0.25):
+            proc.kill()
+            proc.wait()
+            raise ModelRunError(f"{model}: stopped during the {step} step")
+        if stop is None:
+            time.sleep(0.25)
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise ModelRunError(f"{model}: the {step} step ran past {timeout_s:.0f} s and was stopped")
 
 
-def prove_in_process(model: str, bank: str, device: str, rounds: int, timeout_s: float = 1800) -> ModelProof:
+def profile_in_process(
+    model: str, device: str, timeout_s: float = 900, stop: threading.Event | None = None
+) -> ModelProfile:
+    """Profile the model in a process of its own (``ModelRunError`` with the model's error;
+    ``stop`` set: the process is killed)."""
+    return _probe("profile", ["--device", device], ModelProfile, model, timeout_s, stop=stop)
+
+
+def prove_in_process(
+    model: str, bank: str, device: str, rounds: int, timeout_s: float = 1800, stop: threading.Event | None = None
+) -> ModelProof:
     """Prove the kernelized model in a process of its own (``ModelRunError`` with why not)."""
     extra = ["--device", device, "--rounds", str(rounds)]
     # the bank through the environment: a server bank's URL may hold a password, argv is public
-    return _probe("prove", extra, ModelProof, model, timeout_s, {"FORGE_BANK": bank})
+    return _probe("prove", extra, ModelProof, model, timeout_s, {"FORGE_BANK": bank}, stop)
 
 
 if __name__ == "__main__":

@@ -118,8 +118,13 @@ class _Hooks:
             h.remove()
 
 
-def _library_seconds(events: Any) -> dict[str, tuple[float, float]]:
-    """Per instance path: (its ranges' total time, the time of library producers under them)."""
+def _library_seconds(events: Any, device: str) -> dict[str, tuple[float, float]]:
+    """Per instance path: (its ranges' total time, the time of library producers under them), in
+    the device's clock on CUDA (a range's CPU time there is the hooks' synchronize waits)."""
+
+    def spent(event: Any) -> float:
+        return float(event.device_time_total if device == "cuda" else event.cpu_time_total)
+
     found: dict[str, tuple[float, float]] = {}
     for event in events:
         if not event.name.startswith(_RANGE):
@@ -127,12 +132,12 @@ def _library_seconds(events: Any) -> dict[str, tuple[float, float]]:
         library, stack = 0.0, list(event.cpu_children)
         while stack:
             child = stack.pop()
-            if LIBRARY_OP.search(child.name.lower()):
-                library += child.cpu_time_total
-            else:
+            if not child.name.startswith(_RANGE) and LIBRARY_OP.search(child.name.lower()):
+                library += spent(child)
+            else:  # a nested instance's range, or an op that calls others
                 stack.extend(child.cpu_children)
         total, lib = found.get(event.name[len(_RANGE) :], (0.0, 0.0))
-        found[event.name[len(_RANGE) :]] = (total + event.cpu_time_total, lib + library)
+        found[event.name[len(_RANGE) :]] = (total + spent(event), lib + library)
     return found
 
 
@@ -172,10 +177,11 @@ def profile_model(loaded: LoadedModel, device: str) -> ModelProfile:
         for _ in range(_HOOKED_FORWARDS):
             hooks.forward(run)
         hooks.ranges = True
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+        with profile(activities=activities) as prof:
             hooks.forward(run)
         hooks.remove()
-        library = _library_seconds(prof.events())
+        library = _library_seconds(prof.events(), device)
         aten = eager_profile(run, device, forward_ms).ops
     root_ms = statistics.median(hooks.seen[""].seconds[:_HOOKED_FORWARDS]) * 1e3 or 1e-9
     classes: dict[tuple[str, str], list[tuple[torch.nn.Module, InstanceUse]]] = defaultdict(list)

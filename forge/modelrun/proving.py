@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 import forge.kernelbank as kb
 from forge.core.model_records import FourWay, ModelProof, OpCalls
@@ -20,17 +21,21 @@ from forge.verifier.machine import flush_bytes
 from forge.verifier.timing.pairing import paired_ratio
 from forge.verifier.timing.plain_loop import time_sides
 
+_COMPILED_DIFFERS = "the kernelized model compiled gives other outputs than the original"
 _FRESH_SEED = 20261126  # inputs none of the sessions saw
 _TOLERANCE = {torch.float32: 1e-3, torch.float64: 1e-6, torch.float16: 2e-2, torch.bfloat16: 5e-2}
 
 
 def _outputs(out: Any) -> list[torch.Tensor]:
-    return [o for o in (out if isinstance(out, tuple | list) else (out,)) if isinstance(o, torch.Tensor)]
+    """Every tensor in the output (tuples, lists, dicts and dataclass-like outputs flattened)."""
+    return [o for o in tree_leaves(out) if isinstance(o, torch.Tensor)]
 
 
 def compare_outputs(expected: Any, got: Any) -> tuple[bool, float | None, str, str]:
     """(match, largest difference, tolerance used, the first difference)."""
     want, have = _outputs(expected), _outputs(got)
+    if not want:
+        return False, None, "", f"the model returns no tensor forge can compare (a {type(expected).__name__})"
     if len(want) != len(have):
         return False, None, "", f"{len(have)} outputs, the original gives {len(want)}"
     worst, tolerance = 0.0, ""
@@ -74,7 +79,7 @@ def _ways(
     except Exception as exc:
         return sides, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
     if not match:
-        return sides, f"the kernelized model compiled gives other outputs: {detail}"
+        return sides, f"{_COMPILED_DIFFERS}: {detail}"
     sides.update(
         compiled=lambda xs: compiled(*xs),
         kernelized_compiled=lambda xs: compiled_k(*xs),
@@ -143,7 +148,12 @@ def prove_model(loaded: LoadedModel, bank_path: str | None, device: str, rounds:
         if not match:
             return proof
         sides, proof.compile_error = _ways(original, kernelized, inputs)
+        if proof.compile_error is not None and proof.compile_error.startswith(_COMPILED_DIFFERS):
+            proof.outputs_match, proof.detail = False, proof.compile_error
+            return proof
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
         if len(tensors) == len(inputs):
             proof.timings = [_four_way(sides, tensors, device, rounds, cold) for cold in (False, True)]
+        else:
+            proof.detail = "not timed: get_inputs() gives values other than tensors (the timing loop refills tensors)"
     return proof

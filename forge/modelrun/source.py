@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import keyword
 import math
 import re
 import sys
@@ -44,10 +45,12 @@ class LoadedModel:
 
 
 def module_name(path: Path) -> str:
-    """The name a model file's module is imported under: its stem, made an identifier
-    (KernelBench's ``44_MiniGPTBlock.py`` is ``m_44_MiniGPTBlock``)."""
+    """The name a model file's module is imported under: its stem, made an identifier that names
+    no standard-library module (KernelBench's ``44_MiniGPTBlock.py`` is ``m_44_MiniGPTBlock``,
+    ``code.py`` is ``m_code``)."""
     stem = re.sub(r"\W", "_", path.stem)
-    return stem if stem.isidentifier() and not stem[0].isdigit() else f"m_{stem}"
+    taken = stem in sys.stdlib_module_names or keyword.iskeyword(stem)
+    return stem if stem.isidentifier() and not stem[0].isdigit() and not taken else f"m_{stem}"
 
 
 def import_model_file(path: Path) -> types.ModuleType:
@@ -133,7 +136,7 @@ def _init_call(frame: types.FrameType, obj: torch.nn.Module) -> InitCall:
     named = [(n, local.get(n)) for n in names[1:]]
     rest = code.co_varnames[code.co_argcount :]
     keyword_only, rest = rest[: code.co_kwonlyargcount], rest[code.co_kwonlyargcount :]
-    changed = [n for n in keyword_only if n not in defaults or local.get(n) is not defaults[n]]
+    changed = [n for n in keyword_only if n not in defaults or local.get(n) != defaults[n]]
     if changed:
         return InitCall(refusal=f"it was built with keyword-only arguments ({', '.join(changed)})")
     if code.co_flags & _VARARGS:

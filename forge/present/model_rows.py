@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from forge.core.acceptance import null_bar
 from forge.core.model_records import FourWay
 from forge.core.timing_records import PairedRatio
 
@@ -12,7 +13,7 @@ if TYPE_CHECKING:  # the run itself loads torch and the profiler: not at a front
     from forge.harness import ModelRunResult
 
 CLASS_COLUMNS = ("class", "share", "", "why")
-FOUR_WAY_COLUMNS = ("regime", "eager", "kernelized", "torch.compile", "kernelized+compile", "vs compile")
+FOUR_WAY_COLUMNS = ("regime", "eager", "kernelized", "torch.compile", "kernelized+compile", "vs compile", "nulls")
 
 
 def ratio_text(r: PairedRatio | None) -> str:
@@ -36,6 +37,7 @@ def four_way_cells(t: FourWay) -> tuple[str, ...]:
         way(t.compiled_ms, t.compiled_vs_eager),
         way(t.kernelized_compiled_ms, t.kernelized_compiled_vs_eager),
         ratio_text(t.kernelized_compiled_vs_compiled),
+        f"{ratio_text(t.eager_null)} / {ratio_text(t.compiled_null)}",
     )
 
 
@@ -52,7 +54,16 @@ def model_line(result: ModelRunResult) -> str:
     line += "; outputs match"
     if proof.timings:
         t = proof.timings[0]
-        line += f"; {t.regime}: kernelized {ratio_text(t.kernelized_vs_eager)} eager"
+        line += f"; {t.regime}: kernelized {_against(t.kernelized_vs_eager, t.eager_null)} eager"
         if t.kernelized_compiled_vs_compiled is not None:
-            line += f", kernelized+compiled {ratio_text(t.kernelized_compiled_vs_compiled)} compile"
+            line += f", kernelized+compiled {_against(t.kernelized_compiled_vs_compiled, t.compiled_null)} compile"
     return line
+
+
+def _against(r: PairedRatio | None, null: PairedRatio | None) -> str:
+    """The ratio, and "within the noise" when its interval does not clear what the null reads."""
+    if r is None:
+        return "—"
+    bar = null_bar(null)
+    clear = r.low > bar or r.high < 1.0 / bar
+    return ratio_text(r) + ("" if clear else " (within the noise)")

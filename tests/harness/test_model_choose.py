@@ -160,10 +160,31 @@ def test_a_model_slowed_when_compiled_beyond_its_null_demotes_its_kernels(tmp_pa
         tolerance="",
         timings=[way((0.84, 0.81, 0.88), (1.0, 0.97, 1.03))],
     )
-    (said,) = demote_slowing_kernels(proof, BankLocation.parse(bank))
+    (said,) = demote_slowing_kernels(proof, BankLocation.parse(bank), "cpu")
     assert f"kernel {kid} (user_rmsnorm) is now eager only" in said and "0.84x (0.81-0.88, warm)" in said
     engine = open_for_writing(bank)
     (k,) = list_kernels(engine, "user_rmsnorm")
     engine.dispose()
     assert k.eager_only and k.compile_standing is not None and "Inductor fuses" in k.compile_standing.why
-    assert demote_slowing_kernels(proof, BankLocation.parse(bank)) == []  # already eager only
+    assert k.compile_standing.by_model
+    assert demote_slowing_kernels(proof, BankLocation.parse(bank), "cpu") == []  # already eager only
+
+
+def test_nested_and_same_named_classes_are_carved_importably(tmp_path):
+    from forge.harness.model_run.carve import op_source
+
+    profile = _profile(
+        _cls("Outer.Inner", 0.3, _inst("a.inner")),
+        _cls("Norm", 0.2, _inst("n1"), module="toy"),
+        _cls("Norm", 0.2, _inst("n2"), module="toy.layers"),
+        _cls("make.<locals>.Local", 0.2, _inst("local")),
+    )
+    choices = choose_classes(profile, "toy")
+    names = sorted(g.name for c in choices if c.chosen for g in c.groups)
+    assert names == ["toy_Outer_Inner", "toy_toy_Norm", "toy_toy_layers_Norm"]
+    local = next(c for c in choices if c.cls.name.endswith("Local"))
+    assert not local.chosen and "defined inside a function" in local.reason
+    nested = next(c for c in choices if c.cls.name == "Outer.Inner").groups[0]
+    assert "from toy import Outer  # noqa: E402" in op_source(nested, profile) and "Model = Outer.Inner" in op_source(
+        nested, profile
+    )

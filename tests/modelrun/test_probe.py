@@ -83,3 +83,24 @@ def test_prove_checks_every_kernel_in_place_and_times_four_ways(normnet_profile,
         assert proof.compile_error is not None or t.kernelized_compiled_vs_compiled is not None
     # banked without a torch.compile baseline: left to Inductor under compile, and said so
     assert any("stay off" in w for w in proof.warnings)
+
+
+def test_outputs_are_compared_leaf_by_leaf_and_nothing_to_compare_is_no_match():
+    import torch
+
+    from forge.modelrun.proving import compare_outputs
+
+    x = torch.ones(3)
+    assert compare_outputs({"a": x, "b": (x, x)}, {"a": x, "b": (x, x)})[0]
+    match, _, _, detail = compare_outputs({"a": x, "b": (x, x)}, {"a": x, "b": (x, x + 1)})
+    assert not match and "output 2 differs" in detail
+    match, _, _, detail = compare_outputs("text", "text")
+    assert not match and "no tensor" in detail
+
+
+def test_model_file_names_that_cannot_be_module_names_get_a_prefix():
+    from forge.modelrun.source import module_name
+
+    assert module_name(Path("decoder.py")) == "decoder"
+    assert module_name(Path("44_MiniGPTBlock.py")) == "m_44_MiniGPTBlock"
+    assert module_name(Path("code.py")) == "m_code" and module_name(Path("my-model.py")) == "my_model"

@@ -36,6 +36,14 @@ def _sizes(group: OpGroup) -> tuple[list[str], list[list[str]], list[dict[str, i
     return lines, names, variants
 
 
+def _import_lines(module: str, qualname: str) -> list[str]:
+    """The class imported as ``Model`` (a nested class through its outermost one)."""
+    outer, _, rest = qualname.partition(".")
+    if not rest:
+        return [f"from {module} import {outer} as Model  # noqa: E402,F401"]
+    return [f"from {module} import {outer}  # noqa: E402", "", f"Model = {qualname}"]
+
+
 def op_source(group: OpGroup, profile: ModelProfile) -> str:
     """The op file's text."""
     cls = group.cls
@@ -50,9 +58,12 @@ def op_source(group: OpGroup, profile: ModelProfile) -> str:
             "from forge.core.importing import import_file",
             "",
             f"_MODEL_FILE = {profile.model_file!r}",
-            f"if {name!r} not in sys.modules:",
+            f"_held = sys.modules.get({name!r})",
+            "if _held is None:",
             "    sys.path.insert(0, os.path.dirname(_MODEL_FILE))  # the model's own imports",
             f"    import_file({name!r}, _MODEL_FILE)",
+            'elif os.path.realpath(getattr(_held, "__file__", None) or "") != os.path.realpath(_MODEL_FILE):',
+            f'    raise ImportError(f"{name!r} is another module ({{_held}}), not the model file {{_MODEL_FILE}}")',
             "",
         ]
     init = ", ".join(group.init_args)
@@ -70,7 +81,7 @@ def op_source(group: OpGroup, profile: ModelProfile) -> str:
             "import torch",
             "",
             *path_lines,
-            f"from {module} import {cls.name} as Model  # noqa: E402,F401",
+            *_import_lines(module, cls.name),
             "",
             f"FORGE_NAME = {group.name!r}",
             *sizes,

@@ -46,7 +46,8 @@ class ClassChoice:
     groups: list[OpGroup] = field(default_factory=list)
 
 
-def _named(cls: ClassUse, names: set[str]) -> bool:
+def names_class(cls: ClassUse, names: set[str]) -> bool:
+    """One of ``names`` is the class's name, its last part, or its module:name."""
     return cls.name in names or cls.key in names or cls.name.rsplit(".", 1)[-1] in names
 
 
@@ -55,8 +56,10 @@ def _inside(inner: ClassUse, outer: ClassUse) -> bool:
     return any(i.path.startswith(o.path + ".") for i in inner.instances for o in outer.instances)
 
 
-def _groups(cls: ClassUse, stem: str) -> tuple[list[OpGroup], str]:
-    """The class's ops (one per configuration), or why none can be carved out."""
+def _groups(cls: ClassUse, base: str) -> tuple[list[OpGroup], str]:
+    """The class's ops (one per configuration, named from ``base``), or why none can be carved out."""
+    if "<locals>" in cls.name:
+        return [], f"{cls.name} is defined inside a function: an op file cannot import it"
     by_config: dict[tuple[str, tuple[str, ...]], list[InstanceUse]] = defaultdict(list)
     refused = ""
     for inst in cls.instances:
@@ -69,7 +72,6 @@ def _groups(cls: ClassUse, stem: str) -> tuple[list[OpGroup], str]:
         by_config[(inst.config, tuple(inst.init.args))].append(inst)
     class_ms = sum(i.inclusive_ms for i in cls.instances) or 1.0
     groups = []
-    base = f"{stem}_{cls.name.replace('.', '_')}"
     for n, ((_, args), members) in enumerate(sorted(by_config.items(), key=lambda kv: -len(kv[1]))):
         signatures: list[list[TensorUse]] = []
         for inst in members:
@@ -115,23 +117,29 @@ def choose_classes(
     """Every class of the model with whether it is optimized and why (chosen first, by share)."""
     include, exclude = include or set(), exclude or set()
     choices = [ClassChoice(cls) for cls in profile.classes]
+    names = [c.name for c in profile.classes]
+
+    def base(cls: ClassUse) -> str:  # two classes of one name (in two modules) get their module's too
+        own = cls.name.replace(".", "_")
+        return f"{stem}_{own}" if names.count(cls.name) == 1 else f"{stem}_{cls.module.replace('.', '_')}_{own}"
+
     root = next((c for c in choices if c.cls.key == profile.root), None)
     for c in choices:
         if c is root:
             c.reason = "the model itself: optimized whole when no class inside it is"
             continue
-        if _named(c.cls, exclude):
+        if names_class(c.cls, exclude):
             c.reason = "excluded (--exclude)"
             continue
-        why = _eligible(c.cls, _named(c.cls, include), min_share)
+        why = _eligible(c.cls, names_class(c.cls, include), min_share)
         if why is None:
-            c.groups, refused = _groups(c.cls, stem)
+            c.groups, refused = _groups(c.cls, base(c.cls))
             why = None if c.groups else refused or "no instance ran"
         c.chosen, c.reason = why is None, why or ""
     for c in choices:
         if not c.chosen:
             continue
-        named = _named(c.cls, include)
+        named = names_class(c.cls, include)
         inner = [o for o in choices if o.chosen and o is not c and _inside(o.cls, c.cls)]
         if inner and not named:
             c.chosen = False
@@ -143,8 +151,8 @@ def choose_classes(
     for c in choices:
         if c.chosen:
             c.reason = f"{c.cls.share:.1%} of the model's time; {len(c.groups)} op(s)"
-    if root is not None and not any(c.chosen for c in choices) and not _named(root.cls, exclude):
-        root.groups, refused = _groups(root.cls, stem)
+    if root is not None and not any(c.chosen for c in choices) and not names_class(root.cls, exclude):
+        root.groups, refused = _groups(root.cls, base(root.cls))
         root.chosen = bool(root.groups)
         root.reason = "no class inside it is worth optimizing: the model is optimized whole" if root.chosen else refused
     return sorted(choices, key=lambda c: (not c.chosen, -c.cls.share))

@@ -20,9 +20,9 @@ def slowed_compile(t: FourWay) -> bool:
     return r is not None and r.high < 1.0 / null_bar(t.compiled_null)
 
 
-def demote_slowing_kernels(proof: ModelProof, where: BankLocation) -> list[str]:
-    """Set the kernels the model used under compile to eager only when the model shows they slow
-    it there; returns what was set, as sentences (empty: nothing to do)."""
+def demote_slowing_kernels(proof: ModelProof, where: BankLocation, device: str) -> list[str]:
+    """Set the kernels the model used under compile (its ops' kernels for its device) to eager
+    only when the model shows they slow it there; returns what was set, as sentences."""
     slow = next((t for t in proof.timings if slowed_compile(t)), None)
     if slow is None or slow.kernelized_compiled_vs_compiled is None:
         return []
@@ -36,8 +36,9 @@ def demote_slowing_kernels(proof: ModelProof, where: BankLocation) -> list[str]:
     try:
         for used in (u for u in proof.ops if u.kernel_calls):
             for k in list_kernels(engine, used.op):
-                if k.compile_standing is not None and k.compile_standing.beats and str(k.status) == "active":
-                    set_compile_standing(engine, k.id, CompileStanding(beats=False, why=why))
+                used_here = k.device == device and str(k.status) == "active"
+                if used_here and k.compile_standing is not None and k.compile_standing.beats:
+                    set_compile_standing(engine, k.id, CompileStanding(beats=False, why=why, by_model=True))
                     said.append(f"kernel {k.id} ({used.op}) is now eager only: {why}")
     finally:
         engine.dispose()

@@ -4,10 +4,12 @@ against the original, in eager and under torch.compile."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forge.core.errors import UsageError
 from forge.core.exit_codes import ExitCode
 from forge.core.model_records import ModelProfile, ModelProof
 from forge.core.paths import BankLocation, bank_or_default
@@ -15,7 +17,7 @@ from forge.core.settings import ForgeSettings
 from forge.db import open_for_writing
 from forge.harness import events as ev
 from forge.harness.model_run.carve import write_ops
-from forge.harness.model_run.choose import MIN_SHARE, ClassChoice, OpGroup, choose_classes
+from forge.harness.model_run.choose import MIN_SHARE, ClassChoice, OpGroup, choose_classes, names_class
 from forge.harness.model_run.compile_evidence import demote_slowing_kernels
 from forge.harness.runs.control import RunControl
 from forge.harness.runs.options import OptimizeOptions
@@ -102,11 +104,13 @@ class ModelRunResult:
 
     @property
     def exit_code(self) -> int:
+        """Success: a kernel banked, running in the kernelized model (watched), whose outputs match."""
         if self.run.interrupted:
             return ExitCode.INTERRUPTED
         if self.proof is None or not self.proof.outputs_match:
             return ExitCode.NO_RESULT
-        return ExitCode.SUCCESS if any(o.result and o.result.accepted for o in self.ops) else ExitCode.NO_RESULT
+        ran = any(u.kernel_calls for u in self.proof.ops)
+        return ExitCode.SUCCESS if ran and any(o.result and o.result.accepted for o in self.ops) else ExitCode.NO_RESULT
 
 
 def _stage(emit: ev.Emit, model: str, stage: str, detail: str) -> None:
@@ -126,7 +130,9 @@ def optimize_model(
     options, settings, choices = options or OptimizeOptions(), settings or ForgeSettings(), choices or ModelChoices()
     device = str(resolve_device(settings.device))
     where = bank_or_default(options.bank)
-    profile = profile_in_process(model, device)
+    stop = control.stop_requested if control is not None else None
+    profile = profile_in_process(model, device, stop=stop)
+    _check_names(profile, choices)
     stem = Path(model).stem if model.endswith(".py") else model.partition(":")[0].rsplit(".", 1)[-1]
     _stage(emit, model, "profiled", f"{profile.forward_ms:.2f} ms a forward, {len(profile.classes)} module classes")
     picked = choose_classes(profile, stem, set(choices.include), set(choices.exclude), choices.min_share)
@@ -145,18 +151,29 @@ def optimize_model(
         return result
     _stage(emit, model, "proving", "the kernelized model against the original; eager, kernelized, compiled, both")
     open_for_writing(where).dispose()  # a bank to read, even when no session ran (nothing chosen)
-    _prove(result, where, device, choices.prove_rounds)
-    if result.proof is not None and (demoted := demote_slowing_kernels(result.proof, where)):
+    _prove(result, where, device, choices.prove_rounds, stop)
+    if result.proof is not None and (demoted := demote_slowing_kernels(result.proof, where, device)):
         result.compile_demoted = demoted
         _stage(emit, model, "proving", "again: " + "; ".join(demoted))
-        _prove(result, where, device, choices.prove_rounds)
+        _prove(result, where, device, choices.prove_rounds, stop)
+    result.run.interrupted = result.run.interrupted or bool(stop is not None and stop.is_set())
     _stage(emit, model, "proven", "outputs match" if result.proof and result.proof.outputs_match else "not proven")
     return result
 
 
-def _prove(result: ModelRunResult, where: BankLocation, device: str, rounds: int) -> None:
+def _check_names(profile: ModelProfile, choices: ModelChoices) -> None:
+    """--include and --exclude name classes the model has (UsageError naming those it has)."""
+    unknown = sorted(
+        n for n in choices.include | choices.exclude if not any(names_class(c, {n}) for c in profile.classes)
+    )
+    if unknown:
+        known = ", ".join(sorted({c.name for c in profile.classes}))
+        raise UsageError(f"--include/--exclude {', '.join(unknown)}: no such class in the model (it has: {known})")
+
+
+def _prove(result: ModelRunResult, where: BankLocation, device: str, rounds: int, stop: threading.Event | None) -> None:
     bank = where.libpq_url() if where.is_server else str(where.file())
     try:
-        result.proof, result.proof_error = prove_in_process(result.model, bank, device, rounds), None
+        result.proof, result.proof_error = prove_in_process(result.model, bank, device, rounds, stop=stop), None
     except ModelRunError as exc:
         result.proof, result.proof_error = None, str(exc)

@@ -26,7 +26,7 @@ class ModelRunScreen(ModalScreen[None]):
         proof = self.result.proof
         with VerticalScroll(classes="dialog"):
             yield Label("Model-level run", classes="title")
-            yield Static(model_line(self.result), id="model-line")
+            yield Static(model_line(self.result), id="model-line", markup=False)
             classes: DataTable[str] = DataTable(id="model-classes", cursor_type="row")
             classes.add_columns(*CLASS_COLUMNS)
             classes.add_rows(class_cells(self.result))
@@ -35,8 +35,6 @@ class ModelRunScreen(ModalScreen[None]):
             timings.add_columns(*FOUR_WAY_COLUMNS)
             timings.add_rows([four_way_cells(t) for t in proof.timings] if proof is not None else [])
             yield timings
-            said = [
-                *(proof.warnings if proof else []),
-                *([proof.compile_error] if proof and proof.compile_error else []),
-            ]
-            yield Static("\n".join(said), id="model-notes")
+            said = [*self.result.compile_demoted, *(proof.warnings if proof else [])]
+            said += [proof.compile_error] if proof is not None and proof.compile_error else []
+            yield Static("\n".join(said), id="model-notes", markup=False)
