@@ -91,6 +91,10 @@ def optimize_command(
             min=0.0, max=1.0, help="--modules: leave out classes below this share of the model's time (default 0.03)"
         ),
     ] = None,
+    prove_rounds: Annotated[
+        int | None,
+        typer.Option(min=3, help="--modules: rounds of the model's four-way timing, per cache regime (default 30)"),
+    ] = None,
     ops_dir: Annotated[
         Path | None, typer.Option(help="--modules: where the carved op files go (default forge_ops/MODEL)")
     ] = None,
@@ -133,9 +137,9 @@ def optimize_command(
             as_json=as_json,
         )
 
-    if not modules and (include or exclude or ops_dir is not None or min_share is not None):
+    if not modules and (include or exclude or ops_dir is not None or min_share is not None or prove_rounds):
         raise typer.BadParameter(
-            "--include, --exclude, --min-share and --ops-dir choose a model's classes: add --modules"
+            "--include, --exclude, --min-share, --prove-rounds and --ops-dir are for a model: add --modules"
         )
     if modules and (resume_ids or resume_all):
         raise typer.BadParameter(
@@ -185,6 +189,8 @@ def optimize_command(
         )
         if min_share is not None:
             choices = dataclasses.replace(choices, min_share=min_share)
+        if prove_rounds is not None:
+            choices = dataclasses.replace(choices, prove_rounds=prove_rounds)
         result = harness.optimize_model(str(ops[0]), options, settings, choices, EventPrinter())
         if report is not None:
             written = harness.write_model_report(report, result)
