@@ -18,16 +18,12 @@ from torch.profiler import ProfilerActivity, profile
 
 from forge.core.model_records import ClassUse, InitCall, InstanceUse, ModelProfile, TensorUse
 from forge.modelrun.source import InitRecorder, LoadedModel, configuration
-from forge.verifier.op_brief_worker import LIBRARY_OP, eager_profile
+from forge.verifier.op_brief_worker import LIBRARY_OP, call_ms, device_sync, eager_profile
 
 _TIMED_FORWARDS = 10  # unhooked forwards timed for the model's own figure
 _HOOKED_FORWARDS = 3  # forwards timed per instance (their median)
 _RANGE = "forge_module::"
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)
-
-
-def _sync(device: str) -> Callable[[], None]:
-    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
 
 def _tensor_use(x: torch.Tensor) -> TensorUse:
@@ -68,7 +64,7 @@ class _Hooks:
     """Forward hooks on every module: per-call time, inputs, and (optionally) profiler ranges."""
 
     def __init__(self, model: torch.nn.Module, device: str) -> None:
-        self.sync = _sync(device)
+        self.sync = device_sync(device)
         self.seen: dict[str, _Seen] = {path: _Seen() for path, _ in model.named_modules()}
         self.ranges = False
         self._open: dict[int, list[tuple[float, Any]]] = defaultdict(list)
@@ -141,17 +137,6 @@ def _library_seconds(events: Any, device: str) -> dict[str, tuple[float, float]]
     return found
 
 
-def _median_ms(fn: Callable[[], Any], sync: Callable[[], None], n: int) -> float:
-    times = []
-    for _ in range(n):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def _class_key(cls: type) -> tuple[str, str]:
     """Where a class is imported from: torch's modules by their public package (torch.nn)."""
     if cls.__module__.startswith("torch.nn.modules") and getattr(torch.nn, cls.__name__, None) is cls:
@@ -165,14 +150,14 @@ def profile_model(loaded: LoadedModel, device: str) -> ModelProfile:
     torch.manual_seed(0)
     model = recorder.build(loaded.build).eval().to(device)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in loaded.inputs()]
-    sync = _sync(device)
+    sync = device_sync(device)
 
     def run() -> Any:
         return model(*inputs)
 
     with torch.no_grad():
         run(), run()  # warm-up: allocator, lazy init, thread pools
-        forward_ms = _median_ms(run, sync, _TIMED_FORWARDS)
+        forward_ms = statistics.median(call_ms(run, sync) for _ in range(_TIMED_FORWARDS))
         hooks = _Hooks(model, device)
         for _ in range(_HOOKED_FORWARDS):
             hooks.forward(run)

@@ -29,13 +29,15 @@ _PROFILED_CALLS = 5
 _TIMED_PAIRS = 21
 
 
-def _sync(device: str) -> Callable[[], None]:
+def device_sync(device: str) -> Callable[[], None]:
+    """What waits for ``device``'s queued work (nothing on a CPU)."""
     import torch
 
     return torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
 
-def _timed_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
+def call_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
+    """One call of ``fn``, in milliseconds, the device's queue drained before and after."""
     sync()
     start = time.perf_counter()
     fn()
@@ -48,8 +50,8 @@ def eager_profile(fn: Callable[[], Any], device: str, timed_ms: float | None) ->
     it already: one eager figure in the brief), else timed here."""
     from torch.profiler import ProfilerActivity, profile
 
-    sync = _sync(device)
-    times = [timed_ms] if timed_ms is not None else [_timed_ms(fn, sync) for _ in range(_TIMED_PAIRS)]
+    sync = device_sync(device)
+    times = [timed_ms] if timed_ms is not None else [call_ms(fn, sync) for _ in range(_TIMED_PAIRS)]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities) as prof:
         for _ in range(_PROFILED_CALLS):
@@ -84,7 +86,7 @@ def _compiled(model: Any, inputs: list[Any], device: str) -> CompiledBaseline:
 
     compiled = torch.compile(model)
     _, codes = run_and_get_code(compiled, *inputs)
-    sync = _sync(device)
+    sync = device_sync(device)
     times: dict[str, list[float]] = {"eager": [], "compiled": []}
     for i in range(_TIMED_PAIRS):
         pair = [("eager", model), ("compiled", compiled)]
