@@ -169,6 +169,9 @@ class UserLoop(BaseModel):
     processes: list[LoopProcess] = Field(default_factory=list)
     fallbacks: int = 0  # probe calls of the kernel in which the reference's forward ran
     tampered: list[str] = Field(default_factory=list)  # what the candidate changed in the loop's process
+    # Eager timed slower once the candidate was loaded, beyond the loop's noise: a timing, which a
+    # machine's neighbour can also make, so a fresh process measures again before it counts.
+    slowed: str | None = None
     failed: str | None = None  # why there is no measurement
 
     @classmethod

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from forge.core.acceptance import beats_eager
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
@@ -49,6 +51,19 @@ def test_a_candidate_that_replaces_a_torch_function_in_the_users_process_fails(f
     v = _confirm("affine/slows_reference.py", fast_settings)
     assert v.status == "failed_integrity", (v.status, v.reason)
     assert "torch.relu" in (v.reason or "") and (v.reason or "").startswith("user_loop: ")
+
+
+@pytest.mark.parametrize(
+    ("cand", "named"),
+    [
+        ("affine/patches_reference.py", "forge_reference.Model.forward"),
+        ("affine/spins_beside.py", "cores while the loop slept"),
+    ],
+)
+def test_a_candidate_that_slows_only_the_reference_in_the_users_process_fails(fast_settings, cand, named):
+    v = _confirm(cand, fast_settings)
+    assert v.status == "failed_integrity", (v.status, v.reason)
+    assert named in (v.reason or "") and (v.reason or "").startswith("user_loop: ")
 
 
 def test_a_candidate_that_is_a_kernel_only_inside_the_verifier_fails_in_the_users_loop(fast_settings):
@@ -127,3 +142,23 @@ def test_a_later_process_that_finds_a_change_ends_the_loop_and_names_the_process
     stop.set()
     stopped = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10, stop)
     assert stopped.failed == "stopped before it was done" and not stopped.processes
+
+
+def test_eager_read_slower_once_is_measured_again_and_twice_is_a_change(fast_settings, monkeypatch):
+    """A neighbour starting between the loop's halves reads as a candidate that slows eager: a
+    fresh process measures again, and only a second slowed reading fails the loop."""
+    figure = PairedRatio(pairs=10, median=2, low=1.9, high=2.1)
+    ok = UserLoop(regime=TimingRegime.COLD, rounds=10, threads=2, eager=figure)
+    slowed = ok.model_copy(
+        update={"slowed": "eager ran 2.45x slower", "eager": PairedRatio(pairs=10, median=5, low=4, high=6)}
+    )
+    v = _timed(2.0, 2.0)
+    settings = fast_settings.model_copy(update={"user_loop": True, "user_loop_processes": 2})
+    replies = iter([ok, slowed, ok])
+    monkeypatch.setattr(user_loop, "_one_process", lambda *args: next(replies))
+    loop = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10)
+    assert not loop.tampered and len(loop.processes) == 2 and loop.eager is not None and loop.eager.high == 2.1
+    replies = iter([ok, slowed, slowed])
+    loop = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10)
+    assert loop.tampered == ["process 2 of 2: eager ran 2.45x slower; in a fresh process: eager ran 2.45x slower"]
+    assert with_user_loop(v, loop).status == "failed_integrity"
