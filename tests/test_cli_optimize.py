@@ -134,10 +134,10 @@ def test_a_batchs_time_limit_is_shared_among_its_ops(tmp_path, cache_dir):
 
 def test_unsupported_op_and_usage_errors(tmp_path, cache_dir):
     bank = str(tmp_path / "bank.db")
-    r = forge("optimize", str(OPS / "loop_rowsum.py"), "--bank", bank, "--json", cache=cache_dir)
+    r = forge("optimize", str(OPS / "row_sort.py"), "--bank", bank, "--json", cache=cache_dir)
     assert r.returncode == 1
     (p,) = json.loads(r.stdout)["problems"]
-    assert not p["accepted"] and "can't handle loop_rowsum" in p["reason"] and "--model" in p["reason"]
+    assert not p["accepted"] and "can't handle row_sort" in p["reason"] and "--model" in p["reason"]
     for args, needle in (
         (["optimize", str(tmp_path / "nope.py")], "no such op file"),
         (["optimize", str(OPS / "small_softmax.py"), "--backend", "triton"], "needs a CUDA device"),

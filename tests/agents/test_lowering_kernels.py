@@ -237,6 +237,25 @@ def test_slices_selects_and_masks_from_iota(fn):
     check(Op(fn), [torch.randn(9, 9)])
 
 
+def _rotary_pairs(x, cos, sin):  # type: ignore[no-untyped-def]
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+@pytest.mark.parametrize(
+    ("fn", "shapes"),
+    [
+        (_rotary_pairs, [(2, 3, 8, 16), (8, 8), (8, 8)]),  # stack: parts of one along the last dim
+        (lambda x, y: torch.cat((x.exp(), y, x[:, :1] * 2), dim=1).sum(-1), [(5, 7), (5, 3)]),  # three parts
+        (lambda x, y: torch.cat((x, y), 0) * 3, [(2, 6), (4, 6)]),  # along the outer dim
+        (lambda x: torch.cat((x[..., 4:], -x[..., :4]), -1).tanh(), [(3, 5, 8)]),  # rotate_half
+        (lambda x, y: torch.cat((x, y), 1) @ torch.cat((y, x), 1).t(), [(3, 4), (3, 5)]),  # a library call's inputs
+    ],
+)
+def test_concatenations_read_each_part_in_its_own_range(fn, shapes):
+    check(Op(fn), [specials(s, k) for k, s in enumerate(shapes)])
+
+
 class _Masked(nn.Module):
     """A plain tensor attribute (not a parameter, not a registered buffer)."""
 

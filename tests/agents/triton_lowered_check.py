@@ -52,6 +52,16 @@ CASES: dict[str, tuple[str, str, str]] = {
         "self.mask = torch.tril(torch.ones(6, 6))",
         "torch.randn(3, 6, 6)",
     ),
+    "rotary_stack": (
+        "torch.stack((x[..., 0::2] * y - x[..., 1::2] * z, x[..., 0::2] * z + x[..., 1::2] * y), -1).flatten(-2)",
+        "",
+        "torch.randn(2, 3, 8, 16), torch.randn(8, 8), torch.randn(8, 8)",
+    ),
+    "cat_three_parts": (
+        "torch.cat((x.exp(), y, x[:, :1] * 2), dim=1).sum(-1)",
+        "",
+        "torch.randn(5, 7), torch.randn(5, 3)",
+    ),
     "made_in_forward": ("x * torch.tensor([1.0, float('nan'), -2.0, 4.0])", "", "torch.randn(5, 4)"),
 }
 CONFIGS = [None, {"block": 64, "rblock": 16, "num_warps": 2}]

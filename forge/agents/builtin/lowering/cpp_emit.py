@@ -22,7 +22,7 @@ from torch import fx
 
 from forge.agents.builtin.lowering.code import CodeBuffer, Statement, delinear_into, hoist
 from forge.agents.builtin.lowering.cpp_expr import expression, scalar_operand
-from forge.agents.builtin.lowering.ir import ctype_of, delinear, dtype_of, linear, literal, shape_of
+from forge.agents.builtin.lowering.ir import clamp_index, ctype_of, delinear, dtype_of, linear, literal, shape_of
 from forge.agents.builtin.lowering.reader import Dialect, Reader, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule
 from forge.agents.builtin.lowering.trace import packet_name
@@ -40,6 +40,8 @@ CPP = Dialect(
     ),
     literal=literal,
     integer=lambda v: f"((int64_t){v})",
+    select=lambda cond, a, b: f"({cond} ? {a} : {b})",
+    clamp=lambda e, low, high: clamp_index(e, low, high, "std::max<int64_t>", "std::min<int64_t>"),
 )
 
 

@@ -124,6 +124,13 @@ def linear(idx: Sequence[str], shape: Sequence[int]) -> str:
     return " + ".join(reversed(terms)) or "0"
 
 
+def clamp_index(e: str, low: int | None, high: int | None, at_least: str, at_most: str) -> str:
+    """Index ``e`` kept within [low, high] by a language's max and min functions (None: no bound)."""
+    if low is not None:
+        e = f"{at_least}({e}, {low})"
+    return f"{at_most}({e}, {high})" if high is not None else e
+
+
 def delinear(offset: str, shape: Sequence[int]) -> list[str]:
     """The index tuple of a row-major ``offset`` into ``shape``."""
     out, stride = [], 1

@@ -36,6 +36,8 @@ class Dialect:
     iota: Callable[[fx.Node, str], str]  # iota node, its index (C syntax) -> its value
     literal: Callable[[Any, torch.dtype], str]
     integer: Callable[[str], str]  # a value used as an index (a gather's)
+    select: Callable[[str, str, str], str]  # condition, value if true, value if false
+    clamp: Callable[[str, int | None, int | None], str]  # an index kept within [low, high] (None: unbounded)
 
 
 @dataclass
@@ -117,12 +119,46 @@ class Reader:
             at = self.value(index, idx)
             dim %= len(idx)
             return self._value(src, [*idx[:dim], say.integer(at), *idx[dim + 1 :]], None)
+        if name in CAT_NODES:
+            return self._cat(node, idx)
         if name == "prims.iota":  # iota(length, *, start, step, dtype, ...)
             return say.iota(node, idx[0]), self.index_uses(idx[0])
         if name in ("aten.full", "prims.full"):
             return say.literal(node.args[1], dtype_of(node)), frozenset()
         raise Unsupported(f"{name}: not a node the lowering reads inline")
 
+    def _cat(self, node: fx.Node, idx: list[str]) -> tuple[str, frozenset[str]]:
+        """A concatenation read at ``idx``: the part whose range holds the index along its dim.
+        Every part is read (a statement each), at an index clamped into its own range so that
+        no load leaves its buffer, and the right one selected: no branch in the loop body."""
+        parts = node.args[0] if isinstance(node.args[0], list | tuple) else [node.args[0]]
+        given = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        if isinstance(given, bool) or not isinstance(given, int):
+            raise Unsupported(f"{packet_name(node)}: dim {given!r} is not an integer")
+        dim = given % len(idx)
+        at, start, ranges = idx[dim], 0, []
+        for part in parts:
+            if not isinstance(part, fx.Node):
+                raise Unsupported(f"{packet_name(node)}: a part that is not a tensor")
+            size = shape_of(part)[dim]
+            if size:  # an empty part holds no element of the result
+                ranges.append((part, start, size))
+            start += size
+        if at.isdigit():  # a constant index: the part is known here
+            part, first, size = next(r for r in ranges if int(at) < r[1] + r[2])
+            return self._value(part, [*idx[:dim], str(int(at) - first), *idx[dim + 1 :]], None)
+        say, chosen, uses = self.dialect, "", self.index_uses(at)
+        for k, (part, first, size) in reversed(list(enumerate(ranges))):
+            local = f"({at} - {first})" if first else at
+            low, high = (0 if k else None), (size - 1 if k < len(ranges) - 1 else None)
+            local = "0" if size == 1 else say.clamp(local, low, high) if low is not None or high is not None else local
+            text, used = self._value(part, [*idx[:dim], local, *idx[dim + 1 :]], None)
+            uses |= used
+            chosen = say.select(f"({at} < {first + size})", text, chosen) if chosen else text
+        return chosen, uses
+
+
+CAT_NODES = frozenset({"prims.cat", "aten.cat"})
 
 _BINARY_NAMES = frozenset(
     f"prims.{n}"

@@ -40,7 +40,7 @@ LIBRARY_OPS = frozenset(
         "aten._scaled_dot_product_flash_attention_for_cpu",
     }
 )
-_INLINE_OTHER = frozenset({"aten.gather", "prims.iota", "aten.full", "prims.full"})
+_INLINE_OTHER = frozenset({"aten.gather", "prims.iota", "aten.full", "prims.full", "prims.cat", "aten.cat"})
 
 
 class StepKind(StrEnum):

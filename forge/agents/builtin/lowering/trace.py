@@ -152,7 +152,9 @@ VIEWS = frozenset(
     ]
 )
 KEPT_NAMES = frozenset(f"aten.{p.__name__}" for p in KEPT)
-OTHER = frozenset({"aten.gather", "aten.copy_", "aten.empty", "getitem", "prims.iota", "aten.full"})
+OTHER = frozenset(
+    {"aten.gather", "aten.copy_", "aten.empty", "getitem", "prims.iota", "aten.full", "prims.cat", "aten.cat"}
+)
 
 
 class NodeKind(StrEnum):

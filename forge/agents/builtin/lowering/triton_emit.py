@@ -22,7 +22,7 @@ from torch import fx
 
 from forge.agents.builtin.lowering.code import CodeBuffer
 from forge.agents.builtin.lowering.cpp_reduce import Reduction, reduction_of
-from forge.agents.builtin.lowering.ir import delinear, dtype_of, is_float, shape_of
+from forge.agents.builtin.lowering.ir import clamp_index, delinear, dtype_of, is_float, shape_of
 from forge.agents.builtin.lowering.reader import Dialect, Reader, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule
 from forge.agents.builtin.lowering.trace import packet_name
@@ -46,6 +46,8 @@ TRITON = Dialect(
     ),
     literal=tl_literal,
     integer=lambda v: f"({v}).to(tl.int64)",
+    select=lambda cond, a, b: f"tl.where({index(cond)}, {a}, {b})",
+    clamp=lambda e, low, high: clamp_index(e, low, high, "tl.maximum", "tl.minimum"),
 )
 
 
