@@ -48,8 +48,8 @@ def test_lowered_triton_kernel_matches_the_reference_on_gpu(checked_on_gpu, case
 
 def test_index_expressions_divide_as_integers_and_constant_offsets_load_one_scalar():
     assert index("((f) / 7) % 3 + f / 21") == "((f) // 7) % 3 + f // 21"
-    assert TRITON.load(2, "0") == "tl.load(b2 + 0)"  # a 0-d value: no mask on a scalar pointer
-    assert TRITON.load(2, "(f / 4)") == "tl.load(b2 + ((f // 4)), mask=mask, other=0)"
+    assert TRITON.load(2, "0", 1) == "tl.load(b2 + 0)"  # a 0-d value: no mask on a scalar pointer
+    assert TRITON.load(2, "(f / 4)", 64) == "tl.load(b2 + ((f // 4)), mask=mask, other=0)"
     assert tl_literal(float("-inf"), torch.float32) == 'float("-inf")' and tl_literal(True, torch.bool) == "1"
 
 

@@ -250,10 +250,24 @@ def _rotary_pairs(x, cos, sin):  # type: ignore[no-untyped-def]
         (lambda x, y: torch.cat((x, y), 0) * 3, [(2, 6), (4, 6)]),  # along the outer dim
         (lambda x: torch.cat((x[..., 4:], -x[..., :4]), -1).tanh(), [(3, 5, 8)]),  # rotate_half
         (lambda x, y: torch.cat((x, y), 1) @ torch.cat((y, x), 1).t(), [(3, 4), (3, 5)]),  # a library call's inputs
+        (lambda x: torch.stack((x, x * 2, -x.exp()), -1), [(5, 7)]),  # three parts, returned as they are
+        (lambda x: torch.stack((x, x + 1), dim=-1).to(torch.float64).sum(1), [(6, 9)]),  # read by a reduction
     ],
 )
 def test_concatenations_read_each_part_in_its_own_range(fn, shapes):
     check(Op(fn), [specials(s, k) for k, s in enumerate(shapes)])
+
+
+def test_a_stack_along_the_last_dim_is_written_part_by_part_with_affine_loads():
+    """Rotary pairs: each part computed once and stored at its place in the pairs, loads affine in
+    the SIMD loop's variable (no division, no select by the index's parity)."""
+    shapes = [(2, 3, 8, 16), (8, 8), (8, 8)]
+    lowered = program.analyze(Op(_rotary_pairs), [torch.randn(s) for s in shapes])
+    assert isinstance(lowered, LoweredGraph)
+    source = program.render(lowered, None)
+    step = source[source.index("static void step0_0") : source.index('extern "C"')]
+    assert "for (int64_t k = 0; k < 8; ++k)" in step and "* 2 + 1] = " in step
+    assert " ? " not in step and "/" not in step.split("#pragma omp simd")[1]
 
 
 class _Masked(nn.Module):

@@ -226,11 +226,20 @@ def source_index(node: fx.Node, idx: list[str]) -> list[str]:
         lead = len(oshape) - len(sshape)
         return ["0" if sshape[k] == 1 else idx[k + lead] for k in range(len(sshape))]
     if name == "aten.as_strided":
-        val = value_of(src)
-        if not val.is_contiguous():
-            raise Unsupported("aten.as_strided: of a non-contiguous value")
-        offset = int(args[3]) if len(args) > 3 and args[3] is not None else 0
-        terms = [_mul(e, int(s)) for e, s in zip(idx, args[2], strict=True)]
-        terms = [t for t in terms if t != "0"] + ([str(offset)] if offset else [])
-        return delinear(" + ".join(terms) or "0", sshape)
+        return delinear(strided_offset(node, idx), sshape)
     raise Unsupported(f"{name}: not a view the lowering maps")
+
+
+def strided_offset(node: fx.Node, idx: list[str]) -> str:
+    """An ``as_strided`` view read at ``idx``: the row-major offset into its (contiguous) source.
+    A reader passes it on as the source's flat offset, so a load is that offset itself rather
+    than the offset taken apart into an index tuple and put back together (a div and a mod a
+    dimension, which kept GCC from vectorising the loop)."""
+    src, args = node.args[0], list[Any](node.args)
+    assert isinstance(src, fx.Node)
+    if not value_of(src).is_contiguous():
+        raise Unsupported("aten.as_strided: of a non-contiguous value")
+    offset = int(args[3]) if len(args) > 3 and args[3] is not None else 0
+    terms = [_mul(e, int(s)) for e, s in zip(idx, args[2], strict=True)]
+    terms = [t for t in terms if t != "0"] + ([str(offset)] if offset else [])
+    return " + ".join(terms) or "0"

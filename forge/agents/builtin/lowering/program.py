@@ -29,6 +29,7 @@ from forge.agents.builtin.lowering.cpp_expr import VECTOR_MATH
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row_groups
 from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step
 from forge.agents.builtin.lowering.cpp_reduce import reduce_step
+from forge.agents.builtin.lowering.cpp_stack import stacked_parts, stacked_step
 from forge.agents.builtin.lowering.ir import Unsupported
 from forge.agents.builtin.lowering.py_side import (
     allocation,
@@ -175,6 +176,9 @@ def canonical(lowered: LoweredGraph, config: dict[str, Any]) -> dict[str, Any]:
 
 def _step_cpp(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
     if step.kind is StepKind.POINTWISE:
+        stack = stacked_parts(step.node, sched)
+        if stack is not None:
+            return stacked_step(name, step.node, stack, sched, cfg)
         return pointwise_step(name, step.node, sched, cfg)
     if step.kind is StepKind.REDUCE:
         return reduce_step(name, step.node, sched, cfg)

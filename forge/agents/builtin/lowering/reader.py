@@ -9,6 +9,7 @@ gathered from the graph as it is read, so that a loop hoists what does not depen
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,16 @@ import torch
 from torch import fx
 
 from forge.agents.builtin.lowering.code import Statement
-from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, int_arg, keeps_order, linear, shape_of, source_index
+from forge.agents.builtin.lowering.ir import (
+    Unsupported,
+    dtype_of,
+    int_arg,
+    keeps_order,
+    linear,
+    shape_of,
+    source_index,
+    strided_offset,
+)
 from forge.agents.builtin.lowering.schedule import Schedule
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
 
@@ -31,7 +41,7 @@ class Dialect:
 
     expression: Callable[[fx.Node, list[str]], str]  # a pointwise node over its operands' text
     scalar_operand: Callable[[Any, fx.Node], str]  # a Python-number argument of a pointwise node
-    load: Callable[[int, str], str]  # buffer slot, row-major offset (C syntax) -> a load
+    load: Callable[[int, str, int], str]  # buffer slot, row-major offset (C syntax), its element count -> a load
     statement: Callable[[str, fx.Node, str], str]  # temporary's name, node, expression -> a line
     iota: Callable[[fx.Node, str], str]  # iota node, its index (C syntax) -> its value
     literal: Callable[[Any, torch.dtype], str]
@@ -97,10 +107,12 @@ class Reader:
             offset = flat if flat is not None else linear(idx, shape_of(node))
             self.reads.add(slot)
             self.loads.add((slot, offset))
-            return say.load(slot, offset), self.index_uses(offset)
+            return say.load(slot, offset, math.prod(shape_of(node))), self.index_uses(offset)
         name, kind = packet_name(node), kind_of(node)
         if kind is NodeKind.VIEW:
             src = node.args[0]
+            if name == "aten.as_strided":
+                return self._value(src, source_index(node, idx), strided_offset(node, idx))
             return self._value(src, source_index(node, idx), flat if keeps_order(node) else None)
         if kind is NodeKind.POINTWISE:
             shape = shape_of(node)

@@ -29,7 +29,7 @@ from forge.agents.builtin.lowering.trace import packet_name
 from forge.agents.builtin.lowering.triton_expr import expression, index, scalar_operand, tl_literal, tl_type
 
 
-def _load(slot: int, offset: str) -> str:
+def _load(slot: int, offset: str, numel: int) -> str:
     if re.search(r"[A-Za-z_]", offset) is None:  # a constant offset (a 0-d value): one scalar load
         return f"tl.load(b{slot} + {offset})"
     return f"tl.load(b{slot} + ({index(offset)}), mask=mask, other=0)"
