@@ -172,6 +172,8 @@ class UserLoop(BaseModel):
     # Eager timed slower once the candidate was loaded, beyond the loop's noise: a timing, which a
     # machine's neighbour can also make, so a fresh process measures again before it counts.
     slowed: str | None = None
+    # slowed readings that a fresh process measured again (and did not repeat)
+    remeasured: list[str] = Field(default_factory=list)
     failed: str | None = None  # why there is no measurement
 
     @classmethod

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import TimingRegime, VerdictStatus
-from forge.core.timing_records import LoopProcess, UserLoop
+from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
 from forge.core.verdict import Verdict
 from forge.verifier.machine import available_cores
 from forge.verifier.messages import UserLoopRequest
@@ -69,6 +69,7 @@ def measure_user_loop(
     )
     count = settings.user_loop_processes
     processes: list[LoopProcess] = []
+    remeasured: list[str] = []
     for k in range(1, count + 1):
         if stop is not None and stop.is_set():
             return said.model_copy(update={"processes": processes, "failed": "stopped before it was done"})
@@ -82,7 +83,8 @@ def measure_user_loop(
             }
             return one.model_copy(update=findings)
         processes.append(LoopProcess.model_validate(one.model_dump(include=set(LoopProcess.model_fields))))
-    return UserLoop.of_processes(said, processes)
+        remeasured += [f"process {k}: {why}" for why in one.remeasured]
+    return UserLoop.of_processes(said, processes).model_copy(update={"remeasured": remeasured})
 
 
 def _process_measured_twice_if_slowed(
@@ -91,23 +93,30 @@ def _process_measured_twice_if_slowed(
     """One process's measurement; when eager read slower once the candidate was loaded (and the
     process found nothing else), a fresh process's instead. A neighbour on the machine that starts
     between the loop's halves reads the same as a candidate that slows the reference; only the
-    candidate does it again (on a 2-core CI VM, an honest affine op read 2.45x slower, once)."""
+    candidate does it again (on a 2-core CI VM, an honest affine op read 2.45x slower, once).
+    Measuring again gains a candidate nothing: each baseline keeps the lower of the two readings."""
     one = _one_process(job, env, limit, memory_mb, said)
     if one.slowed is None or one.failed or one.fallbacks or one.tampered:
         return one
     again = _one_process(job, env, limit, memory_mb, said)
     if again.slowed is not None and not again.failed:
-        return again.model_copy(
-            update={"tampered": [*again.tampered, f"{one.slowed}; in a fresh process: {again.slowed}"]}
-        )
-    return again
+        both = f"{one.slowed}; in a fresh process: {again.slowed}"
+        return again.model_copy(update={"tampered": [*again.tampered, both]})
+    if again.failed or again.fallbacks or again.tampered:
+        return again
+
+    def lower(a: PairedRatio | None, b: PairedRatio | None) -> PairedRatio | None:
+        return b if a is None or (b is not None and b.median <= a.median) else a
+
+    update = {"eager": lower(one.eager, again.eager), "compiled": lower(one.compiled, again.compiled)}
+    return again.model_copy(update={**update, "remeasured": [one.slowed]})
 
 
 def time_allowance(settings: ForgeSettings, timeout: float) -> float:
     """Seconds the user loop may add to a confirmation whose verification may take ``timeout``
-    (a caller's deadline for the whole: each process imports torch and compiles the baseline; one
-    more process measures again after a slowed reading)."""
-    return (settings.user_loop_processes + 1) * (timeout + _START_S) if settings.user_loop else 0.0
+    (a caller's deadline for the whole: each process imports torch and compiles the baseline, and
+    each may be measured again in a fresh process after a slowed reading)."""
+    return 2 * settings.user_loop_processes * (timeout + _START_S) if settings.user_loop else 0.0
 
 
 class _LoopChild:
@@ -220,6 +229,8 @@ def describe(loop: UserLoop) -> str:
         said += f", {loop.compiled.median:.2f}x torch.compile ({loop.compiled.low:.2f}-{loop.compiled.high:.2f})"
     if (null := loop.null) is not None:
         said += f"; the reference against itself there {null.median:.2f}x ({null.low:.2f}-{null.high:.2f})"
+    if loop.remeasured:
+        said += f"; measured again in a fresh process after eager read slower ({'; '.join(loop.remeasured)})"
     return said + "; the claim is the lower of this and the isolated measurement"
 
 

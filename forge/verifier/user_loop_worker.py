@@ -13,12 +13,9 @@ verification's.
 from __future__ import annotations
 
 import copy
-import os
 import sys
-import time
 import traceback
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -29,55 +26,12 @@ from forge.core.statuses import TimingRegime
 from forge.core.timing_records import UserLoop
 from forge.verifier.machine import flush_bytes
 from forge.verifier.messages import UserLoopRequest
+from forge.verifier.process_watch import ProcessWatch
 from forge.verifier.timing import plain_loop
 from forge.verifier.timing.pairing import paired_ratio
 
-# Watched for replacement: what the reference and the loop call.
-_WATCHED: tuple[tuple[str, Any], ...] = (
-    ("torch", torch),
-    ("torch.nn.functional", torch.nn.functional),
-    ("torch.Tensor", torch.Tensor),
-    ("torch.nn.Module", torch.nn.Module),
-    ("time", time),
-    ("forge.verifier.timing.plain_loop", plain_loop),
-)
 _PROBES = 3  # untimed kernel calls watched for the reference's forward
 _SLOWED = 1.5  # eager this much slower once the candidate is loaded: the candidate slowed it
-_IDLE_S = 0.2  # the loop's thread sleeps this long while the process's CPU time is read
-_SPUN = 0.25  # more of a core than before, burnt while the loop's thread slept: something of the candidate's runs
-
-
-def _snapshot(reference: tuple[tuple[str, Any], ...]) -> dict[str, int]:
-    # The namespaces' own entries: getattr would make a new bound object of some on every access.
-    watched = _WATCHED + reference
-    hooks = {"sys.profile": sys.getprofile(), "sys.trace": sys.gettrace()}
-    found = {f"{where}.{name}": id(value) for where, obj in watched for name, value in vars(obj).items()}
-    return found | {name: id(hook) for name, hook in hooks.items()}
-
-
-def _cpu_while_idle() -> float:
-    """Cores' worth of CPU the process burns while the loop's thread sleeps: another thread that
-    keeps running (a spinner that pauses while the kernel runs would slow only the baselines)."""
-    start = time.process_time()
-    time.sleep(_IDLE_S)
-    return (time.process_time() - start) / _IDLE_S
-
-
-def _process_state() -> dict[str, str]:
-    return {
-        "torch threads": str(torch.get_num_threads()),
-        "CPU affinity": str(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else "",
-        "nice": str(os.getpriority(os.PRIO_PROCESS, 0)),
-    }
-
-
-def _changes(snapshot: dict[str, int], now: dict[str, int], state: dict[str, str], idle: float) -> list[str]:
-    replaced = sorted(name for name, ident in snapshot.items() if now.get(name) != ident)
-    found = [f"replaced {', '.join(replaced[:8])}" + (" ..." if len(replaced) > 8 else "")] if replaced else []
-    found += [f"{what} {was} -> {is_now}" for what, was in state.items() if (is_now := _process_state()[what]) != was]
-    if (spun := _cpu_while_idle()) > idle + _SPUN:
-        found.append(f"the process burnt {spun:.2f} cores while the loop slept (before the candidate: {idle:.2f})")
-    return found
 
 
 def _median_ms(ns: list[int]) -> float:
@@ -124,9 +78,7 @@ def measure(req: UserLoopRequest) -> UserLoop:
     if compiled is not None:
         before_sides["compile"] = lambda x: compiled(*x)
     null = loop(before_sides)
-    # The reference's own module and class are watched too: patching its forward slows only eager.
-    reference_spaces = (("forge_reference", problem.module), ("forge_reference.Model", problem.model_cls))
-    snapshot, state, idle = _snapshot(reference_spaces), _process_state(), _cpu_while_idle()
+    watch = ProcessWatch(reference, problem.module)
     module = import_file("forge_candidate", Path(req.candidate_path))
     kernel = module.ModelNew(*init).to(device)
     kernel.load_state_dict(reference.state_dict())
@@ -140,7 +92,7 @@ def measure(req: UserLoopRequest) -> UserLoop:
     if compiled is not None:
         sides["compile"] = lambda x: compiled(*x)
     times = loop(sides)
-    tampered = _changes(snapshot, _snapshot(reference_spaces), state, idle)
+    tampered = watch.changes()
     found = UserLoop(
         regime=req.regime,
         rounds=rounds,

@@ -251,6 +251,8 @@ def _rotary_pairs(x, cos, sin):  # type: ignore[no-untyped-def]
         (lambda x: torch.cat((x[..., 4:], -x[..., :4]), -1).tanh(), [(3, 5, 8)]),  # rotate_half
         (lambda x, y: torch.cat((x, y), 1) @ torch.cat((y, x), 1).t(), [(3, 4), (3, 5)]),  # a library call's inputs
         (lambda x: torch.stack((x, x * 2, -x.exp()), -1), [(5, 7)]),  # three parts, returned as they are
+        (lambda x: torch.stack((x.sin(), x.cos()), -1), [(2000,)]),  # one row: its loop split into chunks
+        (lambda x, y: torch.cat((x, y[:, :1], x * 2), 1).exp(), [(4, 3), (4, 5)]),  # a one-wide part between two
         (lambda x: torch.stack((x, x + 1), dim=-1).to(torch.float64).sum(1), [(6, 9)]),  # read by a reduction
     ],
 )
@@ -266,8 +268,9 @@ def test_a_stack_along_the_last_dim_is_written_part_by_part_with_affine_loads():
     assert isinstance(lowered, LoweredGraph)
     source = program.render(lowered, None)
     step = source[source.index("static void step0_0") : source.index('extern "C"')]
-    assert "for (int64_t k = 0; k < 8; ++k)" in step and "* 2 + 1] = " in step
-    assert " ? " not in step and "/" not in step.split("#pragma omp simd")[1]
+    assert "for (int64_t k = c0; k < c1; ++k)" in step and "* 2 + 1] = " in step
+    body = step.split("#pragma omp simd")[1]
+    assert " ? " not in body and "/" not in body
 
 
 class _Masked(nn.Module):

@@ -15,6 +15,7 @@ from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
 from forge.core.verdict import Verdict
 from forge.verifier import Job, VerifierService, user_loop
 from forge.verifier.user_loop import with_user_loop
+from forge.verifier.user_loop_worker import _slowed
 from tests.conftest import CANDIDATES, OPS
 
 AFFINE = OPS / "small_affine.py"
@@ -144,6 +145,12 @@ def test_a_later_process_that_finds_a_change_ends_the_loop_and_names_the_process
     assert stopped.failed == "stopped before it was done" and not stopped.processes
 
 
+def test_slowed_reads_every_quarter_of_eager_beyond_the_noise():
+    before = [1_000_000 + 20_000 * k for k in range(12)]
+    assert _slowed(before, [int(1.7 * t) for t in before]) is not None
+    assert _slowed(before, [*before[:4], *(int(3 * t) for t in before[4:])]) is None  # a quarter as before
+
+
 def test_eager_read_slower_once_is_measured_again_and_twice_is_a_change(fast_settings, monkeypatch):
     """A neighbour starting between the loop's halves reads as a candidate that slows eager: a
     fresh process measures again, and only a second slowed reading fails the loop."""
@@ -158,6 +165,12 @@ def test_eager_read_slower_once_is_measured_again_and_twice_is_a_change(fast_set
     monkeypatch.setattr(user_loop, "_one_process", lambda *args: next(replies))
     loop = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10)
     assert not loop.tampered and len(loop.processes) == 2 and loop.eager is not None and loop.eager.high == 2.1
+    assert loop.remeasured == ["process 2: eager ran 2.45x slower"]
+    # measuring again never raises a claim: each baseline keeps the lower of the two readings
+    low = slowed.model_copy(update={"eager": PairedRatio(pairs=10, median=1.5, low=1.4, high=1.6)})
+    replies = iter([low, ok, ok])
+    loop = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10)
+    assert loop.processes[0].eager is not None and loop.processes[0].eager.median == 1.5
     replies = iter([ok, slowed, slowed])
     loop = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10)
     assert loop.tampered == ["process 2 of 2: eager ran 2.45x slower; in a fresh process: eager ran 2.45x slower"]

@@ -18,11 +18,13 @@ from typing import Any
 from torch import fx
 
 from forge.agents.builtin.lowering.code import CodeBuffer, Statement, delinear_into
-from forge.agents.builtin.lowering.cpp_emit import cpp_reader, simd_loop, step_function, threads_clause
+from forge.agents.builtin.lowering.cpp_emit import SPLIT_BELOW, cpp_reader, simd_loop, step_function, threads_clause
 from forge.agents.builtin.lowering.ir import dtype_of, keeps_order, linear, shape_of
 from forge.agents.builtin.lowering.reader import CAT_NODES, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
+
+_COPIES = frozenset({"prims.clone", "prims.convert_element_type"})
 
 
 def stacked_parts(node: fx.Node, sched: Schedule) -> tuple[fx.Node, list[fx.Node]] | None:
@@ -49,9 +51,6 @@ def stacked_parts(node: fx.Node, sched: Schedule) -> tuple[fx.Node, list[fx.Node
     return cat, parts
 
 
-_COPIES = frozenset({"prims.clone", "prims.convert_element_type"})
-
-
 def stacked_step(
     name: str, node: fx.Node, stack: tuple[fx.Node, list[fx.Node]], sched: Schedule, cfg: dict[str, Any]
 ) -> str:
@@ -70,9 +69,15 @@ def stacked_step(
     for j, part in enumerate(parts):
         value = reader.value(part, [*outer_names, "k", "0"])
         stores.append(Statement(f"y[({row}) * {count} + {j}] = {value};"))
-    code = CodeBuffer()
+    chunk = int(cfg.get("chunk", 4096))
+    code = CodeBuffer()  # the SIMD loop split into chunks when there are too few rows, as pointwise steps do
+    code.line(f"const int64_t nch = {outer} >= {SPLIT_BELOW} ? 1 : ({inner} + {chunk - 1}) / {chunk};")
+    code.line(f"const int64_t ch = ({inner} + nch - 1) / nch;")
     code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
-    with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
+    with code.block(f"for (int64_t task = 0; task < {outer} * nch; ++task)"):
+        code.line("const int64_t o = task / nch;")
+        code.line("const int64_t c0 = (task % nch) * ch;")
+        code.line(f"const int64_t c1 = c0 + ch < {inner} ? c0 + ch : {inner};")
         delinear_into(code, "o", outer_names, shape[:-1])
-        simd_loop(code, "k", "0", str(inner), [*reader.lines, *stores])
+        simd_loop(code, "k", "c0", "c1", [*reader.lines, *stores])
     return step_function(name, sched, reader.reads, {sched.slot(node): "y"}, code)

@@ -156,6 +156,8 @@ class Reader:
             if size:  # an empty part holds no element of the result
                 ranges.append((part, start, size))
             start += size
+        if not ranges:
+            raise Unsupported(f"{packet_name(node)}: every part is empty")
         if at.isdigit():  # a constant index: the part is known here
             part, first, size = next(r for r in ranges if int(at) < r[1] + r[2])
             return self._value(part, [*idx[:dim], str(int(at) - first), *idx[dim + 1 :]], None)
