@@ -329,7 +329,12 @@ def test_each_op_gets_an_equal_part_of_the_time_left_when_it_opens(tmp_path, fas
     for r, (_, e) in zip(run.results, opened, strict=True):
         assert r.share_s == e.share_s and r.attempts >= (1 if e.share_s and e.share_s > 1 else 0)
         if "its share of the time limit" in (r.reason or ""):
-            assert r.status == "time_limit" and f"({fmt_seconds(e.share_s or 0)}" in (r.reason or ""), r.reason
+            # busy: the share ran out and the finalists' second timing met a loaded machine (a
+            # hypervisor stealing 28% of the CPU), which the reason says too; resume times them
+            assert r.status in ("time_limit", "busy") and f"({fmt_seconds(e.share_s or 0)}" in (r.reason or ""), (
+                r.reason
+            )
+            assert r.status == "time_limit" or "the machine was busy" in (r.reason or ""), r.reason
 
 
 def test_the_next_finalist_is_banked_when_the_first_does_not_hold_up(tmp_path, fast_settings, monkeypatch):
