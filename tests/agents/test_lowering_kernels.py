@@ -273,6 +273,41 @@ def test_a_stack_along_the_last_dim_is_written_part_by_part_with_affine_loads():
     assert " ? " not in body and "/" not in body
 
 
+class _Fire(nn.Module):
+    """SqueezeNet's fire module: in-place ReLUs on convolutions' outputs, then a concatenation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.squeeze, self.e1, self.e3 = nn.Conv2d(3, 4, 1), nn.Conv2d(4, 5, 1), nn.Conv2d(4, 6, 3, padding=1)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        s = self.act(self.squeeze(x))
+        return torch.cat([self.act(self.e1(s)), self.act(self.e3(s))], 1)
+
+
+def test_an_in_place_update_of_a_made_value_is_read_as_the_new_value():
+    check(_Fire().eval(), [specials((2, 3, 6, 6))])
+    why = program.analyze(Op(lambda x: (lambda y: y.relu_() + y)(x * 2)), [torch.randn(4, 4)])
+    assert not isinstance(why, str), why  # y + y after the update reads the updated value: no old read
+    check(Op(lambda x: (lambda y: y.relu_() + y)(x * 2)), [specials((4, 4))])
+
+
+def _view_then_update(x):  # type: ignore[no-untyped-def]
+    y = x * 2
+    v = y[0]
+    y.relu_()
+    return v + 1
+
+
+def test_an_update_seen_through_an_earlier_view_is_refused_or_right():
+    why = program.analyze(Op(_view_then_update), [torch.randn(4, 4)])
+    if isinstance(why, str):
+        assert why == "aten.copy_: the updated value is read again after the update, or through a view"
+    else:
+        check(Op(_view_then_update), [specials((4, 4))])
+
+
 class _Masked(nn.Module):
     """A plain tensor attribute (not a parameter, not a registered buffer)."""
 

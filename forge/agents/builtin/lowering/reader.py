@@ -29,7 +29,7 @@ from forge.agents.builtin.lowering.ir import (
     source_index,
     strided_offset,
 )
-from forge.agents.builtin.lowering.schedule import Schedule
+from forge.agents.builtin.lowering.schedule import Schedule, in_place_source
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
 
 _NAME = re.compile(r"\b[A-Za-z_]\w*")
@@ -133,6 +133,8 @@ class Reader:
             return self._value(src, [*idx[:dim], say.integer(at), *idx[dim + 1 :]], None)
         if name in CAT_NODES:
             return self._cat(node, idx)
+        if (new := in_place_source(node)) is not None:  # schedule checked it: the new value, as it is
+            return self._value(new, idx, flat)
         if name == "prims.iota":  # iota(length, *, start, step, dtype, ...)
             return say.iota(node, idx[0]), self.index_uses(idx[0])
         if name in ("aten.full", "prims.full"):

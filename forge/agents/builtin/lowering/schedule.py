@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from torch import fx
 
-from forge.agents.builtin.lowering.ir import Unsupported, int_arg, keeps_order, shape_of
+from forge.agents.builtin.lowering.ir import Unsupported, int_arg, keeps_order, shape_of, value_of
 from forge.agents.builtin.lowering.trace import NodeKind, Traced, kind_of, packet_name
 
 REDUCE_OPS = frozenset({"prims.sum", "prims.amax", "prims.amin", "prims.prod", "prims.var"})
@@ -175,8 +175,11 @@ def schedule(traced: Traced, run_by_torch: frozenset[StepKind] = frozenset({Step
     for node in graph.nodes:
         if packet_name(node) == "aten.copy_" and node in live:
             dst, src = node.args[0], node.args[1]
-            if not isinstance(dst, fx.Node) or dst.op != "placeholder" or not isinstance(src, fx.Node):
-                raise Unsupported("aten.copy_: into something other than a module buffer")
+            if not isinstance(dst, fx.Node) or not isinstance(src, fx.Node):
+                raise Unsupported("aten.copy_: of something other than tensors")
+            if dst.op != "placeholder":  # an in-place op on a value the op made (ReLU(inplace=True))
+                _check_in_place(node, dst, src, live)
+                continue
             if any(u is not node and u in live and _after(u, node) for u in dst.users):
                 raise Unsupported("aten.copy_: the updated buffer is read again after the update")
             _materialise(sched, src)
@@ -195,6 +198,25 @@ def schedule(traced: Traced, run_by_torch: frozenset[StepKind] = frozenset({Step
     for node in sched.buffers:
         shape_of(node)  # every buffer is a tensor with a static shape
     return sched
+
+
+def _check_in_place(node: fx.Node, dst: fx.Node, src: fx.Node, live: set[fx.Node]) -> None:
+    """An in-place update of a value the op made is read as the new value itself (``reader``):
+    only where nothing reads the old value after it (nor a view of it, which would see the update),
+    and the update neither broadcasts nor casts."""
+    # a view taken before the update sees it too (an alias): refused as a read after it
+    if any(u is not node and u in live and (_after(u, node) or kind_of(u) is NodeKind.VIEW) for u in dst.users):
+        raise Unsupported("aten.copy_: the updated value is read again after the update, or through a view")
+    if shape_of(src) != shape_of(dst) or value_of(src).dtype != value_of(dst).dtype:
+        raise Unsupported("aten.copy_: an update that broadcasts or casts")
+
+
+def in_place_source(node: fx.Node) -> fx.Node | None:
+    """The new value of an in-place update of a value the op made (None: not one)."""
+    if packet_name(node) != "aten.copy_" or not isinstance(node.args[0], fx.Node) or node.args[0].op == "placeholder":
+        return None
+    src = node.args[1]
+    return src if isinstance(src, fx.Node) else None
 
 
 def _after(a: fx.Node, b: fx.Node) -> bool:
