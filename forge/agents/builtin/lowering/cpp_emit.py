@@ -114,7 +114,7 @@ def pointwise_step(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any
     shape = list(shape_of(node)) or [1]
     split = _merged_split(shape)
     outer_names = [f"i{k}" for k in range(split)]
-    inner, outer = math.prod(shape[split:]), math.prod(shape[:split])
+    inner = math.prod(shape[split:])
     # the merged dims' indices from the loop variable f (what a load through a view needs); a load
     # in row-major order uses the flat offset, in which f appears as it is: a contiguous SIMD load
     idx = [*outer_names, *delinear("f", shape[split:])] if shape_of(node) else []
@@ -123,8 +123,18 @@ def pointwise_step(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any
     # the node has a buffer (the one this step writes): read its definition, not the buffer
     reader = cpp_reader(without_buffer(sched, node))
     value = reader.value(node, idx, flat if shape_of(node) else "0")
-    chunk = int(cfg.get("chunk", 4096))
     store = Statement(f"y[{flat if shape_of(node) else '0'}] = {value};")
+    code = chunked_loop(outer_names, shape[:split], inner, "f", [*reader.lines, store], cfg)
+    return step_function(name, sched, reader.reads, {sched.slot(node): "y"}, code)
+
+
+def chunked_loop(
+    outer_names: list[str], outer_shape: list[int], inner: int, var: str, body: Sequence[Statement], cfg: dict[str, Any]
+) -> CodeBuffer:
+    """One parallel task per outer index (``outer_names`` over ``outer_shape``), the SIMD loop
+    over ``var`` in [0, inner) around ``body``, split into chunks when there are too few outer
+    blocks to keep every thread busy."""
+    outer, chunk = math.prod(outer_shape), int(cfg.get("chunk", 4096))
     code = CodeBuffer()
     code.line(f"const int64_t nch = {outer} >= {SPLIT_BELOW} ? 1 : ({inner} + {chunk - 1}) / {chunk};")
     code.line(f"const int64_t ch = ({inner} + nch - 1) / nch;")
@@ -133,6 +143,6 @@ def pointwise_step(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any
         code.line("const int64_t o = task / nch;")
         code.line("const int64_t c0 = (task % nch) * ch;")
         code.line(f"const int64_t c1 = c0 + ch < {inner} ? c0 + ch : {inner};")
-        delinear_into(code, "o", outer_names, shape[:split])
-        simd_loop(code, "f", "c0", "c1", [*reader.lines, store])
-    return step_function(name, sched, reader.reads, {sched.slot(node): "y"}, code)
+        delinear_into(code, "o", outer_names, outer_shape)
+        simd_loop(code, var, "c0", "c1", body)
+    return code

@@ -12,13 +12,12 @@ part once and stores it at its place in the interleaved output.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from torch import fx
 
-from forge.agents.builtin.lowering.code import CodeBuffer, Statement, delinear_into
-from forge.agents.builtin.lowering.cpp_emit import SPLIT_BELOW, cpp_reader, simd_loop, step_function, threads_clause
+from forge.agents.builtin.lowering.code import Statement
+from forge.agents.builtin.lowering.cpp_emit import chunked_loop, cpp_reader, step_function
 from forge.agents.builtin.lowering.ir import dtype_of, keeps_order, linear, shape_of
 from forge.agents.builtin.lowering.reader import CAT_NODES, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule
@@ -61,7 +60,7 @@ def stacked_step(
     shape = list(shape_of(cat))[:-1]
     count = len(parts)
     outer_names = [f"i{k}" for k in range(len(shape) - 1)]
-    outer, inner = math.prod(shape[:-1]), shape[-1]
+    inner = shape[-1]
     reader = cpp_reader(without_buffer(sched, node))
     base = linear([*outer_names, "0"], shape)
     row = "k" if base == "0" else f"{base} + k"
@@ -69,15 +68,6 @@ def stacked_step(
     for j, part in enumerate(parts):
         value = reader.value(part, [*outer_names, "k", "0"])
         stores.append(Statement(f"y[({row}) * {count} + {j}] = {value};"))
-    chunk = int(cfg.get("chunk", 4096))
-    code = CodeBuffer()  # the SIMD loop split into chunks when there are too few rows, as pointwise steps do
-    code.line(f"const int64_t nch = {outer} >= {SPLIT_BELOW} ? 1 : ({inner} + {chunk - 1}) / {chunk};")
-    code.line(f"const int64_t ch = ({inner} + nch - 1) / nch;")
-    code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
-    with code.block(f"for (int64_t task = 0; task < {outer} * nch; ++task)"):
-        code.line("const int64_t o = task / nch;")
-        code.line("const int64_t c0 = (task % nch) * ch;")
-        code.line(f"const int64_t c1 = c0 + ch < {inner} ? c0 + ch : {inner};")
-        delinear_into(code, "o", outer_names, shape[:-1])
-        simd_loop(code, "k", "c0", "c1", [*reader.lines, *stores])
+    # the SIMD loop split into chunks when there are too few rows, as pointwise steps do
+    code = chunked_loop(outer_names, shape[:-1], inner, "k", [*reader.lines, *stores], cfg)
     return step_function(name, sched, reader.reads, {sched.slot(node): "y"}, code)
