@@ -10,8 +10,9 @@ slowdown, but a timing reads a busy machine the same way, so the watch looks at 
   kept and compared by identity: an id alone can be reused once the original is freed;
 - the reference's modules as instances: their attributes (an instance ``forward``), hooks,
   submodules, and where and how their parameters and buffers lie (``data_ptr``, strides);
-- process-wide hooks: module hooks for every module, profile and trace functions, and
-  ``sys.monitoring`` tools where Python has them;
+- process-wide hooks: module hooks for every module, profile and trace functions,
+  ``sys.monitoring`` tools where Python has them, torch function and dispatch modes entered and
+  left entered, torch's profiler left on;
 - the process: torch's thread count, CPU affinity, nice value, child processes, and the CPU it
   burns while the loop's thread sleeps (a thread of the candidate's that keeps running; one that
   pauses while the kernel runs would slow only the baselines).
@@ -94,6 +95,12 @@ def _process_wide() -> dict[str, tuple[Any, ...]]:
         "torch threads": (torch.get_num_threads(),),
         "CPU affinity": tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (),
         "nice": (os.getpriority(os.PRIO_PROCESS, 0),),
+        # a mode entered for good, or the profiler left on, runs Python (or records) around every op
+        "torch function and dispatch modes": (
+            torch._C._len_torch_function_stack(),
+            torch._C._len_torch_dispatch_stack(),
+        ),
+        "torch profiler": (torch.autograd._profiler_enabled(),),
     }
     monitoring = getattr(sys, "monitoring", None)
     if monitoring is not None:

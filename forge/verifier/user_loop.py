@@ -11,8 +11,9 @@ regime the verdict is judged in and the workers' allocator regime. The banked cl
 of the two measurements, with the range a user's process reads (``Verdict.claim_pairs``). A
 kernel that runs the reference there (a fallback) or changes the loop's process (replaces torch
 or clock functions, the reference's own module or class, the thread count, the affinity, keeps a
-thread burning CPU, or slows the reference in two fresh processes running) fails the verdict; one
-slower than eager there is not accepted (``acceptance.beats_eager``)."""
+thread burning CPU, or slows the reference: in its process, and again in a fresh one taking turns
+with a process without it) fails the verdict; one slower than eager there is not accepted
+(``acceptance.beats_eager``)."""
 
 from __future__ import annotations
 
@@ -24,15 +25,18 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Literal
 
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import TimingRegime, VerdictStatus
 from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
 from forge.core.verdict import Verdict
 from forge.verifier.machine import available_cores
-from forge.verifier.messages import UserLoopRequest
+from forge.verifier.messages import Turns, TurnTimes, UserLoopRequest
 from forge.verifier.process import track
 from forge.verifier.template import worker_limits
+from forge.verifier.timing.slowdown import slowed
+from forge.verifier.user_loop_turns import BLOCK_ROUNDS, OTHER_ENDED, turn_blocks
 from forge.verifier.worker_env import worker_env
 
 _START_S = 120.0  # a fresh process imports torch (and compiles the baseline) before its first call
@@ -91,16 +95,18 @@ def _process_measured_twice_if_slowed(
     job: UserLoopRequest, env: dict[str, str], limit: float, memory_mb: int, said: UserLoop
 ) -> UserLoop:
     """One process's measurement; when eager read slower once the candidate was loaded (and the
-    process found nothing else), a fresh process's instead. A neighbour on the machine that starts
-    between the loop's halves reads the same as a candidate that slows the reference; only the
-    candidate does it again (on a 2-core CI VM, an honest affine op read 2.45x slower, once).
-    Measuring again gains a candidate nothing: each baseline keeps the lower of the two readings."""
+    process found nothing else), a fresh process's instead, beside a process without the
+    candidate, the two taking turns (``user_loop_turns``). A neighbour on the machine that starts
+    between a loop's halves reads the same as a candidate that slows the reference (an honest
+    affine op read 2x slower in two fresh processes, one after the other, on a 2-core CI VM);
+    taking turns, the neighbour lands on both. Measuring again gains a candidate nothing: each
+    baseline keeps the lower of the two readings."""
     one = _one_process(job, env, limit, memory_mb, said)
     if one.slowed is None or one.failed or one.fallbacks or one.tampered:
         return one
-    again = _one_process(job, env, limit, memory_mb, said)
+    again = _beside_a_control(job, env, 2 * limit, memory_mb, said)
     if again.slowed is not None and not again.failed:
-        both = f"{one.slowed}; in a fresh process: {again.slowed}"
+        both = f"{one.slowed}; in a fresh process beside one without it, the two taking turns: {again.slowed}"
         return again.model_copy(update={"tampered": [*again.tampered, both]})
     if again.failed or again.fallbacks or again.tampered:
         return again
@@ -112,21 +118,89 @@ def _process_measured_twice_if_slowed(
     return again.model_copy(update={**update, "remeasured": [one.slowed]})
 
 
+def _beside_a_control(
+    job: UserLoopRequest, env: dict[str, str], limit: float, memory_mb: int, said: UserLoop
+) -> UserLoop:
+    """A fresh loaded process's measurement, its ``slowed`` read against a control process (the
+    reference alone) taking turns with it: eager's calls beside the kernel against eager's calls
+    beside the reference's twin, timed in alternating blocks."""
+    with tempfile.TemporaryDirectory(prefix="forge-user-loop-") as tmp:
+        pair = _spawn_pair(job, env, memory_mb, Path(tmp))
+        (loaded_child, loaded_result, loaded_times), (control_child, _, control_times) = pair
+        found = _collect(loaded_child, loaded_result, limit, said)
+        control = _turn_times(control_times, control_child.output(limit), "the control process")
+        loaded = _turn_times(loaded_times, "", "the loaded process")
+    # the first failure is the one to name: a process whose other half ended fails after it
+    if control.failed and control.failed != OTHER_ENDED:
+        return said.model_copy(
+            update={"failed": f"measured again beside a control process, it failed: {control.failed}"}
+        )
+    if found.failed:
+        return found
+    if loaded.failed or control.failed:
+        why = loaded.failed or control.failed
+        return said.model_copy(update={"failed": f"measured again beside a control process: {why}"})
+    where = "beside the candidate than in a process without it, the two taking turns"
+    return found.model_copy(update={"slowed": slowed(control.eager_ns, loaded.eager_ns, where)})
+
+
+def _spawn_pair(
+    job: UserLoopRequest, env: dict[str, str], memory_mb: int, folder: Path
+) -> tuple[tuple[_LoopChild, Path, Path], tuple[_LoopChild, Path, Path]]:
+    """The loaded process and the control process, started on two pipes that hand the turn over;
+    each with its result file and its turns' file."""
+    to_loaded, to_control = os.pipe(), os.pipe()  # (read end, write end)
+    ends: dict[Literal["loaded", "control"], tuple[int, int]] = {
+        "loaded": (to_loaded[0], to_control[1]),
+        "control": (to_control[0], to_loaded[1]),
+    }
+    started: list[tuple[_LoopChild, Path, Path]] = []
+    try:
+        for role, (read_fd, write_fd) in ends.items():
+            times = folder / f"{role}-turns.json"
+            turns = Turns(
+                role=role,
+                read_fd=read_fd,
+                write_fd=write_fd,
+                blocks=turn_blocks(job.rounds),
+                block_rounds=BLOCK_ROUNDS,
+                times_path=str(times),
+            )
+            request = job.model_copy(update={"turns": turns})
+            child, result = _spawn(request, env, memory_mb, folder / role, (read_fd, write_fd))
+            started.append((child, result, times))
+    finally:  # the children hold them now: a child that ends closes its ends, and the other reads that
+        for fd in (*to_loaded, *to_control):
+            os.close(fd)
+    return started[0], started[1]
+
+
+def _turn_times(path: Path, printed: str | None, who: str) -> TurnTimes:
+    """A process's turns read back (untrusted bytes: any failure to read them is a failure)."""
+    if printed is None:
+        return TurnTimes(failed=f"{who} ran past its time")
+    try:
+        return TurnTimes.model_validate_json(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        return TurnTimes(failed=f"{who} wrote no turns ({str(exc)[:200]}): {printed.strip()[-600:]}")
+
+
 def time_allowance(settings: ForgeSettings, timeout: float) -> float:
     """Seconds the user loop may add to a confirmation whose verification may take ``timeout``
     (a caller's deadline for the whole: each process imports torch and compiles the baseline, and
-    each may be measured again in a fresh process after a slowed reading)."""
-    return 2 * settings.user_loop_processes * (timeout + _START_S) if settings.user_loop else 0.0
+    each may be measured again, beside a control process, after a slowed reading)."""
+    return 3 * settings.user_loop_processes * (timeout + _START_S) if settings.user_loop else 0.0
 
 
 class _LoopChild:
     """A user loop's process, in a session of its own, as a stop ends it (``process.track``)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], memory_mb: int) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], memory_mb: int, pass_fds: tuple[int, ...] = ()) -> None:
         self.proc = subprocess.Popen(
             argv,
             env=env,
             cwd=Path.cwd(),
+            pass_fds=pass_fds,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -150,26 +224,38 @@ class _LoopChild:
 
 
 def _one_process(job: UserLoopRequest, env: dict[str, str], limit: float, memory_mb: int, said: UserLoop) -> UserLoop:
-    """One fresh process of the user loop, its report read back as a ``UserLoop`` (untrusted: any
-    value of the wrong type is a failure; what it reports can lower the claim's figure, never
-    raise it)."""
+    """One fresh process of the user loop, its report read back as a ``UserLoop``."""
     with tempfile.TemporaryDirectory(prefix="forge-user-loop-") as tmp:
-        request, result = Path(tmp) / "request.json", Path(tmp) / "result.json"
-        request.write_text(job.model_dump_json())
-        argv = [sys.executable, "-m", "forge.verifier.user_loop_worker", str(request), str(result)]
-        child = _LoopChild(argv, env, memory_mb)
-        printed = child.output(limit)
-        if printed is None:
-            return said.model_copy(update={"failed": f"the loop's process ran past {limit:.0f} s"})
-        if not result.is_file():
-            failed = f"the loop's process ended ({child.proc.returncode}) with no result: {printed.strip()[-600:]}"
-            return said.model_copy(update={"failed": failed})
-        try:
-            found = UserLoop.model_validate_json(result.read_bytes())
-        except (OSError, ValueError) as exc:  # ValidationError is a ValueError: any bytes at all
-            return said.model_copy(update={"failed": f"the loop's process wrote no valid result: {str(exc)[:300]}"})
-        # What the process was asked, not what it says it did, names the measurement.
-        return found.model_copy(update={"threads": said.threads, "regime": said.regime, "rounds": said.rounds})
+        child, result = _spawn(job, env, memory_mb, Path(tmp))
+        return _collect(child, result, limit, said)
+
+
+def _spawn(
+    job: UserLoopRequest, env: dict[str, str], memory_mb: int, folder: Path, pass_fds: tuple[int, ...] = ()
+) -> tuple[_LoopChild, Path]:
+    """A user loop's process started on ``job`` (its request and result files in ``folder``)."""
+    folder.mkdir(exist_ok=True)
+    request, result = folder / "request.json", folder / "result.json"
+    request.write_text(job.model_dump_json())
+    argv = [sys.executable, "-m", "forge.verifier.user_loop_worker", str(request), str(result)]
+    return _LoopChild(argv, env, memory_mb, pass_fds), result
+
+
+def _collect(child: _LoopChild, result: Path, limit: float, said: UserLoop) -> UserLoop:
+    """A process's report read back (untrusted: any value of the wrong type is a failure; what it
+    reports can lower the claim's figure, never raise it)."""
+    printed = child.output(limit)
+    if printed is None:
+        return said.model_copy(update={"failed": f"the loop's process ran past {limit:.0f} s"})
+    if not result.is_file():
+        failed = f"the loop's process ended ({child.proc.returncode}) with no result: {printed.strip()[-600:]}"
+        return said.model_copy(update={"failed": failed})
+    try:
+        found = UserLoop.model_validate_json(result.read_bytes())
+    except (OSError, ValueError) as exc:  # ValidationError is a ValueError: any bytes at all
+        return said.model_copy(update={"failed": f"the loop's process wrote no valid result: {str(exc)[:300]}"})
+    # What the process was asked, not what it says it did, names the measurement.
+    return found.model_copy(update={"threads": said.threads, "regime": said.regime, "rounds": said.rounds})
 
 
 def user_env(device: str, threads: int, settings: ForgeSettings) -> dict[str, str]:

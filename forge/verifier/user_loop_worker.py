@@ -8,6 +8,10 @@ imported, the reference is timed against a second instance of itself (the loop's
 candidate could change is noted; after the loop, what changed is reported (``tampered``). The
 parent trusts none of it beyond a lower claim: the banked figure is never above the isolated
 verification's.
+
+A request with ``turns`` runs in a pair (``user_loop_turns``): the loaded process also times eager
+beside the kernel in turns with a control process, which builds the reference and its twin alone
+and never imports the candidate.
 """
 
 from __future__ import annotations
@@ -15,105 +19,152 @@ from __future__ import annotations
 import copy
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from forge.core.forward_tap import ForwardTap
 from forge.core.importing import import_file
-from forge.core.problem import load_problem, read_problem_source
+from forge.core.problem import Problem, load_problem, read_problem_source
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import UserLoop
 from forge.verifier.machine import flush_bytes
-from forge.verifier.messages import UserLoopRequest
+from forge.verifier.messages import TurnTimes, UserLoopRequest
 from forge.verifier.process_watch import ProcessWatch
 from forge.verifier.timing import plain_loop
 from forge.verifier.timing.pairing import paired_ratio
+from forge.verifier.timing.slowdown import median_ms, slowed
+from forge.verifier.user_loop_turns import OtherProcessEnded, TurnTaker
 
 _PROBES = 3  # untimed kernel calls watched for the reference's forward
-_SLOWED = 1.5  # eager this much slower once the candidate is loaded: the candidate slowed it
 
 
-def _median_ms(ns: list[int]) -> float:
-    return round(sorted(ns)[len(ns) // 2] / 1e6, 6)
+@dataclass
+class LoopStage:
+    """What a user-loop process builds before its first call: the op's reference in eval mode, a
+    copy of it (the twin, the null's other side) and the loop's conditions."""
 
+    req: UserLoopRequest
+    problem: Problem
+    init: list[Any]
+    reference: torch.nn.Module
+    twin: torch.nn.Module
+    flushed: int
 
-def _slowed(before_ns: list[int], during_ns: list[int]) -> str | None:
-    """Eager slowed once the candidate was loaded, beyond the noise: even its fastest quarter of
-    calls after it took ``_SLOWED`` times its slowest quarter before. Two medians of 10-60 calls
-    alone read 0.7-1.6x apart on a 2-core VM with nothing loaded (a cold RMSNorm, 10 calls a side)."""
-    before, during = sorted(before_ns), sorted(during_ns)
-    if during[len(during) // 4] <= _SLOWED * before[(3 * len(before)) // 4]:
-        return None
-    b, d = _median_ms(before_ns), _median_ms(during_ns)
-    slower = f"{d / b:.2f}x slower ({b} -> {d} ms, medians; every quarter of its calls)"
-    return f"eager ran {slower} once the candidate was loaded"
+    @classmethod
+    def build(cls, req: UserLoopRequest) -> LoopStage:
+        problem = load_problem(read_problem_source(Path(req.op_path)))
+        sys.modules["forge_reference"] = problem.module
+        init = problem.init_inputs()
+        torch.manual_seed(req.seed)
+        reference = problem.model_cls(*init).to(req.device).eval()
+        # flushed here, not in the parent: on CUDA it asks the device (and starts CUDA)
+        return cls(req, problem, init, reference, copy.deepcopy(reference), flush_bytes(req.device))
+
+    def draw(self) -> list[torch.Tensor]:
+        return [x.to(self.req.device) for x in self.problem.inputs()]
+
+    def time(self, sides: dict[str, plain_loop.Side], rounds: int) -> dict[str, list[int]]:
+        cold = self.req.regime is TimingRegime.COLD
+        return plain_loop.time_sides(sides, self.draw, rounds, cold, self.flushed, self.req.device)
 
 
 def measure(req: UserLoopRequest) -> UserLoop:
-    device, rounds, cold = req.device, req.rounds, req.regime is TimingRegime.COLD
-    problem = load_problem(read_problem_source(Path(req.op_path)))
-    sys.modules["forge_reference"] = problem.module
-    init = problem.init_inputs()
-    torch.manual_seed(req.seed)
-    reference = problem.model_cls(*init).to(device).eval()
-    twin = copy.deepcopy(reference)
-
-    flushed = flush_bytes(device)  # here, not in the parent: on CUDA it asks the device (and starts CUDA)
-
-    def draw() -> list[torch.Tensor]:
-        return [x.to(device) for x in problem.inputs()]
-
-    def loop(sides: dict[str, plain_loop.Side]) -> dict[str, list[int]]:
-        return plain_loop.time_sides(sides, draw, rounds, cold, flushed, device)
-
+    stage = LoopStage.build(req)
+    reference, twin, rounds = stage.reference, stage.twin, req.rounds
+    taker = TurnTaker(req.turns) if req.turns is not None else None
     compiled = torch.compile(reference) if req.compile else None
     if compiled is not None:  # built before the snapshot: what compiling loads is not the candidate's doing
         with torch.no_grad():
-            compiled(*draw())
+            compiled(*stage.draw())
+    if taker is not None:  # the control process is built: its start does not land on these loops
+        taker.wait()
     # Eager "before" is timed in the same rotation as "during" (the compiled side included): a
     # compiled neighbour alone slowed eager's calls 1.2-1.3x on a 2-core VM, which read as the
     # candidate's doing when only the second loop had it.
     before_sides: dict[str, plain_loop.Side] = {"eager": lambda x: reference(*x), "twin": lambda x: twin(*x)}
     if compiled is not None:
         before_sides["compile"] = lambda x: compiled(*x)
-    null = loop(before_sides)
-    watch = ProcessWatch(reference, problem.module)
-    module = import_file("forge_candidate", Path(req.candidate_path))
-    kernel = module.ModelNew(*init).to(device)
-    kernel.load_state_dict(reference.state_dict())
-    kernel.eval()
-    counted = ForwardTap(problem.model_cls)
-    with torch.no_grad():
-        for _ in range(_PROBES):
-            kernel(*draw())
-    counted.restore()
+    null = stage.time(before_sides, rounds)
+    watch = ProcessWatch(reference, stage.problem.module)
+    kernel, fallbacks = _loaded_kernel(stage)
     sides: dict[str, plain_loop.Side] = {"eager": lambda x: reference(*x), "kernel": lambda x: kernel(*x)}
-    if compiled is not None:
-        sides["compile"] = lambda x: compiled(*x)
-    times = loop(sides)
-    tampered = watch.changes()
+    times = stage.time(sides | ({"compile": lambda x: compiled(*x)} if compiled is not None else {}), rounds)
+    if taker is not None:
+        _take_turns(stage, taker, sides)
     found = UserLoop(
         regime=req.regime,
         rounds=rounds,
         threads=torch.get_num_threads(),
         eager=paired_ratio(times["eager"], times["kernel"]),
         null=paired_ratio(null["eager"], null["twin"]),
-        eager_ms=_median_ms(times["eager"]),
-        kernel_ms=_median_ms(times["kernel"]),
-        fallbacks=counted.count,
-        tampered=tampered,
-        slowed=_slowed(null["eager"], times["eager"]),
+        eager_ms=median_ms(times["eager"]),
+        kernel_ms=median_ms(times["kernel"]),
+        fallbacks=fallbacks,
+        tampered=watch.changes(),
+        slowed=slowed(null["eager"], times["eager"], "once the candidate was loaded"),
     )
     if "compile" in times:
         found.compiled = paired_ratio(times["compile"], times["kernel"])
-        found.compile_ms = _median_ms(times["compile"])
+        found.compile_ms = median_ms(times["compile"])
     return found
+
+
+def _loaded_kernel(stage: LoopStage) -> tuple[torch.nn.Module, int]:
+    """The candidate imported as ``forge.kernelbank`` imports it, built with the reference's
+    weights, and how many of its first calls ran the reference's forward (a fallback)."""
+    module = import_file("forge_candidate", Path(stage.req.candidate_path))
+    kernel = module.ModelNew(*stage.init).to(stage.req.device)
+    kernel.load_state_dict(stage.reference.state_dict())
+    kernel.eval()
+    counted = ForwardTap(stage.problem.model_cls)
+    with torch.no_grad():
+        for _ in range(_PROBES):
+            kernel(*stage.draw())
+    counted.restore()
+    return kernel, counted.count
+
+
+def _take_turns(stage: LoopStage, taker: TurnTaker, sides: dict[str, plain_loop.Side]) -> None:
+    """Eager beside ``sides``' other side, in turns with the other process; written to the
+    turns' file (a failure there is the pair's, not this loop's)."""
+    turns = taker.turns
+    taker.give()
+    try:
+        ns = taker.blocks(lambda: stage.time(sides, turns.block_rounds)["eager"])
+        found = TurnTimes(eager_ns=ns)
+    except OtherProcessEnded as exc:
+        found = TurnTimes(failed=str(exc))
+    Path(turns.times_path).write_text(found.model_dump_json())
+
+
+def control(req: UserLoopRequest) -> None:
+    """The process without the candidate: eager beside its twin, in turns with the loaded one."""
+    turns = req.turns
+    assert turns is not None
+    try:
+        stage = LoopStage.build(req)
+        reference, twin = stage.reference, stage.twin
+        taker = TurnTaker(turns)
+        taker.give()  # built: the loaded process may start its loops
+        sides: dict[str, plain_loop.Side] = {"eager": lambda x: reference(*x), "twin": lambda x: twin(*x)}
+        found = TurnTimes(eager_ns=taker.blocks(lambda: stage.time(sides, turns.block_rounds)["eager"]))
+    except OtherProcessEnded as exc:
+        found = TurnTimes(failed=str(exc))
+    except Exception as exc:
+        frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        found = TurnTimes(failed="".join(frames[-3:])[-1500:])
+    Path(turns.times_path).write_text(found.model_dump_json())
 
 
 def main() -> None:
     request, result = Path(sys.argv[1]), Path(sys.argv[2])
     req = UserLoopRequest.model_validate_json(request.read_text())
+    if req.turns is not None and req.turns.role == "control":
+        control(req)
+        return
     try:
         loop = measure(req)
     except Exception as exc:

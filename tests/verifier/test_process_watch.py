@@ -13,6 +13,7 @@ import types
 import pytest
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from forge.verifier.process_watch import ProcessWatch
 
@@ -100,3 +101,22 @@ def test_a_child_process_and_a_thread_burning_cpu_are_named():
         child.wait()
     assert any(line.startswith("started child processes") for line in found), found
     assert any("cores while the loop slept" in line for line in found), found
+
+
+class _PassThrough(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_mode_or_the_profiler_left_on_is_named():
+    """A torch function mode entered for good runs Python around every op the reference calls;
+    the profiler left on records each one."""
+    reference, op = _reference()
+    watch = ProcessWatch(reference, op)
+    with _PassThrough():
+        in_mode = watch.changes()
+    assert any("torch function and dispatch modes" in line for line in in_mode), in_mode
+    with torch.autograd.profiler.profile():
+        profiled = watch.changes()
+    assert any("torch profiler" in line for line in profiled), profiled
+    assert watch.changes() == []

@@ -14,8 +14,9 @@ from forge.core.statuses import TimingRegime
 from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
 from forge.core.verdict import Verdict
 from forge.verifier import Job, VerifierService, user_loop
+from forge.verifier.messages import UserLoopRequest
+from forge.verifier.timing.slowdown import slowed
 from forge.verifier.user_loop import with_user_loop
-from forge.verifier.user_loop_worker import _slowed
 from tests.conftest import CANDIDATES, OPS
 
 AFFINE = OPS / "small_affine.py"
@@ -59,6 +60,7 @@ def test_a_candidate_that_replaces_a_torch_function_in_the_users_process_fails(f
     [
         ("affine/patches_reference.py", "forge_reference.Model.forward"),
         ("affine/spins_beside.py", "cores while the loop slept"),
+        ("affine/enters_a_mode.py", "changed torch function and dispatch modes"),
     ],
 )
 def test_a_candidate_that_slows_only_the_reference_in_the_users_process_fails(fast_settings, cand, named):
@@ -147,31 +149,75 @@ def test_a_later_process_that_finds_a_change_ends_the_loop_and_names_the_process
 
 def test_slowed_reads_every_quarter_of_eager_beyond_the_noise():
     before = [1_000_000 + 20_000 * k for k in range(12)]
-    assert _slowed(before, [int(1.7 * t) for t in before]) is not None
-    assert _slowed(before, [*before[:4], *(int(3 * t) for t in before[4:])]) is None  # a quarter as before
+    said = slowed(before, [int(1.7 * t) for t in before], "once loaded")
+    assert said is not None and said.startswith("eager ran 1.70x slower") and said.endswith("once loaded")
+    assert slowed(before, [*before[:4], *(int(3 * t) for t in before[4:])], "") is None  # a quarter as before
+    assert slowed([], before, "") is None and slowed(before, [], "") is None
+
+
+def _request(cand: str, settings) -> tuple[UserLoopRequest, dict[str, str], UserLoop]:  # type: ignore[no-untyped-def]
+    job = UserLoopRequest(
+        op_path=str(AFFINE),
+        candidate_path=str(cand),
+        regime=TimingRegime.WARM,
+        rounds=10,
+        compile=False,
+        seed=0,
+        device="cpu",
+    )
+    return job, user_loop.user_env("cpu", 2, settings), UserLoop(regime=TimingRegime.WARM, rounds=10, threads=2)
+
+
+def test_a_process_taking_turns_with_one_without_the_candidate_reads_eager_slowed_only_by_the_candidate(
+    fast_settings,
+):
+    """The pair's protocol, in real processes: the loaded process measures as a lone one does,
+    then both time eager in turns; the honest kernel leaves eager as fast as it is without it."""
+    job, env, said = _request(str(CANDIDATES / "affine/honest.py"), fast_settings)
+    found = user_loop._beside_a_control(job, env, 120, 3072, said)
+    assert found.failed is None and found.slowed is None and not found.tampered, found
+    assert found.eager is not None and found.eager.pairs == 10 and found.null is not None
+    # a kernel whose process runs every torch call through a slow mode: eager reads slower there
+    job, env, said = _request(str(CANDIDATES / "affine/enters_a_mode.py"), fast_settings)
+    found = user_loop._beside_a_control(job, env, 120, 3072, said)
+    assert found.slowed is not None, found
+    assert found.slowed.endswith("beside the candidate than in a process without it, the two taking turns")
+
+
+def test_a_pair_whose_loaded_process_fails_names_that_failure_and_the_control_process_ends(fast_settings, tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('broken at import')\n")
+    job, env, said = _request(str(broken), fast_settings)
+    found = user_loop._beside_a_control(job, env, 120, 3072, said)
+    assert found.failed is not None and "broken at import" in found.failed, found.failed
 
 
 def test_eager_read_slower_once_is_measured_again_and_twice_is_a_change(fast_settings, monkeypatch):
     """A neighbour starting between the loop's halves reads as a candidate that slows eager: a
-    fresh process measures again, and only a second slowed reading fails the loop."""
+    fresh process measures again beside one without the candidate, and only a second slowed
+    reading fails the loop."""
     figure = PairedRatio(pairs=10, median=2, low=1.9, high=2.1)
     ok = UserLoop(regime=TimingRegime.COLD, rounds=10, threads=2, eager=figure)
-    slowed = ok.model_copy(
+    slower = ok.model_copy(
         update={"slowed": "eager ran 2.45x slower", "eager": PairedRatio(pairs=10, median=5, low=4, high=6)}
     )
     v = _timed(2.0, 2.0)
     settings = fast_settings.model_copy(update={"user_loop": True, "user_loop_processes": 2})
-    replies = iter([ok, slowed, ok])
+    replies = iter([ok, slower, ok])
     monkeypatch.setattr(user_loop, "_one_process", lambda *args: next(replies))
+    monkeypatch.setattr(user_loop, "_beside_a_control", lambda *args: next(replies))
     loop = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10)
     assert not loop.tampered and len(loop.processes) == 2 and loop.eager is not None and loop.eager.high == 2.1
     assert loop.remeasured == ["process 2: eager ran 2.45x slower"]
     # measuring again never raises a claim: each baseline keeps the lower of the two readings
-    low = slowed.model_copy(update={"eager": PairedRatio(pairs=10, median=1.5, low=1.4, high=1.6)})
+    low = slower.model_copy(update={"eager": PairedRatio(pairs=10, median=1.5, low=1.4, high=1.6)})
     replies = iter([low, ok, ok])
     loop = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10)
     assert loop.processes[0].eager is not None and loop.processes[0].eager.median == 1.5
-    replies = iter([ok, slowed, slowed])
+    replies = iter([ok, slower, slower])
     loop = user_loop.measure_user_loop(AFFINE, AFFINE, v, settings, 10)
-    assert loop.tampered == ["process 2 of 2: eager ran 2.45x slower; in a fresh process: eager ran 2.45x slower"]
+    twice = (
+        "eager ran 2.45x slower; in a fresh process beside one without it, the two taking turns: eager ran 2.45x slower"
+    )
+    assert loop.tampered == [f"process 2 of 2: {twice}"]
     assert with_user_loop(v, loop).status == "failed_integrity"

@@ -69,6 +69,8 @@ from forge.verifier.messages.requests import (
     TimeCallRequest,
     TimeEndRequest,
     TimingBatchRequest,
+    Turns,
+    TurnTimes,
     UserLoopRequest,
 )
 
@@ -145,6 +147,8 @@ __all__ = [
     "TimingFacts",
     "TimingPlan",
     "TimingReply",
+    "TurnTimes",
+    "Turns",
     "UserLoopRequest",
     "parse_reply",
     "parse_request",

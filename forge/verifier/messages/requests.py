@@ -109,9 +109,31 @@ class TimeEndRequest(Message):
     kind: Literal["time_end"] = "time_end"
 
 
+class Turns(Message):
+    """A user-loop process that takes turns with another (``user_loop_turns``): it reads a byte
+    from ``read_fd`` before each block of ``block_rounds`` rounds and writes one to ``write_fd``
+    after it, ``blocks`` times; eager's calls go to ``times_path`` (``TurnTimes``). The control
+    process never imports the candidate."""
+
+    role: Literal["loaded", "control"]
+    read_fd: int
+    write_fd: int
+    blocks: int = Field(ge=1)
+    block_rounds: int = Field(ge=1)
+    times_path: str
+
+
+class TurnTimes(Message):
+    """Eager's per-call nanoseconds in one process's turns, or why there are none."""
+
+    eager_ns: list[int] = Field(default_factory=list)
+    failed: str | None = None
+
+
 class UserLoopRequest(Message):
     """A user-loop process's job (``user_loop``), written to the file it reads; it answers with a
-    ``UserLoop`` record written to another."""
+    ``UserLoop`` record written to another (a control process, ``turns.role == "control"``, with
+    its ``TurnTimes`` alone)."""
 
     op_path: str
     candidate_path: str
@@ -120,6 +142,7 @@ class UserLoopRequest(Message):
     compile: bool
     seed: int
     device: str
+    turns: Turns | None = None
 
 
 class ExitRequest(Message):

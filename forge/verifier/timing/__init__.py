@@ -20,6 +20,7 @@ In the parent:
   timed batches, so a candidate that slows the reference down is caught;
 - ``plain_loop``: both sides timed in one process, as a user's loop would (the user-loop
   confirmation and the benchmarks).
+- ``slowdown``: whether eager ran slower beside the candidate than without it (the user loop).
 
 The null control (the op's reference timed against itself) is a candidate like any other here:
 ``VerifierService.verify_null`` runs it; ``forge.harness.sessions.null_control`` judges a
