@@ -53,6 +53,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # process; the combining of several is test_user_loop.py's).
     os.environ.setdefault("FORGE_USER_LOOP", "false")
     os.environ.setdefault("FORGE_USER_LOOP_PROCESSES", "1")
+    # The tests assert what sessions decide, on a machine whose load they do not control (CI's VM
+    # has its CPU time stolen by the hypervisor, 5-20% at times, which marks a verification busy:
+    # nothing banked, a wait for quiet). The load is recorded, not enforced; what a busy verdict
+    # does is tested on recorded ones (test_builtin_session.py, test_cli_optimize.py).
+    os.environ.setdefault("FORGE_LOAD_CHECK", "false")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -93,6 +98,7 @@ def fast_settings(cache_dir: Path) -> ForgeSettings:
         confirm_trials=10,
         cache_dir=cache_dir,
         user_loop=False,  # a fresh process per confirmation: tests/verifier/test_user_loop.py turns it on
+        load_check=False,  # the load is recorded, not enforced (see pytest_configure)
     )
 
 

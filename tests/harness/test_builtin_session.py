@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import pytest
 
-from forge.core.acceptance import timed_while_busy
 from forge.core.figures import fmt_seconds
 from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
@@ -381,19 +380,13 @@ def test_ctrl_c_while_confirming_banks_the_round_best_unconfirmed_and_resume_dec
         run = optimize([OPS / "pointwise_chain.py"], options, fast_settings)
     (result,) = run.results
     assert result.status == "interrupted" and run.exit_code == 130
+    assert result.accepted, ("the fused chain (~12x eager) beats eager beyond the noise in its round", result.reason)
     query = "SELECT id, json_extract(evidence, '$.confirmed') FROM kernels WHERE session_id = ?"
     with sqlite3.connect(bank) as db:
-        (round_best,) = db.execute("SELECT verdict FROM attempts WHERE session_id = ?", (result.session_id,)).fetchone()
-        banked = db.execute(query, (result.session_id,)).fetchall()
-    if timed_while_busy(Verdict.from_json(json.loads(round_best))):
-        # a neighbour loaded the machine while the round timed it (CI reads this): no figure, nothing banked
-        assert not result.accepted and banked == [] and result.trace[0].speedup is None
-    else:
-        assert result.accepted, ("the fused chain (~12x eager) beats eager beyond the noise", result.reason)
-        assert banked == [(result.kernel_id, 0)]
-        engine = open_for_writing(bank)
-        assert [(k.id, k.confirmed) for k in list_kernels(engine)] == [(result.kernel_id, False)]  # bank list says so
-        engine.dispose()
+        assert db.execute(query, (result.session_id,)).fetchall() == [(result.kernel_id, 0)]
+    engine = open_for_writing(bank)
+    assert [(k.id, k.confirmed) for k in list_kernels(engine)] == [(result.kernel_id, False)]  # bank list says so
+    engine.dispose()
     # --resume: no rounds left, so it confirms; the provisional kernel gives way to what holds up
     resumed = optimize([], replace(options, resume=result.session_id), fast_settings)
     (again,) = resumed.results
