@@ -60,7 +60,7 @@ def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_s
     tmp_path, fast_settings, burners, monkeypatch
 ):
     monkeypatch.setattr("forge.verifier.timing.paired._QUIET_WAIT_S", 1.0)  # the verifier's own retries, short
-    settings = fast_settings.model_copy(update={"compile_baseline": True, "quiet_wait_s": 60.0})
+    settings = fast_settings.model_copy(update={"compile_baseline": True, "quiet_wait_s": 60.0, "load_check": True})
     assert len(LONG) > 12_000
     script = Script(coder=[LONG, RIGHT], judge=[judge_json("vectorise it"), judge_json("done", go_on=False)])
     seen: list[ev.Event] = []
