@@ -133,7 +133,7 @@ def _one_op(ctx: Context, op: Path, bank: Path, left_s: float) -> OpRow | None:
     t0 = time.monotonic()
     limit = max(left_s - MEASURE_S, 60.0)
     args = ["optimize", str(op), "--bank", str(bank), "--json"]
-    args += ["--rounds", "2"] if ctx.dry else ["--time-limit", f"{limit - 30:.0f}"]
+    args += ["--rounds", "1"] if ctx.dry else ["--time-limit", f"{limit - 30:.0f}"]
     try:
         done = ctx.forge(*args, timeout=1800.0 if ctx.dry else limit)
     except subprocess.TimeoutExpired:
