@@ -337,3 +337,52 @@ def test_plain_tensor_attributes_and_tensors_made_in_forward_are_graph_inputs():
     huge = torch.randn(1 << 15)
     why = program.analyze(Op(lambda x: x + torch.tensor(huge.tolist())[:8]), [torch.randn(2, 8)])
     assert isinstance(why, str) and "register it as a buffer" in why
+
+
+class _ConvBNReLU(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 6, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(6)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return torch.relu(self.bn(self.conv(x)))
+
+
+def _overwritten(model: nn.Module, inputs: list[torch.Tensor]) -> list[str]:
+    lowered = program.analyze(model, inputs)
+    assert isinstance(lowered, LoweredGraph), lowered
+    return sorted(str(source.target) for source in lowered.sched.overwrites.values())
+
+
+def test_an_epilogue_is_written_over_the_library_result_it_alone_reads():
+    """Batch norm and ReLU after a convolution, GELU after a linear layer: the epilogue reads the
+    library's result element for element and nothing else reads it, so it is written there (no
+    new tensor) and the result is the reference's."""
+    bn = _ConvBNReLU().eval()
+    with torch.no_grad():
+        bn.bn.running_mean.uniform_(-1, 1)
+        bn.bn.running_var.uniform_(0.5, 2)
+    x = specials((2, 4, 7, 7))
+    assert _overwritten(bn, [x]) == ["aten.convolution.default"]
+    check(bn, [x])
+    source = program.render(program.analyze(bn, [x]))
+    assert "torch.empty" not in source.split("def _kernel(self")[1].split("def ")[0]  # eval mode: no new output
+    linear = nn.Sequential(nn.Linear(8, 16), nn.GELU())
+    assert _overwritten(linear, [torch.randn(4, 8)]) == ["aten.addmm.default"]
+    check(linear, [specials((4, 8))])
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, w: (lambda y: (y.relu(), y))(x @ w),  # the result is returned too
+        lambda x, w: (lambda y: y - y.amax(-1, keepdim=True))(x @ w),  # a reduction reads it as well
+        lambda x, w: (lambda y: y + y.t())(x @ w),  # read at another element
+        lambda x, w: (lambda y: y.relu() + y[:1])(x @ w),  # read through a view (broadcast)
+    ],
+)
+def test_a_library_result_read_elsewhere_keeps_its_own_storage(fn):
+    model, inputs = Op(fn), [specials((6, 6)), specials((6, 6), seed=1)]
+    assert _overwritten(model, inputs) == []
+    check(model, inputs)

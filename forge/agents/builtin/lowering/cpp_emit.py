@@ -59,14 +59,20 @@ def cpp_reader(sched: Schedule) -> Reader:
 
 
 def pointer_decls(code: CodeBuffer, sched: Schedule, reads: set[int], writes: dict[int, str]) -> None:
-    """The buffer pointers a step uses, typed (``writes``: slot -> name of the output pointer)."""
+    """The buffer pointers a step uses, typed (``writes``: slot -> name of the output pointer). A
+    slot both read and written (a value written over the library result it reads,
+    ``Schedule.overwrites``) is two pointers to one buffer, so neither is ``__restrict__``."""
     by_slot = {slot: node for node, slot in sched.buffers.items()}
-    for slot in sorted(reads - set(writes)):
+    for slot in sorted(reads):
+        if writes.get(slot) == f"b{slot}":  # read and written through one pointer
+            continue
         ct = ctype_of(dtype_of(by_slot[slot]))
-        code.line(f"const {ct}* __restrict__ b{slot} = (const {ct}*)b[{slot}];")
+        restrict = "" if slot in writes else " __restrict__"
+        code.line(f"const {ct}*{restrict} b{slot} = (const {ct}*)b[{slot}];")
     for slot, name in writes.items():
         ct = ctype_of(dtype_of(by_slot[slot]))
-        code.line(f"{ct}* __restrict__ {name} = ({ct}*)b[{slot}];")
+        restrict = "" if slot in reads else " __restrict__"
+        code.line(f"{ct}*{restrict} {name} = ({ct}*)b[{slot}];")
 
 
 def step_function(name: str, sched: Schedule, reads: set[int], writes: dict[int, str], body: CodeBuffer) -> str:

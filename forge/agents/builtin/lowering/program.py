@@ -211,7 +211,7 @@ def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
             lines.extend(library_lines(unit, sched))
             continue
         members = unit.steps if isinstance(unit, RowGroup) else (unit,)
-        lines.extend(allocation(w, sched) for s in members for w in s.writes)
+        lines.extend(allocation(w, sched) for s in members for w in s.writes if w not in sched.overwrites)
         fused = fused_row_step(f"{prefix}step{k}", unit, sched, cfg) if isinstance(unit, RowGroup) else None
         if fused is not None:
             cpp_parts.append(fused)

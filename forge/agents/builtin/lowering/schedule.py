@@ -69,6 +69,8 @@ class Schedule:
     outputs: list[fx.Node] = field(default_factory=list)  # returned nodes
     copies: list[tuple[fx.Node, fx.Node]] = field(default_factory=list)  # (module buffer, new value)
     constants: list[fx.Node] = field(default_factory=list)  # tensors made in forward (get_attr)
+    # written node -> the library result whose storage it takes (``_overwrite_library_results``)
+    overwrites: dict[fx.Node, fx.Node] = field(default_factory=dict)
 
     def slot(self, node: fx.Node) -> int:
         return self.buffers[node]
@@ -197,7 +199,74 @@ def schedule(traced: Traced, run_by_torch: frozenset[StepKind] = frozenset({Step
     sched.steps.sort(key=lambda s: order[s.node])
     for node in sched.buffers:
         shape_of(node)  # every buffer is a tensor with a static shape
+    _overwrite_library_results(sched, live)
     return sched
+
+
+def _overwrite_library_results(sched: Schedule, live: set[fx.Node]) -> None:
+    """A pointwise step whose value reads a library result (a convolution's, a matmul's) element
+    for element, where nothing else reads that result, writes into the result's own storage: a
+    fresh output costs the page faults of a new allocation and a second buffer's cache lines (a
+    convolution's batch norm and ReLU written over its result took 0.01 ms, into a new tensor
+    0.09 ms: 8x32x32x32 floats on 2 cores)."""
+    library = {w for st in sched.steps if st.kind is StepKind.LIBRARY for w in st.writes}
+    taken: set[fx.Node] = set()
+    for st in sched.steps:
+        if st.kind is not StepKind.POINTWISE or st.writes != (st.node,) or kind_of(st.node) is not NodeKind.POINTWISE:
+            continue
+        region = _inlined_region(st.node, sched)
+        for source in sorted(library & region.leaves - taken, key=lambda n: n.name):
+            if _same_element_only(st.node, source, region.nodes, live, sched):
+                sched.overwrites[st.node] = source
+                sched.buffers[st.node] = sched.buffers[source]
+                taken.add(source)
+                break
+
+
+@dataclass
+class _Region:
+    nodes: set[fx.Node]  # the nodes inlined into a step's value, the value itself included
+    leaves: set[fx.Node]  # the buffers they read
+
+
+def _inlined_region(root: fx.Node, sched: Schedule) -> _Region:
+    region = _Region({root}, set())
+    stack = list(root.all_input_nodes)
+    while stack:
+        node = stack.pop()
+        if node in sched.buffers:
+            region.leaves.add(node)
+        elif node not in region.nodes:
+            region.nodes.add(node)
+            stack.extend(node.all_input_nodes)
+    return region
+
+
+def _same_element_only(
+    root: fx.Node, source: fx.Node, region: set[fx.Node], live: set[fx.Node], sched: Schedule
+) -> bool:
+    """Every read of ``source`` in ``root``'s value is of the element ``root`` writes (a chain of
+    pointwise ops of ``root``'s shape, no view, broadcast or gather on the way), and nothing
+    outside that value reads ``source`` or anything computed from it there."""
+    if source in sched.outputs or shape_of(source) != shape_of(root) or value_of(source).dtype != value_of(root).dtype:
+        return False
+    if any(source is dst or source is src for dst, src in sched.copies):
+        return False
+    cone = {source}
+    for node in _topological(region, root):  # inputs first: a node reaches source through its inputs
+        if any(a in cone for a in node.all_input_nodes):
+            cone.add(node)
+    for node in cone:
+        if node is not source and (kind_of(node) is not NodeKind.POINTWISE or shape_of(node) != shape_of(root)):
+            return False
+        if node is not root and any(u in live and u not in region for u in node.users):
+            return False
+    return root in cone
+
+
+def _topological(region: set[fx.Node], root: fx.Node) -> list[fx.Node]:
+    order = {n: i for i, n in enumerate(root.graph.nodes)}
+    return sorted(region, key=order.__getitem__)
 
 
 def _check_in_place(node: fx.Node, dst: fx.Node, src: fx.Node, live: set[fx.Node]) -> None:

@@ -67,7 +67,7 @@ def _kernels(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
         if step.kind in RUN_BY_TORCH:
             lines.extend(library_lines(step, sched))
             continue
-        lines.extend(allocation(w, sched, "dev") for w in step.writes)
+        lines.extend(allocation(w, sched, "dev") for w in step.writes if w not in sched.overwrites)
         writer = pointwise_kernel if step.kind is StepKind.POINTWISE else reduce_kernel
         source, launch = writer(f"_{prefix}step{k}", step.node, sched, cfg)
         kernels.append(source)
