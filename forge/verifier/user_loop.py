@@ -40,6 +40,8 @@ from forge.verifier.user_loop_turns import BLOCK_ROUNDS, OTHER_ENDED, turn_block
 from forge.verifier.worker_env import worker_env
 
 _START_S = 120.0  # a fresh process imports torch (and compiles the baseline) before its first call
+_LAST_BLOCK_S = 60.0  # the control process's wait once the loaded one ended: its last block, and its exit
+_RAN_PAST = "it ran past its time"
 
 
 def measure_user_loop(
@@ -128,10 +130,12 @@ def _beside_a_control(
         pair = _spawn_pair(job, env, memory_mb, Path(tmp))
         (loaded_child, loaded_result, loaded_times), (control_child, _, control_times) = pair
         found = _collect(loaded_child, loaded_result, limit, said)
-        control = _turn_times(control_times, control_child.output(limit), "the control process")
+        # the loaded process has ended: the control has one block left at most (a child the
+        # candidate forked could hold the pipe open; the loaded process's failure comes first then)
+        control = _turn_times(control_times, control_child.output(_LAST_BLOCK_S), "the control process")
         loaded = _turn_times(loaded_times, "", "the loaded process")
     # the first failure is the one to name: a process whose other half ended fails after it
-    if control.failed and control.failed != OTHER_ENDED:
+    if control.failed and control.failed != OTHER_ENDED and not (found.failed and control.failed == _RAN_PAST):
         return said.model_copy(
             update={"failed": f"measured again beside a control process, it failed: {control.failed}"}
         )
@@ -178,7 +182,7 @@ def _spawn_pair(
 def _turn_times(path: Path, printed: str | None, who: str) -> TurnTimes:
     """A process's turns read back (untrusted bytes: any failure to read them is a failure)."""
     if printed is None:
-        return TurnTimes(failed=f"{who} ran past its time")
+        return TurnTimes(failed=_RAN_PAST)
     try:
         return TurnTimes.model_validate_json(path.read_bytes())
     except (OSError, ValueError) as exc:
@@ -189,24 +193,29 @@ def time_allowance(settings: ForgeSettings, timeout: float) -> float:
     """Seconds the user loop may add to a confirmation whose verification may take ``timeout``
     (a caller's deadline for the whole: each process imports torch and compiles the baseline, and
     each may be measured again, beside a control process, after a slowed reading)."""
-    return 3 * settings.user_loop_processes * (timeout + _START_S) if settings.user_loop else 0.0
+    return 4 * settings.user_loop_processes * (timeout + _START_S) if settings.user_loop else 0.0
 
 
 class _LoopChild:
-    """A user loop's process, in a session of its own, as a stop ends it (``process.track``)."""
+    """A user loop's process, in a session of its own, as a stop ends it (``process.track``). What
+    it prints goes to a file: a pipe nobody reads while it runs (the control process's, while the
+    parent waits on the loaded one) would block it once full."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], memory_mb: int, pass_fds: tuple[int, ...] = ()) -> None:
-        self.proc = subprocess.Popen(
-            argv,
-            env=env,
-            cwd=Path.cwd(),
-            pass_fds=pass_fds,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-            preexec_fn=lambda: worker_limits(2 * memory_mb),
-        )
+    def __init__(
+        self, argv: list[str], env: dict[str, str], memory_mb: int, printed: Path, pass_fds: tuple[int, ...] = ()
+    ) -> None:
+        self.printed = printed
+        with printed.open("wb") as out:
+            self.proc = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=Path.cwd(),
+                pass_fds=pass_fds,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=lambda: worker_limits(2 * memory_mb),
+            )
         track(self)
 
     def kill(self) -> None:
@@ -216,11 +225,12 @@ class _LoopChild:
     def output(self, limit: float) -> str | None:
         """What it printed, once it ended within ``limit`` seconds (None: it was killed then)."""
         try:
-            return self.proc.communicate(timeout=limit)[0] or ""
+            self.proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             self.kill()
-            self.proc.communicate()
+            self.proc.wait()
             return None
+        return self.printed.read_bytes()[-20_000:].decode(errors="replace")
 
 
 def _one_process(job: UserLoopRequest, env: dict[str, str], limit: float, memory_mb: int, said: UserLoop) -> UserLoop:
@@ -238,7 +248,7 @@ def _spawn(
     request, result = folder / "request.json", folder / "result.json"
     request.write_text(job.model_dump_json())
     argv = [sys.executable, "-m", "forge.verifier.user_loop_worker", str(request), str(result)]
-    return _LoopChild(argv, env, memory_mb, pass_fds), result
+    return _LoopChild(argv, env, memory_mb, folder / "printed.txt", pass_fds), result
 
 
 def _collect(child: _LoopChild, result: Path, limit: float, said: UserLoop) -> UserLoop:

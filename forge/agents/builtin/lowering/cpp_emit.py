@@ -60,18 +60,19 @@ def cpp_reader(sched: Schedule) -> Reader:
 
 def pointer_decls(code: CodeBuffer, sched: Schedule, reads: set[int], writes: dict[int, str]) -> None:
     """The buffer pointers a step uses, typed (``writes``: slot -> name of the output pointer). A
-    slot both read and written (a value written over the library result it reads,
-    ``Schedule.overwrites``) is two pointers to one buffer, so neither is ``__restrict__``."""
+    value written over the library result it reads (``Schedule.overwrites``) is read and written
+    through two pointers to one buffer, so neither is ``__restrict__``."""
     by_slot = {slot: node for node, slot in sched.buffers.items()}
+    shared = {sched.buffers[source] for source in sched.overwrites.values()} & reads & set(writes)
     for slot in sorted(reads):
-        if writes.get(slot) == f"b{slot}":  # read and written through one pointer
-            continue
+        if slot in writes and (slot not in shared or writes[slot] == f"b{slot}"):
+            continue  # read through the output pointer itself
         ct = ctype_of(dtype_of(by_slot[slot]))
-        restrict = "" if slot in writes else " __restrict__"
+        restrict = "" if slot in shared else " __restrict__"
         code.line(f"const {ct}*{restrict} b{slot} = (const {ct}*)b[{slot}];")
     for slot, name in writes.items():
         ct = ctype_of(dtype_of(by_slot[slot]))
-        restrict = "" if slot in reads else " __restrict__"
+        restrict = "" if slot in shared else " __restrict__"
         code.line(f"{ct}*{restrict} {name} = ({ct}*)b[{slot}];")
 
 
