@@ -130,14 +130,16 @@ def _loaded_kernel(stage: LoopStage) -> tuple[torch.nn.Module, int]:
 def _take_turns(stage: LoopStage, taker: TurnTaker, sides: dict[str, plain_loop.Side]) -> None:
     """Eager beside ``sides``' other side, in turns with the other process; written to the
     turns' file (a failure there is the pair's, not this loop's)."""
-    turns = taker.turns
     taker.give()
+    Path(taker.turns.times_path).write_text(_timed_turns(stage, taker, sides).model_dump_json())
+
+
+def _timed_turns(stage: LoopStage, taker: TurnTaker, sides: dict[str, plain_loop.Side]) -> TurnTimes:
+    """Eager's calls over this process's turns, ``sides`` timed in each."""
     try:
-        ns = taker.blocks(lambda: stage.time(sides, turns.block_rounds)["eager"])
-        found = TurnTimes(eager_ns=ns)
+        return TurnTimes(eager_ns=taker.blocks(lambda: stage.time(sides, taker.turns.block_rounds)["eager"]))
     except OtherProcessEnded as exc:
-        found = TurnTimes(failed=str(exc))
-    Path(turns.times_path).write_text(found.model_dump_json())
+        return TurnTimes(failed=str(exc))
 
 
 def control(req: UserLoopRequest) -> None:
@@ -150,9 +152,7 @@ def control(req: UserLoopRequest) -> None:
         taker = TurnTaker(turns)
         taker.give()  # built: the loaded process may start its loops
         sides: dict[str, plain_loop.Side] = {"eager": lambda x: reference(*x), "twin": lambda x: twin(*x)}
-        found = TurnTimes(eager_ns=taker.blocks(lambda: stage.time(sides, turns.block_rounds)["eager"]))
-    except OtherProcessEnded as exc:
-        found = TurnTimes(failed=str(exc))
+        found = _timed_turns(stage, taker, sides)
     except Exception as exc:
         frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
         found = TurnTimes(failed="".join(frames[-3:])[-1500:])
