@@ -386,3 +386,62 @@ def test_a_library_result_read_elsewhere_keeps_its_own_storage(fn):
     model, inputs = Op(fn), [specials((6, 6)), specials((6, 6), seed=1)]
     assert _overwritten(model, inputs) == []
     check(model, inputs)
+
+
+class _Residual(nn.Module):
+    """Two convolutions with batch norm, the block's input added back: the first result feeds the
+    second convolution, the last is returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = _ConvBNReLU()
+        self.conv = nn.Conv2d(6, 4, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return torch.relu(x + self.bn(self.conv(self.first(x))))
+
+
+def _laid_out(model: nn.Module, inputs: list[torch.Tensor]) -> dict[str, tuple[int, ...]]:
+    traced = program.analyze(model, inputs)
+    assert isinstance(traced, LoweredGraph), traced
+    sched = program._laid_out(traced.graphs[0], {"conv_layout": "channels_last"}).sched
+    return {str(n): sched.layouts[s] for n, s in sched.buffers.items() if s in sched.layouts}
+
+
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_convolutions_run_channels_last_and_the_output_is_the_references_layout(mode):
+    """With the layout knob on, a convolution's input, weight and result are channels-last
+    buffers, the result feeding the next convolution is written channels-last over the first
+    result, and the returned value is row-major: outputs (and batch norm's running statistics in
+    training mode) equal the reference's."""
+    block = _Residual()
+    with torch.no_grad():
+        for bn in (block.first.bn, block.bn):
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+    # NaN and inf in training mode would make the running statistics NaN on both sides
+    x = specials((2, 4, 7, 5)) if mode == "eval" else torch.randn(2, 4, 7, 5)
+    laid = _laid_out(block.eval(), [x])
+    block.train(mode == "train")
+    assert {"convolution", "convolution_1"} <= set(laid) and set(laid.values()) == {(0, 2, 3, 1)}
+    check(block, [x], {"conv_layout": "channels_last"})
+    candidate = lowered_candidate(block, [x], {"conv_layout": "channels_last"})
+    source = program.render(program.analyze(block, [x]), {"conv_layout": "channels_last"})
+    assert "memory_format=torch.channels_last" in source
+    with torch.no_grad():
+        out = candidate(x)
+    assert out.is_contiguous()
+
+
+def test_a_convolution_whose_result_is_returned_or_viewed_by_torch_stays_row_major():
+    returned = nn.Conv2d(3, 5, 3)
+    assert _laid_out(returned, [torch.randn(2, 3, 6, 6)]) == {}
+    flattened = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+    laid = _laid_out(flattened, [torch.randn(2, 3, 6, 6)])
+    assert "convolution" in laid  # the ReLU reads it through the reader, the matmul reads the ReLU's row-major buffer
+    check(flattened, [specials((2, 3, 6, 6))], {"conv_layout": "channels_last"})
+    pooled = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.MaxPool2d(2), nn.Conv2d(4, 4, 1))
+    laid = _laid_out(pooled, [torch.randn(2, 3, 8, 8)])
+    assert "convolution" in laid and "convolution_1" not in laid  # a pooling writes row-major
+    check(pooled, [specials((2, 3, 8, 8))], {"conv_layout": "channels_last"})

@@ -83,6 +83,29 @@ def test_include_and_exclude_override_the_rules():
     assert choices["Block"].chosen and choices["Norm"].reason == "excluded (--exclude)"
 
 
+def test_a_class_with_work_of_its_own_beside_its_parts_is_optimized_whole():
+    """A residual block whose ConvBNReLU is 60% of its time: the block is one op (its own 40% and
+    the fusion across it would be lost otherwise), and the ConvBNReLU outside any block (the
+    stem) is an op of its own; at 80% the parts are optimized at their own level."""
+    for part_ms, block_chosen in ((0.6, True), (0.8, False)):
+        profile = _profile(
+            _cls("Residual", 0.8, _inst("blocks.0"), _inst("blocks.1")),
+            _cls(
+                "ConvBNReLU",
+                0.6,
+                _inst("stem", 0.2),
+                _inst("blocks.0.first", part_ms),
+                _inst("blocks.1.first", part_ms),
+            ),
+        )
+        choices = _by_name(choose_classes(profile, "toy"))
+        assert choices["Residual"].chosen is block_chosen and choices["ConvBNReLU"].chosen
+        paths = [g.paths for g in choices["ConvBNReLU"].groups]
+        assert paths == ([["stem"]] if block_chosen else [["stem", "blocks.0.first", "blocks.1.first"]])
+        if not block_chosen:
+            assert "its parts (ConvBNReLU) are optimized at their own level" in choices["Residual"].reason
+
+
 def test_instances_built_alike_share_an_op_and_others_get_their_own():
     wide = _inst("b1.norm", args=["16"], config="wide", inputs=[[TensorUse(shape=[4, 16], dtype="float32")]])
     more = _inst("b2.norm", inputs=[[TensorUse(shape=[2, 8], dtype="float32")]])

@@ -6,9 +6,11 @@ the work); when it is one of torch's own modules (one tuned kernel or a library 
 unless the user names it; when its share is below the threshold; when library producers take so
 much of its time that fusing the rest cannot clear the noise (Amdahl); when none of its instances
 can become an op (arguments that are not tensors, constructor arguments an op file cannot hold,
-data-dependent shapes). Of the classes left, those that contain another are left out: their parts
-are optimized at their own level (a class the user names wins over the classes inside it). The
-model's own class is optimized whole when nothing inside it is chosen.
+data-dependent shapes). Of the classes left, one that contains another is left out (its parts are
+optimized at their own level) unless a quarter or more of its time is its own work outside them,
+or the user names it: then it is optimized whole, and the instances inside it of the classes it
+contains are not (their instances elsewhere still are). The model's own class is optimized whole
+when nothing inside it is chosen.
 
 Each chosen class becomes one op per configuration its instances were built with, verified on
 every input signature those instances were called with.
@@ -24,6 +26,10 @@ from forge.core.model_records import ClassUse, InstanceUse, ModelProfile, Tensor
 MIN_SHARE = 0.03  # of the model's time: below it a class cannot move the model's figure
 MIN_CEILING = 1.15  # 1 / (library share) below this: within the noise (about +-8% here)
 MAX_SIGNATURES = 4  # distinct input shapes per configuration; more are data-dependent
+# of a class's time, the work outside the chosen classes inside it above which the class is
+# optimized whole: its parts alone would leave that work, and the fusion across it, untouched (a
+# residual block's second convolution, batch norm, addition and ReLU beside its ConvBNReLU)
+OWN_WORK = 0.25
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,21 @@ def names_class(cls: ClassUse, names: set[str]) -> bool:
 
 def _inside(inner: ClassUse, outer: ClassUse) -> bool:
     """Some instance of ``inner`` sits inside some instance of ``outer``."""
-    return any(i.path.startswith(o.path + ".") for i in inner.instances for o in outer.instances)
+    return any(_within(i, outer) for i in inner.instances)
+
+
+def _within(instance: InstanceUse, outer: ClassUse) -> bool:
+    return any(instance.path.startswith(o.path + ".") for o in outer.instances)
+
+
+def _own_work(outer: ClassUse, inner: list[ClassUse]) -> float:
+    """The share of ``outer``'s time spent outside the instances of ``inner`` classes within it."""
+    total = sum(i.inclusive_ms for i in outer.instances)
+    if total <= 0:
+        return 0.0
+    nested = [i for cls in inner for i in cls.instances if _within(i, outer)]
+    outermost = [i for i in nested if not any(i.path.startswith(j.path + ".") for j in nested)]
+    return max(0.0, 1 - sum(i.inclusive_ms for i in outermost) / total)
 
 
 def _groups(cls: ClassUse, base: str) -> tuple[list[OpGroup], str]:
@@ -139,15 +159,18 @@ def choose_classes(
     for c in choices:
         if not c.chosen:
             continue
-        named = names_class(c.cls, include)
         inner = [o for o in choices if o.chosen and o is not c and _inside(o.cls, c.cls)]
-        if inner and not named:
+        if inner and not names_class(c.cls, include) and _own_work(c.cls, [o.cls for o in inner]) < OWN_WORK:
             c.chosen = False
             c.reason = f"its parts ({', '.join(o.cls.name for o in inner)}) are optimized at their own level"
     for c in choices:
-        outer = next((o for o in choices if o.chosen and o is not c and _inside(c.cls, o.cls)), None)
-        if c.chosen and outer is not None:
-            c.chosen, c.reason = False, f"inside {outer.cls.name}, which is optimized whole"
+        outers = [o.cls for o in choices if o.chosen and o is not c and _inside(c.cls, o.cls)]
+        if not c.chosen or not outers:
+            continue
+        outside = [i for i in c.cls.instances if not any(_within(i, o) for o in outers)]
+        c.groups = _groups(c.cls.model_copy(update={"instances": outside}), base(c.cls))[0] if outside else []
+        if not c.groups:
+            c.chosen, c.reason = False, f"inside {outers[0].name}, which is optimized whole"
     for c in choices:
         if c.chosen:
             c.reason = f"{c.cls.share:.1%} of the model's time; {len(c.groups)} op(s)"

@@ -22,7 +22,17 @@ from torch import fx
 
 from forge.agents.builtin.lowering.code import CodeBuffer, Statement, delinear_into, hoist
 from forge.agents.builtin.lowering.cpp_expr import expression, scalar_operand
-from forge.agents.builtin.lowering.ir import clamp_index, ctype_of, delinear, dtype_of, linear, literal, shape_of
+from forge.agents.builtin.lowering.ir import (
+    Unsupported,
+    clamp_index,
+    ctype_of,
+    delinear,
+    dtype_of,
+    linear,
+    literal,
+    shape_of,
+)
+from forge.agents.builtin.lowering.layout import storage_index, storage_shape
 from forge.agents.builtin.lowering.reader import Dialect, Reader, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule
 from forge.agents.builtin.lowering.trace import packet_name
@@ -117,22 +127,99 @@ def _merged_split(shape: list[int]) -> int:
 
 
 def pointwise_step(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any]) -> str:
-    """A step writing ``node`` (inlined from its inputs) into its buffer."""
-    shape = list(shape_of(node)) or [1]
+    """A step writing ``node`` (inlined from its inputs) into its buffer, in the order the buffer
+    stores it (``layout``): the loops run over the stored dims, so the store is contiguous. A step
+    that reads a buffer of its shape stored in another order transposes (``_transposing_loop``)."""
+    perm = sched.layouts.get(sched.slot(node))
+    logical = list(shape_of(node)) or [1]
+    across = _read_in_another_order(node, sched, perm)
+    if across is not None and shape_of(node):
+        return _transposing_step(name, node, sched, cfg, perm, across)
+    dims = list(perm) if perm is not None else list(range(len(logical)))
+    shape = storage_shape(logical, perm)
     split = _merged_split(shape)
-    outer_names = [f"i{k}" for k in range(split)]
+    outer_names = [f"i{d}" for d in dims[:split]]
     inner = math.prod(shape[split:])
     # the merged dims' indices from the loop variable f (what a load through a view needs); a load
-    # in row-major order uses the flat offset, in which f appears as it is: a contiguous SIMD load
-    idx = [*outer_names, *delinear("f", shape[split:])] if shape_of(node) else []
+    # in the stored order uses the flat offset, in which f appears as it is: a contiguous SIMD load
+    stored = [*outer_names, *delinear("f", shape[split:])]
+    idx = [stored[dims.index(d)] for d in range(len(logical))] if shape_of(node) else []
     flat = linear([*outer_names, *["0"] * (len(shape) - split)], shape) if shape_of(node) else "0"
     flat = "f" if flat == "0" else f"{flat} + f"
     # the node has a buffer (the one this step writes): read its definition, not the buffer
-    reader = cpp_reader(without_buffer(sched, node))
+    reader = Reader(without_buffer(sched, node), CPP, order=perm)
     value = reader.value(node, idx, flat if shape_of(node) else "0")
     store = Statement(f"y[{flat if shape_of(node) else '0'}] = {value};")
     code = chunked_loop(outer_names, shape[:split], inner, "f", [*reader.lines, store], cfg)
     return step_function(name, sched, reader.reads, {sched.slot(node): "y"}, code)
+
+
+def _read_in_another_order(node: fx.Node, sched: Schedule, perm: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The storage order of a buffer of ``node``'s shape that its value reads, stored otherwise
+    than ``node``'s buffer (row-major as the identity), or None when there is none."""
+    shape, seen = shape_of(node), set()
+    stack = list(node.all_input_nodes)
+    while stack:
+        arg = stack.pop()
+        if arg in seen:
+            continue
+        seen.add(arg)
+        if arg in sched.buffers:
+            stored = sched.layouts.get(sched.slot(arg))
+            if shape_of(arg) == shape and stored != perm:
+                return stored if stored is not None else tuple(range(len(shape)))
+            continue
+        stack.extend(arg.all_input_nodes)
+    return None
+
+
+def _transposing_step(
+    name: str,
+    node: fx.Node,
+    sched: Schedule,
+    cfg: dict[str, Any],
+    perm: tuple[int, ...] | None,
+    across: tuple[int, ...],
+) -> str:
+    """A pointwise step between two storage orders (a channels-last convolution's result read
+    into the row-major output, or an input made channels-last), in tiles that keep both
+    buffers' cache lines in L1: per task a block of ``TILE`` rows of the dim stored just outside
+    the other buffer's innermost; in it, that innermost dim, then the rows, then a SIMD loop
+    along the written buffer's innermost dim. Per-channel values (a batch norm's scale) are
+    computed once per channel and tile. The loop in the written order alone read a channels-last
+    8x32x32x32 result in 0.10 ms; the same pass row-major took 0.02."""
+    logical = list(shape_of(node))
+    inner = perm[-1] if perm is not None else len(logical) - 1
+    middle = across[-1]
+    rest = [d for d in across if d not in (inner, middle)]
+    if middle == inner or not rest:
+        raise Unsupported("a transposing step needs a dim on each side of the two innermost")
+    rows, tasks = rest[-1], rest[:-1]
+    idx = [f"i{d}" if d != inner else "f" for d in range(len(logical))]
+    reader = Reader(without_buffer(sched, node), CPP, order=perm)
+    value = reader.value(node, idx)
+    store = Statement(f"y[{linear(storage_index(idx, perm), storage_shape(logical, perm))}] = {value};")
+    per_tile, per_row = hoist([*reader.lines, store], f"i{rows}")
+    per_tile, per_row = (
+        [s for s in per_tile if "f" not in (s.uses or ())],
+        per_row + [s for s in per_tile if "f" in (s.uses or ())],
+    )
+    blocks = -(-logical[rows] // TILE)
+    code = CodeBuffer()
+    code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
+    with code.block(f"for (int64_t task = 0; task < {math.prod(logical[d] for d in tasks)} * {blocks}; ++task)"):
+        code.line(f"const int64_t o = task / {blocks};")
+        code.line(f"const int64_t r0 = (task % {blocks}) * {TILE};")
+        code.line(f"const int64_t r1 = r0 + {TILE} < {logical[rows]} ? r0 + {TILE} : {logical[rows]};")
+        delinear_into(code, "o", [f"i{d}" for d in tasks], [logical[d] for d in tasks])
+        with code.block(f"for (int64_t i{middle} = 0; i{middle} < {logical[middle]}; ++i{middle})"):
+            code.lines(per_tile)
+            with code.block(f"for (int64_t i{rows} = r0; i{rows} < r1; ++i{rows})"):
+                simd_loop(code, "f", "0", str(logical[inner]), per_row)
+    return step_function(name, sched, reader.reads, {sched.slot(node): "y"}, code)
+
+
+TILE = 8  # rows per transposing task: 8 rows of a 32-channel image are 16 KiB, within L1
 
 
 def chunked_loop(

@@ -31,6 +31,7 @@ from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_ste
 from forge.agents.builtin.lowering.cpp_reduce import reduce_step
 from forge.agents.builtin.lowering.cpp_stack import stacked_parts, stacked_step
 from forge.agents.builtin.lowering.ir import Unsupported
+from forge.agents.builtin.lowering.layout import conv2d_parts
 from forge.agents.builtin.lowering.py_side import (
     allocation,
     closing_lines,
@@ -84,10 +85,20 @@ class LoweredGraph:
             space["chunk"] = [4096, 16384]
         if self.uses_erf:
             space["erf"] = list(ERF)
+        if any(s.kind is StepKind.LIBRARY and conv2d_parts(s.node) for s in steps):
+            space["conv_layout"] = ["row_major", "channels_last"]
         return space
 
 
-DEFAULT: dict[str, Any] = {"threads": 0, "acc": "double", "tile": 256, "chunk": 4096, "erf": "torch", "fuse": True}
+DEFAULT: dict[str, Any] = {
+    "threads": 0,
+    "acc": "double",
+    "tile": 256,
+    "chunk": 4096,
+    "erf": "torch",
+    "fuse": True,
+    "conv_layout": "row_major",
+}
 
 
 def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
@@ -205,6 +216,12 @@ def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
             stage.clear()
 
     units = row_groups(sched.steps) if cfg.get("fuse", True) else list(sched.steps)
+    # a fused row step writes row-major: a group writing a channels-last buffer runs unfused
+    units = [
+        part
+        for unit in units
+        for part in (unit.steps if isinstance(unit, RowGroup) and _writes_laid_out(unit, sched) else (unit,))
+    ]
     for k, unit in enumerate(units):
         if isinstance(unit, Step) and unit.kind is StepKind.LIBRARY:
             close_stage()
@@ -224,6 +241,17 @@ def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
     return "".join(cpp_parts), lines
 
 
+def _writes_laid_out(group: RowGroup, sched: Schedule) -> bool:
+    return any(sched.slot(w) in sched.layouts for s in group.steps for w in s.writes)
+
+
+def _laid_out(graph: ModeGraph, cfg: dict[str, Any]) -> ModeGraph:
+    """``graph`` scheduled with its convolutions' buffers channels-last, where the config says so."""
+    if cfg.get("conv_layout") != "channels_last" or not any(conv2d_parts(s.node) for s in graph.sched.steps):
+        return graph
+    return ModeGraph(graph.traced, schedule(graph.traced, frozenset({StepKind.LIBRARY}), channels_last=True))
+
+
 # Per mode: the prefix of its C++ functions, its constants' table and its method's name.
 MODE_NAMES = (("", "_CONSTANTS", "_kernel"), ("train_", "_CONSTANTS_TRAIN", "_kernel_train"))
 
@@ -233,7 +261,8 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     header = HEADER + "#include <algorithm>\n#include <limits>\n" + FMATH + VECTOR_MATH
     cpp_src = header + ERF[str(cfg.get("erf", "torch"))]
     tables, methods = "", ""
-    for graph, (prefix, constants, name) in zip(lowered.graphs, MODE_NAMES, strict=False):
+    for given, (prefix, constants, name) in zip(lowered.graphs, MODE_NAMES, strict=False):
+        graph = _laid_out(given, cfg)
         cpp_part, run_lines = _program(graph, cfg, prefix)
         cpp_src += cpp_part
         tables += constant_table(graph.traced, graph.sched, constants)

@@ -11,6 +11,7 @@ import torch
 from torch import fx
 
 from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, int_arg, keeps_order, shape_of
+from forge.agents.builtin.lowering.layout import CHANNELS_LAST
 from forge.agents.builtin.lowering.schedule import Schedule, Step, view_source
 from forge.agents.builtin.lowering.trace import Traced, packet_name
 
@@ -60,7 +61,7 @@ def library_lines(step: Step, sched: Schedule) -> list[str]:
     args = ", ".join(_py_arg(a, sched) for a in node.args)
     kwargs = "".join(f", {k}={_py_arg(v, sched)}" for k, v in node.kwargs.items())
     if step.writes == (node,):
-        return [f"b[{sched.slot(node)}] = {call}({args}{kwargs}).contiguous()"]
+        return [f"b[{sched.slot(node)}] = {call}({args}{kwargs}).contiguous({_memory_format(node, sched)})"]
     lines = [f"r = {call}({args}{kwargs})"]
     lines += [f"b[{sched.slot(w)}] = r[{int_arg(w, 1)}].contiguous()" for w in step.writes]
     return lines
@@ -69,15 +70,27 @@ def library_lines(step: Step, sched: Schedule) -> list[str]:
 def allocation(node: fx.Node, sched: Schedule, device: str | None = None) -> str:
     """The line allocating ``node``'s buffer (``device``: Python text of the device, else CPU)."""
     where = f", device={device}" if device else ""
-    return f"b[{sched.slot(node)}] = torch.empty({shape_of(node)!r}, dtype={dtype_of(node)}{where})"
+    layout = _memory_format(node, sched)
+    layout = f", {layout}" if layout else ""
+    return f"b[{sched.slot(node)}] = torch.empty({shape_of(node)!r}, dtype={dtype_of(node)}{where}{layout})"
+
+
+def _memory_format(node: fx.Node, sched: Schedule) -> str:
+    """``memory_format=...`` for a buffer stored channels-last (``layout``), else nothing."""
+    perm = sched.layouts.get(sched.slot(node))
+    if perm is None:
+        return ""
+    if perm != CHANNELS_LAST:
+        raise Unsupported(f"a buffer stored in the order {perm}: only channels-last is written")
+    return "memory_format=torch.channels_last"
 
 
 def load_lines(traced: Traced, sched: Schedule, device: str | None = None, constants: str = "_CONSTANTS") -> list[str]:
     """The table's first slots: the module's parameters, buffers and plain tensor attributes, the
     op's inputs, then the tensors ``forward`` makes from data (``constant_table``'s ``constants``)."""
     names = traced.state_names
-    lines = [f"b[{k}] = _attr(self, {name!r}).detach().contiguous()" for k, name in enumerate(names)]
-    lines += [f"b[{len(names) + j}] = xs[{j}].contiguous()" for j in range(traced.inputs)]
+    held = [f"_attr(self, {name!r}).detach()" for name in names] + [f"xs[{j}]" for j in range(traced.inputs)]
+    lines = [f"b[{k}] = {value}.contiguous({_memory_format(sched.inputs[k], sched)})" for k, value in enumerate(held)]
     to = f".to({device})" if device else ""
     lines += [f"b[{sched.slot(node)}] = {constants}[{k}]{to}" for k, node in enumerate(sched.constants)]
     return lines

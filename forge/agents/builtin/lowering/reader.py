@@ -29,6 +29,7 @@ from forge.agents.builtin.lowering.ir import (
     source_index,
     strided_offset,
 )
+from forge.agents.builtin.lowering.layout import storage_index, storage_shape
 from forge.agents.builtin.lowering.schedule import Schedule, in_place_source
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
 
@@ -65,10 +66,13 @@ class Reader:
     # hoists through it would have to record it here first (none does: pooling's and tiles' derived
     # indices are read inside the loops that define them, which do not hoist)
     uses: dict[str, frozenset[str]] = field(default_factory=dict)
+    # the storage order of the buffer the step writes, when not row-major (``layout``): a ``flat``
+    # offset is then an offset in that order, right for a buffer stored the same way only
+    order: tuple[int, ...] | None = None
 
     def fresh(self) -> Reader:
         """A reader for another loop body of the same step (same buffers, no statements)."""
-        return Reader(self.sched, self.dialect, self.reads, self.loads)
+        return Reader(self.sched, self.dialect, self.reads, self.loads, order=self.order)
 
     def value(self, node: Any, idx: list[str], flat: str | None = None) -> str:
         """``node`` read at index tuple ``idx``; ``flat``, when given, is the tuple's row-major
@@ -104,7 +108,11 @@ class Reader:
         say = self.dialect
         if node in self.sched.buffers:
             slot = self.sched.slot(node)
-            offset = flat if flat is not None else linear(idx, shape_of(node))
+            perm = self.sched.layouts.get(slot)
+            if flat is not None and perm == self.order:
+                offset = flat
+            else:
+                offset = linear(storage_index(idx, perm), storage_shape(shape_of(node), perm))
             self.reads.add(slot)
             self.loads.add((slot, offset))
             return say.load(slot, offset, math.prod(shape_of(node))), self.index_uses(offset)
@@ -113,7 +121,7 @@ class Reader:
             src = node.args[0]
             if name == "aten.as_strided":
                 return self._value(src, source_index(node, idx), strided_offset(node, idx))
-            return self._value(src, source_index(node, idx), flat if keeps_order(node) else None)
+            return self._value(src, source_index(node, idx), flat if keeps_order(node) and self.order is None else None)
         if kind is NodeKind.POINTWISE:
             shape = shape_of(node)
             ops, uses = [], frozenset[str]()
@@ -215,4 +223,5 @@ def _scalar_idx(arg: fx.Node, node: fx.Node) -> list[str]:
 
 def without_buffer(sched: Schedule, node: fx.Node) -> Schedule:
     """``sched`` with ``node`` not a buffer, so that reading it inlines its definition."""
-    return Schedule(sched.inputs, {n: s for n, s in sched.buffers.items() if n is not node}, sched.steps)
+    buffers = {n: s for n, s in sched.buffers.items() if n is not node}
+    return Schedule(sched.inputs, buffers, sched.steps, layouts=sched.layouts)

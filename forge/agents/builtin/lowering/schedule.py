@@ -24,6 +24,7 @@ from enum import StrEnum
 from torch import fx
 
 from forge.agents.builtin.lowering.ir import Unsupported, int_arg, keeps_order, shape_of, value_of
+from forge.agents.builtin.lowering.layout import channels_last_slots
 from forge.agents.builtin.lowering.trace import NodeKind, Traced, kind_of, packet_name
 
 REDUCE_OPS = frozenset({"prims.sum", "prims.amax", "prims.amin", "prims.prod", "prims.var"})
@@ -71,6 +72,8 @@ class Schedule:
     constants: list[fx.Node] = field(default_factory=list)  # tensors made in forward (get_attr)
     # written node -> the library result whose storage it takes (``_overwrite_library_results``)
     overwrites: dict[fx.Node, fx.Node] = field(default_factory=dict)
+    # slot -> the order its buffer stores the logical dims in (``layout``); absent: row-major
+    layouts: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def slot(self, node: fx.Node) -> int:
         return self.buffers[node]
@@ -143,10 +146,13 @@ def _check_node(node: fx.Node) -> None:
         raise Unsupported(f"{name}: kept whole but has no kernel of its own yet")
 
 
-def schedule(traced: Traced, run_by_torch: frozenset[StepKind] = frozenset({StepKind.LIBRARY})) -> Schedule:
+def schedule(
+    traced: Traced, run_by_torch: frozenset[StepKind] = frozenset({StepKind.LIBRARY}), channels_last: bool = False
+) -> Schedule:
     """The buffers and steps of ``traced`` (raises Unsupported naming the first node it cannot take).
     ``run_by_torch``: the kinds of step a candidate runs as torch calls, whose inputs are buffers
-    (or views of them) rather than values inlined into a kernel."""
+    (or views of them) rather than values inlined into a kernel. ``channels_last``: 2-D
+    convolutions' buffers are kept channels-last where nothing sees it (``layout``)."""
     graph = traced.graph.graph
     live = _live(graph)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -199,8 +205,26 @@ def schedule(traced: Traced, run_by_torch: frozenset[StepKind] = frozenset({Step
     sched.steps.sort(key=lambda s: order[s.node])
     for node in sched.buffers:
         shape_of(node)  # every buffer is a tensor with a static shape
+    if channels_last:
+        sched.layouts = _channels_last(sched)
     _overwrite_library_results(sched, live)
     return sched
+
+
+def _channels_last(sched: Schedule) -> dict[int, tuple[int, ...]]:
+    writers = {n: "input" for n in sched.inputs}
+    library_views: set[fx.Node] = set()
+    for st in sched.steps:
+        for w in st.writes:
+            writers[w] = str(st.kind) if st.writes == (st.node,) or st.kind is not StepKind.LIBRARY else "tuple"
+        if st.kind is StepKind.LIBRARY:
+            library_views |= {
+                source
+                for arg in st.node.all_input_nodes
+                if arg not in sched.buffers and (source := view_source(arg, sched)) is not None
+            }
+    convs = [st.node for st in sched.steps if st.kind is StepKind.LIBRARY]
+    return channels_last_slots(sched.buffers, writers, convs, sched.outputs, library_views)
 
 
 def _overwrite_library_results(sched: Schedule, live: set[fx.Node]) -> None:
@@ -218,8 +242,10 @@ def _overwrite_library_results(sched: Schedule, live: set[fx.Node]) -> None:
         if st.kind is not StepKind.POINTWISE or st.writes != (st.node,) or kind_of(st.node) is not NodeKind.POINTWISE:
             continue
         region = _inlined_region(st.node, sched)
+        nodes = sorted(region.nodes, key=order.__getitem__)
         for source in sorted(library & region.leaves - taken, key=lambda n: n.name):
-            if _same_element_only(st.node, source, sorted(region.nodes, key=order.__getitem__), live, sched):
+            same_layout = sched.layouts.get(sched.slot(source)) == sched.layouts.get(sched.slot(st.node))
+            if same_layout and _same_element_only(st.node, source, nodes, live, sched):
                 sched.overwrites[st.node] = source
                 sched.buffers[st.node] = sched.buffers[source]
                 taken.add(source)
