@@ -445,3 +445,22 @@ def test_a_convolution_whose_result_is_returned_or_viewed_by_torch_stays_row_maj
     laid = _laid_out(pooled, [torch.randn(2, 3, 8, 8)])
     assert "convolution" in laid and "convolution_1" not in laid  # a pooling writes row-major
     check(pooled, [specials((2, 3, 8, 8))], {"conv_layout": "channels_last"})
+
+
+@pytest.mark.parametrize(
+    ("model", "shape"),
+    [
+        (nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.ReLU()), (2, 1, 5, 9)),  # one input channel
+        # a height of 1: no index of the rows' loop in any load, which must still stay in it
+        (nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 2, (1, 3))), (1, 3, 1, 13)),
+        # strided, then depthwise; 11 rows: a last tile of 3
+        (
+            nn.Sequential(nn.Conv2d(3, 4, 3, stride=2), nn.GELU(), nn.Conv2d(4, 4, 3, groups=4, padding=1)),
+            (3, 3, 23, 10),
+        ),
+    ],
+)
+def test_channels_last_steps_on_odd_shapes(model, shape):
+    model.eval()
+    assert "convolution" in _laid_out(model, [torch.randn(*shape)])
+    check(model, [specials(shape)], {"conv_layout": "channels_last"})

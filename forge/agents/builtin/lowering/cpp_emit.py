@@ -199,11 +199,10 @@ def _transposing_step(
     reader = Reader(without_buffer(sched, node), CPP, order=perm)
     value = reader.value(node, idx)
     store = Statement(f"y[{linear(storage_index(idx, perm), storage_shape(logical, perm))}] = {value};")
-    per_tile, per_row = hoist([*reader.lines, store], f"i{rows}")
-    per_tile, per_row = (
-        [s for s in per_tile if "f" not in (s.uses or ())],
-        per_row + [s for s in per_tile if "f" in (s.uses or ())],
-    )
+    body = [*reader.lines, store]
+    # before the rows' loop: values that depend on neither the rows nor the SIMD loop, in order
+    per_tile = [st for st in body if st.uses is not None and not {f"i{rows}", "f"} & st.uses]
+    per_row = [st for st in body if st not in per_tile]
     blocks = -(-logical[rows] // TILE)
     code = CodeBuffer()
     code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
