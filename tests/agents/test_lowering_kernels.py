@@ -464,3 +464,41 @@ def test_channels_last_steps_on_odd_shapes(model, shape):
     model.eval()
     assert "convolution" in _laid_out(model, [torch.randn(*shape)])
     check(model, [specials(shape)], {"conv_layout": "channels_last"})
+
+
+class _StackedThenConv(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 1)
+
+    def forward(self, a, b):  # type: ignore[no-untyped-def]
+        return torch.relu(self.conv(torch.cat([a, b], -1).clone()))
+
+
+class _AsStridedBetweenConvs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        y = torch.relu(self.conv1(x))
+        return torch.relu(self.conv2(torch.as_strided(y, y.shape, y.stride()) + 1))
+
+
+@pytest.mark.parametrize(
+    ("model", "shapes"),
+    [
+        (_StackedThenConv(), [(2, 4, 6, 1), (2, 4, 6, 1)]),  # a stack's writer writes row-major
+        (_AsStridedBetweenConvs(), [(2, 3, 6, 6)]),  # an as_strided offset is a row-major one
+        (nn.Sequential(nn.MaxPool2d(2), nn.BatchNorm2d(4), nn.Conv2d(4, 4, 3, padding=1), nn.ReLU()), [(2, 4, 8, 6)]),
+    ],
+)
+def test_channels_last_buffers_written_or_read_past_the_plain_pointwise_path(model, shapes):
+    model.eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-1, 1)
+                m.running_var.uniform_(0.5, 2)
+    check(model, [torch.randn(*s) for s in shapes], {"conv_layout": "channels_last"})

@@ -104,6 +104,18 @@ def test_a_class_with_work_of_its_own_beside_its_parts_is_optimized_whole():
         assert paths == ([["stem"]] if block_chosen else [["stem", "blocks.0.first", "blocks.1.first"]])
         if not block_chosen:
             assert "its parts (ConvBNReLU) are optimized at their own level" in choices["Residual"].reason
+        else:  # the stem's op carries the stem's share, not the class's
+            assert abs(choices["ConvBNReLU"].groups[0].share - 0.6 * 0.2 / 1.4) < 1e-3
+
+
+def test_which_nested_class_is_whole_does_not_depend_on_their_order():
+    stage = _cls("Stage", 0.9, _inst("s", 10.0))
+    residual = _cls("Residual", 0.7, _inst("s.r", 8.0))
+    part = _cls("ConvBNReLU", 0.6, _inst("s.r.c", 7.0))
+    picks = []
+    for order in ((stage, residual, part), (part, residual, stage), (residual, stage, part)):
+        picks.append(sorted(c.cls.name for c in choose_classes(_profile(*order), "toy") if c.chosen))
+    assert picks[0] == picks[1] == picks[2] == ["ConvBNReLU"]
 
 
 def test_instances_built_alike_share_an_op_and_others_get_their_own():

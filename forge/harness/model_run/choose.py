@@ -66,6 +66,13 @@ def _within(instance: InstanceUse, outer: ClassUse) -> bool:
     return any(instance.path.startswith(o.path + ".") for o in outer.instances)
 
 
+def _part_of(cls: ClassUse, instances: list[InstanceUse]) -> ClassUse:
+    """``cls`` with only ``instances``, its share of the model's time theirs."""
+    total = sum(i.inclusive_ms for i in cls.instances) or 1.0
+    share = cls.share * sum(i.inclusive_ms for i in instances) / total
+    return cls.model_copy(update={"instances": instances, "share": share})
+
+
 def _own_work(outer: ClassUse, inner: list[ClassUse]) -> float:
     """The share of ``outer``'s time spent outside the instances of ``inner`` classes within it."""
     total = sum(i.inclusive_ms for i in outer.instances)
@@ -156,10 +163,9 @@ def choose_classes(
             c.groups, refused = _groups(c.cls, base(c.cls))
             why = None if c.groups else refused or "no instance ran"
         c.chosen, c.reason = why is None, why or ""
-    for c in choices:
-        if not c.chosen:
-            continue
-        inner = [o for o in choices if o.chosen and o is not c and _inside(o.cls, c.cls)]
+    eligible = [c for c in choices if c.chosen]  # judged against one set: the order does not matter
+    for c in eligible:
+        inner = [o for o in eligible if o is not c and _inside(o.cls, c.cls)]
         if inner and not names_class(c.cls, include) and _own_work(c.cls, [o.cls for o in inner]) < OWN_WORK:
             c.chosen = False
             c.reason = f"its parts ({', '.join(o.cls.name for o in inner)}) are optimized at their own level"
@@ -168,12 +174,12 @@ def choose_classes(
         if not c.chosen or not outers:
             continue
         outside = [i for i in c.cls.instances if not any(_within(i, o) for o in outers)]
-        c.groups = _groups(c.cls.model_copy(update={"instances": outside}), base(c.cls))[0] if outside else []
+        c.groups = _groups(_part_of(c.cls, outside), base(c.cls))[0] if outside else []
         if not c.groups:
             c.chosen, c.reason = False, f"inside {outers[0].name}, which is optimized whole"
     for c in choices:
         if c.chosen:
-            c.reason = f"{c.cls.share:.1%} of the model's time; {len(c.groups)} op(s)"
+            c.reason = f"{sum(g.share for g in c.groups):.1%} of the model's time; {len(c.groups)} op(s)"
     if root is not None and not any(c.chosen for c in choices) and not names_class(root.cls, exclude):
         root.groups, refused = _groups(root.cls, base(root.cls))
         root.chosen = bool(root.groups)

@@ -188,7 +188,7 @@ def canonical(lowered: LoweredGraph, config: dict[str, Any]) -> dict[str, Any]:
 def _step_cpp(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
     if step.kind is StepKind.POINTWISE:
         stack = stacked_parts(step.node, sched)
-        if stack is not None:
+        if stack is not None and sched.slot(step.node) not in sched.layouts:  # it writes row-major
             return stacked_step(name, step.node, stack, sched, cfg)
         return pointwise_step(name, step.node, sched, cfg)
     if step.kind is StepKind.REDUCE:

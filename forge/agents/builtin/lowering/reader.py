@@ -120,7 +120,10 @@ class Reader:
         if kind is NodeKind.VIEW:
             src = node.args[0]
             if name == "aten.as_strided":
-                return self._value(src, source_index(node, idx), strided_offset(node, idx))
+                # a row-major offset: right only in a step that runs in row-major order
+                return self._value(
+                    src, source_index(node, idx), strided_offset(node, idx) if self.order is None else None
+                )
             return self._value(src, source_index(node, idx), flat if keeps_order(node) and self.order is None else None)
         if kind is NodeKind.POINTWISE:
             shape = shape_of(node)
