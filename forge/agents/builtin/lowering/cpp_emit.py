@@ -129,7 +129,7 @@ def _merged_split(shape: list[int]) -> int:
 def pointwise_step(name: str, node: fx.Node, sched: Schedule, cfg: dict[str, Any]) -> str:
     """A step writing ``node`` (inlined from its inputs) into its buffer, in the order the buffer
     stores it (``layout``): the loops run over the stored dims, so the store is contiguous. A step
-    that reads a buffer of its shape stored in another order transposes (``_transposing_loop``)."""
+    that reads a buffer of its shape stored in another order transposes (``_transposing_step``)."""
     perm = sched.layouts.get(sched.slot(node))
     logical = list(shape_of(node)) or [1]
     across = _read_in_another_order(node, sched, perm)

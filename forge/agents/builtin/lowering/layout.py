@@ -48,13 +48,15 @@ def channels_last_slots(
     buffers: dict[fx.Node, int],
     writers: dict[fx.Node, str],
     convs: list[fx.Node],
-    outputs: list[fx.Node],
+    returned: set[fx.Node],
     library_views: set[fx.Node],
 ) -> dict[int, tuple[int, ...]]:
     """The slots kept channels-last. ``writers``: buffer node -> how it is written (``pointwise``,
-    ``library``, ``input``, or another step kind); ``library_views``: buffer nodes torch reads
-    through a view; ``convs``: the library convolution nodes (each one buffer)."""
-    blocked = {buffers[n] for n in buffers if not _may_be_channels_last(n, writers, outputs, library_views)}
+    ``library``, ``input``, or another step kind); ``returned``: the buffer nodes the op returns
+    or returns a view of; ``library_views``: buffer nodes torch reads through a view; ``convs``:
+    the library convolution nodes (each one buffer)."""
+    seen = returned | library_views
+    blocked = {buffers[n] for n in buffers if n in seen or not _may_be_channels_last(n, writers)}
     chosen: dict[fx.Node, tuple[int, int, int]] = {}
     for conv in convs:
         parts = conv2d_parts(conv)
@@ -70,23 +72,13 @@ def channels_last_slots(
     return {slot: CHANNELS_LAST for slots in chosen.values() for slot in slots}
 
 
-def _may_be_channels_last(
-    node: fx.Node, writers: dict[fx.Node, str], outputs: list[fx.Node], library_views: set[fx.Node]
-) -> bool:
-    if len(shape_of(node)) != 4 or node in library_views or _reads_as_strided(node):
-        return False
-    if any(_view_source_of(out) is node for out in outputs):
+def _may_be_channels_last(node: fx.Node, writers: dict[fx.Node, str]) -> bool:
+    if len(shape_of(node)) != 4 or _reads_as_strided(node):
         return False
     writer = writers.get(node)
     if writer == "pointwise":
         return kind_of(node) is NodeKind.POINTWISE  # a concatenation's writer writes row-major
     return writer in ("library", "input")
-
-
-def _view_source_of(node: fx.Node) -> fx.Node:
-    while kind_of(node) is NodeKind.VIEW and isinstance(node.args[0], fx.Node):
-        node = node.args[0]
-    return node
 
 
 def _reads_as_strided(node: fx.Node) -> bool:

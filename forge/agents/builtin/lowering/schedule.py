@@ -224,7 +224,8 @@ def _channels_last(sched: Schedule) -> dict[int, tuple[int, ...]]:
                 if arg not in sched.buffers and (source := view_source(arg, sched)) is not None
             }
     convs = [st.node for st in sched.steps if st.kind is StepKind.LIBRARY]
-    return channels_last_slots(sched.buffers, writers, convs, sched.outputs, library_views)
+    returned = {source for out in sched.outputs if (source := view_source(out, sched)) is not None}
+    return channels_last_slots(sched.buffers, writers, convs, returned, library_views)
 
 
 def _overwrite_library_results(sched: Schedule, live: set[fx.Node]) -> None:
