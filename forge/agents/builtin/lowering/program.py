@@ -30,6 +30,7 @@ from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row
 from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step
 from forge.agents.builtin.lowering.cpp_reduce import reduce_step
 from forge.agents.builtin.lowering.cpp_stack import stacked_parts, stacked_step
+from forge.agents.builtin.lowering.cpp_winograd import WINOGRAD, winograd_conv, winograd_step
 from forge.agents.builtin.lowering.ir import Unsupported
 from forge.agents.builtin.lowering.layout import conv2d_parts
 from forge.agents.builtin.lowering.py_side import (
@@ -85,6 +86,8 @@ class LoweredGraph:
             space["chunk"] = [4096, 16384]
         if self.uses_erf:
             space["erf"] = list(ERF)
+        if any(winograd_conv(s, g.sched) for g in self.graphs for s in g.sched.steps):
+            space["conv_algo"] = ["winograd", "library"]
         if any(s.kind is StepKind.LIBRARY and conv2d_parts(s.node) for s in steps):
             space["conv_layout"] = ["row_major", "channels_last"]
         return space
@@ -97,6 +100,7 @@ DEFAULT: dict[str, Any] = {
     "chunk": 4096,
     "erf": "torch",
     "fuse": True,
+    "conv_algo": "winograd",
     "conv_layout": "row_major",
 }
 
@@ -223,6 +227,12 @@ def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
         for part in (unit.steps if isinstance(unit, RowGroup) and _writes_laid_out(unit, sched) else (unit,))
     ]
     for k, unit in enumerate(units):
+        conv = winograd_conv(unit, sched) if isinstance(unit, Step) and cfg["conv_algo"] == "winograd" else None
+        if isinstance(unit, Step) and conv is not None:
+            lines.append(allocation(unit.node, sched))
+            cpp_parts.append(winograd_step(f"{prefix}step{k}", conv, sched, cfg))
+            stage.append(f"{prefix}step{k}")
+            continue
         if isinstance(unit, Step) and unit.kind is StepKind.LIBRARY:
             close_stage()
             lines.extend(library_lines(unit, sched))
@@ -264,6 +274,8 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     for given, (prefix, constants, name) in zip(lowered.graphs, MODE_NAMES, strict=False):
         graph = _laid_out(given, cfg)
         cpp_part, run_lines = _program(graph, cfg, prefix)
+        if "forge_winograd3x3(" in cpp_part and WINOGRAD not in cpp_src:
+            cpp_src += WINOGRAD
         cpp_src += cpp_part
         tables += constant_table(graph.traced, graph.sched, constants)
         body = [*load_lines(graph.traced, graph.sched, constants=constants), *run_lines]
