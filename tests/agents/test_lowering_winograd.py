@@ -122,3 +122,11 @@ def test_float64_and_channels_last_convolutions_run_as_the_library_runs_them():
     # the second returns its result, which stays row-major
     assert laid_out.count("forge_winograd3x3(b") == 1 and "torch.ops.aten.convolution.default(" in laid_out
     check(block, [x], {"conv_algo": "winograd", "conv_layout": "channels_last"})
+
+
+def test_convolutions_whose_transformed_filters_outgrow_the_cache_start_at_the_library_call():
+    small = nn.Conv2d(128, 128, 3, padding=1, bias=False)
+    large = nn.Conv2d(256, 256, 3, padding=1, bias=False)
+    assert _knobs(small, torch.randn(1, 128, 6, 6))["conv_algo"] == ["winograd", "library"]
+    assert _knobs(large, torch.randn(1, 256, 6, 6))["conv_algo"] == ["library", "winograd"]
+    check(large, [torch.randn(1, 256, 5, 7)], {"conv_algo": "winograd"})  # still right when the tuner tries it

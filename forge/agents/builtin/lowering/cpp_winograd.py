@@ -74,6 +74,20 @@ def winograd_conv(step: Step, sched: Schedule) -> WinogradConv | None:
     )
 
 
+# Winograd is tried first where its transformed filters (16 x channels x filters floats) fit in
+# about 1 MiB, a core's L2: every block of tiles reads all of them. Measured on the 2-core Zen 4
+# VM (in-process medians, library/eager over Winograd): 32 -> 32 channels at 32x32 1.1-1.9x,
+# 64 -> 64 at 16x16 and 56x56 1.12-1.16x, 128 -> 128 at 16x16 0.97-1.33x; 256 -> 256 at 14x14
+# 0.45-0.83x and 512 -> 512 at 7x7 0.52x. Larger ones start at the library call (the tuner still
+# tries Winograd as a move).
+FILTERS_IN_CACHE = 16384  # channels x filters
+
+
+def favours_winograd(conv: WinogradConv) -> bool:
+    """Whether the tuner starts ``conv`` at Winograd (else at the library call)."""
+    return conv.channels * conv.filters <= FILTERS_IN_CACHE
+
+
 def winograd_step(name: str, conv: WinogradConv, sched: Schedule, cfg: dict[str, Any]) -> str:
     """The step's C++ function: the convolution into its buffer (``forge_winograd3x3``)."""
     reads = {conv.x, conv.weight} | ({conv.bias} if conv.bias is not None else set())
@@ -108,8 +122,9 @@ static float* forge_wg_scratch(std::vector<float>& v, size_t n) {
 // Outputs [oy0, oy0 + 2) x [ox0, ox0 + 2) of image n, every filter, summed directly (padding
 // skipped, as the library skips it): the tiles whose input holds NaN or inf.
 static void forge_wg_direct(const float* x, const float* w, const float* bias, float* out, int64_t n,
-                            int64_t oy0, int64_t ox0, int64_t C, int64_t H, int64_t W, int64_t K) {
-    for (int64_t k = 0; k < K; ++k)
+                            int64_t oy0, int64_t ox0, int64_t C, int64_t H, int64_t W, int64_t K, int64_t k0,
+                            int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k)
         for (int64_t oy = oy0; oy < std::min(oy0 + 2, H); ++oy)
             for (int64_t ox = ox0; ox < std::min(ox0 + 2, W); ++ox) {
                 float acc = 0.f;
@@ -124,55 +139,75 @@ static void forge_wg_direct(const float* x, const float* w, const float* bias, f
             }
 }
 
-// U[p][c][k] = (G g G^T)[p] for filter k, channel c.
+// U[p][c][k] = (G g G^T)[p] for filter k, channel c, in blocks of 16 channels by 16 filters made
+// in a local array and written out a row of 16 filters at a time: written directly, U's rows
+// for one filter lie a power of two apart and evict one another from the cache (0.05 ms for
+// 32 x 32 filters, but 6 ms for 512 x 512 on the 2-core VM).
 static void forge_wg_filters(const float* w, float* U, int64_t C, int64_t K) {
+    const int64_t CB = (C + 15) / 16, KB = (K + 15) / 16;
     #pragma omp for schedule(static)
-    for (int64_t k = 0; k < K; ++k)
-        for (int64_t c = 0; c < C; ++c) {
-            const float* g = w + (k * C + c) * 9;
-            float t[4][3];
-            for (int j = 0; j < 3; ++j) {
-                const float g0 = g[j], g1 = g[3 + j], g2 = g[6 + j];
-                t[0][j] = g0; t[1][j] = 0.5f * (g0 + g1 + g2); t[2][j] = 0.5f * (g0 - g1 + g2); t[3][j] = g2;
+    for (int64_t blk = 0; blk < CB * KB; ++blk) {
+        const int64_t c0 = (blk / KB) * 16, k0 = (blk % KB) * 16;
+        const int64_t nc = std::min<int64_t>(16, C - c0), nk = std::min<int64_t>(16, K - k0);
+        float tile[16][16][16];  // [p][c - c0][k - k0]
+        for (int64_t kk = 0; kk < nk; ++kk)
+            for (int64_t cc = 0; cc < nc; ++cc) {
+                const float* g = w + ((k0 + kk) * C + c0 + cc) * 9;
+                float t[4][3];
+                for (int j = 0; j < 3; ++j) {
+                    const float g0 = g[j], g1 = g[3 + j], g2 = g[6 + j];
+                    t[0][j] = g0; t[1][j] = 0.5f * (g0 + g1 + g2); t[2][j] = 0.5f * (g0 - g1 + g2); t[3][j] = g2;
+                }
+                for (int i = 0; i < 4; ++i) {
+                    const float a = t[i][0], b = t[i][1], d = t[i][2];
+                    const float r[4] = {a, 0.5f * (a + b + d), 0.5f * (a - b + d), d};
+                    for (int j = 0; j < 4; ++j) tile[i * 4 + j][cc][kk] = r[j];
+                }
             }
-            for (int i = 0; i < 4; ++i) {
-                const float a = t[i][0], b = t[i][1], d = t[i][2];
-                const float r[4] = {a, 0.5f * (a + b + d), 0.5f * (a - b + d), d};
-                for (int j = 0; j < 4; ++j) U[((i * 4 + j) * C + c) * K + k] = r[j];
-            }
-        }
+        for (int p = 0; p < 16; ++p)
+            for (int64_t cc = 0; cc < nc; ++cc)
+                std::memcpy(U + (p * C + c0 + cc) * K + k0, tile[p][cc], sizeof(float) * nk);
+    }
 }
 """
     + r"""
-// V[p][c][t] for the tile row (n, th); bad[t] is NaN when tile t's input holds NaN or inf.
-static void forge_wg_inputs(const float* x, float* V, float* rows, float* bad, int64_t n, int64_t th,
+// V[p][c][t] for the block's tiles (tile rows th0 .. th0 + nr - 1 of image n; lane t is tile
+// t % TW of row t / TW); bad[t] is NaN when tile t's input holds NaN or inf. D[i * 4 + j] holds
+// each lane's input at row i, column j of its 4x4 window.
+static void forge_wg_inputs(const float* x, float* V, float* D, float* row2, float* bad, int64_t n, int64_t th0,
+                            int64_t nr,
                             int64_t C, int64_t H, int64_t W, int64_t TW, int64_t TP) {
-    const int64_t EP = TP + FORGE_WG_VL, y0 = 2 * th - 1;
     for (int64_t t = 0; t < TP; ++t) bad[t] = 0.f;
     for (int64_t c = 0; c < C; ++c) {
         const float* xp = x + (n * C + c) * H * W;
-        for (int i = 0; i < 4; ++i) {  // rows[2i]: padded columns 0, 2, 4, ...; rows[2i+1]: 1, 3, ...
-            const int64_t yy = y0 + i;
-            float* e = rows + 2 * i * EP;
-            float* o = e + EP;
-            if (yy < 0 || yy >= H) {
-                std::memset(e, 0, sizeof(float) * 2 * EP);
-                continue;
+        for (int64_t r = 0; r < nr; ++r)
+            for (int i = 0; i < 4; ++i) {
+                const int64_t yy = 2 * (th0 + r) - 1 + i;  // the window's row i; padding is zero
+                float* e = row2;  // padded columns 0, 2, 4, ... (input column 2q - 1)
+                float* o = row2 + TW + 1;  // padded columns 1, 3, 5, ... (input column 2q)
+                if (yy < 0 || yy >= H) {
+                    std::memset(row2, 0, sizeof(float) * 2 * (TW + 1));
+                } else {
+                    const float* in = xp + yy * W;
+                    int64_t q = 1;
+                    e[0] = 0.f;
+                    for (; q <= W / 2; ++q) e[q] = in[2 * q - 1];
+                    for (; q <= TW; ++q) e[q] = 0.f;
+                    for (q = 0; q < TW; ++q) o[q] = in[2 * q];
+                    o[TW] = 0.f;
+                }
+                float* d = D + i * 4 * TP + r * TW;  // window column j of tile tw: padded column 2 tw + j
+                for (int64_t tw = 0; tw < TW; ++tw) {  // a loop: memcpy calls of 16 floats cost a fifth of the step
+                    d[tw] = e[tw]; d[TP + tw] = o[tw]; d[2 * TP + tw] = e[tw + 1]; d[3 * TP + tw] = o[tw + 1];
+                }
             }
-            const float* r = xp + yy * W;  // padded column m is input column m - 1
-            int64_t q = 1;
-            e[0] = 0.f;
-            for (; q <= W / 2; ++q) e[q] = r[2 * q - 1];
-            for (; q < EP; ++q) e[q] = 0.f;
-            for (q = 0; q < TW; ++q) o[q] = r[2 * q];
-            for (; q < EP; ++q) o[q] = 0.f;
-        }
+        for (int p = 0; p < 16; ++p)
+            for (int64_t t = nr * TW; t < TP; ++t) D[p * TP + t] = 0.f;
         for (int64_t t = 0; t < TP; t += FORGE_WG_VL) {
             forge_wg_v s[4][4], z = forge_wg_ld(bad + t);
             for (int j = 0; j < 4; ++j) {
-                const int64_t off = (j & 1) * EP + t + (j >> 1);
-                const forge_wg_v d0 = forge_wg_ld(rows + off), d1 = forge_wg_ld(rows + 2 * EP + off);
-                const forge_wg_v d2 = forge_wg_ld(rows + 4 * EP + off), d3 = forge_wg_ld(rows + 6 * EP + off);
+                const forge_wg_v d0 = forge_wg_ld(D + j * TP + t), d1 = forge_wg_ld(D + (4 + j) * TP + t);
+                const forge_wg_v d2 = forge_wg_ld(D + (8 + j) * TP + t), d3 = forge_wg_ld(D + (12 + j) * TP + t);
                 z += (d0 + d1 + d2 + d3) * 0.f;  // NaN exactly when one of them is NaN or inf
                 s[0][j] = d0 - d2; s[1][j] = d1 + d2; s[2][j] = d2 - d1; s[3][j] = d1 - d3;
             }
@@ -189,14 +224,15 @@ static void forge_wg_inputs(const float* x, float* V, float* rows, float* bad, i
 """
     + r"""
 // M[p][k][t] = sum_c U[p][c][k] V[p][c][t]: FORGE_WG_KB filters by one vector of tiles at a time.
-static void forge_wg_products(const float* U, const float* V, float* M, int64_t C, int64_t K, int64_t TP) {
+static void forge_wg_products(const float* U, const float* V, float* M, int64_t C, int64_t K, int64_t k0, int64_t k1,
+                              int64_t TP) {
     for (int p = 0; p < 16; ++p) {
         const float* Up = U + p * C * K;
         const float* Vp = V + p * C * TP;
         float* Mp = M + p * K * TP;
         for (int64_t t = 0; t < TP; t += FORGE_WG_VL) {
-            int64_t k = 0;
-            for (; k + FORGE_WG_KB <= K; k += FORGE_WG_KB) {
+            int64_t k = k0;
+            for (; k + FORGE_WG_KB <= k1; k += FORGE_WG_KB) {
                 forge_wg_v a[FORGE_WG_KB] = {};
                 for (int64_t c = 0; c < C; ++c) {
                     const forge_wg_v v = forge_wg_ld(Vp + c * TP + t);
@@ -205,7 +241,7 @@ static void forge_wg_products(const float* U, const float* V, float* M, int64_t 
                 }
                 for (int q = 0; q < FORGE_WG_KB; ++q) forge_wg_st(Mp + (k + q) * TP + t, a[q]);
             }
-            for (; k < K; ++k) {
+            for (; k < k1; ++k) {
                 forge_wg_v a = {};
                 for (int64_t c = 0; c < C; ++c) a += Up[c * K + k] * forge_wg_ld(Vp + c * TP + t);
                 forge_wg_st(Mp + k * TP + t, a);
@@ -214,11 +250,13 @@ static void forge_wg_products(const float* U, const float* V, float* M, int64_t 
     }
 }
 
-// The tile row's outputs, Y = A^T M A (+ bias), written into rows 2 th and 2 th + 1 of out.
-static void forge_wg_outputs(const float* M, const float* bias, float* out, float* ys, int64_t n, int64_t th,
-                             int64_t H, int64_t W, int64_t K, int64_t TP) {
+// The block's outputs, Y = A^T M A (+ bias), written into rows 2 th and 2 th + 1 of out for its
+// tile rows th.
+static void forge_wg_outputs(const float* M, const float* bias, float* out, float* ys, int64_t n, int64_t th0,
+                             int64_t nr, int64_t H, int64_t W, int64_t K, int64_t k0, int64_t k1, int64_t TW,
+                             int64_t TP) {
     const int64_t S = K * TP;
-    for (int64_t k = 0; k < K; ++k) {
+    for (int64_t k = k0; k < k1; ++k) {
         const float* m = M + k * TP;
         const float add = bias ? bias[k] : 0.f;
         for (int64_t t = 0; t < TP; t += FORGE_WG_VL) {
@@ -232,13 +270,14 @@ static void forge_wg_outputs(const float* M, const float* bias, float* out, floa
                                      s1[1] - s1[2] - s1[3]};
             for (int q = 0; q < 4; ++q) forge_wg_st(ys + q * TP + t, bias ? y[q] + add : y[q]);
         }
-        for (int64_t r = 0; r < 2 && 2 * th + r < H; ++r) {
-            float* o = out + ((n * K + k) * H + 2 * th + r) * W;
-            const float* even = ys + 2 * r * TP;
-            const float* odd = even + TP;
-            for (int64_t t = 0; t < W / 2; ++t) { o[2 * t] = even[t]; o[2 * t + 1] = odd[t]; }
-            if (W & 1) o[W - 1] = even[W / 2];
-        }
+        for (int64_t r = 0; r < nr; ++r)
+            for (int64_t half = 0; half < 2 && 2 * (th0 + r) + half < H; ++half) {
+                float* o = out + ((n * K + k) * H + 2 * (th0 + r) + half) * W;
+                const float* even = ys + 2 * half * TP + r * TW;
+                const float* odd = even + TP;
+                for (int64_t t = 0; t < W / 2; ++t) { o[2 * t] = even[t]; o[2 * t + 1] = odd[t]; }
+                if (W & 1) o[W - 1] = even[W / 2];
+            }
     }
 }
 """
@@ -253,15 +292,34 @@ static bool forge_wg_finite(const float* w, int64_t n) {
     return s == s;
 }
 
+// Tile rows per block: the count up to max(2, 2 VL / TW) whose lanes waste the least of the
+// vectors (a 7-tile row alone fills 7 of 16 lanes; two fill 14).
+static int64_t forge_wg_rows(int64_t TW, int64_t TH) {
+    const int64_t most = std::min<int64_t>(TH, std::max<int64_t>(2, (2 * FORGE_WG_VL + TW - 1) / TW));
+    int64_t best = 1;
+    double waste = 1e9;
+    for (int64_t r = 1; r <= most; ++r) {
+        const int64_t used = r * TW, padded = (used + FORGE_WG_VL - 1) / FORGE_WG_VL * FORGE_WG_VL;
+        const double w = (double)(padded - used) / (double)used;
+        if (w < waste - 1e-9) { waste = w; best = r; }
+    }
+    return best;
+}
+
 static void forge_winograd3x3(const float* x, const float* w, const float* bias, float* out, int64_t N, int64_t C,
                               int64_t H, int64_t W, int64_t K, int threads) {
-    const int64_t TH = (H + 1) / 2, TW = (W + 1) / 2, TP = (TW + FORGE_WG_VL - 1) / FORGE_WG_VL * FORGE_WG_VL;
+    const int64_t TH = (H + 1) / 2, TW = (W + 1) / 2, RB = forge_wg_rows(TW, TH), BH = (TH + RB - 1) / RB;
+    const int64_t TP = (RB * TW + FORGE_WG_VL - 1) / FORGE_WG_VL * FORGE_WG_VL;
     const int nt = threads > 0 ? threads : omp_get_max_threads();
+    // Fewer blocks than two per thread: the filters are split too (each part transforms its
+    // block's input again), in multiples of the register block.
+    const int64_t KP = std::max<int64_t>(1, std::min<int64_t>((2 * nt + N * BH - 1) / (N * BH), K / FORGE_WG_KB));
+    const int64_t KS = ((K + KP - 1) / KP + FORGE_WG_KB - 1) / FORGE_WG_KB * FORGE_WG_KB;
     if (!forge_wg_finite(w, K * C * 9)) {  // a NaN or inf filter: the direct sum, as the library's
         #pragma omp parallel for schedule(static) num_threads(nt)
         for (int64_t b = 0; b < N * TH; ++b)
             for (int64_t tw = 0; tw < TW; ++tw)
-                forge_wg_direct(x, w, bias, out, b / TH, 2 * (b % TH), 2 * tw, C, H, W, K);
+                forge_wg_direct(x, w, bias, out, b / TH, 2 * (b % TH), 2 * tw, C, H, W, K, 0, K);
         return;
     }
     static thread_local std::vector<float> filters;
@@ -269,24 +327,28 @@ static void forge_winograd3x3(const float* x, const float* w, const float* bias,
     #pragma omp parallel num_threads(nt)
     {
         forge_wg_filters(w, U, C, K);  // its omp for ends in a barrier: U is whole after it
-        static thread_local std::vector<float> inputs, products, rows, ys, bad;
+        static thread_local std::vector<float> inputs, products, windows, row, ys, bad;
         float* V = forge_wg_scratch(inputs, (size_t)(16 * C * TP));
         float* M = forge_wg_scratch(products, (size_t)(16 * K * TP));
-        float* R = forge_wg_scratch(rows, (size_t)(8 * (TP + FORGE_WG_VL)));
+        float* D = forge_wg_scratch(windows, (size_t)(16 * TP));
+        float* R2 = forge_wg_scratch(row, (size_t)(2 * (TW + 1)));
         float* Y = forge_wg_scratch(ys, (size_t)(4 * TP));
         float* Z = forge_wg_scratch(bad, (size_t)TP);
         #pragma omp for schedule(static)
-        for (int64_t b = 0; b < N * TH; ++b) {
-            const int64_t n = b / TH, th = b % TH;
-            forge_wg_inputs(x, V, R, Z, n, th, C, H, W, TW, TP);
-            forge_wg_products(U, V, M, C, K, TP);
-            forge_wg_outputs(M, bias, out, Y, n, th, H, W, K, TP);
-            for (int64_t t = 0; t < TW; ++t)
-                if (Z[t] != Z[t]) forge_wg_direct(x, w, bias, out, n, 2 * th, 2 * t, C, H, W, K);
+        for (int64_t item = 0; item < N * BH * KP; ++item) {
+            const int64_t b = item / KP, part = item % KP;
+            const int64_t n = b / BH, th0 = (b % BH) * RB, nr = std::min(RB, TH - th0);
+            const int64_t k0 = part * KS, k1 = std::min(K, k0 + KS);
+            forge_wg_inputs(x, V, D, R2, Z, n, th0, nr, C, H, W, TW, TP);
+            forge_wg_products(U, V, M, C, K, k0, k1, TP);
+            forge_wg_outputs(M, bias, out, Y, n, th0, nr, H, W, K, k0, k1, TW, TP);
+            for (int64_t t = 0; t < nr * TW; ++t)
+                if (Z[t] != Z[t])
+                    forge_wg_direct(x, w, bias, out, n, 2 * (th0 + t / TW), 2 * (t % TW), C, H, W, K, k0, k1);
         }
     }
 }
 """
 )
 
-__all__ = ["WINOGRAD", "WinogradConv", "winograd_conv", "winograd_step"]
+__all__ = ["FILTERS_IN_CACHE", "WINOGRAD", "WinogradConv", "favours_winograd", "winograd_conv", "winograd_step"]

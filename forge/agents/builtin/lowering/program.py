@@ -30,7 +30,7 @@ from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row
 from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step
 from forge.agents.builtin.lowering.cpp_reduce import reduce_step
 from forge.agents.builtin.lowering.cpp_stack import stacked_parts, stacked_step
-from forge.agents.builtin.lowering.cpp_winograd import WINOGRAD, winograd_conv, winograd_step
+from forge.agents.builtin.lowering.cpp_winograd import WINOGRAD, favours_winograd, winograd_conv, winograd_step
 from forge.agents.builtin.lowering.ir import Unsupported
 from forge.agents.builtin.lowering.layout import conv2d_parts
 from forge.agents.builtin.lowering.py_side import (
@@ -86,8 +86,10 @@ class LoweredGraph:
             space["chunk"] = [4096, 16384]
         if self.uses_erf:
             space["erf"] = list(ERF)
-        if any(winograd_conv(s, g.sched) for g in self.graphs for s in g.sched.steps):
-            space["conv_algo"] = ["winograd", "library"]
+        convs = [c for g in self.graphs for s in g.sched.steps if (c := winograd_conv(s, g.sched))]
+        if convs:
+            favoured = all(favours_winograd(c) for c in convs)
+            space["conv_algo"] = ["winograd", "library"] if favoured else ["library", "winograd"]
         if any(s.kind is StepKind.LIBRARY and conv2d_parts(s.node) for s in steps):
             space["conv_layout"] = ["row_major", "channels_last"]
         return space
