@@ -77,16 +77,15 @@ def test_each_rule_gives_its_reason():
 def test_include_and_exclude_override_the_rules():
     profile = _profile(_cls("Block", 0.9, _inst("b0")), _cls("Norm", 0.2, _inst("b0.norm")))
     choices = _by_name(choose_classes(profile, "toy", include={"Block"}))
-    assert choices["Block"].chosen and not choices["Norm"].chosen
-    assert "inside Block" in choices["Norm"].reason
+    assert choices["Block"].chosen and choices["Norm"].chosen  # Norm's kernel runs where Block banks none
     choices = _by_name(choose_classes(profile, "toy", exclude={"Norm"}))
     assert choices["Block"].chosen and choices["Norm"].reason == "excluded (--exclude)"
 
 
 def test_a_class_with_work_of_its_own_beside_its_parts_is_optimized_whole():
     """A residual block whose ConvBNReLU is 60% of its time: the block is one op (its own 40% and
-    the fusion across it would be lost otherwise), and the ConvBNReLU outside any block (the
-    stem) is an op of its own; at 80% the parts are optimized at their own level."""
+    the fusion across it would be lost otherwise), and ConvBNReLU is one too, every instance of it
+    (its kernel runs where the block banks none); at 80% the parts are optimized at their own level."""
     for part_ms, block_chosen in ((0.6, True), (0.8, False)):
         profile = _profile(
             _cls("Residual", 0.8, _inst("blocks.0"), _inst("blocks.1")),
@@ -101,11 +100,9 @@ def test_a_class_with_work_of_its_own_beside_its_parts_is_optimized_whole():
         choices = _by_name(choose_classes(profile, "toy"))
         assert choices["Residual"].chosen is block_chosen and choices["ConvBNReLU"].chosen
         paths = [g.paths for g in choices["ConvBNReLU"].groups]
-        assert paths == ([["stem"]] if block_chosen else [["stem", "blocks.0.first", "blocks.1.first"]])
+        assert paths == [["stem", "blocks.0.first", "blocks.1.first"]]
         if not block_chosen:
             assert "its parts (ConvBNReLU) are optimized at their own level" in choices["Residual"].reason
-        else:  # the stem's op carries the stem's share, not the class's
-            assert abs(choices["ConvBNReLU"].groups[0].share - 0.6 * 0.2 / 1.4) < 1e-3
 
 
 def test_which_nested_class_is_whole_does_not_depend_on_their_order():

@@ -8,9 +8,11 @@ much of its time that fusing the rest cannot clear the noise (Amdahl); when none
 can become an op (arguments that are not tensors, constructor arguments an op file cannot hold,
 data-dependent shapes). Of the classes left, one that contains another is left out (its parts are
 optimized at their own level) unless a quarter or more of its time is its own work outside them,
-or the user names it: then it is optimized whole, and the instances inside it of the classes it
-contains are not (their instances elsewhere still are). The model's own class is optimized whole
-when nothing inside it is chosen.
+or the user names it: then it is optimized whole, and the classes inside it are optimized too, all
+their instances included: where the outer class banks no kernel (the built-in agent cannot lower
+a decoder's attention, whose rotary embedding it can), theirs still run; where it does, its
+kernel runs in place of their forwards. The model's own class is optimized whole when nothing
+inside it is chosen.
 
 Each chosen class becomes one op per configuration its instances were built with, verified on
 every input signature those instances were called with.
@@ -64,13 +66,6 @@ def _inside(inner: ClassUse, outer: ClassUse) -> bool:
 
 def _within(instance: InstanceUse, outer: ClassUse) -> bool:
     return any(instance.path.startswith(o.path + ".") for o in outer.instances)
-
-
-def _part_of(cls: ClassUse, instances: list[InstanceUse]) -> ClassUse:
-    """``cls`` with only ``instances``, its share of the model's time theirs."""
-    total = sum(i.inclusive_ms for i in cls.instances) or 1.0
-    share = cls.share * sum(i.inclusive_ms for i in instances) / total
-    return cls.model_copy(update={"instances": instances, "share": share})
 
 
 def _own_work(outer: ClassUse, inner: list[ClassUse]) -> float:
@@ -169,14 +164,6 @@ def choose_classes(
         if inner and not names_class(c.cls, include) and _own_work(c.cls, [o.cls for o in inner]) < OWN_WORK:
             c.chosen = False
             c.reason = f"its parts ({', '.join(o.cls.name for o in inner)}) are optimized at their own level"
-    for c in choices:
-        outers = [o.cls for o in choices if o.chosen and o is not c and _inside(c.cls, o.cls)]
-        if not c.chosen or not outers:
-            continue
-        outside = [i for i in c.cls.instances if not any(_within(i, o) for o in outers)]
-        c.groups = _groups(_part_of(c.cls, outside), base(c.cls))[0] if outside else []
-        if not c.groups:
-            c.chosen, c.reason = False, f"inside {outers[0].name}, which is optimized whole"
     for c in choices:
         if c.chosen:
             c.reason = f"{sum(g.share for g in c.groups):.1%} of the model's time; {len(c.groups)} op(s)"
