@@ -152,7 +152,8 @@ def optimize_model(
     _stage(emit, model, "proving", "the kernelized model against the original; eager, kernelized, compiled, both")
     open_for_writing(where).dispose()  # a bank to read, even when no session ran (nothing chosen)
     _prove(result, where, device, choices.prove_rounds, stop)
-    if result.proof is not None and (demoted := demote_slowing_kernels(result.proof, where, device)):
+    ops = [c.group.name for c in carved]
+    if result.proof is not None and (demoted := demote_slowing_kernels(result.proof, ops, where, device)):
         result.compile_demoted = demoted
         _stage(emit, model, "proving", "again: " + "; ".join(demoted))
         _prove(result, where, device, choices.prove_rounds, stop)

@@ -5,17 +5,16 @@ output. F(2x2, 3x3) computes a 2x2 tile of outputs from a 4x4 tile of the input 
 per channel instead of 36 (Lavin and Gray, 2015): the input tile and the filter are transformed
 (``V = B^T d B``, ``U = G g G^T``), multiplied elementwise and summed over the channels (16
 matrix products, channels x output channels), and transformed back (``Y = A^T M A``).
-On the 2-core AMD EPYC (Zen 4) VM, 8x32x32x32 with 32 filters ran in about half of oneDNN's
-time (0.70 ms against 1.48 ms, interleaved, one process).
+On the 2-core AMD EPYC (Zen 4) VM, 8x32x32x32 with 32 filters ran in 0.60-0.78 ms against
+oneDNN's 0.78-1.49 ms (docs/lowering.md has the sweep over channel counts).
 
 Kept exact where the reference is exact about special values: a tile whose 4x4 input holds a NaN
 or an infinity is computed again directly (a transform's ``inf - inf`` would give NaN where the
 convolution gives inf), and a filter holding one makes the whole call direct. Finite results
 differ from the direct sum by rounding only (the transforms add and subtract, with factors 1/2).
 
-The work is split by rows of output tiles: one (image, tile row) is transformed, multiplied and
-transformed back by one thread, with its scratch (the transformed input and products, about
-``32 * channels * tiles per row`` floats each) kept per thread between calls.
+A task is a block of tile rows of one image (as many rows as fill the vectors best), or a part
+of its filters when there are few blocks; each thread's scratch is kept between calls.
 """
 
 from __future__ import annotations
