@@ -503,3 +503,15 @@ def test_channels_last_buffers_written_or_read_past_the_plain_pointwise_path(mod
                 m.running_mean.uniform_(-1, 1)
                 m.running_var.uniform_(0.5, 2)
     check(model, [torch.randn(*s) for s in shapes], {"conv_layout": "channels_last"})
+
+
+def test_a_module_built_with_other_constructor_arguments_runs_the_reference():
+    """The same input shape, other filter counts (the verifier's size variants shrink constructor
+    arguments): the kernel's sizes are constants, so the module runs the reference rather than
+    read past its buffers."""
+    built, other = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(3, 4, 3, padding=1)
+    x = torch.randn(2, 3, 9, 9)
+    candidate = lowered_candidate(built, [x])
+    candidate.__dict__.update(copy.deepcopy(other).__dict__)
+    with torch.no_grad():
+        torch.testing.assert_close(candidate(x), other(x))

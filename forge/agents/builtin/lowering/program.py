@@ -11,7 +11,8 @@ An op whose two graphs are the same gets one kernel for both modes; an op that c
 op in training mode (BatchNorm) gets both kernels, chosen by ``self.training`` at call time; an
 op that draws random numbers in training mode (dropout) gets eval mode's kernel, and the
 reference runs in training mode. Called with other shapes, dtypes or devices than it was built
-for, ``ModelNew`` runs the reference rather than read out of bounds.
+for, or built with state of other shapes (other constructor arguments), ``ModelNew`` runs the
+reference rather than read out of bounds.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ from forge.agents.builtin.lowering.ir import Unsupported
 from forge.agents.builtin.lowering.layout import conv2d_parts
 from forge.agents.builtin.lowering.py_side import (
     allocation,
+    built_for_source,
     closing_lines,
     constant_table,
     library_lines,
     load_lines,
+    state_check,
 )
 from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind, schedule
 from forge.agents.builtin.lowering.trace import Traced, is_random, packet_name, trace, unloweable
@@ -280,12 +283,13 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
             cpp_src += WINOGRAD
         cpp_src += cpp_part
         tables += constant_table(graph.traced, graph.sched, constants)
-        body = [*load_lines(graph.traced, graph.sched, constants=constants), *run_lines]
+        body = [*load_lines(graph.traced, graph.sched, constants=constants), *state_check(graph.traced), *run_lines]
         body += closing_lines(graph.traced, graph.sched, lowered.out_kind)
         methods += method(name, [f"b = [None] * {len(graph.sched.buffers)}", *body])
     knobs = lowered.knobs()
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
+    built_for = built_for_source(specs, lowered.traced, lowered.sched, '"cpu"')
     steps = ", ".join(s.kind for s in lowered.sched.steps)
     dispatch = dispatch_lines(lowered)
     return f'''"""forge built-in coder: the general lowering (C++, OpenMP + SIMD): steps {steps}.
@@ -301,18 +305,10 @@ from forge import cpp
 from forge_reference import Model
 
 _lib = cpp.load(r"""{cpp_src}""")
-{tables}_INPUTS = {specs!r}
-
+{tables}{built_for}
 
 {ATTR_SOURCE}def _table(b):
     return (ctypes.c_void_p * len(b))(*[0 if t is None else t.data_ptr() for t in b])
-
-
-def _built_for(xs):
-    return len(xs) == len(_INPUTS) and all(
-        isinstance(x, torch.Tensor) and tuple(x.shape) == s and str(x.dtype) == d and x.device.type == "cpu"
-        for x, (s, d) in zip(xs, _INPUTS)
-    )
 
 
 class ModelNew(Model):

@@ -96,6 +96,39 @@ def load_lines(traced: Traced, sched: Schedule, device: str | None = None, const
     return lines
 
 
+def built_for_source(
+    lowered_inputs: list[tuple[tuple[int, ...], str]], traced: Traced, sched: Schedule, device: str
+) -> str:
+    """``_INPUTS`` and ``_built_for(xs)`` as Python source: whether the op's inputs have the
+    shapes, dtypes and device (``device``: Python text of its type) the kernel was built for; and
+    ``_STATE``, the module state's shapes and dtypes, which ``state_check`` compares."""
+    names = traced.state_names
+    state = [(list(shape_of(node)), str(dtype_of(node))) for _, node in zip(names, sched.inputs, strict=False)]
+    return f"""_INPUTS = {lowered_inputs!r}
+_STATE = [{", ".join(f"(torch.Size({s!r}), {d})" for s, d in state)}]
+
+
+def _built_for(xs):
+    return len(xs) == len(_INPUTS) and all(
+        isinstance(x, torch.Tensor) and tuple(x.shape) == s and str(x.dtype) == d and x.device.type == {device}
+        for x, (s, d) in zip(xs, _INPUTS)
+    )
+"""
+
+
+def state_check(traced: Traced) -> list[str]:
+    """The lines after ``load_lines`` that run the reference when the module's state (its first
+    table slots) is not the shapes and dtypes the kernel was built for. A module built with other
+    constructor arguments (the verifier's size variants shrink them; a user's ``bank.load`` may
+    pass others) takes inputs of the same shape, and the kernel's sizes are constants: it would
+    read past its buffers. Read from the loaded slots: through the module's attributes the check
+    cost 32 us a call for a residual block's 12 tensors."""
+    n = len(traced.state_names)
+    if not n:
+        return []
+    return [f"if [(t.shape, t.dtype) for t in b[:{n}]] != _STATE:", "    return super().forward(*xs)"]
+
+
 CONSTANT_LIMIT = 1 << 16  # bytes of a tensor made in forward that a candidate carries in its source
 
 

@@ -27,10 +27,12 @@ from forge.agents.builtin.lowering.program import (
 )
 from forge.agents.builtin.lowering.py_side import (
     allocation,
+    built_for_source,
     closing_lines,
     constant_table,
     library_lines,
     load_lines,
+    state_check,
 )
 from forge.agents.builtin.lowering.schedule import StepKind
 from forge.agents.builtin.lowering.triton_emit import pointwise_kernel, reduce_kernel
@@ -86,6 +88,7 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
             "dev = xs[0].device if xs else torch.device(_DEVICE)",
             f"b = [None] * {len(graph.sched.buffers)}",
             *load_lines(graph.traced, graph.sched, "dev", constants),
+            *state_check(graph.traced),
             *run_lines,
             *closing_lines(graph.traced, graph.sched, lowered.out_kind),
         ]
@@ -93,6 +96,7 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     knobs = space(lowered)
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
+    built_for = built_for_source(specs, lowered.traced, lowered.sched, "_DEVICE")
     steps = ", ".join(s.kind for s in lowered.sched.steps)
     dispatch = dispatch_lines(lowered)
     return f'''"""forge built-in coder: the general lowering (Triton): steps {steps}.
@@ -108,16 +112,10 @@ import triton.language as tl
 
 from forge_reference import Model
 
-{tables}_INPUTS = {specs!r}
-_DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+{tables}_DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 {HELPERS}{kernels}
 
-{ATTR_SOURCE}def _built_for(xs):
-    return len(xs) == len(_INPUTS) and all(
-        isinstance(x, torch.Tensor) and tuple(x.shape) == s and str(x.dtype) == d and x.device.type == _DEVICE
-        for x, (s, d) in zip(xs, _INPUTS)
-    )
-
+{ATTR_SOURCE}{built_for}
 
 class ModelNew(Model):
     def forward(self, *xs):
