@@ -180,6 +180,31 @@ def test_what_the_lowering_cannot_express_is_named():
     assert isinstance(why, str) and "complex" in why
 
 
+def _heads_rotated(x, cos, sin):  # type: ignore[no-untyped-def]
+    """An attention's head split (a permute of a view) then a rotary's even/odd pairs: the slices
+    become as_strided nodes whose strides are the projection's storage, not the permuted value's."""
+    b, s, _ = x.shape
+    q, k, v = x.view(b, s, 3, 2, 8).permute(2, 0, 3, 1, 4)
+    return _rotary_pairs(q, cos, sin) * 2 + _rotary_pairs(k, cos, sin) - v
+
+
+@pytest.mark.parametrize(
+    ("fn", "shapes"),
+    [
+        (_heads_rotated, [(2, 5, 48), (5, 4), (5, 4)]),
+        (lambda x: torch.as_strided(x[1:], (2, 3), (1, 4)) * 3, [(4, 6)]),  # a view that starts further on
+        (lambda x: x.t()[::2, 1:].exp(), [(7, 6)]),
+    ],
+)
+def test_strided_views_of_permuted_or_offset_values_read_the_storage_they_view(fn, shapes):
+    check(Op(fn), [specials(s, k) for k, s in enumerate(shapes)])
+
+
+def test_an_as_strided_reaching_outside_the_value_it_views_is_refused():
+    why = program.analyze(Op(lambda x: torch.as_strided(x[1:], (2, 3), (1, 4), 0) + 1), [torch.randn(4, 6)])
+    assert why == "aten.as_strided: reads storage outside the value it views"
+
+
 @pytest.mark.parametrize("fuse", [True, False])
 def test_norms_fused_per_row_or_not_give_the_same_result(fuse):
     layernorm = Op(lambda x: (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False) + 1e-5).sqrt())

@@ -57,6 +57,12 @@ CASES: dict[str, tuple[str, str, str]] = {
         "",
         "torch.randn(2, 3, 8, 16), torch.randn(8, 8), torch.randn(8, 8)",
     ),
+    "heads_rotated": (  # a head split's permute, then even/odd slices: as_strided of the projection
+        "torch.stack((x.view(2, 5, 2, 8).permute(0, 2, 1, 3)[..., 0::2] * y,"
+        " x.view(2, 5, 2, 8).permute(0, 2, 1, 3)[..., 1::2] * z), -1).flatten(-2)",
+        "",
+        "torch.randn(2, 5, 16), torch.randn(5, 4), torch.randn(5, 4)",
+    ),
     "cat_three_parts": (
         "torch.cat((x.exp(), y, x[:, :1] * 2), dim=1).sum(-1)",
         "",

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from forge.agents.builtin.lowering.trace import packet_name
+from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
 
 CTYPES: dict[torch.dtype, str] = {
     torch.float32: "float",
@@ -226,20 +226,40 @@ def source_index(node: fx.Node, idx: list[str]) -> list[str]:
         lead = len(oshape) - len(sshape)
         return ["0" if sshape[k] == 1 else idx[k + lead] for k in range(len(sshape))]
     if name == "aten.as_strided":
-        return delinear(strided_offset(node, idx), sshape)
+        base, offset = strided_source(node, idx)
+        return delinear(offset, shape_of(base))
     raise Unsupported(f"{name}: not a view the lowering maps")
 
 
-def strided_offset(node: fx.Node, idx: list[str]) -> str:
-    """An ``as_strided`` view read at ``idx``: the row-major offset into its (contiguous) source.
-    A reader passes it on as the source's flat offset, so a load is that offset itself rather
+def strided_source(node: fx.Node, idx: list[str]) -> tuple[fx.Node, str]:
+    """An ``as_strided`` view read at ``idx``: the contiguous value whose storage it reads, and
+    the row-major offset into it. Its strides and offset are the storage's, not its source's:
+    a view of a permuted value (a head split's ``x[..., 0::2]``) reads the storage of the last
+    contiguous value before the permute. A reader reads that value at the offset itself rather
     than the offset taken apart into an index tuple and put back together (a div and a mod a
     dimension, which kept GCC from vectorising the loop)."""
-    src, args = node.args[0], list[Any](node.args)
-    assert isinstance(src, fx.Node)
-    if not value_of(src).is_contiguous():
-        raise Unsupported("aten.as_strided: of a non-contiguous value")
-    offset = int(args[3]) if len(args) > 3 and args[3] is not None else 0
-    terms = [_mul(e, int(s)) for e, s in zip(idx, args[2], strict=True)]
+    args = list[Any](node.args)
+    base = storage_base(node)
+    size, strides = [int(d) for d in args[1]], [int(s) for s in args[2]]
+    # no storage offset given: the source's own (torch's rule)
+    given = int(args[3]) if len(args) > 3 and args[3] is not None else value_of(args[0]).storage_offset()
+    offset = given - value_of(base).storage_offset()
+    highest = offset + sum((d - 1) * s for d, s in zip(size, strides, strict=True) if d > 0)
+    if offset < 0 or min(strides, default=0) < 0 or (math.prod(size) and highest >= value_of(base).numel()):
+        raise Unsupported("aten.as_strided: reads storage outside the value it views")
+    terms = [_mul(e, s) for e, s in zip(idx, strides, strict=True)]
     terms = [t for t in terms if t != "0"] + ([str(offset)] if offset else [])
-    return " + ".join(terms) or "0"
+    return base, " + ".join(terms) or "0"
+
+
+def storage_base(node: fx.Node) -> fx.Node:
+    """The nearest contiguous value an ``as_strided`` node views, back through views (which share
+    its storage)."""
+    src = node.args[0]
+    while isinstance(src, fx.Node) and not value_of(src).is_contiguous():
+        if kind_of(src) is not NodeKind.VIEW or not isinstance(src.args[0], fx.Node):
+            break
+        src = src.args[0]
+    if not isinstance(src, fx.Node) or not value_of(src).is_contiguous():
+        raise Unsupported("aten.as_strided: of a value that is not a view of a contiguous one")
+    return src

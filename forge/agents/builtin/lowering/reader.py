@@ -21,13 +21,14 @@ from torch import fx
 from forge.agents.builtin.lowering.code import Statement
 from forge.agents.builtin.lowering.ir import (
     Unsupported,
+    delinear,
     dtype_of,
     int_arg,
     keeps_order,
     linear,
     shape_of,
     source_index,
-    strided_offset,
+    strided_source,
 )
 from forge.agents.builtin.lowering.layout import storage_index, storage_shape
 from forge.agents.builtin.lowering.schedule import Schedule, in_place_source
@@ -119,11 +120,10 @@ class Reader:
         name, kind = packet_name(node), kind_of(node)
         if kind is NodeKind.VIEW:
             src = node.args[0]
-            if name == "aten.as_strided":
+            if name == "aten.as_strided":  # read from the contiguous value whose storage it views
+                base, offset = strided_source(node, idx)
                 # a row-major offset: right only in a step that runs in row-major order
-                return self._value(
-                    src, source_index(node, idx), strided_offset(node, idx) if self.order is None else None
-                )
+                return self._value(base, delinear(offset, shape_of(base)), offset if self.order is None else None)
             return self._value(src, source_index(node, idx), flat if keeps_order(node) and self.order is None else None)
         if kind is NodeKind.POINTWISE:
             shape = shape_of(node)
