@@ -55,14 +55,18 @@ def check_case(case: DrawnCase, result: CaseResultReply, device: str, tol: dict[
     data, stress = case.data, case.plan.kind != "normal"
     reduced = input_elements(data.inputs)
     devices = result.facts.devices
-    found.correctness = compare(data.expected, result.outputs, devices, device, tol, scale_atol=stress, reduced=reduced)
+    found.correctness = compare(
+        data.expected, result.outputs, devices, device, tol, scale_atol=stress, reduced=reduced, exact=data.exact
+    )
     if found.correctness is None and data.single == result.facts.sequence:
         from forge.verifier.compare import Mismatch
 
         want = "a single tensor" if data.single else "a tuple of tensors"
         found.correctness = Mismatch(-1, "structure", f"returned a {result.facts.structure}, the reference {want}")
     if found.correctness is None:
-        m2 = compare(data.expected, result.outputs2, None, device, tol, scale_atol=stress, reduced=reduced)
+        m2 = compare(
+            data.expected, result.outputs2, None, device, tol, scale_atol=stress, reduced=reduced, exact=data.exact
+        )
         if m2 is not None:
             m2.detail = "second call on the same inputs: " + m2.detail
             found.determinism = m2
@@ -83,7 +87,9 @@ def _refill_check(
     if partner is None or refilled is None:
         return None
     reduced = input_elements(case.data.inputs)
-    m3 = compare(partner.expected, refilled, None, device, tol, scale_atol=partner.kind != "normal", reduced=reduced)
+    stressed = partner.kind != "normal"
+    exact = partner.exact
+    m3 = compare(partner.expected, refilled, None, device, tol, scale_atol=stressed, reduced=reduced, exact=exact)
     if m3 is None:
         return None
     # Only a result that still matches the *old* values is a cached one; any other miss on the new

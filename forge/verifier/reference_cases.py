@@ -9,6 +9,7 @@ draws one case, with the case whose inputs are refilled into the same buffers (i
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ from forge.verifier.messages import CaseDataReply, CaseDescriptor, InputShape, P
 # The reference's draw and run, as ReferenceSide does them (seeded draw; no_grad run on clones).
 Draw = Callable[[Problem, int], list[torch.Tensor]]
 Run = Callable[[Problem, torch.nn.Module, list[torch.Tensor]], list[torch.Tensor]]
+# The same run in float64 on a copy of the model (None where the reference cannot run so).
+Exact = Callable[[torch.nn.Module, list[torch.Tensor]], list[torch.Tensor] | None]
 # Cases kept after they were drawn: the one asked for and its partner, which is usually asked next.
 _KEPT = 2
 
@@ -95,6 +98,7 @@ class _Drawn:
     expected: list[torch.Tensor]
     state_before: dict[str, torch.Tensor] | None = None
     expected_state: dict[str, torch.Tensor] | None = None
+    exact: list[torch.Tensor] | None = None
 
 
 def _drawn(
@@ -102,11 +106,31 @@ def _drawn(
     expected: list[torch.Tensor],
     before: dict[str, torch.Tensor],
     after: dict[str, torch.Tensor],
+    exact: list[torch.Tensor] | None,
 ) -> _Drawn:
     if all(same_values(before[name], after[name]) for name in before):
-        return _Drawn(inputs, expected)
+        return _Drawn(inputs, expected, exact=exact)
     cpu = {name: v.cpu() for name, v in before.items()}
-    return _Drawn(inputs, expected, cpu, {name: v.cpu() for name, v in after.items()})
+    return _Drawn(inputs, expected, cpu, {name: v.cpu() for name, v in after.items()}, exact)
+
+
+def run_in_float64(model: torch.nn.Module, inputs: list[torch.Tensor]) -> list[torch.Tensor] | None:
+    """``model`` (a copy) on ``inputs`` with every floating tensor in float64: what the op's
+    float32 outputs approximate. None where the reference does not run so (a dtype it checks, an
+    extension that takes float32 only), returns something else than tensors, or has nothing in a
+    reduced precision to widen."""
+    if not any(t.is_floating_point() and t.dtype != torch.float64 for t in [*inputs, *model.parameters()]):
+        return None
+    try:
+        wide = copy.deepcopy(model).double()
+        with torch.no_grad():
+            out = wide(*[x.double() if x.is_floating_point() else x.clone() for x in inputs])
+    except Exception:
+        return None  # any failure only means there is no exact reference
+    outs = list(out) if isinstance(out, tuple | list) else [out]
+    if not all(isinstance(o, torch.Tensor) for o in outs):
+        return None
+    return [o.detach() for o in outs]
 
 
 def _specs(inputs: list[torch.Tensor]) -> list[InputShape]:
@@ -116,8 +140,8 @@ def _specs(inputs: list[torch.Tensor]) -> list[InputShape]:
 class CaseBook:
     """Every case of one verification, as plans; a case's tensors exist only while it is served."""
 
-    def __init__(self, draw: Draw, run: Run) -> None:
-        self._draw, self._run = draw, run
+    def __init__(self, draw: Draw, run: Run, exact: Exact | None = run_in_float64) -> None:
+        self._draw, self._run, self._exact = draw, run, exact
         self.plans: dict[str, CasePlan] = {}
         self.models: dict[str, torch.nn.Module] = {}
         self.initial: dict[str, dict[str, torch.Tensor]] = {}
@@ -152,9 +176,12 @@ class CaseBook:
             inputs = cases.stress_inputs(inputs, plan.kind, plan.seed)
         initial = self.initial[plan.key]
         restore_buffers(model, initial)  # every case starts from the same module state
+        # a stress case's exact outputs: an ill-conditioned op (attention's softmax over logits in
+        # the thousands) is computed far from them by the float32 reference itself
+        exact = self._exact(model, inputs) if self._exact is not None and plan.kind != "normal" else None
         try:
             expected = self._run(plan.problem, model, inputs)
-            made = _drawn(inputs, expected, initial, buffers_of(model))
+            made = _drawn(inputs, expected, initial, buffers_of(model), exact)
         finally:
             restore_buffers(model, initial)
         self._kept[case_id] = made
@@ -180,12 +207,15 @@ class CaseBook:
         if partner_id is not None and partner_id in self.plans:
             other = self._make(partner_id)
             kind = self.plans[partner_id].kind
-            partner = PartnerCase(id=partner_id, kind=kind, inputs=other.inputs, expected=other.expected)
+            partner = PartnerCase(
+                id=partner_id, kind=kind, inputs=other.inputs, expected=other.expected, exact=other.exact
+            )
         return CaseDataReply(
             id=case_id,
             single=single(),
             inputs=made.inputs,
             expected=made.expected,
+            exact=made.exact,
             state_before=made.state_before,
             expected_state=made.expected_state,
             partner=partner,

@@ -215,3 +215,46 @@ def test_specials_stress_sprinkles_nan_and_inf_into_float_inputs_only():
     assert torch.equal(torch.isnan(again), torch.isnan(sx))  # seeded
     (tiny,) = stress_inputs([torch.randn(5)], "specials", seed=1)
     assert int((~torch.isfinite(tiny)).sum()) >= 1
+
+
+def _ill_conditioned(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Softmax-weighted sums over logits of 1e4 plus an ordinary spread, in float32, in float64,
+    and in float32 with the logits summed in another order: the logits' last bits (1e-3 at 1e4)
+    move every weight by about 0.1%."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(64, 32, generator=g, dtype=torch.float64) for _ in range(3))
+    q[:, 0], k[:, 0], v = 100.0, 100.0, v * 100
+    exact = torch.softmax(q @ k.t(), -1) @ v
+    qf, kf, vf = q.float(), k.float(), v.float()
+    ref = torch.softmax(qf @ kf.t(), -1) @ vf
+    halves = qf[:, 16:] @ kf[:, 16:].t() + qf[:, :16] @ kf[:, :16].t()
+    return ref, exact, torch.softmax(halves, -1) @ vf
+
+
+def test_a_stress_candidate_as_close_to_the_exact_outputs_as_the_reference_passes():
+    for seed in range(5):
+        ref, exact, other = _ill_conditioned(seed)
+        # the two orders disagree beyond the stress tolerance
+        assert compare([ref], [other], None, "cpu", scale_atol=True) is not None
+        assert compare([ref], [other], None, "cpu", scale_atol=True, exact=[exact]) is None
+        # float64 inside, rounded once: nearer the exact outputs than the reference itself
+        assert compare([ref], [exact.float()], None, "cpu", scale_atol=True, exact=[exact]) is None
+
+
+def test_beside_the_exact_outputs_a_precision_downgrade_and_a_wrong_result_still_fail():
+    ref, exact, _ = _ill_conditioned(0)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(64, 32, generator=g) for _ in range(3))
+    q[:, 0], k[:, 0], v = 100.0, 100.0, v * 100
+    downgraded = torch.softmax((q.bfloat16() @ k.bfloat16().t()).float(), -1) @ v  # logits in bfloat16
+    for bad in (downgraded, ref * 1.01, ref.flip(0)):
+        m = compare([ref], [bad], None, "cpu", scale_atol=True, exact=[exact])
+        assert m is not None and m.kind == "values"
+        assert "float64 reference" in m.detail
+
+
+def test_exact_outputs_far_from_the_reference_are_not_trusted():
+    r = torch.randn(500) * 100  # a float64 run that is another computation (a random op)
+    other = torch.randn(500) * 100
+    m = compare([r], [r + 1.0], None, "cpu", scale_atol=True, exact=[other.double()])
+    assert m is not None and "float64 reference" in m.detail

@@ -72,6 +72,7 @@ class PartnerCase(Message):
     kind: str
     inputs: Tensors
     expected: Tensors
+    exact: Tensors | None = None  # as CaseDataReply.exact
 
 
 class CaseFacts(Message):

@@ -78,6 +78,9 @@ class CaseDataReply(Message):
     single: bool = True  # the reference returns one tensor (not a tuple)
     inputs: Tensors = Field(default_factory=list)
     expected: Tensors = Field(default_factory=list)
+    # a stress case's outputs from the reference run in float64 (None: not a stress case, or the
+    # reference does not run in float64): how far the float32 reference itself is from exact
+    exact: Tensors | None = None
     state_before: dict[str, Any] | None = None
     expected_state: dict[str, Any] | None = None
     partner: PartnerCase | None = None

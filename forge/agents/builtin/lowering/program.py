@@ -41,6 +41,8 @@ from forge.agents.builtin.lowering.py_side import (
     constant_table,
     library_lines,
     load_lines,
+    onednn_linear,
+    onednn_linear_lines,
     state_check,
 )
 from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind, schedule
@@ -95,6 +97,10 @@ class LoweredGraph:
             space["conv_algo"] = ["winograd", "library"] if favoured else ["library", "winograd"]
         if any(s.kind is StepKind.LIBRARY and conv2d_parts(s.node) for s in steps):
             space["conv_layout"] = ["row_major", "channels_last"]
+        if any(s.kind is StepKind.LIBRARY and onednn_linear(s, g.sched) for g in self.graphs for s in g.sched.steps):
+            # first, so the search's first move measures the other library: in a linear layer's
+            # op the products are most of the time
+            space = {"matmul": ["onednn", "aten"], **space}
         return space
 
 
@@ -107,6 +113,7 @@ DEFAULT: dict[str, Any] = {
     "fuse": True,
     "conv_algo": "winograd",
     "conv_layout": "row_major",
+    "matmul": "onednn",
 }
 
 
@@ -240,7 +247,8 @@ def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
             continue
         if isinstance(unit, Step) and unit.kind is StepKind.LIBRARY:
             close_stage()
-            lines.extend(library_lines(unit, sched))
+            onednn = onednn_linear_lines(unit, sched) if cfg["matmul"] == "onednn" else None
+            lines.extend(onednn or library_lines(unit, sched))
             continue
         members = unit.steps if isinstance(unit, RowGroup) else (unit,)
         lines.extend(allocation(w, sched) for s in members for w in s.writes if w not in sched.overwrites)
