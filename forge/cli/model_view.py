@@ -15,8 +15,8 @@ from forge.present import CLASS_COLUMNS, FOUR_WAY_COLUMNS, class_cells, fmt_time
 def four_way_table(timings: list[FourWay]) -> Table:
     title = "the model, timed four ways (median per forward; speedup, 95% CI; nulls: eager / compiled beside a copy)"
     table = Table(title=title, header_style="bold")
-    for col in FOUR_WAY_COLUMNS:
-        table.add_column(col, no_wrap=True)
+    for col in FOUR_WAY_COLUMNS:  # a narrow terminal wraps a cell ("1.28x" under "17.5 ms") rather than cut it
+        table.add_column(col, no_wrap=col == "regime", overflow="fold")
     for t in timings:
         table.add_row(*four_way_cells(t))
     return table
@@ -69,4 +69,4 @@ def model_summary(result: harness.ModelRunResult) -> None:
     if proof.compile_error:
         out.print(f"[yellow]torch.compile:[/] {proof.compile_error}", soft_wrap=True)
     if proof.timings:
-        print_wide(four_way_table(proof.timings))
+        print_wide(four_way_table(proof.timings), whole=True)
