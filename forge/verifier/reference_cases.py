@@ -124,7 +124,8 @@ def run_in_float64(model: torch.nn.Module, inputs: list[torch.Tensor]) -> list[t
     try:
         wide = copy.deepcopy(model).double()
         with torch.no_grad():
-            out = wide(*[x.double() if x.is_floating_point() else x.clone() for x in inputs])
+            # copies always (``double`` of a float64 tensor is the tensor): an in-place op keeps off the case's inputs
+            out = wide(*[x.to(torch.float64, copy=True) if x.is_floating_point() else x.clone() for x in inputs])
     except Exception:
         return None  # any failure only means there is no exact reference
     outs = list(out) if isinstance(out, tuple | list) else [out]

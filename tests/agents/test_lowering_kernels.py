@@ -200,9 +200,31 @@ def test_strided_views_of_permuted_or_offset_values_read_the_storage_they_view(f
     check(Op(fn), [specials(s, k) for k, s in enumerate(shapes)])
 
 
-def test_an_as_strided_reaching_outside_the_value_it_views_is_refused():
-    why = program.analyze(Op(lambda x: torch.as_strided(x[1:], (2, 3), (1, 4), 0) + 1), [torch.randn(4, 6)])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.as_strided(x[1:], (2, 3), (1, 4), 0) + 1,  # before the value's start
+        lambda x: torch.as_strided(x[:2], (2, 3), (6, 5)) + 1,  # past its end: rows 2 and 3 are not its
+    ],
+)
+def test_an_as_strided_reaching_outside_the_value_it_views_is_refused(fn):
+    why = program.analyze(Op(fn), [torch.randn(4, 6)])
     assert why == "aten.as_strided: reads storage outside the value it views"
+
+
+def test_a_strided_view_of_a_flip_reads_the_flip_not_the_storage_before_it():
+    # a flip (prims.rev) makes storage of its own: the walk back to the projection stops there
+    fn = Op(lambda x: x.view(2, 5, 2, 8).permute(0, 2, 1, 3).flip(-1)[..., ::2] * 2)
+    x = torch.randn(2, 5, 16)
+    lowered = program.analyze(fn, [x])
+    if isinstance(lowered, str):
+        assert lowered == "aten.as_strided: of a value that is not a view of a contiguous one"
+    else:
+        check(fn, [x])
+
+
+def test_a_strided_view_of_a_strided_view_at_another_offset():
+    check(Op(lambda x: torch.as_strided(x.t()[:, 1:], (3, 2), (1, 12), 5).exp()), [specials((6, 4))])
 
 
 @pytest.mark.parametrize("fuse", [True, False])

@@ -61,6 +61,7 @@ def test_linear_products_match_the_reference_through_either_library(model, shape
     [
         (lambda x, y: x @ y, [(4, 6), (6, 5)]),  # a product of two values, not of a weight's transpose
         (lambda x, w, b: torch.addmm(b, x, w.t()), [(4, 6), (5, 6), (1,)]),  # a broadcast bias
+        (lambda x, w, b: torch.addmm(b[::2], x, w.t()), [(4, 6), (5, 6), (10,)]),  # a strided bias
         (lambda x, w: torch.addmm(x[:, :5], x, w.t(), beta=2), [(5, 6), (5, 6)]),  # beta scales the bias
         (lambda x, w: nn.functional.linear(x, w.t()), [(4, 6), (6, 5)]),  # a weight not contiguous
     ],

@@ -246,8 +246,11 @@ def test_beside_the_exact_outputs_a_precision_downgrade_and_a_wrong_result_still
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(64, 32, generator=g) for _ in range(3))
     q[:, 0], k[:, 0], v = 100.0, 100.0, v * 100
-    downgraded = torch.softmax((q.bfloat16() @ k.bfloat16().t()).float(), -1) @ v  # logits in bfloat16
-    for bad in (downgraded, ref * 1.01, ref.flip(0)):
+    in_bf16 = torch.softmax((q.bfloat16() @ k.bfloat16().t()).float(), -1) @ v  # logits in bfloat16
+    in_fp16 = torch.softmax((q.half().float() @ k.half().float().t()), -1) @ v  # inputs rounded to float16
+    own = float((ref.double() - exact).abs().max())
+    offset = ref + 1.5 * own  # off everywhere by 1.5x the reference's worst error
+    for bad in (in_bf16, in_fp16, offset, ref * 1.01, ref.flip(0)):
         m = compare([ref], [bad], None, "cpu", scale_atol=True, exact=[exact])
         assert m is not None and m.kind == "values"
         assert "float64 reference" in m.detail
@@ -258,3 +261,14 @@ def test_exact_outputs_far_from_the_reference_are_not_trusted():
     other = torch.randn(500) * 100
     m = compare([r], [r + 1.0], None, "cpu", scale_atol=True, exact=[other.double()])
     assert m is not None and "float64 reference" in m.detail
+
+
+def test_beside_the_exact_outputs_nan_and_inf_positions_must_still_match():
+    ref, exact, other = _ill_conditioned(1)
+    ref[0, 0], exact[0, 0], other[0, 0] = float("nan"), float("nan"), float("nan")
+    ref[1, 1], exact[1, 1], other[1, 1] = float("inf"), float("inf"), float("inf")
+    assert compare([ref], [other], None, "cpu", scale_atol=True, exact=[exact]) is None
+    lost = other.clone()
+    lost[1, 1] = 3.0e38  # an inf turned into a number
+    m = compare([ref], [lost], None, "cpu", scale_atol=True, exact=[exact])
+    assert m is not None and m.kind == "inf"

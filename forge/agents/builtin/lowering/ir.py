@@ -6,7 +6,7 @@ at an index tuple (one C++ integer expression per dimension):
 - a *buffer* (a graph input, a reduction's or kept op's result, an output) is a load at the
   tuple's row-major offset;
 - a *view* maps its index tuple to its source's (broadcast, squeeze, split/collapse, transpose,
-  flip, reshape, as_strided of a contiguous value): no data moves;
+  flip, reshape, as_strided of the storage of a contiguous value): no data moves;
 - a *pointwise* node is an expression over its operands read at the same tuple.
 
 This module holds that algebra; ``cpp_emit`` builds kernels from it.
@@ -253,13 +253,23 @@ def strided_source(node: fx.Node, idx: list[str]) -> tuple[fx.Node, str]:
 
 
 def storage_base(node: fx.Node) -> fx.Node:
-    """The nearest contiguous value an ``as_strided`` node views, back through views (which share
-    its storage)."""
+    """The nearest contiguous value an ``as_strided`` node views, back through the views that
+    share its storage (a flip, a reshape that copies, a lifted constant make storage of their
+    own: the walk stops there)."""
     src = node.args[0]
     while isinstance(src, fx.Node) and not value_of(src).is_contiguous():
-        if kind_of(src) is not NodeKind.VIEW or not isinstance(src.args[0], fx.Node):
+        nxt = src.args[0] if kind_of(src) is NodeKind.VIEW else None
+        if not isinstance(nxt, fx.Node) or not _same_storage(src, nxt):
             break
-        src = src.args[0]
+        src = nxt
     if not isinstance(src, fx.Node) or not value_of(src).is_contiguous():
         raise Unsupported("aten.as_strided: of a value that is not a view of a contiguous one")
     return src
+
+
+def _same_storage(a: fx.Node, b: fx.Node) -> bool:
+    """Whether the trace's fake tensors of ``a`` and ``b`` share one storage (a view's do)."""
+    va, vb = value_of(a), value_of(b)
+    if not (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)):
+        return False
+    return bool(va.untyped_storage()._cdata == vb.untyped_storage()._cdata)

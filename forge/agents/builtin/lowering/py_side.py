@@ -90,8 +90,8 @@ def linear_parts(node: fx.Node) -> tuple[fx.Node, fx.Node, fx.Node | None] | Non
     w = wt.args[0]
     if not isinstance(w, fx.Node) or not value_of(w).is_contiguous():
         return None
-    if bias is not None and shape_of(bias) != shape_of(w)[:1]:  # a broadcast bias: not oneDNN's
-        return None
+    if bias is not None and (shape_of(bias) != shape_of(w)[:1] or not value_of(bias).is_contiguous()):
+        return None  # a broadcast or strided bias: not one oneDNN's linear takes as it is
     if any(dtype_of(v) != torch.float32 for v in (a, w, bias) if v is not None):
         return None
     return a, w, bias
