@@ -192,3 +192,30 @@ def test_degenerate_problem_is_flagged(cache_dir, tmp_path):
     r = forge("verify", str(OPS / "degenerate.py"), str(cand), "--no-compile-baseline", "--json", cache=cache_dir)
     data = json.loads(r.stdout)
     assert any("degenerate problem" in w for w in data["warnings"])
+
+
+def test_train_checks_the_candidates_backward(cache_dir, tmp_path):
+    """--train: the gradients of the op's inputs and parameters against the reference's autograd;
+    a kernel that returns its result without an autograd graph fails, saying what to write."""
+    op = str(OPS / "gated_scale.py")
+    honest = tmp_path / "torch_ops.py"
+    honest.write_text(
+        "import torch\nfrom torch import nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self, channels):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.randn(channels))\n\n"
+        "    def forward(self, x, gate):\n        return x * torch.sigmoid(gate) * self.weight\n"
+    )
+    r = forge("verify", op, str(honest), "--no-compile-baseline", "--train", "--json", cache=cache_dir)
+    assert r.returncode == 0, r.stderr
+    gradients = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "gradients")
+    assert gradients["passed"] and "match the reference's autograd" in gradients["detail"]
+    no_backward = tmp_path / "no_backward.py"
+    no_backward.write_text(
+        honest.read_text()
+        .replace("        return x *", "        return (x *")
+        .replace("self.weight\n", "self.weight).detach()\n")
+    )
+    r = forge("verify", op, str(no_backward), "--no-compile-baseline", "--train", cache=cache_dir)
+    assert r.returncode != 0
+    assert "provides no backward" in r.stdout + r.stderr
+    assert "Traceback" not in r.stderr

@@ -38,6 +38,14 @@ def verify(
             help="also verify the reference against itself (as many calls) and say whether a session would bank it",
         ),
     ] = False,
+    train: Annotated[
+        bool,
+        typer.Option(
+            "--train",
+            help="also check its backward: the gradients of the op's inputs and parameters against the "
+            "reference's autograd (the candidate provides the backward)",
+        ),
+    ] = False,
 ) -> None:
     """Check a candidate kernel against a reference op, in isolation, and time it."""
 
@@ -48,6 +56,7 @@ def verify(
             memory_limit_mb=memory_limit,
             timing_trials=trials,
             compile_baseline=False if no_compile_baseline else None,
+            verify_gradients=True if train else None,
         )
         quiet = as_json and not sys.stderr.isatty()
         progress = (lambda m: None) if quiet else (lambda m: err.print(f"[dim]… {m}[/]"))

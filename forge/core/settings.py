@@ -109,6 +109,11 @@ class ForgeSettings(BaseSettings):
         description="fresh processes the user loop times a finalist in, one after another (the claim's interval "
         "spans them all: processes running the same code read apart)",
     )
+    verify_gradients: bool = Field(
+        default=False,
+        description="verify the candidate for training too: its gradients with respect to the op's inputs and "
+        "parameters, for given output gradients, against the reference's autograd",
+    )
     timing_batch_mb: int = Field(
         default=160, ge=1, description="MiB of fresh timing inputs and outputs held at once (trials come in batches)"
     )

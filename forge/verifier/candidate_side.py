@@ -21,6 +21,7 @@ from forge.core.forward_tap import ForwardTap
 from forge.core.importing import import_file
 from forge.core.instance_binding import BindRefused, bound_forward, plan_binding
 from forge.core.problem import load_problem, read_problem_source
+from forge.verifier import gradients
 from forge.verifier.memory import release_free_memory
 from forge.verifier.messages import (
     BindRequest,
@@ -28,6 +29,8 @@ from forge.verifier.messages import (
     CaseFacts,
     CaseRequest,
     CaseResultReply,
+    GradRunReply,
+    GradRunRequest,
     InstantiateRequest,
     LoadedReply,
     LoadRequest,
@@ -301,6 +304,20 @@ class CandidateSide:
             outputs_refill=refilled,
             state_after=state_after,
             facts=facts,
+        )
+
+    def grad_run(self, request: GradRunRequest) -> GradRunReply:
+        """A gradient case: ModelNew's forward and the backward it provides (see ``gradients``)."""
+        model = self.models[request.model]
+        inputs = [_fresh(x, self.device) for x in request.inputs]
+        try:
+            done = gradients.backward_run(model, inputs, [g.to(self.device) for g in request.grad_outputs])
+        except Exception as exc:
+            raise StageError("run", candidate_trace(exc, self.path)) from exc
+        return GradRunReply(
+            outputs=[plain_copy(o) for o in done.outputs],
+            grads={name: None if g is None else plain_copy(g) for name, g in done.grads.items()},
+            differentiable=done.differentiable,
         )
 
     def time_begin(self, request: TimeBeginRequest) -> TimeReadyReply:

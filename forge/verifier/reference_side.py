@@ -18,7 +18,7 @@ from forge.core.errors import ProblemError
 from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
 from forge.core.statuses import ModuleMode
 from forge.core.timing_records import Roofline
-from forge.verifier import cases, machine, memory, roofline
+from forge.verifier import cases, gradients, machine, memory, roofline
 from forge.verifier.checks import TRAIN_KEY
 from forge.verifier.messages import (
     BaselineCallReply,
@@ -30,6 +30,8 @@ from forge.verifier.messages import (
     BoundPlan,
     CaseDataReply,
     CaseDataRequest,
+    GradDataReply,
+    GradDataRequest,
     ModelBuild,
     ProblemReply,
     RooflineReply,
@@ -263,6 +265,22 @@ class ReferenceSide:
         if plan is not None and plan.key == "bound" and self.timing_sets is not None:
             self._drop_timing()  # the bound cases come after timing: its batches are not needed
         return self.book.data(request.id, request.partner, lambda: self.single_output)
+
+    def grad_data(self, request: GradDataRequest) -> GradDataReply:
+        """One gradient case on a planned model: inputs, output gradients, outputs and the
+        gradients of the reference's autograd (see ``gradients``)."""
+        model = self.book.models[request.model]
+        problem = next(p.problem for p in self.book.plans.values() if p.key == request.model)
+        inputs = self._draw(problem, request.seed)
+        try:
+            done = gradients.backward_run(model, inputs, seed=request.seed + 1)
+        except Exception as exc:
+            raise ProblemError(f"{problem.spec.path}: the reference's backward fails:\n{_trace(exc)}") from exc
+        if not done.differentiable:
+            raise ProblemError(f"{problem.spec.path}: the reference's outputs carry no gradient: nothing to train")
+        return GradDataReply(
+            model=request.model, inputs=inputs, grad_outputs=done.grad_outputs, expected=done.outputs, grads=done.grads
+        )
 
     def _bound_cases(self, base: Problem, seed: int) -> BoundPlan:
         """An instance of the user's class with weights of its own (unlike any the candidate was

@@ -17,11 +17,14 @@ from forge.verifier import checks, memory
 from forge.verifier.bound_check import check_binding
 from forge.verifier.case_stream import CaseStream
 from forge.verifier.checks import DrawnCase
+from forge.verifier.gradient_checks import gradient_cases
 from forge.verifier.machine import available_cores
 from forge.verifier.messages import (
     CaseRequest,
     CaseResultReply,
     ErrorReply,
+    GradDataRequest,
+    GradRunReply,
     HelloReply,
     InstantiateRequest,
     LoadedReply,
@@ -202,7 +205,9 @@ class _Run:
         # The roofline is asked for with the last case: it is estimated while the candidate runs it.
         roofline = RooflineRequest(cache_dir=str(self.cache))
         cases = self.plan.cases
-        stream = CaseStream(self.ref, self._ref_reply, cases, self.tol, then=roofline)
+        # with gradient cases to come, the roofline is asked for after them (``gradients``)
+        then = None if self.settings.verify_gradients else roofline
+        stream = CaseStream(self.ref, self._ref_reply, cases, self.tol, then=then)
         self.progress(f"candidate: {len(cases)} correctness cases")
         first: dict[str, tuple[str, str]] = {}
         failing = {"correctness": 0, "stress": 0, "determinism": 0, "module_state": 0}
@@ -255,6 +260,27 @@ class _Run:
             if name in first:
                 self.v.fail(VerdictStatus.FAILED_CORRECTNESS, f"{name}: case {first[name][0]}: {first[name][1]}")
         return self.v.passed
+
+    def gradients(self) -> bool:
+        """With ``settings.verify_gradients``: the gradient cases of every model (``gradient_checks``), then
+        the roofline request that correctness left for them."""
+        if not self.settings.verify_gradients:
+            return True
+
+        def ask_reference(request: GradDataRequest) -> Reply:
+            self.ref.send(request)
+            return self._ref_reply("failed while drawing a gradient case")
+
+        keys = [m.key for m in self.plan.models]
+        passed, detail = gradient_cases(
+            keys, self.v.seed, ask_reference, lambda r: self._ask_candidate(r, GradRunReply), self.tol
+        )
+        self.v.add("gradients", passed, detail)
+        if not passed:
+            self.v.fail(VerdictStatus.FAILED_CORRECTNESS, f"gradients: {detail}")
+            return False
+        self.ref.send(RooflineRequest(cache_dir=str(self.cache)))
+        return True
 
     def _raised(self, case: DrawnCase, message: str) -> None:
         """The candidate raised on ``case``: the verdict fails (a crash when memory ran out)."""
@@ -398,7 +424,7 @@ def verify(
     try:
         run.start()
         run.reference()
-        if run.load() and run.correctness():
+        if run.load() and run.correctness() and run.gradients():
             run.timing()
             run.bind()
     except WorkerGone as exc:

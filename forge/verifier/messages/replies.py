@@ -126,6 +126,28 @@ class ReadyReply(Message):
     kind: Literal["ready"] = "ready"
 
 
+class GradDataReply(Message):
+    """A gradient case drawn by the reference: its inputs, the gradients flowing into its outputs,
+    its outputs, and the gradients its autograd gives, by name ("input 0", "parameter w.weight")."""
+
+    kind: Literal["grad_data"] = "grad_data"
+    model: str
+    inputs: Tensors
+    grad_outputs: Tensors
+    expected: Tensors
+    grads: dict[str, Any]
+
+
+class GradRunReply(Message):
+    """The candidate's forward and backward on a gradient case: its outputs, and the gradients by
+    the reference's names (None: the input or parameter got no gradient)."""
+
+    kind: Literal["grad_run"] = "grad_run"
+    outputs: list[Any]
+    grads: dict[str, Any]
+    differentiable: bool = True  # any output carried an autograd graph
+
+
 class CaseResultReply(Message):
     """The candidate's outputs for one case (first call, second call, call on refilled inputs)."""
 
@@ -204,6 +226,8 @@ Reply = Annotated[
     | LoadedReply
     | ReadyReply
     | CaseResultReply
+    | GradDataReply
+    | GradRunReply
     | BoundReply
     | TimeReadyReply
     | TimedCallReply

@@ -145,6 +145,25 @@ class UserLoopRequest(Message):
     turns: Turns | None = None
 
 
+class GradDataRequest(Message):
+    """Reference: one gradient case on ``model`` (``GradDataReply``): inputs drawn with ``seed``,
+    the gradients flowing into its outputs, and what its autograd makes of them."""
+
+    kind: Literal["grad_data"] = "grad_data"
+    model: str
+    seed: int
+
+
+class GradRunRequest(Message):
+    """Candidate: a forward and a backward on ``model`` (``GradRunReply``): ``inputs`` (floating
+    ones requiring grad) and ``grad_outputs`` flowing into its outputs."""
+
+    kind: Literal["grad_run"] = "grad_run"
+    model: str
+    inputs: Tensors
+    grad_outputs: Tensors
+
+
 class ExitRequest(Message):
     kind: Literal["exit"] = "exit"
 
@@ -164,6 +183,8 @@ Request = Annotated[
     | TimeBeginRequest
     | TimeCallRequest
     | TimeEndRequest
+    | GradDataRequest
+    | GradRunRequest
     | ExitRequest,
     Field(discriminator="kind"),
 ]

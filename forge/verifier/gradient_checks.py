@@ -1,0 +1,86 @@
+"""The gradient check, in the trusted parent: a candidate's outputs and gradients on a gradient
+case (``gradients``) against the reference's, tensor by tensor, each named in the failure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from forge.core.errors import ProblemError, WorkerError
+from forge.verifier.checks import compare, input_elements
+from forge.verifier.messages import (
+    ErrorReply,
+    GradDataReply,
+    GradDataRequest,
+    GradRunReply,
+    GradRunRequest,
+    ProblemErrorReply,
+    Reply,
+)
+
+# How many gradient cases each model gets: two, with different inputs and output gradients (a
+# backward that caches its result, or ignores the output gradient, passes one).
+GRAD_CASES = 2
+
+
+def grad_mismatch(data: GradDataReply, run: GradRunReply, tol: dict[str, float] | None) -> str | None:
+    """What is wrong with the candidate's reply ``run`` to the gradient case ``data``, or None."""
+    reduced = input_elements(data.inputs) + input_elements(data.grad_outputs)
+    m = compare(data.expected, run.outputs, None, "cpu", tol, reduced=reduced)
+    if m is not None:
+        return f"forward with gradients enabled: {m.detail}"
+    if not run.differentiable:
+        return (
+            "the candidate's outputs carry no autograd graph: it provides no backward (write a "
+            "torch.autograd.Function, or a torch.library custom op with register_autograd)"
+        )
+    for name, want in data.grads.items():
+        got = run.grads.get(name)
+        if want is None:
+            if _nonzero(got):
+                return f"gradient of {name}: the reference's autograd gives none, the candidate's backward one"
+            continue
+        if got is None:
+            return (
+                f"gradient of {name}: the candidate's backward gives none where the reference's autograd gives "
+                "one (detached, or missing from the backward)"
+            )
+        m = compare([want], [got], None, "cpu", tol, reduced=reduced)
+        if m is not None:
+            return f"gradient of {name}: {m.detail.removeprefix('output 0: ')}"
+    return None
+
+
+def _nonzero(t: Any) -> bool:
+    return t is not None and bool(t.ne(0).any())
+
+
+def gradient_cases(
+    keys: list[str],
+    seed: int,
+    ask_reference: Callable[[GradDataRequest], Reply],
+    ask_candidate: Callable[[GradRunRequest], GradRunReply | ErrorReply],
+    tol: dict[str, float] | None,
+) -> tuple[bool, str]:
+    """Every model's gradient cases, the reference's then the candidate's: (passed, the check's
+    detail, naming the first failing case and tensor)."""
+    ran = 0
+    for k, key in enumerate(keys):
+        for t in range(GRAD_CASES):
+            case = f"{key}:grad:{t}"
+            data = ask_reference(GradDataRequest(model=key, seed=seed + 7919 * (k * GRAD_CASES + t)))
+            if isinstance(data, ProblemErrorReply):
+                raise ProblemError(data.message)
+            if not isinstance(data, GradDataReply):
+                raise WorkerError(f"reference worker: expected gradient case {case}, got {str(data)[:300]}")
+            run = ask_candidate(GradRunRequest(model=key, inputs=data.inputs, grad_outputs=data.grad_outputs))
+            if isinstance(run, ErrorReply):
+                return False, f"case {case}: the candidate raised in its forward or backward: {run.message[:1500]}"
+            wrong = grad_mismatch(data, run, tol)
+            if wrong is not None:
+                return False, f"case {case}: {wrong}"
+            ran += 1
+    return (
+        True,
+        f"{ran} cases: outputs and the gradients of every floating input and parameter match the reference's autograd",
+    )

@@ -1,0 +1,91 @@
+"""Gradient cases, as both workers run them: a forward with the op's floating inputs requiring
+grad, then a backward of given gradients into its outputs, and every gradient by name.
+
+The reference's worker draws the inputs and the output gradients and runs its autograd; the
+candidate's worker runs the same inputs and output gradients through ``ModelNew`` (whatever
+backward it provides: a ``torch.autograd.Function``, a custom op with ``register_autograd``, or
+torch's autograd over its own ops). Names are the reference's: ``input 0`` for the op's first
+input, ``parameter norm.weight`` for a parameter (the candidate holds the reference's
+``state_dict``, so the names agree).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+def _as_list(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
+def draw_grad_outputs(outputs: Sequence[Any], seed: int) -> list[torch.Tensor]:
+    """A gradient for each output: standard normal for a floating output, an empty placeholder
+    for another (an index output carries no gradient)."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    drawn = []
+    for o in outputs:
+        if isinstance(o, torch.Tensor) and o.is_floating_point():
+            drawn.append(torch.randn(o.shape, generator=g, dtype=torch.float32).to(o.dtype).to(o.device))
+        else:
+            drawn.append(torch.empty(0))
+    return drawn
+
+
+def _clone(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t.detach().clone()
+
+
+@dataclass
+class BackwardRun:
+    """What ``backward_run`` saw: the outputs, the output gradients used, the gradients by name,
+    and whether any output carried an autograd graph (none: the model provides no backward)."""
+
+    outputs: list[Any]
+    grad_outputs: list[torch.Tensor]
+    grads: dict[str, torch.Tensor | None]
+    differentiable: bool
+
+
+def backward_run(
+    model: torch.nn.Module,
+    inputs: Sequence[torch.Tensor],
+    grad_outputs: Sequence[torch.Tensor] | None = None,
+    seed: int = 0,
+) -> BackwardRun:
+    """``model`` forward on copies of ``inputs`` (floating ones requiring grad), then backward of
+    ``grad_outputs`` (drawn with ``seed`` from the outputs when None): the outputs, the output
+    gradients used, and the gradients of the inputs and parameters by name. The model's buffers
+    and its parameters' ``.grad`` are as they were afterwards."""
+    leaves = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    held = {name: p.grad for name, p in params}
+    kept = {name: b.detach().clone() for name, b in model.named_buffers()}
+    try:
+        for _, p in params:
+            p.grad = None
+        with torch.enable_grad():
+            outs = _as_list(model(*leaves))
+        given = list(grad_outputs) if grad_outputs is not None else draw_grad_outputs(outs, seed)
+        pairs = [
+            (o, g)
+            for o, g in zip(outs, given, strict=False)
+            if isinstance(o, torch.Tensor) and o.requires_grad and g.numel() == o.numel()
+        ]
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [g.to(o.device) for o, g in pairs])
+        grads: dict[str, torch.Tensor | None] = {
+            f"input {j}": _clone(x.grad) for j, x in enumerate(leaves) if x.is_floating_point()
+        }
+        grads.update({f"parameter {name}": _clone(p.grad) for name, p in params})
+        detached = [o.detach() if isinstance(o, torch.Tensor) else o for o in outs]
+        return BackwardRun(detached, given, grads, bool(pairs))
+    finally:
+        for name, p in params:
+            p.grad = held[name]
+        with torch.no_grad():
+            for name, value in kept.items():
+                model.get_buffer(name).copy_(value)

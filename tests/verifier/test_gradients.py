@@ -1,0 +1,130 @@
+"""The gradient check (``verify_gradients``, ``forge verify --train``): a candidate's backward
+against the reference's autograd, in the real verifier's two workers. Each wrong backward the
+issue names is caught, by the tensor it gets wrong; an honest one passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from forge.core.settings import ForgeSettings
+from forge.verifier import verify
+from tests.conftest import CANDIDATES, OPS
+
+GATED = OPS / "gated_scale.py"
+
+# A candidate with its own backward (a torch.autograd.Function); {gx}, {ggate} and {gw} are the
+# gradients it returns, written in terms of g (the output's gradient), x, gate's sigmoid s and w.
+FUNCTION = """
+import torch
+from torch import nn
+
+
+class _Gated(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, gate, w):
+        s = torch.sigmoid(gate)
+        ctx.save_for_backward(x, s, w)
+        return x * s * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, s, w = ctx.saved_tensors
+        return {gx}, {ggate}, {gw}
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(channels))
+
+    def forward(self, x, gate):
+        return _Gated.apply(x, gate, self.weight)
+"""
+RIGHT = {"gx": "g * s * w", "ggate": "g * x * w * s * (1 - s)", "gw": "(g * x * s).sum(dim=(0, 1))"}
+
+
+def _write(tmp_path: Path, name: str, **wrong: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text(FUNCTION.format(**{**RIGHT, **wrong}))
+    return path
+
+
+def _gradients(op: Path, candidate: Path, settings: ForgeSettings):  # type: ignore[no-untyped-def]
+    s = settings.model_copy(update={"verify_gradients": True})
+    v = verify(op, candidate, s)
+    return v, next((c for c in v.checks if c.name == "gradients"), None)
+
+
+def test_an_autograd_function_with_the_right_backward_passes(tmp_path, fast_settings):
+    v, check = _gradients(GATED, _write(tmp_path, "right"), fast_settings)
+    assert v.status == "passed", v.reason
+    assert check is not None and check.passed and "match the reference's autograd" in check.detail
+
+
+@pytest.mark.parametrize(
+    ("wrong", "named"),
+    [
+        ({"gx": "-(g * s * w)"}, "gradient of input 0"),  # a sign flipped
+        ({"ggate": "g * x * w * s"}, "gradient of input 1"),  # a missing term: sigmoid's (1 - s)
+        ({"ggate": "None"}, "gradient of input 1: the candidate's backward gives none"),  # one of two inputs
+        ({"gw": "(g * x * s).sum(dim=(0, 1)) * 0 + 1"}, "gradient of parameter weight"),  # a constant
+    ],
+)
+def test_a_wrong_backward_fails_naming_the_gradient_it_gets_wrong(tmp_path, fast_settings, wrong, named):
+    v, check = _gradients(GATED, _write(tmp_path, "wrong", **wrong), fast_settings)
+    assert v.status == "failed_correctness"
+    assert check is not None and not check.passed
+    assert named in check.detail, check.detail
+
+
+DETACHED = """
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(channels))
+
+    def forward(self, x, gate):
+        return x * torch.sigmoid(gate) * self.weight.detach()
+"""
+
+NO_BACKWARD = """
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(channels))
+
+    def forward(self, x, gate):
+        with torch.no_grad():  # as a kernel without a backward returns its result
+            return x * torch.sigmoid(gate) * self.weight
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "named"),
+    [
+        (DETACHED, "gradient of parameter weight: the candidate's backward gives none"),
+        (NO_BACKWARD, "carry no autograd graph: it provides no backward"),
+    ],
+)
+def test_a_detached_parameter_and_a_kernel_without_backward_fail(tmp_path, fast_settings, source, named):
+    path = tmp_path / "cand.py"
+    path.write_text(source)
+    v, check = _gradients(GATED, path, fast_settings)
+    assert v.status == "failed_correctness"
+    assert check is not None and named in check.detail, check.detail
+
+
+def test_without_the_setting_no_gradient_is_checked(fast_settings):
+    v = verify(OPS / "small_affine.py", CANDIDATES / "affine" / "honest.py", fast_settings)
+    assert v.status == "passed", v.reason
+    assert all(c.name != "gradients" for c in v.checks)
