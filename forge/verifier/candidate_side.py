@@ -310,6 +310,8 @@ class CandidateSide:
         """A gradient case: ModelNew's forward and the backward it provides (see ``gradients``)."""
         model = self.models[request.model]
         inputs = [_fresh(x, self.device) for x in request.inputs]
+        counted = self.reference_calls
+        ran_before = counted.count if counted is not None else 0
         try:
             done = gradients.backward_run(model, inputs, [g.to(self.device) for g in request.grad_outputs])
         except Exception as exc:
@@ -318,6 +320,7 @@ class CandidateSide:
             outputs=[plain_copy(o) for o in done.outputs],
             grads={name: None if g is None else plain_copy(g) for name, g in done.grads.items()},
             differentiable=done.differentiable,
+            reference_calls=(counted.count - ran_before) if counted is not None else 0,
         )
 
     def time_begin(self, request: TimeBeginRequest) -> TimeReadyReply:

@@ -4,6 +4,7 @@ case (``gradients``) against the reference's, tensor by tensor, each named in th
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from forge.core.errors import ProblemError, WorkerError
@@ -55,15 +56,32 @@ def _nonzero(t: Any) -> bool:
     return t is not None and bool(t.ne(0).any())
 
 
+@dataclass(frozen=True)
+class GradientOutcome:
+    """The gradient check's result: passed, its detail (the first failing case and tensor), and
+    whether the failure is one of integrity (the reference's autograd presented as a kernel's)."""
+
+    passed: bool
+    detail: str
+    integrity: bool = False
+
+
+REFERENCE_INSIDE = (
+    "ModelNew ran the reference's forward while computing its gradients on the op's own shapes: "
+    "its gradients are the reference's autograd, not a kernel's backward"
+)
+
+
 def gradient_cases(
     keys: list[str],
     seed: int,
     ask_reference: Callable[[GradDataRequest], Reply],
     ask_candidate: Callable[[GradRunRequest], GradRunReply | ErrorReply],
     tol: dict[str, float] | None,
-) -> tuple[bool, str]:
-    """Every model's gradient cases, the reference's then the candidate's: (passed, the check's
-    detail, naming the first failing case and tensor)."""
+    reference_allowed: bool = False,
+) -> GradientOutcome:
+    """Every model's gradient cases, the reference's then the candidate's. ``reference_allowed``:
+    the candidate is the reference itself (the null control)."""
     ran = 0
     for k, key in enumerate(keys):
         for t in range(GRAD_CASES):
@@ -75,12 +93,13 @@ def gradient_cases(
                 raise WorkerError(f"reference worker: expected gradient case {case}, got {str(data)[:300]}")
             run = ask_candidate(GradRunRequest(model=key, inputs=data.inputs, grad_outputs=data.grad_outputs))
             if isinstance(run, ErrorReply):
-                return False, f"case {case}: the candidate raised in its forward or backward: {run.message[:1500]}"
+                raised = f"the candidate raised in its forward or backward: {run.message[:1500]}"
+                return GradientOutcome(False, f"case {case}: {raised}")
+            if run.reference_calls and key.startswith("base") and not reference_allowed:
+                return GradientOutcome(False, f"case {case}: {REFERENCE_INSIDE}", integrity=True)
             wrong = grad_mismatch(data, run, tol)
             if wrong is not None:
-                return False, f"case {case}: {wrong}"
+                return GradientOutcome(False, f"case {case}: {wrong}")
             ran += 1
-    return (
-        True,
-        f"{ran} cases: outputs and the gradients of every floating input and parameter match the reference's autograd",
-    )
+    said = "outputs and the gradients of every floating input and parameter match the reference's autograd"
+    return GradientOutcome(True, f"{ran} cases: {said}")

@@ -25,6 +25,7 @@ from forge.verifier.messages import (
     ErrorReply,
     GradDataRequest,
     GradRunReply,
+    GradRunRequest,
     HelloReply,
     InstantiateRequest,
     LoadedReply,
@@ -262,8 +263,8 @@ class _Run:
         return self.v.passed
 
     def gradients(self) -> bool:
-        """With ``settings.verify_gradients``: the gradient cases of every model (``gradient_checks``), then
-        the roofline request that correctness left for them."""
+        """With ``settings.verify_gradients``: every model's gradient cases (``gradient_checks``),
+        then the roofline request that correctness left for them."""
         if not self.settings.verify_gradients:
             return True
 
@@ -272,12 +273,15 @@ class _Run:
             return self._ref_reply("failed while drawing a gradient case")
 
         keys = [m.key for m in self.plan.models]
-        passed, detail = gradient_cases(
-            keys, self.v.seed, ask_reference, lambda r: self._ask_candidate(r, GradRunReply), self.tol
-        )
-        self.v.add("gradients", passed, detail)
-        if not passed:
-            self.v.fail(VerdictStatus.FAILED_CORRECTNESS, f"gradients: {detail}")
+
+        def ask_candidate(request: GradRunRequest) -> GradRunReply | ErrorReply:
+            return self._ask_candidate(request, GradRunReply)
+
+        found = gradient_cases(keys, self.v.seed, ask_reference, ask_candidate, self.tol, self.is_reference)
+        self.v.add("gradients", found.passed, found.detail)
+        if not found.passed:
+            status = VerdictStatus.FAILED_INTEGRITY if found.integrity else VerdictStatus.FAILED_CORRECTNESS
+            self.v.fail(status, f"gradients: {found.detail}")
             return False
         self.ref.send(RooflineRequest(cache_dir=str(self.cache)))
         return True

@@ -128,3 +128,44 @@ def test_without_the_setting_no_gradient_is_checked(fast_settings):
     v = verify(OPS / "small_affine.py", CANDIDATES / "affine" / "honest.py", fast_settings)
     assert v.status == "passed", v.reason
     assert all(c.name != "gradients" for c in v.checks)
+
+
+REFERENCE_IN_BACKWARD = """
+import torch
+from torch import nn
+from forge_reference import Model
+
+
+class _Gated(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, gate, w, owner):
+        ctx.save_for_backward(x, gate)
+        ctx.owner = owner
+        return x * torch.sigmoid(gate) * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, gate = ctx.saved_tensors
+        with torch.enable_grad():  # the reference's forward, differentiated by torch
+            xs, gs = x.detach().requires_grad_(), gate.detach().requires_grad_()
+            out = Model.forward(ctx.owner, xs, gs)
+            gx, ggate, gw = torch.autograd.grad(out, (xs, gs, ctx.owner.weight), g)
+        return gx, ggate, gw, None
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(channels))
+
+    def forward(self, x, gate):
+        return _Gated.apply(x, gate, self.weight, self)
+"""
+
+
+def test_a_backward_that_runs_the_reference_fails_integrity(tmp_path, fast_settings):
+    path = tmp_path / "cand.py"
+    path.write_text(REFERENCE_IN_BACKWARD)
+    v, check = _gradients(GATED, path, fast_settings)
+    assert v.status == "failed_integrity", v.reason
+    assert check is not None and "gradients are the reference's autograd" in check.detail

@@ -146,6 +146,7 @@ class GradRunReply(Message):
     outputs: list[Any]
     grads: dict[str, Any]
     differentiable: bool = True  # any output carried an autograd graph
+    reference_calls: int = 0  # calls of the reference's forward during the forward and backward
 
 
 class CaseResultReply(Message):
