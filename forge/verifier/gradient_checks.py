@@ -20,14 +20,26 @@ from forge.verifier.messages import (
 )
 
 # How many gradient cases each model gets: two, with different inputs and output gradients (a
-# backward that caches its result, or ignores the output gradient, passes one).
+# backward that caches its result, or ignores the output gradient, passes one). The model with
+# perturbed weights on the op's own shapes gets stress inputs besides, as its correctness cases do
+# (not NaN/inf: where a gradient meets them is the backward's own convention).
 GRAD_CASES = 2
+GRAD_STRESS = ("large", "heavy_tail", "mixed_sign")
+STRESSED_MODEL = "base/1"
 
 
-def grad_mismatch(data: GradDataReply, run: GradRunReply, tol: dict[str, float] | None) -> str | None:
-    """What is wrong with the candidate's reply ``run`` to the gradient case ``data``, or None."""
+def grad_mismatch(
+    data: GradDataReply, run: GradRunReply, tol: dict[str, float] | None, stress: bool = False
+) -> str | None:
+    """What is wrong with the candidate's reply ``run`` to the gradient case ``data``, or None.
+    ``stress``: the inputs are a stress kind (atol scaled by magnitude, the float64 run beside)."""
     reduced = input_elements(data.inputs) + input_elements(data.grad_outputs)
-    m = compare(data.expected, run.outputs, None, "cpu", tol, reduced=reduced)
+    exact_grads = data.exact_grads or {}
+
+    def mismatch(want: list[Any], got: list[Any], exact: list[Any] | None) -> Any:
+        return compare(want, got, None, "cpu", tol, scale_atol=stress, reduced=reduced, exact=exact)
+
+    m = mismatch(data.expected, run.outputs, data.exact)
     if m is not None:
         return f"forward with gradients enabled: {m.detail}"
     if not run.differentiable:
@@ -46,7 +58,8 @@ def grad_mismatch(data: GradDataReply, run: GradRunReply, tol: dict[str, float] 
                 f"gradient of {name}: the candidate's backward gives none where the reference's autograd gives "
                 "one (detached, or missing from the backward)"
             )
-        m = compare([want], [got], None, "cpu", tol, reduced=reduced)
+        wide = exact_grads.get(name)
+        m = mismatch([want], [got], [wide] if wide is not None else None)
         if m is not None:
             return f"gradient of {name}: {m.detail.removeprefix('output 0: ')}"
     return None
@@ -84,9 +97,10 @@ def gradient_cases(
     the candidate is the reference itself (the null control)."""
     ran = 0
     for k, key in enumerate(keys):
-        for t in range(GRAD_CASES):
-            case = f"{key}:grad:{t}"
-            data = ask_reference(GradDataRequest(model=key, seed=seed + 7919 * (k * GRAD_CASES + t)))
+        kinds = ["normal"] * GRAD_CASES + (list(GRAD_STRESS) if key == STRESSED_MODEL else [])
+        for t, kind in enumerate(kinds):
+            case = f"{key}:grad-{kind}:{t}"
+            data = ask_reference(GradDataRequest(model=key, seed=seed + 7919 * (k * 8 + t), inputs=kind))
             if isinstance(data, ProblemErrorReply):
                 raise ProblemError(data.message)
             if not isinstance(data, GradDataReply):
@@ -97,7 +111,7 @@ def gradient_cases(
                 return GradientOutcome(False, f"case {case}: {raised}")
             if run.reference_calls and key.startswith("base") and not reference_allowed:
                 return GradientOutcome(False, f"case {case}: {REFERENCE_INSIDE}", integrity=True)
-            wrong = grad_mismatch(data, run, tol)
+            wrong = grad_mismatch(data, run, tol, stress=kind != "normal")
             if wrong is not None:
                 return GradientOutcome(False, f"case {case}: {wrong}")
             ran += 1

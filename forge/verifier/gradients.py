@@ -11,11 +11,15 @@ input, ``parameter norm.weight`` for a parameter (the candidate holds the refere
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from forge.core.errors import ProblemError
+from forge.verifier.messages import GradDataReply, GradDataRequest
 
 
 def _as_list(out: Any) -> list[Any]:
@@ -89,3 +93,40 @@ def backward_run(
         with torch.no_grad():
             for name, value in kept.items():
                 model.get_buffer(name).copy_(value)
+
+
+def float64_backward(
+    model: torch.nn.Module, inputs: Sequence[torch.Tensor], grad_outputs: Sequence[torch.Tensor]
+) -> BackwardRun | None:
+    """``backward_run`` of a float64 copy of ``model`` on float64 copies of the inputs and output
+    gradients: what a stress case's float32 gradients approximate (``compare.beside_exact``).
+    None where the reference does not run so."""
+    try:
+        wide = copy.deepcopy(model).double()
+        widened = [x.to(torch.float64, copy=True) if x.is_floating_point() else x.clone() for x in inputs]
+        given = [g.to(torch.float64, copy=True) if g.is_floating_point() else g for g in grad_outputs]
+        return backward_run(wide, widened, given)
+    except Exception:
+        return None  # any failure only means there is no exact reference
+
+
+def reference_case(request: GradDataRequest, model: torch.nn.Module, inputs: list[torch.Tensor]) -> GradDataReply:
+    """The reference's side of a gradient case: its outputs and gradients on ``inputs``, for
+    output gradients drawn with the request's seed, and on stress inputs the same in float64.
+    Raises ProblemError when the reference has no backward to compare with."""
+    try:
+        done = backward_run(model, inputs, seed=request.seed + 1)
+    except Exception as exc:
+        raise ProblemError(f"the reference's backward fails: {type(exc).__name__}: {exc}") from exc
+    if not done.differentiable:
+        raise ProblemError("the reference's outputs carry no gradient: there is no backward to verify")
+    wide = float64_backward(model, inputs, done.grad_outputs) if request.inputs != "normal" else None
+    return GradDataReply(
+        model=request.model,
+        inputs=inputs,
+        grad_outputs=done.grad_outputs,
+        expected=done.outputs,
+        grads=done.grads,
+        exact=wide.outputs if wide else None,
+        exact_grads=wide.grads if wide else None,
+    )

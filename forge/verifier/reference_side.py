@@ -267,20 +267,15 @@ class ReferenceSide:
         return self.book.data(request.id, request.partner, lambda: self.single_output)
 
     def grad_data(self, request: GradDataRequest) -> GradDataReply:
-        """One gradient case on a planned model: inputs, output gradients, outputs and the
-        gradients of the reference's autograd (see ``gradients``)."""
-        model = self.book.models[request.model]
+        """One gradient case on a planned model (``gradients.reference_case``)."""
         problem = next(p.problem for p in self.book.plans.values() if p.key == request.model)
         inputs = self._draw(problem, request.seed)
+        if request.inputs != "normal":
+            inputs = cases.stress_inputs(inputs, request.inputs, request.seed)
         try:
-            done = gradients.backward_run(model, inputs, seed=request.seed + 1)
-        except Exception as exc:
-            raise ProblemError(f"{problem.spec.path}: the reference's backward fails:\n{_trace(exc)}") from exc
-        if not done.differentiable:
-            raise ProblemError(f"{problem.spec.path}: the reference's outputs carry no gradient: nothing to train")
-        return GradDataReply(
-            model=request.model, inputs=inputs, grad_outputs=done.grad_outputs, expected=done.outputs, grads=done.grads
-        )
+            return gradients.reference_case(request, self.book.models[request.model], inputs)
+        except ProblemError as exc:
+            raise ProblemError(f"{problem.spec.path}: {exc.message}") from exc
 
     def _bound_cases(self, base: Problem, seed: int) -> BoundPlan:
         """An instance of the user's class with weights of its own (unlike any the candidate was

@@ -109,6 +109,15 @@ class ModelNew(nn.Module):
 """
 
 
+def test_a_backward_wrong_only_on_large_inputs_fails_its_stress_cases(tmp_path, fast_settings):
+    # sigmoid's derivative from a clamped gate: exact for ordinary gates, off where they are large
+    clamped = "torch.sigmoid(torch.logit(s).clamp(-8, 8))"
+    wrong = {"gx": f"g * {clamped} * w", "ggate": f"g * x * w * {clamped} * (1 - {clamped})"}
+    v, check = _gradients(GATED, _write(tmp_path, "clamped", **wrong), fast_settings)
+    assert v.status == "failed_correctness"
+    assert check is not None and ":grad-" in check.detail and ":grad-normal:" not in check.detail, check.detail
+
+
 @pytest.mark.parametrize(
     ("source", "named"),
     [

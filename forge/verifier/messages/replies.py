@@ -136,6 +136,10 @@ class GradDataReply(Message):
     grad_outputs: Tensors
     expected: Tensors
     grads: dict[str, Any]
+    # a stress case's outputs and gradients in float64 (None: an ordinary case, or the reference
+    # does not run in float64), as CaseDataReply.exact
+    exact: Tensors | None = None
+    exact_grads: dict[str, Any] | None = None
 
 
 class GradRunReply(Message):

@@ -152,6 +152,7 @@ class GradDataRequest(Message):
     kind: Literal["grad_data"] = "grad_data"
     model: str
     seed: int
+    inputs: str = "normal"  # "normal" or a stress kind (``cases.STRESS_KINDS``) the inputs are drawn from
 
 
 class GradRunRequest(Message):
