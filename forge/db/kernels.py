@@ -67,6 +67,9 @@ class KernelSummary:
     created_at: str | None
     # Used under torch.compile, and why; None: banked before forge judged that (re-verify it)
     compile_standing: CompileStanding | None = None
+    # Its backward verified against the reference's autograd (``forge verify --train``): used where
+    # autograd needs gradients
+    trains: bool = False
 
     @property
     def eager_only(self) -> bool:
@@ -125,6 +128,7 @@ def _summary(k: KernelRow) -> KernelSummary:
         torch=k.torch_version,
         created_at=k.created_at.isoformat() if k.created_at else None,
         compile_standing=_standing(k),
+        trains=bool((k.evidence or {}).get(GRADIENTS_VERIFIED)),
     )
 
 
@@ -154,11 +158,20 @@ def evidence_json(verdict: Verdict, config: CandidateConfig | None) -> dict[str,
 
 
 COMPILE_STANDING = "compile_standing"  # the evidence key the runtime reads (``acceptance.CompileStanding``)
+# The evidence key saying its backward was verified (a passing ``gradients`` check, ``--train``):
+# the runtime uses it where autograd needs gradients, and the reference there otherwise.
+GRADIENTS_VERIFIED = "gradients_verified"
 
 
 def kernel_evidence(verdict: Verdict, config: CandidateConfig | None = None) -> dict[str, Any]:
-    """A bank entry's evidence: its verdict as stored, and whether it is used under torch.compile."""
-    return {**evidence_json(verdict, config), COMPILE_STANDING: beats_compile(verdict).model_dump()}
+    """A bank entry's evidence: its verdict as stored, whether it is used under torch.compile,
+    and whether its backward was verified."""
+    trains = any(c.name == "gradients" and c.passed for c in verdict.checks)
+    return {
+        **evidence_json(verdict, config),
+        COMPILE_STANDING: beats_compile(verdict).model_dump(),
+        GRADIENTS_VERIFIED: trains,
+    }
 
 
 def save_kernel(

@@ -55,6 +55,9 @@ class KernelEntry:
     # 'true'/'false'), and why; None for kernels banked before forge judged that.
     compile_beats_stored: Any = None
     compile_why: str | None = None
+    # Its backward verified against the reference's autograd (``forge verify --train``), as the
+    # database gives a JSON boolean; None for kernels verified for inference only.
+    gradients_stored: Any = None
     configs: list[tuple[list[list[int]], dict[str, Any]]] = field(default_factory=list)
 
     @cached_property
@@ -63,6 +66,11 @@ class KernelEntry:
         training mode. Kernels from before modes were verified were verified in training mode."""
         modes = _json(self.modes_json) if self.modes_json else None
         return isinstance(modes, list) and "train" not in modes
+
+    @cached_property
+    def trains(self) -> bool:
+        """Used where autograd needs gradients: its backward was verified."""
+        return self.gradients_stored in (1, True, "true", "1")
 
     @cached_property
     def beats_compile(self) -> bool:
@@ -214,7 +222,8 @@ class ReadOnlyBank:
             f"{self._db.json_text('evidence', 'binding', 'reason')}, "
             f"{self._db.json_text('evidence', 'modes')}, "
             f"{self._db.json_text('evidence', 'compile_standing', 'beats')}, "
-            f"{self._db.json_text('evidence', 'compile_standing', 'why')} "
+            f"{self._db.json_text('evidence', 'compile_standing', 'why')}, "
+            f"{self._db.json_text('evidence', 'gradients_verified')} "
             f"FROM kernels WHERE op_name = ? {status} "
             "ORDER BY COALESCE(speedup_vs_eager, 0) DESC, id DESC",
             (op_name,),

@@ -48,6 +48,11 @@ def kernel_details(k: KernelDetail, with_source: bool = False) -> dict[str, Any]
         "timing regimes": next((c.detail for c in k.evidence.checks if c.name == "regimes"), "cold only (older forge)"),
         "null control": null_text(k.evidence),
         "under torch.compile": compile_text(k),
+        "under autograd": (
+            "used: its backward was verified against the reference's autograd (forge verify --train)"
+            if k.summary.trains
+            else "not used: verified for inference; where gradients are needed the reference runs"
+        ),
         "reason_checks": [{"name": c.name, "passed": c.passed} for c in k.evidence.checks],
     }
     if with_source:

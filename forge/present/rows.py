@@ -77,7 +77,9 @@ def kernel_cells(k: KernelSummary) -> tuple[str | Text, ...]:
         k.backend,
         k.device + (f" {k.capability}" if k.capability else ""),
         k.dtype,
-        fmt_times(k.speedup_vs_eager) + (" unconfirmed" if k.confirmed is False else ""),
+        fmt_times(k.speedup_vs_eager)
+        + (" unconfirmed" if k.confirmed is False else "")
+        + (" +train" if k.trains else ""),
         fmt_times(k.speedup_vs_compile) + (" eager only" if k.eager_only else ""),
         status_text(k.status),
         k.agent or "",

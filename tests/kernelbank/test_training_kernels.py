@@ -1,0 +1,60 @@
+"""A kernel whose backward was verified (``forge verify --train --save``) runs where autograd needs
+gradients, and its gradients are the reference's; one verified for inference only leaves the
+reference to autograd there. Real verifier, real bank."""
+
+from __future__ import annotations
+
+import torch
+
+import forge.kernelbank as kb
+from forge.core.paths import BankLocation
+from forge.db import list_kernels, open_for_writing
+from forge.harness import verify_candidate
+from tests.conftest import OPS
+from tests.ops import gated_scale
+from tests.verifier.test_gradients import FUNCTION, RIGHT
+
+GATED = OPS / "gated_scale.py"
+
+
+def _bank_with(tmp_path, fast_settings, train: bool):  # type: ignore[no-untyped-def]
+    cand = tmp_path / "function.py"
+    cand.write_text(FUNCTION.format(**RIGHT))
+    bank = tmp_path / "bank.db"
+    settings = fast_settings.model_copy(update={"verify_gradients": train})
+    done = verify_candidate(GATED, cand, settings, save=True, bank=BankLocation.parse(str(bank)))
+    assert done.verdict.passed, done.verdict.reason
+    (entry,) = list_kernels(open_for_writing(BankLocation.parse(str(bank))), "gated_scale")
+    assert entry.trains is train  # what `forge bank list` and `show` say of it
+    return kb.open(bank)
+
+
+def _step(layer: torch.nn.Module, x: torch.Tensor, gate: torch.Tensor) -> list[torch.Tensor]:
+    layer.zero_grad()
+    xs, gs = x.clone().requires_grad_(), gate.clone().requires_grad_()
+    layer(xs, gs).square().sum().backward()
+    return [xs.grad, gs.grad, layer.weight.grad]  # type: ignore[list-item]
+
+
+def test_a_kernel_verified_for_training_runs_under_autograd_with_the_reference_gradients(tmp_path, fast_settings):
+    bank = _bank_with(tmp_path, fast_settings, train=True)
+    layer = bank.load("gated_scale", 16)
+    x, gate = torch.randn(4, 24, 16), torch.randn(4, 24, 16)
+    with bank.watch() as seen:
+        got = _step(layer, x, gate)
+    assert seen.usage("gated_scale").kernel_calls == 1, seen.report()
+    reference = gated_scale.Model(16)  # the op file's own Model, holding the same weight
+    reference.load_state_dict(layer.state_dict())
+    for want, g in zip(_step(reference, x, gate), got, strict=True):
+        torch.testing.assert_close(g, want)
+
+
+def test_a_kernel_verified_for_inference_leaves_autograd_to_the_reference(tmp_path, fast_settings):
+    bank = _bank_with(tmp_path, fast_settings, train=False)
+    layer = bank.load("gated_scale", 16)
+    with bank.watch() as seen:
+        _step(layer, torch.randn(4, 24, 16), torch.randn(4, 24, 16))
+    assert seen.usage("gated_scale").fallbacks == 1, seen.report()
+    with torch.no_grad(), bank.watch() as seen:
+        layer(torch.randn(4, 24, 16), torch.randn(4, 24, 16))
+    assert seen.usage("gated_scale").kernel_calls == 1, seen.report()
