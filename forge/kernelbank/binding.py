@@ -177,12 +177,11 @@ def make_forward(
                     f"forge kernel bank: no kernel for {name!r} was verified for {where}; using the reference",
                 )
             return noted(self, *args, **kwargs)
-        if torch.is_grad_enabled() and _needs_grad(self, args, kwargs):
-            # Where autograd needs gradients only a kernel whose backward was verified runs, and not
-            # under torch.compile (the bank's custom op has no autograd of its own)
-            if not handle.entry.trains or torch.compiler.is_compiling():
-                return noted(self, *args, **kwargs)
-            return handle.run(*args, **kwargs) if handle.multi_config else handle.call(self, *args, **kwargs)
+        # Where autograd needs gradients only a kernel whose backward was verified runs, and not
+        # under torch.compile (the bank's custom op has no autograd of its own)
+        needs_grad = torch.is_grad_enabled() and _needs_grad(self, args, kwargs)  # the cheap test first
+        if needs_grad and (not handle.entry.trains or torch.compiler.is_compiling()):
+            return noted(self, *args, **kwargs)
         if handle.eval_only and self.training:  # random in training mode (dropout): not verified there
             return noted(self, *args, **kwargs)
         if torch.compiler.is_compiling() and not kwargs and all(isinstance(a, torch.Tensor) for a in args):

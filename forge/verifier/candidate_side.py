@@ -43,7 +43,15 @@ from forge.verifier.messages import (
     TimingFacts,
     TimingReply,
 )
-from forge.verifier.output_copies import OutputPool, bitwise_equal, plain_copy, ranges_overlap, same_now, storage_ok
+from forge.verifier.output_copies import (
+    OutputPool,
+    as_output_list,
+    bitwise_equal,
+    plain_copy,
+    ranges_overlap,
+    same_now,
+    storage_ok,
+)
 from forge.verifier.timing.worker_loop import Clocks, TimedCalls
 
 _IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
@@ -101,10 +109,6 @@ def _poison(device: str, nbytes: int) -> None:
 def _fresh(x: torch.Tensor, device: str) -> torch.Tensor:
     """A torch-allocated (aligned, private) copy on the device: wire buffers are neither."""
     return x.to(device, copy=True)
-
-
-def _as_list(out: Any) -> list[Any]:
-    return list(out) if isinstance(out, tuple | list) else [out]
 
 
 @contextlib.contextmanager
@@ -236,7 +240,7 @@ class CandidateSide:
     def _call_copied(self, model: torch.nn.Module, inputs: Sequence[torch.Tensor], what: str) -> list[Any]:
         """Call again and copy the outputs at once; an exception names which extra call it was."""
         try:
-            outs = [plain_copy(o) for o in _as_list(self._call(model, inputs))]
+            outs = [plain_copy(o) for o in as_output_list(self._call(model, inputs))]
         except Exception as exc:
             raise StageError("run", f"{what} raised:\n" + candidate_trace(exc, self.path)) from exc
         self.calls += 1
@@ -259,7 +263,7 @@ class CandidateSide:
         except Exception as exc:
             raise StageError("run", candidate_trace(exc, self.path)) from exc
         reference_ran = (counted.count - ran_before) if counted is not None else 0
-        outs = _as_list(out)
+        outs = as_output_list(out)
         first = [plain_copy(o) for o in outs]  # taken at once: later changes mean lazy work
         state_after = _get_buffers(model, state_names) if state_names else None
         busy = _busy_python_threads(py_before)
@@ -336,7 +340,7 @@ class CandidateSide:
             lambda inp: self._call(model, inp, sync=False),
             self.flush,
             self.clocks,
-            keep=lambda out: [pool.copy(o) for o in _as_list(out)],
+            keep=lambda out: [pool.copy(o) for o in as_output_list(out)],
             warm=request.warm,
         )
         if request.warmup is not None:

@@ -11,7 +11,6 @@ input, ``parameter norm.weight`` for a parameter (the candidate holds the refere
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +19,8 @@ import torch
 
 from forge.core.errors import ProblemError
 from forge.verifier.messages import GradDataReply, GradDataRequest
-
-
-def _as_list(out: Any) -> list[Any]:
-    return list(out) if isinstance(out, tuple | list) else [out]
+from forge.verifier.output_copies import as_output_list
+from forge.verifier.reference_cases import widened
 
 
 def draw_grad_outputs(outputs: Sequence[Any], seed: int) -> list[torch.Tensor]:
@@ -72,7 +69,7 @@ def backward_run(
         for _, p in params:
             p.grad = None
         with torch.enable_grad():
-            outs = _as_list(model(*leaves))
+            outs = as_output_list(model(*leaves))
         given = list(grad_outputs) if grad_outputs is not None else draw_grad_outputs(outs, seed)
         pairs = [
             (o, g)
@@ -102,10 +99,8 @@ def float64_backward(
     gradients: what a stress case's float32 gradients approximate (``compare.beside_exact``).
     None where the reference does not run so."""
     try:
-        wide = copy.deepcopy(model).double()
-        widened = [x.to(torch.float64, copy=True) if x.is_floating_point() else x.clone() for x in inputs]
-        given = [g.to(torch.float64, copy=True) if g.is_floating_point() else g for g in grad_outputs]
-        return backward_run(wide, widened, given)
+        wide, both = widened(model, [*inputs, *grad_outputs])
+        return backward_run(wide, both[: len(inputs)], both[len(inputs) :])
     except Exception:
         return None  # any failure only means there is no exact reference
 

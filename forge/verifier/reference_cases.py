@@ -20,6 +20,7 @@ from forge.core.errors import ProblemError
 from forge.core.problem import Problem
 from forge.verifier import cases
 from forge.verifier.messages import CaseDataReply, CaseDescriptor, InputShape, PartnerCase
+from forge.verifier.output_copies import as_output_list
 
 # The reference's draw and run, as ReferenceSide does them (seeded draw; no_grad run on clones).
 Draw = Callable[[Problem, int], list[torch.Tensor]]
@@ -114,6 +115,14 @@ def _drawn(
     return _Drawn(inputs, expected, cpu, {name: v.cpu() for name, v in after.items()}, exact)
 
 
+def widened(model: torch.nn.Module, tensors: list[torch.Tensor]) -> tuple[torch.nn.Module, list[torch.Tensor]]:
+    """A float64 copy of ``model`` and float64 copies of the floating ``tensors`` (the others
+    cloned). Always copies (``double`` of a float64 tensor is the tensor): an in-place op in the
+    model keeps off the originals."""
+    wide = [x.to(torch.float64, copy=True) if x.is_floating_point() else x.clone() for x in tensors]
+    return copy.deepcopy(model).double(), wide
+
+
 def run_in_float64(model: torch.nn.Module, inputs: list[torch.Tensor]) -> list[torch.Tensor] | None:
     """``model`` (a copy) on ``inputs`` with every floating tensor in float64: what the op's
     float32 outputs approximate. None where the reference does not run so (a dtype it checks, an
@@ -122,13 +131,12 @@ def run_in_float64(model: torch.nn.Module, inputs: list[torch.Tensor]) -> list[t
     if not any(t.is_floating_point() and t.dtype != torch.float64 for t in [*inputs, *model.parameters()]):
         return None
     try:
-        wide = copy.deepcopy(model).double()
+        wide, args = widened(model, inputs)
         with torch.no_grad():
-            # copies always (``double`` of a float64 tensor is the tensor): an in-place op keeps off the case's inputs
-            out = wide(*[x.to(torch.float64, copy=True) if x.is_floating_point() else x.clone() for x in inputs])
+            out = wide(*args)
     except Exception:
         return None  # any failure only means there is no exact reference
-    outs = list(out) if isinstance(out, tuple | list) else [out]
+    outs = as_output_list(out)
     if not all(isinstance(o, torch.Tensor) for o in outs):
         return None
     return [o.detach() for o in outs]

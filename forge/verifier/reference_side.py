@@ -41,6 +41,7 @@ from forge.verifier.messages import (
     TimingBatchRequest,
     TimingPlan,
 )
+from forge.verifier.output_copies import as_output_list
 from forge.verifier.reference_cases import CaseBook, training_cases
 from forge.verifier.timing.worker_loop import Clocks, TimedCalls
 
@@ -71,10 +72,6 @@ def plan_batches(total: int, per_batch: int, exact: bool = False) -> tuple[int, 
         batches = min(enough, -(-total // per_batch))
         total = min(total, batches * per_batch)
     return max(batches, min(_MIN_BATCHES, total)), total
-
-
-def as_output_list(out: Any) -> list[Any]:
-    return list(out) if isinstance(out, tuple | list) else [out]
 
 
 class ReferenceSide:
