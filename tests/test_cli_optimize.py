@@ -395,3 +395,42 @@ def test_resume_all_picks_only_sessions_cut_short_oldest_first(tmp_path, cache_d
     assert all(f"being run by {me}" in s["reason"] for s in data["skipped"][:-1])
     assert "forge plan --resume" in data["skipped"][-1]["reason"]
     assert len(held) == 6  # running, interrupted, crashed, busy, unconfirmed, provider_error
+
+
+def test_train_banks_a_kernel_whose_backward_was_verified_and_is_used_under_grad(tmp_path, cache_dir):
+    """--train: the built-in coder's kernels carry a backward lowered from the joint graph; each
+    is verified for gradients, the banked one is marked for training, the session keeps the
+    choice, and a program's training step runs the kernel's backward with the reference's grads."""
+    bank = tmp_path / "bank.db"
+    op = str(EXAMPLES / "ops" / "rmsnorm.py")
+    args = ("optimize", op, "--train", "--rounds", "1", "--no-compile-baseline", "--bank", str(bank), "--json")
+    r = forge(*args, cache=cache_dir)
+    assert r.returncode == 0, r.stderr
+    (problem,) = json.loads(r.stdout)["problems"]
+    assert problem["accepted"], problem
+    with sqlite3.connect(bank) as db:
+        (evidence,) = [json.loads(e) for (e,) in db.execute("SELECT evidence FROM kernels")]
+        (stored,) = [json.loads(s) for (s,) in db.execute("SELECT settings FROM sessions")]
+    assert evidence["gradients_verified"] is True and stored["train"] is True
+    assert any(c["name"] == "gradients" and c["passed"] for c in evidence["checks"])
+    listed = forge("bank", "list", "--bank", str(bank), cache=cache_dir)
+    assert "+train" in listed.stdout, listed.stdout
+    script = (
+        "import sys, torch, forge.kernelbank as kb\n"
+        "sys.path.insert(0, 'examples/ops')\n"
+        "import rmsnorm\n"
+        "m = kb.open(sys.argv[1], strict=True).load('rmsnorm', *rmsnorm.get_init_inputs())\n"
+        "ref = rmsnorm.Model(*rmsnorm.get_init_inputs())\n"
+        "x = torch.randn(4096, 1024)\n"
+        "a, b = x.clone().requires_grad_(), x.clone().requires_grad_()\n"
+        "y = m(a)\n"
+        "assert type(y.grad_fn).__name__ == '_JointBackward', y.grad_fn\n"
+        "g = torch.randn_like(y)\n"
+        "y.backward(g)\n"
+        "ref(b).backward(g)\n"
+        "torch.testing.assert_close(a.grad, b.grad)\n"
+        "torch.testing.assert_close(m.weight.grad, ref.weight.grad, rtol=1e-4, atol=1e-4)\n"
+        "print('ok')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(bank)], capture_output=True, text=True, cwd=ROOT)
+    assert run.stdout.strip() == "ok", run.stderr

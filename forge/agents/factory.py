@@ -36,8 +36,8 @@ class Agents:
     kind: AgentKind
 
 
-def make_agents(op_path: Path, choice: AgentChoice, backend: str) -> Agents:
-    """The coder and judge for one op."""
+def make_agents(op_path: Path, choice: AgentChoice, backend: str, train: bool = False) -> Agents:
+    """The coder and judge for one op (``train``: kernels with their backward)."""
     if choice.model:
         from forge.agents.llm import LLMClient, LLMCoder, LLMJudge
 
@@ -46,7 +46,7 @@ def make_agents(op_path: Path, choice: AgentChoice, backend: str) -> Agents:
         return Agents(coder, judge, AgentKind.LLM)
     from forge.agents.builtin import BuiltinCoder, BuiltinJudge
 
-    builtin = BuiltinCoder(op_path, backend)
+    builtin = BuiltinCoder(op_path, backend, train)
     return Agents(builtin, BuiltinJudge(builtin), AgentKind.BUILTIN)
 
 

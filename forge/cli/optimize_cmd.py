@@ -69,6 +69,14 @@ def optimize_command(
             "(a killed or failed run's) that no live driver runs",
         ),
     ] = None,
+    train: Annotated[
+        bool,
+        typer.Option(
+            "--train",
+            help="kernels for training too: each candidate's backward is verified against the reference's "
+            "autograd, and the bank entry is used where gradients are needed",
+        ),
+    ] = False,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline", help="skip torch.compile")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
     modules: Annotated[
@@ -103,7 +111,7 @@ def optimize_command(
     world_size: Annotated[int | None, typer.Option(hidden=True, help=MOVED)] = None,
     mesh: Annotated[str | None, typer.Option(hidden=True, help=MOVED)] = None,
     memory_per_device: Annotated[float | None, typer.Option(hidden=True, help=MOVED)] = None,
-    train: Annotated[bool, typer.Option("--train/--infer", hidden=True, help=MOVED)] = True,
+    infer: Annotated[bool, typer.Option("--infer", hidden=True, help=MOVED)] = False,
     simulate: Annotated[bool, typer.Option("--simulate", hidden=True, help=MOVED)] = False,
 ) -> None:
     """Search for a faster verified kernel for each op and bank the best one (a model's parallel
@@ -124,7 +132,7 @@ def optimize_command(
             world_size=world_size,
             mesh=mesh,
             memory_per_device=memory_per_device,
-            train=train,
+            train=not infer,
             simulate=simulate,
             model=model,
             judge=judge,
@@ -167,6 +175,7 @@ def optimize_command(
             resume=resume_ids[0] if resume_ids else None,
             resume_more=tuple(resume_ids[1:]),
             resume_all=resume_all,
+            train=train,
         )
         return settings, options
 

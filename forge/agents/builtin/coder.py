@@ -5,6 +5,10 @@ it (row-wise, residual add + norm, pointwise, then the general lowering of any t
 rendered with a config from the built-in judge (the tuner): C++
 with OpenMP and SIMD for CPU, Triton for CUDA. For anything else it says so, so that the session
 can tell the user to pass ``--model``.
+
+For training (``forge optimize --train``) only the general lowering writes kernels: it derives
+the backward from torch's joint graph and lowers it with the forward (``lowering.joint``); the
+hand-tuned families have no backward.
 """
 
 from __future__ import annotations
@@ -82,12 +86,28 @@ FAMILIES: dict[str, tuple[Family, ...]] = {
 }
 
 
+# For training kernels: the general lowering with its backward (see the module docstring).
+TRAIN_FAMILIES: dict[str, tuple[Family, ...]] = {
+    "cpp": (Family("lowered", lowered.analyze_train, lowered.space, lowered.render, lowered.canonical),),
+    "triton": (
+        Family(
+            "lowered",
+            lowered_triton.analyze_train,
+            lowered_triton.space,
+            lowered_triton.render,
+            lowered_triton.canonical,
+        ),
+    ),
+}
+
+
 class BuiltinCoder:
     """Proposes C++ kernels (CPU) or Triton kernels (CUDA) from a trace of the reference."""
 
-    def __init__(self, op_path: Path, backend: str = "cpp") -> None:
+    def __init__(self, op_path: Path, backend: str = "cpp", train: bool = False) -> None:
         self.op_path = op_path
         self.backend = backend
+        self.train = train  # kernels with their backward (see the module docstring)
         self._family: Family | None = None
         self._recipe: Any = None
         self._why: str | None = None
@@ -105,7 +125,8 @@ class BuiltinCoder:
             self._why, self._problem_error = exc.message, True
             return
         reasons = []
-        for family in FAMILIES.get(self.backend, ()):
+        families = (TRAIN_FAMILIES if self.train else FAMILIES).get(self.backend, ())
+        for family in families:
             recipe = family.analyze(model, inputs)
             if isinstance(recipe, str):
                 reasons.append(recipe)
@@ -114,7 +135,7 @@ class BuiltinCoder:
             return
         # the general lowering's reason names the node it cannot express: the hand-tuned families'
         # reasons ("takes exactly one float32 input") say nothing more to the user
-        general = [r for f, r in zip(FAMILIES.get(self.backend, ()), reasons, strict=False) if f.name == "lowered"]
+        general = [r for f, r in zip(families, reasons, strict=False) if f.name == "lowered"]
         self._why = general[0] if general else "; ".join(reasons)
         self._why = self._why or f"it writes C++ (CPU) and Triton (CUDA) kernels, not {self.backend}"
 

@@ -18,6 +18,7 @@ from forge.core.errors import UsageError
 from forge.core.statuses import SessionStatus
 from forge.harness import events as ev
 from forge.harness.runs.limits import Limits
+from forge.harness.runs.options import session_settings
 from forge.harness.sessions.leases import give_back_crashed
 from forge.harness.sessions.opening import Placement, RunScope, SessionWork, open_session, run_session
 from forge.harness.sessions.session import Session, SessionResult
@@ -75,7 +76,9 @@ def run_on_cluster(works: list[SessionWork], scope: RunScope) -> tuple[list[Sess
         if limits.stop_requested.is_set():
             return None
         op, options = work.op_path, work.options
-        verifier = cluster.RemoteVerifier(op, node_settings, plan, options.workers, limits.stop_requested)
+        verifier = cluster.RemoteVerifier(
+            op, session_settings(node_settings, options), plan, options.workers, limits.stop_requested
+        )
         session = None
         try:
             placement = Placement(verifier, plan.device, plan.sessions_at_once)

@@ -13,6 +13,7 @@ from forge.agents import AgentChoice
 from forge.core.choices import SEARCH_STRATEGIES, Backend, Device, Strategy
 from forge.core.errors import UsageError
 from forge.core.paths import BankLocation
+from forge.core.settings import ForgeSettings
 
 DEFAULT_ROUNDS = 8
 TextEnumT = TypeVar("TextEnumT", Backend, Strategy, Device)
@@ -30,6 +31,7 @@ class SessionChoices:
     rounds: int | None = None
     population: int = 4  # evolve: children per generation
     top_k: int = 2  # evolve: parents per generation
+    train: bool = False  # kernels for training: their backward verified too (``session_settings``)
 
     def __post_init__(self) -> None:
         # a library caller may give plain strings: parsed here once, members from then on
@@ -131,6 +133,13 @@ class StoredOptions(SessionChoices):
 
 
 _STORED: TypeAdapter[StoredOptions] = TypeAdapter(StoredOptions)
+
+
+def session_settings(settings: ForgeSettings, choices: SessionChoices) -> ForgeSettings:
+    """The settings a session verifies with: a training session's verifier checks gradients too."""
+    if choices.train and not settings.verify_gradients:
+        return settings.model_copy(update={"verify_gradients": True})
+    return settings
 
 
 def resolve_backend(choice: Backend, device: Device) -> Backend:

@@ -19,7 +19,7 @@ from forge.db import SessionLease, SessionTakenOverError, load_session
 from forge.harness import events as ev
 from forge.harness.runs.control import RunControl
 from forge.harness.runs.limits import Limits
-from forge.harness.runs.options import OptimizeOptions, StoredOptions, resolve_backend
+from forge.harness.runs.options import OptimizeOptions, StoredOptions, resolve_backend, session_settings
 from forge.harness.sessions.leases import KEEPER
 from forge.harness.sessions.recorder import SessionRecorder
 from forge.harness.sessions.resume import restore_state
@@ -95,15 +95,16 @@ def open_session(work: SessionWork, scope: RunScope, ops_left: int = 1, placemen
     """``work``'s session (a new one, or the stored one it resumes), ready to run, with its share
     of the run's limits (what is left, over the ``ops_left`` ops not yet done,
     ``placement.at_once`` of them running at a time)."""
-    settings, limits, engine, emit, control = scope.settings, scope.limits, scope.engine, scope.emit, scope.control
+    limits, engine, emit, control = scope.limits, scope.engine, scope.emit, scope.control
     op_path, options = work.op_path, work.options
+    settings = session_settings(scope.settings, options)
     device = placement.device or resolve_device(settings.device)
     backend = resolve_backend(options.backend, device)
     problem = load_problem(op_path)
     # a cluster's sessions verify on other machines: the driver's figures would mislead the coder
     measured = options.model and placement.verifier is None
     facts = machine_facts(device, settings) if measured else MachineFacts(device)
-    agents = make_agents(op_path, options.agents, backend)
+    agents = make_agents(op_path, options.agents, backend, options.train)
     op_hash = reference_hash(problem)
     brief = measure_op_brief(op_path, op_hash, device, settings) if measured else None
     plan = SessionPlan(

@@ -18,7 +18,7 @@ reference rather than read out of bounds.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -33,6 +33,8 @@ from forge.agents.builtin.lowering.cpp_reduce import reduce_step
 from forge.agents.builtin.lowering.cpp_stack import stacked_parts, stacked_step
 from forge.agents.builtin.lowering.cpp_winograd import WINOGRAD, favours_winograd, winograd_conv, winograd_step
 from forge.agents.builtin.lowering.ir import Unsupported
+from forge.agents.builtin.lowering.joint import JointLowered, lower_joint
+from forge.agents.builtin.lowering.joint_source import JOINT_NAMES, joint_entry, joint_method_body, joint_tables
 from forge.agents.builtin.lowering.layout import conv2d_parts
 from forge.agents.builtin.lowering.py_side import (
     allocation,
@@ -71,33 +73,41 @@ class LoweredGraph:
     uses_erf: bool = False  # an exact GELU: the erf knob (see cpp_snippets.ERF) applies
     train: ModeGraph | None = None  # training mode's graph, when it is another op (BatchNorm)
     train_random: bool = False  # random in training mode (dropout): the reference runs there
+    joint: JointLowered | None = None  # the training kernels (forward and backward), when asked for
 
     @property
     def graphs(self) -> tuple[ModeGraph, ...]:
         """Eval mode's graph, then training mode's when it has one of its own."""
         return (ModeGraph(self.traced, self.sched), *((self.train,) if self.train else ()))
 
+    @property
+    def scheduled(self) -> tuple[ModeGraph, ...]:
+        """Every graph a kernel is written from: the modes', then the training kernels' forward
+        and backward."""
+        joint = tuple(ModeGraph(t, s) for t, s in self.joint.graphs) if self.joint else ()
+        return (*self.graphs, *joint)
+
     def knobs(self) -> dict[str, list[Any]]:
-        steps = [s for g in self.graphs for s in g.sched.steps]
+        steps = [s for g in self.scheduled for s in g.sched.steps]
         kinds = {s.kind for s in steps}
         space: dict[str, list[Any]] = {"threads": [0, 1]}
         if kinds & {StepKind.REDUCE, StepKind.SCAN}:
             space["acc"] = ["double", "float"]
         if StepKind.REDUCE in kinds:
             space["tile"] = [256, 64, 1024]
-        if any(isinstance(u, RowGroup) for g in self.graphs for u in row_groups(g.sched.steps)):
+        if any(isinstance(u, RowGroup) for g in self.scheduled for u in row_groups(g.sched.steps)):
             space["fuse"] = [True, False]
         if kinds & {StepKind.POINTWISE, StepKind.REDUCE}:
             space["chunk"] = [4096, 16384]
         if self.uses_erf:
             space["erf"] = list(ERF)
-        convs = [c for g in self.graphs for s in g.sched.steps if (c := winograd_conv(s, g.sched))]
+        convs = [c for g in self.scheduled for s in g.sched.steps if (c := winograd_conv(s, g.sched))]
         if convs:
             favoured = all(favours_winograd(c) for c in convs)
             space["conv_algo"] = ["winograd", "library"] if favoured else ["library", "winograd"]
         if any(s.kind is StepKind.LIBRARY and conv2d_parts(s.node) for s in steps):
             space["conv_layout"] = ["row_major", "channels_last"]
-        if any(s.kind is StepKind.LIBRARY and onednn_linear(s, g.sched) for g in self.graphs for s in g.sched.steps):
+        if any(s.kind is StepKind.LIBRARY and onednn_linear(s, g.sched) for g in self.scheduled for s in g.sched.steps):
             # first, so the search's first move measures the other library: in a linear layer's
             # op the products are most of the time
             space = {"matmul": ["onednn", "aten"], **space}
@@ -122,15 +132,22 @@ def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
     return lower(model, inputs, frozenset({StepKind.LIBRARY}), render)
 
 
+def analyze_train(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
+    """``analyze`` with the training kernels too (``joint``), or why the op cannot have them."""
+    return lower(model, inputs, frozenset({StepKind.LIBRARY}), render, train=True)
+
+
 def lower(
     model: torch.nn.Module,
     inputs: list[Any],
     run_by_torch: frozenset[StepKind],
     writer: Callable[[LoweredGraph, dict[str, Any] | None], str],
+    train: bool = False,
 ) -> LoweredGraph | str:
     """The lowered graph of ``model(*inputs)`` in eval mode and, where it differs, in training
     mode, scheduled with the step kinds ``run_by_torch`` run as torch calls and checked by writing
-    it once with ``writer``; or why it cannot be."""
+    it once with ``writer``; or why it cannot be. ``train``: with the training kernels too
+    (``joint``), or the reason there are none."""
     if not all(isinstance(x, torch.Tensor) and x.device.type == "cpu" for x in inputs):
         return "the lowering traces CPU tensor inputs only"
     was_training = model.training
@@ -154,10 +171,14 @@ def lower(
         return "the reference returns another structure in training mode"
     try:
         sched = schedule(traced, run_by_torch)
-        train = ModeGraph(in_training, schedule(in_training, run_by_torch)) if differs else None
+        train_graph = ModeGraph(in_training, schedule(in_training, run_by_torch)) if differs else None
         uses_erf = any(packet_name(n) == "prims.erf" for g in (traced, in_training) for n in g.graph.graph.nodes)
         specs = tuple((tuple(x.shape), x.dtype) for x in inputs)
-        lowered = LoweredGraph(traced, sched, out_kind, specs, uses_erf, train, train_random)
+        lowered = LoweredGraph(traced, sched, out_kind, specs, uses_erf, train_graph, train_random)
+        with_joint = _with_joint(lowered, model, inputs, run_by_torch) if train else lowered
+        if isinstance(with_joint, str):
+            return with_joint
+        lowered = with_joint
         writer(lowered, None)  # every step can be written
     except Unsupported as exc:
         return str(exc)
@@ -166,9 +187,30 @@ def lower(
     return lowered
 
 
+def _with_joint(
+    lowered: LoweredGraph, model: torch.nn.Module, inputs: list[Any], run_by_torch: frozenset[StepKind]
+) -> LoweredGraph | str:
+    """``lowered`` with the training kernels' graphs (raises Unsupported as ``schedule`` does), or
+    why it can have none."""
+    if lowered.train is not None or lowered.train_random:
+        return "for training: the op computes another thing in training mode than in eval mode"
+    if lowered.out_kind not in ("single", "tuple"):
+        return "for training: the reference returns a torch.return_types record"
+    joint = lower_joint(model, inputs, run_by_torch)
+    if isinstance(joint, str):
+        return f"for training: {joint}"
+    nodes = [n for traced, _ in joint.graphs for n in traced.graph.graph.nodes]
+    uses_erf = lowered.uses_erf or any(packet_name(n) == "prims.erf" for n in nodes)
+    return replace(lowered, joint=joint, uses_erf=uses_erf)
+
+
 def mode_dispatch(lowered: LoweredGraph, run: str) -> list[str]:
     """``forward``'s lines after the shape check: the kernel of the module's mode (``run`` is the
-    method name of eval mode's; training mode's is ``run`` + ``_train``), or the reference."""
+    method name of eval mode's; training mode's is ``run`` + ``_train``), or the reference; with
+    training kernels, those where autograd needs gradients (``joint_source``)."""
+    if lowered.joint is not None:
+        kernels = mode_dispatch(replace(lowered, joint=None), run)
+        return ["if _needs_grad(self, xs):", "    return self._joint(xs)", *kernels]
     if lowered.train is not None:
         return [f"return self.{run}_train(xs) if self.training else self.{run}(xs)"]
     if lowered.train_random:  # dropout draws random numbers in training mode: the reference there
@@ -275,6 +317,16 @@ def _laid_out(graph: ModeGraph, cfg: dict[str, Any]) -> ModeGraph:
     return ModeGraph(graph.traced, schedule(graph.traced, frozenset({StepKind.LIBRARY}), channels_last=True))
 
 
+def _joint_program(lowered: LoweredGraph, joint: JointLowered, cfg: dict[str, Any]) -> tuple[str, str, str]:
+    """The training kernels' C++ functions, their module-level Python and ``ModelNew``'s methods."""
+    cpp_src, methods = "", joint_entry(lowered.out_kind)
+    for which, ((traced, sched), (prefix, _, name)) in enumerate(zip(joint.graphs, JOINT_NAMES, strict=True)):
+        cpp_part, run_lines = _program(ModeGraph(traced, sched), cfg, prefix)
+        cpp_src += cpp_part
+        methods += method(name, joint_method_body(joint, which, run_lines, None))
+    return cpp_src, joint_tables(joint), methods
+
+
 # Per mode: the prefix of its C++ functions, its constants' table and its method's name.
 MODE_NAMES = (("", "_CONSTANTS", "_kernel"), ("train_", "_CONSTANTS_TRAIN", "_kernel_train"))
 
@@ -294,6 +346,13 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
         body = [*load_lines(graph.traced, graph.sched, constants=constants), *state_check(graph.traced), *run_lines]
         body += closing_lines(graph.traced, graph.sched, lowered.out_kind)
         methods += method(name, [f"b = [None] * {len(graph.sched.buffers)}", *body])
+    if lowered.joint is not None:
+        cpp_part, joint_tables_source, joint_methods = _joint_program(lowered, lowered.joint, cfg)
+        if "forge_winograd3x3(" in cpp_part and WINOGRAD not in cpp_src:
+            cpp_src += WINOGRAD
+        cpp_src += cpp_part
+        tables += joint_tables_source
+        methods += joint_methods
     knobs = lowered.knobs()
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
@@ -331,6 +390,7 @@ __all__ = [
     "LoweredGraph",
     "ModeGraph",
     "analyze",
+    "analyze_train",
     "canonical",
     "lower",
     "method",

@@ -221,7 +221,7 @@ def closing_lines(traced: Traced, sched: Schedule, out_kind: str) -> list[str]:
         source = view_source(out, sched, order_keeping=True)
         base = f"b[{sched.slot(source)}]" if source is not None else f"b[{sched.slot(out)}]"
         outs.append(base if source is out or source is None else f"{base}.reshape({shape_of(out)!r})")
-    ret = outs[0] if out_kind == "single" else f"({', '.join(outs)},)"
+    ret = outs[0] if out_kind == "single" else f"({', '.join(outs)},)" if outs else "()"
     if out_kind not in ("single", "tuple"):
         ret = f"{out_kind}({ret})"
     lines.append(f"return {ret}")

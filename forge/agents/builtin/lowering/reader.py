@@ -142,6 +142,8 @@ class Reader:
             at = self.value(index, idx)
             dim %= len(idx)
             return self._value(src, [*idx[:dim], say.integer(at), *idx[dim + 1 :]], None)
+        if name == "aten.scatter":
+            return self._scatter(node, idx, flat)
         if name in CAT_NODES:
             return self._cat(node, idx)
         if (new := in_place_source(node)) is not None:  # schedule checked it: the new value, as it is
@@ -151,6 +153,26 @@ class Reader:
         if name in ("aten.full", "prims.full"):
             return say.literal(node.args[1], dtype_of(node)), frozenset()
         raise Unsupported(f"{name}: not a node the lowering reads inline")
+
+    def _scatter(self, node: fx.Node, idx: list[str], flat: str | None) -> tuple[str, frozenset[str]]:
+        """``scatter(src, dim, index, value)`` of a number, read at ``idx``: the value where the
+        index names ``idx``'s place along ``dim``, else the source. Taken where the index holds
+        one element along ``dim`` and the source's sizes elsewhere (a class index per row, as
+        cross-entropy's backward scatters)."""
+        src, _, index, fill = (*node.args, None)[:4]
+        if not isinstance(src, fx.Node) or not isinstance(index, fx.Node) or isinstance(fill, fx.Node) or fill is None:
+            raise Unsupported("aten.scatter: of a tensor of values (only a number is read inline)")
+        dim = int_arg(node, 1) % len(idx)
+        sizes, held = shape_of(index), shape_of(src)
+        if sizes[dim] != 1 or any(a != b for k, (a, b) in enumerate(zip(sizes, held, strict=True)) if k != dim):
+            raise Unsupported(
+                "aten.scatter: an index of more than one element along its dim, or smaller than the source"
+            )
+        at, at_uses = self._value(index, [*idx[:dim], "0", *idx[dim + 1 :]], None)
+        kept, kept_uses = self._value(src, idx, flat)
+        say = self.dialect
+        chosen = say.select(f"({say.integer(at)} == {idx[dim]})", say.literal(fill, dtype_of(node)), kept)
+        return chosen, at_uses | kept_uses | self.index_uses(idx[dim])
 
     def _cat(self, node: fx.Node, idx: list[str]) -> tuple[str, frozenset[str]]:
         """A concatenation read at ``idx``: the part whose range holds the index along its dim.

@@ -39,9 +39,13 @@ LIBRARY_OPS = frozenset(
         "aten.convolution",
         "aten.scaled_dot_product_attention",
         "aten._scaled_dot_product_flash_attention_for_cpu",
+        "aten.convolution_backward",
+        "aten._scaled_dot_product_flash_attention_for_cpu_backward",
     }
 )
-_INLINE_OTHER = frozenset({"aten.gather", "prims.iota", "aten.full", "prims.full", "prims.cat", "aten.cat"})
+_INLINE_OTHER = frozenset(
+    {"aten.gather", "aten.scatter", "prims.iota", "aten.full", "prims.full", "prims.cat", "aten.cat"}
+)
 
 
 class StepKind(StrEnum):

@@ -9,8 +9,8 @@ decomposition is worse than a kernel of their own:
 - scans (``cumsum``, ``cumprod``): the table turns them into an O(n^2) masked sum;
 - windowed reductions (pooling): the table turns them into ``as_strided`` and gathers;
 - arg-reductions (``argmax``/``argmin``, ``max.dim``/``min.dim``): one pass with the index;
-- library producers (``mm``, ``bmm``, ``addmm``, ``convolution``, SDPA): a BLAS or oneDNN call
-  whose output the fused epilogue reads.
+- library producers (``mm``, ``bmm``, ``addmm``, ``convolution``, SDPA, and the backwards of the
+  last two): a BLAS or oneDNN call whose output the fused epilogue reads.
 
 Parameters and buffers become graph inputs (``torch.func.functional_call``), so the graph is a
 pure function of (params, buffers, inputs); a buffer a training-mode reference updates shows up as
@@ -56,6 +56,9 @@ KEPT: tuple[Any, ...] = (
     aten.convolution,
     aten._scaled_dot_product_flash_attention_for_cpu,
     aten.scaled_dot_product_attention,
+    # the backwards of library producers, in a training kernel's backward graph (``joint``)
+    aten.convolution_backward,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward,
 )
 
 # Random numbers: a reference drawing them (dropout in training mode) is traced in eval mode, as
@@ -153,7 +156,18 @@ VIEWS = frozenset(
 )
 KEPT_NAMES = frozenset(f"aten.{p.__name__}" for p in KEPT)
 OTHER = frozenset(
-    {"aten.gather", "aten.copy_", "aten.empty", "getitem", "prims.iota", "aten.full", "prims.cat", "aten.cat"}
+    {
+        "aten.gather",
+        "aten.copy_",
+        "aten.empty",
+        "getitem",
+        "prims.iota",
+        "aten.full",
+        "prims.full",
+        "prims.cat",
+        "aten.cat",
+        "aten.scatter",
+    }
 )
 
 
@@ -203,7 +217,15 @@ def decompositions(device: str = "cpu") -> dict[Any, Any]:
             return out
 
         table[aten.gelu.default] = gelu
+    table[aten.full_like.default] = _full_like  # cross-entropy's backward starts from one
     return table
+
+
+def _full_like(x: torch.Tensor, fill_value: Any, **kwargs: Any) -> torch.Tensor:
+    """``full_like`` as ``prims.full`` (which the lowering inlines), in a fresh tensor's layout:
+    torch's own ``full`` decomposes through ``fill``, which comes back to ``full_like``."""
+    dtype, device = kwargs.get("dtype") or x.dtype, kwargs.get("device") or x.device
+    return torch.ops.prims.full.default(list(x.shape), fill_value, dtype=dtype, device=device, requires_grad=False)
 
 
 @dataclass(frozen=True)

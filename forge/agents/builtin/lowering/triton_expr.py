@@ -123,8 +123,10 @@ def scalar_operand(value: Any, node: fx.Node) -> str:
     name = packet_name(node)
     if not isinstance(value, bool | int | float):
         raise Unsupported(f"{name}: argument {value!r} is not a tensor or number")
+    if name in _COMPARE and isinstance(value, float):  # the operand's type, not the node's (bool)
+        return tl_literal(value, torch.float64)
     if name in _COMPARE:
-        return repr(float(value)) if isinstance(value, float) else str(int(value))
+        return str(int(value))
     return tl_literal(value, dtype_of(node))
 
 

@@ -16,6 +16,9 @@ from typing import Any
 
 import torch
 
+from forge.agents.builtin.lowering.ir import Unsupported
+from forge.agents.builtin.lowering.joint import JointLowered
+from forge.agents.builtin.lowering.joint_source import JOINT_NAMES, joint_entry, joint_method_body, joint_tables
 from forge.agents.builtin.lowering.program import (
     MODE_NAMES,
     LoweredGraph,
@@ -49,10 +52,15 @@ def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
     return lower(model, inputs, RUN_BY_TORCH, render)
 
 
+def analyze_train(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
+    """``analyze`` with the training kernels too (``joint``), or why the op cannot have them."""
+    return lower(model, inputs, RUN_BY_TORCH, render, train=True)
+
+
 def space(lowered: LoweredGraph) -> dict[str, list[Any]]:
     """The tuner's GPU knobs (defaults first): elements per program (a reduction's whole tile),
     reduced elements per tile row, warps, and a reduction's accumulator width."""
-    kinds = {s.kind for g in lowered.graphs for s in g.sched.steps}
+    kinds = {s.kind for g in lowered.scheduled for s in g.sched.steps}
     knobs: dict[str, list[Any]] = {"block": [1024, 2048, 4096, 512], "num_warps": [4, 8, 2]}
     if StepKind.REDUCE in kinds:
         knobs["rblock"] = [1024, 256, 64]
@@ -77,6 +85,18 @@ def _kernels(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
     return "".join(kernels), lines
 
 
+def _joint_kernels(lowered: LoweredGraph, joint: JointLowered, cfg: dict[str, Any]) -> tuple[str, str]:
+    """The training kernels (forward and backward graphs') and ``ModelNew``'s methods running them."""
+    kernels, methods = "", joint_entry(lowered.out_kind)
+    for which, ((traced, sched), (prefix, _, name)) in enumerate(zip(joint.graphs, JOINT_NAMES, strict=True)):
+        source, run_lines = _kernels(ModeGraph(traced, sched), cfg, prefix)
+        if not traced.inputs:
+            raise Unsupported("a training graph without inputs")
+        kernels += source
+        methods += method(name, joint_method_body(joint, which, run_lines, "dev"))
+    return kernels, methods
+
+
 def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     cfg = {**TRITON_DEFAULT, **(config or {})}
     kernels, tables, methods = "", "", ""
@@ -93,6 +113,11 @@ def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
             *closing_lines(graph.traced, graph.sched, lowered.out_kind),
         ]
         methods += method(name, body)
+    if lowered.joint is not None:
+        joint_kernels, joint_methods = _joint_kernels(lowered, lowered.joint, cfg)
+        kernels += joint_kernels
+        tables += joint_tables(lowered.joint)
+        methods += joint_methods
     knobs = space(lowered)
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: c)
     specs = [(shape, str(dtype)) for shape, dtype in lowered.inputs]
@@ -124,4 +149,4 @@ class ModelNew(Model):
 {dispatch}{methods}'''
 
 
-__all__ = ["TRITON_DEFAULT", "analyze", "canonical", "render", "space"]
+__all__ = ["TRITON_DEFAULT", "analyze", "analyze_train", "canonical", "render", "space"]

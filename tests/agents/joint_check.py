@@ -1,0 +1,133 @@
+"""Training kernels of the general lowering (``lowering.joint``) against the reference's autograd:
+shared by the C++ tests (``test_lowering_joint``) and the Triton check, which runs this module on
+CPU with TRITON_INTERPRET=1 in a fresh process (Triton reads the variable when it is imported) or
+on a GPU, and prints one JSON line: case id -> "ok" or the error.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import traceback
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Analyze = Callable[[nn.Module, list[torch.Tensor]], Any]
+Render = Callable[[Any, dict[str, Any] | None], str]
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, hidden: int = 40) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(hidden) + 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class CrossEntropy(nn.Module):
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits, target)
+
+
+class SwiGLU(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.up, self.down = nn.Linear(24, 36), nn.Linear(24, 36), nn.Linear(36, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class ResidualNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(40)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + y)
+
+
+def cases() -> dict[str, tuple[nn.Module, list[torch.Tensor]]]:
+    """Norms, activations, softmax and cross-entropy, a gated MLP, a convolution: op -> (model, inputs)."""
+    g = torch.Generator().manual_seed(0)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g)
+
+    return {
+        "layernorm": (nn.LayerNorm(40), [randn(12, 40)]),
+        "rmsnorm": (RMSNorm(), [randn(12, 40)]),
+        "groupnorm": (nn.GroupNorm(2, 8), [randn(3, 8, 5, 5)]),
+        "gelu": (nn.GELU(), [randn(12, 40)]),
+        "silu": (nn.SiLU(), [randn(12, 40)]),
+        "softmax": (nn.Softmax(-1), [randn(12, 40)]),
+        "log_softmax": (nn.LogSoftmax(1), [randn(12, 40)]),
+        "cross_entropy": (CrossEntropy(), [randn(12, 40), torch.randint(0, 40, (12,), generator=g)]),
+        "swiglu": (SwiGLU(), [randn(3, 5, 24)]),
+        "residual_layernorm": (ResidualNorm(), [randn(12, 40), randn(12, 40)]),
+        "conv": (nn.Conv2d(3, 4, 3), [randn(2, 3, 9, 9)]),
+    }
+
+
+def joint_candidate(model: nn.Module, inputs: list[torch.Tensor], analyze: Analyze, render: Render) -> nn.Module:
+    """The lowering's training candidate for ``model``, as the verifier loads it (state copied)."""
+    lowered = analyze(model, inputs)
+    assert not isinstance(lowered, str), lowered
+    reference = types.ModuleType("forge_reference")
+    reference.Model = type(model)  # type: ignore[attr-defined]
+    sys.modules["forge_reference"] = reference
+    namespace: dict[str, Any] = {}
+    exec(compile(render(lowered, None), "<candidate>", "exec"), namespace)
+    candidate = namespace["ModelNew"].__new__(namespace["ModelNew"])
+    candidate.__dict__.update(copy.deepcopy(model).__dict__)
+    return candidate
+
+
+def grads(model: nn.Module, inputs: list[torch.Tensor], grad_out: torch.Tensor | None, device: str) -> dict[str, Any]:
+    """Output, input gradients and parameter gradients of one forward and backward."""
+    leaves = [x.detach().clone().to(device).requires_grad_(x.is_floating_point()) for x in inputs]
+    out = model(*leaves)
+    out.backward(torch.ones_like(out) if grad_out is None else grad_out.to(device))
+    found = {"output": out.detach(), "grad_fn": type(out.grad_fn).__name__}
+    found.update({f"input {k}": x.grad for k, x in enumerate(leaves) if x.grad is not None})
+    found.update({f"parameter {n}": p.grad for n, p in model.named_parameters()})
+    return found
+
+
+def compare(model: nn.Module, inputs: list[torch.Tensor], analyze: Analyze, render: Render, device: str) -> None:
+    """The candidate's output and every gradient match the reference's, through the training
+    kernels (its output's grad_fn is their autograd Function)."""
+    candidate = joint_candidate(model, inputs, analyze, render).to(device)
+    reference = copy.deepcopy(model).to(device)
+    probe = reference(*[x.to(device) for x in inputs])
+    grad_out = torch.randn(probe.shape, generator=torch.Generator().manual_seed(1))
+    want, got = grads(reference, inputs, grad_out, device), grads(candidate, inputs, grad_out, device)
+    assert got.pop("grad_fn") == "_JointBackward", "the candidate's training kernels did not run"
+    want.pop("grad_fn")
+    assert set(got) == set(want), (set(got), set(want))
+    for name, value in want.items():
+        torch.testing.assert_close(got[name], value, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def run_cases(device: str = "cpu") -> dict[str, str]:
+    from forge.agents.builtin.lowering import triton_program
+
+    results = {}
+    for name, (model, inputs) in cases().items():
+        try:
+            compare(model, inputs, triton_program.analyze_train, triton_program.render, device)
+            results[name] = "ok"
+        except Exception:
+            results[name] = traceback.format_exc()[-1500:]
+    return results
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_cases(sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu")))

@@ -1,0 +1,123 @@
+"""The general lowering's training kernels (issue #37): the backward derived from torch's joint
+graph, lowered with the forward, against the reference's autograd; when ``ModelNew`` takes them
+and when it leaves a call to the reference; what the lowering refuses, and why."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from forge.agents.builtin import BuiltinCoder
+from forge.agents.builtin.lowering import program
+from tests.agents.joint_check import RMSNorm, cases, compare, grads, joint_candidate
+from tests.agents.triton_check import run_interpreted
+
+CASES = cases()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_training_kernels_give_the_reference_gradients_in_cpp(name):
+    model, inputs = CASES[name]
+    compare(model, inputs, program.analyze_train, program.render, "cpu")
+
+
+@pytest.fixture(scope="module")
+def triton_checked() -> dict[str, str]:
+    pytest.importorskip("triton")
+    return run_interpreted("tests.agents.joint_check")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_training_kernels_give_the_reference_gradients_in_triton(triton_checked, name):
+    assert triton_checked[name] == "ok", triton_checked[name]
+
+
+def _candidate(model: nn.Module, inputs: list[torch.Tensor]) -> nn.Module:
+    return joint_candidate(model, inputs, program.analyze_train, program.render)
+
+
+def test_building_leaves_no_gradient_on_the_module():
+    model = RMSNorm()
+    program.analyze_train(model, [torch.randn(4, 40)])
+    assert model.weight.grad is None
+
+
+def test_without_gradients_the_inference_kernel_runs():
+    x = torch.randn(6, 40)
+    candidate = _candidate(RMSNorm(), [x])
+
+    def refuse(xs):  # type: ignore[no-untyped-def]
+        raise AssertionError("the training kernels ran where no gradient is needed")
+
+    candidate._joint = refuse  # type: ignore[method-assign]
+    with torch.no_grad():
+        candidate(x)
+    candidate.weight.requires_grad_(False)
+    candidate(x)  # grad mode on, but nothing requires grad
+
+
+def test_a_parameter_frozen_when_built_leaves_its_gradient_to_the_reference():
+    model, x = RMSNorm(), torch.randn(6, 40)
+    model.weight.requires_grad_(False)
+    candidate = _candidate(model, [x])  # its backward computes no weight gradient
+    candidate.weight.requires_grad_(True)
+    reference = copy.deepcopy(model).requires_grad_(True)
+    got, want = grads(candidate, [x], None, "cpu"), grads(reference, [x], None, "cpu")
+    assert got["grad_fn"] != "_JointBackward"  # the reference ran
+    torch.testing.assert_close(got["parameter weight"], want["parameter weight"])
+
+
+def test_an_expanded_output_gradient_and_a_second_backward_through_it():
+    x = torch.randn(6, 40, requires_grad=True)
+    candidate = _candidate(RMSNorm(), [x.detach()])
+    y = candidate(x)
+    assert type(y.grad_fn).__name__ == "_JointBackward"
+    (first,) = torch.autograd.grad(y.sum(), x, create_graph=True)  # a stride-0 output gradient
+    reference = RMSNorm()
+    reference.load_state_dict(candidate.state_dict())
+    (want,) = torch.autograd.grad(reference(x).sum(), x)
+    torch.testing.assert_close(first, want)
+    with pytest.raises(RuntimeError, match=r"once_differentiable|does not require grad"):
+        torch.autograd.grad(first.sum(), x)  # double backward: not provided, so refused
+
+
+@pytest.mark.parametrize(
+    ("model", "inputs", "why"),
+    [
+        (nn.BatchNorm1d(8), [torch.randn(4, 8)], "another thing in training mode"),
+        (nn.MaxPool2d(2), [torch.randn(1, 2, 4, 4)], "scatter_add"),
+        (nn.Sequential(nn.GELU(), nn.Dropout(0.1)), [torch.randn(4, 8)], "another thing in training mode"),
+    ],
+)
+def test_ops_without_a_training_kernel_say_why(model, inputs, why):
+    found = program.analyze_train(model, inputs)
+    assert isinstance(found, str) and found.startswith("for training:") and why in found
+
+
+def test_the_coder_for_training_writes_lowered_kernels_with_a_backward(tmp_path):
+    op = tmp_path / "softmax_op.py"
+    op.write_text(
+        "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return torch.softmax(x, dim=-1)\n\n"
+        "def get_inputs():\n    return [torch.randn(8, 32)]\n\ndef get_init_inputs():\n    return []\n"
+    )
+    inference, training = BuiltinCoder(op), BuiltinCoder(op, train=True)
+    inference.space(), training.space()
+    assert inference._family is not None and inference._family.name == "rowwise"  # a hand-tuned family
+    assert training._family is not None and training._family.name == "lowered"  # the one with a backward
+
+
+@pytest.fixture(scope="module")
+def triton_on_gpu() -> dict[str, str]:
+    from tests.agents.joint_check import run_cases
+
+    return run_cases("cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(CASES))
+def test_training_kernels_give_the_reference_gradients_in_triton_on_gpu(triton_on_gpu, name):
+    assert triton_on_gpu[name] == "ok", triton_on_gpu[name]
