@@ -413,6 +413,7 @@ def test_train_banks_a_kernel_whose_backward_was_verified_and_is_used_under_grad
         (stored,) = [json.loads(s) for (s,) in db.execute("SELECT settings FROM sessions")]
     assert evidence["gradients_verified"] is True and stored["train"] is True
     assert any(c["name"] == "gradients" and c["passed"] for c in evidence["checks"])
+    assert evidence["training_step"]["eager"]["median"] > 1.0, evidence["training_step"]  # its steps timed too
     listed = forge("bank", "list", "--bank", str(bank), cache=cache_dir)
     assert "+train" in listed.stdout, listed.stdout
     script = (

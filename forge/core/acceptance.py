@@ -117,3 +117,35 @@ def beats_compile(verdict: Verdict) -> CompileStanding:
         beyond = "1.0x" if bar == 1.0 else f"the null control's {bar:.2f}x"
         return CompileStanding(beats=False, why=f"{figure}: the interval does not clear {beyond}")
     return CompileStanding(beats=True, why=f"{figure}, beyond the noise")
+
+
+class TrainingStanding(BaseModel):
+    """Whether a banked kernel is used where autograd needs gradients (``training_standing``'s
+    answer, stored in its evidence as ``gradients_verified`` for the runtime)."""
+
+    model_config = ConfigDict(extra="ignore")
+    used: bool
+    why: str
+
+
+def training_standing(verdict: Verdict) -> TrainingStanding:
+    """A kernel stands in for the reference under autograd only when its backward passed the
+    gradient check and its training step (forward and backward, ``Verdict.training_step``) is not
+    measurably slower than eager's: the 95% interval of the per-pair ratio reaches 1.0x. A faster
+    forward with a slower backward would slow the user's training; the reference runs there."""
+    grads = next((c for c in verdict.checks if c.name == "gradients"), None)
+    if grads is None:
+        return TrainingStanding(
+            used=False, why="verified for inference only: where gradients are needed the reference runs"
+        )
+    if not grads.passed or not verdict.passed:
+        return TrainingStanding(used=False, why=f"its backward failed verification: {grads.detail}")
+    steps = verdict.training_step
+    eager, compiled = steps.headline() if steps is not None else (None, None)
+    if eager is None:
+        return TrainingStanding(used=False, why="its backward was verified, its training step not timed")
+    figure = f"training step {eager.median:.2f}x eager ({eager.low:.2f}-{eager.high:.2f})"
+    figure += f", {compiled.median:.2f}x torch.compile" if compiled is not None else ""
+    if eager.high < 1.0:
+        return TrainingStanding(used=False, why=f"{figure}: slower than eager's step, so the reference runs there")
+    return TrainingStanding(used=True, why=f"{figure}; its backward verified against the reference's autograd")

@@ -240,6 +240,32 @@ class TimingSides(BaseModel):
         return without_none(handler(self))
 
 
+class TrainingStepTimes(BaseModel):
+    """Training steps of the op (``forge verify --train``, ``forge optimize --train``): the forward
+    with its inputs requiring grad, then the backward of fixed output gradients, timed call by
+    call against eager's and torch.compile's steps (which compile the backward too), cold and
+    warm as the forward calls are; ``regime``: the one the forward is judged in."""
+
+    model_config = _LENIENT
+    eager: PairedRatio | None = None  # cold
+    compile: PairedRatio | None = None
+    warm_eager: PairedRatio | None = None
+    warm_compile: PairedRatio | None = None
+    candidate_ms: float | None = None  # median step, judged regime
+    eager_ms: float | None = None
+    regime: TimingRegime = TimingRegime.COLD
+
+    def headline(self) -> tuple[PairedRatio | None, PairedRatio | None]:
+        """(vs eager, vs torch.compile) in the judged regime."""
+        if self.regime is TimingRegime.WARM and self.warm_eager is not None:
+            return self.warm_eager, self.warm_compile
+        return self.eager, self.compile
+
+    @model_serializer(mode="wrap")
+    def _present_only(self, handler: Any) -> dict[str, Any]:
+        return without_none(handler(self))
+
+
 # How far past the roofline bound a candidate may run before its result, not only the estimate,
 # is suspect: cache-resident data can beat the DRAM estimate a little, not by this much.
 ROOFLINE_SLACK = 1.5

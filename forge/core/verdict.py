@@ -17,7 +17,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from forge.core.statuses import BindMode, ModuleMode, VerdictStatus
-from forge.core.timing_records import PairedRatio, Roofline, Timings, TimingSides, UserLoop, without_none
+from forge.core.timing_records import (
+    PairedRatio,
+    Roofline,
+    Timings,
+    TimingSides,
+    TrainingStepTimes,
+    UserLoop,
+    without_none,
+)
 
 _LENIENT = ConfigDict(extra="ignore", populate_by_name=True)
 
@@ -161,6 +169,7 @@ class Verdict(BaseModel):
     # training mode (eval mode for a reference that is random in training mode).
     modes: list[ModuleMode] | None = None
     user_loop: UserLoop | None = None  # a finalist's confirmation: timed in a user's loop too
+    training_step: TrainingStepTimes | None = None  # verified for training: its steps timed too
     node: NodeSpec | None = None  # the cluster node that verified it; None: the driver's own machine
     # A confirmation (the finalist timed again, alone, before banking): stored under the keys in
     # the aliases, as forge always has.

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from forge.core.acceptance import CompileStanding, beats_compile
+from forge.core.acceptance import CompileStanding, beats_compile, training_standing
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError, ForgeError
 from forge.core.paths import BankLocation
@@ -158,15 +158,16 @@ def evidence_json(verdict: Verdict, config: CandidateConfig | None) -> dict[str,
 
 
 COMPILE_STANDING = "compile_standing"  # the evidence key the runtime reads (``acceptance.CompileStanding``)
-# The evidence key saying its backward was verified (a passing ``gradients`` check, ``--train``):
-# the runtime uses it where autograd needs gradients, and the reference there otherwise.
+# The evidence key saying the kernel is used where autograd needs gradients (its backward passed the
+# ``gradients`` check and its training step is not slower than eager's: ``training_standing``);
+# the runtime runs the reference there otherwise.
 GRADIENTS_VERIFIED = "gradients_verified"
 
 
 def kernel_evidence(verdict: Verdict, config: CandidateConfig | None = None) -> dict[str, Any]:
     """A bank entry's evidence: its verdict as stored, whether it is used under torch.compile,
     and whether its backward was verified."""
-    trains = any(c.name == "gradients" and c.passed for c in verdict.checks)
+    trains = training_standing(verdict).used
     return {
         **evidence_json(verdict, config),
         COMPILE_STANDING: beats_compile(verdict).model_dump(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forge.core.acceptance import null_bar
+from forge.core.acceptance import null_bar, training_standing
 from forge.core.verdict import Verdict
 from forge.harness import KernelDetail
 
@@ -48,11 +48,7 @@ def kernel_details(k: KernelDetail, with_source: bool = False) -> dict[str, Any]
         "timing regimes": next((c.detail for c in k.evidence.checks if c.name == "regimes"), "cold only (older forge)"),
         "null control": null_text(k.evidence),
         "under torch.compile": compile_text(k),
-        "under autograd": (
-            "used: its backward was verified against the reference's autograd (forge verify --train)"
-            if k.summary.trains
-            else "not used: verified for inference; where gradients are needed the reference runs"
-        ),
+        "under autograd": ("used: " if k.summary.trains else "not used: ") + training_standing(k.evidence).why,
         "reason_checks": [{"name": c.name, "passed": c.passed} for c in k.evidence.checks],
     }
     if with_source:

@@ -10,7 +10,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from forge.core.acceptance import null_bar
+from forge.core.acceptance import null_bar, training_standing
 from forge.core.figures import AttemptFigures
 from forge.core.plan_evidence import PlanEvidence
 from forge.core.verdict import Verdict
@@ -49,6 +49,11 @@ def _timings(v: Verdict) -> list[RenderableType]:
             )
         )
     lines += _user_loop(v)
+    if v.training_step is not None or any(c.name == "gradients" for c in v.checks):
+        standing = training_standing(v)
+        lines.append(
+            Text(("training: used under autograd: " if standing.used else "training: not used: ") + standing.why)
+        )
     roof = v.roofline
     if roof is not None and roof.fraction_candidate is not None and roof.holds:
         lines.append(Text(f"roofline: the candidate reaches {roof.fraction_candidate:.0%} of this machine's bound"))

@@ -336,8 +336,11 @@ class CandidateSide:
             self.warmup = [[_fresh(x, self.device) for x in s] for s in request.warmup]
         self.tids_before = native_threads()
         pool = OutputPool()
+        call = (
+            gradients.training_step(model) if request.train_step else (lambda inp: self._call(model, inp, sync=False))
+        )
         self.timed = TimedCalls(
-            lambda inp: self._call(model, inp, sync=False),
+            call,
             self.flush,
             self.clocks,
             keep=lambda out: [pool.copy(o) for o in as_output_list(out)],

@@ -11,7 +11,7 @@ input, ``parameter norm.weight`` for a parameter (the candidate holds the refere
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,41 @@ def backward_run(
         with torch.no_grad():
             for name, value in kept.items():
                 model.get_buffer(name).copy_(value)
+
+
+def training_step(model: torch.nn.Module) -> Callable[[Sequence[Any]], Any]:
+    """What both workers time for a training step of the op: the forward with the floating inputs
+    requiring grad, then the backward of fixed output gradients into the inputs and parameters
+    (their ``.grad`` set to None first, as ``zero_grad`` does); returns the forward's outputs,
+    detached. The output gradients are drawn once per output shape, from the same seeds on both
+    sides: the same values every step, and not ones, which a kernel could special-case."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    fixed: dict[tuple[Any, ...], torch.Tensor] = {}
+
+    def grad_for(out: torch.Tensor, k: int) -> torch.Tensor:
+        key = (k, tuple(out.shape), out.dtype, out.device)
+        if key not in fixed:
+            g = torch.Generator(device="cpu").manual_seed(1000 + k)
+            fixed[key] = torch.randn(out.shape, generator=g).to(out.dtype).to(out.device)
+        return fixed[key]
+
+    def step(inputs: Sequence[Any]) -> Any:
+        for p in params:
+            p.grad = None
+        leaves = [
+            x.detach().requires_grad_() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
+        ]
+        with torch.enable_grad():
+            out = model(*leaves)
+            outs = as_output_list(out)
+            pairs = [(o, grad_for(o, k)) for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.requires_grad]
+            if pairs:
+                torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+        if isinstance(out, torch.Tensor):
+            return out.detach()
+        return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in outs)
+
+    return step
 
 
 def float64_backward(

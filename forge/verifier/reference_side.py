@@ -95,6 +95,7 @@ class ReferenceSide:
         self.eager_calls: TimedCalls = TimedCalls.idle(flush, clocks)
         self.trim_before_timing = False  # set when a verification's timing starts (``timing_batch``)
         self.compiled_calls: TimedCalls | None = None
+        self.compiled_training = False  # torch.compile's graphs for training steps were made
         self.book = CaseBook(self._draw, self._run)
 
     # -- helpers -----------------------------------------------------------------------------
@@ -251,7 +252,7 @@ class ReferenceSide:
         try:
             old.load_state_dict(model.state_dict())
         except (RuntimeError, KeyError):
-            self.compiled = None
+            self.compiled, self.compiled_training = None, False
             return model
         old.train(model.training)
         return old
@@ -354,6 +355,9 @@ class ReferenceSide:
         model = self.models["base/0"]
 
         def call_with(m: Any) -> Any:
+            if request.train_step:
+                return gradients.training_step(m)
+
             def call(inputs: Any) -> Any:
                 with torch.no_grad():
                     return m(*inputs)
@@ -374,6 +378,9 @@ class ReferenceSide:
                 if self.compiled is None:
                     self.compiled = torch.compile(model)
                     warm = warm + warm  # the first calls compile
+                if request.train_step and not self.compiled_training:
+                    self.compiled_training = True
+                    warm = warm + warm  # the first training steps compile the forward and backward again
                 compiled = TimedCalls(call_with(self.compiled), self.flush, self.clocks, warm=regime)
                 compiled.begin(sets, warm, prefault=False)
                 self.compiled_calls = compiled

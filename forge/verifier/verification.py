@@ -46,6 +46,7 @@ from forge.verifier.timing.candidate_times import CandidateTimes, record_timing_
 from forge.verifier.timing.paired import CandidateFailed, PairedTimer, ProgressNote, ReferenceTampered
 from forge.verifier.timing.sched_guard import SchedGuard, record_reference_sched
 from forge.verifier.timing.statistics import record_launch_cost, record_pairs, record_regimes, record_speedups
+from forge.verifier.timing.training import record_training_step
 from forge.verifier.worker_env import worker_env
 
 if TYPE_CHECKING:  # compare loads torch, which the parent imports only once its workers have started
@@ -318,11 +319,8 @@ class _Run:
         if degenerate:
             self.v.warnings.append(degenerate)
 
-    def timing(self) -> None:
-        roof = self._ref_reply("failed while estimating the roofline")
-        roofline = roof.estimate if isinstance(roof, RooflineReply) else None
-        kept = CandidateTimes(self.tol)
-        timer = PairedTimer(
+    def _timer(self, train_step: bool = False) -> PairedTimer:
+        return PairedTimer(
             self.ref,
             self.cand,
             self.deadline,
@@ -332,7 +330,30 @@ class _Run:
             self.threads,
             str(self.spec.path),
             self.ref_guard.check,
+            train_step,
         )
+
+    def training_timing(self) -> None:
+        """With ``settings.verify_gradients``, for a candidate that passed: its training steps timed
+        against eager's and torch.compile's (``timing.training``)."""
+        if not self.settings.verify_gradients or not self.v.passed or not self.v.timing_meaningful:
+            return
+        kept = CandidateTimes(self.tol)
+        try:
+            paired = self._timer(train_step=True).run(self.plan.timing, self.progress, kept.take)
+        except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
+            return
+        except CandidateFailed as exc:
+            self.v.add("training_step", False, exc.reply.message)
+            self.v.fail(VerdictStatus.RUNTIME_ERROR, f"a timed training step raised: {checks.first_line(str(exc))}")
+            return
+        record_training_step(self.v, kept, paired)
+
+    def timing(self) -> None:
+        roof = self._ref_reply("failed while estimating the roofline")
+        roofline = roof.estimate if isinstance(roof, RooflineReply) else None
+        kept = CandidateTimes(self.tol)
+        timer = self._timer()
         try:
             paired = timer.run(self.plan.timing, self.progress, kept.take)
         except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
@@ -430,6 +451,7 @@ def verify(
         run.reference()
         if run.load() and run.correctness() and run.gradients():
             run.timing()
+            run.training_timing()
             run.bind()
     except WorkerGone as exc:
         timed_out = exc.ending.kind == "timeout"

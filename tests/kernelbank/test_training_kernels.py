@@ -1,32 +1,42 @@
-"""A kernel whose backward was verified (``forge verify --train --save``) runs where autograd needs
-gradients, and its gradients are the reference's; one verified for inference only leaves the
-reference to autograd there. Real verifier, real bank."""
+"""A kernel whose backward was verified and whose training step is not slower than eager's
+(``forge verify --train --save``) runs where autograd needs gradients, and its gradients are the
+reference's; one verified for inference only leaves the reference to autograd there. Real
+verifier, real bank; the training kernel is the built-in coder's (its backward lowered from the
+joint graph), at a size where it beats eager's step."""
 
 from __future__ import annotations
 
 import torch
 
 import forge.kernelbank as kb
+from forge.agents.builtin.lowering import program
 from forge.core.paths import BankLocation
 from forge.db import list_kernels, open_for_writing
 from forge.harness import verify_candidate
 from tests.conftest import OPS
-from tests.ops import gated_scale
+from tests.ops import gated_scale_wide
 from tests.verifier.test_gradients import FUNCTION, RIGHT
 
-GATED = OPS / "gated_scale.py"
+GATED, WIDE = OPS / "gated_scale.py", OPS / "gated_scale_wide.py"
 
 
-def _bank_with(tmp_path, fast_settings, train: bool):  # type: ignore[no-untyped-def]
-    cand = tmp_path / "function.py"
-    cand.write_text(FUNCTION.format(**RIGHT))
+def _bank_with(tmp_path, fast_settings, op, source: str, train: bool):  # type: ignore[no-untyped-def]
+    cand = tmp_path / "candidate.py"
+    cand.write_text(source)
     bank = tmp_path / "bank.db"
     settings = fast_settings.model_copy(update={"verify_gradients": train})
-    done = verify_candidate(GATED, cand, settings, save=True, bank=BankLocation.parse(str(bank)))
+    done = verify_candidate(op, cand, settings, save=True, bank=BankLocation.parse(str(bank)))
     assert done.verdict.passed, done.verdict.reason
-    (entry,) = list_kernels(open_for_writing(BankLocation.parse(str(bank))), "gated_scale")
-    assert entry.trains is train  # what `forge bank list` and `show` say of it
+    (entry,) = list_kernels(open_for_writing(BankLocation.parse(str(bank))), op.stem)
+    assert entry.trains is train, done.verdict.training_step  # what `forge bank list` and `show` say of it
     return kb.open(bank)
+
+
+def _lowered_for_training() -> str:
+    model = gated_scale_wide.Model(*gated_scale_wide.get_init_inputs())
+    lowered = program.analyze_train(model, gated_scale_wide.get_inputs())
+    assert not isinstance(lowered, str), lowered
+    return program.render(lowered)
 
 
 def _step(layer: torch.nn.Module, x: torch.Tensor, gate: torch.Tensor) -> list[torch.Tensor]:
@@ -37,20 +47,20 @@ def _step(layer: torch.nn.Module, x: torch.Tensor, gate: torch.Tensor) -> list[t
 
 
 def test_a_kernel_verified_for_training_runs_under_autograd_with_the_reference_gradients(tmp_path, fast_settings):
-    bank = _bank_with(tmp_path, fast_settings, train=True)
-    layer = bank.load("gated_scale", 16)
-    x, gate = torch.randn(4, 24, 16), torch.randn(4, 24, 16)
+    bank = _bank_with(tmp_path, fast_settings, WIDE, _lowered_for_training(), train=True)
+    layer = bank.load("gated_scale_wide", 512)
+    x, gate = gated_scale_wide.get_inputs()
     with bank.watch() as seen:
         got = _step(layer, x, gate)
-    assert seen.usage("gated_scale").kernel_calls == 1, seen.report()
-    reference = gated_scale.Model(16)  # the op file's own Model, holding the same weight
+    assert seen.usage("gated_scale_wide").kernel_calls == 1, seen.report()
+    reference = gated_scale_wide.Model(512)  # the op file's own Model, holding the same weight
     reference.load_state_dict(layer.state_dict())
     for want, g in zip(_step(reference, x, gate), got, strict=True):
         torch.testing.assert_close(g, want)
 
 
 def test_a_kernel_verified_for_inference_leaves_autograd_to_the_reference(tmp_path, fast_settings):
-    bank = _bank_with(tmp_path, fast_settings, train=False)
+    bank = _bank_with(tmp_path, fast_settings, GATED, FUNCTION.format(**RIGHT), train=False)
     layer = bank.load("gated_scale", 16)
     with bank.watch() as seen:
         _step(layer, torch.randn(4, 24, 16), torch.randn(4, 24, 16))

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from forge.core.acceptance import training_standing
 from forge.core.settings import ForgeSettings
 from forge.verifier import verify
+from forge.verifier.gradients import training_step
 from tests.conftest import CANDIDATES, OPS
 
 GATED = OPS / "gated_scale.py"
@@ -178,3 +180,34 @@ def test_a_backward_that_runs_the_reference_fails_integrity(tmp_path, fast_setti
     v, check = _gradients(GATED, path, fast_settings)
     assert v.status == "failed_integrity", v.reason
     assert check is not None and "gradients are the reference's autograd" in check.detail
+
+
+def test_training_steps_are_timed_and_a_slow_backward_leaves_training_to_the_reference(tmp_path, fast_settings):
+    """--train times forward-and-backward steps against eager's; a right but slow backward (work
+    thrown away) passes the gradient check, and its step is measured slower, so the kernel is
+    not used where gradients are needed (``training_standing``)."""
+    v, _ = _gradients(GATED, _write(tmp_path, "right"), fast_settings)
+    assert v.training_step is not None and v.training_step.headline()[0] is not None
+    assert any(c.name == "training_step" for c in v.checks)
+    wasteful = "[torch.exp(g * s).sum() for _ in range(200)] and g * s * w"
+    slow, check = _gradients(GATED, _write(tmp_path, "slow", gx=wasteful), fast_settings)
+    assert slow.status == "passed" and check is not None and check.passed, slow.reason
+    step = next(c for c in slow.checks if c.name == "training_step")
+    assert not step.passed and not step.fatal and "slower than eager's step" in step.detail, step.detail
+    standing = training_standing(slow)
+    assert not standing.used and "slower" in standing.why
+
+
+def test_a_training_step_uses_fixed_output_gradients_and_clears_parameter_grads():
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 3)
+    step = training_step(model)
+    x = torch.randn(5, 4)
+    out = step([x])
+    assert not out.requires_grad and torch.equal(out, model(x).detach())
+    first = model.weight.grad.clone()
+    step([x])
+    torch.testing.assert_close(model.weight.grad, first)  # set to None before each step, not accumulated
+    assert not torch.equal(first, torch.ones(5, 3).t() @ x)  # the output gradient is not ones

@@ -46,6 +46,7 @@ class BaselinesBeginRequest(Message):
     kind: Literal["baselines_begin"] = "baselines_begin"
     compile: bool
     warm: bool
+    train_step: bool = False  # time training steps (``gradients.training_step``), not forward calls
 
 
 class BaselineCallRequest(Message):
@@ -98,6 +99,7 @@ class TimeBeginRequest(Message):
     warmup: list[Tensors] | None
     warm: bool
     memory_budget: int | None
+    train_step: bool = False  # as BaselinesBeginRequest's
 
 
 class TimeCallRequest(Message):

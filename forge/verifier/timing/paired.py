@@ -126,7 +126,10 @@ class PairedTimer:
         cores: int,
         op: str,
         guard: Callable[[], str | None] = lambda: None,
+        train_step: bool = False,
     ) -> None:
+        self.train_step = train_step  # time training steps (``gradients.training_step``), not forward calls
+        self.what = "training steps" if train_step else "pairs of calls"
         self.op = op  # the op file, for messages
         self.guard = guard  # what changed in the reference worker's scheduling, checked after each eager call
         self.ref, self.cand, self.deadline = ref, cand, deadline
@@ -168,7 +171,7 @@ class PairedTimer:
         """One batch in one regime, timed again (same inputs) while the machine is busy and retries last."""
         retried = 0
         while True:
-            progress(f"timing: {len(inputs.sets)} pairs of calls, eager and candidate, {regime}{where}")
+            progress(f"timing: {len(inputs.sets)} {self.what}, eager and candidate, {regime}{where}")
             first = index == 0 and retried == 0 and regime is TimingRegime.COLD
             batch, load = self._batch(plan, inputs, first, retried, regime)
             if load is None or not load.busy or self.retries_left == 0:
@@ -193,7 +196,7 @@ class PairedTimer:
         compilation, which runs in helper processes, excluded)."""
         sets = inputs.sets
         warm = regime is TimingRegime.WARM
-        self.ref.send(BaselinesBeginRequest(compile=self.compile_baseline, warm=warm))
+        self.ref.send(BaselinesBeginRequest(compile=self.compile_baseline, warm=warm, train_step=self.train_step))
         # Warm calls reuse the batch the candidate already holds (its values are written into the
         # warm buffers call by call): no second transfer of the inputs.
         request = TimeBeginRequest(
@@ -202,6 +205,7 @@ class PairedTimer:
             warmup=inputs.warmup if first else None,
             warm=warm,
             memory_budget=plan.memory_budget,
+            train_step=self.train_step,
         )
         self.cand.send(request)
         self._expect_ref(BaselinesReadyReply)

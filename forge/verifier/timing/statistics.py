@@ -128,13 +128,13 @@ def record_regimes(
     v.add(
         "regimes",
         True,
-        f"{_regime_line('cold', ts.paired_eager, ts.paired_compile)}; "
-        f"{_regime_line('warm', ts.warm_paired_eager, ts.warm_paired_compile)}; judged {ts.regime}: {where}",
+        f"{regime_line('cold', ts.paired_eager, ts.paired_compile)}; "
+        f"{regime_line('warm', ts.warm_paired_eager, ts.warm_paired_compile)}; judged {ts.regime}: {where}",
         fatal=False,
     )
 
 
-def _regime_line(name: str, eager: PairedRatio | None, compiled: PairedRatio | None) -> str:
+def regime_line(name: str, eager: PairedRatio | None, compiled: PairedRatio | None) -> str:
     if eager is None:
         return f"{name}: not timed"
     line = f"{name} {eager.median:.2f}x eager ({eager.low:.2f}-{eager.high:.2f})"
