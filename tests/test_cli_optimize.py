@@ -408,6 +408,7 @@ def test_train_banks_a_kernel_whose_backward_was_verified_and_is_used_under_grad
     assert r.returncode == 0, r.stderr
     (problem,) = json.loads(r.stdout)["problems"]
     assert problem["accepted"], problem
+    assert problem["training"]["used"] and "training step" in problem["training"]["why"], problem
     with sqlite3.connect(bank) as db:
         (evidence,) = [json.loads(e) for (e,) in db.execute("SELECT evidence FROM kernels")]
         (stored,) = [json.loads(s) for (s,) in db.execute("SELECT settings FROM sessions")]

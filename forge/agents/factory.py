@@ -41,7 +41,7 @@ def make_agents(op_path: Path, choice: AgentChoice, backend: str, train: bool = 
     if choice.model:
         from forge.agents.llm import LLMClient, LLMCoder, LLMJudge
 
-        coder = LLMCoder(LLMClient(choice.model, choice.api_base))
+        coder = LLMCoder(LLMClient(choice.model, choice.api_base))  # told of training by its CoderContext
         judge = LLMJudge(LLMClient(choice.judge_model or choice.model, choice.api_base))
         return Agents(coder, judge, AgentKind.LLM)
     from forge.agents.builtin import BuiltinCoder, BuiltinJudge

@@ -62,6 +62,7 @@ class HistoryItem:
     attempt_id: int | None = None
     speedup_vs_eager: float | None = None  # None when not timed (failed, or timed on a busy machine)
     figures: AttemptFigures | None = None  # its speed as the prompts show it (None: not verified)
+    training: str | None = None  # a training session: whether it would be used under autograd, and why
 
 
 @dataclass
@@ -79,6 +80,7 @@ class CoderContext:
     brief: OpBrief | None = None  # what the op must match and beat (LLM sessions on this machine)
     round: int = 0  # the search's round now, and its last (0: not known)
     rounds: int = 0
+    train: bool = False  # kernels for training: the candidate must provide its backward (``--train``)
 
 
 @dataclass

@@ -263,6 +263,9 @@ def _summary(run: harness.RunResult) -> None:
     for r in run.results:
         if not r.accepted:
             out.print(f"{r.problem}: {r.reason}", soft_wrap=True)
+        elif r.training is not None:
+            said = "used under autograd" if r.training.used else "not used under autograd"
+            out.print(f"{r.problem}: training: {said}: {r.training.why}", soft_wrap=True)
     if run.tokens:
         cost = "unknown (no price for this model)" if run.cost_usd is None else f"${run.cost_usd:.4f}"
         out.print(f"LLM tokens {run.tokens}, cost {cost}")

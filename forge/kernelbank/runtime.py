@@ -178,7 +178,13 @@ class KernelBank:
         return op
 
     def load(self, op: str, *init_args: Any, **init_kwargs: Any) -> torch.nn.Module:
-        """The best verified kernel for ``op`` as a module (the reference ``Model`` when none applies)."""
+        """The best verified kernel for ``op`` as a module (the reference ``Model`` when none applies).
+
+        Inference and training need nothing chosen: a call where autograd needs gradients (grad
+        mode on, an input or a parameter requiring grad) runs the kernel only if it is verified for
+        training (``forge optimize --train``: its backward checked against the reference's
+        autograd, its training step not slower than eager's; ``forge bank list`` marks it
+        ``+train``), and the reference otherwise; every other call runs the kernel."""
         resolved = self._resolve(op)
         ref_cls = resolved.ref_cls
         if not resolved.table:
@@ -222,7 +228,9 @@ class KernelBank:
         instance on its reference forward, with one warning saying why. ``mode`` (``KernelizeMode``)
         says which kernels run in eager and which under ``torch.compile``; by default a kernel
         that does not beat torch.compile beyond the noise stays off while the model is compiled
-        (one warning names them).
+        (one warning names them). Where gradients are needed, a kernel runs only if it is verified
+        for training (see ``load``), and never under ``torch.compile``: a training step of a
+        kernelized model computes the gradients the reference's autograd would.
         """
         try:
             chosen = KernelizeMode(mode)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from forge.agents.llm.agents import LLMCoder, LLMJudge
 from forge.agents.llm.client import Completion
 from forge.agents.llm.prompts import FittedSource, category, change_from_previous, fit_source, source_limit, standing
@@ -221,3 +223,11 @@ def test_the_judge_sees_what_changed_and_the_advice_it_gave():
     judged = client.seen[0][-1]["content"]
     assert "What changed from the previous attempt (3)" in judged and "+b = 4" in judged
     assert "the advice you gave then: unroll the inner loop by 4" in judged
+
+
+def test_only_a_training_session_asks_for_the_backward():
+    coder = LLMCoder(FakeClient([]))  # type: ignore[arg-type]
+    inference = coder.prompt(_ctx())[-1]["content"]
+    training = coder.prompt(replace(_ctx(), train=True))[-1]["content"]
+    assert "write the backward too" not in inference
+    assert "write the backward too" in training and "once_differentiable" in training

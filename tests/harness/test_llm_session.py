@@ -192,3 +192,33 @@ def test_replies_are_not_streamed_unless_asked(tmp_path, fast_settings):
         optimize([OP], _options(url, tmp_path / "bank.db", rounds=1), fast_settings, seen.append)
     assert not any(isinstance(e, ev.ReplyProgress) for e in seen)
     assert not any(r.get("stream") for r in script.requests)
+
+
+def test_a_training_session_tells_the_coder_to_write_the_backward_and_feeds_back_the_gradient_check(
+    tmp_path, fast_settings
+):
+    """``train``: the coder's prompt asks for the backward; a kernel without one fails the gradient
+    check and the next prompt says so; a right backward passes it, and the prompt after that says
+    whether its kernel would be used under autograd (its training step against eager's)."""
+    from tests.verifier.test_gradients import FUNCTION, NO_BACKWARD, RIGHT
+
+    right = (
+        "```python\n"
+        + FUNCTION.format(**RIGHT).replace("import torch\n", "import torch\nfrom forge_reference import Model\n", 1)
+        + "```"
+    )
+    none = "```python\n" + NO_BACKWARD + "```"
+    script = Script(coder=[none, right, right], judge=[judge_json("write a backward"), judge_json("go on")] * 2)
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        options = replace(_options(url, bank, rounds=3), train=True)
+        run = optimize([OPS / "gated_scale.py"], options, fast_settings)
+    (result,) = run.results
+    assert [t.status for t in result.trace][:2] == ["failed_correctness", "passed"], result.trace
+    prompts = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
+    assert all("write the backward too" in p for p in prompts)
+    assert "provides no backward" in prompts[1]
+    assert "- training: " in prompts[2] and "training step" in prompts[2], prompts[2]
+    with sqlite3.connect(bank) as db:
+        (stored,) = [json.loads(s) for (s,) in db.execute("SELECT settings FROM sessions")]
+    assert stored["train"] is True

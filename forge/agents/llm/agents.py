@@ -54,6 +54,7 @@ class LLMCoder:
             standing=standing(ctx.history, ctx.brief),
             round=ctx.round,
             rounds=ctx.rounds,
+            train=ctx.train,
         )
         return [{"role": "system", "content": render("coder_system.j2")}, {"role": "user", "content": user}]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from forge.agents import HistoryItem
+from forge.core.acceptance import training_standing
 from forge.core.candidate_config import CandidateConfig
 from forge.core.figures import AttemptFigures, judged_roofline
 from forge.core.statuses import AttemptStatus
@@ -31,7 +32,16 @@ def history_item(round: int, source: str, verdict: Verdict, config: CandidateCon
         attempt_id=attempt_id,
         speedup_vs_eager=figures.speedup_vs_eager,
         figures=figures if verdict.passed else None,
+        training=_training(verdict),
     )
+
+
+def _training(verdict: Verdict) -> str | None:
+    """For a verdict that checked gradients: whether its kernel would be used under autograd, and why."""
+    if not any(c.name == "gradients" for c in verdict.checks) or not verdict.passed:
+        return None
+    standing = training_standing(verdict)
+    return ("used under autograd: " if standing.used else "not used under autograd: ") + standing.why
 
 
 def invalid_item(round: int, reason: str, response: str | None, attempt_id: int | None) -> HistoryItem:

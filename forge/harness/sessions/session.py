@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.agents import AgentKind, Agents, CoderContext, HistoryItem, MachineFacts
-from forge.core.acceptance import beats_compile, beats_eager
+from forge.core.acceptance import TrainingStanding, beats_compile, beats_eager, training_standing
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import UsageError
 from forge.core.figures import judged_roofline
@@ -87,6 +87,7 @@ class SessionResult:
     compile_why: str | None = None
     share_s: float | None = None  # its share of the run's time limit and budget (``OpShare``)
     share_usd: float | None = None
+    training: TrainingStanding | None = None  # a training session's banked kernel: used under autograd?
 
     def to_json(self) -> dict[str, Any]:
         """The op's entry in ``forge optimize --json``."""
@@ -95,6 +96,7 @@ class SessionResult:
         out.update(regime=self.regime, regimes=self.regimes, eager_only=self.eager_only, compile_why=self.compile_why)
         out.update(attempts=self.attempts, session_id=self.session_id, status=str(self.status))
         out.update(share_s=self.share_s, share_usd=self.share_usd)
+        out["training"] = self.training.model_dump() if self.training is not None else None
         out["reason"] = None if self.accepted else self.reason
         return out
 
@@ -216,6 +218,7 @@ class Session:
             want=want,
             parent=parent,
             on_reply=self._reply_progress if self.options.stream_replies else None,
+            train=self.options.train,
         )
 
     def _reply_progress(self, role: str, text: str) -> None:
@@ -395,6 +398,7 @@ class Session:
         result.regime, result.regimes = regime_figures(v)
         standing = beats_compile(v)
         result.eager_only, result.compile_why = not standing.beats, standing.why
+        result.training = training_standing(v) if self.options.train else None
         self.io.events(
             ev.KernelAccepted,
             kernel_id=kid,
