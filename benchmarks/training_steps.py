@@ -22,16 +22,21 @@ from typing import Any
 
 from page import add_page_option, run_with_page
 
+from forge.core.timing_records import PairedRatio
+from forge.core.verdict import Verdict
+from forge.db.kernels import GRADIENTS_VERIFIED
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "training"
 
 
-def _ratio(r: dict[str, Any] | None) -> str:
-    return f"{r['median']:.2f}x ({r['low']:.2f}-{r['high']:.2f})" if r else "—"
+def _ratio(r: PairedRatio | None) -> str:
+    return f"{r.median:.2f}x ({r.low:.2f}-{r.high:.2f})" if r else "—"
 
 
-def _bank(bank: Path, rounds: int) -> dict[str, Any]:
-    """The optimize run's banked entry (its evidence), or exits saying why there is none."""
+def _bank(bank: Path, rounds: int) -> tuple[Verdict, bool]:
+    """The optimize run's banked entry: its evidence, and whether it is used under autograd (or
+    exits saying why nothing was banked)."""
     cmd = [sys.executable, "-m", "forge", "optimize", "rmsnorm_op.py", "--train", "--rounds", str(rounds)]
     done = subprocess.run([*cmd, "--bank", str(bank), "--json"], cwd=EXAMPLE, capture_output=True, text=True)
     if done.returncode != 0:
@@ -43,7 +48,7 @@ def _bank(bank: Path, rounds: int) -> dict[str, Any]:
 
     with sqlite3.connect(bank) as db:
         (evidence,) = [json.loads(e) for (e,) in db.execute("SELECT evidence FROM kernels")]
-    return dict(evidence)
+    return Verdict.from_json(evidence), bool(evidence[GRADIENTS_VERIFIED])
 
 
 def _loop(bank: Path, steps: int) -> dict[str, Any]:
@@ -63,26 +68,16 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="forge-training-") as tmp:
         bank = Path(tmp) / "bank.db"
-        evidence = _bank(bank, args.rounds)
-        step = evidence.get("training_step") or {}
-        regime = step.get("regime", "cold")
-        warm = regime == "warm"
-        stats = evidence["timing_stats"]
+        verdict, used = _bank(bank, args.rounds)
+        regime = verdict.timing_stats.regime or "cold"
+        forward = verdict.timing_stats.headline_pairs()
+        steps = verdict.training_step.headline() if verdict.training_step is not None else (None, None)
         print(f"## The op: train_rmsnorm (4096x1024), forge optimize --train --rounds {args.rounds}\n")
         print("| timed | x eager | x torch.compile |")
         print("|---|---|---|")
-        fwd = (
-            (stats.get("warm_paired_eager"), stats.get("warm_paired_compile"))
-            if warm
-            else (
-                stats.get("paired_eager"),
-                stats.get("paired_compile"),
-            )
-        )
-        print(f"| forward ({regime}) | {_ratio(fwd[0])} | {_ratio(fwd[1])} |")
-        steps = (step.get("warm_eager"), step.get("warm_compile")) if warm else (step.get("eager"), step.get("compile"))
+        print(f"| forward ({regime}) | {_ratio(forward[0])} | {_ratio(forward[1])} |")
         print(f"| training step: forward and backward ({regime}) | {_ratio(steps[0])} | {_ratio(steps[1])} |")
-        print(f"\nused under autograd: {evidence.get('gradients_verified')}\n")
+        print(f"\nused under autograd: {used}\n")
         print(f"## The training loop: {args.processes} fresh processes, {args.steps} steps each\n")
         columns = ["process", "kernel calls", "fallbacks", "losses vs eager (max rel.)", "eager ms", "kernelized ms"]
         print("| " + " | ".join([*columns, "compiled ms"]) + " |")

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from forge.cli.app import app
 
-PLAN_ONLY = ("--world-size", "--mesh", "--memory-per-device", "--simulate", "--train", "--infer")
+# --train is both's: a plan for a training step, kernels for training
+PLAN_ONLY = ("--world-size", "--mesh", "--memory-per-device", "--simulate", "--infer")
 KERNEL_ONLY = ("--backend", "--strategy", "--workers", "--executor", "--ray-address", "--no-compile-baseline")
 
 

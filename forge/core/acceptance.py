@@ -138,8 +138,10 @@ def training_standing(verdict: Verdict) -> TrainingStanding:
         return TrainingStanding(
             used=False, why="verified for inference only: where gradients are needed the reference runs"
         )
-    if not grads.passed or not verdict.passed:
+    if not grads.passed:
         return TrainingStanding(used=False, why=f"its backward failed verification: {grads.detail}")
+    if not verdict.passed:
+        return TrainingStanding(used=False, why=f"its verification failed: {verdict.reason}")
     steps = verdict.training_step
     eager, compiled = steps.headline() if steps is not None else (None, None)
     if eager is None:
@@ -148,4 +150,6 @@ def training_standing(verdict: Verdict) -> TrainingStanding:
     figure += f", {compiled.median:.2f}x torch.compile" if compiled is not None else ""
     if eager.high < 1.0:
         return TrainingStanding(used=False, why=f"{figure}: slower than eager's step, so the reference runs there")
+    if steps is not None and steps.busy:
+        return TrainingStanding(used=False, why=f"{figure}, timed while the machine was busy ({steps.busy})")
     return TrainingStanding(used=True, why=f"{figure}; its backward verified against the reference's autograd")

@@ -254,6 +254,8 @@ class TrainingStepTimes(BaseModel):
     candidate_ms: float | None = None  # median step, judged regime
     eager_ms: float | None = None
     regime: TimingRegime = TimingRegime.COLD
+    busy: str | None = None  # the machine's load, when other processes used the cores while they were timed
+    compile_error: str | None = None  # torch.compile's training step failed: no compile ratios
 
     def headline(self) -> tuple[PairedRatio | None, PairedRatio | None]:
         """(vs eager, vs torch.compile) in the judged regime."""

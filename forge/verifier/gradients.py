@@ -95,10 +95,13 @@ def backward_run(
 def training_step(model: torch.nn.Module) -> Callable[[Sequence[Any]], Any]:
     """What both workers time for a training step of the op: the forward with the floating inputs
     requiring grad, then the backward of fixed output gradients into the inputs and parameters
-    (their ``.grad`` set to None first, as ``zero_grad`` does); returns the forward's outputs,
-    detached. The output gradients are drawn once per output shape, from the same seeds on both
-    sides: the same values every step, and not ones, which a kernel could special-case."""
-    params = [p for p in model.parameters() if p.requires_grad]
+    (their ``.grad`` set to None first, as ``zero_grad`` does, and taken off again after). Returns
+    the forward's outputs, detached, then the gradients of the floating inputs and of the
+    parameters by name (an empty tensor for none): the parent compares every timed step's with
+    the reference's (``reference_step``), so a backward that skips its work once timed fails. The
+    output gradients are drawn once per output shape, from the same seeds on both sides: the same
+    values every step, and not ones, which a kernel could special-case."""
+    params = sorted((name, p) for name, p in model.named_parameters() if p.requires_grad)
     fixed: dict[tuple[Any, ...], torch.Tensor] = {}
 
     def grad_for(out: torch.Tensor, k: int) -> torch.Tensor:
@@ -108,8 +111,8 @@ def training_step(model: torch.nn.Module) -> Callable[[Sequence[Any]], Any]:
             fixed[key] = torch.randn(out.shape, generator=g).to(out.dtype).to(out.device)
         return fixed[key]
 
-    def step(inputs: Sequence[Any]) -> Any:
-        for p in params:
+    def step(inputs: Sequence[Any]) -> tuple[Any, ...]:
+        for _, p in params:
             p.grad = None
         leaves = [
             x.detach().requires_grad_() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
@@ -120,9 +123,12 @@ def training_step(model: torch.nn.Module) -> Callable[[Sequence[Any]], Any]:
             pairs = [(o, grad_for(o, k)) for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.requires_grad]
             if pairs:
                 torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-        if isinstance(out, torch.Tensor):
-            return out.detach()
-        return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in outs)
+        found = [x.grad for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+        found += [p.grad for _, p in params]
+        for _, p in params:
+            p.grad = None
+        outputs = [o.detach() if isinstance(o, torch.Tensor) else o for o in outs]
+        return (*outputs, *(torch.empty(0) if g is None else g for g in found))
 
     return step
 

@@ -330,10 +330,11 @@ class ReferenceSide:
             self.timing_warmup = [self._draw(self.base, self.timing_seed)]  # called twice
             self.trim_before_timing = True  # once, before the first batch (see ``baselines_begin``)
         sets, expected = [], []
+        step = gradients.training_step(model) if request.train_step else None
         for i in range(self.per_batch):
             inputs = self._draw(self.base, self.timing_seed + 2 + index * self.per_batch + i)
             sets.append(inputs)
-            expected.append(self._run(self.base, model, inputs))
+            expected.append(self._run(self.base, model, inputs) if step is None else list(step(inputs)))
         self.timing_sets = sets
         return TimingBatchReply(sets=sets, expected=expected, warmup=self.timing_warmup if index == 0 else None)
 

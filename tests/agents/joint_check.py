@@ -54,8 +54,24 @@ class ResidualNorm(nn.Module):
         return self.norm(x + y)
 
 
+class TwoOutputs(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return F.gelu(x), x.pow(2).mean(-1)
+
+
+class CumSum(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x.exp(), dim=1)
+
+
+class Attention(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 def cases() -> dict[str, tuple[nn.Module, list[torch.Tensor]]]:
-    """Norms, activations, softmax and cross-entropy, a gated MLP, a convolution: op -> (model, inputs)."""
+    """Norms, activations, softmax and cross-entropy, a gated MLP, a convolution, a scan, an op
+    with two outputs: op -> (model, inputs)."""
     g = torch.Generator().manual_seed(0)
 
     def randn(*shape: int) -> torch.Tensor:
@@ -66,13 +82,20 @@ def cases() -> dict[str, tuple[nn.Module, list[torch.Tensor]]]:
         "rmsnorm": (RMSNorm(), [randn(12, 40)]),
         "groupnorm": (nn.GroupNorm(2, 8), [randn(3, 8, 5, 5)]),
         "gelu": (nn.GELU(), [randn(12, 40)]),
+        "gelu_tanh": (nn.GELU("tanh"), [randn(12, 40)]),
         "silu": (nn.SiLU(), [randn(12, 40)]),
+        "mish": (nn.Mish(), [randn(12, 40)]),
+        "softplus": (nn.Softplus(), [randn(12, 40)]),
+        "elu": (nn.ELU(), [randn(12, 40)]),
+        "hardswish": (nn.Hardswish(), [randn(12, 40)]),
         "softmax": (nn.Softmax(-1), [randn(12, 40)]),
         "log_softmax": (nn.LogSoftmax(1), [randn(12, 40)]),
         "cross_entropy": (CrossEntropy(), [randn(12, 40), torch.randint(0, 40, (12,), generator=g)]),
         "swiglu": (SwiGLU(), [randn(3, 5, 24)]),
         "residual_layernorm": (ResidualNorm(), [randn(12, 40), randn(12, 40)]),
         "conv": (nn.Conv2d(3, 4, 3), [randn(2, 3, 9, 9)]),
+        "cumsum": (CumSum(), [randn(6, 30)]),
+        "two_outputs": (TwoOutputs(), [randn(12, 40)]),
     }
 
 
@@ -90,12 +113,17 @@ def joint_candidate(model: nn.Module, inputs: list[torch.Tensor], analyze: Analy
     return candidate
 
 
-def grads(model: nn.Module, inputs: list[torch.Tensor], grad_out: torch.Tensor | None, device: str) -> dict[str, Any]:
-    """Output, input gradients and parameter gradients of one forward and backward."""
+def grads(model: nn.Module, inputs: list[torch.Tensor], seed: int | None, device: str) -> dict[str, Any]:
+    """Outputs, input gradients and parameter gradients of one forward and a backward of output
+    gradients drawn with ``seed`` (ones when None)."""
     leaves = [x.detach().clone().to(device).requires_grad_(x.is_floating_point()) for x in inputs]
     out = model(*leaves)
-    out.backward(torch.ones_like(out) if grad_out is None else grad_out.to(device))
-    found = {"output": out.detach(), "grad_fn": type(out.grad_fn).__name__}
+    outs = list(out) if isinstance(out, tuple) else [out]
+    g = torch.Generator().manual_seed(seed or 0)
+    given = [torch.ones_like(o) if seed is None else torch.randn(o.shape, generator=g).to(device) for o in outs]
+    torch.autograd.backward(outs, given)
+    found: dict[str, Any] = {f"output {k}": o.detach() for k, o in enumerate(outs)}
+    found["grad_fn"] = type(outs[0].grad_fn).__name__
     found.update({f"input {k}": x.grad for k, x in enumerate(leaves) if x.grad is not None})
     found.update({f"parameter {n}": p.grad for n, p in model.named_parameters()})
     return found
@@ -106,9 +134,7 @@ def compare(model: nn.Module, inputs: list[torch.Tensor], analyze: Analyze, rend
     kernels (its output's grad_fn is their autograd Function)."""
     candidate = joint_candidate(model, inputs, analyze, render).to(device)
     reference = copy.deepcopy(model).to(device)
-    probe = reference(*[x.to(device) for x in inputs])
-    grad_out = torch.randn(probe.shape, generator=torch.Generator().manual_seed(1))
-    want, got = grads(reference, inputs, grad_out, device), grads(candidate, inputs, grad_out, device)
+    want, got = grads(reference, inputs, 1, device), grads(candidate, inputs, 1, device)
     assert got.pop("grad_fn") == "_JointBackward", "the candidate's training kernels did not run"
     want.pop("grad_fn")
     assert set(got) == set(want), (set(got), set(want))

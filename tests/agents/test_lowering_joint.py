@@ -1,4 +1,4 @@
-"""The general lowering's training kernels (issue #37): the backward derived from torch's joint
+"""The general lowering's training kernels: the backward derived from torch's joint
 graph, lowered with the forward, against the reference's autograd; when ``ModelNew`` takes them
 and when it leaves a call to the reference; what the lowering refuses, and why."""
 
@@ -12,7 +12,7 @@ from torch import nn
 
 from forge.agents.builtin import BuiltinCoder
 from forge.agents.builtin.lowering import program
-from tests.agents.joint_check import RMSNorm, cases, compare, grads, joint_candidate
+from tests.agents.joint_check import Attention, RMSNorm, cases, compare, grads, joint_candidate
 from tests.agents.triton_check import run_interpreted
 
 CASES = cases()
@@ -22,6 +22,19 @@ CASES = cases()
 def test_training_kernels_give_the_reference_gradients_in_cpp(name):
     model, inputs = CASES[name]
     compare(model, inputs, program.analyze_train, program.render, "cpu")
+
+
+def test_attention_trains_through_torchs_own_backward_in_cpp():
+    q, k, v = (torch.randn(2, 3, 10, 16, generator=torch.Generator().manual_seed(s)) for s in range(3))
+    compare(Attention(), [q, k, v], program.analyze_train, program.render, "cpu")
+
+
+def test_attention_is_refused_for_training_on_the_gpu_backend():
+    from forge.agents.builtin.lowering import triton_program
+
+    q = torch.randn(2, 3, 10, 16)
+    found = triton_program.analyze_train(Attention(), [q, q, q])
+    assert isinstance(found, str) and "runs on CPU only" in found, found
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +65,15 @@ def test_without_gradients_the_inference_kernel_runs():
     def refuse(xs):  # type: ignore[no-untyped-def]
         raise AssertionError("the training kernels ran where no gradient is needed")
 
+    ran = []
+    kernel = candidate._kernel
     candidate._joint = refuse  # type: ignore[method-assign]
+    candidate._kernel = lambda xs: ran.append(1) or kernel(xs)  # type: ignore[method-assign]
     with torch.no_grad():
         candidate(x)
     candidate.weight.requires_grad_(False)
     candidate(x)  # grad mode on, but nothing requires grad
+    assert ran == [1, 1]  # the inference kernel, not the reference, both times
 
 
 def test_a_parameter_frozen_when_built_leaves_its_gradient_to_the_reference():
@@ -75,13 +92,14 @@ def test_an_expanded_output_gradient_and_a_second_backward_through_it():
     candidate = _candidate(RMSNorm(), [x.detach()])
     y = candidate(x)
     assert type(y.grad_fn).__name__ == "_JointBackward"
-    (first,) = torch.autograd.grad(y.sum(), x, create_graph=True)  # a stride-0 output gradient
+    (first,) = torch.autograd.grad(y.sum(), x, retain_graph=True)  # a stride-0 output gradient
     reference = RMSNorm()
     reference.load_state_dict(candidate.state_dict())
     (want,) = torch.autograd.grad(reference(x).sum(), x)
     torch.testing.assert_close(first, want)
-    with pytest.raises(RuntimeError, match=r"once_differentiable|does not require grad"):
-        torch.autograd.grad(first.sum(), x)  # double backward: not provided, so refused
+    # double backward (a gradient penalty): not provided, so refused, never a gradient without its graph
+    with pytest.raises(RuntimeError, match=r"double backward \(create_graph=True\) is not provided"):
+        torch.autograd.grad(y.sum(), x, create_graph=True)
 
 
 @pytest.mark.parametrize(

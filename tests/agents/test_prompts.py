@@ -230,4 +230,4 @@ def test_only_a_training_session_asks_for_the_backward():
     inference = coder.prompt(_ctx())[-1]["content"]
     training = coder.prompt(replace(_ctx(), train=True))[-1]["content"]
     assert "write the backward too" not in inference
-    assert "write the backward too" in training and "once_differentiable" in training
+    assert "write the backward too" in training and "create_graph=True" in training

@@ -198,16 +198,41 @@ def test_training_steps_are_timed_and_a_slow_backward_leaves_training_to_the_ref
     assert not standing.used and "slower" in standing.why
 
 
-def test_a_training_step_uses_fixed_output_gradients_and_clears_parameter_grads():
+def test_a_training_step_returns_its_outputs_and_gradients_with_fixed_output_gradients():
     import torch
     from torch import nn
 
     model = nn.Linear(4, 3)
     step = training_step(model)
     x = torch.randn(5, 4)
-    out = step([x])
+    out, gx, gb, gw = step([x])  # the output, then the input's gradient, then the parameters' by name
     assert not out.requires_grad and torch.equal(out, model(x).detach())
-    first = model.weight.grad.clone()
-    step([x])
-    torch.testing.assert_close(model.weight.grad, first)  # set to None before each step, not accumulated
-    assert not torch.equal(first, torch.ones(5, 3).t() @ x)  # the output gradient is not ones
+    assert model.weight.grad is None  # taken off after the step
+    again = step([x])
+    for first, second in zip((out, gx, gb, gw), again, strict=True):
+        torch.testing.assert_close(first, second)  # the same output gradient each step, not accumulated
+    assert not torch.equal(gw, torch.ones(5, 3).t() @ x)  # and not ones
+
+
+CACHING = FUNCTION.replace(
+    "        x, s, w = ctx.saved_tensors\n",
+    "        x, s, w = ctx.saved_tensors\n"
+    "        _SEEN.append(1)\n"
+    "        if len(_SEEN) > 40 and _CACHE:  # once timing has begun: the first result, forever\n"
+    "            return _CACHE[0]\n",
+).replace("class _Gated", "_SEEN, _CACHE = [], []\n\n\nclass _Gated")
+
+
+def test_a_backward_that_caches_once_timed_fails_integrity(tmp_path, fast_settings):
+    """The gradient cases are few; a backward that starts returning a cached result after them
+    passes those, and every timed training step's gradients are compared with the reference's."""
+    path = tmp_path / "caching.py"
+    right = "(g * s * w, g * x * w * s * (1 - s), (g * x * s).sum(dim=(0, 1)))"
+    path.write_text(
+        CACHING.replace(
+            "        return {gx}, {ggate}, {gw}", f"        _CACHE.append({right})\n        return _CACHE[-1]"
+        )
+    )
+    v, check = _gradients(GATED, path, fast_settings)
+    assert check is not None and check.passed, v.reason
+    assert v.status == "failed_integrity" and "training_outputs" in (v.reason or ""), v.reason

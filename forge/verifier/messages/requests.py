@@ -40,6 +40,7 @@ class TimingBatchRequest(Message):
 
     kind: Literal["timing_batch"] = "timing_batch"
     index: int = Field(ge=0)
+    train_step: bool = False  # expected: a training step's outputs and gradients (``gradients.training_step``)
 
 
 class BaselinesBeginRequest(Message):

@@ -182,7 +182,7 @@ class PairedTimer:
             self.monitor.wait_for_quiet(_QUIET_WAIT_S)
 
     def _draw(self, index: int) -> TimingBatchReply:
-        self.ref.send(TimingBatchRequest(index=index))
+        self.ref.send(TimingBatchRequest(index=index, train_step=self.train_step))
         reply = self.ref_reply("failed while drawing timing inputs")
         if not isinstance(reply, TimingBatchReply):
             said = getattr(reply, "message", reply)

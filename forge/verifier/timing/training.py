@@ -30,6 +30,12 @@ def _median_ms(times_ns: list[int]) -> float | None:
     return round(statistics.median(times_ns) / 1e6, 6) if times_ns else None
 
 
+def _busy(paired: PairedTimes) -> str | None:
+    """The load that makes the steps' figures say nothing (as it does the forward's), or None."""
+    load = paired.contention
+    return load.detail if load is not None and load.busy and load.enforced else None
+
+
 def record_training_step(v: Verdict, kept: CandidateTimes, paired: PairedTimes) -> None:
     """The training steps' paired ratios (judged in the forward's regime), the check saying them,
     and the outputs the timed steps returned (wrong ones fail the verdict, as timed forward calls do)."""
@@ -43,10 +49,13 @@ def record_training_step(v: Verdict, kept: CandidateTimes, paired: PairedTimes) 
         candidate_ms=_median_ms(kept.warm if warm else kept.times),
         eager_ms=_median_ms(paired.warm.eager if warm else paired.cold.eager),
         regime=regime,
+        busy=_busy(paired),
+        compile_error=paired.compile_error,
     )
     v.training_step = steps
     if kept.bad_outputs is not None:
-        v.add("training_outputs", False, f"the forward's outputs in timed training steps: {kept.bad_outputs}")
+        said = f"the outputs and gradients of timed training steps: {kept.bad_outputs}"
+        v.add("training_outputs", False, said)
         v.fail(VerdictStatus.FAILED_INTEGRITY, f"training_outputs: {kept.bad_outputs}")
         return
     clock = checks.wall_clock_discrepancy(kept.ticks, kept.called)
@@ -59,4 +68,6 @@ def record_training_step(v: Verdict, kept: CandidateTimes, paired: PairedTimes) 
     said = f"{regime_line('cold', steps.eager, steps.compile)}; "
     said += f"{regime_line('warm', steps.warm_eager, steps.warm_compile)}; judged {regime}"
     said += "; slower than eager's step: the reference keeps training" if slower else ""
-    v.add("training_step", not slower, said, fatal=False)
+    said += f"; the machine was busy: {steps.busy}" if steps.busy else ""
+    said += f"; torch.compile's step failed: {steps.compile_error}" if steps.compile_error else ""
+    v.add("training_step", not slower and not steps.busy, said, fatal=False)

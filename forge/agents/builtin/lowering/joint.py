@@ -1,5 +1,5 @@
-"""A reference's backward, derived from torch's own joint graph (issue #37): the forward and the
-backward the built-in coder lowers for training.
+"""A reference's backward, derived from torch's own joint graph: the forward and the backward the
+built-in coder lowers for training.
 
 ``aot_function`` traces the op's forward and its autograd backward together, with the lowering's
 decomposition table, and partitions them as torch.compile does (``min_cut_rematerialization``:
@@ -98,16 +98,22 @@ def trace_joint(model: nn.Module, inputs: Sequence[torch.Tensor]) -> JointTrace 
         return f"the reference's backward could not be traced ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
     if set(graphs) != {"forward", "backward"}:
         return "the reference's backward could not be traced"
-    return _split(graphs["forward"], graphs["backward"], [*params, *buffers, *constants], len(outs))
+    return _split(graphs["forward"], graphs["backward"], [*params, *buffers, *constants], len(inputs), len(outs))
 
 
-def _split(forward: fx.GraphModule, backward: fx.GraphModule, state: list[str], n_out: int) -> JointTrace | str:
+def _split(
+    forward: fx.GraphModule, backward: fx.GraphModule, state: list[str], n_in: int, n_out: int
+) -> JointTrace | str:
+    if len([n for n in forward.graph.nodes if n.op == "placeholder"]) != len(state) + n_in:
+        # aot merges arguments that are one tensor (two attributes holding it): the routes, by
+        # position, would give one tensor's gradient to another
+        return "the forward for training takes other values than the module's state and the op's inputs"
     fw_returns = _returned(forward)
     fw_routes = _computed_only(forward, fw_returns)
     bw_inputs = [n for n in backward.graph.nodes if n.op == "placeholder"]
     n_saved = len(fw_returns) - n_out
     if len(bw_inputs) != n_saved + n_out:
-        return "the reference's backward takes other values than its forward saves (symbolic sizes?)"
+        return "the reference's backward takes other values than its forward saves"
     bw_routes = _computed_only(backward, _returned(backward))
     fw = Traced(forward, [], [], len([n for n in forward.graph.nodes if n.op == "placeholder"]), out_kind="tuple")
     bw = Traced(backward, [], [], len(bw_inputs), out_kind="tuple")

@@ -38,8 +38,12 @@ class _Joint(torch.autograd.Function):
         return tuple(_route(_JOINT_OUT, computed, primals))
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, *grads):
+        if torch.is_grad_enabled():  # create_graph=True: its gradients would carry no graph
+            raise RuntimeError(
+                "forge training kernel: double backward (create_graph=True) is not provided; "
+                "run this module's reference for it (forge bank: FORGE_KERNELBANK=off)"
+            )
         given = [*ctx.saved_tensors, *grads]
         return (None, *_route(_JOINT_GRADS, ctx.module._joint_backward(given), given))
 
@@ -89,7 +93,7 @@ def joint_entry(out_kind: str) -> str:
         code.line("if [(t.shape, t.dtype) for t in state] != _STATE:")
         code.line("    return super().forward(*xs)")
         code.line("primals = [*state, *xs]")
-        code.line("if any(t.requires_grad and s == 2 for t, (s, _) in zip(primals, _JOINT_GRADS)):")
+        code.line("if any(t.requires_grad and s == 2 for t, (s, _) in zip(primals, _JOINT_GRADS, strict=True)):")
         code.line("    return super().forward(*xs)  # a gradient the backward was not traced for")
         code.line("out = _Joint.apply(self, *primals)")
         code.line("return out[0]" if out_kind == "single" else "return out")

@@ -160,6 +160,8 @@ class Reader:
         one element along ``dim`` and the source's sizes elsewhere (a class index per row, as
         cross-entropy's backward scatters)."""
         src, _, index, fill = (*node.args, None)[:4]
+        if node.kwargs.get("reduce") is not None:
+            raise Unsupported("aten.scatter: with a reduction (only a plain scatter of a number is read inline)")
         if not isinstance(src, fx.Node) or not isinstance(index, fx.Node) or isinstance(fill, fx.Node) or fill is None:
             raise Unsupported("aten.scatter: of a tensor of values (only a number is read inline)")
         dim = int_arg(node, 1) % len(idx)

@@ -53,8 +53,16 @@ def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
 
 
 def analyze_train(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
-    """``analyze`` with the training kernels too (``joint``), or why the op cannot have them."""
-    return lower(model, inputs, RUN_BY_TORCH, render, train=True)
+    """``analyze`` with the training kernels too (``joint``), or why the op cannot have them. The
+    trace is a CPU one: a backward it gives as a CPU-only library call (attention's) is refused."""
+    lowered = lower(model, inputs, RUN_BY_TORCH, render, train=True)
+    if isinstance(lowered, LoweredGraph) and lowered.joint is not None:
+        cpu_only = [
+            n for traced, _ in lowered.joint.graphs for n in traced.graph.graph.nodes if "for_cpu" in str(n.target)
+        ]
+        if cpu_only:
+            return f"for training: {cpu_only[0].target} runs on CPU only, and the kernels run on the GPU"
+    return lowered
 
 
 def space(lowered: LoweredGraph) -> dict[str, list[Any]]:
