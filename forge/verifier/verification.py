@@ -43,7 +43,7 @@ from forge.verifier.messages import (
 from forge.verifier.process import WorkerGone, WorkerProcess, expect_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
 from forge.verifier.timing.candidate_times import CandidateTimes, record_timing_checks
-from forge.verifier.timing.paired import CandidateFailed, PairedTimer, ProgressNote, ReferenceTampered
+from forge.verifier.timing.paired import CandidateFailed, PairedTimer, PairedTimes, ProgressNote, ReferenceTampered
 from forge.verifier.timing.sched_guard import SchedGuard, record_reference_sched
 from forge.verifier.timing.statistics import record_launch_cost, record_pairs, record_regimes, record_speedups
 from forge.verifier.timing.training import record_training_step
@@ -338,30 +338,30 @@ class _Run:
         against eager's and torch.compile's (``timing.training``)."""
         if not self.settings.verify_gradients or not self.v.passed or not self.v.timing_meaningful:
             return
+        timed = self._timed(True, "training_step", "a timed training step")
+        if timed is not None:
+            record_training_step(self.v, *timed)
+
+    def _timed(self, train_step: bool, check: str, what: str) -> tuple[CandidateTimes, PairedTimes] | None:
+        """Every timing batch (forward calls, or training steps), or None when the verdict failed
+        on the way: a candidate call that raised (named ``check``), a tampered reference."""
         kept = CandidateTimes(self.tol)
         try:
-            paired = self._timer(train_step=True).run(self.plan.timing, self.progress, kept.take)
+            return kept, self._timer(train_step).run(self.plan.timing, self.progress, kept.take)
         except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
-            return
+            return None
         except CandidateFailed as exc:
-            self.v.add("training_step", False, exc.reply.message)
-            self.v.fail(VerdictStatus.RUNTIME_ERROR, f"a timed training step raised: {checks.first_line(str(exc))}")
-            return
-        record_training_step(self.v, kept, paired)
+            self.v.add(check, False, exc.reply.message)
+            self.v.fail(VerdictStatus.RUNTIME_ERROR, f"{what} raised: {checks.first_line(str(exc))}")
+            return None
 
     def timing(self) -> None:
         roof = self._ref_reply("failed while estimating the roofline")
         roofline = roof.estimate if isinstance(roof, RooflineReply) else None
-        kept = CandidateTimes(self.tol)
-        timer = self._timer()
-        try:
-            paired = timer.run(self.plan.timing, self.progress, kept.take)
-        except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
+        timed = self._timed(False, "timed_outputs", "a timed call")
+        if timed is None:
             return
-        except CandidateFailed as exc:
-            self.v.add("timed_outputs", False, exc.reply.message)
-            self.v.fail(VerdictStatus.RUNTIME_ERROR, f"a timed call raised: {checks.first_line(str(exc))}")
-            return
+        kept, paired = timed
         record_timing_checks(self.v, kept, self.device)
         cold, warm = paired.cold, paired.warm
         record_speedups(self.v, roofline, kept.times, cold.eager, cold.compiled, paired.compile_error)
