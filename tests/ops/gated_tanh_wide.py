@@ -1,5 +1,6 @@
-"""The gated scale of gated_scale.py at a size where a fused kernel pays: y = x * sigmoid(gate) *
-weight over 1M elements (the training kernels' bank test)."""
+"""A chain of pointwise ops over 1M elements, with a per-channel weight: eager runs about ten
+kernels forward and twice that backward, a fused kernel one pass each way, so the fused training
+step wins by far more than a noisy machine's drift (the training kernels' bank test)."""
 
 import torch
 from torch import nn
@@ -13,7 +14,8 @@ class Model(nn.Module):
         self.weight = nn.Parameter(torch.randn(channels))
 
     def forward(self, x, gate):
-        return x * torch.sigmoid(gate) * self.weight
+        h = torch.tanh(x * self.weight)
+        return h * torch.sigmoid(gate) + 0.5 * torch.exp(-h * h) * gate
 
 
 def get_inputs():
