@@ -12,6 +12,7 @@ from torch import nn
 
 from forge.agents.builtin import BuiltinCoder
 from forge.agents.builtin.lowering import program
+from forge.agents.builtin.lowering.joint import Source, trace_joint
 from tests.agents.joint_check import Attention, RMSNorm, cases, compare, grads, joint_candidate
 from tests.agents.triton_check import run_interpreted
 
@@ -50,6 +51,34 @@ def test_training_kernels_give_the_reference_gradients_in_triton(triton_checked,
 
 def _candidate(model: nn.Module, inputs: list[torch.Tensor]) -> nn.Module:
     return joint_candidate(model, inputs, program.analyze_train, program.render)
+
+
+def _traced(name: str) -> tuple[list[torch.fx.Node], list[torch.fx.Node]]:
+    """The values the forward returns (the op's outputs) and those it computes and saves for the
+    backward, views followed to their source."""
+    model, inputs = CASES[name]
+    joint = trace_joint(model, inputs)
+    assert not isinstance(joint, str), joint
+    returned = next(n for n in joint.forward.graph.graph.nodes if n.op == "output").args[0]
+    saved = []
+    for route in joint.saved:
+        if route.source is Source.COMPUTED:
+            node = returned[route.index]
+            while node.target is torch.ops.prims.view_of.default:
+                node = node.args[0]
+            saved.append(node)
+    return [returned[r.index] for r in joint.outputs], saved
+
+
+def test_the_forward_saves_row_statistics_and_its_outputs_and_the_backward_recomputes_the_rest():
+    """The partition takes the op's inputs and outputs as free to save (they exist anyway) and
+    recomputes pointwise values: cross-entropy saves per-row statistics, not a value of the
+    logits' size (log-softmax, or its exp); softmax's backward reads the softmax it returned."""
+    logits = CASES["cross_entropy"][1][0]
+    _, saved = _traced("cross_entropy")
+    assert saved and all(n.meta["val"].numel() < logits.numel() for n in saved), saved
+    outputs, saved = _traced("softmax")
+    assert saved == outputs
 
 
 def test_building_leaves_no_gradient_on_the_module():

@@ -244,6 +244,33 @@ def test_a_row_group_whose_result_is_read_at_another_row_runs_unfused():
     check(model, inputs, {"fuse": True})
 
 
+def _flipped_exp(x: torch.Tensor) -> torch.Tensor:
+    e = torch.exp(x - x.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True) + e.flip(-1)
+
+
+def _fused_function(source: str) -> str:
+    start = source.index("static void step0(")
+    return source[start : source.index("\n}\n", start)]
+
+
+@pytest.mark.parametrize(
+    ("fn", "exps"),
+    [
+        (lambda x: torch.softmax(x, -1), 1),  # the sum's pass stores exp(x - max), the output reads it back
+        (_flipped_exp, 3),  # also read at another place of the row than its pass stored: computed each time
+        (lambda x: torch.softmax(x, -1).double(), 2),  # the output's buffer cannot hold the float exactly
+    ],
+)
+def test_a_costly_value_of_a_rows_last_reduction_is_stored_once_and_read_back_only_where_right(fn, exps):
+    inputs = [specials((24, 24))]
+    lowered = program.analyze(Op(fn), inputs)
+    assert isinstance(lowered, LoweredGraph)
+    fused = _fused_function(program.render(lowered, {"fuse": True}))
+    assert fused.count("forge_exp(") == exps, fused
+    check(Op(fn), inputs, {"fuse": True})
+
+
 def test_loop_invariant_values_are_computed_before_the_simd_loop():
     body = [
         Statement("const float t0 = b0[i0 * 8 + i1];", frozenset({"b0", "i0", "i1"})),

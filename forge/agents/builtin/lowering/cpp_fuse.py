@@ -20,9 +20,16 @@ from torch import fx
 from forge.agents.builtin.lowering.code import CodeBuffer, Statement, delinear_into
 from forge.agents.builtin.lowering.cpp_emit import cpp_reader, simd_loop, step_function, threads_clause
 from forge.agents.builtin.lowering.cpp_reduce import reduction_of, row_block
-from forge.agents.builtin.lowering.ir import linear, shape_of
+from forge.agents.builtin.lowering.ir import dtype_of, linear, shape_of
 from forge.agents.builtin.lowering.reader import Reader, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind
+from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
+
+# Functions whose values are worth a store and a load from cache rather than computing twice
+_COSTLY = frozenset(
+    f"prims.{f}"
+    for f in ("exp", "expm1", "log", "log1p", "log2", "erf", "tanh", "sigmoid", "sin", "cos", "atan", "pow")
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,42 @@ def row_groups(steps: list[Step]) -> list[RowGroup | Step]:
 def fused_row_step(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, Any]) -> str | None:
     """The group's kernel, or None when some read of a member's result is not at the task's own
     kept index (then the steps run unfused)."""
+    stash = _stash(group, sched)
+    if stash is not None and (kernel := _fused(name, group, sched, cfg, stash)) is not None:
+        return kernel
+    return _fused(name, group, sched, cfg, None)
+
+
+def _stash(group: RowGroup, sched: Schedule) -> fx.Node | None:
+    """The last reduction's input, where the output pass computes it again and it is costly (a
+    softmax's exp): its pass then stores it in the output's buffer, and the output pass reads it
+    back from cache at the same place, just before writing its own value there."""
+    out = group.output.node if group.output is not None else None
+    x = group.reductions[-1].node.args[0]
+    if out is None or not isinstance(x, fx.Node) or x in sched.buffers or kind_of(x) is not NodeKind.POINTWISE:
+        return None
+    if out in sched.overwrites or shape_of(x) != shape_of(out) or dtype_of(x) != dtype_of(out):
+        return None  # a buffer shared with what it reads, or a value the buffer cannot hold exactly
+    return x if _inline_reads(x, sched, _COSTLY) and _inline_reads(out, sched, frozenset({x})) else None
+
+
+def _inline_reads(node: fx.Node, sched: Schedule, wanted: frozenset[Any]) -> bool:
+    """Whether computing ``node`` inline (up to the buffers it loads) computes a node in ``wanted``
+    (by node, or by op name)."""
+    seen: set[fx.Node] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in wanted or packet_name(n) in wanted:
+            return True
+        todo.extend(a for a in n.all_input_nodes if a not in sched.buffers)
+    return False
+
+
+def _fused(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, Any], stash: fx.Node | None) -> str | None:
     first = group.reductions[0].node.args[0]
     assert isinstance(first, fx.Node)
     shape = list(shape_of(first))
@@ -88,17 +131,23 @@ def fused_row_step(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, A
     own = linear([names[k] for k in kept], [shape[k] for k in kept])
     reader = cpp_reader(sched)
     blocks, types = CodeBuffer(), []
+    stash_to = f"b{sched.slot(group.output.node)}" if stash is not None and group.output is not None else None
     for n, step in enumerate(group.reductions):
+        into = stash_to if n == len(group.reductions) - 1 else None
         with blocks.block():
-            acc_t = row_block(step.node, reader.fresh(), cfg, f"b{sched.slot(step.node)}", blocks, f"ACC{n}")
+            acc_t = row_block(step.node, reader.fresh(), cfg, f"b{sched.slot(step.node)}", blocks, f"ACC{n}", into)
         types.append(f"typedef {acc_t} ACC{n};")
     writes = {sched.slot(s.node): f"b{sched.slot(s.node)}" for s in group.reductions}
     tail = CodeBuffer()
     if group.output is not None:
         node = group.output.node
         out_reader = Reader(without_buffer(sched, node), reader.dialect, reader.reads, reader.loads)
+        if stash is not None:
+            out_reader.stash[stash] = sched.slot(node)
         lin = linear(names, shape)
         value = out_reader.value(node, names, lin)
+        if out_reader.stash_loads - {lin}:
+            return None  # read elsewhere than where this place's pass stored it
         body = [*out_reader.lines, Statement(f"b{sched.slot(node)}[{lin}] = {value};")]
         _nest(tail, [k for k in dims if k != nd - 1], names, shape, body)
         writes[sched.slot(node)] = f"b{sched.slot(node)}"

@@ -101,16 +101,29 @@ def _finish(red: Reduction, acc: str, n: int, out_ct: str, floats: bool, flag: s
     return f"({out_ct}){acc}"
 
 
-def _pass_lines(reader: Reader, x: fx.Node, idx: list[str], red: Reduction, acc: str, second: bool) -> list[Statement]:
-    v = reader.value(x, idx, linear(idx, shape_of(x)) if idx else "0")
-    return [*reader.lines, *(Statement(line) for line in _update(red, acc, v, is_float(dtype_of(x)), second))]
+def _pass_lines(
+    reader: Reader, x: fx.Node, idx: list[str], red: Reduction, acc: str, second: bool, stash_to: str | None = None
+) -> list[Statement]:
+    flat = linear(idx, shape_of(x)) if idx else "0"
+    v = reader.value(x, idx, flat)
+    stored = [Statement(f"{stash_to}[{flat}] = {v};")] if stash_to else []
+    return [*reader.lines, *stored, *(Statement(line) for line in _update(red, acc, v, is_float(dtype_of(x)), second))]
 
 
-def row_block(node: fx.Node, reader: Reader, cfg: dict[str, Any], out: str, code: CodeBuffer, acc_t_name: str) -> str:
+def row_block(
+    node: fx.Node,
+    reader: Reader,
+    cfg: dict[str, Any],
+    out: str,
+    code: CodeBuffer,
+    acc_t_name: str,
+    stash_to: str | None = None,
+) -> str:
     """Write into ``code`` the statements reducing ``node``'s input over its reduced axes, for the
     kept indices the enclosing loop has set (``i<k>``), storing the result at ``out[<kept
     offset>]``; the accumulator's type is named ``acc_t_name``. Returns that type (C++). For the
-    last axis reduced with some axis kept."""
+    last axis reduced with some axis kept. ``stash_to``: an array the input's values are also
+    stored in, at their own offsets, as the first pass reads them."""
     red = reduction_of(node)
     x = node.args[0]
     assert isinstance(x, fx.Node)
@@ -122,7 +135,10 @@ def row_block(node: fx.Node, reader: Reader, cfg: dict[str, Any], out: str, code
     acc_t, floats = _acc_type(node, red, cfg), is_float(dtype_of(x))
     n = math.prod(shape[k] for k in red.dims)
     passes = 2 if red.op == "var" else 1
-    bodies = [_pass_lines(reader.fresh(), x, names, red, "acc" if p == 0 else "acc2", p == 1) for p in range(passes)]
+    bodies = [
+        _pass_lines(reader.fresh(), x, names, red, "acc" if p == 0 else "acc2", p == 1, stash_to if p == 0 else None)
+        for p in range(passes)
+    ]
     if acc_t_name != "ACC_T":
         bodies = [[Statement(s.line.replace("ACC_T", acc_t_name), s.uses) for s in b] for b in bodies]
     flag = " reduction(|:NAN_FLAG)" if floats and red.op in ("amax", "amin") else ""

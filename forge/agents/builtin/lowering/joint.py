@@ -2,8 +2,11 @@
 built-in coder lowers for training.
 
 ``aot_function`` traces the op's forward and its autograd backward together, with the lowering's
-decomposition table, and partitions them as torch.compile does (``min_cut_rematerialization``:
-cheap pointwise values are recomputed in the backward rather than saved). That gives two graphs:
+decomposition table, and partitions them with torch.compile's min-cut: the least saved for the
+backward, with pointwise values recomputed there, reductions' results saved, and the op's inputs
+and outputs free to save (they exist anyway). Cross-entropy's forward then saves a few values per
+row and its backward reads the logits once; softmax's backward reads the softmax. That gives two
+graphs:
 
 - the forward: (parameters, buffers, tensor attributes, inputs) -> (outputs, saved values);
 - the backward: (saved values, output gradients) -> a gradient for each of the forward's inputs.
@@ -26,9 +29,11 @@ from typing import Any
 import torch
 from functorch.compile import make_boxed_func
 from torch import fx, nn
+from torch._functorch import config as functorch_config
 from torch._functorch.aot_autograd import aot_function
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch.func import functional_call
+from torch.utils.checkpoint import CheckpointPolicy
 
 from forge.agents.builtin.lowering.schedule import Schedule, StepKind, schedule
 from forge.agents.builtin.lowering.trace import Traced, decompositions, plain_tensors, unloweable
@@ -85,7 +90,7 @@ def trace_joint(model: nn.Module, inputs: Sequence[torch.Tensor]) -> JointTrace 
         pure,
         fw_compiler=keep("forward"),
         bw_compiler=keep("backward"),
-        partition_fn=min_cut_rematerialization_partition,
+        partition_fn=_inputs_free_to_save(len(params) + len(buffers) + len(constants) + len(leaves)),
         decompositions=decompositions(device),
     )
     try:
@@ -99,6 +104,28 @@ def trace_joint(model: nn.Module, inputs: Sequence[torch.Tensor]) -> JointTrace 
     if set(graphs) != {"forward", "backward"}:
         return "the reference's backward could not be traced"
     return _split(graphs["forward"], graphs["backward"], [*params, *buffers, *constants], len(inputs), len(outs))
+
+
+def _inputs_free_to_save(n_primals: int) -> Any:
+    """torch.compile's min-cut, with every input of the forward free to save: the caller holds
+    them anyway, so saving one costs no memory and its backward reads it where saving a value
+    computed from it would cost a write and a read."""
+
+    def partition(joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, **_aot: Any) -> Any:
+        free = list(range(n_primals))  # aot's own choice (the parameters) is a subset of these
+        # the op's outputs exist anyway: a backward reading one (softmax's) reads it, not its recompute
+        output = next(n for n in joint.graph.nodes if n.op == "output")
+        for value in output.args[0][:num_fwd_outputs]:
+            if isinstance(value, fx.Node) and value.op == "call_function":
+                value.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+        # its list of ops it may recompute names aten ops, and these graphs are prims: without
+        # this, nothing is recomputed and every value the backward reads is written and saved
+        with functorch_config.patch(aggressive_recomputation=True):
+            return min_cut_rematerialization_partition(
+                joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=free
+            )
+
+    return partition
 
 
 def _split(

@@ -70,6 +70,10 @@ class Reader:
     # the storage order of the buffer the step writes, when not row-major (``layout``): a ``flat``
     # offset is then an offset in that order, right for a buffer stored the same way only
     order: tuple[int, ...] | None = None
+    # values an earlier loop of the same kernel stored in a buffer of its own (``cpp_fuse``'s
+    # stash): read from there, at the offsets recorded in ``stash_loads``, instead of recomputed
+    stash: dict[fx.Node, int] = field(default_factory=dict)
+    stash_loads: set[str] = field(default_factory=set)
 
     def fresh(self) -> Reader:
         """A reader for another loop body of the same step (same buffers, no statements)."""
@@ -107,6 +111,10 @@ class Reader:
 
     def _expr(self, node: fx.Node, idx: list[str], flat: str | None) -> tuple[str, frozenset[str]]:
         say = self.dialect
+        if node in self.stash:
+            offset = flat if flat is not None else linear(idx, shape_of(node))
+            self.stash_loads.add(offset)
+            return say.load(self.stash[node], offset, math.prod(shape_of(node))), self.index_uses(offset)
         if node in self.sched.buffers:
             slot = self.sched.slot(node)
             perm = self.sched.layouts.get(slot)
