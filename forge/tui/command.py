@@ -55,6 +55,9 @@ def tui_command(
     time_limit: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
     workers: Annotated[int, typer.Option(help="verifications run in parallel")] = 1,
     device: Annotated[Device | None, typer.Option(help="auto takes CUDA where there is a GPU")] = None,
+    train: Annotated[
+        bool, typer.Option("--train", help="the new-session form starts with kernels for training ticked")
+    ] = False,
     bank: BankOpt = None,
 ) -> None:
     """Live optimization sessions and the kernel bank in a terminal UI (F1 for its keys)."""
@@ -72,6 +75,7 @@ def tui_command(
         bank=bank,
         budget_usd=budget_usd,
         time_limit_s=time_limit,
+        train=train,
     )
     try:
         settings = load_settings(device=device)

@@ -317,15 +317,12 @@ class CandidateSide:
         counted = self.reference_calls
         ran_before = counted.count if counted is not None else 0
         try:
-            done = gradients.backward_run(model, inputs, [g.to(self.device) for g in request.grad_outputs])
+            given = [g.to(self.device) for g in request.grad_outputs]
+            reply = gradients.candidate_case(self.module, model, inputs, given, request.second_order)
         except Exception as exc:
             raise StageError("run", candidate_trace(exc, self.path)) from exc
-        return GradRunReply(
-            outputs=[plain_copy(o) for o in done.outputs],
-            grads={name: None if g is None else plain_copy(g) for name, g in done.grads.items()},
-            differentiable=done.differentiable,
-            reference_calls=(counted.count - ran_before) if counted is not None else 0,
-        )
+        reply.reference_calls = (counted.count - ran_before) if counted is not None else 0
+        return reply
 
     def time_begin(self, request: TimeBeginRequest) -> TimeReadyReply:
         """Prepare a batch of timed calls; the parent then asks for them one by one (``time_call``)."""

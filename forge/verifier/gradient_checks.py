@@ -65,6 +65,33 @@ def grad_mismatch(
     return None
 
 
+def second_order_mismatch(data: GradDataReply, run: GradRunReply) -> str | None:
+    """A create_graph=True backward whose gradients carry no graph where the reference's do: a
+    gradient penalty or a Hessian-vector product through it would silently drop those terms. A
+    backward that raises instead refuses it loudly, and passes."""
+    if data.second_order is None or not isinstance(run.second_order, dict):
+        return None
+    dropped = [name for name, has in data.second_order.items() if has and not run.second_order.get(name, False)]
+    if not dropped:
+        return None
+    return (
+        f"with create_graph=True (a double backward) the gradient of {dropped[0]} carries no autograd graph where "
+        "the reference's does, so second-order terms would be silently dropped: raise in the backward when "
+        "torch.is_grad_enabled() (or use torch.autograd.function.once_differentiable), or make it differentiable"
+    )
+
+
+def _case_notes(runs: list[GradRunReply]) -> str:
+    ops = sorted({op for r in runs for op in r.custom_ops})
+    checked = f"; torch.library.opcheck passed on {', '.join(ops)}" if ops else ""
+    said = [r.second_order for r in runs if r.second_order is not None]
+    if not said:
+        return checked
+    if any(isinstance(s, str) for s in said):
+        return f"; double backward (create_graph=True) raises: not provided{checked}"
+    return f"; double backward (create_graph=True) gives gradients with their graph{checked}"
+
+
 def _nonzero(t: Any) -> bool:
     return t is not None and bool(t.ne(0).any())
 
@@ -95,25 +122,34 @@ def gradient_cases(
 ) -> GradientOutcome:
     """Every model's gradient cases, the reference's then the candidate's. ``reference_allowed``:
     the candidate is the reference itself (the null control)."""
-    ran = 0
+    ran: list[GradRunReply] = []
     for k, key in enumerate(keys):
         kinds = ["normal"] * GRAD_CASES + (list(GRAD_STRESS) if key == STRESSED_MODEL else [])
         for t, kind in enumerate(kinds):
             case = f"{key}:grad-{kind}:{t}"
-            data = ask_reference(GradDataRequest(model=key, seed=seed + 7919 * (k * 8 + t), inputs=kind))
+            twice = t == 0  # each model's first case also runs a create_graph=True backward
+            data = ask_reference(
+                GradDataRequest(model=key, seed=seed + 7919 * (k * 8 + t), inputs=kind, second_order=twice)
+            )
             if isinstance(data, ProblemErrorReply):
                 raise ProblemError(data.message)
             if not isinstance(data, GradDataReply):
                 raise WorkerError(f"reference worker: expected gradient case {case}, got {str(data)[:300]}")
-            run = ask_candidate(GradRunRequest(model=key, inputs=data.inputs, grad_outputs=data.grad_outputs))
+            run = ask_candidate(
+                GradRunRequest(model=key, inputs=data.inputs, grad_outputs=data.grad_outputs, second_order=twice)
+            )
             if isinstance(run, ErrorReply):
                 raised = f"the candidate raised in its forward or backward: {run.message[:1500]}"
                 return GradientOutcome(False, f"case {case}: {raised}")
             if run.reference_calls and key.startswith("base") and not reference_allowed:
                 return GradientOutcome(False, f"case {case}: {REFERENCE_INSIDE}", integrity=True)
-            wrong = grad_mismatch(data, run, tol, stress=kind != "normal")
+            wrong = (
+                grad_mismatch(data, run, tol, stress=kind != "normal")
+                or second_order_mismatch(data, run)
+                or run.custom_op_failure
+            )
             if wrong is not None:
                 return GradientOutcome(False, f"case {case}: {wrong}")
-            ran += 1
+            ran.append(run)
     said = "outputs and the gradients of every floating input and parameter match the reference's autograd"
-    return GradientOutcome(True, f"{ran} cases: {said}")
+    return GradientOutcome(True, f"{len(ran)} cases: {said}{_case_notes(ran)}")

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import torch
 
 from forge.core.errors import ProblemError
-from forge.verifier.messages import GradDataReply, GradDataRequest
-from forge.verifier.output_copies import as_output_list
+from forge.verifier.custom_op_checks import CustomOpReport, check_custom_ops
+from forge.verifier.messages import GradDataReply, GradDataRequest, GradRunReply
+from forge.verifier.output_copies import as_output_list, plain_copy
 from forge.verifier.reference_cases import widened
 
 
@@ -92,6 +94,60 @@ def backward_run(
                 model.get_buffer(name).copy_(value)
 
 
+def second_order(
+    model: torch.nn.Module, inputs: Sequence[torch.Tensor], grad_outputs: Sequence[torch.Tensor]
+) -> dict[str, bool] | str:
+    """A backward with ``create_graph=True`` (a gradient penalty's, a Hessian-vector product's):
+    by name, whether each gradient carries an autograd graph; or, where it raises, what it said
+    (a backward that refuses it says so loudly, which is right). A gradient without a graph where
+    the reference's has one is a second-order term silently dropped."""
+    leaves = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    kept = {name: b.detach().clone() for name, b in model.named_buffers()}
+    wrt = [x for x in leaves if x.is_floating_point()] + [p for _, p in params]
+    names = [f"input {j}" for j, x in enumerate(leaves) if x.is_floating_point()]
+    names += [f"parameter {name}" for name, _ in params]
+    try:
+        with torch.enable_grad():
+            outs = as_output_list(model(*leaves))
+            pairs = [
+                (o, g.to(o.device))
+                for o, g in zip(outs, grad_outputs, strict=False)
+                if isinstance(o, torch.Tensor) and o.requires_grad and g.numel() == o.numel()
+            ]
+            found = torch.autograd.grad(
+                [o for o, _ in pairs], wrt, [g for _, g in pairs], create_graph=True, allow_unused=True
+            )
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+    finally:
+        with torch.no_grad():
+            for name, value in kept.items():
+                model.get_buffer(name).copy_(value)
+    return {name: g is not None and g.requires_grad for name, g in zip(names, found, strict=True)}
+
+
+def candidate_case(
+    module: ModuleType,
+    model: torch.nn.Module,
+    inputs: Sequence[torch.Tensor],
+    grad_outputs: Sequence[torch.Tensor],
+    twice: bool,
+) -> GradRunReply:
+    """The candidate's side of a gradient case: ``backward_run``, and with ``twice`` its
+    ``second_order`` and the opcheck of the custom ops its module defines."""
+    done = backward_run(model, inputs, grad_outputs)
+    ops = check_custom_ops(module, model, inputs) if twice else CustomOpReport([])
+    return GradRunReply(
+        outputs=[plain_copy(o) for o in done.outputs],
+        grads={name: None if g is None else plain_copy(g) for name, g in done.grads.items()},
+        differentiable=done.differentiable,
+        second_order=second_order(model, inputs, grad_outputs) if twice else None,
+        custom_ops=ops.checked,
+        custom_op_failure=ops.failure,
+    )
+
+
 def training_step(model: torch.nn.Module) -> Callable[[Sequence[Any]], Any]:
     """What both workers time for a training step of the op: the forward with the floating inputs
     requiring grad, then the backward of fixed output gradients into the inputs and parameters
@@ -157,6 +213,7 @@ def reference_case(request: GradDataRequest, model: torch.nn.Module, inputs: lis
     if not done.differentiable:
         raise ProblemError("the reference's outputs carry no gradient: there is no backward to verify")
     wide = float64_backward(model, inputs, done.grad_outputs) if request.inputs != "normal" else None
+    graphs = second_order(model, inputs, done.grad_outputs) if request.second_order else None
     return GradDataReply(
         model=request.model,
         inputs=inputs,
@@ -165,4 +222,5 @@ def reference_case(request: GradDataRequest, model: torch.nn.Module, inputs: lis
         grads=done.grads,
         exact=wide.outputs if wide else None,
         exact_grads=wide.grads if wide else None,
+        second_order=graphs if isinstance(graphs, dict) else None,  # the reference's own refusal: no check
     )

@@ -231,3 +231,4 @@ def test_only_a_training_session_asks_for_the_backward():
     training = coder.prompt(replace(_ctx(), train=True))[-1]["content"]
     assert "write the backward too" not in inference
     assert "write the backward too" in training and "create_graph=True" in training
+    assert "register_fake" in training and "opcheck" in training

@@ -10,12 +10,13 @@ import subprocess
 import sys
 
 import pytest
-from textual.widgets import Input, Label, Select, Static
+from textual.widgets import Checkbox, Input, Label, Select, Static
 
 import forge.harness
 from forge.harness import events
 from forge.present import SESSION_COLUMNS
 from forge.tui.screens import NewSessionScreen, SessionsScreen
+from forge.tui.screens.new_session import NewRun
 from forge.tui.widgets import LiveTable
 from tests.conftest import OPS
 from tests.tui.helpers import make_app, record_notifications, text_of, wait_for
@@ -50,6 +51,24 @@ async def test_the_form_shows_the_engines_messages_beside_their_fields(tmp_path,
         await wait_for(pilot, lambda: bool(text_of(form.query_one("#e-model", Label)).strip()), 60, "the model check")
         assert text_of(form.query_one("#e-ops", Label)).strip() == ""
         assert not app.runs.runs
+
+
+@pytest.mark.asyncio
+async def test_the_forms_training_box_starts_a_training_session(tmp_path, fast_settings):
+    app = make_app(tmp_path / "bank.db", fast_settings)
+    started: list[NewRun] = []
+    app.start_run = started.append  # type: ignore[method-assign,assignment]  # the form's part only
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("n")
+        form = app.screen
+        assert isinstance(form, NewSessionScreen)
+        assert not form.query_one("#f-train", Checkbox).value  # inference unless asked
+        form.query_one("#f-ops", Input).value = str(OP)
+        form.query_one("#f-train", Checkbox).value = True
+        form.submit()
+        await wait_for(pilot, lambda: bool(started), 60, "the session's start")
+    (run,) = started
+    assert run.options.train and run.ops == [OP] and run.model_run is None
 
 
 @pytest.mark.asyncio

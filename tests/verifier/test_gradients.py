@@ -63,6 +63,34 @@ def test_an_autograd_function_with_the_right_backward_passes(tmp_path, fast_sett
     v, check = _gradients(GATED, _write(tmp_path, "right"), fast_settings)
     assert v.status == "passed", v.reason
     assert check is not None and check.passed and "match the reference's autograd" in check.detail
+    # its backward is torch ops on saved tensors: differentiable again under create_graph=True
+    assert "double backward (create_graph=True) gives gradients with their graph" in check.detail, check.detail
+
+
+# The right gradients, computed without a graph: under create_graph=True they would silently drop
+# a gradient penalty's terms
+NO_GRAPH = {name: f"({grad}).detach()" for name, grad in RIGHT.items()}
+# The right gradients, and a loud refusal of a double backward (as the built-in training kernels do)
+REFUSING = {"gx": "_refuse() or g * s * w"}
+REFUSE = """
+
+def _refuse():
+    if torch.is_grad_enabled():
+        raise RuntimeError("double backward is not provided")
+"""
+
+
+def test_a_backward_whose_gradients_drop_their_graph_under_create_graph_fails_and_one_refusing_passes(
+    tmp_path, fast_settings
+):
+    v, check = _gradients(GATED, _write(tmp_path, "no_graph", **NO_GRAPH), fast_settings)
+    assert v.status == "failed_correctness"
+    assert check is not None and "with create_graph=True" in check.detail and "silently dropped" in check.detail
+    refusing = _write(tmp_path, "refusing", **REFUSING)
+    refusing.write_text(refusing.read_text() + REFUSE)
+    v, check = _gradients(GATED, refusing, fast_settings)
+    assert v.status == "passed", v.reason
+    assert check is not None and "double backward (create_graph=True) raises: not provided" in check.detail
 
 
 @pytest.mark.parametrize(
@@ -133,6 +161,70 @@ def test_a_detached_parameter_and_a_kernel_without_backward_fail(tmp_path, fast_
     v, check = _gradients(GATED, path, fast_settings)
     assert v.status == "failed_correctness"
     assert check is not None and named in check.detail, check.detail
+
+
+# The gated scale as a torch.library custom op, its backward registered with register_autograd;
+# {fake} is its fake implementation (what torch.compile traces it with)
+CUSTOM_OP = """
+import torch
+from torch import nn
+
+
+@torch.library.custom_op("forge_test::gated", mutates_args=())
+def gated(x: torch.Tensor, gate: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x * torch.sigmoid(gate) * w
+
+
+{fake}
+
+
+def _setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _backward(ctx, g):
+    x, gate, w = ctx.saved_tensors
+    s = torch.sigmoid(gate)
+    return g * s * w, g * x * w * s * (1 - s), (g * x * s).sum(dim=(0, 1))
+
+
+gated.register_autograd(_backward, setup_context=_setup)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(channels))
+
+    def forward(self, x, gate):
+        return gated(x, gate, self.weight)
+"""
+FAKE = """
+@gated.register_fake
+def _(x, gate, w):
+    return torch.empty_like(x){wrong}
+"""
+
+
+@pytest.mark.parametrize(
+    ("fake", "passes"),
+    [
+        (FAKE.format(wrong=""), True),
+        (FAKE.format(wrong="[..., :1]"), False),  # a shape other than the kernel's: torch.compile would trace it wrong
+        ("", False),  # no fake implementation: torch.compile cannot trace the op
+    ],
+)
+def test_a_custom_op_candidate_is_checked_with_opcheck(tmp_path, fast_settings, fake, passes):
+    path = tmp_path / "custom_op.py"
+    path.write_text(CUSTOM_OP.format(fake=fake))
+    v, check = _gradients(GATED, path, fast_settings)
+    assert check is not None
+    if passes:
+        assert v.status == "passed", v.reason
+        assert "torch.library.opcheck passed on forge_test::gated" in check.detail, check.detail
+    else:
+        assert v.status == "failed_correctness"
+        assert "custom op forge_test::gated: torch.library.opcheck" in check.detail, check.detail
 
 
 def test_without_the_setting_no_gradient_is_checked(fast_settings):

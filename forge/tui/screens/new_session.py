@@ -73,6 +73,8 @@ class NewSessionScreen(ModalScreen[NewRun | None]):
             )
             modules = "a model: optimize its hot classes, prove the model (--modules)"
             yield Checkbox(modules, id="f-modules", compact=True)
+            training = "kernels for training: write and verify the backward too (--train)"
+            yield Checkbox(training, value=d.train, id="f-train", compact=True)
             yield from self._field(
                 "model",
                 "coder model (empty: the built-in agent)",
@@ -167,6 +169,7 @@ class NewSessionScreen(ModalScreen[NewRun | None]):
             time_limit_s=limit,
             workers=self.defaults.workers,
             bank=self.defaults.bank,
+            train=self.query_one("#f-train", Checkbox).value,
         )
         ops = [Path(self._text("ops")).expanduser()] if self._text("ops") else []
         model_run = harness.ModelChoices() if self.query_one("#f-modules", Checkbox).value else None

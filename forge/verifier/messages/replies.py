@@ -140,6 +140,9 @@ class GradDataReply(Message):
     # does not run in float64), as CaseDataReply.exact
     exact: Tensors | None = None
     exact_grads: dict[str, Any] | None = None
+    # asked for: by name, whether each gradient of a create_graph=True backward carries a graph
+    # (``gradients.second_order``); None when not asked, or the reference's own backward refuses it
+    second_order: dict[str, bool] | None = None
 
 
 class GradRunReply(Message):
@@ -151,6 +154,11 @@ class GradRunReply(Message):
     grads: dict[str, Any]
     differentiable: bool = True  # any output carried an autograd graph
     reference_calls: int = 0  # calls of the reference's forward during the forward and backward
+    # asked for: the candidate's ``gradients.second_order`` (a str: its create_graph=True backward raised)
+    second_order: dict[str, bool] | str | None = None
+    # asked for with second_order: the candidate's custom ops opcheck ran on, and its first failure
+    custom_ops: list[str] = Field(default_factory=list)
+    custom_op_failure: str | None = None
 
 
 class CaseResultReply(Message):

@@ -156,6 +156,7 @@ class GradDataRequest(Message):
     model: str
     seed: int
     inputs: str = "normal"  # "normal" or a stress kind (``cases.STRESS_KINDS``) the inputs are drawn from
+    second_order: bool = False  # also a create_graph=True backward (``GradDataReply.second_order``)
 
 
 class GradRunRequest(Message):
@@ -166,6 +167,7 @@ class GradRunRequest(Message):
     model: str
     inputs: Tensors
     grad_outputs: Tensors
+    second_order: bool = False  # also a create_graph=True backward (``GradRunReply.second_order``)
 
 
 class ExitRequest(Message):
