@@ -172,13 +172,25 @@ def rm(kernel_id: EntryId, plan: PlanOpt = False, bank: BankOpt = None, as_json:
 @bank_app.command("verify")
 def reverify(
     kernel_id: Annotated[int | None, typer.Argument(help="entry to re-verify (default: all)")] = None,
+    train: Annotated[
+        bool,
+        typer.Option(
+            "--train",
+            help="verify for training too (backward, training step), also entries verified for inference "
+            "only (those verified for training always are)",
+        ),
+    ] = False,
     bank: BankOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Re-verify entries on this machine and record the result (failures become status 'bad')."""
     done = run_or_fail(
         lambda: harness.bank_reverify(
-            bank, kernel_id, load_settings(), starting=lambda i: err.print(f"[dim]… re-verifying kernel {i}[/]")
+            bank,
+            kernel_id,
+            load_settings(),
+            starting=lambda i: err.print(f"[dim]… re-verifying kernel {i}[/]"),
+            train=train,
         ),
         as_json,
     )
@@ -188,10 +200,20 @@ def reverify(
         for r in done:
             v = r.verdict
             out.print(f"kernel {r.kernel_id}: {v.status} {v.reason or ''} (x eager {fmt_times(v.speedup_vs_eager)})")
+            if r.training is not None:
+                said = "used under autograd" if r.training.used else "not used under autograd"
+                out.print(f"kernel {r.kernel_id}: training: {said}: {r.training.why}", soft_wrap=True)
     if any(not r.verdict.passed for r in done):
         raise typer.Exit(ExitCode.NO_RESULT)
 
 
 def _reverified_json(r: harness.Reverified) -> dict[str, Any]:
     v = r.verdict
-    return {"id": r.kernel_id, "status": str(v.status), "reason": v.reason, "speedup_vs_eager": v.speedup_vs_eager}
+    training = r.training.model_dump() if r.training is not None else None
+    return {
+        "id": r.kernel_id,
+        "status": str(v.status),
+        "reason": v.reason,
+        "speedup_vs_eager": v.speedup_vs_eager,
+        "training": training,
+    }

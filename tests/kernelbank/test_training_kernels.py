@@ -12,7 +12,7 @@ import forge.kernelbank as kb
 from forge.agents.builtin.lowering import program
 from forge.core.paths import BankLocation
 from forge.db import list_kernels, open_for_writing
-from forge.harness import verify_candidate
+from forge.harness import bank_reverify, verify_candidate
 from tests.conftest import OPS
 from tests.ops import gated_tanh_wide
 from tests.verifier.test_gradients import FUNCTION, RIGHT
@@ -21,6 +21,7 @@ GATED, WIDE = OPS / "gated_scale.py", OPS / "gated_tanh_wide.py"
 
 
 def _bank_with(tmp_path, fast_settings, op, source: str, train: bool):  # type: ignore[no-untyped-def]
+    tmp_path.mkdir(exist_ok=True)
     cand = tmp_path / "candidate.py"
     cand.write_text(source)
     bank = tmp_path / "bank.db"
@@ -68,3 +69,23 @@ def test_a_kernel_verified_for_inference_leaves_autograd_to_the_reference(tmp_pa
     with torch.no_grad(), bank.watch() as seen:
         layer(torch.randn(4, 24, 16), torch.randn(4, 24, 16))
     assert seen.usage("gated_scale").kernel_calls == 1, seen.report()
+
+
+def test_re_verifying_keeps_a_training_kernels_standing_and_train_adds_one(tmp_path, fast_settings):
+    """``forge bank verify``: a kernel verified for training is verified for training again (its
+    evidence is rewritten, and its standing under autograd with it); ``--train`` verifies one
+    verified for inference only for training too."""
+    _bank_with(tmp_path / "wide", fast_settings, WIDE, _lowered_for_training(), train=True)
+    wide = BankLocation.parse(str(tmp_path / "wide" / "bank.db"))
+    (again,) = bank_reverify(wide, None, fast_settings)
+    assert again.training is not None and again.training.used, again.training
+    (entry,) = list_kernels(open_for_writing(wide), "gated_tanh_wide")
+    assert entry.trains
+
+    _bank_with(tmp_path / "gated", fast_settings, GATED, FUNCTION.format(**RIGHT), train=False)
+    gated = BankLocation.parse(str(tmp_path / "gated" / "bank.db"))
+    (plain,) = bank_reverify(gated, None, fast_settings)
+    assert plain.training is None and not any(c.name == "gradients" for c in plain.verdict.checks)
+    (trained,) = bank_reverify(gated, None, fast_settings, train=True)
+    gradients = next(c for c in trained.verdict.checks if c.name == "gradients")
+    assert gradients.passed and trained.training is not None, trained.verdict.checks

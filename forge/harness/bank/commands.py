@@ -13,6 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from forge.core.acceptance import TrainingStanding, training_standing
 from forge.core.errors import BankError
 from forge.core.paths import BankLocation
 from forge.core.settings import ForgeSettings
@@ -104,6 +105,7 @@ def bank_remove(bank: BankLocation | None, kernel_id: int) -> None:
 class Reverified:
     kernel_id: int
     verdict: Verdict
+    training: TrainingStanding | None = None  # a kernel verified for training: its standing now
 
 
 def bank_reverify(
@@ -111,28 +113,37 @@ def bank_reverify(
     kernel_id: int | None,
     settings: ForgeSettings,
     starting: Callable[[int], None] | None = None,
+    train: bool = False,
 ) -> list[Reverified]:
     """Verify one kernel (or every kernel) again on this machine, recording each outcome: a kernel
     that fails, or whose reference changed since it was saved, gets status ``bad``. ``starting``
-    is told each kernel's id before its verification."""
+    is told each kernel's id before its verification. ``train``: verify each for training (its
+    backward and training step) even where it was verified for inference only before."""
     with open_bank(bank) as engine:
         ids = [kernel_id] if kernel_id is not None else [k.id for k in list_kernels(engine)]
         out = []
         for i in ids:
             if starting is not None:
                 starting(i)
-            out.append(Reverified(i, _reverify(engine, i, settings)))
+            verdict = _reverify(engine, i, settings, train)
+            trained = any(c.name == "gradients" for c in verdict.checks)
+            out.append(Reverified(i, verdict, training_standing(verdict) if trained else None))
         return out
 
 
-def _reverify(engine: Engine, kernel_id: int, settings: ForgeSettings) -> Verdict:
+def _reverify(engine: Engine, kernel_id: int, settings: ForgeSettings, train: bool) -> Verdict:
     k = kernel_detail(engine, kernel_id)
     with tempfile.TemporaryDirectory(prefix="forge-reverify-") as tmp:
         op_path = Path(tmp) / f"{k.op_name}.py"
         cand_path = Path(tmp) / f"kernel_{kernel_id}.py"
         op_path.write_text(k.op_source)
         cand_path.write_text(k.source)
-        verdict = verify(op_path, cand_path, settings)
+        # one verified for training is verified for training again: its standing under autograd
+        # (the evidence's gradients_verified) is rewritten with the rest, not dropped
+        trained = train or any(c.name == "gradients" for c in k.evidence.checks)
+        verdict = verify(
+            op_path, cand_path, settings.model_copy(update={"verify_gradients": True}) if trained else settings
+        )
     same_reference = verdict.op_hash == k.op_hash
     if not same_reference:
         verdict.warnings.append("the reference changed since this kernel was saved")
