@@ -56,7 +56,10 @@ def tui_command(
     workers: Annotated[int, typer.Option(help="verifications run in parallel")] = 1,
     device: Annotated[Device | None, typer.Option(help="auto takes CUDA where there is a GPU")] = None,
     train: Annotated[
-        bool, typer.Option("--train", help="the new-session form starts with kernels for training ticked")
+        bool,
+        typer.Option(
+            "--train", help="kernels for training: the ops given start --train sessions, and the form starts ticked"
+        ),
     ] = False,
     bank: BankOpt = None,
 ) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -21,6 +22,7 @@ from torch._library.custom_ops import CustomOpDef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
+from forge.verifier.model_state import grad_leaves, state_kept
 from forge.verifier.output_copies import as_output_list
 
 
@@ -41,7 +43,7 @@ def custom_ops(module: ModuleType) -> dict[str, CustomOpDef]:
 class _FirstCalls(TorchDispatchMode):
     """Records the first call of each op named in ``wanted``: its overload and copied arguments."""
 
-    def __init__(self, wanted: set[str]) -> None:
+    def __init__(self, wanted: dict[str, CustomOpDef]) -> None:
         super().__init__()
         self.wanted = wanted
         self.calls: dict[str, tuple[Any, tuple[Any, ...], dict[str, Any]]] = {}
@@ -50,14 +52,18 @@ class _FirstCalls(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func._schema.name
         if name in self.wanted and name not in self.calls:
-            self.calls[name] = (func, tree_map(_copied, tuple(args)), tree_map(_copied, dict(kwargs)))
+            # an op with an autograd formula of its own gets it tested (the arguments keep
+            # requires_grad); one differentiated by an autograd.Function around it has none to test
+            graded = self.wanted[name]._backward_fn is not None
+            copy = partial(_copied, graded=graded)
+            self.calls[name] = (func, tree_map(copy, tuple(args)), tree_map(copy, dict(kwargs)))
         return func(*args, **kwargs)
 
 
-def _copied(value: Any) -> Any:
-    # the op's own autograd is what opcheck tests: the arguments keep whether they require grad
+def _copied(value: Any, graded: bool) -> Any:
+    # copied before the op runs: an op that writes its arguments is checked on what it was given
     if isinstance(value, torch.Tensor):
-        return value.detach().clone().requires_grad_(value.requires_grad)
+        return value.detach().clone().requires_grad_(graded and value.requires_grad)
     return value
 
 
@@ -69,10 +75,9 @@ def check_custom_ops(module: ModuleType, model: torch.nn.Module, inputs: Sequenc
     defined = custom_ops(module)
     if not defined:
         return CustomOpReport([])
-    leaves = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
-    recorder = _FirstCalls(set(defined))
-    with torch.enable_grad(), recorder:
-        as_output_list(model(*leaves))
+    recorder = _FirstCalls(defined)
+    with state_kept(model), torch.enable_grad(), recorder:
+        as_output_list(model(*grad_leaves(inputs)))
     for name, (overload, args, kwargs) in recorder.calls.items():
         try:
             torch.library.opcheck(overload, args, kwargs)

@@ -77,7 +77,8 @@ def second_order_mismatch(data: GradDataReply, run: GradRunReply) -> str | None:
     return (
         f"with create_graph=True (a double backward) the gradient of {dropped[0]} carries no autograd graph where "
         "the reference's does, so second-order terms would be silently dropped: raise in the backward when "
-        "torch.is_grad_enabled() (or use torch.autograd.function.once_differentiable), or make it differentiable"
+        "torch.is_grad_enabled() (once_differentiable alone does not: given gradients without a graph, it returns "
+        "gradients without one), or make it differentiable"
     )
 
 

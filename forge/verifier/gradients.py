@@ -21,6 +21,7 @@ import torch
 from forge.core.errors import ProblemError
 from forge.verifier.custom_op_checks import CustomOpReport, check_custom_ops
 from forge.verifier.messages import GradDataReply, GradDataRequest, GradRunReply
+from forge.verifier.model_state import grad_leaves, state_kept
 from forge.verifier.output_copies import as_output_list, plain_copy
 from forge.verifier.reference_cases import widened
 
@@ -63,35 +64,29 @@ def backward_run(
     ``grad_outputs`` (drawn with ``seed`` from the outputs when None): the outputs, the output
     gradients used, and the gradients of the inputs and parameters by name. The model's buffers
     and its parameters' ``.grad`` are as they were afterwards."""
-    leaves = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
-    params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    held = {name: p.grad for name, p in params}
-    kept = {name: b.detach().clone() for name, b in model.named_buffers()}
-    try:
-        for _, p in params:
-            p.grad = None
+    leaves = grad_leaves(inputs)
+    with state_kept(model) as params:
         with torch.enable_grad():
             outs = as_output_list(model(*leaves))
         given = list(grad_outputs) if grad_outputs is not None else draw_grad_outputs(outs, seed)
-        pairs = [
-            (o, g)
-            for o, g in zip(outs, given, strict=False)
-            if isinstance(o, torch.Tensor) and o.requires_grad and g.numel() == o.numel()
-        ]
+        pairs = _with_grads(outs, given)
         if pairs:
-            torch.autograd.backward([o for o, _ in pairs], [g.to(o.device) for o, g in pairs])
+            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
         grads: dict[str, torch.Tensor | None] = {
             f"input {j}": _clone(x.grad) for j, x in enumerate(leaves) if x.is_floating_point()
         }
         grads.update({f"parameter {name}": _clone(p.grad) for name, p in params})
         detached = [o.detach() if isinstance(o, torch.Tensor) else o for o in outs]
         return BackwardRun(detached, given, grads, bool(pairs))
-    finally:
-        for name, p in params:
-            p.grad = held[name]
-        with torch.no_grad():
-            for name, value in kept.items():
-                model.get_buffer(name).copy_(value)
+
+
+def _with_grads(outs: Sequence[Any], given: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each output that carries a graph, with its given gradient (on its device)."""
+    return [
+        (o, g.to(o.device))
+        for o, g in zip(outs, given, strict=False)
+        if isinstance(o, torch.Tensor) and o.requires_grad and g.numel() == o.numel()
+    ]
 
 
 def second_order(
@@ -101,29 +96,24 @@ def second_order(
     by name, whether each gradient carries an autograd graph; or, where it raises, what it said
     (a backward that refuses it says so loudly, which is right). A gradient without a graph where
     the reference's has one is a second-order term silently dropped."""
-    leaves = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
-    params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    kept = {name: b.detach().clone() for name, b in model.named_buffers()}
-    wrt = [x for x in leaves if x.is_floating_point()] + [p for _, p in params]
-    names = [f"input {j}" for j, x in enumerate(leaves) if x.is_floating_point()]
-    names += [f"parameter {name}" for name, _ in params]
-    try:
-        with torch.enable_grad():
-            outs = as_output_list(model(*leaves))
-            pairs = [
-                (o, g.to(o.device))
-                for o, g in zip(outs, grad_outputs, strict=False)
-                if isinstance(o, torch.Tensor) and o.requires_grad and g.numel() == o.numel()
-            ]
-            found = torch.autograd.grad(
-                [o for o, _ in pairs], wrt, [g for _, g in pairs], create_graph=True, allow_unused=True
-            )
-    except Exception as exc:
-        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
-    finally:
-        with torch.no_grad():
-            for name, value in kept.items():
-                model.get_buffer(name).copy_(value)
+    leaves = grad_leaves(inputs)
+    with state_kept(model) as params:
+        wrt = [x for x in leaves if x.is_floating_point()] + [p for _, p in params]
+        names = [f"input {j}" for j, x in enumerate(leaves) if x.is_floating_point()]
+        names += [f"parameter {name}" for name, _ in params]
+        with torch.enable_grad():  # the forward's failures are the gradient case's, not excused here
+            pairs = _with_grads(as_output_list(model(*leaves)), grad_outputs)
+            if not pairs:
+                return {}
+            try:
+                found = torch.autograd.grad(
+                    [o for o, _ in pairs], wrt, [g for _, g in pairs], create_graph=True, allow_unused=True
+                )
+            except Exception as exc:
+                said = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                return f"{type(exc).__name__}: {said}"
+    if any(g is not None and "DelayedError" in type(g.grad_fn).__name__ for g in found):
+        return "once_differentiable: a backward through its gradients raises"
     return {name: g is not None and g.requires_grad for name, g in zip(names, found, strict=True)}
 
 

@@ -81,6 +81,15 @@ def test_the_forward_saves_row_statistics_and_its_outputs_and_the_backward_recom
     assert saved == outputs
 
 
+def test_the_backward_reads_what_costly_ops_computed_rather_than_running_them_again():
+    q, k, v = (torch.randn(2, 3, 10, 16, generator=torch.Generator().manual_seed(s)) for s in range(3))
+    joint = trace_joint(Attention(), [q, k, v])
+    assert not isinstance(joint, str), joint
+    called = {str(n.target) for n in joint.backward.graph.graph.nodes if n.op == "call_function"}
+    assert "aten._scaled_dot_product_flash_attention_for_cpu.default" not in called, called
+    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in called
+
+
 def test_building_leaves_no_gradient_on_the_module():
     model = RMSNorm()
     program.analyze_train(model, [torch.randn(4, 40)])

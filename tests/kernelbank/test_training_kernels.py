@@ -15,7 +15,7 @@ from forge.db import list_kernels, open_for_writing
 from forge.harness import bank_reverify, verify_candidate
 from tests.conftest import OPS
 from tests.ops import gated_tanh_wide
-from tests.verifier.test_gradients import FUNCTION, RIGHT
+from tests.verifier.test_gradients import FUNCTION, NO_BACKWARD, RIGHT
 
 GATED, WIDE = OPS / "gated_scale.py", OPS / "gated_tanh_wide.py"
 
@@ -73,14 +73,14 @@ def test_a_kernel_verified_for_inference_leaves_autograd_to_the_reference(tmp_pa
 
 def test_re_verifying_keeps_a_training_kernels_standing_and_train_adds_one(tmp_path, fast_settings):
     """``forge bank verify``: a kernel verified for training is verified for training again (its
-    evidence is rewritten, and its standing under autograd with it); ``--train`` verifies one
-    verified for inference only for training too."""
+    evidence rewritten with its standing under autograd); ``--train`` verifies one verified for
+    inference only for training too; and one whose backward fails stays in use for inference."""
     _bank_with(tmp_path / "wide", fast_settings, WIDE, _lowered_for_training(), train=True)
     wide = BankLocation.parse(str(tmp_path / "wide" / "bank.db"))
     (again,) = bank_reverify(wide, None, fast_settings)
-    assert again.training is not None and again.training.used, again.training
+    assert again.training is not None and any(c.name == "gradients" for c in again.verdict.checks)
     (entry,) = list_kernels(open_for_writing(wide), "gated_tanh_wide")
-    assert entry.trains
+    assert entry.trains is again.training.used  # the rewritten evidence carries the standing
 
     _bank_with(tmp_path / "gated", fast_settings, GATED, FUNCTION.format(**RIGHT), train=False)
     gated = BankLocation.parse(str(tmp_path / "gated" / "bank.db"))
@@ -89,3 +89,11 @@ def test_re_verifying_keeps_a_training_kernels_standing_and_train_adds_one(tmp_p
     (trained,) = bank_reverify(gated, None, fast_settings, train=True)
     gradients = next(c for c in trained.verdict.checks if c.name == "gradients")
     assert gradients.passed and trained.training is not None, trained.verdict.checks
+
+    _bank_with(tmp_path / "none", fast_settings, GATED, NO_BACKWARD, train=False)
+    none = BankLocation.parse(str(tmp_path / "none" / "bank.db"))
+    (kept,) = bank_reverify(none, None, fast_settings, train=True)
+    assert kept.verdict.passed and kept.training is not None and not kept.training.used
+    assert "backward failed" in kept.training.why, kept.training.why
+    (entry,) = list_kernels(open_for_writing(none), "gated_scale")
+    assert entry.status == "active" and not entry.trains  # still the kernel for inference

@@ -104,8 +104,8 @@ def bank_remove(bank: BankLocation | None, kernel_id: int) -> None:
 @dataclass(frozen=True)
 class Reverified:
     kernel_id: int
-    verdict: Verdict
-    training: TrainingStanding | None = None  # a kernel verified for training: its standing now
+    verdict: Verdict  # the verification recorded (for inference alone where the backward failed)
+    training: TrainingStanding | None = None  # verified for training: its standing under autograd now
 
 
 def bank_reverify(
@@ -117,36 +117,45 @@ def bank_reverify(
 ) -> list[Reverified]:
     """Verify one kernel (or every kernel) again on this machine, recording each outcome: a kernel
     that fails, or whose reference changed since it was saved, gets status ``bad``. ``starting``
-    is told each kernel's id before its verification. ``train``: verify each for training (its
-    backward and training step) even where it was verified for inference only before."""
+    is told each kernel's id before its verification. A kernel verified for training is verified
+    for training again, and with ``train`` every kernel is. One whose backward alone fails stays
+    in use for inference: it is verified again without gradients and that evidence recorded."""
     with open_bank(bank) as engine:
         ids = [kernel_id] if kernel_id is not None else [k.id for k in list_kernels(engine)]
         out = []
         for i in ids:
             if starting is not None:
                 starting(i)
-            verdict = _reverify(engine, i, settings, train)
-            trained = any(c.name == "gradients" for c in verdict.checks)
-            out.append(Reverified(i, verdict, training_standing(verdict) if trained else None))
+            out.append(_reverify(engine, i, settings, train))
         return out
 
 
-def _reverify(engine: Engine, kernel_id: int, settings: ForgeSettings, train: bool) -> Verdict:
+def _reverify(engine: Engine, kernel_id: int, settings: ForgeSettings, train: bool) -> Reverified:
     k = kernel_detail(engine, kernel_id)
-    with tempfile.TemporaryDirectory(prefix="forge-reverify-") as tmp:
-        op_path = Path(tmp) / f"{k.op_name}.py"
-        cand_path = Path(tmp) / f"kernel_{kernel_id}.py"
-        op_path.write_text(k.op_source)
-        cand_path.write_text(k.source)
-        # one verified for training is verified for training again: its standing under autograd
-        # (the evidence's gradients_verified) is rewritten with the rest, not dropped
-        trained = train or any(c.name == "gradients" for c in k.evidence.checks)
-        verdict = verify(
-            op_path, cand_path, settings.model_copy(update={"verify_gradients": True}) if trained else settings
-        )
+    trained = train or any(c.name == "gradients" for c in k.evidence.checks)
+    verdict = _verify_entry(k, settings.model_copy(update={"verify_gradients": True}) if trained else settings)
+    training = training_standing(verdict) if trained else None
+    if trained and _backward_alone_failed(verdict):
+        verdict = _verify_entry(k, settings)  # its inference evidence, without the failed standing
     same_reference = verdict.op_hash == k.op_hash
     if not same_reference:
         verdict.warnings.append("the reference changed since this kernel was saved")
     status = KernelStatus.ACTIVE if verdict.passed and same_reference else KernelStatus.BAD
     set_status(engine, kernel_id, status, evidence=verdict if verdict.passed else None)
-    return verdict
+    return Reverified(kernel_id, verdict, training)
+
+
+def _verify_entry(k: KernelDetail, settings: ForgeSettings) -> Verdict:
+    with tempfile.TemporaryDirectory(prefix="forge-reverify-") as tmp:
+        op_path = Path(tmp) / f"{k.op_name}.py"
+        cand_path = Path(tmp) / f"kernel_{k.summary.id}.py"
+        op_path.write_text(k.op_source)
+        cand_path.write_text(k.source)
+        return verify(op_path, cand_path, settings)
+
+
+def _backward_alone_failed(verdict: Verdict) -> bool:
+    """The gradient check failed and every other check passed (a kernel without a backward, or
+    with a wrong one): it is still right for inference."""
+    failed = [c.name for c in verdict.checks if not c.passed]
+    return not verdict.passed and failed == ["gradients"]

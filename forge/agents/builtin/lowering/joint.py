@@ -21,6 +21,7 @@ graphs the kernels are written from return computed values only.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -36,7 +37,14 @@ from torch.func import functional_call
 from torch.utils.checkpoint import CheckpointPolicy
 
 from forge.agents.builtin.lowering.schedule import Schedule, StepKind, schedule
-from forge.agents.builtin.lowering.trace import Traced, decompositions, plain_tensors, unloweable
+from forge.agents.builtin.lowering.trace import (
+    NodeKind,
+    Traced,
+    decompositions,
+    kind_of,
+    plain_tensors,
+    unloweable,
+)
 
 
 class Source(StrEnum):
@@ -106,6 +114,11 @@ def trace_joint(model: nn.Module, inputs: Sequence[torch.Tensor]) -> JointTrace 
     return _split(graphs["forward"], graphs["backward"], [*params, *buffers, *constants], len(inputs), len(outs))
 
 
+# ``functorch_config.patch`` sets a process-wide flag: two traces at once (the TUI's threads) would
+# see it flip under them
+_PARTITIONING = threading.Lock()
+
+
 def _inputs_free_to_save(n_primals: int) -> Any:
     """torch.compile's min-cut, with every input of the forward free to save: the caller holds
     them anyway, so saving one costs no memory and its backward reads it where saving a value
@@ -113,19 +126,32 @@ def _inputs_free_to_save(n_primals: int) -> Any:
 
     def partition(joint: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, **_aot: Any) -> Any:
         free = list(range(n_primals))  # aot's own choice (the parameters) is a subset of these
-        # the op's outputs exist anyway: a backward reading one (softmax's) reads it, not its recompute
-        output = next(n for n in joint.graph.nodes if n.op == "output")
-        for value in output.args[0][:num_fwd_outputs]:
-            if isinstance(value, fx.Node) and value.op == "call_function":
-                value.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+        _saved_not_recomputed(joint, num_fwd_outputs)
         # its list of ops it may recompute names aten ops, and these graphs are prims: without
         # this, nothing is recomputed and every value the backward reads is written and saved
-        with functorch_config.patch(aggressive_recomputation=True):
+        with _PARTITIONING, functorch_config.patch(aggressive_recomputation=True):
             return min_cut_rematerialization_partition(
                 joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, static_lifetime_input_indices=free
             )
 
     return partition
+
+
+def _saved_not_recomputed(joint: fx.GraphModule, num_fwd_outputs: int) -> None:
+    """Marks what the backward must read rather than compute again: every value that is not
+    pointwise, a view or a tuple item (a reduction, a scan, a pooling, attention or another
+    library call: costly, where a pointwise value is a few instructions in a pass the backward
+    makes anyway), and the op's outputs with the values they view (they exist anyway: softmax's
+    backward reads the softmax)."""
+    cheap = (NodeKind.POINTWISE, NodeKind.VIEW, NodeKind.OTHER)
+    for node in joint.graph.nodes:
+        if node.op == "call_function" and kind_of(node) not in cheap:
+            node.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+    output = next(n for n in joint.graph.nodes if n.op == "output")
+    for value in output.args[0][:num_fwd_outputs]:
+        while isinstance(value, fx.Node) and value.op == "call_function":
+            value.meta["recompute"] = CheckpointPolicy.MUST_SAVE
+            value = value.args[0] if kind_of(value) is NodeKind.VIEW else None
 
 
 def _split(
