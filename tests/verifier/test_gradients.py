@@ -206,17 +206,40 @@ def _(x, gate, w):
 """
 
 
+# The same op without an autograd formula of its own, differentiated by an autograd.Function
+# around it: opcheck has no formula of the op's to test, and the candidate passes
+WRAPPED = """
+
+class _Gated(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, gate, w):
+        ctx.save_for_backward(x, gate, w)
+        return gated(x, gate, w)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _backward(ctx, g)
+
+
+ModelNew.forward = lambda self, x, gate: _Gated.apply(x, gate, self.weight)
+"""
+
+
 @pytest.mark.parametrize(
-    ("fake", "passes"),
+    ("fake", "wrapped", "passes"),
     [
-        (FAKE.format(wrong=""), True),
-        (FAKE.format(wrong="[..., :1]"), False),  # a shape other than the kernel's: torch.compile would trace it wrong
-        ("", False),  # no fake implementation: torch.compile cannot trace the op
+        (FAKE.format(wrong=""), False, True),
+        (FAKE.format(wrong=""), True, True),
+        (FAKE.format(wrong="[..., :1]"), False, False),  # not the kernel's shape: torch.compile traces it wrong
+        ("", False, False),  # no fake implementation: torch.compile cannot trace the op
     ],
 )
-def test_a_custom_op_candidate_is_checked_with_opcheck(tmp_path, fast_settings, fake, passes):
+def test_a_custom_op_candidate_is_checked_with_opcheck(tmp_path, fast_settings, fake, wrapped, passes):
+    source = CUSTOM_OP.format(fake=fake)
+    if wrapped:  # no autograd formula of the op's own: the Function around it differentiates it
+        source = source.replace("gated.register_autograd(_backward, setup_context=_setup)\n", "") + WRAPPED
     path = tmp_path / "custom_op.py"
-    path.write_text(CUSTOM_OP.format(fake=fake))
+    path.write_text(source)
     v, check = _gradients(GATED, path, fast_settings)
     assert check is not None
     if passes:
