@@ -415,6 +415,8 @@ def test_train_banks_a_kernel_whose_backward_was_verified_and_is_used_under_grad
     assert evidence["gradients_verified"] is True and stored["train"] is True
     assert any(c["name"] == "gradients" and c["passed"] for c in evidence["checks"])
     assert evidence["training_step"]["eager"]["median"] > 1.0, evidence["training_step"]  # its steps timed too
+    if "busy" not in evidence["training_step"]:  # the confirmation's null control timed the reference's steps too
+        assert "null_eager" in evidence["training_step"], evidence["training_step"]
     listed = forge("bank", "list", "--bank", str(bank), cache=cache_dir)
     assert "+train" in listed.stdout, listed.stdout
     script = (

@@ -16,6 +16,15 @@ def timed_while_busy(verdict: Verdict) -> bool:
     return busy is not None and busy.busy and busy.enforced
 
 
+def null_floor(null: PairedRatio | None) -> float:
+    """The ratio a candidate's interval must fall wholly below to be slower beyond the noise: the
+    null's lower end, and its median mirrored about 1.0x (``null_bar``'s other side); 1.0x without
+    a null."""
+    if null is None:
+        return 1.0
+    return min(1.0, null.low, 1.0 / null.median if null.median > 0 else 0.0)
+
+
 def null_bar(null: PairedRatio | None) -> float:
     """The speedup a candidate's interval must clear, given the null control (the reference timed
     against itself in a clean worker): the null's upper end, and its median mirrored about 1.0x.
@@ -131,7 +140,8 @@ class TrainingStanding(BaseModel):
 def training_standing(verdict: Verdict) -> TrainingStanding:
     """A kernel stands in for the reference under autograd only when its backward passed the
     gradient check and its training step (forward and backward, ``Verdict.training_step``) is not
-    measurably slower than eager's: the 95% interval of the per-pair ratio reaches 1.0x. A faster
+    measurably slower than eager's: the 95% interval of the per-pair ratio reaches 1.0x, or, where
+    the step carries a null control (a finalist's), its floor (``null_floor``). A faster
     forward with a slower backward would slow the user's training; the reference runs there."""
     grads = next((c for c in verdict.checks if c.name == "gradients"), None)
     if grads is None:
@@ -148,7 +158,11 @@ def training_standing(verdict: Verdict) -> TrainingStanding:
         return TrainingStanding(used=False, why="its backward was verified, its training step not timed")
     figure = f"training step {eager.median:.2f}x eager ({eager.low:.2f}-{eager.high:.2f})"
     figure += f", {compiled.median:.2f}x torch.compile" if compiled is not None else ""
-    if eager.high < 1.0:
+    null = steps.null_eager if steps is not None else None
+    floor = null_floor(null)
+    if null is not None:
+        figure += f"; null control {null.median:.2f}x ({null.low:.2f}-{null.high:.2f})"
+    if eager.high < floor:
         return TrainingStanding(used=False, why=f"{figure}: slower than eager's step, so the reference runs there")
     if steps is not None and steps.busy:
         return TrainingStanding(used=False, why=f"{figure}, timed while the machine was busy ({steps.busy})")

@@ -256,6 +256,8 @@ class TrainingStepTimes(BaseModel):
     regime: TimingRegime = TimingRegime.COLD
     busy: str | None = None  # the machine's load, when other processes used the cores while they were timed
     compile_error: str | None = None  # torch.compile's training step failed: no compile ratios
+    # the null control's steps: the reference's step against itself, judged regime (a finalist's)
+    null_eager: PairedRatio | None = None
 
     def headline(self) -> tuple[PairedRatio | None, PairedRatio | None]:
         """(vs eager, vs torch.compile) in the judged regime."""

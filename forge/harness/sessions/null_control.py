@@ -49,7 +49,11 @@ def with_null_control(finalist: Verdict, null: Verdict) -> Verdict:
     """The finalist's verdict carrying the null control's paired ratio (``null`` must be usable:
     ``null_blocked`` is None), the bar acceptance then applies."""
     stats = finalist.timing_stats.model_copy(update={"null_eager": null.timing_stats.headline_pairs()[0]})
-    return finalist.model_copy(update={"timing_stats": stats})
+    steps = finalist.training_step
+    if steps is not None and null.training_step is not None and not null.training_step.busy:
+        # a training session's null times the reference's steps against themselves too
+        steps = steps.model_copy(update={"null_eager": null.training_step.headline()[0]})
+    return finalist.model_copy(update={"timing_stats": stats, "training_step": steps})
 
 
 def judged_against(finalist: Verdict, null: Verdict) -> tuple[Verdict, bool, str, NullBlocked | None]:
