@@ -22,7 +22,7 @@ from forge.agents.builtin.lowering.cpp_emit import cpp_reader, simd_loop, step_f
 from forge.agents.builtin.lowering.cpp_reduce import reduction_of, row_block
 from forge.agents.builtin.lowering.ir import dtype_of, linear, shape_of
 from forge.agents.builtin.lowering.reader import Reader, without_buffer
-from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind
+from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind, inlined_region
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
 
 # Functions whose values are worth a store and a load from cache rather than computing twice
@@ -107,17 +107,7 @@ def _stash(group: RowGroup, sched: Schedule) -> fx.Node | None:
 def _inline_reads(node: fx.Node, sched: Schedule, wanted: frozenset[Any]) -> bool:
     """Whether computing ``node`` inline (up to the buffers it loads) computes a node in ``wanted``
     (by node, or by op name)."""
-    seen: set[fx.Node] = set()
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        if n in wanted or packet_name(n) in wanted:
-            return True
-        todo.extend(a for a in n.all_input_nodes if a not in sched.buffers)
-    return False
+    return any(n in wanted or packet_name(n) in wanted for n in inlined_region(node, sched).nodes)
 
 
 def _fused(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, Any], stash: fx.Node | None) -> str | None:

@@ -246,7 +246,7 @@ def _overwrite_library_results(sched: Schedule, live: set[fx.Node]) -> None:
     for st in sched.steps:
         if st.kind is not StepKind.POINTWISE or st.writes != (st.node,) or kind_of(st.node) is not NodeKind.POINTWISE:
             continue
-        region = _inlined_region(st.node, sched)
+        region = inlined_region(st.node, sched)
         nodes = sorted(region.nodes, key=order.__getitem__)
         for source in sorted(library & region.leaves - taken, key=lambda n: n.name):
             same_layout = sched.layouts.get(sched.slot(source)) == sched.layouts.get(sched.slot(st.node))
@@ -258,13 +258,14 @@ def _overwrite_library_results(sched: Schedule, live: set[fx.Node]) -> None:
 
 
 @dataclass
-class _Region:
+class InlinedRegion:
     nodes: set[fx.Node]  # the nodes inlined into a step's value, the value itself included
     leaves: set[fx.Node]  # the buffers they read
 
 
-def _inlined_region(root: fx.Node, sched: Schedule) -> _Region:
-    region = _Region({root}, set())
+def inlined_region(root: fx.Node, sched: Schedule) -> InlinedRegion:
+    """The nodes computed inline into ``root``'s value (up to the buffers it loads), and those buffers."""
+    region = InlinedRegion({root}, set())
     stack = list(root.all_input_nodes)
     while stack:
         node = stack.pop()
