@@ -21,6 +21,7 @@ from forge.core.errors import (
     UnknownOpError,
     UsageError,
     WorkerError,
+    first_said,
 )
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "UnknownOpError",
     "UsageError",
     "WorkerError",
+    "first_said",
 ]

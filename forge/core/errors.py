@@ -66,3 +66,9 @@ class ProviderError(ForgeError):
     """The LLM provider cannot be used: missing key, unreachable, model refused (exit code 3)."""
 
     exit_code = ExitCode.PROVIDER
+
+
+def first_said(exc: BaseException, limit: int | None = None) -> str:
+    """The first line of what ``exc`` says (at most ``limit`` characters), or "" when it says nothing."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else ""

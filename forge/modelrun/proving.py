@@ -15,6 +15,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 import forge.kernelbank as kb
+from forge.core.errors import first_said
 from forge.core.model_records import FourWay, ModelProof, OpCalls
 from forge.modelrun.source import LoadedModel
 from forge.verifier.machine import flush_bytes
@@ -77,7 +78,7 @@ def _ways(
         match, _, _, detail = compare_outputs(want, compiled_k(*inputs))
         compiled(*inputs), compiled_twin(*inputs)
     except Exception as exc:
-        return sides, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        return sides, f"{type(exc).__name__}: {first_said(exc)}"
     if not match:
         return sides, f"{_COMPILED_DIFFERS}: {detail}"
     sides.update(

@@ -22,6 +22,7 @@ from torch._library.custom_ops import CustomOpDef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
+from forge.core.errors import first_said
 from forge.verifier.model_state import grad_leaves, state_kept
 from forge.verifier.output_copies import as_output_list
 
@@ -82,6 +83,6 @@ def check_custom_ops(module: ModuleType, model: torch.nn.Module, inputs: Sequenc
         try:
             torch.library.opcheck(overload, args, kwargs)
         except Exception as exc:  # opcheck raises OpCheckError naming the test that failed
-            said = str(exc).strip().splitlines()[0][:400] if str(exc).strip() else type(exc).__name__
+            said = first_said(exc, 400) or type(exc).__name__
             return CustomOpReport(sorted(recorder.calls), f"custom op {name}: torch.library.opcheck: {said}")
     return CustomOpReport(sorted(recorder.calls))

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from forge.core.errors import ProblemError
+from forge.core.errors import ProblemError, first_said
 from forge.verifier.custom_op_checks import CustomOpReport, check_custom_ops
 from forge.verifier.messages import GradDataReply, GradDataRequest, GradRunReply
 from forge.verifier.model_state import grad_leaves, state_kept
@@ -110,8 +110,7 @@ def second_order(
                     [o for o, _ in pairs], wrt, [g for _, g in pairs], create_graph=True, allow_unused=True
                 )
             except Exception as exc:
-                said = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-                return f"{type(exc).__name__}: {said}"
+                return f"{type(exc).__name__}: {first_said(exc, 200)}"
     if any(g is not None and "DelayedError" in type(g.grad_fn).__name__ for g in found):
         return "once_differentiable: a backward through its gradients raises"
     return {name: g is not None and g.requires_grad for name, g in zip(names, found, strict=True)}
