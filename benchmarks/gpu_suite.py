@@ -1,35 +1,41 @@
 """Everything forge does on a GPU, checked and measured by one command, in parts that fit a short loan.
 
-A GPU machine is lent now and then, for a short time (a command may run 10 minutes, a session
-about 30), so the suite is split into parts, the most important first, each resumable: a part
+A GPU machine is lent now and then, for a short time (a command may run 10 minutes, a session's
+loan about 15), so the suite is split into parts, the most important first, each resumable: a part
 writes its result under ``OUT/parts/`` when it ends, a later run skips the parts already done
-(``--redo`` runs them again), and a part that works through a list of ops keeps what it did and
-continues where it stopped. Every run rewrites ``OUT/report.md`` and ``OUT/report.json`` from all
-the parts done so far, with the GPU, driver, torch and Triton versions, the commit and the date.
+(``--redo`` runs them again), and a part that works through a list (test files, ops, models) keeps
+what it did and continues where it stopped. ``--total-s`` bounds one run: the same command, run
+again, continues. Every run rewrites ``OUT/report.md`` and ``OUT/report.json`` from all the parts
+done so far, with the GPU, driver, torch and Triton versions, the date, and each part's commit.
 
 The parts (``--list``; ``--part NAME`` runs the named ones only):
 
 1. ``env``: the machine and the versions;
-2. ``gpu_tests``: ``pytest -m gpu`` (every GPU test), with its summary;
+2. ``gpu_tests``: ``pytest -m gpu`` (every GPU test), file by file, with the summary;
 3. ``hacks``: the verifier on CUDA against the reward hacks specific to GPUs (work on a side
    stream, CUDA event patching, results kept between calls, lazy outputs, a library call dressed as a
    kernel, precision downgrades), each expected to be refused, and honest Triton and CUDA kernels
    expected to pass;
-4. ``optimize``: ``forge optimize`` with the built-in agent on the shipped examples and the op
-   catalog, and per banked kernel, in one plain loop: eager, torch.compile (default and
-   max-autotune) and the kernel loaded from the bank, checked to run (no fallback) in eval mode;
+4. ``optimize``: ``forge optimize`` with the built-in agent on the shipped examples, and per banked
+   kernel, in one plain loop: eager, torch.compile (default and max-autotune) and the kernel loaded
+   from the bank, checked to run (no fallback) in eval mode;
 5. ``runtime``: ``kernelize`` on a model, ``torch.compile(fullgraph=True)`` over it, the dispatch
    overhead, and ``benchmarks/reproduce.py`` against the bank's claims;
 6. ``llm_cuda``: the LLM path's CUDA backend against a scripted OpenAI-compatible server (a
    ``load_inline`` kernel built and verified);
-7. ``model``: the model-level run on the shipped models (skipped until it exists).
+7. ``training``: ``forge optimize --train`` on the shipped training example and some catalog ops,
+   each kernel in a training step (ran, gradients equal), and the example's training loop;
+8. ``model``: ``forge optimize MODEL --modules`` on the shipped models, the kernelized model proven
+   and timed four ways;
+9. ``catalog``: the optimize part's table for the op catalog (the longest: last, over several loans).
 
-``--dry-run`` runs the same parts on the CPU: two shipped examples, Triton in its interpreter where a part
-uses it, two rounds; a step that needs CUDA is skipped with the reason. The test suite runs it
+``--dry-run`` runs the same parts on the CPU: one op each, Triton in its interpreter where a part
+uses it, one round; a step that needs CUDA is skipped with the reason. The test suite runs it
 (``tests/test_gpu_suite.py``), so the suite does not rot between loans.
 
 Usage: python benchmarks/gpu_suite.py --out DIR [--dry-run] [--part NAME ...] [--redo] [--list]
-                                      [--commit SHA] [--part-budget-s S] [--copy-to DIR]
+                                      [--commit SHA] [--part-budget-s S] [--total-s S]
+                                      [--copy-to DIR] [--resume-from DIR/suite.tar.gz]
 On the lent machine forge's own dependencies may be missing: see docs/gpu-suite.md.
 """
 
@@ -51,9 +57,13 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
 from gpu_suite_checks import env_part, gpu_tests_part, hacks_part  # noqa: E402
-from gpu_suite_core import Context, PartResult  # noqa: E402
-from gpu_suite_llm import llm_cuda_part, model_part  # noqa: E402
-from gpu_suite_optimize import optimize_part, runtime_part  # noqa: E402
+from gpu_suite_core import ARCHIVE, Context, PartResult, pack, unpack  # noqa: E402
+from gpu_suite_llm import llm_cuda_part  # noqa: E402
+from gpu_suite_model import model_part  # noqa: E402
+from gpu_suite_optimize import catalog_part, optimize_part, runtime_part  # noqa: E402
+from gpu_suite_training import training_part  # noqa: E402
+
+MIN_PART_S = 120.0  # under --total-s, a part is started only with this much time left
 
 # The parts, the most important first: a loan that ends early has done those.
 PARTS: tuple[tuple[str, Callable[[Context], PartResult]], ...] = (
@@ -63,7 +73,9 @@ PARTS: tuple[tuple[str, Callable[[Context], PartResult]], ...] = (
     ("optimize", optimize_part),
     ("runtime", runtime_part),
     ("llm_cuda", llm_cuda_part),
+    ("training", training_part),
     ("model", model_part),
+    ("catalog", catalog_part),
 )
 
 
@@ -85,11 +97,12 @@ def _has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def _result_path(out: Path, index: int, name: str) -> Path:
-    return out / "parts" / f"{index:02d}_{name}.json"
+def _result_path(out: Path, name: str) -> Path:
+    """A part's result, by its name alone: an archive stays readable when parts are added."""
+    return out / "parts" / f"{name}.json"
 
 
-def run_part(name: str, run: Callable[[Context], PartResult], ctx: Context, path: Path) -> PartResult:
+def run_part(name: str, run: Callable[[Context], PartResult], ctx: Context, path: Path, commit: str) -> PartResult:
     """One part, its failure to run recorded as its result (the suite goes on to the next). A part
     that ends (passed, failed, skipped) replaces what it saved on the way; one cut short by its
     budget, or one that raised, keeps it, and the next run continues from there."""
@@ -103,6 +116,7 @@ def run_part(name: str, run: Callable[[Context], PartResult], ctx: Context, path
             name=name, status="error", summary=f"the part raised {type(exc).__name__}: {exc}", notes=[trace]
         )
     result.seconds = round(time.monotonic() - t0, 1)
+    result.commit = commit
     path.parent.mkdir(parents=True, exist_ok=True)
     if result.status == "partial":
         ctx.save_partial(result)
@@ -117,23 +131,20 @@ def run_part(name: str, run: Callable[[Context], PartResult], ctx: Context, path
 def _done(out: Path) -> list[PartResult]:
     """Each part's latest result: its final one, else what it saved on the way."""
     results = []
-    for index, (name, _) in enumerate(PARTS, 1):
-        for path in (_result_path(out, index, name), _result_path(out, index, name).with_suffix(".partial.json")):
+    for name, _ in PARTS:
+        for path in (_result_path(out, name), _result_path(out, name).with_suffix(".partial.json")):
             if path.is_file():
                 results.append(PartResult.from_json(json.loads(path.read_text())))
                 break
     return results
 
 
-def copy_results(out: Path, to: Path) -> None:
-    """The parts' results, the report and the banks (what a later run continues from) into ``to``:
-    a lent machine's output folder."""
-    to.mkdir(parents=True, exist_ok=True)
-    if (out / "parts").is_dir():
-        shutil.copytree(out / "parts", to / "parts", dirs_exist_ok=True)
-    for path in [*out.glob("report.*"), *(out / "work").glob("*.db")]:
-        (to / path.relative_to(out)).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, to / path.relative_to(out))
+def _bring_back(out: Path, to: Path) -> None:
+    """Two files into a loan's output folder, which brings back only a few: the report to read, and
+    the archive (``--resume-from``) a fresh machine continues from."""
+    pack(out, to)
+    if (out / "report.md").is_file():
+        shutil.copy2(out / "report.md", to / "report.md")
 
 
 def write_report(out: Path, ctx: Context, commit: str) -> Path:
@@ -148,9 +159,9 @@ def write_report(out: Path, ctx: Context, commit: str) -> Path:
         "",
         *(env.notes if env is not None else ["(the env part has not run)"]),
         "",
-        "| part | status | seconds | summary |",
-        "|---|---|---|---|",
-        *(f"| {r.name} | {r.status} | {r.seconds:.0f} | {r.summary} |" for r in results),
+        "| part | status | seconds | commit | summary |",
+        "|---|---|---|---|---|",
+        *(f"| {r.name} | {r.status} | {r.seconds:.0f} | {r.commit or '-'} | {r.summary} |" for r in results),
         "",
     ]
     body = [line for r in results if r.name != "env" for line in r.markdown()]
@@ -173,8 +184,17 @@ def main() -> int:
     ap.add_argument("--redo", action="store_true", help="run parts again that are done")
     ap.add_argument("--list", action="store_true", help="list the parts and which are done")
     ap.add_argument("--commit", help="the commit the working tree is at (where there is no git)")
-    ap.add_argument("--part-budget-s", type=float, default=480.0, help="seconds a part may take (a loan: 600)")
-    ap.add_argument("--copy-to", type=Path, help="after each part, copy the results and banks here (a loan's $OUT)")
+    ap.add_argument("--part-budget-s", type=float, default=480.0, help="seconds a part may take")
+    ap.add_argument(
+        "--total-s",
+        type=float,
+        help="seconds this run may take (a loan's command: 540): a part gets what is left, none starts "
+        f"with under {MIN_PART_S:.0f} s; run the same command again to continue",
+    )
+    ap.add_argument(
+        "--copy-to", type=Path, help=f"after each part, pack the results and banks into DIR/{ARCHIVE} (a loan's $OUT)"
+    )
+    ap.add_argument("--resume-from", type=Path, help=f"first unpack an earlier run's {ARCHIVE} into --out")
     a = ap.parse_args()
     if a.out is None:
         ap.error("--out DIR is required: where the parts' results and the report go")
@@ -182,29 +202,43 @@ def main() -> int:
         print("gpu_suite: torch sees no CUDA device here; --dry-run runs every part on the CPU", file=sys.stderr)
         return 2
     ctx = Context.make(a.out.resolve(), a.dry_run, a.part_budget_s)
+    if a.resume_from is not None:
+        if not a.resume_from.is_file():
+            said = f"gpu_suite: --resume-from {a.resume_from}: no such file (a {ARCHIVE} that --copy-to wrote)"
+            print(said, file=sys.stderr)
+            return 2
+        print(f"resumed {unpack(a.resume_from, ctx.out)} files from {a.resume_from}", flush=True)
+    commit = _commit(a.commit)
     done = {r.name for r in _done(ctx.out) if r.status not in ("partial", "error")}
     if a.list:
         for index, (name, _) in enumerate(PARTS, 1):
             print(f"{index}. {name}{'  (done)' if name in done else ''}")
         return 0
     failed = False
+    deadline = time.monotonic() + a.total_s if a.total_s else None
     for index, (name, run) in enumerate(PARTS, 1):
         if (a.part and name not in a.part) or (name in done and not a.redo):
             continue
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left < MIN_PART_S:
+                print(f"stopped before {name}: {left:.0f} s of --total-s left; the same command continues", flush=True)
+                break
+            ctx.budget_s = min(a.part_budget_s, left)
         if a.redo:  # from the start: neither the result nor a partial one's state is kept
-            path = _result_path(ctx.out, index, name)
+            path = _result_path(ctx.out, name)
             path.unlink(missing_ok=True)
             path.with_suffix(".partial.json").unlink(missing_ok=True)
         print(f"[{index}/{len(PARTS)}] {name} ...", flush=True)
-        result = run_part(name, run, ctx, _result_path(ctx.out, index, name))
+        result = run_part(name, run, ctx, _result_path(ctx.out, name), commit)
         print(f"    {result.status} in {result.seconds:.0f} s: {result.summary}", flush=True)
         failed = failed or result.status in ("failed", "error")
-        write_report(ctx.out, ctx, _commit(a.commit))  # after each part: a loan cut short keeps a report
+        write_report(ctx.out, ctx, commit)  # after each part: a loan cut short keeps a report
         if a.copy_to is not None:
-            copy_results(ctx.out, a.copy_to.resolve())
-    print(f"wrote {write_report(ctx.out, ctx, _commit(a.commit))}")
+            _bring_back(ctx.out, a.copy_to.resolve())
+    print(f"wrote {write_report(ctx.out, ctx, commit)}")
     if a.copy_to is not None:
-        copy_results(ctx.out, a.copy_to.resolve())
+        _bring_back(ctx.out, a.copy_to.resolve())
     return 1 if failed else 0
 
 

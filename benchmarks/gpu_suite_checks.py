@@ -7,12 +7,24 @@ import os
 import platform
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpu_suite_core import ROOT, TEST_CANDIDATES, TEST_OPS, Context, PartResult, Table, run_group
+from gpu_suite_core import (
+    ROOT,
+    TEST_CANDIDATES,
+    TEST_OPS,
+    Context,
+    PartResult,
+    Table,
+    Walk,
+    rows_state,
+    run_group,
+    saved_rows,
+)
 
 if TYPE_CHECKING:
     from forge.core.settings import ForgeSettings
@@ -57,55 +69,108 @@ def _nvidia_smi() -> str:
     return f"driver {driver}, max clocks SM {sm}, memory {mem}"
 
 
+GPU_TEST_MIN_S = 60.0  # a test file is started only with this much of the part's time left
+
+
+@dataclass
+class GpuTestFile:
+    """One test file's GPU tests (``pytest -m gpu FILE``): the gpu_tests part's row."""
+
+    file: str
+    status: str  # passed, failed, or timed out (it had the part's whole time)
+    tests: int = 0
+    failed: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    failures: list[list[str]] = field(default_factory=list)  # [test, outcome, message]
+
+    def cells(self) -> list[str]:
+        ran = self.tests - self.skipped
+        counts = [ran - self.failed, self.failed, self.skipped]
+        return [self.file, self.status, *(str(n) for n in counts), f"{self.seconds:.0f}"]
+
+
 def gpu_tests_part(ctx: Context) -> PartResult:
-    """``pytest -m gpu``: every GPU test, with the summary (on a dry run, only collected)."""
-    base = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q"]
-    if ctx.dry:
-        done = subprocess.run([*base, "--collect-only"], cwd=ROOT, env=ctx.env(), capture_output=True, text=True)
-        collected = sum(1 for line in done.stdout.splitlines() if "::" in line)
-        ok = done.returncode == 0 and collected > 0
-        return PartResult(
-            "gpu_tests",
-            "passed" if ok else "failed",
-            f"{collected} GPU tests collected, not run (no CUDA device)",
-            notes=[] if ok else [done.stdout[-2000:] + done.stderr[-1000:]],
-        )
-    xml = ctx.work / "gpu_tests.xml"
+    """``pytest -m gpu``, file by file, so that a loan cut short keeps the files done (on a dry run
+    the tests are only collected)."""
+    files, collected = _gpu_test_files(ctx)
+    if ctx.dry or not files:
+        ok = bool(files)
+        said = f"{collected} GPU tests in {len(files)} files collected, not run (no CUDA device)" if ctx.dry else ""
+        return PartResult("gpu_tests", "passed" if ok else "failed", said or "pytest -m gpu collected no test")
+    walk = Walk("gpu_tests", files, lambda f, left: _gpu_test_file(ctx, f, left), _gpu_tests_table, GPU_TEST_MIN_S)
+    rows = saved_rows(ctx, GpuTestFile)
+    cut = walk.run(ctx, rows)
+    if cut is not None:
+        return cut
+    ran = sum(r.tests - r.skipped for r in rows.values())
+    bad = sum(r.failed for r in rows.values()) + sum(r.status == "timed out" for r in rows.values())
+    failures = Table("GPU tests that did not pass", ["test", "outcome", "message"])
+    failures.rows = [f for r in rows.values() for f in r.failures]
+    return PartResult(
+        "gpu_tests",
+        "passed" if bad == 0 and ran > 0 else "failed",
+        f"{ran - sum(r.failed for r in rows.values())} of {ran} passed, {sum(r.skipped for r in rows.values())} skipped"
+        + (f"; {sum(r.status == 'timed out' for r in rows.values())} file(s) ran past the part's time" if bad else ""),
+        tables=[_gpu_tests_table(rows), *([failures] if failures.rows else [])],
+        state=rows_state(rows),
+    )
+
+
+def _gpu_tests_table(rows: dict[str, GpuTestFile]) -> Table:
+    table = Table("pytest -m gpu, file by file", ["file", "status", "passed", "failed", "skipped", "seconds"])
+    table.rows = [r.cells() for r in rows.values()]
+    return table
+
+
+def _pytest(ctx: Context) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q"]
+
+
+def _gpu_test_files(ctx: Context) -> tuple[list[Path], int]:
+    """The test files that hold GPU tests, and how many tests they hold."""
+    done = subprocess.run([*_pytest(ctx), "--collect-only"], cwd=ROOT, env=ctx.env(), capture_output=True, text=True)
+    ids = [line.split("::")[0] for line in done.stdout.splitlines() if "::" in line]
+    return [ROOT / f for f in dict.fromkeys(ids)], len(ids)
+
+
+def _gpu_test_file(ctx: Context, file: Path, left_s: float) -> GpuTestFile | None:
+    """The file's GPU tests, in the tests' own environment (their defaults) with this checkout
+    importable; None when the part's time ran out on a file started with less than all of it."""
+    name = str(file.relative_to(ROOT))
+    xml = ctx.work / f"gpu_tests_{file.stem}.xml"
     xml.unlink(missing_ok=True)
-    # the tests' own environment (their defaults), with this checkout importable
     env = {**os.environ, "PYTHONPATH": ctx.env()["PYTHONPATH"]}
+    t0 = time.monotonic()
     try:
-        done = run_group([*base, f"--junitxml={xml}"], ctx.budget_s, cwd=ROOT, env=env)
+        done = run_group([*_pytest(ctx), name, f"--junitxml={xml}"], left_s, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
-        return PartResult("gpu_tests", "failed", f"pytest -m gpu ran past {ctx.budget_s:.0f} s (--part-budget-s)")
+        if left_s < ctx.budget_s * 0.9:
+            return None
+        return GpuTestFile(name, "timed out", seconds=left_s)
+    seconds = time.monotonic() - t0
     if not xml.is_file():
-        return PartResult("gpu_tests", "error", "pytest wrote no report", notes=[done.stdout[-3000:]])
-    return _junit(xml, done.stdout)
+        return GpuTestFile(name, "failed", seconds=seconds, failures=[[name, "no report", done.stdout[-300:]]])
+    return _junit(name, xml, seconds)
 
 
-def _junit(xml: Path, printed: str) -> PartResult:
+def _junit(name: str, xml: Path, seconds: float) -> GpuTestFile:
     root = ET.parse(xml).getroot()
     suite = root.find("testsuite") if root.tag == "testsuites" else root
     if suite is None:
-        return PartResult("gpu_tests", "error", "pytest's report holds no test suite", notes=[printed[-3000:]])
+        said = [[name, "error", "pytest's report holds no test suite"]]
+        return GpuTestFile(name, "failed", seconds=seconds, failures=said)
     counts = {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
-    table = Table("GPU tests that did not pass", ["test", "outcome", "message"])
+    failures = []
     for case in suite.iter("testcase"):
         for outcome in ("failure", "error"):
             found = case.find(outcome)
             if found is not None:
                 message = (found.get("message") or "").splitlines()[0][:200] if found.get("message") else ""
-                table.rows.append([f"{case.get('classname')}::{case.get('name')}", outcome, message.replace("|", "/")])
-    ran = counts["tests"] - counts["skipped"]
+                failures.append([f"{case.get('classname')}::{case.get('name')}", outcome, message.replace("|", "/")])
     bad = counts["failures"] + counts["errors"]
-    summary = f"{ran - bad} of {ran} passed, {counts['skipped']} skipped"
-    tail = printed.strip().splitlines()[-1:] if printed.strip() else []
-    return PartResult(
-        "gpu_tests",
-        "passed" if bad == 0 and ran > 0 else "failed",
-        summary,
-        tables=[table] if table.rows else [],
-        notes=tail,
+    return GpuTestFile(
+        name, "failed" if bad else "passed", counts["tests"], bad, counts["skipped"], round(seconds, 1), failures
     )
 
 

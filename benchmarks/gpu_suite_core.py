@@ -1,16 +1,21 @@
-"""What the GPU suite's parts share: the run's context, a part's result, running commands."""
+"""What the GPU suite's parts share: the run's context, a part's result, running commands, a
+part's resumable walk through a list of ops or models, and the archive a loan brings back."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -50,6 +55,8 @@ class PartResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     state: dict[str, Any] = field(default_factory=dict)
+    # the commit the part ran at: a suite spread over several loans holds parts of several commits
+    commit: str = ""
 
     def markdown(self) -> list[str]:
         lines = [f"## {self.name}: {self.status}", "", self.summary, ""]
@@ -164,3 +171,98 @@ def times(x: float | None) -> str:
 
 def ms(x: float | None) -> str:
     return f"{x:.4f}" if x else "-"
+
+
+class Row(Protocol):
+    """One line of a part that works through a list (an op, a model): its outcome and its cells."""
+
+    status: str
+
+    def cells(self) -> list[str]: ...
+
+
+R = TypeVar("R", bound=Row)
+
+
+@dataclass
+class Walk:
+    """A part's walk through ``items`` (files), resumable: ``one(item, seconds_left)`` gives an
+    item's row, or None when the part's time ran out before it could finish (the next run starts
+    that item again); an item is started only with ``min_left_s`` of the part's time left (a dry
+    run starts each). After every item the rows are saved, so a loan cut short keeps them."""
+
+    part: str
+    items: list[Path]
+    one: Callable[[Path, float], Any]
+    table: Callable[[dict[str, Any]], Table]
+    min_left_s: float
+
+    def run(self, ctx: Context, rows: dict[str, R]) -> PartResult | None:
+        """Fills ``rows`` (those of an earlier run already in it); the partial result when the
+        part's time ran out, None when every item is done."""
+        deadline = ctx.deadline()
+        for item in self.items:
+            if item.stem in rows:
+                continue
+            left = deadline - time.monotonic()
+            if left < self.min_left_s and not ctx.dry:
+                return self.partial(rows, "run the part again to continue")
+            row = self.one(item, left)
+            if row is None:
+                return self.partial(rows, f"{item.stem} ran out of the part's time; run the part again")
+            rows[item.stem] = row
+            ctx.save_partial(self.partial(rows, "so far"))
+        return None
+
+    def partial(self, rows: dict[str, R], why: str) -> PartResult:
+        done = f"{len(rows)} of {len(self.items)} done ({why})"
+        return PartResult(self.part, "partial", done, tables=[self.table(rows)], state=rows_state(rows))
+
+
+def rows_state(rows: dict[str, Any]) -> dict[str, Any]:
+    """A walk's rows as a part's saved state (``Walk``'s rows are dataclasses)."""
+    return {"rows": {name: asdict(row) for name, row in rows.items()}}
+
+
+def saved_rows(ctx: Context, row_type: type[R]) -> dict[str, R]:
+    """The rows an earlier run of the running part saved."""
+    return {name: row_type(**row) for name, row in ctx.previous_state().get("rows", {}).items()}
+
+
+ARCHIVE = "suite.tar.gz"
+
+
+def pack(out: Path, to: Path) -> Path:
+    """What a later run continues from, in one file (a loan brings back a few files only): the
+    parts' results, the report, and the banks later parts read, each bank copied whole through
+    SQLite's backup (a copy of the file alone could miss what its write-ahead log still holds)."""
+    to.mkdir(parents=True, exist_ok=True)
+    archive = to / ARCHIVE
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(archive, "w:gz") as tar:
+        for path in [*out.glob("parts/*.json"), *out.glob("report.*")]:
+            tar.add(path, arcname=str(path.relative_to(out)))
+        for db in (out / "work").glob("*.db"):
+            copy = Path(tmp) / db.name
+            with sqlite3.connect(db) as src, sqlite3.connect(copy) as dst:
+                src.backup(dst)
+            tar.add(copy, arcname=f"work/{db.name}")
+    return archive
+
+
+def unpack(archive: Path, out: Path) -> int:
+    """An earlier run's archive into ``out`` (what it holds replaces what is there); the files
+    it held. Only plain files under ``parts/``, ``work/`` and the report are taken."""
+    taken = 0
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar.getmembers():
+            parts = Path(member.name).parts
+            fits = member.isfile() and ".." not in parts and (len(parts) == 1 or parts[0] in ("parts", "work"))
+            if not fits:
+                continue
+            target = out / member.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            if source is not None:
+                target.write_bytes(source.read())
+                taken += 1
+    return taken

@@ -1,7 +1,6 @@
 """The GPU suite's LLM part: ``forge optimize`` with the CUDA backend against a scripted
 OpenAI-compatible server (the real litellm client; nothing reaches the network), whose coder
-answers with a ``load_inline`` CUDA kernel, which is built, verified and judged; and the
-model-level part, which waits for the model-level run."""
+answers with a ``load_inline`` CUDA kernel, which is built, verified and judged."""
 
 from __future__ import annotations
 
@@ -74,11 +73,3 @@ def _coder_verdicts(bank: Path) -> list[str]:
         return []
     with sqlite3.connect(bank) as db:
         return [str(r[0]) for r in db.execute("SELECT status FROM attempts WHERE role = 'coder' ORDER BY id")]
-
-
-def model_part(ctx: Context) -> PartResult:
-    """The model-level run on the shipped models, once forge has one."""
-    done = ctx.forge("optimize", "--help", timeout=120)
-    if "--modules" not in done.stdout:
-        return PartResult("model", "skipped", "forge optimize has no model-level run (--modules) yet")
-    return PartResult("model", "skipped", "the model-level run exists: this part is still to be written for it")

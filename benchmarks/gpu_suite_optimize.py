@@ -7,7 +7,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,16 +20,40 @@ from gpu_suite_core import (
     Context,
     PartResult,
     Table,
+    Walk,
     last_json,
     ms,
+    rows_state,
     run_group,
+    saved_rows,
     times,
 )
 
 USERPKG = ROOT / "examples" / "kernelbank"
-DRY_OPS = ("rmsnorm.py",)  # the dry run's op: an example the CPU's kernels beat eager on (the runtime part loads it)
-MIN_OP_S = 300.0  # the optimize part starts an op only with this much of its time left
+MIN_OP_S = 180.0  # an op is started only with this much of the part's time left
 MEASURE_S = 90.0  # kept back from an op's forge optimize for timing what it banked
+
+
+@dataclass(frozen=True)
+class OpSet:
+    """The ops one part optimizes into its bank: ``rounds`` and at most ``op_limit_s`` seconds an op
+    on a GPU (a loan's part fits several), ``dry`` on the CPU (one round)."""
+
+    part: str
+    folder: Path
+    bank: str
+    rounds: int
+    op_limit_s: float
+    dry: tuple[str, ...]
+
+    def ops(self, ctx: Context) -> list[Path]:
+        return [self.folder / name for name in self.dry] if ctx.dry else sorted(self.folder.glob("*.py"))
+
+
+# the shipped examples first (the runtime part reads their bank); the dry run's op is one the CPU's
+# kernels beat eager on
+EXAMPLES = OpSet("optimize", EXAMPLE_OPS, "optimize.db", 4, 240.0, ("rmsnorm.py",))
+CATALOG_OPS = OpSet("catalog", CATALOG, "catalog.db", 2, 150.0, ("gelu_tanh_written.py",))
 
 
 @dataclass
@@ -89,55 +113,44 @@ def _table(rows: dict[str, OpRow]) -> Table:
     return Table(title, list(OpRow.COLUMNS), [r.cells() for r in rows.values()])
 
 
-def _ops(ctx: Context) -> list[Path]:
-    if ctx.dry:
-        return [EXAMPLE_OPS / name for name in DRY_OPS]
-    return sorted(EXAMPLE_OPS.glob("*.py")) + sorted(CATALOG.glob("*.py"))
-
-
 def optimize_part(ctx: Context) -> PartResult:
+    """The shipped examples (see ``optimize_ops``)."""
+    return optimize_ops(ctx, EXAMPLES)
+
+
+def catalog_part(ctx: Context) -> PartResult:
+    """The op catalog (see ``optimize_ops``): the longest part, last, done over several loans."""
+    return optimize_ops(ctx, CATALOG_OPS)
+
+
+def optimize_ops(ctx: Context, ops: OpSet) -> PartResult:
     """``forge optimize`` (built-in agent, this device's backend) op by op into one bank, each banked
     kernel then timed in one plain loop beside eager and torch.compile. Saved after every op: a run
     cut off continues with the next op; an op is started only with ``MIN_OP_S`` left."""
-    bank = ctx.work / "optimize.db"
-    rows = {name: OpRow(**row) for name, row in ctx.previous_state().get("rows", {}).items()}
-    deadline = ctx.deadline()
-    ops = _ops(ctx)
-    for op in ops:
-        if op.stem in rows:
-            continue
-        left = deadline - time.monotonic()
-        if left < MIN_OP_S and not ctx.dry:
-            done = f"{len(rows)} of {len(ops)} ops done; run the part again to continue"
-            return PartResult("optimize", "partial", done, tables=[_table(rows)], state=_state(rows))
-        row = _one_op(ctx, op, bank, left)
-        if row is None:  # cut off by the part's time before it could finish: the next run starts it again
-            done = f"{len(rows)} of {len(ops)} ops done ({op.stem} ran out of time); run the part again"
-            return PartResult("optimize", "partial", done, tables=[_table(rows)], state=_state(rows))
-        rows[op.stem] = row
-        ctx.save_partial(PartResult("optimize", "partial", f"{len(rows)} of {len(ops)} ops done", state=_state(rows)))
+    bank = ctx.work / ops.bank
+    rows = saved_rows(ctx, OpRow)
+    walk = Walk(ops.part, ops.ops(ctx), lambda op, left: _one_op(ctx, op, bank, left, ops), _table, MIN_OP_S)
+    cut = walk.run(ctx, rows)
+    if cut is not None:
+        return cut
     banked = [r for r in rows.values() if r.status == "accepted"]
     running = sum(1 for r in banked if r.runs_in_eval == "yes")
     status = "passed" if banked and running == len(banked) else "failed"
     summary = f"{len(banked)} of {len(rows)} ops banked, {running} of them run (no fallback) in eval mode"
-    return PartResult("optimize", status, summary, tables=[_table(rows)], state=_state(rows))
+    return PartResult(ops.part, status, summary, tables=[_table(rows)], state=rows_state(rows))
 
 
-def _state(rows: dict[str, OpRow]) -> dict[str, Any]:
-    return {"rows": {name: asdict(row) for name, row in rows.items()}}
-
-
-def _one_op(ctx: Context, op: Path, bank: Path, left_s: float) -> OpRow | None:
-    """The op's row, or None when it ran out of the part's time having had less than a whole op's.
-    The session is given a time limit that leaves room to time what it banks."""
+def _one_op(ctx: Context, op: Path, bank: Path, left_s: float, ops: OpSet) -> OpRow | None:
+    """The op's row, or None when it ran out of the part's time having had less than its whole
+    share. The session is given a time limit that leaves room to time what it banks."""
     t0 = time.monotonic()
-    limit = max(left_s - MEASURE_S, 60.0)
+    limit = min(ops.op_limit_s, left_s - MEASURE_S)
     args = ["optimize", str(op), "--bank", str(bank), "--json"]
-    args += ["--rounds", "1"] if ctx.dry else ["--time-limit", f"{limit - 30:.0f}"]
+    args += ["--rounds", "1"] if ctx.dry else ["--rounds", str(ops.rounds), "--time-limit", f"{limit:.0f}"]
     try:
-        done = ctx.forge(*args, timeout=1800.0 if ctx.dry else limit)
+        done = ctx.forge(*args, timeout=1800.0 if ctx.dry else limit + 60.0)  # its start and its last verification
     except subprocess.TimeoutExpired:
-        return OpRow(op.stem, f"timed out after {limit:.0f} s") if limit >= MIN_OP_S - MEASURE_S else None
+        return OpRow(op.stem, f"timed out after {limit + 60:.0f} s") if limit >= ops.op_limit_s else None
     result = ((last_json(done.stdout) or {}).get("problems") or [{}])[0]
     if not result.get("accepted"):
         return OpRow(op.stem, str(result.get("status") or f"exit {done.returncode}"), str(result.get("regime") or "-"))
