@@ -3,6 +3,7 @@ timed as a user gets it, and the runtime (kernelize, torch.compile over it, disp
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import sys
@@ -306,6 +307,12 @@ def _dispatch_us(ctx: Context, bank: Any, layer_cls: type[torch.nn.Module]) -> s
     )
 
 
+def _looped(kernel: dict[str, Any]) -> str:
+    """What reproduce.py's loop measured for a kernel in its judged regime (or why it did not)."""
+    figure = kernel.get(kernel["judged"])
+    return f"this loop {figure[0]:.2f}x" if figure else str(kernel.get("not_running", "not timed"))[:120]
+
+
 def _reproduced(ctx: Context, left_s: float) -> str:
     bank = ctx.work / "optimize.db"
     if not bank.is_file():
@@ -330,4 +337,12 @@ def _reproduced(ctx: Context, left_s: float) -> str:
     if done.returncode != 0 or not out.is_file():
         return f"FAILED: reproduce.py ended {done.returncode}: {done.stderr[-800:]}"
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("in the judged regime")]
-    return "reproduce.py: " + (lines[-1] if lines else "no kernels")
+    said = "reproduce.py: " + (lines[-1] if lines else "no kernels")
+    kernels = json.loads(out.read_text())["kernels"]
+    apart = [k for k in kernels if k["agrees"] is False]
+    if not apart:
+        return said
+    # a banked claim this loop does not reproduce is what the GPU user would be told wrongly; on the
+    # dry run's CPU (5 rounds, a shared machine) it is noted, not failed
+    figures = ", ".join(f"{k['op']} (banked {k['claim'][0]:.2f}x, {_looped(k)})" for k in apart)
+    return f"{'' if ctx.dry else 'FAILED: '}{said}; not reproduced: {figures}"
