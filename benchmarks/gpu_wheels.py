@@ -120,7 +120,22 @@ def main() -> int:
         f"{len(list(a.dest.glob('*.whl')))} wheels, {size:.1f} MiB in {a.dest}"
         + (f"; not found: {failed}" if failed else "")
     )
+    travels = size + _tracked_mib()
+    print(f"with the checkout's tracked files: {travels:.1f} MiB of the {TRAVEL_LIMIT_MIB} MiB a call may send")
+    if travels > TRAVEL_LIMIT_MIB:
+        print("too large for the lent machine: leave the largest wheels out (the llm_cuda part needs litellm)")
+        return 1
     return 1 if failed else 0
+
+
+TRAVEL_LIMIT_MIB = 64  # what a call to the lent machine may send: the working tree and carried paths
+
+
+def _tracked_mib() -> float:
+    """The size of the files git tracks (what travels with every call beside the wheels)."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
+    files = [ROOT / name for name in listed.stdout.split("\0") if name]
+    return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
 
 
 if __name__ == "__main__":
