@@ -102,11 +102,12 @@ def _result_path(out: Path, name: str) -> Path:
     return out / "parts" / f"{name}.json"
 
 
-def run_part(name: str, run: Callable[[Context], PartResult], ctx: Context, path: Path, commit: str) -> PartResult:
-    """One part, its failure to run recorded as its result (the suite goes on to the next). A part
-    that ends (passed, failed, skipped) replaces what it saved on the way; one cut short by its
-    budget, or one that raised, keeps it, and the next run continues from there."""
-    ctx.partial = path.with_suffix(".partial.json")
+def run_part(name: str, run: Callable[[Context], PartResult], ctx: Context, seconds: float, commit: str) -> PartResult:
+    """One part, given ``seconds``, its failure to run recorded as its result (the suite goes on to
+    the next). A part that ends (passed, failed, skipped) replaces what it saved on the way; one
+    cut short by its budget, or one that raised, keeps it, and the next run continues from there."""
+    path = _result_path(ctx.out, name)
+    ctx.start_part(path.with_suffix(".partial.json"), seconds)
     t0 = time.monotonic()
     try:
         result = run(ctx)
@@ -116,16 +117,25 @@ def run_part(name: str, run: Callable[[Context], PartResult], ctx: Context, path
             name=name, status="error", summary=f"the part raised {type(exc).__name__}: {exc}", notes=[trace]
         )
     result.seconds = round(time.monotonic() - t0, 1)
-    result.commit = commit
+    result.commit, result.machine = commit, ctx.machine
     path.parent.mkdir(parents=True, exist_ok=True)
     if result.status == "partial":
         ctx.save_partial(result)
     else:
         path.write_text(json.dumps(result.to_json(), indent=1))
-        if result.status != "error":
+        if result.status != "error" and ctx.partial is not None:
             ctx.partial.unlink(missing_ok=True)
     ctx.partial = None
     return result
+
+
+def _machine(ctx: Context) -> str:
+    """The GPU this run's parts run on (a loan's calls may land on different ones)."""
+    if ctx.dry:
+        return "CPU (dry run)"
+    import torch
+
+    return str(torch.cuda.get_device_name(0))
 
 
 def _done(out: Path) -> list[PartResult]:
@@ -159,9 +169,12 @@ def write_report(out: Path, ctx: Context, commit: str) -> Path:
         "",
         *(env.notes if env is not None else ["(the env part has not run)"]),
         "",
-        "| part | status | seconds | commit | summary |",
-        "|---|---|---|---|---|",
-        *(f"| {r.name} | {r.status} | {r.seconds:.0f} | {r.commit or '-'} | {r.summary} |" for r in results),
+        "| part | status | seconds | commit | machine | summary |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {r.name} | {r.status} | {r.seconds:.0f} | {r.commit or '-'} | {r.machine or '-'} | {r.summary} |"
+            for r in results
+        ),
         "",
     ]
     body = [line for r in results if r.name != "env" for line in r.markdown()]
@@ -201,7 +214,8 @@ def main() -> int:
     if not a.dry_run and not a.list and not _has_cuda():
         print("gpu_suite: torch sees no CUDA device here; --dry-run runs every part on the CPU", file=sys.stderr)
         return 2
-    ctx = Context.make(a.out.resolve(), a.dry_run, a.part_budget_s)
+    copy_to = a.copy_to.resolve() if a.copy_to is not None else None
+    ctx = Context.make(a.out.resolve(), a.dry_run, a.part_budget_s, copy_to)
     if a.resume_from is not None:
         if not a.resume_from.is_file():
             said = f"gpu_suite: --resume-from {a.resume_from}: no such file (a {ARCHIVE} that --copy-to wrote)"
@@ -214,31 +228,33 @@ def main() -> int:
         for index, (name, _) in enumerate(PARTS, 1):
             print(f"{index}. {name}{'  (done)' if name in done else ''}")
         return 0
+    ctx.machine = _machine(ctx)
     failed = False
     deadline = time.monotonic() + a.total_s if a.total_s else None
     for index, (name, run) in enumerate(PARTS, 1):
         if (a.part and name not in a.part) or (name in done and not a.redo):
             continue
+        seconds = a.part_budget_s
         if deadline is not None:
             left = deadline - time.monotonic()
             if left < MIN_PART_S:
                 print(f"stopped before {name}: {left:.0f} s of --total-s left; the same command continues", flush=True)
                 break
-            ctx.budget_s = min(a.part_budget_s, left)
+            seconds = min(seconds, left)
         if a.redo:  # from the start: neither the result nor a partial one's state is kept
             path = _result_path(ctx.out, name)
             path.unlink(missing_ok=True)
             path.with_suffix(".partial.json").unlink(missing_ok=True)
         print(f"[{index}/{len(PARTS)}] {name} ...", flush=True)
-        result = run_part(name, run, ctx, _result_path(ctx.out, name), commit)
+        result = run_part(name, run, ctx, seconds, commit)
         print(f"    {result.status} in {result.seconds:.0f} s: {result.summary}", flush=True)
         failed = failed or result.status in ("failed", "error")
         write_report(ctx.out, ctx, commit)  # after each part: a loan cut short keeps a report
-        if a.copy_to is not None:
-            _bring_back(ctx.out, a.copy_to.resolve())
+        if copy_to is not None:
+            _bring_back(ctx.out, copy_to)
     print(f"wrote {write_report(ctx.out, ctx, commit)}")
-    if a.copy_to is not None:
-        _bring_back(ctx.out, a.copy_to.resolve())
+    if copy_to is not None:
+        _bring_back(ctx.out, copy_to)
     return 1 if failed else 0
 
 

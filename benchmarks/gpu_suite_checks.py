@@ -69,9 +69,6 @@ def _nvidia_smi() -> str:
     return f"driver {driver}, max clocks SM {sm}, memory {mem}"
 
 
-GPU_TEST_MIN_S = 60.0  # a test file is started only with this much of the part's time left
-
-
 @dataclass
 class GpuTestFile:
     """One test file's GPU tests (``pytest -m gpu FILE``): the gpu_tests part's row."""
@@ -93,12 +90,13 @@ class GpuTestFile:
 def gpu_tests_part(ctx: Context) -> PartResult:
     """``pytest -m gpu``, file by file, so that a loan cut short keeps the files done (on a dry run
     the tests are only collected)."""
-    files, collected = _gpu_test_files(ctx)
-    if ctx.dry or not files:
-        ok = bool(files)
-        said = f"{collected} GPU tests in {len(files)} files collected, not run (no CUDA device)" if ctx.dry else ""
-        return PartResult("gpu_tests", "passed" if ok else "failed", said or "pytest -m gpu collected no test")
-    walk = Walk("gpu_tests", files, lambda f, left: _gpu_test_file(ctx, f, left), _gpu_tests_table, GPU_TEST_MIN_S)
+    files, collected, broken = _gpu_test_files(ctx)
+    if broken or not files:  # a test file that cannot be imported (a dependency missing) is a failure
+        return PartResult("gpu_tests", "failed", "pytest -m gpu could not collect every test file", notes=broken)
+    if ctx.dry:
+        said = f"{collected} GPU tests in {len(files)} files collected, not run (no CUDA device)"
+        return PartResult("gpu_tests", "passed", said)
+    walk = Walk("gpu_tests", files, lambda f, left, whole: _gpu_test_file(ctx, f, left, whole), _gpu_tests_table, 60.0)
     rows = saved_rows(ctx, GpuTestFile)
     cut = walk.run(ctx, rows)
     if cut is not None:
@@ -127,14 +125,21 @@ def _pytest(ctx: Context) -> list[str]:
     return [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q"]
 
 
-def _gpu_test_files(ctx: Context) -> tuple[list[Path], int]:
-    """The test files that hold GPU tests, and how many tests they hold."""
-    done = subprocess.run([*_pytest(ctx), "--collect-only"], cwd=ROOT, env=ctx.env(), capture_output=True, text=True)
+def _gpu_test_files(ctx: Context) -> tuple[list[Path], int, list[str]]:
+    """The test files that hold GPU tests, how many tests they hold, and what pytest said of the
+    files it could not collect (its summary's ERROR lines; empty when it collected every one)."""
+    try:
+        done = run_group([*_pytest(ctx), "--collect-only"], min(120.0, ctx.left()), cwd=ROOT, env=ctx.env())
+    except subprocess.TimeoutExpired:
+        return [], 0, ["pytest --collect-only -m gpu ran past 120 s"]
     ids = [line.split("::")[0] for line in done.stdout.splitlines() if "::" in line]
-    return [ROOT / f for f in dict.fromkeys(ids)], len(ids)
+    broken = [line for line in done.stdout.splitlines() if line.startswith("ERROR")]
+    if done.returncode != 0 and not broken:
+        broken = [f"pytest --collect-only ended {done.returncode}: {(done.stdout + done.stderr).strip()[-600:]}"]
+    return [ROOT / f for f in dict.fromkeys(ids)], len(ids), broken
 
 
-def _gpu_test_file(ctx: Context, file: Path, left_s: float) -> GpuTestFile | None:
+def _gpu_test_file(ctx: Context, file: Path, left_s: float, whole: bool) -> GpuTestFile | None:
     """The file's GPU tests, in the tests' own environment (their defaults) with this checkout
     importable; None when the part's time ran out on a file started with less than all of it."""
     name = str(file.relative_to(ROOT))
@@ -145,9 +150,7 @@ def _gpu_test_file(ctx: Context, file: Path, left_s: float) -> GpuTestFile | Non
     try:
         done = run_group([*_pytest(ctx), name, f"--junitxml={xml}"], left_s, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
-        if left_s < ctx.budget_s * 0.9:
-            return None
-        return GpuTestFile(name, "timed out", seconds=left_s)
+        return GpuTestFile(name, "timed out", seconds=left_s) if whole else None
     seconds = time.monotonic() - t0
     if not xml.is_file():
         return GpuTestFile(name, "failed", seconds=seconds, failures=[[name, "no report", done.stdout[-300:]]])

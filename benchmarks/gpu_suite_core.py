@@ -55,8 +55,10 @@ class PartResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     state: dict[str, Any] = field(default_factory=dict)
-    # the commit the part ran at: a suite spread over several loans holds parts of several commits
+    # the commit and the machine the part ran at: a suite spread over several loans holds parts of
+    # several commits, and a loan's calls may land on different GPUs
     commit: str = ""
+    machine: str = ""
 
     def markdown(self) -> list[str]:
         lines = [f"## {self.name}: {self.status}", "", self.summary, ""]
@@ -91,19 +93,40 @@ def run_group(cmd: list[str], timeout: float, **kwargs: Any) -> subprocess.Compl
 
 @dataclass
 class Context:
-    """One run of the suite: where it writes, whether it is the dry run, each part's budget, and
-    where the running part keeps what it has done so far (``save_partial``)."""
+    """One run of the suite: where it writes, whether it is the dry run, each part's budget, the
+    running part's end, where it keeps what it has done so far (``save_partial``) and where that
+    is packed for a loan to bring back (``copy_to``)."""
 
     out: Path
     dry: bool
-    budget_s: float
+    budget_s: float  # a part's whole time (--part-budget-s)
     device: str = "cuda"
     partial: Path | None = None  # the running part's .partial.json
+    copy_to: Path | None = None
+    ends_at: float = 0.0  # when the running part must be done (monotonic seconds)
+    whole: bool = True  # the running part was given its whole budget (not cut by --total-s)
+    machine: str = ""  # the GPU this run's parts run on
+
+    def machine_of(self, part: str) -> str:
+        """The machine a part (done, or saved on the way) ran on; empty when it has not run."""
+        for path in (self.out / "parts" / f"{part}.json", self.out / "parts" / f"{part}.partial.json"):
+            if path.is_file():
+                return str(json.loads(path.read_text()).get("machine", ""))
+        return ""
 
     @classmethod
-    def make(cls, out: Path, dry: bool, budget_s: float) -> Context:
+    def make(cls, out: Path, dry: bool, budget_s: float, copy_to: Path | None = None) -> Context:
         (out / "work").mkdir(parents=True, exist_ok=True)
-        return cls(out=out, dry=dry, budget_s=budget_s, device="cpu" if dry else "cuda")
+        return cls(out=out, dry=dry, budget_s=budget_s, device="cpu" if dry else "cuda", copy_to=copy_to)
+
+    def start_part(self, partial: Path, seconds: float) -> None:
+        """The next part runs for ``seconds`` (its budget, or less where --total-s has less left)."""
+        self.partial, self.ends_at = partial, time.monotonic() + seconds
+        self.whole = seconds >= self.budget_s * 0.95
+
+    def left(self) -> float:
+        """Seconds the running part has left."""
+        return self.ends_at - time.monotonic()
 
     @property
     def work(self) -> Path:
@@ -139,15 +162,15 @@ class Context:
             env["PYTHONPATH"] = os.pathsep.join([str(path), env["PYTHONPATH"]])
         return run_group([sys.executable, "-m", "forge", *args], timeout, cwd=ROOT, env=env)
 
-    def deadline(self) -> float:
-        """When a part started now must be done (monotonic seconds)."""
-        return time.monotonic() + self.budget_s
-
     def save_partial(self, result: PartResult) -> None:
-        """What the running part has done so far: a command cut off by its loan keeps it."""
+        """What the running part has done so far: a command cut off by its loan keeps it, in the
+        archive a loan brings back too."""
         if self.partial is not None:
             self.partial.parent.mkdir(parents=True, exist_ok=True)
             self.partial.write_text(json.dumps(result.to_json(), indent=1))
+            self.partial.with_name(self.partial.name.replace(".partial", "")).unlink(missing_ok=True)
+        if self.copy_to is not None:
+            pack(self.out, self.copy_to)
 
     def previous_state(self) -> dict[str, Any]:
         """The state the running part saved in an earlier run (empty: none)."""
@@ -186,28 +209,31 @@ R = TypeVar("R", bound=Row)
 
 @dataclass
 class Walk:
-    """A part's walk through ``items`` (files), resumable: ``one(item, seconds_left)`` gives an
-    item's row, or None when the part's time ran out before it could finish (the next run starts
-    that item again); an item is started only with ``min_left_s`` of the part's time left (a dry
-    run starts each). After every item the rows are saved, so a loan cut short keeps them."""
+    """A part's walk through ``items`` (files), resumable: ``one(item, seconds_left, whole)`` gives
+    an item's row, or None when the part's time ran out before it could finish (the next run starts
+    that item again). ``whole``: the item had all the time a part can give (the first of a run given
+    its whole budget), so running out of time is its result, not a reason to try again. An item is
+    started only with ``min_left_s`` of the part's time left (a dry run starts each). After every
+    item the rows are saved, so a loan cut short keeps them."""
 
     part: str
     items: list[Path]
-    one: Callable[[Path, float], Any]
+    one: Callable[[Path, float, bool], Any]
     table: Callable[[dict[str, Any]], Table]
     min_left_s: float
 
     def run(self, ctx: Context, rows: dict[str, R]) -> PartResult | None:
         """Fills ``rows`` (those of an earlier run already in it); the partial result when the
         part's time ran out, None when every item is done."""
-        deadline = ctx.deadline()
+        first = True
         for item in self.items:
             if item.stem in rows:
                 continue
-            left = deadline - time.monotonic()
+            left = ctx.left()
             if left < self.min_left_s and not ctx.dry:
                 return self.partial(rows, "run the part again to continue")
-            row = self.one(item, left)
+            row = self.one(item, left, first and ctx.whole)
+            first = False
             if row is None:
                 return self.partial(rows, f"{item.stem} ran out of the part's time; run the part again")
             rows[item.stem] = row
@@ -230,23 +256,39 @@ def saved_rows(ctx: Context, row_type: type[R]) -> dict[str, R]:
 
 
 ARCHIVE = "suite.tar.gz"
+# the banks a later part reads (the runtime part's reproduce.py reads the optimize part's); the
+# others stay out of the archive, which travels to the lent machine with every call (64 MiB in all)
+KEPT_BANKS = ("optimize.db",)
 
 
 def pack(out: Path, to: Path) -> Path:
     """What a later run continues from, in one file (a loan brings back a few files only): the
     parts' results, the report, and the banks later parts read, each bank copied whole through
-    SQLite's backup (a copy of the file alone could miss what its write-ahead log still holds)."""
+    SQLite's backup (a copy of the file alone could miss what its write-ahead log still holds).
+    Written beside the archive and then renamed over it: a command killed while packing leaves
+    the last whole one."""
     to.mkdir(parents=True, exist_ok=True)
     archive = to / ARCHIVE
-    with tempfile.TemporaryDirectory() as tmp, tarfile.open(archive, "w:gz") as tar:
+    writing = to / f".{ARCHIVE}.writing"
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(writing, "w:gz") as tar:
         for path in [*out.glob("parts/*.json"), *out.glob("report.*")]:
             tar.add(path, arcname=str(path.relative_to(out)))
-        for db in (out / "work").glob("*.db"):
+        for db in (out / "work" / name for name in KEPT_BANKS):
+            if not db.is_file():
+                continue
             copy = Path(tmp) / db.name
             with sqlite3.connect(db) as src, sqlite3.connect(copy) as dst:
                 src.backup(dst)
             tar.add(copy, arcname=f"work/{db.name}")
+    os.replace(writing, archive)
     return archive
+
+
+def remove_bank(db: Path) -> None:
+    """A SQLite bank and the write-ahead log and shared memory beside it (a log left behind would
+    be replayed into the next bank of that name)."""
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        path.unlink(missing_ok=True)
 
 
 def unpack(archive: Path, out: Path) -> int:
@@ -261,6 +303,8 @@ def unpack(archive: Path, out: Path) -> int:
                 continue
             target = out / member.name
             target.parent.mkdir(parents=True, exist_ok=True)
+            if target.suffix == ".db":
+                remove_bank(target)
             source = tar.extractfile(member)
             if source is not None:
                 target.write_bytes(source.read())

@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from gpu_suite_core import TEST_CANDIDATES, TEST_OPS, Context, PartResult, last_json
+from gpu_suite_core import TEST_CANDIDATES, TEST_OPS, Context, PartResult, last_json, remove_bank
 
 from tests.llm_server import Script, serve
 
@@ -32,7 +32,7 @@ def llm_cuda_part(ctx: Context) -> PartResult:
     backend = "cpp" if ctx.dry else "cuda"
     script = Script(coder=[_reply(candidate)], judge=[_judge(False)])
     bank = ctx.work / "llm.db"
-    bank.unlink(missing_ok=True)  # its verdicts are this run's alone
+    remove_bank(bank)  # its verdicts are this run's alone
     with serve(script) as url:
         args = [
             "optimize",
@@ -50,7 +50,7 @@ def llm_cuda_part(ctx: Context) -> PartResult:
             "--json",
         ]
         try:
-            done = ctx.forge(*args, timeout=ctx.budget_s)
+            done = ctx.forge(*args, timeout=ctx.left())
         except subprocess.TimeoutExpired:
             return PartResult("llm_cuda", "failed", "forge optimize ran past the part's time")
     result = ((last_json(done.stdout) or {}).get("problems") or [{}])[0]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gpu_suite_core import ROOT, Context, PartResult, Table, Walk, last_json, rows_state, saved_rows
+from gpu_suite_core import ROOT, Context, PartResult, Table, Walk, last_json, remove_bank, rows_state, saved_rows
 
 SHIPPED_MODELS = (ROOT / "examples" / "models" / "decoder.py", ROOT / "examples" / "models" / "cnn_block.py")
 DRY_MODEL = ROOT / "tests" / "modelrun" / "models" / "normnet.py"  # two layers: the dry run's minute
@@ -74,7 +74,9 @@ def model_part(ctx: Context) -> PartResult:
     model may bank none: there, the proof is what is checked)."""
     models = [DRY_MODEL] if ctx.dry else list(SHIPPED_MODELS)
     rows = saved_rows(ctx, ModelRow)
-    cut = Walk("model", models, lambda m, left: _one_model(ctx, m, left), _table, MIN_MODEL_S).run(ctx, rows)
+    cut = Walk("model", models, lambda m, left, whole: _one_model(ctx, m, left, whole), _table, MIN_MODEL_S).run(
+        ctx, rows
+    )
     if cut is not None:
         return cut
     proven = sum(r.status.startswith("proven") for r in rows.values())
@@ -84,10 +86,10 @@ def model_part(ctx: Context) -> PartResult:
     return PartResult("model", "passed" if ok else "failed", summary, tables=[_table(rows)], state=rows_state(rows))
 
 
-def _one_model(ctx: Context, model: Path, left_s: float) -> ModelRow | None:
+def _one_model(ctx: Context, model: Path, left_s: float, whole: bool) -> ModelRow | None:
     """The model's run; None when the part's time ran out on a model started with less than all of it."""
     bank = ctx.work / f"model_{model.stem}.db"
-    bank.unlink(missing_ok=True)  # a model cut off earlier starts again in a fresh bank
+    remove_bank(bank)  # a model cut off earlier starts again in a fresh bank
     args = ["optimize", str(model), "--modules", "--bank", str(bank), "--json"]
     args += ["--ops-dir", str(ctx.work / "forge_ops" / model.stem)]
     if ctx.dry:
@@ -97,7 +99,7 @@ def _one_model(ctx: Context, model: Path, left_s: float) -> ModelRow | None:
     try:
         done = ctx.forge(*args, timeout=1200.0 if ctx.dry else left_s)
     except subprocess.TimeoutExpired:
-        return ModelRow(model.name, f"timed out after {left_s:.0f} s") if left_s >= ctx.budget_s * 0.9 else None
+        return ModelRow(model.name, f"timed out after {left_s:.0f} s") if whole else None
     data = (last_json(done.stdout) or {}).get("model")
     if not isinstance(data, dict):
         return ModelRow(model.name, f"exit {done.returncode}, no result: {done.stderr.strip()[-300:]}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,8 +121,9 @@ def main() -> int:
         f"{len(list(a.dest.glob('*.whl')))} wheels, {size:.1f} MiB in {a.dest}"
         + (f"; not found: {failed}" if failed else "")
     )
-    travels = size + _tracked_mib()
-    print(f"with the checkout's tracked files: {travels:.1f} MiB of the {TRAVEL_LIMIT_MIB} MiB a call may send")
+    travels = size + _tracked_mib() + _mib((ROOT / ".gpu-suite").glob("*"))
+    said = f"with the tracked files and the suite's archive (.gpu-suite): {travels:.1f} MiB"
+    print(f"{said} of the {TRAVEL_LIMIT_MIB} MiB a call may send")
     if travels > TRAVEL_LIMIT_MIB:
         print("too large for the lent machine: leave the largest wheels out (the llm_cuda part needs litellm)")
         return 1
@@ -134,7 +136,10 @@ TRAVEL_LIMIT_MIB = 64  # what a call to the lent machine may send: the working t
 def _tracked_mib() -> float:
     """The size of the files git tracks (what travels with every call beside the wheels)."""
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
-    files = [ROOT / name for name in listed.stdout.split("\0") if name]
+    return _mib(ROOT / name for name in listed.stdout.split("\0") if name)
+
+
+def _mib(files: Iterable[Path]) -> float:
     return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
 
 

@@ -1,5 +1,5 @@
-"""The GPU suite's archive: what a loan brings back (one file) holds the parts' results and whole
-banks, and unpacking it takes nothing outside the suite's folder."""
+"""The GPU suite's archive: what a loan brings back (one file) holds the parts' results and the bank
+a later part reads, whole, and unpacking it takes nothing outside the suite's folder."""
 
 from __future__ import annotations
 
@@ -25,11 +25,15 @@ def test_a_packed_run_unpacks_with_its_banks_whole(tmp_path):
     bank.execute("CREATE TABLE kernels (id INTEGER)")
     bank.execute("INSERT INTO kernels VALUES (7)")
     bank.commit()  # still in the write-ahead log while the connection stays open: a plain copy misses it
+    (out / "work" / "catalog.db").write_bytes(b"no later part reads it")  # left out: the archive travels
     archive = pack(out, tmp_path / "back")
     bank.close()
 
     fresh = tmp_path / "fresh"
+    (fresh / "work").mkdir(parents=True)
+    (fresh / "work" / "optimize.db-wal").write_bytes(b"an old run's log, which would be replayed")
     assert unpack(archive, fresh) == 3
+    assert not (fresh / "work" / "optimize.db-wal").exists() and not (fresh / "work" / "catalog.db").exists()
     assert (fresh / "parts" / "env.json").read_text() == '{"name": "env"}'
     assert (fresh / "report.md").is_file()
     with sqlite3.connect(fresh / "work" / "optimize.db") as copy:
