@@ -64,6 +64,22 @@ class CumSum(nn.Module):
         return torch.cumsum(x.exp(), dim=1)
 
 
+class Rotary(nn.Module):
+    """Rotary embeddings over interleaved pairs: strided slices (their backward scatters through an
+    index), position tables as buffers, a stack flattened back."""
+
+    def __init__(self, dim: int = 16, positions: int = 12) -> None:
+        super().__init__()
+        angles = torch.outer(torch.arange(positions).float(), 1.0 / 100 ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        cos, sin = self.cos[: x.shape[-2]], self.sin[: x.shape[-2]]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
 class Attention(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -71,7 +87,7 @@ class Attention(nn.Module):
 
 def cases() -> dict[str, tuple[nn.Module, list[torch.Tensor]]]:
     """Norms, activations, softmax and cross-entropy, a gated MLP, a convolution, a scan, an op
-    with two outputs: op -> (model, inputs)."""
+    with two outputs, rotary embeddings: op -> (model, inputs)."""
     g = torch.Generator().manual_seed(0)
 
     def randn(*shape: int) -> torch.Tensor:
@@ -96,6 +112,7 @@ def cases() -> dict[str, tuple[nn.Module, list[torch.Tensor]]]:
         "conv": (nn.Conv2d(3, 4, 3), [randn(2, 3, 9, 9)]),
         "cumsum": (CumSum(), [randn(6, 30)]),
         "two_outputs": (TwoOutputs(), [randn(12, 40)]),
+        "rotary": (Rotary(), [randn(2, 3, 10, 16)]),
     }
 
 

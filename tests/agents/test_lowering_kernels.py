@@ -161,6 +161,15 @@ def test_a_conv_epilogue_and_a_gathered_loss():
     check(ce, [torch.randn(16, 10), torch.randint(0, 10, (16,))])
 
 
+def test_an_integer_index_tensor_along_one_dim_counts_negative_places_from_the_end():
+    picked = Op(lambda x, i: x[:, i] * 2)  # aten.index: the index as an input
+    check(picked, [torch.randn(5, 7), torch.tensor([3, -1, 0, -7, 6])])
+    remainder = Op(lambda x: torch.remainder(x, 3) + torch.signbit(x - 2).to(torch.int64))  # Python's modulo
+    check(remainder, [torch.arange(-9, 9).reshape(3, 6)])
+    signed = Op(lambda x: torch.where(torch.signbit(x), torch.remainder(x, 1.5), x))  # -0.0 has its sign bit
+    check(signed, [torch.tensor([[-4.0, -0.0, 0.0, 2.5, -1.5, 3.25]])])
+
+
 def test_batchnorm_in_training_updates_its_running_statistics():
     bn = nn.BatchNorm2d(6).train()
     check(bn, [torch.randn(4, 6, 5, 5) * 3 + 1])

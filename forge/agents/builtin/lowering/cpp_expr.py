@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from forge.agents.builtin.lowering.ir import Unsupported, ctype_of, dtype_of, is_float, literal
+from forge.agents.builtin.lowering.ir import Unsupported, ctype_of, dtype_of, is_float, literal, operand_dtype
 from forge.agents.builtin.lowering.trace import packet_name
 
 _BINARY = {"prims.add": "+", "prims.sub": "-", "prims.mul": "*"}
@@ -134,7 +134,7 @@ def _operand_dtype(node: fx.Node) -> torch.dtype:
 def scalar_operand(value: Any, node: fx.Node) -> str:
     """A Python-number argument of a pointwise node as a literal in the node's operand dtype."""
     name = packet_name(node)
-    dtype = _operand_dtype(node) if name in _COMPARE else dtype_of(node)
+    dtype = operand_dtype(node) if name in _COMPARE else dtype_of(node)
     if name == "prims.where":
         dtype = dtype_of(node)
     if isinstance(value, bool | int | float):
@@ -191,4 +191,9 @@ def expression(node: fx.Node, ops: list[str]) -> str:
         return f"std::fmod({a}, {b})" if is_float(dtype) else _cast(f"{a} % {b}", ct)
     if name == "prims.atan2":
         return f"std::atan2({a}, {b})"
+    if name == "prims.remainder":  # Python's: the sign of the divisor
+        r = f"std::fmod({a}, {b})" if is_float(dtype) else f"({a} % {b})"
+        return _cast(f"({r} != 0 && (({r} < 0) != ({b} < 0)) ? {r} + {b} : {r})", ct)
+    if name == "prims.signbit":  # -0.0 and -NaN count, as torch.signbit's do
+        return f"std::signbit({a})" if is_float(operand_dtype(node)) else f"({a} < 0)"
     raise Unsupported(f"{name}: not a pointwise primitive the lowering emits")

@@ -64,6 +64,14 @@ def dtype_of(node: fx.Node) -> torch.dtype:
     return val.dtype
 
 
+def operand_dtype(node: fx.Node) -> torch.dtype:
+    """The dtype of the node's first operand: a tensor's, else a number's as torch takes it."""
+    arg = node.args[0]
+    if isinstance(arg, fx.Node):
+        return dtype_of(arg)
+    return torch.float64 if isinstance(arg, float) else torch.int64
+
+
 def int_arg(node: fx.Node, k: int) -> int:
     """Argument ``k`` of ``node``, which must be an integer (a dim, a getitem's index)."""
     value = node.args[k]

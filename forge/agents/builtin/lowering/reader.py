@@ -150,6 +150,8 @@ class Reader:
             at = self.value(index, idx)
             dim %= len(idx)
             return self._value(src, [*idx[:dim], say.integer(at), *idx[dim + 1 :]], None)
+        if name == "aten.index":
+            return self._index(node, idx)
         if name == "aten.scatter":
             return self._scatter(node, idx, flat)
         if name in CAT_NODES:
@@ -160,7 +162,28 @@ class Reader:
             return say.iota(node, idx[0]), self.index_uses(idx[0])
         if name in ("aten.full", "prims.full"):
             return say.literal(node.args[1], dtype_of(node)), frozenset()
+        if name == "prims.scalar_tensor":  # a number as a 0-d tensor (strided slicing's backward divides by its step)
+            return say.literal(node.args[0], dtype_of(node)), frozenset()
         raise Unsupported(f"{name}: not a node the lowering reads inline")
+
+    def _index(self, node: fx.Node, idx: list[str]) -> tuple[str, frozenset[str]]:
+        """``src[..., index, ...]`` with one 1-D integer index tensor along one dim (strided
+        slicing's backward reads its gradient so), read at ``idx``: the source at the index's
+        value there, a negative one counted from the end as torch does (and kept inside the dim:
+        no load leaves the buffer)."""
+        src, indices = node.args[0], node.args[1]
+        given = [(d, t) for d, t in enumerate(indices) if t is not None] if isinstance(indices, list | tuple) else []
+        if len(given) != 1 or not isinstance(given[0][1], fx.Node) or not isinstance(src, fx.Node):
+            raise Unsupported("aten.index: other than one index tensor along one dim")
+        dim, index = given[0]
+        if len(shape_of(index)) != 1 or dtype_of(index) in (torch.bool, torch.uint8):
+            raise Unsupported("aten.index: an index that is not a 1-D tensor of integers")
+        size = shape_of(src)[dim]
+        say = self.dialect
+        at = say.integer(self.value(index, [idx[dim]]))
+        inside = say.clamp(say.select(f"({at} < 0)", f"({at} + {size})", at), 0, size - 1)
+        read, uses = self._value(src, [*idx[:dim], inside, *idx[dim + 1 :]], None)
+        return read, uses | self.index_uses(inside)
 
     def _scatter(self, node: fx.Node, idx: list[str], flat: str | None) -> tuple[str, frozenset[str]]:
         """``scatter(src, dim, index, value)`` of a number, read at ``idx``: the value where the

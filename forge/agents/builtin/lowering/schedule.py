@@ -44,7 +44,17 @@ LIBRARY_OPS = frozenset(
     }
 )
 _INLINE_OTHER = frozenset(
-    {"aten.gather", "aten.scatter", "prims.iota", "aten.full", "prims.full", "prims.cat", "aten.cat"}
+    {
+        "aten.gather",
+        "aten.index",
+        "aten.scatter",
+        "prims.iota",
+        "aten.full",
+        "prims.full",
+        "prims.scalar_tensor",
+        "prims.cat",
+        "aten.cat",
+    }
 )
 
 

@@ -135,6 +135,8 @@ POINTWISE = frozenset(
         "atan2",
         "bitwise_not",
         "bitwise_xor",
+        "signbit",
+        "remainder",
     )
 )
 REDUCTIONS = frozenset(f"prims.{n}" for n in ("sum", "amax", "amin", "prod", "var"))
@@ -158,12 +160,14 @@ KEPT_NAMES = frozenset(f"aten.{p.__name__}" for p in KEPT)
 OTHER = frozenset(
     {
         "aten.gather",
+        "aten.index",
         "aten.copy_",
         "aten.empty",
         "getitem",
         "prims.iota",
         "aten.full",
         "prims.full",
+        "prims.scalar_tensor",
         "prims.cat",
         "aten.cat",
         "aten.scatter",

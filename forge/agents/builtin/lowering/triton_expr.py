@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, is_float
+from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, is_float, operand_dtype
 from forge.agents.builtin.lowering.trace import packet_name
 
 TL_TYPES: dict[torch.dtype, str] = {
@@ -177,4 +177,28 @@ def expression(node: fx.Node, ops: list[str]) -> str:
         return a
     if name == "prims.convert_element_type":
         return f"({a} != 0)" if dtype == torch.bool else _cast(a, dtype, name)
+    if name == "prims.fmod" and not is_float(dtype):  # Triton's % on integers truncates, as C's does
+        return _cast(f"{a} % {b}", dtype, name)
+    if name == "prims.remainder" and not is_float(dtype):  # Python's: the sign of the divisor
+        r = f"({a} % {b})"
+        return _cast(f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})", dtype, name)
+    if name == "prims.signbit":
+        return _signbit(a, operand_dtype(node))
     raise Unsupported(f"{name}: no Triton form in the lowering yet")
+
+
+_SAME_WIDTH_INT = {
+    torch.float64: "tl.int64",
+    torch.float32: "tl.int32",
+    torch.float16: "tl.int16",
+    torch.bfloat16: "tl.int16",
+}
+
+
+def _signbit(a: str, dtype: torch.dtype) -> str:
+    """The sign bit itself (-0.0 and -NaN count): a float's bits read as an integer of its width."""
+    if not is_float(dtype):
+        return f"({a} < 0)"
+    if dtype not in _SAME_WIDTH_INT:
+        raise Unsupported(f"prims.signbit: on {dtype}")
+    return f"({a}.to({_SAME_WIDTH_INT[dtype]}, bitcast=True) < 0)"
