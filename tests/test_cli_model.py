@@ -66,6 +66,34 @@ def test_model_run_profiles_optimizes_and_proves(tmp_path):
     assert written["model"]["proof"] == proof and (tmp_path / "report" / "model.png").stat().st_size > 1000
 
 
+def test_a_model_run_for_training_proves_the_training_step_too(tmp_path):
+    """--modules --train: the ops' sessions verify backward passes, and the proof takes the
+    kernelized model's training step against the original's (outputs and parameter gradients),
+    then times training steps beside the null."""
+    r = forge(
+        "optimize",
+        str(NORMNET),
+        "--modules",
+        "--train",
+        "--rounds",
+        "1",
+        "--json",
+        "--bank",
+        "bank.db",
+        "--prove-rounds",
+        "4",
+        cwd=tmp_path,
+        cache=tmp_path,
+    )
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    proof = json.loads(r.stdout)["model"]["proof"]
+    training = proof["training"]
+    assert proof["outputs_match"] and training["gradients_match"], training
+    assert [t["regime"] for t in training["timings"]] == ["warm", "cold"]
+    assert all(t["kernelized_vs_eager"]["pairs"] == 4 and t["compiled_ms"] is None for t in training["timings"])
+    assert "and a training step" in r.stderr and "training step: gradients match" in r.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

@@ -8,12 +8,14 @@ from rich.table import Table
 
 from forge import harness
 from forge.cli.console import out, print_wide
-from forge.core.model_records import FourWay
-from forge.present import CLASS_COLUMNS, FOUR_WAY_COLUMNS, class_cells, fmt_times, four_way_cells
+from forge.core.model_records import FourWay, TrainingProof
+from forge.present import CLASS_COLUMNS, FOUR_WAY_COLUMNS, class_cells, fmt_times, four_way_cells, ratio_text
+
+_FOUR_WAYS = "the model, timed four ways (median per forward; speedup, 95% CI; nulls: eager / compiled beside a copy)"
+_TRAINING_STEPS = "the model's training step (median per step; speedup, 95% CI; null: eager beside a copy)"
 
 
-def four_way_table(timings: list[FourWay]) -> Table:
-    title = "the model, timed four ways (median per forward; speedup, 95% CI; nulls: eager / compiled beside a copy)"
+def four_way_table(timings: list[FourWay], title: str = _FOUR_WAYS) -> Table:
     table = Table(title=title, header_style="bold")
     for col in FOUR_WAY_COLUMNS:  # a narrow terminal wraps a cell ("1.28x" under "17.5 ms") rather than cut it
         table.add_column(col, no_wrap=col == "regime", overflow="fold")
@@ -70,3 +72,26 @@ def model_summary(result: harness.ModelRunResult) -> None:
         out.print(f"[yellow]torch.compile:[/] {proof.compile_error}", soft_wrap=True)
     if proof.timings:
         print_wide(four_way_table(proof.timings), whole=True)
+    _training_summary(proof.training)
+
+
+def _training_summary(proof: TrainingProof | None) -> None:
+    """The training step's proof (``--train``): gradients compared, kernels that ran, steps timed."""
+    if proof is None:
+        return
+    used = ", ".join(f"{u.op} {u.kernel_calls}/{u.calls} calls" for u in proof.ops) or "no kernel"
+    verdict = "[green]match[/]" if proof.gradients_match else f"[red]differ[/]: {proof.detail}"
+    worst = f", largest difference {proof.max_abs_diff:.2e}" if proof.max_abs_diff is not None else ""
+    out.print(
+        f"training step (training kernels: {used}); outputs and parameter gradients {verdict} "
+        f"({proof.tolerance}{worst})",
+        soft_wrap=True,
+    )
+    if proof.timings:  # eager and kernelized steps only: the compiled ways are not timed in training
+        table = Table(title=_TRAINING_STEPS, header_style="bold")
+        for col in ("regime", "eager", "kernelized", "null"):
+            table.add_column(col, no_wrap=col == "regime", overflow="fold")
+        for t in proof.timings:
+            cells = four_way_cells(t)
+            table.add_row(cells[0], cells[1], cells[2], ratio_text(t.eager_null))
+        print_wide(table, whole=True)

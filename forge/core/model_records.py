@@ -109,6 +109,21 @@ class OpCalls(BaseModel):
     kernel_calls: int
 
 
+class TrainingProof(BaseModel):
+    """The kernelized model in training mode against the original (``--modules --train``): one
+    training step each (forward, then the backward of fixed output gradients) compared, outputs
+    and every parameter's gradient, then training steps timed round by round, eager and
+    kernelized beside a copy of the original (the null); the compiled ways are not timed."""
+
+    model_config = _STRICT
+    ops: list[OpCalls]  # calls in the kernelized step: kernel_calls where a training kernel ran
+    gradients_match: bool
+    max_abs_diff: float | None
+    tolerance: str
+    detail: str = ""  # the first difference
+    timings: list[FourWay] = Field(default_factory=list)
+
+
 class ModelProof(BaseModel):
     """A fresh model kernelized with everything banked, against the original."""
 
@@ -122,3 +137,4 @@ class ModelProof(BaseModel):
     timings: list[FourWay] = Field(default_factory=list)
     compile_error: str | None = None  # torch.compile failed: the compiled ways are missing
     warnings: list[str] = Field(default_factory=list)  # what the bank said while kernelizing
+    training: TrainingProof | None = None  # --train: the training step's proof

@@ -3,7 +3,7 @@ its kernelized form, and writes one JSON record (the parent validates it). A mod
 or hangs ends this process, not forge.
 
     python -m forge.modelrun.probe profile MODEL --device cpu --out F
-    FORGE_BANK=BANK python -m forge.modelrun.probe prove MODEL --device cpu --rounds 30 --out F
+    FORGE_BANK=BANK python -m forge.modelrun.probe prove MODEL --device cpu --rounds 30 [--train] --out F
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from forge.core.model_records import ModelProfile, ModelProof
 from forge.modelrun.profiling import profile_model
 from forge.modelrun.proving import prove_model
 from forge.modelrun.source import load_model
+from forge.modelrun.training_proof import prove_training
 
 Record = TypeVar("Record", bound=BaseModel)
 
@@ -39,7 +40,11 @@ def _run(args: argparse.Namespace) -> BaseModel:
     loaded = load_model(args.model)
     if args.step == "profile":
         return profile_model(loaded, args.device)
-    return prove_model(loaded, os.environ.get("FORGE_BANK") or None, args.device, args.rounds)
+    bank = os.environ.get("FORGE_BANK") or None
+    proof = prove_model(loaded, bank, args.device, args.rounds)
+    if args.train and proof.outputs_match:
+        proof.training = prove_training(loaded, bank, args.device, args.rounds)
+    return proof
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--train", action="store_true", help="prove: the training step too")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     try:
@@ -114,10 +120,17 @@ def profile_in_process(
 
 
 def prove_in_process(
-    model: str, bank: str, device: str, rounds: int, timeout_s: float = 1800, stop: threading.Event | None = None
+    model: str,
+    bank: str,
+    device: str,
+    rounds: int,
+    timeout_s: float = 1800,
+    stop: threading.Event | None = None,
+    train: bool = False,
 ) -> ModelProof:
-    """Prove the kernelized model in a process of its own (``ModelRunError`` with why not)."""
-    extra = ["--device", device, "--rounds", str(rounds)]
+    """Prove the kernelized model in a process of its own (``ModelRunError`` with why not); with
+    ``train``, its training step too (``ModelProof.training``)."""
+    extra = ["--device", device, "--rounds", str(rounds), *(["--train"] if train else [])]
     # the bank through the environment: a server bank's URL may hold a password, argv is public
     return _probe("prove", extra, ModelProof, model, timeout_s, {"FORGE_BANK": bank}, stop)
 

@@ -27,14 +27,14 @@ _FRESH_SEED = 20261126  # inputs none of the sessions saw
 _TOLERANCE = {torch.float32: 1e-3, torch.float64: 1e-6, torch.float16: 2e-2, torch.bfloat16: 5e-2}
 
 
-def _outputs(out: Any) -> list[torch.Tensor]:
+def outputs_of(out: Any) -> list[torch.Tensor]:
     """Every tensor in the output (tuples, lists, dicts and dataclass-like outputs flattened)."""
     return [o for o in tree_leaves(out) if isinstance(o, torch.Tensor)]
 
 
 def compare_outputs(expected: Any, got: Any) -> tuple[bool, float | None, str, str]:
     """(match, largest difference, tolerance used, the first difference)."""
-    want, have = _outputs(expected), _outputs(got)
+    want, have = outputs_of(expected), outputs_of(got)
     if not want:
         return False, None, "", f"the model returns no tensor forge can compare (a {type(expected).__name__})"
     if len(want) != len(have):
@@ -89,7 +89,12 @@ def _ways(
     return sides, None
 
 
-def _four_way(sides: dict[str, Any], inputs: Sequence[torch.Tensor], device: str, rounds: int, cold: bool) -> FourWay:
+def time_four_ways(
+    sides: dict[str, Any], inputs: Sequence[torch.Tensor], device: str, rounds: int, cold: bool
+) -> FourWay:
+    """The ways in ``sides`` (eager, kernelized, eager_twin, and the compiled ones where given)
+    timed round by round on copies of ``inputs``, in one cache regime."""
+
     def draw() -> list[torch.Tensor]:
         return [x.clone() for x in inputs]
 
@@ -154,7 +159,7 @@ def prove_model(loaded: LoadedModel, bank_path: str | None, device: str, rounds:
             return proof
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
         if len(tensors) == len(inputs):
-            proof.timings = [_four_way(sides, tensors, device, rounds, cold) for cold in (False, True)]
+            proof.timings = [time_four_ways(sides, tensors, device, rounds, cold) for cold in (False, True)]
         else:
             proof.detail = "not timed: get_inputs() gives values other than tensors (the timing loop refills tensors)"
     return proof

@@ -11,7 +11,14 @@ verdict, built once as rich renderables that the CLI prints and the TUI's widget
 
 from forge.present.formats import fmt_cost, fmt_ms, fmt_seconds, fmt_step, fmt_times, fmt_when, status_text
 from forge.present.kernel_view import binds_text, evidence_line, kernel_details
-from forge.present.model_rows import CLASS_COLUMNS, FOUR_WAY_COLUMNS, class_cells, four_way_cells, model_line
+from forge.present.model_rows import (
+    CLASS_COLUMNS,
+    FOUR_WAY_COLUMNS,
+    class_cells,
+    four_way_cells,
+    model_line,
+    ratio_text,
+)
 from forge.present.rows import (
     ATTEMPT_COLUMNS,
     FINDING_COLUMNS,
@@ -49,6 +56,7 @@ __all__ = [
     "kernel_details",
     "model_line",
     "plan_evidence_renderable",
+    "ratio_text",
     "session_cells",
     "source_diff",
     "status_text",

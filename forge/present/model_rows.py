@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from forge.core.acceptance import null_bar
-from forge.core.model_records import FourWay
+from forge.core.model_records import FourWay, TrainingProof
 from forge.core.timing_records import PairedRatio
 
 if TYPE_CHECKING:  # the run itself loads torch and the profiler: not at a front end's start-up
@@ -57,6 +57,21 @@ def model_line(result: ModelRunResult) -> str:
         line += f"; {t.regime}: kernelized {_against(t.kernelized_vs_eager, t.eager_null)} eager"
         if t.kernelized_compiled_vs_compiled is not None:
             line += f", kernelized+compiled {_against(t.kernelized_compiled_vs_compiled, t.compiled_null)} compile"
+    return line + training_line(proof.training)
+
+
+def training_line(proof: TrainingProof | None) -> str:
+    """ "; training step: gradients match, warm: kernelized 1.10x eager (1.02-1.19)" (empty
+    without a training proof)."""
+    if proof is None:
+        return ""
+    if not proof.gradients_match:
+        return f"; training step: the kernelized model's outputs or gradients DIFFER: {proof.detail}"
+    ran = sum(u.kernel_calls for u in proof.ops)
+    line = f"; training step: gradients match ({ran} training kernel call(s))"
+    if proof.timings:
+        t = proof.timings[0]
+        line += f", {t.regime}: kernelized {_against(t.kernelized_vs_eager, t.eager_null)} eager"
     return line
 
 

@@ -118,3 +118,87 @@ def test_model_file_names_that_cannot_be_module_names_get_a_prefix():
     assert module_name(Path("decoder.py")) == "decoder"
     assert module_name(Path("44_MiniGPTBlock.py")) == "m_44_MiniGPTBlock"
     assert module_name(Path("code.py")) == "m_code" and module_name(Path("my-model.py")) == "my_model"
+
+
+TRAINING_KERNEL = """
+import torch
+from forge_reference import Model
+
+
+class _Norm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        ctx.save_for_backward(x, weight)
+        ctx.eps = eps
+        return weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        with torch.enable_grad():
+            x_, w_ = x.detach().requires_grad_(), weight.detach().requires_grad_()
+            out = w_ * x_ * torch.rsqrt(x_.pow(2).mean(-1, keepdim=True) + ctx.eps)
+            gx, gw = torch.autograd.grad(out, (x_, w_), grad)
+        return gx, gw * SCALE, None
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        return _Norm.apply(x, self.weight, self.eps)
+"""
+
+
+def _trains(op: Path) -> dict[str, object]:
+    """A verdict whose backward passed and whose training step was timed: used under autograd."""
+    step = {"regime": "cold", "eager": {"pairs": 30, "median": 1.5, "low": 1.2, "high": 1.8}}
+    checks = [
+        {"name": "correctness", "passed": True, "detail": "", "fatal": True},
+        {"name": "gradients", "passed": True, "detail": "", "fatal": True},
+    ]
+    return {"target_class": "normnet:ScaleNorm", "checks": checks, "training_step": step}
+
+
+@pytest.mark.parametrize(("scale", "match"), [("1.0", True), ("1.05", False)])
+def test_prove_with_train_checks_the_training_step_and_times_it(normnet_profile, tmp_path, scale, match):
+    """--modules --train: the kernelized model's training step against the original's, its
+    training kernels running; a kernel whose weight gradient is 5% off is caught there (its
+    forward is right: the inference proof passes)."""
+    (choice,) = [c for c in choose_classes(normnet_profile, "normnet") if c.chosen]
+    (op,) = write_ops(choice.groups, normnet_profile, tmp_path / "ops")
+    bank = tmp_path / "bank.db"
+    make_bank(bank, [(op, TRAINING_KERNEL.replace("SCALE", scale), _trains(op))])
+    proof = prove_in_process(str(NORMNET), str(bank), "cpu", rounds=4, train=True)
+    assert proof.outputs_match and proof.training is not None
+    training = proof.training
+    assert [(u.op, u.calls, u.kernel_calls) for u in training.ops] == [("normnet_ScaleNorm", 2, 2)]
+    assert training.gradients_match is match
+    if not match:
+        assert "differs" in training.detail and not training.timings
+        return
+    assert [t.regime for t in training.timings] == ["warm", "cold"]
+    assert all(t.kernelized_vs_eager is not None and t.kernelized_vs_eager.pairs == 4 for t in training.timings)
+    assert all(t.eager_null is not None and t.compiled_ms is None for t in training.timings)
+    assert prove_in_process(str(NORMNET), str(bank), "cpu", rounds=4).training is None  # without --train, none
+
+
+def test_a_training_step_draws_the_same_dropout_on_both_sides_and_returns_every_parameters_gradient():
+    import copy
+
+    import torch
+
+    from forge.modelrun.training_proof import compare_steps, training_step
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 3)).train()
+    unused = torch.nn.Parameter(torch.ones(2))
+    model.register_parameter("unused", unused)  # a parameter no step reaches: zeros on both sides
+    grads_out = [torch.randn(4, 3)]
+    twin = copy.deepcopy(model)
+    inputs = [torch.randn(4, 8)]
+    got = training_step(model, grads_out)(inputs)
+    assert len(got) == 1 + 5 and torch.equal(got[1], torch.zeros(2))  # the module's own parameter comes first
+    assert compare_steps(training_step(model, grads_out), training_step(twin, grads_out), inputs)[0]
+    with torch.no_grad():
+        twin[2].weight.mul_(1.01)
+    match, _, _, detail = compare_steps(training_step(model, grads_out), training_step(twin, grads_out), inputs)
+    assert not match and "differs" in detail

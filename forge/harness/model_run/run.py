@@ -109,6 +109,8 @@ class ModelRunResult:
             return ExitCode.INTERRUPTED
         if self.proof is None or not self.proof.outputs_match:
             return ExitCode.NO_RESULT
+        if self.proof.training is not None and not self.proof.training.gradients_match:
+            return ExitCode.NO_RESULT
         ran = any(u.kernel_calls for u in self.proof.ops)
         return ExitCode.SUCCESS if ran and any(o.result and o.result.accepted for o in self.ops) else ExitCode.NO_RESULT
 
@@ -149,17 +151,26 @@ def optimize_model(
             c.result = by_name.get(c.group.name)
     if result.run.interrupted:
         return result
-    _stage(emit, model, "proving", "the kernelized model against the original; eager, kernelized, compiled, both")
+    ways = "eager, kernelized, compiled, both" + ("; and a training step" if options.train else "")
+    _stage(emit, model, "proving", f"the kernelized model against the original; {ways}")
     open_for_writing(where).dispose()  # a bank to read, even when no session ran (nothing chosen)
-    _prove(result, where, device, choices.prove_rounds, stop)
+    _prove(result, where, device, (choices.prove_rounds, options.train), stop)
     ops = [c.group.name for c in carved]
     if result.proof is not None and (demoted := demote_slowing_kernels(result.proof, ops, where, device)):
         result.compile_demoted = demoted
         _stage(emit, model, "proving", "again: " + "; ".join(demoted))
-        _prove(result, where, device, choices.prove_rounds, stop)
+        _prove(result, where, device, (choices.prove_rounds, options.train), stop)
     result.run.interrupted = result.run.interrupted or bool(stop is not None and stop.is_set())
-    _stage(emit, model, "proven", "outputs match" if result.proof and result.proof.outputs_match else "not proven")
+    _stage(emit, model, "proven", _proven(result.proof))
     return result
+
+
+def _proven(proof: ModelProof | None) -> str:
+    if proof is None or not proof.outputs_match:
+        return "not proven"
+    if proof.training is None:
+        return "outputs match"
+    return "outputs match; training step: " + ("gradients match" if proof.training.gradients_match else "DIFFERS")
 
 
 def _check_names(profile: ModelProfile, choices: ModelChoices) -> None:
@@ -172,9 +183,14 @@ def _check_names(profile: ModelProfile, choices: ModelChoices) -> None:
         raise UsageError(f"--include/--exclude {', '.join(unknown)}: no such class in the model (it has: {known})")
 
 
-def _prove(result: ModelRunResult, where: BankLocation, device: str, rounds: int, stop: threading.Event | None) -> None:
+def _prove(
+    result: ModelRunResult, where: BankLocation, device: str, how: tuple[int, bool], stop: threading.Event | None
+) -> None:
+    """The proof (``how``: rounds, and whether the training step is proven too), or why not."""
     bank = where.libpq_url() if where.is_server else str(where.file())
+    rounds, train = how
     try:
-        result.proof, result.proof_error = prove_in_process(result.model, bank, device, rounds, stop=stop), None
+        proof = prove_in_process(result.model, bank, device, rounds, stop=stop, train=train)
+        result.proof, result.proof_error = proof, None
     except ModelRunError as exc:
         result.proof, result.proof_error = None, str(exc)
