@@ -8,7 +8,7 @@ from rich.table import Table
 
 from forge import harness
 from forge.cli.console import out, print_wide
-from forge.core.model_records import FourWay, TrainingProof
+from forge.core.model_records import FourWay, OpCalls, TrainingProof
 from forge.present import CLASS_COLUMNS, FOUR_WAY_COLUMNS, class_cells, fmt_times, four_way_cells, ratio_text
 
 _FOUR_WAYS = "the model, timed four ways (median per forward; speedup, 95% CI; nulls: eager / compiled beside a copy)"
@@ -56,14 +56,8 @@ def model_summary(result: harness.ModelRunResult) -> None:
     if proof is None:
         out.print(f"[red]the kernelized model was not proven[/]: {result.proof_error}", soft_wrap=True)
         return
-    used = ", ".join(f"{u.op} {u.kernel_calls}/{u.calls} calls" for u in proof.ops) or "no kernel"
-    verdict = "[green]match[/]" if proof.outputs_match else f"[red]differ[/]: {proof.detail}"
-    worst = f", largest difference {proof.max_abs_diff:.2e}" if proof.max_abs_diff is not None else ""
-    out.print(
-        f"kernelized {proof.kernelized} instances ({used}); outputs on fresh inputs {verdict} "
-        f"({proof.tolerance}{worst})",
-        soft_wrap=True,
-    )
+    used, verdict = _compared(proof.ops, proof.outputs_match, proof.detail, proof.tolerance, proof.max_abs_diff)
+    out.print(f"kernelized {proof.kernelized} instances ({used}); outputs on fresh inputs {verdict}", soft_wrap=True)
     for line in result.compile_demoted:
         out.print(f"[yellow]under torch.compile:[/] {line}", soft_wrap=True)
     for line in proof.warnings:
@@ -75,18 +69,20 @@ def model_summary(result: harness.ModelRunResult) -> None:
     _training_summary(proof.training)
 
 
+def _compared(ops: list[OpCalls], match: bool, detail: str, tolerance: str, worst: float | None) -> tuple[str, str]:
+    """The ops' kernel calls ("op 2/2 calls"), and the comparison's verdict with its tolerance."""
+    used = ", ".join(f"{u.op} {u.kernel_calls}/{u.calls} calls" for u in ops) or "no kernel"
+    verdict = "[green]match[/]" if match else f"[red]differ[/]: {detail}"
+    largest = f", largest difference {worst:.2e}" if worst is not None else ""
+    return used, f"{verdict} ({tolerance}{largest})"
+
+
 def _training_summary(proof: TrainingProof | None) -> None:
     """The training step's proof (``--train``): gradients compared, kernels that ran, steps timed."""
     if proof is None:
         return
-    used = ", ".join(f"{u.op} {u.kernel_calls}/{u.calls} calls" for u in proof.ops) or "no kernel"
-    verdict = "[green]match[/]" if proof.gradients_match else f"[red]differ[/]: {proof.detail}"
-    worst = f", largest difference {proof.max_abs_diff:.2e}" if proof.max_abs_diff is not None else ""
-    out.print(
-        f"training step (training kernels: {used}); outputs and parameter gradients {verdict} "
-        f"({proof.tolerance}{worst})",
-        soft_wrap=True,
-    )
+    used, verdict = _compared(proof.ops, proof.gradients_match, proof.detail, proof.tolerance, proof.max_abs_diff)
+    out.print(f"training step (training kernels: {used}); outputs and parameter gradients {verdict}", soft_wrap=True)
     if proof.timings:  # eager and kernelized steps only: the compiled ways are not timed in training
         table = Table(title=_TRAINING_STEPS, header_style="bold")
         for col in ("regime", "eager", "kernelized", "null"):
