@@ -56,6 +56,8 @@ def _report(model: str, data: dict[str, Any], seconds: float) -> None:
         print(f"{t['regime']:10s} {t['eager_ms']:9.3f} " + " ".join(f"{_ratio(t.get(f)):>20s}" for f in fields))
     for line in m.get("compile_demoted", []):
         print(f"under torch.compile: {line}")
+    for line in m.get("training_demoted", []):
+        print(f"under autograd: {line}")
 
 
 def main() -> int:

@@ -60,6 +60,8 @@ def model_summary(result: harness.ModelRunResult) -> None:
     out.print(f"kernelized {proof.kernelized} instances ({used}); outputs on fresh inputs {verdict}", soft_wrap=True)
     for line in result.compile_demoted:
         out.print(f"[yellow]under torch.compile:[/] {line}", soft_wrap=True)
+    for line in result.training_demoted:
+        out.print(f"[yellow]under autograd:[/] {line}", soft_wrap=True)
     for line in proof.warnings:
         out.print(f"[yellow]bank:[/] {line}", soft_wrap=True)
     if proof.compile_error:

@@ -135,6 +135,7 @@ class TrainingStanding(BaseModel):
     model_config = ConfigDict(extra="ignore")
     used: bool
     why: str
+    by_model: bool = False  # set by a model-level run (a training step it slowed): re-verifying keeps it
 
 
 def training_standing(verdict: Verdict) -> TrainingStanding:

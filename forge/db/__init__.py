@@ -27,6 +27,8 @@ from forge.db.kernels import (
     save_kernel,
     set_compile_standing,
     set_status,
+    set_training_standing,
+    training_by_model,
 )
 from forge.db.leases import (
     LEASE_RENEW_S,
@@ -112,4 +114,6 @@ __all__ = [
     "session_factory",
     "set_compile_standing",
     "set_status",
+    "set_training_standing",
+    "training_by_model",
 ]

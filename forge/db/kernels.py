@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from forge.core.acceptance import CompileStanding, beats_compile, training_standing
+from forge.core.acceptance import CompileStanding, TrainingStanding, beats_compile, training_standing
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError, ForgeError
 from forge.core.paths import BankLocation
@@ -70,6 +70,8 @@ class KernelSummary:
     # Its backward verified against the reference's autograd (``forge verify --train``): used where
     # autograd needs gradients
     trains: bool = False
+    # Not used there after all: a model-level run found it slows the model's training step
+    training_by_model: TrainingStanding | None = None
 
     @property
     def eager_only(self) -> bool:
@@ -78,7 +80,13 @@ class KernelSummary:
 
     def to_json(self) -> dict[str, Any]:
         standing = self.compile_standing.model_dump() if self.compile_standing is not None else None
-        return {**self.__dict__, "status": str(self.status), "compile_standing": standing}
+        by_model = self.training_by_model.model_dump() if self.training_by_model is not None else None
+        return {
+            **self.__dict__,
+            "status": str(self.status),
+            "compile_standing": standing,
+            "training_by_model": by_model,
+        }
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,7 @@ def _summary(k: KernelRow) -> KernelSummary:
         created_at=k.created_at.isoformat() if k.created_at else None,
         compile_standing=_standing(k),
         trains=bool((k.evidence or {}).get(GRADIENTS_VERIFIED)),
+        training_by_model=training_by_model(k.evidence),
     )
 
 
@@ -162,6 +171,9 @@ COMPILE_STANDING = "compile_standing"  # the evidence key the runtime reads (``a
 # ``gradients`` check and its training step is not slower than eager's: ``training_standing``);
 # the runtime runs the reference there otherwise.
 GRADIENTS_VERIFIED = "gradients_verified"
+# Why not, where a model-level run found the kernel slows a model's training step
+# (``TrainingStanding`` with ``by_model``): the runtime reads ``gradients_verified`` alone
+TRAINING_STANDING = "training_standing"
 
 
 def kernel_evidence(verdict: Verdict, config: CandidateConfig | None = None) -> dict[str, Any]:
@@ -278,9 +290,14 @@ def set_status(engine: Engine, kernel_id: int, status: KernelStatus, evidence: V
         k = _row(db, kernel_id)
         k.status = str(status)
         if evidence is not None:
-            kept = _standing(k)  # what a model showed outlives a re-verification of the op alone
+            # what a model showed outlives a re-verification of the op alone
+            kept, kept_training = _standing(k), training_by_model(k.evidence)
             fresh = kernel_evidence(evidence)
-            k.evidence = {**fresh, COMPILE_STANDING: kept.model_dump()} if kept and kept.by_model else fresh
+            if kept and kept.by_model:
+                fresh[COMPILE_STANDING] = kept.model_dump()
+            if kept_training is not None:
+                fresh.update({GRADIENTS_VERIFIED: False, TRAINING_STANDING: kept_training.model_dump()})
+            k.evidence = fresh
 
 
 def set_compile_standing(engine: Engine, kernel_id: int, standing: CompileStanding) -> None:
@@ -289,6 +306,21 @@ def set_compile_standing(engine: Engine, kernel_id: int, standing: CompileStandi
     with session_factory(engine).begin() as db:
         k = _row(db, kernel_id)
         k.evidence = {**(k.evidence or {}), COMPILE_STANDING: standing.model_dump()}
+
+
+def set_training_standing(engine: Engine, kernel_id: int, standing: TrainingStanding) -> None:
+    """Whether the runtime uses the kernel where autograd needs gradients, as later evidence found
+    (a model whose training step it slowed)."""
+    with session_factory(engine).begin() as db:
+        k = _row(db, kernel_id)
+        k.evidence = {**(k.evidence or {}), GRADIENTS_VERIFIED: standing.used, TRAINING_STANDING: standing.model_dump()}
+
+
+def training_by_model(evidence: dict[str, Any] | None) -> TrainingStanding | None:
+    """The standing a model-level run set on the kernel's use under autograd, if any."""
+    said = (evidence or {}).get(TRAINING_STANDING)
+    standing = TrainingStanding.model_validate(said) if isinstance(said, dict) else None
+    return standing if standing is not None and standing.by_model else None
 
 
 def copy_kernels(src: Engine, dst: Engine, ops: list[str] | None = None) -> int:

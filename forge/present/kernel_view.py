@@ -38,6 +38,8 @@ def compile_text(k: KernelDetail) -> str:
 
 
 def _autograd_text(k: KernelDetail) -> str:
+    if k.summary.training_by_model is not None:
+        return "not used: " + k.summary.training_by_model.why
     standing = training_standing(k.evidence)
     if k.summary.trains and not standing.used:  # stored by a forge that did not time training steps
         return "used: its backward was verified against the reference's autograd (its training step was not timed)"

@@ -222,3 +222,64 @@ def test_nested_and_same_named_classes_are_carved_importably(tmp_path):
     assert "from toy import Outer  # noqa: E402" in op_source(nested, profile) and "Model = Outer.Inner" in op_source(
         nested, profile
     )
+
+
+def test_a_model_whose_training_step_its_kernels_slow_runs_their_reference_under_autograd(tmp_path):
+    import torch
+
+    import forge.kernelbank as kb
+    from forge.core.model_records import FourWay, ModelProof, TrainingProof
+    from forge.core.paths import BankLocation
+    from forge.core.timing_records import PairedRatio
+    from forge.db import kernel_detail, list_kernels, open_for_writing, set_status
+    from forge.db.kernels import KernelStatus
+    from forge.harness.model_run.training_evidence import demote_slowing_training_kernels, slowed_training
+    from forge.present import kernel_details
+    from tests.kernelbank.helpers import KERNEL, OP, make_bank, passed_verdict
+
+    def step(r: tuple[float, float, float], null: tuple[float, float, float]) -> FourWay:
+        def pr(m: tuple[float, float, float]) -> PairedRatio:
+            return PairedRatio(pairs=15, median=m[0], low=m[1], high=m[2])
+
+        return FourWay(regime="warm", rounds=15, eager_ms=1.0, kernelized_ms=1.1, kernelized_vs_eager=pr(r),
+                       eager_null=pr(null))  # fmt: skip
+
+    assert slowed_training(step((0.92, 0.89, 0.95), (0.99, 0.97, 1.02)))
+    assert not slowed_training(step((0.92, 0.89, 0.99), (0.99, 0.90, 1.05)))  # within what the null reads
+    checks = [
+        {"name": "correctness", "passed": True, "detail": "", "fatal": True},
+        {"name": "gradients", "passed": True, "detail": "", "fatal": True},
+    ]
+    timed = {"regime": "cold", "eager": {"pairs": 30, "median": 1.5, "low": 1.2, "high": 1.8}}
+    trains = {"checks": checks, "training_step": timed}
+    bank = tmp_path / "bank.db"
+    (kid,) = make_bank(bank, [(OP, KERNEL.read_text(), trains)])
+    training = TrainingProof(ops=[], gradients_match=True, max_abs_diff=0.0, tolerance="",
+                             timings=[step((0.92, 0.89, 0.95), (0.99, 0.97, 1.02))])  # fmt: skip
+    proof = ModelProof(kernelized=1, ops=[], outputs_match=True, max_abs_diff=0.0, tolerance="", training=training)
+    where = BankLocation.parse(bank)
+    x = torch.randn(64, 256, requires_grad=True)
+    with kb.open(bank).watch() as seen:  # used where gradients are needed, as its own figures say
+        kb.open(bank).load("user_rmsnorm", 256)(x)
+    assert seen.usage("user_rmsnorm").kernel_calls == 1
+    (said,) = demote_slowing_training_kernels(proof, ["user_rmsnorm"], where, "cpu")
+    assert f"kernel {kid} (user_rmsnorm) is no longer used under autograd" in said and "0.92x eager" in said
+    assert demote_slowing_training_kernels(proof, ["user_rmsnorm"], where, "cpu") == []  # not used there now
+
+    # a re-verification of the op alone keeps what the model showed; `forge bank show` says it
+    engine = open_for_writing(bank)
+    set_status(engine, kid, KernelStatus.ACTIVE, passed_verdict(OP, **trains))
+    (k,) = list_kernels(engine, "user_rmsnorm")
+    detail = kernel_detail(engine, kid)
+    engine.dispose()
+    assert not k.trains and k.training_by_model is not None and k.training_by_model.by_model
+    assert kernel_details(detail)["under autograd"].startswith("not used: in a model, the training step ran 0.92x")
+
+    # where gradients are needed the reference runs; in inference the kernel still does
+    layer = kb.open(bank).load("user_rmsnorm", 256)
+    with kb.open(bank).watch() as seen:
+        layer(x).sum().backward()
+    assert seen.usage("user_rmsnorm").fallbacks == 1
+    with torch.no_grad(), kb.open(bank).watch() as seen:
+        layer(x)
+    assert seen.usage("user_rmsnorm").kernel_calls == 1

@@ -19,6 +19,7 @@ from forge.harness import events as ev
 from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import MIN_SHARE, ClassChoice, OpGroup, choose_classes, names_class
 from forge.harness.model_run.compile_evidence import demote_slowing_kernels
+from forge.harness.model_run.training_evidence import demote_slowing_training_kernels
 from forge.harness.runs.control import RunControl
 from forge.harness.runs.options import OptimizeOptions
 from forge.harness.runs.run import RunResult, optimize
@@ -83,6 +84,7 @@ class ModelRunResult:
     proof: ModelProof | None = None
     proof_error: str | None = None
     compile_demoted: list[str] = field(default_factory=list)  # kernels this model showed slow compile
+    training_demoted: list[str] = field(default_factory=list)  # kernels this model showed slow its training
 
     def model_json(self) -> dict[str, Any]:
         """The model-level figures (``--json``'s ``model`` key)."""
@@ -97,6 +99,7 @@ class ModelRunResult:
             "proof": self.proof.model_dump(mode="json") if self.proof is not None else None,
             "proof_error": self.proof_error,
             "compile_demoted": self.compile_demoted,
+            "training_demoted": self.training_demoted,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -156,8 +159,10 @@ def optimize_model(
     open_for_writing(where).dispose()  # a bank to read, even when no session ran (nothing chosen)
     _prove(result, where, device, (choices.prove_rounds, options.train), stop)
     ops = [c.group.name for c in carved]
-    if result.proof is not None and (demoted := demote_slowing_kernels(result.proof, ops, where, device)):
-        result.compile_demoted = demoted
+    if result.proof is not None:
+        result.compile_demoted = demote_slowing_kernels(result.proof, ops, where, device)
+        result.training_demoted = demote_slowing_training_kernels(result.proof, ops, where, device)
+    if demoted := result.compile_demoted + result.training_demoted:
         _stage(emit, model, "proving", "again: " + "; ".join(demoted))
         _prove(result, where, device, (choices.prove_rounds, options.train), stop)
     result.run.interrupted = result.run.interrupted or bool(stop is not None and stop.is_set())

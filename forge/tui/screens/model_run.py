@@ -35,6 +35,6 @@ class ModelRunScreen(ModalScreen[None]):
             timings.add_columns(*FOUR_WAY_COLUMNS)
             timings.add_rows([four_way_cells(t) for t in proof.timings] if proof is not None else [])
             yield timings
-            said = [*self.result.compile_demoted, *(proof.warnings if proof else [])]
+            said = [*self.result.compile_demoted, *self.result.training_demoted, *(proof.warnings if proof else [])]
             said += [proof.compile_error] if proof is not None and proof.compile_error else []
             yield Static("\n".join(said), id="model-notes", markup=False)
