@@ -1,7 +1,8 @@
-"""The GPU suite's model part: ``forge optimize MODEL --modules`` on the shipped models (profile,
-choose the hot classes, carve them out, optimize them, prove the kernelized model), and the proof's
-four-way table as forge measured it: eager, kernelized, torch.compile, kernelized and compiled, with
-the nulls beside them. Model by model, resumable."""
+"""The GPU suite's model part: ``forge optimize MODEL --modules --train`` on the shipped models
+(profile, choose the hot classes, carve them out, optimize them for training, prove the kernelized
+model), and the proof's figures as forge measured them: eager, kernelized, torch.compile,
+kernelized and compiled, with the nulls beside them, and the training step (gradients compared,
+steps timed). Model by model, resumable."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class ModelRow:
     both: str = "-"  # kernelized and compiled, x eager
     vs_compile: str = "-"  # kernelized and compiled over compiled
     nulls: str = "-"  # what two runs of the original read apart: eager, compiled
+    training: str = "-"  # the training step: gradients, training kernel calls, x eager (warm)
     banked_and_ran: bool = False
 
     COLUMNS: ClassVar[tuple[str, ...]] = (
@@ -45,6 +47,7 @@ class ModelRow:
         "kernelized+compile x eager",
         "vs compile",
         "nulls (eager, compile)",
+        "training step",
     )
 
     def cells(self) -> list[str]:
@@ -59,6 +62,7 @@ class ModelRow:
             self.both,
             self.vs_compile,
             self.nulls,
+            self.training,
         ]
 
 
@@ -90,7 +94,7 @@ def _one_model(ctx: Context, model: Path, left_s: float, whole: bool) -> ModelRo
     """The model's run; None when the part's time ran out on a model started with less than all of it."""
     bank = ctx.work / f"model_{model.stem}.db"
     remove_bank(bank)  # a model cut off earlier starts again in a fresh bank
-    args = ["optimize", str(model), "--modules", "--bank", str(bank), "--json"]
+    args = ["optimize", str(model), "--modules", "--train", "--bank", str(bank), "--json"]
     args += ["--ops-dir", str(ctx.work / "forge_ops" / model.stem)]
     if ctx.dry:
         args += ["--rounds", "1", "--prove-rounds", "4"]
@@ -132,4 +136,17 @@ def _row(name: str, m: dict[str, Any], code: int) -> ModelRow:
     row.nulls = f"{_ratio(warm.get('eager_null'))}, {_ratio(warm.get('compiled_null'))}"
     if proof.get("compile_error"):
         row.status += f"; torch.compile: {str(proof['compile_error'])[:120]}"
+    row.training = _training(proof.get("training"))
+    if proof.get("training") and not proof["training"]["gradients_match"]:
+        row.status = "training step: gradients DIFFER"
     return row
+
+
+def _training(t: dict[str, Any] | None) -> str:
+    if not t:
+        return "not proven"
+    if not t["gradients_match"]:
+        return f"gradients DIFFER: {str(t.get('detail'))[:160]}"
+    calls = sum(u["kernel_calls"] for u in t["ops"])
+    warm = next((w for w in t["timings"] if w["regime"] == "warm"), None) or {}
+    return f"gradients match, {calls} training kernel call(s), {_ratio(warm.get('kernelized_vs_eager'))} eager"

@@ -53,6 +53,7 @@ def test_the_dry_run_runs_every_part_and_writes_the_report(tmp_path, cache_dir):
     model = next(p for p in report["parts"] if p["name"] == "model")
     (proof,) = model["state"]["rows"].values()
     assert proof["status"] == "proven" and proof["kernelized"].endswith(")"), proof  # timed, with an interval
+    assert proof["training"].startswith("gradients match"), proof  # --train: the training step proven too
     assert all(p["commit"] for p in report["parts"])  # each part names the commit it ran at
     md = (out / "report.md").read_text()
     assert "dry run" in md and "## hacks: passed" in md and "## model: passed" in md
