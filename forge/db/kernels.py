@@ -295,7 +295,7 @@ def set_status(engine: Engine, kernel_id: int, status: KernelStatus, evidence: V
             fresh = kernel_evidence(evidence)
             if kept and kept.by_model:
                 fresh[COMPILE_STANDING] = kept.model_dump()
-            if kept_training is not None:
+            if kept_training is not None:  # only ever a "not used": its own figures say nothing of the model
                 fresh.update({GRADIENTS_VERIFIED: False, TRAINING_STANDING: kept_training.model_dump()})
             k.evidence = fresh
 
@@ -319,7 +319,10 @@ def set_training_standing(engine: Engine, kernel_id: int, standing: TrainingStan
 def training_by_model(evidence: dict[str, Any] | None) -> TrainingStanding | None:
     """The standing a model-level run set on the kernel's use under autograd, if any."""
     said = (evidence or {}).get(TRAINING_STANDING)
-    standing = TrainingStanding.model_validate(said) if isinstance(said, dict) else None
+    try:
+        standing = TrainingStanding.model_validate(said) if isinstance(said, dict) else None
+    except ValueError as exc:
+        raise BankError(f"a kernel's stored training standing cannot be read ({exc}); the bank may be damaged") from exc
     return standing if standing is not None and standing.by_model else None
 
 

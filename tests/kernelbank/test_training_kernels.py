@@ -10,8 +10,9 @@ import torch
 
 import forge.kernelbank as kb
 from forge.agents.builtin.lowering import program
+from forge.core.acceptance import TrainingStanding
 from forge.core.paths import BankLocation
-from forge.db import list_kernels, open_for_writing
+from forge.db import list_kernels, open_for_writing, set_training_standing
 from forge.harness import bank_reverify, verify_candidate
 from tests.conftest import OPS
 from tests.ops import gated_tanh_wide
@@ -81,6 +82,13 @@ def test_re_verifying_keeps_a_training_kernels_standing_and_train_adds_one(tmp_p
     assert again.training is not None and any(c.name == "gradients" for c in again.verdict.checks)
     (entry,) = list_kernels(open_for_writing(wide), "gated_tanh_wide")
     assert entry.trains is again.training.used  # the rewritten evidence carries the standing
+    # a model whose training step it slowed set it off under autograd: re-verifying keeps that, and says it
+    slowed = TrainingStanding(used=False, why="in a model, the training step ran 0.90x eager", by_model=True)
+    set_training_standing(open_for_writing(wide), entry.id, slowed)
+    (kept_off,) = bank_reverify(wide, None, fast_settings)
+    assert kept_off.training == slowed
+    (entry,) = list_kernels(open_for_writing(wide), "gated_tanh_wide")
+    assert not entry.trains and entry.training_by_model == slowed
 
     _bank_with(tmp_path / "gated", fast_settings, GATED, FUNCTION.format(**RIGHT), train=False)
     gated = BankLocation.parse(str(tmp_path / "gated" / "bank.db"))

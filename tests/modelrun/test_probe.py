@@ -181,7 +181,7 @@ def test_prove_with_train_checks_the_training_step_and_times_it(normnet_profile,
     assert prove_in_process(str(NORMNET), str(bank), "cpu", rounds=4).training is None  # without --train, none
 
 
-def test_a_training_step_draws_the_same_dropout_on_both_sides_and_returns_every_parameters_gradient():
+def test_a_training_step_draws_the_same_dropout_on_both_sides_and_names_what_differs():
     import copy
 
     import torch
@@ -189,16 +189,24 @@ def test_a_training_step_draws_the_same_dropout_on_both_sides_and_returns_every_
     from forge.modelrun.training_proof import compare_steps, training_step
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 3)).train()
-    unused = torch.nn.Parameter(torch.ones(2))
-    model.register_parameter("unused", unused)  # a parameter no step reaches: zeros on both sides
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 8), torch.nn.Dropout(0.5), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 3)
+    ).train()
+    model.register_parameter("unused", torch.nn.Parameter(torch.ones(2)))  # no step reaches it: zeros
     grads_out = [torch.randn(4, 3)]
     twin = copy.deepcopy(model)
     inputs = [torch.randn(4, 8)]
     got = training_step(model, grads_out)(inputs)
-    assert len(got) == 1 + 5 and torch.equal(got[1], torch.zeros(2))  # the module's own parameter comes first
-    assert compare_steps(training_step(model, grads_out), training_step(twin, grads_out), inputs)[0]
+    assert torch.equal(got["the gradient of unused"], torch.zeros(2)) and "buffer 2.running_mean" in got
+    assert compare_steps(training_step(copy.deepcopy(twin), grads_out)(inputs), training_step(twin, grads_out)(inputs))[
+        0
+    ]
+    wrong = copy.deepcopy(twin)
     with torch.no_grad():
-        twin[2].weight.mul_(1.01)
-    match, _, _, detail = compare_steps(training_step(model, grads_out), training_step(twin, grads_out), inputs)
-    assert not match and "differs" in detail
+        wrong[3].weight.mul_(1.01)
+    match, _, _, detail = compare_steps(training_step(twin, grads_out)(inputs), training_step(wrong, grads_out)(inputs))
+    assert not match and detail.startswith("output 0 differs")
+    stale = copy.deepcopy(twin)
+    stale[2].momentum = 0.0  # a norm that leaves its running statistics where they were
+    match, _, _, detail = compare_steps(training_step(twin, grads_out)(inputs), training_step(stale, grads_out)(inputs))
+    assert not match and detail.startswith("buffer 2.running_mean differs"), detail

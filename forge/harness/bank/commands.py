@@ -135,6 +135,8 @@ def _reverify(engine: Engine, kernel_id: int, settings: ForgeSettings, train: bo
     trained = train or any(c.name == "gradients" for c in k.evidence.checks)
     verdict = _verify_entry(k, settings.model_copy(update={"verify_gradients": True}) if trained else settings)
     training = training_standing(verdict) if trained else None
+    if training is not None and k.summary.training_by_model is not None:
+        training = k.summary.training_by_model  # a model's training step it slowed: kept (set_status)
     if trained and _backward_alone_failed(verdict):
         verdict = _verify_entry(k, settings)  # its inference evidence, without the failed standing
     same_reference = verdict.op_hash == k.op_hash

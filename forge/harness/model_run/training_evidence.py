@@ -22,8 +22,8 @@ def slowed_training(t: FourWay) -> bool:
 
 
 def demote_slowing_training_kernels(proof: ModelProof, ops: list[str], where: BankLocation, device: str) -> list[str]:
-    """Set the kernels ``ops`` (the model's) use under autograd, for its device, to run the
-    reference there when the model's training step shows they slow it; returns what was set, as
+    """Set the kernels of ``ops`` (the model's) that ran in its training step, for its device, to
+    run the reference under autograd when that step shows they slow it; returns what was set, as
     sentences."""
     timings = proof.training.timings if proof.training is not None else []
     slow = next((t for t in timings if slowed_training(t)), None)
@@ -34,10 +34,11 @@ def demote_slowing_training_kernels(proof: ModelProof, ops: list[str], where: Ba
         f"in a model, the training step ran {r.median:.2f}x eager ({r.low:.2f}-{r.high:.2f}, {slow.regime}) with it "
         "in place: where gradients are needed the reference runs"
     )
+    ran = {u.op for u in proof.training.ops if u.kernel_calls} if proof.training is not None else set()
     engine = open_for_writing(where)
     said = []
     try:
-        for op in ops:
+        for op in (o for o in ops if o in ran):  # the kernels that ran in the step it timed
             for k in list_kernels(engine, op):
                 if k.device == device and str(k.status) == "active" and k.trains:
                     set_training_standing(engine, k.id, TrainingStanding(used=False, why=why, by_model=True))

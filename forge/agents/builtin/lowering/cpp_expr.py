@@ -123,14 +123,6 @@ def _pow(a: str, b: Any, node: fx.Node, ct: str) -> str:
     return f"(({ct})std::pow({a}, {b}))"
 
 
-def _operand_dtype(node: fx.Node) -> torch.dtype:
-    """The dtype in which a comparison's operands are compared (its tensor operand's)."""
-    for a in node.args[:2]:
-        if isinstance(a, fx.Node):
-            return dtype_of(a)
-    raise Unsupported(f"{packet_name(node)}: no tensor operand")
-
-
 def scalar_operand(value: Any, node: fx.Node) -> str:
     """A Python-number argument of a pointwise node as a literal in the node's operand dtype."""
     name = packet_name(node)

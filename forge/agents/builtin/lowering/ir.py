@@ -65,11 +65,12 @@ def dtype_of(node: fx.Node) -> torch.dtype:
 
 
 def operand_dtype(node: fx.Node) -> torch.dtype:
-    """The dtype of the node's first operand: a tensor's, else a number's as torch takes it."""
-    arg = node.args[0]
-    if isinstance(arg, fx.Node):
-        return dtype_of(arg)
-    return torch.float64 if isinstance(arg, float) else torch.int64
+    """The dtype a node's operands have (its first tensor operand's): the one a comparison
+    compares in, and the one ``signbit`` reads the sign of."""
+    for a in node.args[:2]:
+        if isinstance(a, fx.Node):
+            return dtype_of(a)
+    raise Unsupported(f"{packet_name(node)}: no tensor operand")
 
 
 def int_arg(node: fx.Node, k: int) -> int:

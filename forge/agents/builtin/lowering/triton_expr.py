@@ -187,12 +187,7 @@ def expression(node: fx.Node, ops: list[str]) -> str:
     raise Unsupported(f"{name}: no Triton form in the lowering yet")
 
 
-_SAME_WIDTH_INT = {
-    torch.float64: "tl.int64",
-    torch.float32: "tl.int32",
-    torch.float16: "tl.int16",
-    torch.bfloat16: "tl.int16",
-}
+_SAME_WIDTH_INT = {torch.float64: "tl.int64", torch.float32: "tl.int32"}  # the float dtypes the emitter takes
 
 
 def _signbit(a: str, dtype: torch.dtype) -> str:
