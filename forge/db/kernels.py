@@ -80,13 +80,8 @@ class KernelSummary:
 
     def to_json(self) -> dict[str, Any]:
         standing = self.compile_standing.model_dump() if self.compile_standing is not None else None
-        by_model = self.training_by_model.model_dump() if self.training_by_model is not None else None
-        return {
-            **self.__dict__,
-            "status": str(self.status),
-            "compile_standing": standing,
-            "training_by_model": by_model,
-        }
+        fields = {k: v for k, v in self.__dict__.items() if k != "training_by_model"}  # shown as "under autograd"
+        return {**fields, "status": str(self.status), "compile_standing": standing}
 
 
 @dataclass(frozen=True)
