@@ -228,7 +228,7 @@ def test_a_model_whose_training_step_its_kernels_slow_runs_their_reference_under
     import torch
 
     import forge.kernelbank as kb
-    from forge.core.model_records import FourWay, ModelProof, TrainingProof
+    from forge.core.model_records import FourWay, ModelProof, OpCalls, TrainingProof
     from forge.core.paths import BankLocation
     from forge.core.timing_records import PairedRatio
     from forge.db import kernel_detail, list_kernels, open_for_writing, set_status
@@ -254,10 +254,16 @@ def test_a_model_whose_training_step_its_kernels_slow_runs_their_reference_under
     trains = {"checks": checks, "training_step": timed}
     bank = tmp_path / "bank.db"
     (kid,) = make_bank(bank, [(OP, KERNEL.read_text(), trains)])
-    training = TrainingProof(ops=[], gradients_match=True, max_abs_diff=0.0, tolerance="",
-                             timings=[step((0.92, 0.89, 0.95), (0.99, 0.97, 1.02))])  # fmt: skip
-    proof = ModelProof(kernelized=1, ops=[], outputs_match=True, max_abs_diff=0.0, tolerance="", training=training)
+    slow = [step((0.92, 0.89, 0.95), (0.99, 0.97, 1.02))]
+
+    def proof_with(kernel_calls: int) -> ModelProof:
+        ran = [OpCalls(op="user_rmsnorm", calls=1, kernel_calls=kernel_calls)]
+        training = TrainingProof(ops=ran, gradients_match=True, max_abs_diff=0.0, tolerance="", timings=slow)
+        return ModelProof(kernelized=1, ops=ran, outputs_match=True, max_abs_diff=0.0, tolerance="", training=training)
+
     where = BankLocation.parse(bank)
+    assert demote_slowing_training_kernels(proof_with(0), ["user_rmsnorm"], where, "cpu") == []  # it did not run there
+    proof = proof_with(1)
     x = torch.randn(64, 256, requires_grad=True)
     with kb.open(bank).watch() as seen:  # used where gradients are needed, as its own figures say
         kb.open(bank).load("user_rmsnorm", 256)(x)
