@@ -30,10 +30,13 @@ def forge(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str
 
 
 def test_model_run_profiles_optimizes_and_proves(tmp_path):
+    """With --train the ops' sessions verify backward passes too, and the proof takes the
+    kernelized model's training step against the original's, then times training steps."""
     r = forge(
         "optimize",
         str(NORMNET),
         "--modules",
+        "--train",
         "--rounds",
         "1",
         "--json",
@@ -61,37 +64,12 @@ def test_model_run_profiles_optimizes_and_proves(tmp_path):
     assert [t["regime"] for t in proof["timings"]] == ["warm", "cold"]
     assert all(t["kernelized_vs_eager"]["pairs"] == 8 for t in proof["timings"])
     assert (r.returncode == 0) is op["accepted"]
-    assert "profiled:" in r.stderr and "proven: outputs match" in r.stderr
+    assert "profiled:" in r.stderr and "proven: outputs match; training step: gradients match" in r.stderr
+    training = proof["training"]
+    assert training["gradients_match"] and [t["regime"] for t in training["timings"]] == ["warm", "cold"]
+    assert all(t["kernelized_vs_eager"]["pairs"] == 8 and t["compiled_ms"] is None for t in training["timings"])
     written = json.loads((tmp_path / "report" / "results.json").read_text())
     assert written["model"]["proof"] == proof and (tmp_path / "report" / "model.png").stat().st_size > 1000
-
-
-def test_a_model_run_for_training_proves_the_training_step_too(tmp_path):
-    """--modules --train: the ops' sessions verify backward passes, and the proof takes the
-    kernelized model's training step against the original's (outputs and parameter gradients),
-    then times training steps beside the null."""
-    r = forge(
-        "optimize",
-        str(NORMNET),
-        "--modules",
-        "--train",
-        "--rounds",
-        "1",
-        "--json",
-        "--bank",
-        "bank.db",
-        "--prove-rounds",
-        "4",
-        cwd=tmp_path,
-        cache=tmp_path,
-    )
-    assert r.returncode in (0, 1), r.stderr[-3000:]
-    proof = json.loads(r.stdout)["model"]["proof"]
-    training = proof["training"]
-    assert proof["outputs_match"] and training["gradients_match"], training
-    assert [t["regime"] for t in training["timings"]] == ["warm", "cold"]
-    assert all(t["kernelized_vs_eager"]["pairs"] == 4 and t["compiled_ms"] is None for t in training["timings"])
-    assert "and a training step" in r.stderr and "training step: gradients match" in r.stderr
 
 
 @pytest.mark.parametrize(
