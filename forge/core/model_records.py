@@ -123,6 +123,11 @@ class TrainingProof(BaseModel):
     detail: str = ""  # the first difference
     timings: list[FourWay] = Field(default_factory=list)
 
+    @classmethod
+    def refused(cls, detail: str) -> TrainingProof:
+        """A training step that could not be proven (it raised, or the model has nothing to train)."""
+        return cls(ops=[], gradients_match=False, max_abs_diff=None, tolerance="", detail=detail)
+
 
 class ModelProof(BaseModel):
     """A fresh model kernelized with everything banked, against the original."""

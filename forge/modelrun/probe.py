@@ -47,7 +47,7 @@ def _run(args: argparse.Namespace) -> BaseModel:
             proof.training = prove_training(loaded, bank, args.device, args.rounds)
         except Exception as exc:  # the inference proof stands; the training one says what broke
             said = f"the training proof raised {type(exc).__name__}: {first_said(exc)}"
-            proof.training = TrainingProof(ops=[], gradients_match=False, max_abs_diff=None, tolerance="", detail=said)
+            proof.training = TrainingProof.refused(said)
     return proof
 
 

@@ -62,10 +62,6 @@ def compare_steps(want: dict[str, torch.Tensor], got: dict[str, torch.Tensor]) -
     return True, worst, tolerance, ""
 
 
-def _refused(detail: str) -> TrainingProof:
-    return TrainingProof(ops=[], gradients_match=False, max_abs_diff=None, tolerance="", detail=detail)
-
-
 def prove_training(loaded: LoadedModel, bank_path: str | None, device: str, rounds: int) -> TrainingProof:
     """Kernelize a fresh model in training mode, compare a training step with the original's, and
     time training steps (eager, kernelized, the eager null), warm and cold."""
@@ -79,18 +75,22 @@ def prove_training(loaded: LoadedModel, bank_path: str | None, device: str, roun
     with torch.enable_grad():
         outs = outputs_of(copy.deepcopy(original)(*inputs))  # a copy: a training forward updates state
     if not any(p.requires_grad for p in original.parameters()) or not any(o.requires_grad for o in outs):
-        return _refused("nothing to train: no output of the model carries a gradient to a parameter")
+        return TrainingProof.refused("nothing to train: no output of the model carries a gradient to a parameter")
     grads_out = [torch.randn(o.shape, dtype=o.dtype, device=o.device) if o.is_floating_point() else o for o in outs]
     steps = {"eager": training_step(original, grads_out), "kernelized": training_step(kernelized, grads_out)}
     try:
         want = steps["eager"](inputs)
     except Exception as exc:
-        return _refused(f"the original model's training step raised {type(exc).__name__}: {first_said(exc)}")
+        return TrainingProof.refused(
+            f"the original model's training step raised {type(exc).__name__}: {first_said(exc)}"
+        )
     with bank.watch() as seen:
         try:
             got = steps["kernelized"](inputs)
         except Exception as exc:
-            return _refused(f"the kernelized model's training step raised {type(exc).__name__}: {first_said(exc)}")
+            return TrainingProof.refused(
+                f"the kernelized model's training step raised {type(exc).__name__}: {first_said(exc)}"
+            )
     match, worst, tolerance, detail = compare_steps(want, got)
     proof = TrainingProof(
         ops=[OpCalls(op=u.op, calls=u.calls, kernel_calls=u.kernel_calls) for u in seen.ops.values()],

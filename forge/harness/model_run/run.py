@@ -157,14 +157,14 @@ def optimize_model(
     ways = "eager, kernelized, compiled, both" + ("; and a training step" if options.train else "")
     _stage(emit, model, "proving", f"the kernelized model against the original; {ways}")
     open_for_writing(where).dispose()  # a bank to read, even when no session ran (nothing chosen)
-    _prove(result, where, device, (choices.prove_rounds, options.train), stop)
+    _prove(result, where, device, choices.prove_rounds, stop, train=options.train)
     ops = [c.group.name for c in carved]
     if result.proof is not None:
         result.compile_demoted = demote_slowing_kernels(result.proof, ops, where, device)
         result.training_demoted = demote_slowing_training_kernels(result.proof, ops, where, device)
     if demoted := result.compile_demoted + result.training_demoted:
         _stage(emit, model, "proving", "again: " + "; ".join(demoted))
-        _prove(result, where, device, (choices.prove_rounds, options.train), stop)
+        _prove(result, where, device, choices.prove_rounds, stop, train=options.train)
     result.run.interrupted = result.run.interrupted or bool(stop is not None and stop.is_set())
     _stage(emit, model, "proven", _proven(result.proof))
     return result
@@ -189,11 +189,16 @@ def _check_names(profile: ModelProfile, choices: ModelChoices) -> None:
 
 
 def _prove(
-    result: ModelRunResult, where: BankLocation, device: str, how: tuple[int, bool], stop: threading.Event | None
+    result: ModelRunResult,
+    where: BankLocation,
+    device: str,
+    rounds: int,
+    stop: threading.Event | None,
+    *,
+    train: bool,
 ) -> None:
-    """The proof (``how``: rounds, and whether the training step is proven too), or why not."""
+    """The proof (with ``train``, of the training step too), or why not."""
     bank = where.libpq_url() if where.is_server else str(where.file())
-    rounds, train = how
     try:
         proof = prove_in_process(result.model, bank, device, rounds, stop=stop, train=train)
         result.proof, result.proof_error = proof, None

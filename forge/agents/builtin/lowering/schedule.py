@@ -25,7 +25,7 @@ from torch import fx
 
 from forge.agents.builtin.lowering.ir import Unsupported, int_arg, keeps_order, shape_of, value_of
 from forge.agents.builtin.lowering.layout import channels_last_slots
-from forge.agents.builtin.lowering.trace import NodeKind, Traced, kind_of, packet_name
+from forge.agents.builtin.lowering.trace import OTHER, NodeKind, Traced, kind_of, packet_name
 
 REDUCE_OPS = frozenset({"prims.sum", "prims.amax", "prims.amin", "prims.prod", "prims.var"})
 SCAN_OPS = frozenset({"aten.cumsum", "aten.cumprod"})
@@ -43,19 +43,8 @@ LIBRARY_OPS = frozenset(
         "aten._scaled_dot_product_flash_attention_for_cpu_backward",
     }
 )
-_INLINE_OTHER = frozenset(
-    {
-        "aten.gather",
-        "aten.index",
-        "aten.scatter",
-        "prims.iota",
-        "aten.full",
-        "prims.full",
-        "prims.scalar_tensor",
-        "prims.cat",
-        "aten.cat",
-    }
-)
+# the "other" nodes read inline where they are used: all but state updates, allocations and tuple items
+_INLINE_OTHER = OTHER - {"aten.copy_", "aten.empty", "getitem"}
 
 
 class StepKind(StrEnum):
