@@ -23,6 +23,18 @@ class TensorUse(BaseModel):
     dtype: str
     low: int | None = None
     high: int | None = None
+    # the same values whatever the model's inputs (a mask, position ids, a rotary table): the op
+    # uses the values the model passed (kept beside the op file) instead of drawing new ones
+    fixed: bool = False
+
+
+class CallUse(BaseModel):
+    """One way an instance is called: the call's arguments as a template (``x0, mask=None,
+    position_embeddings=(x1, x2)``, see ``core.module_call``) and its tensors ``x0``, ``x1``, ..."""
+
+    model_config = _STRICT
+    call: str
+    tensors: list[TensorUse]
 
 
 class InitCall(BaseModel):
@@ -31,6 +43,9 @@ class InitCall(BaseModel):
 
     model_config = _STRICT
     args: list[Any] = Field(default_factory=list)  # positional, as Python source (repr) per argument
+    # an argument no literal can write (a config object, a layer class, a partial): the op builds
+    # the model and takes the arguments the instance was built with (``forge.modelrun.carved``)
+    from_model: bool = False
     refusal: str | None = None
 
 
@@ -41,10 +56,10 @@ class InstanceUse(BaseModel):
     path: str  # its name in the model ("layers.0.norm1")
     calls: int  # per forward of the model
     inclusive_ms: float  # its forwards' time per model forward, children included
-    inputs: list[list[TensorUse]]  # the distinct input signatures it was called with
+    signatures: list[CallUse]  # the distinct ways it was called (arguments, tensor shapes)
     init: InitCall
     config: str  # its configuration (state shapes, plain attributes): equal strings, one op
-    refusal: str | None = None  # why its calls cannot become an op (non-tensor arguments, ...)
+    refusal: str | None = None  # why its calls cannot become an op (a KV cache, an object argument, ...)
 
 
 class ClassUse(BaseModel):

@@ -1,7 +1,10 @@
 """Loading KernelBench-format op files (plus forge's optional FORGE_* extensions).
 
 An op file defines ``class Model(nn.Module)`` (or imports it from the user's code),
-``get_inputs()`` and ``get_init_inputs()``, with sizes as module-level constants. Loading executes
+``get_inputs()`` and ``get_init_inputs()``, with sizes as module-level constants. Optionally,
+``forge_call(model, *inputs)`` says how the model is called (keyword arguments, ``None``, tuples of
+tensors, as a model calls its layers; default ``model(*inputs)``) and ``FORGE_FIXED_INPUTS`` which
+inputs hold meaningful values (a mask, position ids) that stress distributions leave as drawn. Loading executes
 the file, so it happens in the process that is allowed to run the user's reference: a verifier's
 reference worker, or the user's own program.
 """
@@ -12,7 +15,7 @@ import ast
 import sys
 import traceback
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,7 @@ class Problem:
     declared_shapes: list[dict[str, Any]] | None
     target_class_path: str | None
     overrides: dict[str, Any] = field(default_factory=dict)
+    fixed_inputs: frozenset[int] = frozenset()  # FORGE_FIXED_INPUTS: indices into get_inputs()
 
     @property
     def name(self) -> str:
@@ -73,6 +77,17 @@ class Problem:
 
     def inputs(self) -> list[Any]:
         return _call_user(self, "get_inputs", check_tensors=True)
+
+    def call(self, model: Any, inputs: Sequence[Any]) -> Any:
+        """The model called on ``inputs`` as the op file says (``forge_call``), else ``model(*inputs)``."""
+        return call_model(self.module, model, inputs)
+
+
+def call_model(module: types.ModuleType | None, model: Any, inputs: Sequence[Any]) -> Any:
+    """``module.forge_call(model, *inputs)`` where the op file ``module`` defines it, else
+    ``model(*inputs)`` (the candidate's worker calls through the reference's module the same way)."""
+    how = getattr(module, "forge_call", None) if module is not None else None
+    return how(model, *inputs) if how is not None else model(*inputs)
 
 
 def _loc(path: Path, tb: types.TracebackType | None) -> str:
@@ -182,7 +197,12 @@ def load_problem(path: str | Path | ProblemSource, overrides: Mapping[str, Any] 
     for fn in ("get_inputs", "get_init_inputs"):
         if not callable(getattr(module, fn)):
             raise ProblemError(f"{spec.path}: {fn} must be a function")
+    if hasattr(module, "forge_call") and not callable(module.forge_call):
+        raise ProblemError(f"{spec.path}: forge_call must be a function (model, *inputs) that calls the model")
     tol, shapes = _validate_extensions(spec, module)
+    fixed = getattr(module, "FORGE_FIXED_INPUTS", [])
+    if not isinstance(fixed, list | tuple) or not all(type(i) is int and i >= 0 for i in fixed):
+        raise ProblemError(f"{spec.path}: FORGE_FIXED_INPUTS must be a list of indices into get_inputs()")
     target = None
     if model_cls.__module__ != module.__name__:
         target = f"{model_cls.__module__}:{model_cls.__qualname__}"
@@ -196,6 +216,7 @@ def load_problem(path: str | Path | ProblemSource, overrides: Mapping[str, Any] 
         declared_shapes=shapes,
         target_class_path=target,
         overrides=dict(overrides or {}),
+        fixed_inputs=frozenset(fixed),
     )
 
 

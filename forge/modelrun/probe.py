@@ -2,7 +2,7 @@
 its kernelized form, and writes one JSON record (the parent validates it). A model that crashes
 or hangs ends this process, not forge.
 
-    python -m forge.modelrun.probe profile MODEL --device cpu --out F
+    python -m forge.modelrun.probe profile MODEL --device cpu [--recorded R] --out F
     FORGE_BANK=BANK python -m forge.modelrun.probe prove MODEL --device cpu --rounds 30 [--train] --out F
 """
 
@@ -39,7 +39,7 @@ class ModelRunError(ForgeError):
 def _run(args: argparse.Namespace) -> BaseModel:
     loaded = load_model(args.model)
     if args.step == "profile":
-        return profile_model(loaded, args.device)
+        return profile_model(loaded, args.device, Path(args.recorded) if args.recorded else None)
     bank = os.environ.get("FORGE_BANK") or None
     proof = prove_model(loaded, bank, args.device, args.rounds)
     if args.train and proof.outputs_match:
@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--train", action="store_true", help="prove: the training step too")
+    parser.add_argument("--recorded", help="profile: where to save the values of the calls' fixed tensors")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     try:
@@ -116,11 +117,17 @@ def _wait(proc: subprocess.Popen[bytes], model: str, step: str, timeout_s: float
 
 
 def profile_in_process(
-    model: str, device: str, timeout_s: float = 900, stop: threading.Event | None = None
+    model: str,
+    device: str,
+    timeout_s: float = 900,
+    stop: threading.Event | None = None,
+    recorded: Path | None = None,
 ) -> ModelProfile:
     """Profile the model in a process of its own (``ModelRunError`` with the model's error;
-    ``stop`` set: the process is killed)."""
-    return _probe("profile", ["--device", device], ModelProfile, model, timeout_s, stop=stop)
+    ``stop`` set: the process is killed); ``recorded``: where the values of the calls' fixed
+    tensors go (``profiling.profile_model``)."""
+    extra = ["--device", device, *(["--recorded", str(recorded)] if recorded is not None else [])]
+    return _probe("profile", extra, ModelProfile, model, timeout_s, stop=stop)
 
 
 def prove_in_process(

@@ -10,13 +10,15 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
-from forge.core.model_records import ClassUse, InitCall, InstanceUse, ModelProfile, TensorUse
+from forge.core.model_records import CallUse, ClassUse, InitCall, InstanceUse, ModelProfile, TensorUse
+from forge.core.module_call import CallRefused, CallTemplate, call_template, layout_refusal, output_layout
 from forge.modelrun.source import InitRecorder, LoadedModel, configuration
 from forge.verifier.op_brief_worker import LIBRARY_OP, call_ms, device_sync, eager_profile
 
@@ -24,6 +26,9 @@ _TIMED_FORWARDS = 10  # unhooked forwards timed for the model's own figure
 _HOOKED_FORWARDS = 3  # forwards timed per instance (their median)
 _RANGE = "forge_module::"
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)
+
+
+_KEPT_BYTES = 64 << 20  # a call's tensor larger than this is drawn anew, never kept
 
 
 def _tensor_use(x: torch.Tensor) -> TensorUse:
@@ -35,52 +40,84 @@ def _tensor_use(x: torch.Tensor) -> TensorUse:
 
 
 @dataclass
+class _Signature:
+    """One way an instance was called, and the values of its tensors on the first draw."""
+
+    use: CallUse
+    first: list[torch.Tensor | None]  # copies (None: too large to keep)
+    kept: dict[int, torch.Tensor] = field(default_factory=dict)  # fixed: the same on the second draw
+
+
+@dataclass
 class _Seen:
     """One instance's calls during the hooked forwards."""
 
     calls: int = 0
     seconds: list[float] = field(default_factory=list)  # per hooked forward
-    signatures: dict[str, list[TensorUse]] = field(default_factory=dict)
+    signatures: dict[str, _Signature] = field(default_factory=dict)
     refusal: str | None = None
+    output: str | None = None  # the layout it returns
 
 
-def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[TensorUse] | str:
-    """The call's inputs as tensor uses, or why they cannot be an op's inputs."""
-    if kwargs:
-        return f"it is called with keyword arguments ({', '.join(kwargs)})"
-    if not args:
-        return "it is called without arguments"
-    uses = []
-    for i, a in enumerate(args):
-        if not isinstance(a, torch.Tensor):
-            return f"its argument {i} is a {type(a).__name__}, not a tensor"
-        if a.dtype == torch.bool:
-            return f"its argument {i} is a boolean mask (data-dependent)"
-        uses.append(_tensor_use(a))
-    return uses
+def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, CallTemplate] | str:
+    """The call's key and template, or why it cannot be an op's call."""
+    try:
+        template = call_template(args, kwargs)
+    except CallRefused as exc:
+        return str(exc)
+    shapes = [(tuple(t.shape), t.dtype) for t in template.tensors]
+    return f"{template.source} {shapes}", template
+
+
+def _fixed_marked(sig: _Signature) -> CallUse:
+    """The signature's call with the tensors that kept their values across draws marked fixed;
+    at least one tensor (the first floating one) is drawn anew, so that every case is fresh."""
+    tensors = [u.model_copy(update={"fixed": i in sig.kept}) for i, u in enumerate(sig.use.tensors)]
+    if tensors and all(u.fixed for u in tensors):
+        first = next((i for i, u in enumerate(tensors) if u.low is None and u.dtype != "bool"), 0)
+        tensors[first] = tensors[first].model_copy(update={"fixed": False})
+        sig.kept.pop(first, None)
+    return CallUse(call=sig.use.call, tensors=tensors)
 
 
 class _Hooks:
-    """Forward hooks on every module: per-call time, inputs, and (optionally) profiler ranges."""
+    """Forward hooks on every module: per-call time, calls, and (optionally) profiler ranges; on a
+    second draw of the model's inputs, which of each call's tensors kept their values."""
 
     def __init__(self, model: torch.nn.Module, device: str) -> None:
         self.sync = device_sync(device)
         self.seen: dict[str, _Seen] = {path: _Seen() for path, _ in model.named_modules()}
         self.ranges = False
+        self.second_draw = False
         self._open: dict[int, list[tuple[float, Any]]] = defaultdict(list)
         self._handles = []
         for path, sub in model.named_modules():
             self._handles.append(sub.register_forward_pre_hook(self._pre(path), with_kwargs=True))
             self._handles.append(sub.register_forward_hook(self._post(path), with_kwargs=True))
 
+    def _record(self, seen: _Seen, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        found = _signature(args, kwargs)
+        if isinstance(found, str):
+            seen.refusal = seen.refusal or found
+            return
+        key, template = found
+        held = seen.signatures.get(key)
+        if self.second_draw:
+            for i, t in enumerate(template.tensors):
+                before = held.first[i] if held is not None else None
+                if held is not None and before is not None and torch.equal(before, t):
+                    held.kept[i] = t.detach().clone()
+            return
+        if held is None:
+            first = [
+                t.detach().clone() if t.numel() * t.element_size() <= _KEPT_BYTES else None for t in template.tensors
+            ]
+            use = CallUse(call=template.source, tensors=[_tensor_use(t) for t in template.tensors])
+            seen.signatures[key] = _Signature(use, first)
+
     def _pre(self, path: str) -> Callable[..., None]:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            seen = self.seen[path]
-            sig = _signature(args, kwargs)
-            if isinstance(sig, str):
-                seen.refusal = seen.refusal or sig
-            else:
-                seen.signatures.setdefault(repr([(u.shape, u.dtype) for u in sig]), sig)
+            self._record(self.seen[path], args, kwargs)
             scope = record_function(_RANGE + path) if self.ranges else None
             if scope is not None:
                 scope.__enter__()
@@ -94,13 +131,16 @@ class _Hooks:
             self.sync()
             start, scope = self._open[id(module)].pop()
             seen = self.seen[path]
+            if self.second_draw:
+                return
             seen.calls += 1
             seen.seconds[-1] += time.perf_counter() - start
             if scope is not None:
                 scope.__exit__(None, None, None)
-            outs = output if isinstance(output, tuple | list) else (output,)
-            if not all(isinstance(o, torch.Tensor) for o in outs):
-                seen.refusal = seen.refusal or f"it returns a {type(output).__name__}, not tensors"
+            seen.output = seen.output or output_layout(output)
+            why = layout_refusal(output)
+            if why is not None:
+                seen.refusal = seen.refusal or why
 
         return hook
 
@@ -144,11 +184,35 @@ def _class_key(cls: type) -> tuple[str, str]:
     return cls.__module__, cls.__qualname__
 
 
-def profile_model(loaded: LoadedModel, device: str) -> ModelProfile:
-    """Build the model (recording constructor arguments), run it, and measure where its time goes."""
-    recorder = InitRecorder()
-    torch.manual_seed(0)
-    model = recorder.build(loaded.build).eval().to(device)
+def _instances(
+    model: torch.nn.Module, hooks: _Hooks, recorder: InitRecorder
+) -> tuple[dict[tuple[str, str], list[tuple[torch.nn.Module, InstanceUse]]], dict[str, list[dict[int, torch.Tensor]]]]:
+    """Each class's instances as they ran, and per instance path the values of its calls' fixed
+    tensors (per signature)."""
+    classes: dict[tuple[str, str], list[tuple[torch.nn.Module, InstanceUse]]] = defaultdict(list)
+    kept: dict[str, list[dict[int, torch.Tensor]]] = {}
+    for path, sub in model.named_modules():  # the model itself included (path ""): optimized whole as a fallback
+        seen = hooks.seen[path]
+        if seen.calls == 0:
+            continue
+        signatures = [_fixed_marked(sig) for sig in seen.signatures.values()]
+        kept[path] = [sig.kept for sig in seen.signatures.values()]
+        use = InstanceUse(
+            path=path,
+            calls=seen.calls // (_HOOKED_FORWARDS + 1),
+            inclusive_ms=round(statistics.median(seen.seconds[:_HOOKED_FORWARDS]) * 1e3, 5),
+            signatures=signatures,
+            init=recorder.of(sub) or InitCall(refusal="it was not built while forge built the model"),
+            config=configuration(sub),
+            refusal=seen.refusal,
+        )
+        classes[_class_key(type(sub))].append((sub, use))
+    return classes, kept
+
+
+def _measure(model: torch.nn.Module, loaded: LoadedModel, device: str) -> tuple[float, _Hooks, Any, Any]:
+    """The forward's time, the hooks' records (a second draw of the inputs included), the profiler's
+    events and eager's top aten ops."""
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in loaded.inputs()]
     sync = device_sync(device)
 
@@ -165,25 +229,30 @@ def profile_model(loaded: LoadedModel, device: str) -> ModelProfile:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
         with profile(activities=activities) as prof:
             hooks.forward(run)
+        hooks.ranges, hooks.second_draw = False, True
+        torch.manual_seed(1)
+        other = [x.to(device) if isinstance(x, torch.Tensor) else x for x in loaded.inputs()]
+        model(*other)
         hooks.remove()
-        library = _library_seconds(prof.events(), device)
         aten = eager_profile(run, device, forward_ms).ops
+    return forward_ms, hooks, prof.events(), aten
+
+
+def profile_model(loaded: LoadedModel, device: str, recorded: Path | None = None) -> ModelProfile:
+    """Build the model (recording constructor arguments), run it, and measure where its time goes;
+    ``recorded``: where to save the values of the calls' fixed tensors (``torch.save``, per
+    instance path a list per signature of {tensor index: value})."""
+    recorder = InitRecorder()
+    torch.manual_seed(0)
+    model = recorder.build(loaded.build).eval().to(device)
+    forward_ms, hooks, events, aten = _measure(model, loaded, device)
+    library = _library_seconds(events, device)
     root_ms = statistics.median(hooks.seen[""].seconds[:_HOOKED_FORWARDS]) * 1e3 or 1e-9
-    classes: dict[tuple[str, str], list[tuple[torch.nn.Module, InstanceUse]]] = defaultdict(list)
-    for path, sub in model.named_modules():  # the model itself included (path ""): optimized whole as a fallback
-        seen = hooks.seen[path]
-        if seen.calls == 0:
-            continue
-        use = InstanceUse(
-            path=path,
-            calls=seen.calls // (_HOOKED_FORWARDS + 1),
-            inclusive_ms=round(statistics.median(seen.seconds[:_HOOKED_FORWARDS]) * 1e3, 5),
-            inputs=list(seen.signatures.values()),
-            init=recorder.of(sub) or InitCall(refusal="it was not built while forge built the model"),
-            config=configuration(sub),
-            refusal=seen.refusal,
+    classes, kept = _instances(model, hooks, recorder)
+    if recorded is not None:
+        torch.save(
+            {path: [{i: t.cpu() for i, t in sig.items()} for sig in sigs] for path, sigs in kept.items()}, recorded
         )
-        classes[_class_key(type(sub))].append((sub, use))
     uses = []
     for (module, name), members in classes.items():
         total = sum(u.inclusive_ms for _, u in members)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import json
 import keyword
-import math
 import re
 import sys
 import types
@@ -29,6 +28,7 @@ from forge.core.errors import ProblemError
 from forge.core.importing import import_file
 from forge.core.instance_binding import config_signature
 from forge.core.model_records import InitCall
+from forge.core.module_call import python_literal
 
 _VARARGS, _VARKEYWORDS = 0x04, 0x08  # code object flags
 
@@ -109,23 +109,8 @@ def _call_user(spec: str, fn: Callable[[], Any]) -> Any:
         raise ProblemError(f"{spec}: importing the model raised {type(exc).__name__}: {exc}") from exc
 
 
-def literal(value: Any) -> str:
-    """``value`` as Python source an op file can hold; raises TypeError for anything else."""
-    if value is None or isinstance(value, bool | int | str):
-        return repr(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
-    if isinstance(value, torch.dtype):
-        return str(value)
-    if isinstance(value, tuple | list | torch.Size):
-        parts = [literal(v) for v in value]
-        if isinstance(value, list):
-            return "[" + ", ".join(parts) + "]"
-        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-    raise TypeError(type(value).__name__)
-
-
-def _init_call(frame: types.FrameType, obj: torch.nn.Module) -> InitCall:
+def _init_call(frame: types.FrameType, obj: torch.nn.Module) -> tuple[InitCall, list[Any]]:
+    """The instance's constructor call as an op file can write it, and its positional arguments."""
     code = frame.f_code
     init = next(
         (c.__dict__["__init__"] for c in type(obj).__mro__ if _code_of(c.__dict__.get("__init__")) is code), None
@@ -138,19 +123,17 @@ def _init_call(frame: types.FrameType, obj: torch.nn.Module) -> InitCall:
     keyword_only, rest = rest[: code.co_kwonlyargcount], rest[code.co_kwonlyargcount :]
     changed = [n for n in keyword_only if n not in defaults or local.get(n) != defaults[n]]
     if changed:
-        return InitCall(refusal=f"it was built with keyword-only arguments ({', '.join(changed)})")
+        return InitCall(refusal=f"it was built with keyword-only arguments ({', '.join(changed)})"), []
     if code.co_flags & _VARARGS:
         named += [(f"*{rest[0]}", v) for v in local.get(rest[0], ())]
         rest = rest[1:]
     if code.co_flags & _VARKEYWORDS and local.get(rest[0]):
-        return InitCall(refusal=f"it was built with **{rest[0]} arguments ({', '.join(local[rest[0]])})")
-    args = []
-    for name, value in named:
-        try:
-            args.append(literal(value))
-        except TypeError as exc:
-            return InitCall(refusal=f"its constructor argument {name!r} is a {exc}, which an op file cannot hold")
-    return InitCall(args=args)
+        return InitCall(refusal=f"it was built with **{rest[0]} arguments ({', '.join(local[rest[0]])})"), []
+    values = [v for _, v in named]
+    try:
+        return InitCall(args=[python_literal(v) for v in values]), values
+    except TypeError:  # a config object, a layer class, a partial: the op takes them from the model
+        return InitCall(from_model=True), values
 
 
 def _code_of(fn: Any) -> types.CodeType | None:
@@ -158,21 +141,27 @@ def _code_of(fn: Any) -> types.CodeType | None:
 
 
 class InitRecorder:
-    """Records, while active, the outermost ``__init__`` call of each module built."""
+    """Records, while active, the outermost ``__init__`` call of each module built: how an op file
+    can write it, and the arguments themselves."""
 
     def __init__(self) -> None:
-        self._calls: dict[int, tuple[weakref.ref[torch.nn.Module], InitCall]] = {}
+        self._calls: dict[int, tuple[weakref.ref[torch.nn.Module], InitCall, list[Any]]] = {}
 
     def _seen(self, frame: types.FrameType, event: str, _arg: Any) -> None:
         if event != "call" or frame.f_code.co_name != "__init__" or not frame.f_code.co_argcount:
             return
         obj = frame.f_locals.get(frame.f_code.co_varnames[0])
         if isinstance(obj, torch.nn.Module) and self.of(obj) is None:
-            self._calls[id(obj)] = (weakref.ref(obj), _init_call(frame, obj))
+            self._calls[id(obj)] = (weakref.ref(obj), *_init_call(frame, obj))
 
     def of(self, module: torch.nn.Module) -> InitCall | None:
         held = self._calls.get(id(module))
         return held[1] if held is not None and held[0]() is module else None
+
+    def args_of(self, module: torch.nn.Module) -> list[Any] | None:
+        """The positional arguments ``module`` was built with (None: not built while recording)."""
+        held = self._calls.get(id(module))
+        return held[2] if held is not None and held[0]() is module and held[1].refusal is None else None
 
     def build(self, build: Callable[[], torch.nn.Module]) -> torch.nn.Module:
         previous = sys.getprofile()

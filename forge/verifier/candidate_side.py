@@ -20,8 +20,10 @@ import torch
 from forge.core.forward_tap import ForwardTap
 from forge.core.importing import import_file
 from forge.core.instance_binding import BindRefused, bound_forward, plan_binding
+from forge.core.module_call import output_layout, output_tensors
 from forge.core.problem import load_problem, read_problem_source
 from forge.verifier import gradients
+from forge.verifier.call_form import invoke, use_op
 from forge.verifier.memory import release_free_memory
 from forge.verifier.messages import (
     BindRequest,
@@ -34,6 +36,7 @@ from forge.verifier.messages import (
     InstantiateRequest,
     LoadedReply,
     LoadRequest,
+    ModelBuild,
     ReadyReply,
     TimeBeginRequest,
     TimeCallRequest,
@@ -45,7 +48,6 @@ from forge.verifier.messages import (
 )
 from forge.verifier.output_copies import (
     OutputPool,
-    as_output_list,
     bitwise_equal,
     plain_copy,
     ranges_overlap,
@@ -126,6 +128,14 @@ def _constants(module: Any, overrides: dict[str, Any]) -> Iterator[None]:
             setattr(module, k, v)
 
 
+def _init_args(spec: ModelBuild) -> list[Any]:
+    """The constructor arguments the reference's worker sent, or (objects no message carries) the
+    op file's own ``get_init_inputs()``, called here under the variant's constants."""
+    if spec.init_args is not None:
+        return list(spec.init_args)
+    return list(sys.modules["forge_reference"].get_init_inputs())
+
+
 class _BoundCall:
     """A kernel bound to an instance of the user's class, called like a module."""
 
@@ -133,8 +143,8 @@ class _BoundCall:
         self.forward = forward
         self.instance = instance
 
-    def __call__(self, *args: Any) -> Any:
-        return self.forward(self.instance, *args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(self.instance, *args, **kwargs)
 
 
 class CandidateSide:
@@ -163,6 +173,7 @@ class CandidateSide:
         # The reference module is importable as ``forge_reference`` so candidates may subclass Model.
         problem = load_problem(read_problem_source(request.op_path))
         sys.modules["forge_reference"] = problem.module
+        use_op(problem.module)  # before the candidate is imported: the call is the op file's
         if isinstance(getattr(problem.module, "Model", None), type):
             self.reference_calls = ForwardTap(problem.module.Model)
         self.path = str(Path(request.candidate_path).resolve())
@@ -183,7 +194,7 @@ class CandidateSide:
         for spec in request.models:
             try:
                 with _constants(sys.modules.get("forge_reference"), spec.overrides):
-                    model = cls(*spec.init_args)
+                    model = cls(*_init_args(spec))
             except Exception as exc:
                 raise StageError(
                     "interface", f"ModelNew(*get_init_inputs()) raised:\n{candidate_trace(exc, self.path)}"
@@ -211,8 +222,8 @@ class CandidateSide:
         ref_cls = sys.modules["forge_reference"].Model
         try:
             with _constants(sys.modules.get("forge_reference"), spec.overrides):
-                instance = ref_cls(*spec.init_args)
-                sample = self.module.ModelNew(*spec.init_args)
+                instance = ref_cls(*_init_args(spec))
+                sample = self.module.ModelNew(*_init_args(spec))
             instance = instance.to(self.device)
             instance.load_state_dict({k: v.to(self.device) for k, v in spec.state_dict.items()}, strict=True)
             instance.train(spec.train)
@@ -232,7 +243,7 @@ class CandidateSide:
         end event, as eager's calls do (a synchronize inside the events would charge the candidate
         the host's wake-up and the end event's launch, some 10-30 us a call on a GPU)."""
         with torch.no_grad():
-            out = model(*inputs)
+            out = invoke(model, inputs)
         if sync:
             self.clocks.sync()
         return out
@@ -240,7 +251,7 @@ class CandidateSide:
     def _call_copied(self, model: torch.nn.Module, inputs: Sequence[torch.Tensor], what: str) -> list[Any]:
         """Call again and copy the outputs at once; an exception names which extra call it was."""
         try:
-            outs = [plain_copy(o) for o in as_output_list(self._call(model, inputs))]
+            outs = [plain_copy(o) for o in output_tensors(self._call(model, inputs))]
         except Exception as exc:
             raise StageError("run", f"{what} raised:\n" + candidate_trace(exc, self.path)) from exc
         self.calls += 1
@@ -263,7 +274,7 @@ class CandidateSide:
         except Exception as exc:
             raise StageError("run", candidate_trace(exc, self.path)) from exc
         reference_ran = (counted.count - ran_before) if counted is not None else 0
-        outs = as_output_list(out)
+        outs = output_tensors(out)
         first = [plain_copy(o) for o in outs]  # taken at once: later changes mean lazy work
         state_after = _get_buffers(model, state_names) if state_names else None
         busy = _busy_python_threads(py_before)
@@ -284,8 +295,7 @@ class CandidateSide:
                 x.copy_(new)
             refilled = self._call_copied(model, inputs, "a call on refilled inputs")
         facts = CaseFacts(
-            structure=type(out).__name__,
-            sequence=isinstance(out, tuple | list),  # torch.return_types records are tuples too
+            layout=output_layout(out),
             types=[type(o).__module__ + "." + type(o).__qualname__ for o in outs],
             plain=[type(o) is torch.Tensor for o in outs],
             storage_ok=[isinstance(o, torch.Tensor) and storage_ok(o) for o in outs],
@@ -340,7 +350,7 @@ class CandidateSide:
             call,
             self.flush,
             self.clocks,
-            keep=lambda out: [pool.copy(o) for o in as_output_list(out)],
+            keep=lambda out: [pool.copy(o) for o in output_tensors(out)],
             warm=request.warm,
         )
         if request.warmup is not None:

@@ -68,11 +68,15 @@ _STRESS: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
 }
 
 
-def stress_inputs(inputs: list[torch.Tensor], kind: str, seed: int) -> list[torch.Tensor]:
-    """Apply one stress distribution to every floating-point input (others are left as drawn)."""
+def stress_inputs(
+    inputs: list[torch.Tensor], kind: str, seed: int, fixed: frozenset[int] = frozenset()
+) -> list[torch.Tensor]:
+    """Apply one stress distribution to every floating-point input (others are left as drawn, and
+    so are ``fixed`` ones: the op file's ``FORGE_FIXED_INPUTS``, a mask or a rotary table whose
+    values are the model's)."""
     g = _gen(seed)
     fn = _STRESS[kind]
-    return [fn(x, g).contiguous() if x.is_floating_point() else x for x in inputs]
+    return [fn(x, g).contiguous() if x.is_floating_point() and i not in fixed else x for i, x in enumerate(inputs)]
 
 
 def perturb_parameters(model: torch.nn.Module, seed: int) -> None:

@@ -58,11 +58,12 @@ def check_case(case: DrawnCase, result: CaseResultReply, device: str, tol: dict[
     found.correctness = compare(
         data.expected, result.outputs, devices, device, tol, scale_atol=stress, reduced=reduced, exact=data.exact
     )
-    if found.correctness is None and data.single == result.facts.sequence:
+    if found.correctness is None and data.layout != result.facts.layout:
         from forge.verifier.compare import Mismatch
 
-        want = "a single tensor" if data.single else "a tuple of tensors"
-        found.correctness = Mismatch(-1, "structure", f"returned a {result.facts.structure}, the reference {want}")
+        found.correctness = Mismatch(
+            -1, "structure", f"returned {result.facts.layout}, the reference returns {data.layout}"
+        )
     if found.correctness is None:
         m2 = compare(
             data.expected, result.outputs2, None, device, tol, scale_atol=stress, reduced=reduced, exact=data.exact

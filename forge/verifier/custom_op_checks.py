@@ -23,8 +23,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from forge.core.errors import first_said
+from forge.core.module_call import output_tensors
+from forge.verifier.call_form import invoke
 from forge.verifier.model_state import grad_leaves, state_kept
-from forge.verifier.output_copies import as_output_list
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def check_custom_ops(module: ModuleType, model: torch.nn.Module, inputs: Sequenc
         return CustomOpReport([])
     recorder = _FirstCalls(defined)
     with state_kept(model), torch.enable_grad(), recorder:
-        as_output_list(model(*grad_leaves(inputs)))
+        output_tensors(invoke(model, grad_leaves(inputs)))
     for name, (overload, args, kwargs) in recorder.calls.items():
         try:
             torch.library.opcheck(overload, args, kwargs)

@@ -19,10 +19,12 @@ from typing import Any
 import torch
 
 from forge.core.errors import ProblemError, first_said
+from forge.core.module_call import output_tensors
+from forge.verifier.call_form import invoke
 from forge.verifier.custom_op_checks import CustomOpReport, check_custom_ops
 from forge.verifier.messages import GradDataReply, GradDataRequest, GradRunReply
 from forge.verifier.model_state import grad_leaves, state_kept
-from forge.verifier.output_copies import as_output_list, plain_copy
+from forge.verifier.output_copies import plain_copy
 from forge.verifier.reference_cases import widened
 
 
@@ -67,7 +69,7 @@ def backward_run(
     leaves = grad_leaves(inputs)
     with state_kept(model) as params:
         with torch.enable_grad():
-            outs = as_output_list(model(*leaves))
+            outs = output_tensors(invoke(model, leaves))
         given = list(grad_outputs) if grad_outputs is not None else draw_grad_outputs(outs, seed)
         pairs = _with_grads(outs, given)
         if pairs:
@@ -102,7 +104,7 @@ def second_order(
         names = [f"input {j}" for j, x in enumerate(leaves) if x.is_floating_point()]
         names += [f"parameter {name}" for name, _ in params]
         with torch.enable_grad():  # the forward's failures are the gradient case's, not excused here
-            pairs = _with_grads(as_output_list(model(*leaves)), grad_outputs)
+            pairs = _with_grads(output_tensors(invoke(model, leaves)), grad_outputs)
             if not pairs:
                 return {}
             try:
@@ -163,8 +165,8 @@ def training_step(model: torch.nn.Module) -> Callable[[Sequence[Any]], Any]:
             x.detach().requires_grad_() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
         ]
         with torch.enable_grad():
-            out = model(*leaves)
-            outs = as_output_list(out)
+            out = invoke(model, leaves)
+            outs = output_tensors(out)
             pairs = [(o, grad_for(o, k)) for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.requires_grad]
             if pairs:
                 torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])

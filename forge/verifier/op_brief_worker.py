@@ -18,6 +18,7 @@ from typing import Any
 from forge.core.op_brief import CompiledBaseline, EagerProfile, OpBrief, OutputTolerance, ProfiledOp
 from forge.core.timing_records import Roofline
 from forge.verifier import machine
+from forge.verifier.call_form import invoke, use_op
 from forge.verifier.inductor_code import trim_output_code
 
 # The names of vendor-library routines (BLAS, oneDNN, cuBLAS, cuDNN, SDPA): producers a fused kernel keeps as calls
@@ -85,16 +86,16 @@ def _compiled(model: Any, inputs: list[Any], device: str) -> CompiledBaseline:
     from torch._inductor.utils import run_and_get_code
 
     compiled = torch.compile(model)
-    _, codes = run_and_get_code(compiled, *inputs)
+    _, codes = run_and_get_code(lambda: invoke(compiled, inputs))
     sync = device_sync(device)
     times: dict[str, list[float]] = {"eager": [], "compiled": []}
     for i in range(_TIMED_PAIRS):
-        pair = [("eager", model), ("compiled", compiled)]
+        pair = [("eager", lambda: invoke(model, inputs)), ("compiled", lambda: invoke(compiled, inputs))]
         spent = {}
         for name, fn in pair if i % 2 == 0 else reversed(pair):
             sync()
             start = time.perf_counter()
-            fn(*inputs)
+            fn()
             sync()
             spent[name] = time.perf_counter() - start
         for name, seconds in spent.items():
@@ -186,17 +187,19 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
     import torch
 
     from forge.core import shapes
+    from forge.core.module_call import output_tensors
     from forge.core.problem import load_problem
 
     problem = load_problem(op_path)
+    use_op(problem.module)
     brief = OpBrief(device=device, tolerance_override=problem.tolerance is not None, runtime=_runtime(device))
     brief.shape_variants = [shapes.describe(o) for o in shapes.family_overrides(problem.size_constants()).values()]
     torch.manual_seed(0)
     model = problem.model_cls(*problem.init_inputs()).to(device).eval()
     inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in problem.inputs()]
     with torch.no_grad():
-        out = model(*inputs)
-        outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+        out = invoke(model, inputs)
+        outputs = output_tensors(out)
         brief.tolerances = _tolerances(problem, outputs)
         if not compiled:
             brief.missing.append("torch.compile: its baseline is off in this run (compile_baseline)")
@@ -205,7 +208,7 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
             (
                 "eager",
                 lambda: eager_profile(
-                    lambda: model(*inputs), device, brief.compiled.eager_ms if brief.compiled else None
+                    lambda: invoke(model, inputs), device, brief.compiled.eager_ms if brief.compiled else None
                 ),
             ),
         ]

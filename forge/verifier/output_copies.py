@@ -9,11 +9,6 @@ from typing import Any
 import torch
 
 
-def as_output_list(out: Any) -> list[Any]:
-    """A forward's result as a list: a tuple's or list's items, or the one value."""
-    return list(out) if isinstance(out, tuple | list) else [out]
-
-
 def ranges_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     try:
         sa, sb = a.untyped_storage(), b.untyped_storage()

@@ -17,10 +17,11 @@ import torch
 
 from forge.core import shapes
 from forge.core.errors import ProblemError
+from forge.core.module_call import output_tensors
 from forge.core.problem import Problem
 from forge.verifier import cases
+from forge.verifier.call_form import invoke
 from forge.verifier.messages import CaseDataReply, CaseDescriptor, InputShape, PartnerCase
-from forge.verifier.output_copies import as_output_list
 
 # The reference's draw and run, as ReferenceSide does them (seeded draw; no_grad run on clones).
 Draw = Callable[[Problem, int], list[torch.Tensor]]
@@ -133,10 +134,10 @@ def run_in_float64(model: torch.nn.Module, inputs: list[torch.Tensor]) -> list[t
     try:
         wide, args = widened(model, inputs)
         with torch.no_grad():
-            out = wide(*args)
+            out = invoke(wide, args)
     except Exception:
         return None  # any failure only means there is no exact reference
-    outs = as_output_list(out)
+    outs = output_tensors(out)
     if not all(isinstance(o, torch.Tensor) for o in outs):
         return None
     return [o.detach() for o in outs]
@@ -182,7 +183,7 @@ class CaseBook:
         model = self.models[plan.key]
         inputs = self._draw(plan.problem, plan.seed)
         if plan.kind != "normal":
-            inputs = cases.stress_inputs(inputs, plan.kind, plan.seed)
+            inputs = cases.stress_inputs(inputs, plan.kind, plan.seed, plan.problem.fixed_inputs)
         initial = self.initial[plan.key]
         restore_buffers(model, initial)  # every case starts from the same module state
         # a stress case's exact outputs: an ill-conditioned op (attention's softmax over logits in
@@ -198,7 +199,7 @@ class CaseBook:
             self._kept.pop(next(iter(self._kept)))
         return made
 
-    def data(self, case_id: str, partner_id: str | None, single: Callable[[], bool]) -> CaseDataReply:
+    def data(self, case_id: str, partner_id: str | None, layout: Callable[[], str]) -> CaseDataReply:
         """One case's inputs and expected outputs (and module state), with its refill partner's."""
         plan = self.plans.get(case_id)
         if plan is None:
@@ -221,7 +222,7 @@ class CaseBook:
             )
         return CaseDataReply(
             id=case_id,
-            single=single(),
+            layout=layout(),
             inputs=made.inputs,
             expected=made.expected,
             exact=made.exact,

@@ -15,10 +15,12 @@ import torch
 
 from forge.core import shapes
 from forge.core.errors import ProblemError
+from forge.core.module_call import layout_refusal, output_layout, output_tensors
 from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
 from forge.core.statuses import ModuleMode
 from forge.core.timing_records import Roofline
 from forge.verifier import cases, gradients, machine, memory, roofline
+from forge.verifier.call_form import invoke, use_op
 from forge.verifier.checks import TRAIN_KEY
 from forge.verifier.messages import (
     BaselineCallReply,
@@ -41,7 +43,6 @@ from forge.verifier.messages import (
     TimingBatchRequest,
     TimingPlan,
 )
-from forge.verifier.output_copies import as_output_list
 from forge.verifier.reference_cases import CaseBook, training_cases
 from forge.verifier.timing.worker_loop import Clocks, TimedCalls
 
@@ -87,7 +88,7 @@ class ReferenceSide:
         self.budget: int | None = None  # bytes this worker may hold (memory.budget_bytes), set with the timing plan
         self.compiled: Any = None
         self.compile_error: str | None = None
-        self.single_output = True
+        self.output_layout = "tensor"  # the structure around the reference's outputs (``module_call``)
         # The bank's kernels run where users call them, in eval mode (``model.eval()``) above all;
         # training mode is verified on a model of its own, except for a reference that is random
         # there (dropout), which cannot be compared (see ``_detect_modes``).
@@ -120,19 +121,20 @@ class ReferenceSide:
     def _run(self, problem: Problem, model: torch.nn.Module, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         try:
             with torch.no_grad():
-                out = model(*[x.clone() for x in inputs])
+                out = invoke(model, [x.clone() for x in inputs])
         except Exception as exc:
             where = f" with {shapes.describe(problem.overrides)}" if problem.overrides else ""
             raise ProblemError(
                 f"{problem.spec.path}: the reference Model fails on its own inputs{where}:\n{_trace(exc)}"
             ) from exc
-        self.single_output = not isinstance(out, tuple | list)
-        outs = as_output_list(out)
-        if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        self.output_layout = output_layout(out)
+        why = layout_refusal(out)
+        if why is not None:
             raise ProblemError(
-                f"{problem.spec.path}: Model.forward must return a tensor or a tuple of tensors, "
-                f"got {type(out).__name__}"
+                f"{problem.spec.path}: Model.forward must return tensors (a tensor, or a tuple, list, dict or "
+                f"ModelOutput of them, None allowed): {why}"
             )
+        outs = output_tensors(out)
         return [o.detach() for o in outs]
 
     def _variant(self, spec: Any, overrides: dict[str, Any], seed: int) -> Problem:
@@ -190,6 +192,7 @@ class ReferenceSide:
         seed = request.seed
         spec = read_problem_source(Path(request.op_path))
         base = self.base = load_problem(spec)
+        use_op(base.module)
         self._reset()
         train_kinds, mode_notes = self._detect_modes(base, seed)
         variants, notes = self._variants(base, seed)
@@ -262,14 +265,14 @@ class ReferenceSide:
         plan = self.book.plans.get(request.id)
         if plan is not None and plan.key == "bound" and self.timing_sets is not None:
             self._drop_timing()  # the bound cases come after timing: its batches are not needed
-        return self.book.data(request.id, request.partner, lambda: self.single_output)
+        return self.book.data(request.id, request.partner, lambda: self.output_layout)
 
     def grad_data(self, request: GradDataRequest) -> GradDataReply:
         """One gradient case on a planned model (``gradients.reference_case``)."""
         problem = next(p.problem for p in self.book.plans.values() if p.key == request.model)
         inputs = self._draw(problem, request.seed)
         if request.inputs != "normal":
-            inputs = cases.stress_inputs(inputs, request.inputs, request.seed)
+            inputs = cases.stress_inputs(inputs, request.inputs, request.seed, problem.fixed_inputs)
         try:
             return gradients.reference_case(request, self.book.models[request.model], inputs)
         except ProblemError as exc:
@@ -361,7 +364,7 @@ class ReferenceSide:
 
             def call(inputs: Any) -> Any:
                 with torch.no_grad():
-                    return m(*inputs)
+                    return invoke(m, inputs)
 
             return call
 
@@ -409,10 +412,22 @@ class ReferenceSide:
         return BaselinesEndReply(compile_error=self.compile_error)
 
 
+def _plain_data(value: Any) -> bool:
+    """What the channel carries as it is: plain values and tensors, in lists, tuples and dicts."""
+    if value is None or isinstance(value, bool | int | float | str | torch.Tensor):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain_data(v) for v in value)
+    return isinstance(value, dict) and all(isinstance(k, str) and _plain_data(v) for k, v in value.items())
+
+
 def _model_build(key: str, problem: Problem, init_args: list[Any], model: torch.nn.Module, train: bool) -> ModelBuild:
-    """What the candidate needs to build ``model`` again: its arguments, weights and mode."""
+    """What the candidate needs to build ``model`` again: its arguments (None: objects the channel
+    cannot carry, a config object or a layer class, which the candidate's worker gets from the op
+    file's ``get_init_inputs()`` itself), weights and mode."""
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    return ModelBuild(key=key, init_args=init_args, state_dict=state, overrides=problem.overrides, train=train)
+    args = init_args if _plain_data(init_args) else None
+    return ModelBuild(key=key, init_args=args, state_dict=state, overrides=problem.overrides, train=train)
 
 
 def _trace(exc: BaseException) -> str:

@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from forge.verifier.call_form import invoke
+
 aten = torch.ops.aten
 
 
@@ -66,7 +68,7 @@ def estimate(model: torch.nn.Module, inputs: list[torch.Tensor], outputs: list[t
     """(bytes, flops) of one call: inputs read, outputs written, parameters read once."""
     counter = FlopCounter()
     with counter, torch.no_grad():
-        model(*inputs)
+        invoke(model, inputs)
     nbytes = sum(x.numel() * x.element_size() for x in inputs)
     nbytes += sum(o.numel() * o.element_size() for o in outputs)
     nbytes += sum(t.numel() * t.element_size() for t in model.state_dict().values())

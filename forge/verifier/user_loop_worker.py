@@ -30,6 +30,7 @@ from forge.core.importing import import_file
 from forge.core.problem import Problem, load_problem, read_problem_source
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import UserLoop
+from forge.verifier.call_form import invoke, use_op
 from forge.verifier.machine import flush_bytes
 from forge.verifier.messages import TurnTimes, UserLoopRequest
 from forge.verifier.process_watch import ProcessWatch
@@ -57,6 +58,7 @@ class LoopStage:
     def build(cls, req: UserLoopRequest) -> LoopStage:
         problem = load_problem(read_problem_source(Path(req.op_path)))
         sys.modules["forge_reference"] = problem.module
+        use_op(problem.module)
         init = problem.init_inputs()
         torch.manual_seed(req.seed)
         reference = problem.model_cls(*init).to(req.device).eval()
@@ -78,20 +80,23 @@ def measure(req: UserLoopRequest) -> UserLoop:
     compiled = torch.compile(reference) if req.compile else None
     if compiled is not None:  # built before the snapshot: what compiling loads is not the candidate's doing
         with torch.no_grad():
-            compiled(*stage.draw())
+            invoke(compiled, stage.draw())
     if taker is not None:  # the control process is built: its start does not land on these loops
         taker.wait()
     # Eager "before" is timed in the same rotation as "during" (the compiled side included): a
     # compiled neighbour alone slowed eager's calls 1.2-1.3x on a 2-core VM, which read as the
     # candidate's doing when only the second loop had it.
-    before_sides: dict[str, plain_loop.Side] = {"eager": lambda x: reference(*x), "twin": lambda x: twin(*x)}
+    before_sides: dict[str, plain_loop.Side] = {
+        "eager": lambda x: invoke(reference, x),
+        "twin": lambda x: invoke(twin, x),
+    }
     if compiled is not None:
-        before_sides["compile"] = lambda x: compiled(*x)
+        before_sides["compile"] = lambda x: invoke(compiled, x)
     null = stage.time(before_sides, rounds)
     watch = ProcessWatch(reference, stage.problem.module)
     kernel, fallbacks = _loaded_kernel(stage)
-    sides: dict[str, plain_loop.Side] = {"eager": lambda x: reference(*x), "kernel": lambda x: kernel(*x)}
-    times = stage.time(sides | ({"compile": lambda x: compiled(*x)} if compiled is not None else {}), rounds)
+    sides: dict[str, plain_loop.Side] = {"eager": lambda x: invoke(reference, x), "kernel": lambda x: invoke(kernel, x)}
+    times = stage.time(sides | ({"compile": lambda x: invoke(compiled, x)} if compiled is not None else {}), rounds)
     if taker is not None:
         _take_turns(stage, taker, sides)
     found = UserLoop(
@@ -122,7 +127,7 @@ def _loaded_kernel(stage: LoopStage) -> tuple[torch.nn.Module, int]:
     counted = ForwardTap(stage.problem.model_cls)
     with torch.no_grad():
         for _ in range(_PROBES):
-            kernel(*stage.draw())
+            invoke(kernel, stage.draw())
     counted.restore()
     return kernel, counted.count
 
@@ -151,7 +156,7 @@ def control(req: UserLoopRequest) -> None:
         reference, twin = stage.reference, stage.twin
         taker = TurnTaker(turns)
         taker.give()  # built: the loaded process may start its loops
-        sides: dict[str, plain_loop.Side] = {"eager": lambda x: reference(*x), "twin": lambda x: twin(*x)}
+        sides: dict[str, plain_loop.Side] = {"eager": lambda x: invoke(reference, x), "twin": lambda x: invoke(twin, x)}
         found = _timed_turns(stage, taker, sides)
     except Exception as exc:
         frames = traceback.format_exception(type(exc), exc, exc.__traceback__)

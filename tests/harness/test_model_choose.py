@@ -3,10 +3,14 @@ chosen ones are carved out as importable op files (pure logic over a profile rec
 
 from __future__ import annotations
 
-from forge.core.model_records import ClassUse, InitCall, InstanceUse, ModelProfile, TensorUse
+from forge.core.model_records import CallUse, ClassUse, InitCall, InstanceUse, ModelProfile, TensorUse
 from forge.core.problem import load_problem
 from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import choose_classes
+
+
+def _call(*tensors: TensorUse) -> CallUse:
+    return CallUse(call=", ".join(f"x{i}" for i in range(len(tensors))), tensors=list(tensors))
 
 
 def _inst(path: str, ms: float = 1.0, args: list[str] | None = None, config: str = "c", **over) -> InstanceUse:
@@ -14,7 +18,7 @@ def _inst(path: str, ms: float = 1.0, args: list[str] | None = None, config: str
         "path": path,
         "calls": 1,
         "inclusive_ms": ms,
-        "inputs": [[TensorUse(shape=[4, 8], dtype="float32")]],
+        "signatures": [_call(TensorUse(shape=[4, 8], dtype="float32"))],
         "init": InitCall(args=args if args is not None else ["8"]),
         "config": config,
     }
@@ -116,13 +120,13 @@ def test_which_nested_class_is_whole_does_not_depend_on_their_order():
 
 
 def test_instances_built_alike_share_an_op_and_others_get_their_own():
-    wide = _inst("b1.norm", args=["16"], config="wide", inputs=[[TensorUse(shape=[4, 16], dtype="float32")]])
-    more = _inst("b2.norm", inputs=[[TensorUse(shape=[2, 8], dtype="float32")]])
+    wide = _inst("b1.norm", args=["16"], config="wide", signatures=[_call(TensorUse(shape=[4, 16], dtype="float32"))])
+    more = _inst("b2.norm", signatures=[_call(TensorUse(shape=[2, 8], dtype="float32"))])
     profile = _profile(_cls("Norm", 0.3, _inst("b0.norm"), more, wide))
     (norm,) = choose_classes(profile, "toy")
     assert [g.name for g in norm.groups] == ["toy_Norm", "toy_Norm_2"]
     first, second = norm.groups
-    assert first.paths == ["b0.norm", "b2.norm"] and [s[0].shape for s in first.signatures] == [[4, 8], [2, 8]]
+    assert first.paths == ["b0.norm", "b2.norm"] and [s.tensors[0].shape for s in first.signatures] == [[4, 8], [2, 8]]
     assert second.init_args == ["16"] and abs(first.share + second.share - 0.3) < 1e-3
 
 
@@ -132,11 +136,15 @@ def test_carved_op_imports_the_models_own_class(tmp_path):
         "        self.w = torch.nn.Parameter(torch.ones(n))\n\n    def forward(self, x):\n        return x * self.w\n"
     )
 
-    def signature(rows: int) -> list[list[TensorUse]]:
-        return [[TensorUse(shape=[rows, 8], dtype="float32"), TensorUse(shape=[rows], dtype="int64", low=0, high=7)]]
+    def signature(rows: int) -> list[CallUse]:
+        return [
+            _call(TensorUse(shape=[rows, 8], dtype="float32"), TensorUse(shape=[rows], dtype="int64", low=0, high=7))
+        ]
 
-    tokens, more = signature(4), _inst("b2.norm", inputs=signature(2))
-    profile = _profile(_cls("Norm", 0.3, _inst("b0.norm", inputs=tokens), more), model_file=str(tmp_path / "toy.py"))
+    tokens, more = signature(4), _inst("b2.norm", signatures=signature(2))
+    profile = _profile(
+        _cls("Norm", 0.3, _inst("b0.norm", signatures=tokens), more), model_file=str(tmp_path / "toy.py")
+    )
     (norm,) = choose_classes(profile, "toy")
     (path,) = write_ops(norm.groups, profile, tmp_path / "ops")
     problem = load_problem(path)

@@ -40,7 +40,7 @@ def test_profile_finds_classes_instances_and_constructor_arguments(normnet_profi
     norm, linear = classes["normnet:ScaleNorm"], classes["torch.nn:Linear"]
     assert [i.path for i in norm.instances] == ["norm_a", "norm_b"]
     assert norm.instances[0].init.args == ["256", "1e-06"] and norm.library_share == 0.0
-    assert norm.instances[0].inputs[0][0].shape == [64, 256]
+    assert norm.instances[0].signatures[0].tensors[0].shape == [64, 256]
     # the addmm inside it: 0.4-0.8 of its time (the module call around it weighs more on a busy machine)
     assert linear.torch_builtin and linear.library_share > 0.2
     assert linear.instances[0].init.args[:3] == ["256", "256", "True"]

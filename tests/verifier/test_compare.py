@@ -102,8 +102,7 @@ def _case(kind="normal", expected=None, partner=None):
 
 def _facts(**over):
     facts = {
-        "structure": "Tensor",
-        "sequence": False,
+        "layout": "tensor",
         "types": ["torch.Tensor"],
         "plain": [True],
         "storage_ok": [True],

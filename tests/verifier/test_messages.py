@@ -24,8 +24,7 @@ from forge.verifier.reference_side import ReferenceSide
 
 def _facts() -> CaseFacts:
     return CaseFacts(
-        structure="Tensor",
-        sequence=False,
+        layout="tensor",
         types=["torch.Tensor"],
         plain=[True],
         storage_ok=[True],

@@ -40,6 +40,7 @@ from forge.agents.builtin.tuner import (
 )
 from forge.agents.roles import CoderContext, Proposal
 from forge.core.errors import ProblemError
+from forge.core.module_call import CallRefused, recorded_call
 from forge.core.problem import load_problem
 
 UNSUPPORTED = "the built-in agent can't handle {op} ({why}); use --model to let an LLM write the kernel"
@@ -48,7 +49,9 @@ UNSUPPORTED = "the built-in agent can't handle {op} ({why}); use --model to let 
 @dataclass(frozen=True)
 class Family:
     name: str
-    analyze: Callable[[Any, list[Any]], Any]  # a recipe, or the reason the op is not in the family
+    # a recipe, or the reason the op is not in the family (the general lowering's also takes a
+    # call's template, ``module_call``, for an op called as its forge_call says)
+    analyze: Callable[..., Any]
     space: Callable[[Any], dict[str, list[Any]]]
     render: Callable[[Any, dict[str, Any] | None], str]
     # the config that renders the same kernel, inert knobs reset (see tuner)
@@ -124,10 +127,22 @@ class BuiltinCoder:
         except ProblemError as exc:
             self._why, self._problem_error = exc.message, True
             return
-        reasons = []
         families = (TRAIN_FAMILIES if self.train else FAMILIES).get(self.backend, ())
+        call = getattr(problem.module, "forge_call", None)
+        template = None
+        if callable(call):  # called as a model calls its layers: the general lowering, on that call
+            try:
+                template = recorded_call(call, model, inputs)
+            except CallRefused as exc:
+                self._why = f"its forge_call cannot be followed: {exc}"
+                return
+            if self.train:
+                self._why = "training kernels for an op called with keyword arguments (forge_call) are not written yet"
+                return
+            families = tuple(f for f in families if f.name == "lowered")
+        reasons = []
         for family in families:
-            recipe = family.analyze(model, inputs)
+            recipe = family.analyze(model, inputs) if template is None else family.analyze(model, inputs, template)
             if isinstance(recipe, str):
                 reasons.append(recipe)
                 continue

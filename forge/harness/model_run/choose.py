@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from forge.core.model_records import ClassUse, InstanceUse, ModelProfile, TensorUse
+from forge.core.model_records import CallUse, ClassUse, InstanceUse, ModelProfile
 
 MIN_SHARE = 0.03  # of the model's time: below it a class cannot move the model's figure
 MIN_CEILING = 1.15  # 1 / (library share) below this: within the noise (about +-8% here)
@@ -41,9 +41,11 @@ class OpGroup:
     name: str  # the op's FORGE_NAME
     cls: ClassUse
     init_args: list[str]  # Python source, one per positional argument
-    signatures: list[list[TensorUse]]  # the first is the op's own inputs, the rest its shape variants
+    signatures: list[CallUse]  # the first is the op's own call, the rest its shape variants (the same call)
+    origins: list[tuple[str, int]]  # per signature: the instance path and its signature index it came from
     paths: list[str]  # the instances
     share: float  # of the model's time
+    init_from_model: bool = False  # the constructor arguments are taken from the model built (``InitCall``)
 
 
 @dataclass
@@ -82,33 +84,47 @@ def _groups(cls: ClassUse, base: str) -> tuple[list[OpGroup], str]:
     """The class's ops (one per configuration, named from ``base``), or why none can be carved out."""
     if "<locals>" in cls.name:
         return [], f"{cls.name} is defined inside a function: an op file cannot import it"
-    by_config: dict[tuple[str, tuple[str, ...]], list[InstanceUse]] = defaultdict(list)
+    by_config: dict[tuple[str, tuple[str, ...], bool], list[InstanceUse]] = defaultdict(list)
     refused = ""
     for inst in cls.instances:
         why = inst.refusal or inst.init.refusal
-        if why is None and len(inst.inputs) > MAX_SIGNATURES:
-            why = f"data-dependent shapes ({len(inst.inputs)} input shapes over {inst.calls} calls a forward)"
+        if why is None and len(inst.signatures) > MAX_SIGNATURES:
+            why = f"data-dependent shapes ({len(inst.signatures)} input shapes over {inst.calls} calls a forward)"
         if why is not None:
             refused = refused or f"{inst.path}: {why}"
             continue
-        by_config[(inst.config, tuple(inst.init.args))].append(inst)
+        by_config[(inst.config, tuple(inst.init.args), inst.init.from_model)].append(inst)
     class_ms = sum(i.inclusive_ms for i in cls.instances) or 1.0
     groups = []
-    for n, ((_, args), members) in enumerate(sorted(by_config.items(), key=lambda kv: -len(kv[1]))):
-        signatures: list[list[TensorUse]] = []
-        for inst in members:
-            signatures += [s for s in inst.inputs if s not in signatures]
+    for n, ((_, args, from_model), members) in enumerate(sorted(by_config.items(), key=lambda kv: -len(kv[1]))):
+        signatures, origins = _signatures(members)
         groups.append(
             OpGroup(
                 name=base if n == 0 else f"{base}_{n + 1}",
                 cls=cls,
                 init_args=list(args),
-                signatures=signatures[:MAX_SIGNATURES],
+                signatures=signatures,
+                origins=origins,
                 paths=[i.path for i in members],
                 share=round(cls.share * sum(i.inclusive_ms for i in members) / class_ms, 4),
+                init_from_model=from_model,
             )
         )
     return groups, refused
+
+
+def _signatures(members: list[InstanceUse]) -> tuple[list[CallUse], list[tuple[str, int]]]:
+    """The distinct calls of ``members`` made as the first one is (the same arguments, other
+    shapes), at most MAX_SIGNATURES, with where each came from."""
+    found: list[CallUse] = []
+    origins: list[tuple[str, int]] = []
+    first = members[0].signatures[0].call
+    for inst in members:
+        for k, sig in enumerate(inst.signatures):
+            if sig.call == first and sig not in found and len(found) < MAX_SIGNATURES:
+                found.append(sig)
+                origins.append((inst.path, k))
+    return found, origins
 
 
 def _eligible(cls: ClassUse, included: bool, min_share: float) -> str | None:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from forge.core.errors import UsageError
 from forge.core.exit_codes import ExitCode
 from forge.core.model_records import ModelProfile, ModelProof
@@ -136,15 +138,19 @@ def optimize_model(
     device = str(resolve_device(settings.device))
     where = bank_or_default(options.bank)
     stop = control.stop_requested if control is not None else None
-    profile = profile_in_process(model, device, stop=stop)
-    _check_names(profile, choices)
     stem = Path(model).stem if model.endswith(".py") else model.partition(":")[0].rsplit(".", 1)[-1]
+    folder = choices.ops_dir or Path("forge_ops") / stem
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = folder / ".recorded.pt"  # the calls' fixed tensors, per instance (carve writes each op's own)
+    profile = profile_in_process(model, device, stop=stop, recorded=kept)
+    _check_names(profile, choices)
     _stage(emit, model, "profiled", f"{profile.forward_ms:.2f} ms a forward, {len(profile.classes)} module classes")
     picked = choose_classes(profile, stem, set(choices.include), set(choices.exclude), choices.min_share)
     groups = [g for c in picked if c.chosen for g in c.groups]
     _stage(emit, model, "chosen", ", ".join(f"{c.cls.name} ({c.cls.share:.0%})" for c in picked if c.chosen) or "none")
-    folder = choices.ops_dir or Path("forge_ops") / stem
-    carved = [CarvedOp(g, p) for g, p in zip(groups, write_ops(groups, profile, folder), strict=True)]
+    recorded = torch.load(kept, weights_only=True) if kept.exists() else {}
+    kept.unlink(missing_ok=True)
+    carved = [CarvedOp(g, p) for g, p in zip(groups, write_ops(groups, profile, folder, recorded), strict=True)]
     result = ModelRunResult(model, profile, picked, carved)
     if carved:
         _stage(emit, model, "carved", f"{len(carved)} op file(s) in {folder}")

@@ -23,10 +23,12 @@ class Message(BaseModel):
 
 class ModelBuild(Message):
     """One model for the candidate to build: ``ModelNew(*init_args)``, the reference's weights
-    loaded into it, in training mode or not, with the shape variant's constants (``overrides``)."""
+    loaded into it, in training mode or not, with the shape variant's constants (``overrides``).
+    ``init_args`` None: the arguments are objects no message carries (a config object, a layer
+    class); the candidate's worker calls the op file's ``get_init_inputs()`` for them."""
 
     key: str
-    init_args: list[Any]
+    init_args: list[Any] | None
     state_dict: dict[str, Any]
     overrides: dict[str, Any] = Field(default_factory=dict)
     train: bool = False
@@ -78,8 +80,7 @@ class PartnerCase(Message):
 class CaseFacts(Message):
     """What the candidate's worker saw around one correctness call (checked by ``checks``)."""
 
-    structure: str  # the type name of what forward returned
-    sequence: bool  # a tuple or list (torch.return_types records are tuples too)
+    layout: str  # the structure around what forward returned (``module_call.output_layout``)
     types: list[str]
     plain: list[bool]  # exactly torch.Tensor
     storage_ok: list[bool]

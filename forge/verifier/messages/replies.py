@@ -75,7 +75,7 @@ class CaseDataReply(Message):
 
     kind: Literal["case_data"] = "case_data"
     id: str
-    single: bool = True  # the reference returns one tensor (not a tuple)
+    layout: str = "tensor"  # the structure around the reference's outputs (``module_call.output_layout``)
     inputs: Tensors = Field(default_factory=list)
     expected: Tensors = Field(default_factory=list)
     # a stress case's outputs from the reference run in float64 (None: not a stress case, or the

@@ -39,10 +39,12 @@ from forge.agents.builtin.lowering.layout import conv2d_parts
 from forge.agents.builtin.lowering.py_side import (
     allocation,
     built_for_source,
+    call_imports,
     closing_lines,
     constant_table,
     library_lines,
     load_lines,
+    model_new_class,
     onednn_linear,
     onednn_linear_lines,
     state_check,
@@ -74,6 +76,8 @@ class LoweredGraph:
     train: ModeGraph | None = None  # training mode's graph, when it is another op (BatchNorm)
     train_random: bool = False  # random in training mode (dropout): the reference runs there
     joint: JointLowered | None = None  # the training kernels (forward and backward), when asked for
+    call: str | None = None  # the template of the call the op makes (``module_call``), where not model(*xs)
+    layout: str | None = None  # then the structure around its outputs (``output_layout``)
 
     @property
     def graphs(self) -> tuple[ModeGraph, ...]:
@@ -127,9 +131,10 @@ DEFAULT: dict[str, Any] = {
 }
 
 
-def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
-    """The lowered graph of ``model(*inputs)`` for C++ kernels, or why the lowering cannot take it."""
-    return lower(model, inputs, frozenset({StepKind.LIBRARY}), render)
+def analyze(model: torch.nn.Module, inputs: list[Any], call: str | None = None) -> LoweredGraph | str:
+    """The lowered graph of ``model(*inputs)`` (or of the call ``call`` writes, a template of
+    ``module_call``) for C++ kernels, or why the lowering cannot take it."""
+    return lower(model, inputs, frozenset({StepKind.LIBRARY}), render, call=call)
 
 
 def analyze_train(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
@@ -143,17 +148,19 @@ def lower(
     run_by_torch: frozenset[StepKind],
     writer: Callable[[LoweredGraph, dict[str, Any] | None], str],
     train: bool = False,
+    call: str | None = None,
 ) -> LoweredGraph | str:
     """The lowered graph of ``model(*inputs)`` in eval mode and, where it differs, in training
     mode, scheduled with the step kinds ``run_by_torch`` run as torch calls and checked by writing
     it once with ``writer``; or why it cannot be. ``train``: with the training kernels too
-    (``joint``), or the reason there are none."""
+    (``joint``), or the reason there are none. ``call``: the call's template (``module_call``),
+    ``inputs`` its tensors (inference only)."""
     if not all(isinstance(x, torch.Tensor) and x.device.type == "cpu" for x in inputs):
         return "the lowering traces CPU tensor inputs only"
     was_training = model.training
     try:
-        traced = trace(model.eval(), inputs)
-        in_training = trace(model.train(), inputs)
+        traced = trace(model.eval(), inputs, call)
+        in_training = trace(model.train(), inputs, call)
     except Exception as exc:
         return f"the reference could not be traced ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
     finally:
@@ -174,7 +181,9 @@ def lower(
         train_graph = ModeGraph(in_training, schedule(in_training, run_by_torch)) if differs else None
         uses_erf = any(packet_name(n) == "prims.erf" for g in (traced, in_training) for n in g.graph.graph.nodes)
         specs = tuple((tuple(x.shape), x.dtype) for x in inputs)
-        lowered = LoweredGraph(traced, sched, out_kind, specs, uses_erf, train_graph, train_random)
+        lowered = LoweredGraph(
+            traced, sched, out_kind, specs, uses_erf, train_graph, train_random, call=call, layout=traced.layout
+        )
         with_joint = _with_joint(lowered, model, inputs, run_by_torch) if train else lowered
         if isinstance(with_joint, str):
             return with_joint
@@ -214,7 +223,7 @@ def mode_dispatch(lowered: LoweredGraph, run: str) -> list[str]:
     if lowered.train is not None:
         return [f"return self.{run}_train(xs) if self.training else self.{run}(xs)"]
     if lowered.train_random:  # dropout draws random numbers in training mode: the reference there
-        return ["if self.training:", "    return super().forward(*xs)", f"return self.{run}(xs)"]
+        return ["if self.training:", "    return self._reference(xs)", f"return self.{run}(xs)"]
     return [f"return self.{run}(xs)"]  # the same op in both modes
 
 
@@ -370,7 +379,7 @@ import torch
 
 from forge import cpp
 from forge_reference import Model
-
+{call_imports(lowered.call)}
 _lib = cpp.load(r"""{cpp_src}""")
 {tables}{built_for}
 
@@ -378,11 +387,7 @@ _lib = cpp.load(r"""{cpp_src}""")
     return (ctypes.c_void_p * len(b))(*[0 if t is None else t.data_ptr() for t in b])
 
 
-class ModelNew(Model):
-    def forward(self, *xs):
-        if not _built_for(xs):  # not the shapes, dtypes or device it was built for: the reference
-            return super().forward(*xs)
-{dispatch}{methods}'''
+{model_new_class(lowered.call, lowered.layout, dispatch, methods)}'''
 
 
 __all__ = [

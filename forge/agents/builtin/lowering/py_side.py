@@ -40,8 +40,10 @@ def _py_view(node: fx.Node, sched: Schedule) -> str:
     # prims' views are Python functions (55-60 us a call on a 2-core VM, three times a matmul's
     # share of SwiGLU's forward): the same views through ATen cost 2-3 us
     src = _py_arg(node.args[0], sched)
-    if keeps_order(node):  # a row-major reshape: viewable exactly when the prim is
-        return f"torch.ops.aten.view.default({src}, {list(shape_of(node))!r})"
+    if keeps_order(node):  # a row-major reshape: a view of a row-major buffer, a copy where the
+        # views before it permuted one (the reference's library output kept its own strides, the
+        # buffer holding it here is row-major)
+        return f"torch.ops.aten.reshape.default({src}, {list(shape_of(node))!r})"
     if packet_name(node) == "prims.transpose":
         return f"torch.ops.aten.permute.default({src}, {list(node.args[1])!r})"  # type: ignore[arg-type]
     args = ", ".join(_py_arg(a, sched) for a in node.args)
@@ -176,7 +178,49 @@ def state_check(traced: Traced) -> list[str]:
     n = len(traced.state_names)
     if not n:
         return []
-    return [f"if [(t.shape, t.dtype) for t in b[:{n}]] != _STATE:", "    return super().forward(*xs)"]
+    return [f"if [(t.shape, t.dtype) for t in b[:{n}]] != _STATE:", "    return self._reference(xs)"]
+
+
+def call_imports(call: str | None) -> str:
+    """The helpers a kernel called as a template says needs (``model_new_class``)."""
+    if call is None:
+        return ""
+    return "from forge.core.module_call import call_arguments, match_call, output_tensors, rebuild_output\n"
+
+
+def model_new_class(call: str | None, layout: str | None, dispatch: str, methods: str) -> str:
+    """``ModelNew``: ``forward`` runs the kernel (``dispatch``: its lines, at a method body's
+    indent) on the inputs it was built for and the reference otherwise, and ``_reference(xs)``
+    is the reference on the kernel's inputs. ``call``: the template of the call the op makes
+    (``module_call``): ``forward`` then takes the module's own call (keyword arguments, None,
+    tuples of tensors), runs the kernel only on a call made as the template says, and returns
+    its outputs in the reference's structure (``layout``)."""
+    if call is None:
+        return f"""class ModelNew(Model):
+    def forward(self, *xs):
+        if not _built_for(xs):  # not the shapes, dtypes or device it was built for: the reference
+            return super().forward(*xs)
+{dispatch}
+    def _reference(self, xs):
+        return super().forward(*xs)
+{methods}"""
+    return f"""_CALL = {call!r}
+_LAYOUT = {layout!r}
+
+
+class ModelNew(Model):
+    def forward(self, *args, **kwargs):
+        xs = match_call(_CALL, args, kwargs)
+        if xs is None or not _built_for(xs):  # another call, or other shapes, dtypes or device: the reference
+            return super().forward(*args, **kwargs)
+        return rebuild_output(_LAYOUT, self._flat(xs))
+
+    def _flat(self, xs):
+{dispatch}
+    def _reference(self, xs):  # its outputs flat, as the kernel returns them
+        args, kwargs = call_arguments(_CALL, xs)
+        return tuple(output_tensors(super().forward(*args, **kwargs)))
+{methods}"""
 
 
 CONSTANT_LIMIT = 1 << 16  # bytes of a tensor made in forward that a candidate carries in its source

@@ -33,6 +33,7 @@ from torch.func import functional_call
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from forge.agents.builtin.gelu_specials import gelu_nan_at_pos_inf
+from forge.core.module_call import call_arguments, output_layout, output_tensors
 
 aten = torch.ops.aten
 
@@ -242,6 +243,9 @@ class Traced:
     # what forward returns: "single", "tuple", a torch.return_types record's dotted name, or None
     # for a structure the candidate cannot return as it is (a list, a nested tuple, a dict)
     out_kind: str | None = "single"
+    # traced through a call template (``module_call``): the structure around the outputs, which
+    # the graph returns flat (a tuple of its tensors)
+    layout: str | None = None
 
     @property
     def state_names(self) -> list[str]:
@@ -267,17 +271,26 @@ def plain_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     return found
 
 
-def trace(model: nn.Module, inputs: Sequence[Any]) -> Traced:
-    """``model(*inputs)`` as a graph of primitives and kept ops (fake tensors: nothing is computed)."""
+def trace(model: nn.Module, inputs: Sequence[Any], call: str | None = None) -> Traced:
+    """``model(*inputs)`` as a graph of primitives and kept ops (fake tensors: nothing is computed);
+    ``call``: the call's template (``module_call``), ``inputs`` its tensors; the graph then
+    returns the output's tensors flat, as a tuple, and ``Traced.layout`` says how they sat."""
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
     constants = plain_tensors(model)
 
     returned: list[str | None] = []
+    layouts: list[str] = []
 
     def pure(p: dict[str, Any], b: dict[str, Any], c: dict[str, Any], *xs: Any) -> Any:
-        out = functional_call(model, {**p, **b, **c}, xs)
-        returned.append(output_kind(out))
-        return out
+        if call is None:
+            out = functional_call(model, {**p, **b, **c}, xs)
+            returned.append(output_kind(out))
+            return out
+        args, kwargs = call_arguments(call, xs)
+        out = functional_call(model, {**p, **b, **c}, tuple(args), kwargs)
+        layouts.append(output_layout(out))
+        returned.append("tuple")
+        return tuple(output_tensors(out))
 
     device = next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), "cpu")
     traced = make_fx(pure, decomposition_table=decompositions(device), tracing_mode="fake")
@@ -286,7 +299,8 @@ def trace(model: nn.Module, inputs: Sequence[Any]) -> Traced:
     # are not computed: nothing would read them.
     graph.graph.eliminate_dead_code()
     graph.recompile()
-    return Traced(graph, list(params), list(buffers), len(inputs), list(constants), returned[0])
+    layout = layouts[0] if layouts else None
+    return Traced(graph, list(params), list(buffers), len(inputs), list(constants), returned[0], layout)
 
 
 def output_kind(out: Any) -> str | None:

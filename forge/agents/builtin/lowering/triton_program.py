@@ -31,10 +31,12 @@ from forge.agents.builtin.lowering.program import (
 from forge.agents.builtin.lowering.py_side import (
     allocation,
     built_for_source,
+    call_imports,
     closing_lines,
     constant_table,
     library_lines,
     load_lines,
+    model_new_class,
     state_check,
 )
 from forge.agents.builtin.lowering.schedule import StepKind
@@ -47,9 +49,10 @@ RUN_BY_TORCH = frozenset({StepKind.LIBRARY, StepKind.SCAN, StepKind.ARG, StepKin
 TRITON_DEFAULT: dict[str, Any] = {"block": 1024, "rblock": 1024, "num_warps": 4, "acc": "float32"}
 
 
-def analyze(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
-    """The lowered graph of ``model(*inputs)`` for Triton kernels, or why the lowering cannot take it."""
-    return lower(model, inputs, RUN_BY_TORCH, render)
+def analyze(model: torch.nn.Module, inputs: list[Any], call: str | None = None) -> LoweredGraph | str:
+    """The lowered graph of ``model(*inputs)`` (or of the call ``call`` writes, a template of
+    ``module_call``) for Triton kernels, or why the lowering cannot take it."""
+    return lower(model, inputs, RUN_BY_TORCH, render, call=call)
 
 
 def analyze_train(model: torch.nn.Module, inputs: list[Any]) -> LoweredGraph | str:
@@ -144,17 +147,13 @@ import triton
 import triton.language as tl
 
 from forge_reference import Model
-
+{call_imports(lowered.call)}
 {tables}_DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 {HELPERS}{kernels}
 
 {ATTR_SOURCE}{built_for}
 
-class ModelNew(Model):
-    def forward(self, *xs):
-        if not _built_for(xs):  # not the shapes, dtypes or device it was built for: the reference
-            return super().forward(*xs)
-{dispatch}{methods}'''
+{model_new_class(lowered.call, lowered.layout, dispatch, methods)}'''
 
 
 __all__ = ["TRITON_DEFAULT", "analyze", "analyze_train", "canonical", "render", "space"]

@@ -1,0 +1,289 @@
+"""How a module is called and what it returns, as data an op file can hold.
+
+The models people have call their layers with keyword arguments, ``None``, flags, tuples of
+tensors (``position_embeddings=(cos, sin)``) and masks, and get back tuples with ``None`` in them,
+dicts or ``ModelOutput`` records. A recorded call becomes a *template*: the call's own Python
+source with each tensor replaced by a placeholder (``x0, attention_mask=None,
+position_embeddings=(x1, x2)``), so a carved op's ``forge_call`` makes exactly the call the model
+made. A value that cannot be written down is a refusal that says why; a KV-cache object is one
+(it carries state from call to call).
+
+An output is judged by its tensors in a fixed order (``output_tensors``) and its *layout*, the
+shape of the structure around them (``output_layout``): a candidate must return the reference's
+layout, where tuples, lists and named tuples read alike.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+_PLAIN = (bool, int, str, type(None))
+
+
+def python_literal(value: Any) -> str:
+    """``value`` as Python source an op file can hold; raises TypeError for anything else."""
+    if isinstance(value, _PLAIN):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
+    if isinstance(value, tuple | list | torch.Size):
+        parts = [python_literal(v) for v in value]
+        if isinstance(value, list):
+            return "[" + ", ".join(parts) + "]"
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    raise TypeError(type(value).__name__)
+
+
+class CallRefused(Exception):
+    """The call holds a value an op file cannot reproduce; the message says which and why."""
+
+
+@dataclass
+class CallTemplate:
+    """One call, its tensors as placeholders ``x0``, ``x1``, ... (a tensor passed twice is one)."""
+
+    source: str  # the argument list, as Python source
+    tensors: list[torch.Tensor] = field(default_factory=list)
+
+
+def _is_cache(value: Any) -> bool:
+    """A KV cache (transformers' ``Cache`` and its kin): state carried from one call to the next."""
+    return any(c.__name__.endswith("Cache") for c in type(value).__mro__)
+
+
+class _Writer:
+    def __init__(self, given: Sequence[torch.Tensor] | None = None) -> None:
+        self.tensors: list[torch.Tensor] = list(given or [])
+        self._slots: dict[int, int] = {id(t): i for i, t in enumerate(self.tensors)}
+        self._closed = given is not None  # only the given tensors may appear
+
+    def write(self, value: Any, where: str) -> str:
+        if isinstance(value, torch.Tensor):
+            if self._closed and id(value) not in self._slots:
+                raise CallRefused(f"its argument {where} is a tensor that is none of the op's inputs")
+            slot = self._slots.setdefault(id(value), len(self.tensors))
+            if slot == len(self.tensors):
+                self.tensors.append(value)
+            return f"x{slot}"
+        if isinstance(value, tuple | list) and not isinstance(value, torch.Size):
+            parts = [self.write(v, f"{where}[{i}]") for i, v in enumerate(value)]
+            if isinstance(value, list):
+                return "[" + ", ".join(parts) + "]"
+            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return "{" + ", ".join(f"{k!r}: {self.write(v, f'{where}[{k!r}]')}" for k, v in value.items()) + "}"
+        if _is_cache(value):
+            raise CallRefused(
+                f"its argument {where} is a {type(value).__name__}, which carries state from call to call "
+                "(a KV cache): run the model without one (use_cache=False, or past_key_values=None)"
+            )
+        try:
+            return python_literal(value)
+        except TypeError:
+            raise CallRefused(
+                f"its argument {where} is a {type(value).__name__}, which an op file cannot hold"
+            ) from None
+
+
+def call_template(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallTemplate:
+    """The call ``module(*args, **kwargs)`` as a template; raises CallRefused."""
+    writer = _Writer()
+    parts = [writer.write(a, f"{i}") for i, a in enumerate(args)]
+    parts += [f"{k}={writer.write(v, repr(k))}" for k, v in kwargs.items()]
+    if not writer.tensors:
+        raise CallRefused("it is called without a tensor argument")
+    return CallTemplate(", ".join(parts), writer.tensors)
+
+
+def recorded_call(call: Callable[..., Any], model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> str:
+    """The template of the call ``call(model, *inputs)`` makes (an op file's ``forge_call``), its
+    placeholders the places of ``inputs`` (``x1`` is ``inputs[1]``); raises CallRefused."""
+    seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def hook(_module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        seen.append((args, kwargs))
+
+    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            call(model, *inputs)
+    finally:
+        handle.remove()
+    if len(seen) != 1:
+        raise CallRefused(f"the op's call calls the model {len(seen)} times")
+    args, kwargs = seen[0]
+    writer = _Writer(inputs)
+    parts = [writer.write(a, f"{i}") for i, a in enumerate(args)]
+    parts += [f"{k}={writer.write(v, repr(k))}" for k, v in kwargs.items()]
+    return ", ".join(parts)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(template: str) -> ast.Call:
+    node = ast.parse(f"f({template})", mode="eval").body
+    assert isinstance(node, ast.Call)
+    return node
+
+
+_NO_MATCH = object()
+
+
+def _value(node: ast.expr) -> Any:
+    """A template's literal as the value it writes (``python_literal``'s forms)."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        return getattr(torch, node.attr)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float":
+        return float(ast.literal_eval(node.args[0]))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "device":
+        return torch.device(ast.literal_eval(node.args[0]))
+    return ast.literal_eval(node)
+
+
+def _placeholder(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Name) and node.id.startswith("x") and node.id[1:].isdigit():
+        return int(node.id[1:])
+    return None
+
+
+def _match(node: ast.expr, value: Any, found: dict[int, torch.Tensor]) -> bool:
+    slot = _placeholder(node)
+    if slot is not None:
+        return isinstance(value, torch.Tensor) and found.setdefault(slot, value) is value
+    if isinstance(node, ast.Tuple | ast.List):
+        kind = tuple if isinstance(node, ast.Tuple) else list
+        return (
+            isinstance(value, kind)
+            and len(value) == len(node.elts)
+            and all(_match(n, v, found) for n, v in zip(node.elts, value, strict=True))
+        )
+    if isinstance(node, ast.Dict):
+        keys = [_value(k) for k in node.keys if k is not None]
+        return (
+            isinstance(value, dict)
+            and list(value) == keys
+            and all(_match(n, value[k], found) for k, n in zip(keys, node.values, strict=True))
+        )
+    if isinstance(value, torch.Tensor):
+        return False
+    wanted = _value(node)
+    if isinstance(wanted, float) and isinstance(value, float) and math.isnan(wanted):
+        return math.isnan(value)
+    return type(value) is type(wanted) and bool(value == wanted)
+
+
+def match_call(template: str, args: Sequence[Any], kwargs: dict[str, Any]) -> list[torch.Tensor] | None:
+    """The tensors ``x0``, ``x1``, ... of a call made as ``template`` says (the same keywords, the
+    same values where it writes values), or None for any other call."""
+    call = _parsed(template)
+    if len(args) != len(call.args) or set(kwargs) != {k.arg for k in call.keywords}:
+        return None
+    found: dict[int, torch.Tensor] = {}
+    pairs = [*zip(call.args, args, strict=True), *((k.value, kwargs[str(k.arg)]) for k in call.keywords)]
+    if not all(_match(node, value, found) for node, value in pairs):
+        return None
+    if sorted(found) != list(range(len(found))):
+        return None
+    return [found[i] for i in range(len(found))]
+
+
+def _built(node: ast.expr, tensors: Sequence[torch.Tensor]) -> Any:
+    slot = _placeholder(node)
+    if slot is not None:
+        return tensors[slot]
+    if isinstance(node, ast.Tuple):
+        return tuple(_built(n, tensors) for n in node.elts)
+    if isinstance(node, ast.List):
+        return [_built(n, tensors) for n in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_value(k): _built(v, tensors) for k, v in zip(node.keys, node.values, strict=True) if k is not None}
+    return _value(node)
+
+
+def call_arguments(template: str, tensors: Sequence[torch.Tensor]) -> tuple[list[Any], dict[str, Any]]:
+    """The positional and keyword arguments of the call ``template`` writes, on ``tensors``."""
+    call = _parsed(template)
+    return [_built(n, tensors) for n in call.args], {str(k.arg): _built(k.value, tensors) for k in call.keywords}
+
+
+def rebuild_output(layout: str, tensors: Sequence[Any]) -> Any:
+    """``tensors`` (``output_tensors``'s order) put back in the structure ``layout`` describes
+    (dicts as plain dicts)."""
+    # "(tensor)" is a one-item tuple: a trailing comma in every tuple makes it one in Python too
+    expression = layout.replace(")", ",)").replace("(,)", "()")
+    return _rebuilt(ast.parse(expression, mode="eval").body, iter(tensors))
+
+
+def _rebuilt(node: ast.expr, values: Any) -> Any:
+    if isinstance(node, ast.Name) and node.id == "tensor":
+        return next(values)
+    if isinstance(node, ast.Constant) and node.value is None:
+        return None
+    if isinstance(node, ast.Tuple):
+        return tuple(_rebuilt(n, values) for n in node.elts)
+    if isinstance(node, ast.Dict):
+        return {
+            (k.id if isinstance(k, ast.Name) else str(ast.literal_eval(k))): _rebuilt(v, values)
+            for k, v in zip(node.keys, node.values, strict=True)
+            if k is not None
+        }
+    raise ValueError(f"an output layout forge cannot rebuild: {ast.unparse(node)}")
+
+
+def output_tensors(out: Any) -> list[Any]:
+    """A forward's result as the list of its values in a fixed order: a tuple's, list's, dict's or
+    ``ModelOutput``'s items, nested ones flattened, ``None`` left out; or the one value."""
+    return [v for v in pytree.tree_leaves(out) if v is not None]
+
+
+def _layout(node: Any) -> str:
+    if isinstance(node, torch.Tensor):
+        return "tensor"
+    if node is None:
+        return "None"
+    if isinstance(node, tuple | list):  # named tuples and torch.return_types too
+        return "(" + ", ".join(_layout(v) for v in node) + ")"
+    if isinstance(node, dict):  # a ModelOutput is a dict holding its fields that are not None
+        return "{" + ", ".join(f"{k}: {_layout(v)}" for k, v in node.items()) + "}"
+    return type(node).__name__
+
+
+def output_layout(out: Any) -> str:
+    """The structure around a forward's values: ``tensor``, ``(tensor, None)``, ``{logits: tensor}``."""
+    return _layout(out)
+
+
+def layout_refusal(out: Any) -> str | None:
+    """Why a forward's result cannot be compared (None: it can): every value must be a tensor."""
+    others = sorted({type(v).__name__ for v in output_tensors(out) if not isinstance(v, torch.Tensor)})
+    if others:
+        return f"it returns {', '.join(others)} values beside its tensors ({output_layout(out)})"
+    if not output_tensors(out):
+        return f"it returns no tensor ({output_layout(out)})"
+    return None
+
+
+__all__ = [
+    "CallRefused",
+    "CallTemplate",
+    "call_arguments",
+    "call_template",
+    "layout_refusal",
+    "match_call",
+    "output_layout",
+    "output_tensors",
+    "python_literal",
+    "rebuild_output",
+    "recorded_call",
+]

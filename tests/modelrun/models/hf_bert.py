@@ -1,0 +1,28 @@
+"""A small BERT encoder from transformers, random weights, with a padding mask."""
+
+import torch
+from transformers import BertConfig, BertModel
+
+VOCAB, SEQ, BATCH = 512, 32, 2
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        config = BertConfig(
+            vocab_size=VOCAB, hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512
+        )
+        self.bert = BertModel(config, add_pooling_layer=False)
+
+    def forward(self, ids, mask):
+        return self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+
+
+def get_inputs():
+    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+    mask[1, SEQ // 2 :] = 0
+    return [torch.randint(0, VOCAB, (BATCH, SEQ)), mask]
+
+
+def get_init_inputs():
+    return []
