@@ -3,14 +3,21 @@ fresh bank (profile, choose, carve out, optimize, prove), then the four-way tabl
 eager, kernelized, torch.compile, kernelized + compiled, per cache regime, with 95% intervals,
 and per optimized class its share, its op's speedup and the model gain Amdahl expects from it.
 
-Usage: python benchmarks/model_runs.py [MODEL ...] [--rounds N] [--time-limit S] [--page docs/benchmarks/model-runs.md]
-(default: the shipped models, examples/models/decoder.py and examples/models/cnn_block.py)
+Usage: python benchmarks/model_runs.py [MODEL ...] [--rounds N] [--time-limit S] [--python PY]
+       [--page docs/benchmarks/model-runs.md]
+(default: the shipped models, examples/models/decoder.py and examples/models/cnn_block.py;
+``benchmarks/models/`` holds models from installed packages, transformers and timm, small configs
+and random weights). A model whose package is not installed is skipped, and said so; ``--python``
+runs forge with another interpreter (timm needs torchvision, whose wheels load with another torch
+build). The last table sums the models up: kernelized and compiled against eager, the geomean of each.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,6 +33,38 @@ SHIPPED = [ROOT / "examples" / "models" / "decoder.py", ROOT / "examples" / "mod
 
 def _ratio(r: dict[str, Any] | None) -> str:
     return f"{r['median']:.2f}x ({r['low']:.2f}-{r['high']:.2f})" if r else "—"
+
+
+def _warm(data: dict[str, Any]) -> dict[str, Any] | None:
+    proof = data["model"]["proof"]
+    return next((t for t in proof["timings"] if t["regime"] == "warm"), None) if proof else None
+
+
+def _summary(rows: list[tuple[str, dict[str, Any]]]) -> None:
+    """Per model, warm: kernelized and compiled against eager, kernelized+compiled against
+    compiled, the eager null; then the geomeans."""
+    print("\n## Summary (warm; speedups over eager unless said)")
+    print(f"{'model':24s} {'kernelized':>20s} {'compile':>20s} {'k+c vs compile':>20s} {'null eager':>20s}")
+    gains: dict[str, list[float]] = {"kernelized_vs_eager": [], "compiled_vs_eager": []}
+    for name, data in rows:
+        warm = _warm(data)
+        if warm is None:
+            print(f"{name:24s} not timed")
+            continue
+        fields = ("kernelized_vs_eager", "compiled_vs_eager", "kernelized_compiled_vs_compiled", "eager_null")
+        print(f"{name:24s} " + " ".join(f"{_ratio(warm.get(f)):>20s}" for f in fields))
+        for key, found in gains.items():
+            if warm.get(key):
+                found.append(warm[key]["median"])
+    for key, found in gains.items():
+        if found:
+            mean = math.exp(sum(math.log(v) for v in found) / len(found))
+            print(f"geomean {key.replace('_', ' ')}: {mean:.3f}x over {len(found)} models")
+
+
+def _missing_package(stderr: str, stdout: str) -> str | None:
+    found = re.search(r"No module named '([\w.]+)'", stderr + stdout)
+    return found.group(1) if found else None
 
 
 def _report(model: str, data: dict[str, Any], seconds: float) -> None:
@@ -65,18 +104,24 @@ def main() -> int:
     ap.add_argument("models", nargs="*", help="model files or module:factory (default: the shipped models)")
     ap.add_argument("--rounds", type=int, default=4, help="search rounds per op")
     ap.add_argument("--time-limit", type=float, help="seconds for each model's sessions (forge's --time-limit)")
+    ap.add_argument("--python", default=sys.executable, help="the interpreter forge runs with (default: this one)")
     add_page_option(ap)
     a = ap.parse_args()
     print("speedups are eager's (or compile's) time over the other's, per round of one call each; 95% CI")
     failed = 0
+    done_rows: list[tuple[str, dict[str, Any]]] = []
     for model in [str(Path(m).resolve()) if Path(m).is_file() else m for m in a.models] or [str(p) for p in SHIPPED]:
         with tempfile.TemporaryDirectory(prefix="forge-model-run-") as tmp:
-            argv = [sys.executable, "-m", "forge", "optimize", model, "--modules", "--json", "--rounds", str(a.rounds)]
+            argv = [a.python, "-m", "forge", "optimize", model, "--modules", "--json", "--rounds", str(a.rounds)]
             argv += ["--bank", str(Path(tmp) / "bank.db"), "--ops-dir", str(Path(tmp) / "ops")]
             argv += ["--time-limit", str(a.time_limit)] if a.time_limit else []
             start = time.perf_counter()
             done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
             seconds = time.perf_counter() - start
+        missing = _missing_package(done.stderr, done.stdout) if done.returncode == 2 else None
+        if missing is not None:
+            print(f"\n## {Path(model).name}: skipped: it needs {missing}, which {a.python} does not have")
+            continue
         try:
             data = json.loads(done.stdout)
         except json.JSONDecodeError:
@@ -88,6 +133,8 @@ def main() -> int:
             failed += 1
             continue
         _report(model, data, seconds)
+        done_rows.append((Path(model).stem, data))
+    _summary(done_rows)
     return 1 if failed else 0
 
 

@@ -137,9 +137,6 @@ def _parsed(template: str) -> ast.Call:
     return node
 
 
-_NO_MATCH = object()
-
-
 def _value(node: ast.expr) -> Any:
     """A template's literal as the value it writes (``python_literal``'s forms)."""
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
@@ -157,43 +154,69 @@ def _placeholder(node: ast.expr) -> int | None:
     return None
 
 
-def _match(node: ast.expr, value: Any, found: dict[int, torch.Tensor]) -> bool:
+# A template's argument as a pattern, made once per template: a kernel checks every call it gets
+# against it (reading the literals again on each call took 17 us)
+_Pattern = tuple[Any, ...]  # ("tensor", slot) | ("value", v) | ("seq", type, patterns) | ("dict", keys, patterns)
+
+
+def _pattern(node: ast.expr) -> _Pattern:
     slot = _placeholder(node)
     if slot is not None:
-        return isinstance(value, torch.Tensor) and found.setdefault(slot, value) is value
+        return ("tensor", slot)
     if isinstance(node, ast.Tuple | ast.List):
-        kind = tuple if isinstance(node, ast.Tuple) else list
-        return (
-            isinstance(value, kind)
-            and len(value) == len(node.elts)
-            and all(_match(n, v, found) for n, v in zip(node.elts, value, strict=True))
-        )
+        return ("seq", tuple if isinstance(node, ast.Tuple) else list, tuple(_pattern(n) for n in node.elts))
     if isinstance(node, ast.Dict):
         keys = [_value(k) for k in node.keys if k is not None]
+        return ("dict", keys, tuple(_pattern(n) for n in node.values))
+    return ("value", _value(node))
+
+
+@functools.lru_cache(maxsize=64)
+def _patterns(template: str) -> tuple[tuple[_Pattern, ...], tuple[tuple[str, _Pattern], ...]]:
+    call = _parsed(template)
+    return tuple(_pattern(n) for n in call.args), tuple((str(k.arg), _pattern(k.value)) for k in call.keywords)
+
+
+def _match(pattern: _Pattern, value: Any, found: dict[int, torch.Tensor]) -> bool:
+    kind = pattern[0]
+    if kind == "tensor":
+        return isinstance(value, torch.Tensor) and found.setdefault(pattern[1], value) is value
+    if kind == "value":
+        wanted = pattern[1]
+        if isinstance(value, torch.Tensor) or type(value) is not type(wanted):
+            return False
+        if isinstance(wanted, float) and math.isnan(wanted):
+            return math.isnan(value)
+        return bool(value == wanted)
+    if kind == "seq":
+        parts = pattern[2]
         return (
-            isinstance(value, dict)
-            and list(value) == keys
-            and all(_match(n, value[k], found) for k, n in zip(keys, node.values, strict=True))
+            type(value) is pattern[1]
+            and len(value) == len(parts)
+            and all(_match(p, v, found) for p, v in zip(parts, value, strict=True))
         )
-    if isinstance(value, torch.Tensor):
-        return False
-    wanted = _value(node)
-    if isinstance(wanted, float) and isinstance(value, float) and math.isnan(wanted):
-        return math.isnan(value)
-    return type(value) is type(wanted) and bool(value == wanted)
+    keys = pattern[1]
+    return (
+        isinstance(value, dict)
+        and list(value) == keys
+        and all(_match(p, value[k], found) for k, p in zip(keys, pattern[2], strict=True))
+    )
 
 
 def match_call(template: str, args: Sequence[Any], kwargs: dict[str, Any]) -> list[torch.Tensor] | None:
     """The tensors ``x0``, ``x1``, ... of a call made as ``template`` says (the same keywords, the
     same values where it writes values), or None for any other call."""
-    call = _parsed(template)
-    if len(args) != len(call.args) or set(kwargs) != {k.arg for k in call.keywords}:
+    positional, keywords = _patterns(template)
+    if len(args) != len(positional) or len(kwargs) != len(keywords):
         return None
     found: dict[int, torch.Tensor] = {}
-    pairs = [*zip(call.args, args, strict=True), *((k.value, kwargs[str(k.arg)]) for k in call.keywords)]
-    if not all(_match(node, value, found) for node, value in pairs):
-        return None
-    if sorted(found) != list(range(len(found))):
+    for pattern, value in zip(positional, args, strict=True):
+        if not _match(pattern, value, found):
+            return None
+    for name, pattern in keywords:
+        if name not in kwargs or not _match(pattern, kwargs[name], found):
+            return None
+    if len(found) != max(found, default=-1) + 1:
         return None
     return [found[i] for i in range(len(found))]
 

@@ -57,8 +57,8 @@ def _by_name(choices):
 
 def test_each_rule_gives_its_reason():
     profile = _profile(
-        _cls("Block", 0.9, _inst("b0"), _inst("b1")),
-        _cls("Norm", 0.2, _inst("b0.norm"), _inst("b1.norm")),
+        _cls("Block", 0.9, _inst("b0")),
+        _cls("Norm", 0.2, _inst("b0.norm"), _inst("b0.norm2")),
         _cls("Linear", 0.5, _inst("b0.fc"), module="torch.nn", lib=0.95),
         _cls("Sequential", 0.9, _inst("seq"), module="torch.nn", container=True),
         _cls("Tiny", 0.01, _inst("b0.tiny")),
@@ -92,19 +92,13 @@ def test_a_class_with_work_of_its_own_beside_its_parts_is_optimized_whole():
     (its kernel runs where the block banks none); at 80% the parts are optimized at their own level."""
     for part_ms, block_chosen in ((0.6, True), (0.8, False)):
         profile = _profile(
-            _cls("Residual", 0.8, _inst("blocks.0"), _inst("blocks.1")),
-            _cls(
-                "ConvBNReLU",
-                0.6,
-                _inst("stem", 0.2),
-                _inst("blocks.0.first", part_ms),
-                _inst("blocks.1.first", part_ms),
-            ),
+            _cls("Residual", 0.8, _inst("blocks.0")),
+            _cls("ConvBNReLU", 0.6, _inst("stem", 0.2), _inst("blocks.0.first", part_ms)),
         )
         choices = _by_name(choose_classes(profile, "toy"))
         assert choices["Residual"].chosen is block_chosen and choices["ConvBNReLU"].chosen
         paths = [g.paths for g in choices["ConvBNReLU"].groups]
-        assert paths == [["stem", "blocks.0.first", "blocks.1.first"]]
+        assert paths == [["stem", "blocks.0.first"]]
         if not block_chosen:
             assert "its parts (ConvBNReLU) are optimized at their own level" in choices["Residual"].reason
 
@@ -297,3 +291,19 @@ def test_a_model_whose_training_step_its_kernels_slow_runs_their_reference_under
     with torch.no_grad(), kb.open(bank).watch() as seen:
         layer(x)
     assert seen.usage("user_rmsnorm").kernel_calls == 1
+
+
+def test_a_repeated_block_is_optimized_whole_and_its_parts_too():
+    """Decoder layers whose attention and MLP are 90% of them: the layer is still one op (its
+    kernel fuses across the parts and is one call where they are a dozen), the parts are ops too;
+    of nested repeated blocks only the outermost is optimized whole."""
+    profile = _profile(
+        _cls("Layer", 0.9, _inst("layers.0", 1.0), _inst("layers.1", 1.0)),
+        _cls("Attn", 0.45, _inst("layers.0.attn", 0.5), _inst("layers.1.attn", 0.5)),
+        _cls("Inner", 0.4, _inst("layers.0.mlp", 0.4), _inst("layers.1.mlp", 0.4)),
+        _cls("Act", 0.35, _inst("layers.0.mlp.act", 0.35), _inst("layers.1.mlp.act", 0.35)),
+    )
+    choices = _by_name(choose_classes(profile, "toy"))
+    assert choices["Layer"].chosen and "a repeated block" in choices["Layer"].reason
+    assert choices["Attn"].chosen and choices["Act"].chosen
+    assert not choices["Inner"].chosen and "inside Layer" in choices["Inner"].reason

@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from forge.core.module_call import CallRefused, call_template, output_layout, output_tensors
+from forge.core.module_call import (
+    CallRefused,
+    call_arguments,
+    call_template,
+    match_call,
+    output_layout,
+    output_tensors,
+    rebuild_output,
+)
 from forge.core.problem import load_problem
 from forge.core.statuses import VerdictStatus
 from forge.harness.model_run.carve import write_ops
@@ -124,6 +132,21 @@ def test_call_templates_write_what_a_layer_is_called_with():
     with pytest.raises(CallRefused, match="cannot hold"):
         call_template((x, object()), {})
     assert output_layout({"logits": x, "past": None}) == "{logits: tensor, past: None}"
+
+
+def test_a_kernel_takes_only_the_call_its_template_writes():
+    x, y = torch.ones(2), torch.zeros(3)
+    template = "x0, mask=None, pos=(x1, x0), scale=0.5, dtype=torch.float32, eps=float('inf')"
+    kwargs = {"mask": None, "pos": (y, x), "scale": 0.5, "dtype": torch.float32, "eps": float("inf")}
+    assert match_call(template, (x,), kwargs) == [x, y]
+    assert match_call(template, (x,), {**kwargs, "mask": y}) is None  # a mask where it had none
+    assert match_call(template, (x,), {**kwargs, "scale": 1}) is None  # another value (and type)
+    assert match_call(template, (x,), {**kwargs, "pos": (y, y)}) is None  # x0 is one tensor, twice
+    assert match_call(template, (x, y), kwargs) is None and match_call(template, (x,), {"mask": None}) is None
+    args, again = call_arguments(template, [x, y])
+    assert args == [x] and again["pos"] == (y, x) and again["eps"] == float("inf") and again["dtype"] is torch.float32
+    assert rebuild_output("(tensor, None)", [x]) == (x, None) and rebuild_output("tensor", [x]) is x
+    assert rebuild_output("{a: tensor, b: (tensor)}", [x, y]) == {"a": x, "b": (y,)}
 
 
 def test_the_built_in_agent_lowers_a_layer_called_with_keywords(carved, fast_settings, tmp_path):

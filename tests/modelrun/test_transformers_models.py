@@ -20,7 +20,7 @@ from forge.modelrun import profile_in_process
 
 pytest.importorskip("transformers", reason="transformers is a test dependency: pip install -e '.[dev]'")
 
-MODELS = Path(__file__).resolve().parent / "models"
+MODELS = Path(__file__).resolve().parents[2] / "benchmarks" / "models"  # the model-level benchmark's own
 
 LLAMA_ATTENTION = """
 import torch

@@ -8,11 +8,13 @@ much of its time that fusing the rest cannot clear the noise (Amdahl); when none
 can become an op (arguments that are not tensors, constructor arguments an op file cannot hold,
 data-dependent shapes). Of the classes left, one that contains another is left out (its parts are
 optimized at their own level) unless a quarter or more of its time is its own work outside them,
-or the user names it: then it is optimized whole, and the classes inside it are optimized too, all
-their instances included: where the outer class banks no kernel (the built-in agent cannot lower
-a decoder's attention, whose rotary embedding it can), theirs still run; where it does, its
-kernel runs in place of their forwards. The model's own class is optimized whole when nothing
-inside it is chosen.
+or the user names it, or it is a repeated block (instances sharing an op: a decoder layer, whose
+kernel fuses across its parts and replaces a dozen module calls with one): then it is optimized
+whole, and the classes inside it are optimized too, all their instances included: where the outer
+class banks no kernel (the built-in agent cannot lower a decoder's attention, whose rotary
+embedding it can), theirs still run; where it does, its kernel runs in place of their forwards. Of
+nested repeated blocks the outermost is the one optimized whole. The model's own class is
+optimized whole when nothing inside it is chosen.
 
 Each chosen class becomes one op per configuration its instances were built with, verified on
 every input signature those instances were called with.
@@ -127,6 +129,13 @@ def _signatures(members: list[InstanceUse]) -> tuple[list[CallUse], list[tuple[s
     return found, origins
 
 
+def _repeated(choice: ClassChoice) -> bool:
+    """Several instances share one of the class's ops: a repeated block (a decoder layer, a ViT
+    block). Its kernel fuses across its parts (a norm into the projections after it, the residual
+    additions) and runs as one call where its parts make a dozen."""
+    return any(len(g.paths) >= 2 for g in choice.groups)
+
+
 def _eligible(cls: ClassUse, included: bool, min_share: float) -> str | None:
     """Why the class is left out on its own account (None: it is a candidate)."""
     if cls.container:
@@ -175,14 +184,25 @@ def choose_classes(
             why = None if c.groups else refused or "no instance ran"
         c.chosen, c.reason = why is None, why or ""
     eligible = [c for c in choices if c.chosen]  # judged against one set: the order does not matter
+    blocks = []
     for c in eligible:
         inner = [o for o in eligible if o is not c and _inside(o.cls, c.cls)]
         if inner and not names_class(c.cls, include) and _own_work(c.cls, [o.cls for o in inner]) < OWN_WORK:
+            if _repeated(c):
+                blocks.append(c)
+                continue
             c.chosen = False
             c.reason = f"its parts ({', '.join(o.cls.name for o in inner)}) are optimized at their own level"
+    for c in blocks:  # a block inside another repeated block: the outer one is the level above its parts
+        outer = next((o for o in blocks if o is not c and _inside(c.cls, o.cls)), None)
+        if outer is not None:
+            c.chosen = False
+            c.reason = f"inside {outer.cls.name}, which is optimized whole, and its parts are optimized too"
     for c in choices:
         if c.chosen:
             c.reason = f"{sum(g.share for g in c.groups):.1%} of the model's time; {len(c.groups)} op(s)"
+            if c in blocks:
+                c.reason += "; a repeated block: optimized whole (fusion across its parts), its parts too"
     if root is not None and not any(c.chosen for c in choices) and not names_class(root.cls, exclude):
         root.groups, refused = _groups(root.cls, base(root.cls))
         root.chosen = bool(root.groups)

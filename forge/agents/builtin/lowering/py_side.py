@@ -63,9 +63,13 @@ def library_lines(step: Step, sched: Schedule) -> list[str]:
     args = ", ".join(_py_arg(a, sched) for a in node.args)
     kwargs = "".join(f", {k}={_py_arg(v, sched)}" for k, v in node.kwargs.items())
     if step.writes == (node,):
-        return [f"b[{sched.slot(node)}] = {call}({args}{kwargs}).contiguous({_memory_format(node, sched)})"]
+        kept = "" if node in sched.strided else f".contiguous({_memory_format(node, sched)})"
+        return [f"b[{sched.slot(node)}] = {call}({args}{kwargs}){kept}"]
     lines = [f"r = {call}({args}{kwargs})"]
-    lines += [f"b[{sched.slot(w)}] = r[{int_arg(w, 1)}].contiguous()" for w in step.writes]
+    lines += [
+        f"b[{sched.slot(w)}] = r[{int_arg(w, 1)}]" + ("" if w in sched.strided else ".contiguous()")
+        for w in step.writes
+    ]
     return lines
 
 

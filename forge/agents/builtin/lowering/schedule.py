@@ -77,6 +77,9 @@ class Schedule:
     overwrites: dict[fx.Node, fx.Node] = field(default_factory=dict)
     # slot -> the order its buffer stores the logical dims in (``layout``); absent: row-major
     layouts: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # torch calls' results only torch calls read (through views): kept as torch laid them out
+    # (``_strided_results``)
+    strided: set[fx.Node] = field(default_factory=set)
 
     def slot(self, node: fx.Node) -> int:
         return self.buffers[node]
@@ -211,7 +214,37 @@ def schedule(
     if channels_last:
         sched.layouts = _channels_last(sched)
     _overwrite_library_results(sched, live)
+    sched.strided = _strided_results(sched, live, run_by_torch)
     return sched
+
+
+def _read_by_torch_only(node: fx.Node, live: set[fx.Node], run_by_torch: frozenset[StepKind]) -> bool:
+    stack = [u for u in node.users if u in live]
+    while stack:
+        user = stack.pop()
+        if user.op == "call_function" and kind_of(user) is NodeKind.VIEW:
+            stack.extend(u for u in user.users if u in live)
+        elif user.op != "call_function" or step_kind(user) not in run_by_torch:
+            return False
+    return True
+
+
+def _strided_results(sched: Schedule, live: set[fx.Node], run_by_torch: frozenset[StepKind]) -> set[fx.Node]:
+    """The results of torch calls that only other torch calls read, through views: they keep the
+    strides torch gave them. Made row-major, an attention's output (SDPA returns it with its heads
+    inside its rows) was copied once there, and again by the reshape that merges its heads before
+    the output projection."""
+    found = set()
+    taken = set(sched.overwrites.values())
+    for st in sched.steps:
+        if st.kind not in run_by_torch:
+            continue
+        for w in st.writes:
+            if w in taken or sched.slot(w) in sched.layouts or w in sched.outputs:
+                continue
+            if _read_by_torch_only(w, live, run_by_torch):
+                found.add(w)
+    return found
 
 
 def _channels_last(sched: Schedule) -> dict[int, tuple[int, ...]]:

@@ -1,9 +1,9 @@
-"""A small Llama from transformers, random weights (no download): a model as people have it."""
+"""A Llama decoder from transformers: a small config, random weights (no download)."""
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-VOCAB, SEQ, BATCH = 512, 32, 2
+VOCAB, SEQ, BATCH = 1000, 128, 2
 
 
 class Model(torch.nn.Module):
@@ -11,12 +11,12 @@ class Model(torch.nn.Module):
         super().__init__()
         config = LlamaConfig(
             vocab_size=VOCAB,
-            hidden_size=128,
-            intermediate_size=344,
+            hidden_size=256,
+            intermediate_size=688,
             num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=128,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            max_position_embeddings=256,
         )
         self.lm = LlamaForCausalLM(config)
 

@@ -1,16 +1,16 @@
-"""A small BERT encoder from transformers, random weights, with a padding mask."""
+"""A BERT encoder from transformers, with a padding mask: a small config, random weights."""
 
 import torch
 from transformers import BertConfig, BertModel
 
-VOCAB, SEQ, BATCH = 512, 32, 2
+VOCAB, SEQ, BATCH = 1000, 128, 2
 
 
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
         config = BertConfig(
-            vocab_size=VOCAB, hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512
+            vocab_size=VOCAB, hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024
         )
         self.bert = BertModel(config, add_pooling_layer=False)
 
