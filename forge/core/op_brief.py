@@ -44,6 +44,16 @@ class CompiledBaseline(BaseModel):
     code_chars: int  # the untrimmed length
 
 
+class ImportedClass(BaseModel):
+    """The user's class an op file imports as ``Model`` (a layer carved out of a model): its
+    source and its module's helpers that it calls (``core.class_source``)."""
+
+    model_config = _LENIENT
+    name: str  # module:qualname
+    source: str
+    cut: bool = False  # cut at core.class_source.SOURCE_LIMIT characters
+
+
 class OutputTolerance(BaseModel):
     model_config = _LENIENT
     output: int
@@ -69,3 +79,4 @@ class OpBrief(BaseModel):
     regime: str | None = None
     runtime: list[str] = Field(default_factory=list)  # threads, OpenMP runtime, allocator, GPU facts
     missing: list[str] = Field(default_factory=list)  # what could not be measured, and why
+    imported: ImportedClass | None = None  # the class the op file imports as Model, where it imports one

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from forge.core.op_brief import CompiledBaseline, EagerProfile, OpBrief, OutputTolerance, ProfiledOp
+from forge.core.class_source import imported_source
+from forge.core.op_brief import CompiledBaseline, EagerProfile, ImportedClass, OpBrief, OutputTolerance, ProfiledOp
 from forge.core.timing_records import Roofline
 from forge.verifier import machine
 from forge.verifier.call_form import invoke, use_op
@@ -193,6 +194,10 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
     problem = load_problem(op_path)
     use_op(problem.module)
     brief = OpBrief(device=device, tolerance_override=problem.tolerance is not None, runtime=_runtime(device))
+    if problem.target_class_path is not None:
+        text, cut = imported_source(problem.model_cls)
+        if text:
+            brief.imported = ImportedClass(name=problem.target_class_path, source=text, cut=cut)
     brief.shape_variants = [shapes.describe(o) for o in shapes.family_overrides(problem.size_constants()).values()]
     torch.manual_seed(0)
     model = problem.model_cls(*problem.init_inputs()).to(device).eval()

@@ -47,7 +47,7 @@ class _ScaledWeight(nn.Module):  # the weight the product reads is computed in f
         (nn.Linear(16, 8, bias=False), (2, 3, 16), True),  # mm of a collapsed 3-D input
         (_SwiGLU(), (3, 7, 12), True),  # an epilogue between products
         (nn.Sequential(nn.Linear(9, 9), nn.GELU(), nn.Linear(9, 1)), (1, 9), True),  # one row, one output
-        (_ScaledWeight(), (4, 10), False),  # its weight's transpose is materialised: the reference's call
+        (_ScaledWeight(), (4, 10), True),  # the weight computed in forward gets a buffer, read through its transpose
     ],
 )
 def test_linear_products_match_the_reference_through_either_library(model, shape, takes, matmul):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from forge.core.class_source import imported_source
 from forge.core.module_call import (
     CallRefused,
     call_arguments,
@@ -89,6 +90,9 @@ def test_a_carved_op_builds_its_layer_as_the_model_did_and_calls_it_as_the_model
     assert torch.isinf(mask).any() and problem.fixed_inputs == {1, 2, 3}
     out = problem.call(model, [x, mask, cos, sin])
     assert output_layout(out) == "(tensor, None)" and len(output_tensors(out)) == 1
+    # what an LLM is shown of the class it rewrites: the class and the helper its forward calls
+    source, cut = imported_source(problem.model_cls)
+    assert "class Attention(nn.Module):" in source and "def rotate(x, cos, sin):" in source and not cut
 
 
 def test_the_verifier_judges_the_call_and_the_structure_and_kernelize_runs_it(carved, fast_settings, tmp_path):

@@ -31,6 +31,10 @@ class Norm(nn.Module):
         return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
 
 
+def rotate(x, cos, sin):
+    return x * cos + x.flip(-1) * sin
+
+
 class Attention(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -42,7 +46,7 @@ class Attention(nn.Module):
         b, s, w = hidden_states.shape
         q, k, v = self.qkv(hidden_states).view(b, s, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
         cos, sin = position_embeddings
-        q, k = q * cos + q.flip(-1) * sin, k * cos + k.flip(-1) * sin
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         weights = (q @ k.transpose(-1, -2)) / (w // self.heads) ** 0.5 + attention_mask
         o = (weights.softmax(-1) @ v).transpose(1, 2).reshape(b, s, w)
         return self.out(o), (weights if output_weights else None)

@@ -162,7 +162,9 @@ class Reader:
             return say.iota(node, idx[0]), self.index_uses(idx[0])
         if name in ("aten.full", "prims.full"):
             return say.literal(node.args[1], dtype_of(node)), frozenset()
-        if name == "prims.scalar_tensor":  # a number as a 0-d tensor (strided slicing's backward divides by its step)
+        # a number as a 0-d tensor: strided slicing's backward divides by its step; a boolean
+        # attention mask becomes 0 and -inf through aten's
+        if name in ("prims.scalar_tensor", "aten.scalar_tensor"):
             return say.literal(node.args[0], dtype_of(node)), frozenset()
         raise Unsupported(f"{name}: not a node the lowering reads inline")
 

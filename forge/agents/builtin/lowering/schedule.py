@@ -133,6 +133,16 @@ def _add_buffer(sched: Schedule, node: fx.Node) -> None:
         sched.buffers[node] = len(sched.buffers)
 
 
+def _viewed(node: fx.Node) -> fx.Node:
+    """The value a chain of views reads (``node`` itself when it is no view). A torch call reads a
+    computed value through its views: the value gets the buffer, so that calls reading it through
+    views of their own share it (a decoder layer's normalised input was computed three times,
+    once for each of its query, key and value projections)."""
+    while kind_of(node) is NodeKind.VIEW and isinstance(node.args[0], fx.Node) and node.args[0].op != "placeholder":
+        node = node.args[0]
+    return node
+
+
 def _materialise(sched: Schedule, node: fx.Node) -> None:
     """Give ``node`` a buffer with a pointwise step, unless it has one (steps are sorted later)."""
     if node in sched.buffers:
@@ -185,7 +195,7 @@ def schedule(
         if kind in run_by_torch:
             for arg in node.all_input_nodes:
                 if view_source(arg, sched) is None:
-                    _materialise(sched, arg)
+                    _materialise(sched, _viewed(arg))
     for node in graph.nodes:
         if packet_name(node) == "aten.copy_" and node in live:
             dst, src = node.args[0], node.args[1]

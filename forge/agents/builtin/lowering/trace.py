@@ -169,6 +169,7 @@ OTHER = frozenset(
         "aten.full",
         "prims.full",
         "prims.scalar_tensor",
+        "aten.scalar_tensor",
         "prims.cat",
         "aten.cat",
         "aten.scatter",
