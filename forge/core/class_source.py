@@ -19,7 +19,8 @@ def _names_used(obj: Any) -> list[str]:
     functions = [obj] if inspect.isfunction(obj) else [v for v in vars(obj).values() if inspect.isfunction(v)]
     # a decorated method (transformers wraps forward in its deprecation and output wrappers) is
     # read through to the function it wraps
-    codes += [inspect.unwrap(f).__code__ for f in functions]
+    unwrapped = [inspect.unwrap(f) for f in functions]
+    codes += [code for f in unwrapped if isinstance(code := getattr(f, "__code__", None), types.CodeType)]
     found: list[str] = []
     while codes:
         code = codes.pop()

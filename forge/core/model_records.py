@@ -46,6 +46,7 @@ class InitCall(BaseModel):
     # an argument no literal can write (a config object, a layer class, a partial): the op builds
     # the model and takes the arguments the instance was built with (``forge.modelrun.carved``)
     from_model: bool = False
+    digest: str | None = None  # then a hash of those arguments' repr (``modelrun.source.init_digest``)
     refusal: str | None = None
 
 

@@ -29,16 +29,20 @@ _PLAIN = (bool, int, str, type(None))
 
 
 def python_literal(value: Any) -> str:
-    """``value`` as Python source an op file can hold; raises TypeError for anything else."""
-    if isinstance(value, _PLAIN):
+    """``value`` as Python source an op file can hold; raises TypeError for anything else. Only
+    the plain types themselves: an enum's repr (``<Mode.A: 1>``) or numpy's (``np.float64(0.5)``)
+    would not read back."""
+    if type(value) in _PLAIN:
         return repr(value)
-    if isinstance(value, float):
+    if type(value) is float:
         return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
     if isinstance(value, torch.dtype):
         return str(value)
     if isinstance(value, torch.device):
         return f"torch.device({str(value)!r})"
-    if isinstance(value, tuple | list | torch.Size):
+    if type(value) is torch.Size:
+        return f"torch.Size({list(value)!r})"
+    if type(value) in (tuple, list):
         parts = [python_literal(v) for v in value]
         if isinstance(value, list):
             return "[" + ", ".join(parts) + "]"
@@ -77,12 +81,12 @@ class _Writer:
             if slot == len(self.tensors):
                 self.tensors.append(value)
             return f"x{slot}"
-        if isinstance(value, tuple | list) and not isinstance(value, torch.Size):
+        if type(value) in (tuple, list):  # a named tuple is an object of its own: refused below
             parts = [self.write(v, f"{where}[{i}]") for i, v in enumerate(value)]
             if isinstance(value, list):
                 return "[" + ", ".join(parts) + "]"
             return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        if type(value) is dict and all(isinstance(k, str) for k in value):
             return "{" + ", ".join(f"{k!r}: {self.write(v, f'{where}[{k!r}]')}" for k, v in value.items()) + "}"
         if _is_cache(value):
             raise CallRefused(
@@ -145,6 +149,8 @@ def _value(node: ast.expr) -> Any:
         return float(ast.literal_eval(node.args[0]))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "device":
         return torch.device(ast.literal_eval(node.args[0]))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "Size":
+        return torch.Size(ast.literal_eval(node.args[0]))
     return ast.literal_eval(node)
 
 
@@ -275,16 +281,31 @@ def _layout(node: Any) -> str:
         return "tensor"
     if node is None:
         return "None"
-    if isinstance(node, tuple | list):  # named tuples and torch.return_types too
-        return "(" + ", ".join(_layout(v) for v in node) + ")"
+    # a container of another type than a plain tuple, list or dict is named: a ModelOutput, a named
+    # tuple or torch.return_types record is read by its fields, and a subclass may flatten itself
+    # differently (in the timed loop, its flattening would run after the clock stopped)
+    named = "" if type(node) in (tuple, list, dict) else f"{type(node).__module__}.{type(node).__qualname__}"
+    if isinstance(node, tuple | list):
+        return named + "(" + ", ".join(_layout(v) for v in node) + ")"
     if isinstance(node, dict):  # a ModelOutput is a dict holding its fields that are not None
-        return "{" + ", ".join(f"{k}: {_layout(v)}" for k, v in node.items()) + "}"
+        return named + "{" + ", ".join(f"{k}: {_layout(v)}" for k, v in node.items()) + "}"
     return type(node).__name__
 
 
 def output_layout(out: Any) -> str:
-    """The structure around a forward's values: ``tensor``, ``(tensor, None)``, ``{logits: tensor}``."""
+    """The structure around a forward's values: ``tensor``, ``(tensor, None)``, ``{logits: tensor}``,
+    a container's type named where it is not a plain tuple, list or dict
+    (``transformers.modeling_outputs.BaseModelOutput{last_hidden_state: tensor}``)."""
     return _layout(out)
+
+
+def rebuildable(layout: str) -> bool:
+    """``rebuild_output`` can make this structure: tensors, None, plain tuples and dicts."""
+    try:
+        rebuild_output(layout, [None] * layout.count("tensor"))
+    except (ValueError, SyntaxError, StopIteration):
+        return False
+    return True
 
 
 def layout_refusal(out: Any) -> str | None:
@@ -308,5 +329,6 @@ __all__ = [
     "output_tensors",
     "python_literal",
     "rebuild_output",
+    "rebuildable",
     "recorded_call",
 ]

@@ -15,7 +15,7 @@ import ast
 import sys
 import traceback
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,17 +77,6 @@ class Problem:
 
     def inputs(self) -> list[Any]:
         return _call_user(self, "get_inputs", check_tensors=True)
-
-    def call(self, model: Any, inputs: Sequence[Any]) -> Any:
-        """The model called on ``inputs`` as the op file says (``forge_call``), else ``model(*inputs)``."""
-        return call_model(self.module, model, inputs)
-
-
-def call_model(module: types.ModuleType | None, model: Any, inputs: Sequence[Any]) -> Any:
-    """``module.forge_call(model, *inputs)`` where the op file ``module`` defines it, else
-    ``model(*inputs)`` (the candidate's worker calls through the reference's module the same way)."""
-    how = getattr(module, "forge_call", None) if module is not None else None
-    return how(model, *inputs) if how is not None else model(*inputs)
 
 
 def _loc(path: Path, tb: types.TracebackType | None) -> str:

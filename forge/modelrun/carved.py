@@ -11,33 +11,46 @@ layer, configuration included, and so does a candidate's ``ModelNew(*get_init_in
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import io
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from forge.core.errors import ProblemError
-from forge.modelrun.source import InitRecorder, load_model
+from forge.modelrun.source import InitRecorder, init_digest, load_model
 
-_BUILT: dict[str, tuple[torch.nn.Module, InitRecorder]] = {}
+_BUILT: dict[str, tuple[torch.nn.Module, InitRecorder] | None] = {}  # None: being built
+_RECORDED: dict[tuple[str, str], list[dict[int, torch.Tensor]]] = {}
 
 
 def _built(spec: str) -> tuple[torch.nn.Module, InitRecorder]:
     """The model, built once per process as the probe built it (seed 0), with its recorder."""
-    if spec not in _BUILT:
+    if spec in _BUILT:
+        held = _BUILT[spec]
+        if held is None:  # the model's own build reached an op of its own (a factory that kernelizes)
+            raise ProblemError(f"{spec}: building the model needs one of its own carved ops, which needs the model")
+        return held
+    _BUILT[spec] = None
+    try:
         loaded = load_model(spec)
         recorder = InitRecorder()
         with torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
             torch.manual_seed(0)
             model = recorder.build(loaded.build)
-        _BUILT[spec] = (model, recorder)
-    return _BUILT[spec]
+    except BaseException:
+        del _BUILT[spec]
+        raise
+    _BUILT[spec] = (model, recorder)
+    return model, recorder
 
 
-def instance_init_args(spec: str, path: str) -> list[Any]:
-    """The positional arguments the model's module at ``path`` was built with (ProblemError when
-    the model no longer has it, or it was not built while the model was)."""
+def instance_init_args(spec: str, path: str, digest: str | None = None) -> list[Any]:
+    """Copies of the positional arguments the model's module at ``path`` was built with
+    (ProblemError when the model no longer has it, was not built while the model was, or is now
+    built with other arguments than the op was carved from: ``digest``)."""
     model, recorder = _built(spec)
     try:
         module = model.get_submodule(path)
@@ -46,21 +59,31 @@ def instance_init_args(spec: str, path: str) -> list[Any]:
     args = recorder.args_of(module)
     if args is None:
         raise ProblemError(f"{spec}: {path} ({type(module).__name__}) was not built while the model was built")
-    return list(args)
+    if digest is not None and init_digest(args) != digest:
+        raise ProblemError(
+            f"{spec}: {path} ({type(module).__name__}) is now built with other arguments than this op was "
+            "carved from; carve it again (--modules)"
+        )
+    # copies: a module or a config an argument holds is the model's, and every layer built from
+    # the op (the reference, each candidate) would otherwise share and change it
+    return copy.deepcopy(list(args))
 
 
 def recorded_inputs(path: str | Path, sha256: str) -> list[dict[int, torch.Tensor]]:
-    """The tensor values kept beside an op file, per call signature (ProblemError when the file
-    is missing or is not the one the op file was carved with)."""
-    file = Path(path)
-    try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        raise ProblemError(f"{file}: the op's recorded inputs cannot be read ({exc}); carve it again") from exc
-    if hashlib.sha256(raw).hexdigest() != sha256:
-        raise ProblemError(f"{file}: not the recorded inputs this op was carved with; carve it again (--modules)")
-    held = torch.load(file, weights_only=True)
-    return [{int(k): v for k, v in sig.items()} for sig in held]
+    """The tensor values kept beside an op file, per call signature, as copies (ProblemError when
+    the file is missing or is not the one the op file was carved with)."""
+    key = (str(path), sha256)
+    if key not in _RECORDED:
+        file = Path(path)
+        try:
+            raw = file.read_bytes()
+        except OSError as exc:
+            raise ProblemError(f"{file}: the op's recorded inputs cannot be read ({exc}); carve it again") from exc
+        if hashlib.sha256(raw).hexdigest() != sha256:
+            raise ProblemError(f"{file}: not the recorded inputs this op was carved with; carve it again (--modules)")
+        held = torch.load(io.BytesIO(raw), weights_only=True)  # the bytes just checked, not the file again
+        _RECORDED[key] = [{int(k): v for k, v in sig.items()} for sig in held]
+    return [{k: v.clone() for k, v in sig.items()} for sig in _RECORDED[key]]
 
 
 __all__ = ["instance_init_args", "recorded_inputs"]

@@ -29,6 +29,7 @@ _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)
 
 
 _KEPT_BYTES = 64 << 20  # a call's tensor larger than this is drawn anew, never kept
+_COPIES_BYTES = 1 << 30  # all the copies the profile holds, on the CPU
 
 
 def _tensor_use(x: torch.Tensor) -> TensorUse:
@@ -89,6 +90,8 @@ class _Hooks:
         self.seen: dict[str, _Seen] = {path: _Seen() for path, _ in model.named_modules()}
         self.ranges = False
         self.second_draw = False
+        self._copied = 0  # bytes held in copies of the calls' tensors
+        self._copies: dict[tuple[Any, ...], torch.Tensor] = {}
         self._open: dict[int, list[tuple[float, Any]]] = defaultdict(list)
         self._handles = []
         for path, sub in model.named_modules():
@@ -105,15 +108,25 @@ class _Hooks:
         if self.second_draw:
             for i, t in enumerate(template.tensors):
                 before = held.first[i] if held is not None else None
-                if held is not None and before is not None and torch.equal(before, t):
-                    held.kept[i] = t.detach().clone()
+                if held is not None and before is not None and torch.equal(before, t.detach().cpu()):
+                    held.kept[i] = before  # the same values: the first draw's copy (shared, not copied again)
             return
         if held is None:
-            first = [
-                t.detach().clone() if t.numel() * t.element_size() <= _KEPT_BYTES else None for t in template.tensors
-            ]
+            first = [self._copy(t) for t in template.tensors]
             use = CallUse(call=template.source, tensors=[_tensor_use(t) for t in template.tensors])
             seen.signatures[key] = _Signature(use, first)
+
+    def _copy(self, t: torch.Tensor) -> torch.Tensor | None:
+        """A CPU copy of ``t``, one per tensor however many modules it is passed to (a mask given
+        to every layer), within a budget (None past it: the tensor is drawn anew)."""
+        key = (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
+        if key not in self._copies:
+            size = t.numel() * t.element_size()
+            if size > _KEPT_BYTES or self._copied + size > _COPIES_BYTES:
+                return None
+            self._copied += size
+            self._copies[key] = t.detach().cpu().clone()
+        return self._copies[key]
 
     def _pre(self, path: str) -> Callable[..., None]:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -210,6 +223,27 @@ def _instances(
     return classes, kept
 
 
+def _other_draw(loaded: LoadedModel, inputs: list[Any], device: str) -> list[Any]:
+    """A second draw of the model's inputs: what changes with it in a layer's call is drawn anew
+    for the layer's op, what does not is the model's own (a mask, rotary tables). Where the
+    model's ``get_inputs()`` gives the same values every time (a fixed batch, a seeded generator of
+    its own), they are moved here: floats redrawn, integers redrawn in their range."""
+    torch.manual_seed(1)
+    other = [x.to(device) if isinstance(x, torch.Tensor) else x for x in loaded.inputs()]
+    tensors = [(a, b) for a, b in zip(inputs, other, strict=False) if isinstance(a, torch.Tensor)]
+    if tensors and all(isinstance(b, torch.Tensor) and torch.equal(a, b) for a, b in tensors):
+        other = [_redrawn(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+    return other
+
+
+def _redrawn(x: torch.Tensor) -> torch.Tensor:
+    if x.is_floating_point():
+        return torch.randn_like(x) * (x.std() if x.numel() > 1 else 1.0) + x.mean()
+    if x.dtype == torch.bool or x.numel() == 0:
+        return x
+    return torch.randint_like(x, int(x.min()), int(x.max()) + 1)
+
+
 def _measure(model: torch.nn.Module, loaded: LoadedModel, device: str) -> tuple[float, _Hooks, Any, Any]:
     """The forward's time, the hooks' records (a second draw of the inputs included), the profiler's
     events and eager's top aten ops."""
@@ -230,9 +264,7 @@ def _measure(model: torch.nn.Module, loaded: LoadedModel, device: str) -> tuple[
         with profile(activities=activities) as prof:
             hooks.forward(run)
         hooks.ranges, hooks.second_draw = False, True
-        torch.manual_seed(1)
-        other = [x.to(device) if isinstance(x, torch.Tensor) else x for x in loaded.inputs()]
-        model(*other)
+        model(*_other_draw(loaded, inputs, device))
         hooks.remove()
         aten = eager_profile(run, device, forward_ms).ops
     return forward_ms, hooks, prof.events(), aten

@@ -10,6 +10,7 @@ While the model is built, each module's constructor arguments are recorded (a pr
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import keyword
@@ -127,13 +128,23 @@ def _init_call(frame: types.FrameType, obj: torch.nn.Module) -> tuple[InitCall, 
     if code.co_flags & _VARARGS:
         named += [(f"*{rest[0]}", v) for v in local.get(rest[0], ())]
         rest = rest[1:]
-    if code.co_flags & _VARKEYWORDS and local.get(rest[0]):
-        return InitCall(refusal=f"it was built with **{rest[0]} arguments ({', '.join(local[rest[0]])})"), []
+    # timm hands every layer **dd = {device: None, dtype: None}: None is what leaving them out gives
+    given = [k for k, v in (local.get(rest[0]) or {}).items() if v is not None] if code.co_flags & _VARKEYWORDS else []
+    if given:
+        return InitCall(refusal=f"it was built with **{rest[0]} arguments ({', '.join(given)})"), []
     values = [v for _, v in named]
     try:
         return InitCall(args=[python_literal(v) for v in values]), values
     except TypeError:  # a config object, a layer class, a partial: the op takes them from the model
-        return InitCall(from_model=True), values
+        return InitCall(from_model=True, digest=init_digest(values)), values
+
+
+def init_digest(values: list[Any]) -> str:
+    """A hash of constructor arguments as their repr shows them (a config's every field), memory
+    addresses left out: the op file holds it, so that a model whose layer is now built otherwise
+    (another epsilon in its config) is another op, and an op file carved from the old one says so."""
+    shown = re.sub(r" at 0x[0-9a-fA-F]+", "", repr(values))
+    return hashlib.sha256(shown.encode()).hexdigest()[:16]
 
 
 def _code_of(fn: Any) -> types.CodeType | None:

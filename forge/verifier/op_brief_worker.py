@@ -195,7 +195,11 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
     use_op(problem.module)
     brief = OpBrief(device=device, tolerance_override=problem.tolerance is not None, runtime=_runtime(device))
     if problem.target_class_path is not None:
-        text, cut = imported_source(problem.model_cls)
+        try:
+            text, cut = imported_source(problem.model_cls)
+        except Exception as exc:  # the class's source is a help to the coder, never a reason to fail
+            text, cut = "", False
+            brief.missing.append(f"the source of {problem.target_class_path}: {type(exc).__name__}: {exc}")
         if text:
             brief.imported = ImportedClass(name=problem.target_class_path, source=text, cut=cut)
     brief.shape_variants = [shapes.describe(o) for o in shapes.family_overrides(problem.size_constants()).values()]

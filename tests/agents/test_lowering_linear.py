@@ -84,3 +84,28 @@ def test_the_library_knob_comes_first_so_the_first_move_measures_the_other():
     lowered = program.analyze(_SwiGLU().eval(), [torch.randn(2, 12)])
     assert isinstance(lowered, LoweredGraph)
     assert next(iter(lowered.knobs().items())) == ("matmul", ["onednn", "aten"])
+
+
+class _DownsamplingBlock(nn.Module):
+    """A ResNet block that halves its input (timm's BasicBlock with a downsample branch): two
+    stride-2 convolutions reading the block's input, batch norms and ReLUs fused after them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False)
+        self.bn1, self.bn2, self.bn3 = nn.BatchNorm2d(16), nn.BatchNorm2d(16), nn.BatchNorm2d(16)
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.down = nn.Conv2d(8, 16, 1, stride=2, bias=False)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        y = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
+        return (y + self.bn3(self.down(x))).relu()
+
+
+@pytest.mark.parametrize("config", [{}, {"conv_algo": "library"}, {"conv_layout": "channels_last"}])
+def test_a_downsampling_block_matches_the_reference(config):
+    block = _DownsamplingBlock().eval()
+    for bn in (block.bn1, block.bn2, block.bn3):  # statistics away from their defaults
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+    check(block, [torch.randn(2, 8, 16, 16)], config)

@@ -88,7 +88,7 @@ def test_a_carved_op_builds_its_layer_as_the_model_did_and_calls_it_as_the_model
     again = problem.inputs()
     assert not torch.equal(x, again[0]) and torch.equal(mask, again[1])  # activations drawn, the mask kept
     assert torch.isinf(mask).any() and problem.fixed_inputs == {1, 2, 3}
-    out = problem.call(model, [x, mask, cos, sin])
+    out = problem.module.forge_call(model, x, mask, cos, sin)
     assert output_layout(out) == "(tensor, None)" and len(output_tensors(out)) == 1
     # what an LLM is shown of the class it rewrites: the class and the helper its forward calls
     source, cut = imported_source(problem.model_cls)
@@ -170,3 +170,56 @@ def test_the_built_in_agent_lowers_a_layer_called_with_keywords(carved, fast_set
     verdict = verify_candidate(op, kernel, fast_settings).verdict
     assert verdict.status is VerdictStatus.PASSED, verdict.reason
     assert verdict.binding is not None and verdict.binding.mode != "none"
+
+
+def test_values_an_op_file_cannot_read_back_are_refused_and_sizes_round_trip():
+    import enum
+    from collections import namedtuple
+
+    class Mode(enum.IntEnum):
+        A = 1
+
+    x = torch.ones(2)
+    for odd in (Mode.A, namedtuple("Pair", "a b")(1, 2)):
+        with pytest.raises(CallRefused):
+            call_template((x, odd), {})
+    size = call_template((x,), {"shape": torch.Size([2, 3])}).source
+    assert size == "x0, shape=torch.Size([2, 3])" and match_call(size, (x,), {"shape": torch.Size([2, 3])}) == [x]
+    # a container of another type than tuple, list or dict is named: a plain tuple is not a record
+    assert output_layout(x.view(2, 1).max(0)) == "torch.return_types.max(tensor, tensor)" != output_layout((x, x))
+
+
+def test_an_op_file_whose_model_now_builds_the_layer_otherwise_says_carve_again():
+    from forge.core.errors import ProblemError
+    from forge.modelrun.carved import instance_init_args
+    from forge.modelrun.source import init_digest
+
+    (config,) = instance_init_args(str(CONFIGURED), "blocks.1.norm")
+    digest = init_digest([config])
+    (again,) = instance_init_args(str(CONFIGURED), "blocks.1.norm", digest)
+    assert again is not config and again.eps == config.eps == 1e-5  # copies: no layer shares the model's
+    with pytest.raises(ProblemError, match="carve it again"):
+        instance_init_args(str(CONFIGURED), "blocks.1.norm", "0" * 16)
+
+
+def test_an_instance_called_two_ways_is_left_out_with_both_calls_named():
+    from forge.core.model_records import CallUse, ClassUse, InitCall, InstanceUse, TensorUse
+    from forge.harness.model_run.choose import _groups
+
+    t = TensorUse(shape=[2, 4], dtype="float32")
+    calls = [CallUse(call="x0, mask=None", tensors=[t]), CallUse(call="x0, mask=x1", tensors=[t, t])]
+    inst = InstanceUse(path="a", calls=2, inclusive_ms=1.0, signatures=calls, init=InitCall(), config="c")
+    cls = ClassUse(module="m", name="Attn", torch_builtin=False, container=False, library_share=0, share=0.5,
+                   instances=[inst])  # fmt: skip
+    groups, why = _groups(cls, "m_Attn")
+    assert not groups and "called 2 ways" in why and "mask=x1" in why
+
+
+def test_a_model_whose_inputs_never_change_is_moved_for_its_second_draw():
+    from forge.modelrun.profiling import _other_draw
+    from forge.modelrun.source import LoadedModel
+
+    fixed = [torch.arange(6.0).view(2, 3), torch.tensor([[1, 5, 2]])]
+    loaded = LoadedModel("m.py", None, None, lambda: torch.nn.Identity(), lambda: [t.clone() for t in fixed])  # type: ignore[arg-type]
+    other = _other_draw(loaded, [t.clone() for t in fixed], "cpu")
+    assert not torch.equal(other[0], fixed[0]) and other[1].min() >= 1 and other[1].max() <= 5

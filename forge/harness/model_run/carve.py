@@ -153,7 +153,7 @@ def _init_lines(group: OpGroup, profile: ModelProfile) -> list[str]:
     return [
         "def get_init_inputs():",
         "    # as the model built the instance (config objects, layer classes and all)",
-        f"    return instance_init_args({spec!r}, {group.paths[0]!r})",
+        f"    return instance_init_args({spec!r}, {group.paths[0]!r}, {group.init_digest!r})",
     ]
 
 

@@ -48,6 +48,7 @@ class OpGroup:
     paths: list[str]  # the instances
     share: float  # of the model's time
     init_from_model: bool = False  # the constructor arguments are taken from the model built (``InitCall``)
+    init_digest: str | None = None  # then the hash those arguments must have (``InitCall.digest``)
 
 
 @dataclass
@@ -86,19 +87,19 @@ def _groups(cls: ClassUse, base: str) -> tuple[list[OpGroup], str]:
     """The class's ops (one per configuration, named from ``base``), or why none can be carved out."""
     if "<locals>" in cls.name:
         return [], f"{cls.name} is defined inside a function: an op file cannot import it"
-    by_config: dict[tuple[str, tuple[str, ...], bool], list[InstanceUse]] = defaultdict(list)
+    by_config: dict[tuple[str, tuple[str, ...], str | None, str], list[InstanceUse]] = defaultdict(list)
     refused = ""
     for inst in cls.instances:
-        why = inst.refusal or inst.init.refusal
-        if why is None and len(inst.signatures) > MAX_SIGNATURES:
-            why = f"data-dependent shapes ({len(inst.signatures)} input shapes over {inst.calls} calls a forward)"
+        why = inst.refusal or inst.init.refusal or _call_refusal(inst)
         if why is not None:
             refused = refused or f"{inst.path}: {why}"
             continue
-        by_config[(inst.config, tuple(inst.init.args), inst.init.from_model)].append(inst)
+        digest = inst.init.digest if inst.init.from_model else None
+        key = (inst.config, tuple(inst.init.args), digest, inst.signatures[0].call)
+        by_config[key].append(inst)
     class_ms = sum(i.inclusive_ms for i in cls.instances) or 1.0
     groups = []
-    for n, ((_, args, from_model), members) in enumerate(sorted(by_config.items(), key=lambda kv: -len(kv[1]))):
+    for n, ((_, args, digest, _), members) in enumerate(sorted(by_config.items(), key=lambda kv: -len(kv[1]))):
         signatures, origins = _signatures(members)
         groups.append(
             OpGroup(
@@ -109,21 +110,34 @@ def _groups(cls: ClassUse, base: str) -> tuple[list[OpGroup], str]:
                 origins=origins,
                 paths=[i.path for i in members],
                 share=round(cls.share * sum(i.inclusive_ms for i in members) / class_ms, 4),
-                init_from_model=from_model,
+                init_from_model=digest is not None,
+                init_digest=digest,
             )
         )
     return groups, refused
 
 
+def _call_refusal(inst: InstanceUse) -> str | None:
+    """Why an instance's calls cannot be one op's (None: they can): a kernel verified on one call
+    would run on the others unverified."""
+    if len(inst.signatures) > MAX_SIGNATURES:
+        return f"data-dependent shapes ({len(inst.signatures)} input shapes over {inst.calls} calls a forward)"
+    calls = sorted({s.call for s in inst.signatures})
+    if len(calls) > 1:
+        return f"it is called {len(calls)} ways ({'; '.join(calls[:2])})"
+    return None
+
+
 def _signatures(members: list[InstanceUse]) -> tuple[list[CallUse], list[tuple[str, int]]]:
-    """The distinct calls of ``members`` made as the first one is (the same arguments, other
-    shapes), at most MAX_SIGNATURES, with where each came from."""
+    """The distinct calls of ``members`` (one call, other shapes; the same tensors kept as the
+    first's), at most MAX_SIGNATURES, with where each came from."""
     found: list[CallUse] = []
     origins: list[tuple[str, int]] = []
-    first = members[0].signatures[0].call
+    kept = [u.fixed for u in members[0].signatures[0].tensors]
     for inst in members:
         for k, sig in enumerate(inst.signatures):
-            if sig.call == first and sig not in found and len(found) < MAX_SIGNATURES:
+            alike = [u.fixed for u in sig.tensors] == kept
+            if alike and sig not in found and len(found) < MAX_SIGNATURES:
                 found.append(sig)
                 origins.append((inst.path, k))
     return found, origins

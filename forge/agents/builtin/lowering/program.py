@@ -53,6 +53,7 @@ from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind, sch
 from forge.agents.builtin.lowering.trace import Traced, is_random, packet_name, trace, unloweable
 from forge.agents.builtin.py_snippets import ATTR_SOURCE
 from forge.agents.builtin.tuner import effective_config
+from forge.core.module_call import rebuildable
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,9 @@ def lower(
         model.train(was_training)
     if why := unloweable(traced):
         return why[0]
+    refused = _call_refusal(traced, in_training) if call is not None else None
+    if refused is not None:
+        return refused
     out_kind = traced.out_kind
     if out_kind is None:
         return "the reference returns a nested structure, not a tensor or a tuple of tensors"
@@ -194,6 +198,16 @@ def lower(
     except Exception as exc:  # a gap in the lowering itself: said as a refusal, never a traceback
         return f"the lowering failed on it ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
     return lowered
+
+
+def _call_refusal(traced: Traced, in_training: Traced) -> str | None:
+    """Why a kernel traced through a call cannot return the reference's structure (None: it can)."""
+    layout = traced.layout or "tensor"
+    if not rebuildable(layout):
+        return f"the reference returns {layout}: the built-in agent's kernels return tensors, tuples and dicts"
+    if in_training.layout != traced.layout:
+        return f"the reference returns {in_training.layout} in training mode and {layout} in eval mode"
+    return None
 
 
 def _with_joint(

@@ -139,6 +139,8 @@ def _viewed(node: fx.Node) -> fx.Node:
     views of their own share it (a decoder layer's normalised input was computed three times,
     once for each of its query, key and value projections)."""
     while kind_of(node) is NodeKind.VIEW and isinstance(node.args[0], fx.Node) and node.args[0].op != "placeholder":
+        if packet_name(node) == "aten.as_strided":  # its strides are the traced value's, not a row-major buffer's
+            break
         node = node.args[0]
     return node
 
