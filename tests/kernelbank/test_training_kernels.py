@@ -2,15 +2,18 @@
 (``forge verify --train --save``) runs where autograd needs gradients, and its gradients are the
 reference's; one verified for inference only leaves the reference to autograd there. Real
 verifier, real bank; the training kernel is the built-in coder's (its backward lowered from the
-joint graph), on a pointwise chain whose fused step beats eager's by about 2x."""
+joint graph), on a pointwise chain whose fused step beat eager's by about 2x on an AVX-512 machine
+(on a 2-core AVX2 one its backward lost to eager's: the kernel then rightly stays off under
+autograd, and the test that needs it on says so and skips)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import forge.kernelbank as kb
 from forge.agents.builtin.lowering import program
-from forge.core.acceptance import TrainingStanding
+from forge.core.acceptance import TrainingStanding, training_standing
 from forge.core.paths import BankLocation
 from forge.db import list_kernels, open_for_writing, set_training_standing
 from forge.harness import bank_reverify, verify_candidate
@@ -30,8 +33,13 @@ def _bank_with(tmp_path, fast_settings, op, source: str, train: bool):  # type: 
     done = verify_candidate(op, cand, settings, save=True, bank=BankLocation.parse(str(bank)))
     assert done.verdict.passed, done.verdict.reason
     (entry,) = list_kernels(open_for_writing(BankLocation.parse(str(bank))), op.stem)
-    assert entry.trains is train, done.verdict.training_step  # what `forge bank list` and `show` say of it
-    return kb.open(bank)
+    # what `forge bank list` and `show` say of it is what its evidence says; a training kernel's
+    # standing also rests on its step's speed here (training_standing), which no unit test fixes
+    standing = training_standing(done.verdict)
+    assert entry.trains is standing.used, done.verdict.training_step
+    if not train:
+        assert not entry.trains
+    return kb.open(bank), standing
 
 
 def _lowered_for_training() -> str:
@@ -49,7 +57,9 @@ def _step(layer: torch.nn.Module, x: torch.Tensor, gate: torch.Tensor) -> list[t
 
 
 def test_a_kernel_verified_for_training_runs_under_autograd_with_the_reference_gradients(tmp_path, fast_settings):
-    bank = _bank_with(tmp_path, fast_settings, WIDE, _lowered_for_training(), train=True)
+    bank, standing = _bank_with(tmp_path, fast_settings, WIDE, _lowered_for_training(), train=True)
+    if not standing.used:
+        pytest.skip(f"the training kernel is not used under autograd on this machine: {standing.why}")
     layer = bank.load("gated_tanh_wide", 512)
     x, gate = gated_tanh_wide.get_inputs()
     with bank.watch() as seen:
@@ -62,7 +72,7 @@ def test_a_kernel_verified_for_training_runs_under_autograd_with_the_reference_g
 
 
 def test_a_kernel_verified_for_inference_leaves_autograd_to_the_reference(tmp_path, fast_settings):
-    bank = _bank_with(tmp_path, fast_settings, GATED, FUNCTION.format(**RIGHT), train=False)
+    bank, _ = _bank_with(tmp_path, fast_settings, GATED, FUNCTION.format(**RIGHT), train=False)
     layer = bank.load("gated_scale", 16)
     with bank.watch() as seen:
         _step(layer, torch.randn(4, 24, 16), torch.randn(4, 24, 16))

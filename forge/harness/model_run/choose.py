@@ -144,10 +144,13 @@ def _signatures(members: list[InstanceUse]) -> tuple[list[CallUse], list[tuple[s
 
 
 def _repeated(choice: ClassChoice) -> bool:
-    """Several instances share one of the class's ops: a repeated block (a decoder layer, a ViT
-    block). Its kernel fuses across its parts (a norm into the projections after it, the residual
-    additions) and runs as one call where its parts make a dozen."""
-    return any(len(g.paths) >= 2 for g in choice.groups)
+    """Several instances configured alike (the same state shapes and plain attributes): a
+    repeated block (a decoder layer, a ViT block), even where each is its own op (a decoder layer
+    built with its index). Its kernel fuses across its parts (a norm into the projections after
+    it, the residual additions) and runs as one call where its parts make a dozen."""
+    carved = {p for g in choice.groups for p in g.paths}
+    configs = [i.config for i in choice.cls.instances if i.path in carved]
+    return any(configs.count(c) >= 2 for c in set(configs))
 
 
 def _eligible(cls: ClassUse, included: bool, min_share: float) -> str | None:
