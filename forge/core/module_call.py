@@ -101,14 +101,18 @@ class _Writer:
             ) from None
 
 
+def _written(writer: _Writer, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+    parts = [writer.write(a, f"{i}") for i, a in enumerate(args)]
+    return ", ".join(parts + [f"{k}={writer.write(v, repr(k))}" for k, v in kwargs.items()])
+
+
 def call_template(args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallTemplate:
     """The call ``module(*args, **kwargs)`` as a template; raises CallRefused."""
     writer = _Writer()
-    parts = [writer.write(a, f"{i}") for i, a in enumerate(args)]
-    parts += [f"{k}={writer.write(v, repr(k))}" for k, v in kwargs.items()]
+    source = _written(writer, args, kwargs)
     if not writer.tensors:
         raise CallRefused("it is called without a tensor argument")
-    return CallTemplate(", ".join(parts), writer.tensors)
+    return CallTemplate(source, writer.tensors)
 
 
 def recorded_call(call: Callable[..., Any], model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> str:
@@ -128,10 +132,7 @@ def recorded_call(call: Callable[..., Any], model: torch.nn.Module, inputs: Sequ
     if len(seen) != 1:
         raise CallRefused(f"the op's call calls the model {len(seen)} times")
     args, kwargs = seen[0]
-    writer = _Writer(inputs)
-    parts = [writer.write(a, f"{i}") for i, a in enumerate(args)]
-    parts += [f"{k}={writer.write(v, repr(k))}" for k, v in kwargs.items()]
-    return ", ".join(parts)
+    return _written(_Writer(inputs), args, kwargs)
 
 
 @functools.lru_cache(maxsize=64)
