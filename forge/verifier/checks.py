@@ -213,6 +213,10 @@ def detect_backend(source: str) -> str:
         return "cuda" if "cuda_sources" in source else "cpp"
     if "forge.cpp" in source or "from forge import cpp" in source:
         return "cpp"
+    if "async_compile.cpp_pybinding(" in source:  # Inductor's C++ kernels (the built-in inductor family)
+        return "cpp"
+    if "async_compile.triton(" in source:  # Inductor's Triton kernels
+        return "triton"
     return "torch"
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from forge.agents import CoderContext, HistoryItem, JudgeFeedback
 from forge.agents.builtin import BuiltinCoder, BuiltinJudge
+from forge.agents.builtin.coder import SOURCE_KNOB
 from forge.agents.builtin.tuner import default_config
 from forge.core.statuses import AttemptStatus, VerdictStatus
 from forge.core.timing_records import Timings
@@ -15,6 +16,12 @@ from tests.conftest import EXAMPLES, OPS
 SHIPPED = sorted((EXAMPLES / "ops").glob("*.py"))
 
 
+def _hand_tuned(space):
+    """The default config of the family that competes with Inductor's code (``source``)."""
+    base = default_config(space)
+    return {**base, SOURCE_KNOB: space[SOURCE_KNOB][1]} if SOURCE_KNOB in space else base
+
+
 @pytest.mark.parametrize("op", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_every_shipped_example_gets_a_candidate(op):
     (proposal,) = BuiltinCoder(op).propose(CoderContext(op.stem, op.read_text(), "cpu", "cpp"))
@@ -22,18 +29,33 @@ def test_every_shipped_example_gets_a_candidate(op):
     assert proposal.source and "class ModelNew(Model)" in proposal.source and proposal.backend == "cpp"
 
 
-def test_unknown_op_is_refused_with_a_hint(tmp_path):
-    op = tmp_path / "sort.py"
+def _op_file(tmp_path, name, body):
+    op = tmp_path / f"{name}.py"
     op.write_text(
         "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "    def forward(self, x):\n        return torch.sort(x, dim=1)[0]\n"
+        f"    def forward(self, x):\n        return {body}\n"
         "def get_inputs():\n    return [torch.randn(4, 8)]\ndef get_init_inputs():\n    return []\n"
     )
+    return op
+
+
+def test_an_op_outside_the_lowering_gets_inductors_code(tmp_path):
+    op = _op_file(tmp_path, "sort", "torch.sort(x, dim=1)[0]")
     (proposal,) = BuiltinCoder(op).propose(CoderContext("sort", op.read_text(), "cpu", "cpp"))
-    assert proposal.source is None and proposal.error == (
-        "the built-in agent can't handle sort (aten.sort: not in the lowering's node set); "
-        "use --model to let an LLM write the kernel"
-    )
+    assert proposal.error is None and proposal.source is not None
+    assert "async_compile" in proposal.source and "torch.compile(" not in proposal.source
+    assert (proposal.note or "").startswith("inductor family")
+
+
+def test_unknown_op_is_refused_with_a_hint(tmp_path):
+    """Neither the lowering nor Inductor (fullgraph) follows a forward that reads a data pointer:
+    both reasons are named."""
+    op = _op_file(tmp_path, "pointer", "x + float(x.data_ptr() % 1)")
+    (proposal,) = BuiltinCoder(op).propose(CoderContext("pointer", op.read_text(), "cpu", "cpp"))
+    assert proposal.source is None and proposal.error is not None
+    assert proposal.error.startswith("the built-in agent can't handle pointer (the reference could not be traced")
+    assert "Inductor's code cannot run as a candidate: torch.compile could not compile it whole" in proposal.error
+    assert proposal.error.endswith("use --model to let an LLM write the kernel")
 
 
 def test_cuda_gets_triton_and_raw_cuda_is_refused():
@@ -52,7 +74,7 @@ def test_configs_that_render_the_same_kernel_are_not_proposed_twice():
     coder = BuiltinCoder(op)
     space = coder.space()
     assert space is not None
-    base = default_config(space)
+    base = _hand_tuned(space)
     one = {**base, "moments": "one_pass"}
     same = {**one, "acc": "float"}
     assert coder.canonical(same) == coder.canonical(one) != coder.canonical(base)
@@ -91,10 +113,12 @@ def test_a_knob_changes_the_kernel_exactly_when_the_family_says_it_counts(op, ba
     assert space is not None
     family, recipe = coder._family, coder._recipe
     assert family is not None
-    for base_knob, base_values in space.items():
+    # the hand-tuned family's knobs; Inductor's side: test_inductor_family
+    own = {k: v for k, v in space.items() if k != SOURCE_KNOB and not k.startswith("ind_")}
+    for base_knob, base_values in own.items():
         for base_value in base_values:
-            base = {**default_config(space), base_knob: base_value}
-            for knob, values in space.items():
+            base = {**_hand_tuned(space), base_knob: base_value}
+            for knob, values in own.items():
                 for value in values:
                     cfg = {**base, knob: value}
                     same = coder.canonical(cfg) == coder.canonical(base)

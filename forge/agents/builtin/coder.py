@@ -13,12 +13,14 @@ hand-tuned families have no backward.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from forge.agents.builtin import (
+    inductor,
     pointwise,
     residual_norm,
     rowwise,
@@ -89,6 +91,63 @@ FAMILIES: dict[str, tuple[Family, ...]] = {
 }
 
 
+# Inductor's own code for the op (eval mode), the first candidate on either backend; it competes
+# with the family above that recognises the op (``rivals``)
+INDUCTOR = Family("inductor", inductor.analyze, inductor.space, inductor.render)
+SOURCE_KNOB = "source"
+
+
+@dataclass(frozen=True)
+class RivalRecipes:
+    """Two families' recipes for one op: the ``source`` knob picks which one renders."""
+
+    first: Family
+    first_recipe: Any
+    second: Family
+    second_recipe: Any
+
+    def side(self, config: dict[str, Any]) -> tuple[Family, Any]:
+        if config.get(SOURCE_KNOB, self.first.name) == self.first.name:
+            return self.first, self.first_recipe
+        return self.second, self.second_recipe
+
+    def space(self) -> Space:
+        first, second = self.first.space(self.first_recipe), self.second.space(self.second_recipe)
+        clash = set(first) & set(second)
+        if clash:
+            raise ValueError(f"families {self.first.name} and {self.second.name} share knobs {sorted(clash)}")
+        return {SOURCE_KNOB: [self.first.name, self.second.name], **first, **second}
+
+    def canonical(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The chosen side's knobs canonical, the other side's reset to their defaults."""
+        family, recipe = self.side(config)
+        other, other_recipe = (self.first, self.first_recipe)
+        if family is self.first:
+            other, other_recipe = self.second, self.second_recipe
+        own = family.space(recipe)
+        mine = family.canonical(recipe, {k: v for k, v in config.items() if k in own})
+        return {**config, **mine, **default_config(other.space(other_recipe))}
+
+    def render(self, config: dict[str, Any] | None) -> str:
+        cfg = config or {}
+        family, recipe = self.side(cfg)
+        own = family.space(recipe)
+        return family.render(recipe, {k: v for k, v in cfg.items() if k in own})
+
+
+def rivals(first: Family, first_recipe: Any, second: Family, second_recipe: Any) -> tuple[Family, RivalRecipes]:
+    """One family whose ``source`` knob chooses between two (the first is the default)."""
+    both = RivalRecipes(first, first_recipe, second, second_recipe)
+    family = Family(
+        f"{first.name}|{second.name}",
+        lambda *_: both,
+        lambda r: r.space(),
+        lambda r, config: r.render(config),
+        lambda r, config: r.canonical(config),
+    )
+    return family, both
+
+
 # For training kernels: the general lowering with its backward (see the module docstring).
 TRAIN_FAMILIES: dict[str, tuple[Family, ...]] = {
     "cpp": (Family("lowered", lowered.analyze_train, lowered.space, lowered.render, lowered.canonical),),
@@ -147,11 +206,24 @@ class BuiltinCoder:
                 reasons.append(recipe)
                 continue
             self._family, self._recipe = family, recipe
+            break
+        if not self.train and self.backend in FAMILIES:
+            # on a copy: the capture compiles the module in eval mode
+            device = "cuda" if self.backend == "triton" else "cpu"
+            captured = inductor.analyze(copy.deepcopy(model), inputs, template, device=device)
+            if not isinstance(captured, str):
+                if self._family is None:
+                    self._family, self._recipe = INDUCTOR, captured
+                else:
+                    self._family, self._recipe = rivals(INDUCTOR, captured, self._family, self._recipe)
+                return
+            reasons.append(captured)
+        if self._family is not None:
             return
         # the general lowering's reason names the node it cannot express: the hand-tuned families'
         # reasons ("takes exactly one float32 input") say nothing more to the user
         general = [r for f, r in zip(families, reasons, strict=False) if f.name == "lowered"]
-        self._why = general[0] if general else "; ".join(reasons)
+        self._why = "; ".join(general + reasons[len(families) :]) if general else "; ".join(reasons)
         self._why = self._why or f"it writes C++ (CPU) and Triton (CUDA) kernels, not {self.backend}"
 
     def space(self) -> Space | None:

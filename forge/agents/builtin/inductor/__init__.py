@@ -1,0 +1,118 @@
+"""The built-in coder's ``inductor`` family: the op's first candidate is what torch.compile's
+Inductor generates for it (C++/OpenMP on a CPU, Triton on a GPU), captured once in the coder's
+process (``capture``) and written as a candidate that runs the generated kernels with no
+torch.compile at run time (``program``). The search varies the options Inductor exposes for the
+device (``space``); in a session it competes with the hand-tuned families and the general
+lowering (``forge.agents.builtin.coder``), and the judge ranks them on one table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from forge.agents.builtin.inductor.capture import (
+    Captured,
+    InductorRefused,
+    OpCall,
+    TrainMode,
+    call_op,
+    capture,
+    train_mode,
+)
+from forge.agents.builtin.inductor.program import render as render_program
+from forge.core.module_call import output_layout
+
+# knob -> (Inductor option, values; the first is Inductor's default)
+CPU_KNOBS: dict[str, tuple[str, list[Any]]] = {
+    "ind_chunk": ("cpp.min_chunk_size", [512, 4096, 64]),  # the work below which a loop runs on one thread
+    "ind_fusion": ("aggressive_fusion", [False, True]),  # fuse nodes that share no memory
+    "ind_tiling": ("cpp.enable_tiling_heuristics", [True, False]),
+}
+GPU_KNOBS: dict[str, tuple[str, list[Any]]] = {
+    "ind_autotune": ("max_autotune", [False, True]),  # Triton matmul templates, pointwise configs benchmarked
+    "ind_coordinate": ("coordinate_descent_tuning", [False, True]),  # block sizes, warps tuned per kernel
+    "ind_persistent": ("triton.persistent_reductions", [True, False]),
+    "ind_fusion": ("aggressive_fusion", [False, True]),
+}
+
+
+def knobs(device: str) -> dict[str, tuple[str, list[Any]]]:
+    """The Inductor options searched on ``device``: SIMD width where the CPU has more than one."""
+    if device == "cuda":
+        return GPU_KNOBS
+    out = dict(CPU_KNOBS)
+    if "512" in torch.backends.cpu.get_cpu_capability():
+        out["ind_simd"] = ("cpp.simdlen", [None, 256])  # AVX-512 or AVX2 vectors
+    return out
+
+
+@dataclass
+class InductorRecipe:
+    """One op as the capture sees it, and the captures made so far (by options and mode)."""
+
+    model: torch.nn.Module
+    inputs: list[Any]
+    op: OpCall
+    train: TrainMode
+    device: str
+    captured: dict[str, Captured] = field(default_factory=dict)
+
+
+def _options(recipe: InductorRecipe, config: dict[str, Any] | None) -> dict[str, Any]:
+    table = knobs(recipe.device)
+    chosen = {k: values[0] for k, (_, values) in table.items()}
+    chosen |= {k: v for k, v in (config or {}).items() if k in table}
+    return {table[k][0]: v for k, v in sorted(chosen.items())}
+
+
+def _captured(recipe: InductorRecipe, config: dict[str, Any] | None, training: bool = False) -> Captured:
+    options = _options(recipe, config)
+    key = repr((options, training))
+    if key not in recipe.captured:
+        recipe.captured[key] = capture(recipe.model, recipe.inputs, recipe.op.call, options, training=training)
+    return recipe.captured[key]
+
+
+def analyze(
+    model: torch.nn.Module, inputs: list[Any], call: str | None = None, device: str = "cpu"
+) -> InductorRecipe | str:
+    """The recipe, Inductor's code for ``device`` at its defaults captured and checked; or why
+    it cannot be (``model`` is moved there and left in eval mode)."""
+    if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
+        return "Inductor's code is captured for ops whose inputs are all tensors"
+    if device == "cuda" and not torch.cuda.is_available():
+        return "Inductor's Triton code is captured on a GPU, and this machine has none"
+    model = model.to(device)
+    inputs = [x.to(device) for x in inputs]
+    try:
+        with torch.no_grad():
+            out = call_op(model.eval(), inputs, call)
+        train = train_mode(model, inputs, call)
+        op = OpCall(call, output_layout(out))
+        recipe = InductorRecipe(model, inputs, op, train, device)
+        _captured(recipe, None)
+        if train is TrainMode.OTHER:
+            _captured(recipe, None, training=True)
+    except InductorRefused as exc:
+        return f"Inductor's code cannot run as a candidate: {exc}"
+    return recipe
+
+
+def space(recipe: InductorRecipe) -> dict[str, list[Any]]:
+    return {k: list(values) for k, (_, values) in knobs(recipe.device).items()}
+
+
+def render(recipe: InductorRecipe, config: dict[str, Any] | None) -> str:
+    """The candidate for ``config``; a config whose capture is refused renders the reason as a
+    candidate that fails to import (the verdict shows it, the tuner bans the value)."""
+    try:
+        eval_code = _captured(recipe, config)
+        train_code = _captured(recipe, config, training=True) if recipe.train is TrainMode.OTHER else None
+    except InductorRefused as exc:
+        return f"raise ImportError({f'Inductor with these options: {exc}'!r})\n"
+    return render_program(eval_code, train_code, recipe.train, recipe.op, _options(recipe, config))
+
+
+__all__ = ["CPU_KNOBS", "GPU_KNOBS", "InductorRecipe", "analyze", "knobs", "render", "space"]
