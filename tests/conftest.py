@@ -58,6 +58,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # nothing banked, a wait for quiet). The load is recorded, not enforced; what a busy verdict
     # does is tested on recorded ones (test_builtin_session.py, test_cli_optimize.py).
     os.environ.setdefault("FORGE_LOAD_CHECK", "false")
+    # The built-in agent's sessions start from their own families, not Inductor's code: capturing it
+    # compiles the op (seconds each, on every session of the suite). The inductor family is tested
+    # in tests/agents/test_inductor_family.py, which turns it on.
+    os.environ.setdefault("FORGE_INDUCTOR_CANDIDATE", "false")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -99,6 +103,7 @@ def fast_settings(cache_dir: Path) -> ForgeSettings:
         cache_dir=cache_dir,
         user_loop=False,  # a fresh process per confirmation: tests/verifier/test_user_loop.py turns it on
         load_check=False,  # the load is recorded, not enforced (see pytest_configure)
+        inductor_candidate=False,  # see pytest_configure
     )
 
 

@@ -36,8 +36,11 @@ class Agents:
     kind: AgentKind
 
 
-def make_agents(op_path: Path, choice: AgentChoice, backend: str, train: bool = False) -> Agents:
-    """The coder and judge for one op (``train``: kernels with their backward)."""
+def make_agents(
+    op_path: Path, choice: AgentChoice, backend: str, train: bool = False, inductor: bool = True
+) -> Agents:
+    """The coder and judge for one op (``train``: kernels with their backward; ``inductor``: the
+    built-in coder starts from Inductor's code for the op)."""
     if choice.model:
         from forge.agents.llm import LLMClient, LLMCoder, LLMJudge
 
@@ -46,7 +49,7 @@ def make_agents(op_path: Path, choice: AgentChoice, backend: str, train: bool = 
         return Agents(coder, judge, AgentKind.LLM)
     from forge.agents.builtin import BuiltinCoder, BuiltinJudge
 
-    builtin = BuiltinCoder(op_path, backend, train)
+    builtin = BuiltinCoder(op_path, backend, train, inductor=inductor)
     return Agents(builtin, BuiltinJudge(builtin), AgentKind.BUILTIN)
 
 

@@ -85,6 +85,11 @@ class ForgeSettings(BaseSettings):
     compile_baseline: bool = Field(
         default=True, description="time torch.compile of the reference beside eager (off: --no-compile-baseline)"
     )
+    inductor_candidate: bool = Field(
+        default=True,
+        description="the built-in agent's first candidate for an op is Inductor's own code for it, which its "
+        "hand-tuned families and general lowering then compete with (off: those alone)",
+    )
     threads: int | None = Field(default=None, ge=1, description="CPU threads for timing (default: all)")
     timing_budget_s: float = Field(default=1.0, gt=0, description="target seconds of timed calls per side")
     timing_trials: int | None = Field(

@@ -6,7 +6,6 @@ import pytest
 
 from forge.agents import CoderContext, HistoryItem, JudgeFeedback
 from forge.agents.builtin import BuiltinCoder, BuiltinJudge
-from forge.agents.builtin.coder import SOURCE_KNOB
 from forge.agents.builtin.tuner import default_config
 from forge.core.statuses import AttemptStatus, VerdictStatus
 from forge.core.timing_records import Timings
@@ -16,15 +15,9 @@ from tests.conftest import EXAMPLES, OPS
 SHIPPED = sorted((EXAMPLES / "ops").glob("*.py"))
 
 
-def _hand_tuned(space):
-    """The default config of the family that competes with Inductor's code (``source``)."""
-    base = default_config(space)
-    return {**base, SOURCE_KNOB: space[SOURCE_KNOB][1]} if SOURCE_KNOB in space else base
-
-
 @pytest.mark.parametrize("op", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_every_shipped_example_gets_a_candidate(op):
-    (proposal,) = BuiltinCoder(op).propose(CoderContext(op.stem, op.read_text(), "cpu", "cpp"))
+    (proposal,) = BuiltinCoder(op, inductor=False).propose(CoderContext(op.stem, op.read_text(), "cpu", "cpp"))
     assert proposal.error is None, proposal.error
     assert proposal.source and "class ModelNew(Model)" in proposal.source and proposal.backend == "cpp"
 
@@ -60,7 +53,7 @@ def test_unknown_op_is_refused_with_a_hint(tmp_path):
 
 def test_cuda_gets_triton_and_raw_cuda_is_refused():
     op = OPS / "small_softmax.py"
-    (proposal,) = BuiltinCoder(op, "triton").propose(CoderContext("small_softmax", op.read_text(), "cuda", "triton"))
+    (proposal,) = BuiltinCoder(op, "triton", inductor=False).propose(CoderContext("small_softmax", op.read_text(), "cuda", "triton"))
     assert proposal.error is None and proposal.backend == "triton" and "@triton.jit" in (proposal.source or "")
     (proposal,) = BuiltinCoder(op, "cuda").propose(CoderContext("small_softmax", op.read_text(), "cuda", "cuda"))
     assert proposal.source is None and proposal.fatal and "Triton (CUDA)" in (proposal.error or "")
@@ -71,10 +64,10 @@ def test_configs_that_render_the_same_kernel_are_not_proposed_twice():
     """The one-pass layernorm accumulates in double whatever ``acc`` says: after the one-pass
     kernel was measured, neither the judge nor the coder hands out {one_pass, acc=float}."""
     op = OPS / "small_layernorm.py"
-    coder = BuiltinCoder(op)
+    coder = BuiltinCoder(op, inductor=False)
     space = coder.space()
     assert space is not None
-    base = _hand_tuned(space)
+    base = default_config(space)
     one = {**base, "moments": "one_pass"}
     same = {**one, "acc": "float"}
     assert coder.canonical(same) == coder.canonical(one) != coder.canonical(base)
@@ -108,17 +101,15 @@ def test_a_knob_changes_the_kernel_exactly_when_the_family_says_it_counts(op, ba
     """For every one-knob change from the defaults and from each knob's other values: configs the
     family's canonical map calls equal render the same source, and any other change renders a
     different one (no knob the tuner spends rounds on is secretly inert)."""
-    coder = BuiltinCoder(op, backend)
+    coder = BuiltinCoder(op, backend, inductor=False)
     space = coder.space()
     assert space is not None
     family, recipe = coder._family, coder._recipe
     assert family is not None
-    # the hand-tuned family's knobs; Inductor's side: test_inductor_family
-    own = {k: v for k, v in space.items() if k != SOURCE_KNOB and not k.startswith("ind_")}
-    for base_knob, base_values in own.items():
+    for base_knob, base_values in space.items():
         for base_value in base_values:
-            base = {**_hand_tuned(space), base_knob: base_value}
-            for knob, values in own.items():
+            base = {**default_config(space), base_knob: base_value}
+            for knob, values in space.items():
                 for value in values:
                     cfg = {**base, knob: value}
                     same = coder.canonical(cfg) == coder.canonical(base)

@@ -166,9 +166,10 @@ TRAIN_FAMILIES: dict[str, tuple[Family, ...]] = {
 class BuiltinCoder:
     """Proposes C++ kernels (CPU) or Triton kernels (CUDA) from a trace of the reference."""
 
-    def __init__(self, op_path: Path, backend: str = "cpp", train: bool = False) -> None:
+    def __init__(self, op_path: Path, backend: str = "cpp", train: bool = False, inductor: bool = True) -> None:
         self.op_path = op_path
         self.backend = backend
+        self.inductor_candidate = inductor  # Inductor's code for the op as a candidate (the inductor family)
         self.train = train  # kernels with their backward (see the module docstring)
         self._family: Family | None = None
         self._recipe: Any = None
@@ -207,7 +208,7 @@ class BuiltinCoder:
                 continue
             self._family, self._recipe = family, recipe
             break
-        if not self.train and self.backend in FAMILIES:
+        if self.inductor_candidate and not self.train and self.backend in FAMILIES:
             # on a copy: the capture compiles the module in eval mode
             device = "cuda" if self.backend == "triton" else "cpu"
             captured = inductor.analyze(copy.deepcopy(model), inputs, template, device=device)

@@ -1,0 +1,190 @@
+"""The built-in coder's inductor family: Inductor's own code for an op, captured once and run as a
+candidate with no torch.compile at run time; verified end to end by the real verifier on a
+pointwise chain, a reduction and a pooling op; the module's tensors and the op's inputs found
+by identity, whatever the call; training mode handled as the reference behaves there."""
+
+from __future__ import annotations
+
+import copy
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from forge.agents import CoderContext
+from forge.agents.builtin import BuiltinCoder, inductor
+from forge.agents.builtin.coder import SOURCE_KNOB
+from forge.agents.builtin.inductor.capture import InductorRefused, InputArg, StateArg, TrainMode, capture
+from forge.core.problem import read_problem_source
+from forge.harness import OptimizeOptions, optimize
+
+CATALOG = Path(__file__).parents[2] / "benchmarks" / "op_catalog"
+
+
+def candidate_class(model: nn.Module, source: str) -> type:
+    """``ModelNew`` of ``source`` as the verifier loads it (``forge_reference`` is the op's module)."""
+    reference = types.ModuleType("forge_reference")
+    reference.Model = type(model)  # type: ignore[attr-defined]
+    sys.modules["forge_reference"] = reference
+    namespace: dict = {}
+    exec(compile(source, "<candidate>", "exec"), namespace)
+    return namespace["ModelNew"]
+
+
+def built_alike(model: nn.Module, cls: type) -> nn.Module:
+    candidate = cls.__new__(cls)
+    candidate.__dict__.update(copy.deepcopy(model).__dict__)
+    return candidate
+
+
+class Gate(nn.Module):
+    """Called as a model calls its layers: keyword arguments, None, a tuple of tensors; returns a
+    tuple with None and one of its inputs as given; reads a plain tensor attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+        self.norm = nn.LayerNorm(16)
+        self.scale = torch.full((16,), 0.5)  # neither parameter nor buffer
+
+    def forward(self, hidden, mask=None, pair=(None, None)):
+        a, b = pair
+        h = self.norm(torch.nn.functional.silu(self.proj(hidden)) * a + b) * self.scale
+        if mask is not None:
+            h = h.masked_fill(mask, 0.0)
+        return h, None, hidden
+
+
+CALL = "x0, mask=None, pair=(x1, x2)"
+
+
+def _inputs() -> list[torch.Tensor]:
+    return [torch.randn(2, 8, 16), torch.randn(8, 16), torch.randn(8, 16)]
+
+
+def test_capture_finds_every_argument_by_identity():
+    model = Gate().eval()
+    captured = capture(copy.deepcopy(model), _inputs(), CALL)
+    assert set(captured.args) == {
+        InputArg(0),
+        InputArg(1),
+        InputArg(2),
+        StateArg("proj.weight"),
+        StateArg("proj.bias"),
+        StateArg("norm.weight"),
+        StateArg("norm.bias"),
+        StateArg("scale"),
+    }
+    assert captured.outputs == (None, 0)  # the input returned as given is not the code's output
+    assert "torch.compile" not in captured.code and "get_args" not in captured.code
+
+
+def test_the_candidate_runs_inductors_code_without_compiling(monkeypatch):
+    """On fresh inputs and weights the candidate matches the reference, through the call the model
+    makes, and no graph is compiled while it runs."""
+    model = Gate()
+    recipe = inductor.analyze(copy.deepcopy(model), _inputs(), CALL)
+    assert not isinstance(recipe, str), recipe
+    assert recipe.train is TrainMode.SAME
+    cls = candidate_class(model, inductor.render(recipe, None))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_()
+    candidate = built_alike(model, cls).eval()
+    x, a, b = _inputs()
+
+    def no_compile(*_args, **_kwargs):
+        raise AssertionError("the candidate called torch.compile")
+
+    monkeypatch.setattr(torch, "compile", no_compile)
+    torch._dynamo.utils.counters.clear()
+    with torch.no_grad():
+        want = model.eval()(x, pair=(a, b))
+        got = candidate(x, pair=(a, b))
+    assert not torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert got[1] is None and got[2] is x
+    torch.testing.assert_close(got[0], want[0], rtol=1e-4, atol=1e-5)
+    # another call than the one compiled for (a mask): the reference, not a wrong kernel
+    mask = torch.zeros(2, 8, 16, dtype=torch.bool)
+    with torch.no_grad():
+        torch.testing.assert_close(candidate(x, mask, pair=(a, b))[0], model(x, mask, pair=(a, b))[0])
+
+
+class Dropped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(torch.tanh(x)) * 2
+
+
+class Normed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return torch.relu(self.norm(x))
+
+
+def test_training_mode_random_runs_the_reference_and_another_op_gets_code_of_its_own():
+    x = torch.randn(2, 4, 8, 8)
+    dropped = inductor.analyze(Dropped(), [x])
+    assert not isinstance(dropped, str) and dropped.train is TrainMode.RANDOM
+    assert "None if self.training else self._kernel(xs)" in inductor.render(dropped, None)
+    model = Normed()
+    recipe = inductor.analyze(copy.deepcopy(model), [x])
+    assert not isinstance(recipe, str) and recipe.train is TrainMode.OTHER
+    candidate = built_alike(model, candidate_class(model, inductor.render(recipe, None))).train()
+    reference = copy.deepcopy(model).train()
+    with torch.no_grad():
+        torch.testing.assert_close(candidate(x), reference(x), rtol=1e-4, atol=1e-5)
+    # the batch statistics moved the running ones in the candidate as in the reference
+    torch.testing.assert_close(candidate.norm.running_mean, reference.norm.running_mean)
+    torch.testing.assert_close(candidate.norm.running_var, reference.norm.running_var)
+    assert not torch.equal(reference.norm.running_mean, model.norm.running_mean)
+
+
+class Viewed(nn.Module):
+    def forward(self, x):
+        return x.view(-1), x * 2
+
+
+def test_an_output_that_is_a_view_of_an_input_is_refused():
+    with pytest.raises(InductorRefused, match="output 0 is a view of one of the op's inputs"):
+        capture(Viewed(), [torch.randn(4, 4)], None)
+    assert "view of one of the op's inputs" in str(inductor.analyze(Viewed(), [torch.randn(4, 4)]))
+
+
+def test_inductors_code_competes_with_the_hand_tuned_family(fast_settings):
+    """``source`` picks the family; the other side's knobs are inert under it."""
+    op = Path(__file__).parents[2] / "examples" / "ops" / "softmax.py"
+    coder = BuiltinCoder(op)
+    space = coder.space()
+    assert space is not None and space[SOURCE_KNOB] == ["inductor", "rowwise"]
+    base = {k: v[0] for k, v in space.items()}
+    assert coder.canonical({**base, "softmax": "recompute"}) == coder.canonical(base)
+    assert coder.canonical({**base, "ind_chunk": 4096}) != coder.canonical(base)
+    rowwise = {**base, SOURCE_KNOB: "rowwise"}
+    assert coder.canonical({**rowwise, "ind_chunk": 4096}) == coder.canonical(rowwise)
+    assert coder.canonical({**rowwise, "softmax": "recompute"}) != coder.canonical(rowwise)
+    (first,) = coder.propose(CoderContext(op.stem, op.read_text(), "cpu", "cpp"))
+    assert first.config and first.config[SOURCE_KNOB] == "inductor" and "async_compile" in (first.source or "")
+
+
+@pytest.mark.parametrize("name", ["leaky_relu", "sum_dim1", "maxpool2d"])
+def test_inductors_code_passes_verification(name, tmp_path, fast_settings):
+    """A pointwise op, a reduction and a pooling op: the first candidate is Inductor's code, and
+    the real verifier passes it (stress inputs, shape variants, isolation, integrity)."""
+    op = CATALOG / f"{name}.py"
+    spec = read_problem_source(op)
+    (proposal,) = BuiltinCoder(op).propose(CoderContext(spec.name, spec.source, "cpu", "cpp"))
+    assert (proposal.note or "").startswith("inductor"), proposal.error
+    settings = fast_settings.model_copy(update={"inductor_candidate": True})
+    run = optimize([op], OptimizeOptions(rounds=1, bank=tmp_path / "bank.db"), settings)
+    (result,) = run.results
+    assert [t.status for t in result.trace] == ["passed"], result.reason
