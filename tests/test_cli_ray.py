@@ -108,7 +108,9 @@ def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cac
     here = []
     for op in sorted(OPS, key=lambda path: Path(path).stem):
         spec = read_problem_source(Path(op))
-        (first, *_) = BuiltinCoder(Path(op), "cpp", inductor=False).propose(CoderContext(spec.name, spec.source, "cpu", "cpp"))
+        (first, *_) = BuiltinCoder(Path(op), "cpp", inductor=False).propose(
+            CoderContext(spec.name, spec.source, "cpu", "cpp")
+        )
         here.append((spec.name, first.source))
     assert here == [(op, src) for op, rnd, src, _ in there if rnd == 1]
     nodes = {v.node.node_id for *_, v in there if v is not None and v.node is not None}

@@ -53,7 +53,9 @@ def test_unknown_op_is_refused_with_a_hint(tmp_path):
 
 def test_cuda_gets_triton_and_raw_cuda_is_refused():
     op = OPS / "small_softmax.py"
-    (proposal,) = BuiltinCoder(op, "triton", inductor=False).propose(CoderContext("small_softmax", op.read_text(), "cuda", "triton"))
+    (proposal,) = BuiltinCoder(op, "triton", inductor=False).propose(
+        CoderContext("small_softmax", op.read_text(), "cuda", "triton")
+    )
     assert proposal.error is None and proposal.backend == "triton" and "@triton.jit" in (proposal.source or "")
     (proposal,) = BuiltinCoder(op, "cuda").propose(CoderContext("small_softmax", op.read_text(), "cuda", "cuda"))
     assert proposal.source is None and proposal.fatal and "Triton (CUDA)" in (proposal.error or "")

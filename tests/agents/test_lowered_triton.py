@@ -90,7 +90,9 @@ def test_the_triton_backend_falls_through_to_the_lowering(tmp_path):
             return []
         """)
     )
-    (proposal,) = BuiltinCoder(op, "triton", inductor=False).propose(CoderContext(op.stem, op.read_text(), "cuda", "triton"))
+    (proposal,) = BuiltinCoder(op, "triton", inductor=False).propose(
+        CoderContext(op.stem, op.read_text(), "cuda", "triton")
+    )
     assert proposal.source and "the general lowering (Triton)" in proposal.source
     cand = tmp_path / "cand.py"
     cand.write_text(proposal.source)
