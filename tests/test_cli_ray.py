@@ -108,7 +108,7 @@ def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cac
     here = []
     for op in sorted(OPS, key=lambda path: Path(path).stem):
         spec = read_problem_source(Path(op))
-        (first, *_) = BuiltinCoder(Path(op), "cpp", inductor=False).propose(
+        (first, *_) = BuiltinCoder(Path(op), "cpp", inductor_candidate=False).propose(
             CoderContext(spec.name, spec.source, "cpu", "cpp")
         )
         here.append((spec.name, first.source))

@@ -36,9 +36,7 @@ class Agents:
     kind: AgentKind
 
 
-def make_agents(
-    op_path: Path, choice: AgentChoice, backend: str, train: bool = False, inductor: bool = True
-) -> Agents:
+def make_agents(op_path: Path, choice: AgentChoice, backend: str, train: bool = False, inductor: bool = True) -> Agents:
     """The coder and judge for one op (``train``: kernels with their backward; ``inductor``: the
     built-in coder starts from Inductor's code for the op)."""
     if choice.model:
@@ -49,7 +47,7 @@ def make_agents(
         return Agents(coder, judge, AgentKind.LLM)
     from forge.agents.builtin import BuiltinCoder, BuiltinJudge
 
-    builtin = BuiltinCoder(op_path, backend, train, inductor=inductor)
+    builtin = BuiltinCoder(op_path, backend, train, inductor_candidate=inductor)
     return Agents(builtin, BuiltinJudge(builtin), AgentKind.BUILTIN)
 
 

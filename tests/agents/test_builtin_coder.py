@@ -17,7 +17,9 @@ SHIPPED = sorted((EXAMPLES / "ops").glob("*.py"))
 
 @pytest.mark.parametrize("op", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_every_shipped_example_gets_a_candidate(op):
-    (proposal,) = BuiltinCoder(op, inductor=False).propose(CoderContext(op.stem, op.read_text(), "cpu", "cpp"))
+    (proposal,) = BuiltinCoder(op, inductor_candidate=False).propose(
+        CoderContext(op.stem, op.read_text(), "cpu", "cpp")
+    )
     assert proposal.error is None, proposal.error
     assert proposal.source and "class ModelNew(Model)" in proposal.source and proposal.backend == "cpp"
 
@@ -53,7 +55,7 @@ def test_unknown_op_is_refused_with_a_hint(tmp_path):
 
 def test_cuda_gets_triton_and_raw_cuda_is_refused():
     op = OPS / "small_softmax.py"
-    (proposal,) = BuiltinCoder(op, "triton", inductor=False).propose(
+    (proposal,) = BuiltinCoder(op, "triton", inductor_candidate=False).propose(
         CoderContext("small_softmax", op.read_text(), "cuda", "triton")
     )
     assert proposal.error is None and proposal.backend == "triton" and "@triton.jit" in (proposal.source or "")
@@ -66,7 +68,7 @@ def test_configs_that_render_the_same_kernel_are_not_proposed_twice():
     """The one-pass layernorm accumulates in double whatever ``acc`` says: after the one-pass
     kernel was measured, neither the judge nor the coder hands out {one_pass, acc=float}."""
     op = OPS / "small_layernorm.py"
-    coder = BuiltinCoder(op, inductor=False)
+    coder = BuiltinCoder(op, inductor_candidate=False)
     space = coder.space()
     assert space is not None
     base = default_config(space)
@@ -103,7 +105,7 @@ def test_a_knob_changes_the_kernel_exactly_when_the_family_says_it_counts(op, ba
     """For every one-knob change from the defaults and from each knob's other values: configs the
     family's canonical map calls equal render the same source, and any other change renders a
     different one (no knob the tuner spends rounds on is secretly inert)."""
-    coder = BuiltinCoder(op, backend, inductor=False)
+    coder = BuiltinCoder(op, backend, inductor_candidate=False)
     space = coder.space()
     assert space is not None
     family, recipe = coder._family, coder._recipe

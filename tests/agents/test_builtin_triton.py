@@ -43,7 +43,7 @@ def test_triton_kernel_matches_the_reference_on_gpu(checked_on_gpu, case):
 
 def test_a_triton_candidate_passes_the_real_verifier(cache_dir):
     op = OPS / "small_layernorm.py"
-    (proposal,) = BuiltinCoder(op, "triton", inductor=False).propose(
+    (proposal,) = BuiltinCoder(op, "triton", inductor_candidate=False).propose(
         CoderContext(op.stem, op.read_text(), "cuda", "triton")
     )
     assert proposal.source

@@ -16,8 +16,8 @@ from torch import nn
 
 from forge.agents import CoderContext
 from forge.agents.builtin import BuiltinCoder, inductor
-from forge.agents.builtin.coder import SOURCE_KNOB
 from forge.agents.builtin.inductor.capture import InductorRefused, InputArg, StateArg, TrainMode, capture
+from forge.agents.builtin.tuner import FAMILY_KNOB
 from forge.core.problem import read_problem_source
 from forge.harness import OptimizeOptions, optimize
 
@@ -160,20 +160,38 @@ def test_an_output_that_is_a_view_of_an_input_is_refused():
     assert "view of one of the op's inputs" in str(inductor.analyze(Viewed(), [torch.randn(4, 4)]))
 
 
+GLOBAL_SHIFT = torch.randn(4)
+
+
+class Shifted(nn.Module):
+    def forward(self, x):
+        return x + GLOBAL_SHIFT  # a tensor the module does not hold
+
+
+def test_refusals_say_why():
+    """What the capture's backend refuses reaches the user unwrapped from dynamo's error; a tensor
+    passed as two inputs is refused before compiling."""
+    with pytest.raises(InductorRefused, match="argument 1 is a tensor the module does not hold"):
+        capture(Shifted(), [torch.randn(4)], None)
+    x = torch.randn(4, 4)
+    with pytest.raises(InductorRefused, match="one tensor is passed as two of the op's inputs"):
+        capture(Viewed(), [x, x], "x0")
+
+
 def test_inductors_code_competes_with_the_hand_tuned_family(fast_settings):
     """``source`` picks the family; the other side's knobs are inert under it."""
     op = Path(__file__).parents[2] / "examples" / "ops" / "softmax.py"
     coder = BuiltinCoder(op)
     space = coder.space()
-    assert space is not None and space[SOURCE_KNOB] == ["inductor", "rowwise"]
+    assert space is not None and space[FAMILY_KNOB] == ["inductor", "rowwise"]
     base = {k: v[0] for k, v in space.items()}
     assert coder.canonical({**base, "softmax": "recompute"}) == coder.canonical(base)
     assert coder.canonical({**base, "ind_chunk": 4096}) != coder.canonical(base)
-    rowwise = {**base, SOURCE_KNOB: "rowwise"}
+    rowwise = {**base, FAMILY_KNOB: "rowwise"}
     assert coder.canonical({**rowwise, "ind_chunk": 4096}) == coder.canonical(rowwise)
     assert coder.canonical({**rowwise, "softmax": "recompute"}) != coder.canonical(rowwise)
     (first,) = coder.propose(CoderContext(op.stem, op.read_text(), "cpu", "cpp"))
-    assert first.config and first.config[SOURCE_KNOB] == "inductor" and "async_compile" in (first.source or "")
+    assert first.config and first.config[FAMILY_KNOB] == "inductor" and "async_compile" in (first.source or "")
 
 
 @pytest.mark.parametrize("name", ["leaky_relu", "sum_dim1", "maxpool2d"])
@@ -183,8 +201,32 @@ def test_inductors_code_passes_verification(name, tmp_path, fast_settings):
     op = CATALOG / f"{name}.py"
     spec = read_problem_source(op)
     (proposal,) = BuiltinCoder(op).propose(CoderContext(spec.name, spec.source, "cpu", "cpp"))
-    assert (proposal.note or "").startswith("inductor"), proposal.error
+    assert proposal.config and proposal.config.get(FAMILY_KNOB, "inductor") == "inductor", proposal.error
+    assert "async_compile" in (proposal.source or "")
     settings = fast_settings.model_copy(update={"inductor_candidate": True})
     run = optimize([op], OptimizeOptions(rounds=1, bank=tmp_path / "bank.db"), settings)
     (result,) = run.results
     assert [t.status for t in result.trace] == ["passed"], result.reason
+
+
+class Biased(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(64, 64)
+
+    def forward(self, x, scale=None):
+        return torch.softmax(torch.nn.functional.gelu(self.proj(x)) * scale, dim=-1)
+
+
+@pytest.mark.gpu
+def test_inductors_triton_code_runs_as_a_candidate_on_a_gpu():
+    model = Biased().cuda()
+    inputs = [torch.randn(32, 64, device="cuda"), torch.rand(64, device="cuda")]
+    recipe = inductor.analyze(copy.deepcopy(model), inputs, "x0, scale=x1", device="cuda")
+    assert not isinstance(recipe, str), recipe
+    source = inductor.render(recipe, None)
+    assert "async_compile.triton(" in source and "x.device.type == 'cuda'" in source
+    candidate = built_alike(model, candidate_class(model, source)).eval()
+    x, scale = torch.randn(32, 64, device="cuda"), torch.rand(64, device="cuda")
+    with torch.no_grad():
+        torch.testing.assert_close(candidate(x, scale=scale), model.eval()(x, scale=scale), rtol=1e-4, atol=1e-5)

@@ -32,7 +32,9 @@ ONE_PER_CATEGORY = {
 def test_the_lowering_verifies_an_op_of_each_category(category, tmp_path, fast_settings):
     op = CATALOG / f"{ONE_PER_CATEGORY[category]}.py"
     spec = read_problem_source(op)
-    (proposal,) = BuiltinCoder(op, "cpp", inductor=False).propose(CoderContext(spec.name, spec.source, "cpu", "cpp"))
+    (proposal,) = BuiltinCoder(op, "cpp", inductor_candidate=False).propose(
+        CoderContext(spec.name, spec.source, "cpu", "cpp")
+    )
     assert (proposal.note or "").startswith("lowered family"), proposal.error
     run = optimize([op], OptimizeOptions(rounds=1, bank=tmp_path / "bank.db"), fast_settings)
     (result,) = run.results

@@ -90,7 +90,7 @@ def test_the_triton_backend_falls_through_to_the_lowering(tmp_path):
             return []
         """)
     )
-    (proposal,) = BuiltinCoder(op, "triton", inductor=False).propose(
+    (proposal,) = BuiltinCoder(op, "triton", inductor_candidate=False).propose(
         CoderContext(op.stem, op.read_text(), "cuda", "triton")
     )
     assert proposal.source and "the general lowering (Triton)" in proposal.source

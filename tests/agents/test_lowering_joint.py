@@ -160,7 +160,7 @@ def test_the_coder_for_training_writes_lowered_kernels_with_a_backward(tmp_path)
         "        return torch.softmax(x, dim=-1)\n\n"
         "def get_inputs():\n    return [torch.randn(8, 32)]\n\ndef get_init_inputs():\n    return []\n"
     )
-    inference, training = BuiltinCoder(op, inductor=False), BuiltinCoder(op, train=True)
+    inference, training = BuiltinCoder(op, inductor_candidate=False), BuiltinCoder(op, train=True)
     inference.space(), training.space()
     assert inference._family is not None and inference._family.name == "rowwise"  # a hand-tuned family
     assert training._family is not None and training._family.name == "lowered"  # the one with a backward

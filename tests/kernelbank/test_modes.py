@@ -82,7 +82,7 @@ def banked(tmp_path, monkeypatch, fast_settings):  # type: ignore[no-untyped-def
         op = tmp_path / f"{cls_name.lower()}.py"
         op.write_text(OP.format(cls=cls_name))
         spec = read_problem_source(op)
-        (proposal,) = BuiltinCoder(op, "cpp", inductor=False).propose(
+        (proposal,) = BuiltinCoder(op, "cpp", inductor_candidate=False).propose(
             CoderContext(spec.name, spec.source, "cpu", "cpp")
         )
         assert (proposal.note or "").startswith("lowered family"), proposal.note or proposal.error

@@ -160,7 +160,7 @@ def test_the_built_in_agent_lowers_a_layer_called_with_keywords(carved, fast_set
 
     _, ops = carved
     op = ops["configured_Attention"]
-    coder = BuiltinCoder(op, inductor=False)
+    coder = BuiltinCoder(op, inductor_candidate=False)
     space = coder.space()
     assert space is not None, coder._why
     kernel = tmp_path / "lowered.py"

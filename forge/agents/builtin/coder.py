@@ -31,6 +31,7 @@ from forge.agents.builtin import (
 from forge.agents.builtin.lowering import program as lowered
 from forge.agents.builtin.lowering import triton_program as lowered_triton
 from forge.agents.builtin.tuner import (
+    FAMILY_KNOB,
     Space,
     best_trial,
     canonical_key,
@@ -94,12 +95,11 @@ FAMILIES: dict[str, tuple[Family, ...]] = {
 # Inductor's own code for the op (eval mode), the first candidate on either backend; it competes
 # with the family above that recognises the op (``rivals``)
 INDUCTOR = Family("inductor", inductor.analyze, inductor.space, inductor.render)
-SOURCE_KNOB = "source"
 
 
 @dataclass(frozen=True)
 class RivalRecipes:
-    """Two families' recipes for one op: the ``source`` knob picks which one renders."""
+    """Two families' recipes for one op: the ``family`` knob picks which one renders."""
 
     first: Family
     first_recipe: Any
@@ -107,16 +107,20 @@ class RivalRecipes:
     second_recipe: Any
 
     def side(self, config: dict[str, Any]) -> tuple[Family, Any]:
-        if config.get(SOURCE_KNOB, self.first.name) == self.first.name:
+        # a config from before the knob existed (a resumed session's history) had no rival
+        chosen = config.get(FAMILY_KNOB) or self.first.name
+        if chosen == self.first.name:
             return self.first, self.first_recipe
+        if chosen != self.second.name:
+            raise ValueError(f"{FAMILY_KNOB}={chosen!r} is neither {self.first.name} nor {self.second.name}")
         return self.second, self.second_recipe
 
     def space(self) -> Space:
         first, second = self.first.space(self.first_recipe), self.second.space(self.second_recipe)
-        clash = set(first) & set(second)
-        if clash:
+        clash = (set(first) & set(second)) | ((set(first) | set(second)) & {FAMILY_KNOB})
+        if clash:  # a programming error in the families' knob names
             raise ValueError(f"families {self.first.name} and {self.second.name} share knobs {sorted(clash)}")
-        return {SOURCE_KNOB: [self.first.name, self.second.name], **first, **second}
+        return {FAMILY_KNOB: [self.first.name, self.second.name], **first, **second}
 
     def canonical(self, config: dict[str, Any]) -> dict[str, Any]:
         """The chosen side's knobs canonical, the other side's reset to their defaults."""
@@ -136,7 +140,7 @@ class RivalRecipes:
 
 
 def rivals(first: Family, first_recipe: Any, second: Family, second_recipe: Any) -> tuple[Family, RivalRecipes]:
-    """One family whose ``source`` knob chooses between two (the first is the default)."""
+    """One family whose ``family`` knob chooses between two (the first is the default)."""
     both = RivalRecipes(first, first_recipe, second, second_recipe)
     family = Family(
         f"{first.name}|{second.name}",
@@ -166,10 +170,13 @@ TRAIN_FAMILIES: dict[str, tuple[Family, ...]] = {
 class BuiltinCoder:
     """Proposes C++ kernels (CPU) or Triton kernels (CUDA) from a trace of the reference."""
 
-    def __init__(self, op_path: Path, backend: str = "cpp", train: bool = False, inductor: bool = True) -> None:
+    def __init__(
+        self, op_path: Path, backend: str = "cpp", train: bool = False, inductor_candidate: bool = True
+    ) -> None:
         self.op_path = op_path
         self.backend = backend
-        self.inductor_candidate = inductor  # Inductor's code for the op as a candidate (the inductor family)
+        self.inductor_candidate = inductor_candidate  # Inductor's code for the op as a candidate
+        self._inductor_why: str | None = None  # why it is not one, where another family took the op
         self.train = train  # kernels with their backward (see the module docstring)
         self._family: Family | None = None
         self._recipe: Any = None
@@ -219,6 +226,7 @@ class BuiltinCoder:
                     self._family, self._recipe = rivals(INDUCTOR, captured, self._family, self._recipe)
                 return
             reasons.append(captured)
+            self._inductor_why = captured
         if self._family is not None:
             return
         # the general lowering's reason names the node it cannot express: the hand-tuned families'
@@ -267,6 +275,8 @@ class BuiltinCoder:
         for cfg in configs:
             shown = effective_config(space, cfg, self.canonical)
             note = f"{family.name} family ({self.backend}): {type(self._recipe).__name__}, config {shown}"
+            if self._inductor_why:
+                note += f" ({self._inductor_why})"
             out.append(
                 Proposal(
                     family.render(self._recipe, cfg),

@@ -22,6 +22,9 @@ from forge.agents.roles import HistoryItem
 from forge.core.statuses import AttemptStatus
 
 Space = dict[str, list[Any]]
+# The knob that picks between two families' kernels (``coder.rivals``): a family whose first
+# kernel failed still has its other configs to try, so its value is never banned
+FAMILY_KNOB = "family"
 Canonical = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -64,7 +67,7 @@ def banned(trials: list[Trial]) -> set[tuple[str, str]]:
         if t.passed or t.parent is None:
             continue
         changed = [k for k in t.config if t.parent.get(k) != t.config[k]]
-        if len(changed) == 1:
+        if len(changed) == 1 and changed[0] != FAMILY_KNOB:
             out.add((changed[0], config_key({"v": t.config[changed[0]]})))
     return out
 

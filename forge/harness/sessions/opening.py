@@ -104,7 +104,9 @@ def open_session(work: SessionWork, scope: RunScope, ops_left: int = 1, placemen
     # a cluster's sessions verify on other machines: the driver's figures would mislead the coder
     measured = options.model and placement.verifier is None
     facts = machine_facts(device, settings) if measured else MachineFacts(device)
-    agents = make_agents(op_path, options.agents, backend, options.train, settings.inductor_candidate)
+    # Inductor's code is generated for the machine that captures it: not where a cluster verifies
+    inductor = settings.inductor_candidate and placement.verifier is None
+    agents = make_agents(op_path, options.agents, backend, options.train, inductor)
     op_hash = reference_hash(problem)
     brief = measure_op_brief(op_path, op_hash, device, settings) if measured else None
     plan = SessionPlan(

@@ -7,6 +7,7 @@ lowering (``forge.agents.builtin.coder``), and the judge ranks them on one table
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ from forge.agents.builtin.inductor.capture import (
     train_mode,
 )
 from forge.agents.builtin.inductor.program import render as render_program
-from forge.core.module_call import output_layout
+from forge.core.module_call import output_layout, rebuildable
 
 # knob -> (Inductor option, values; the first is Inductor's default)
 CPU_KNOBS: dict[str, tuple[str, list[Any]]] = {
@@ -57,7 +58,8 @@ class InductorRecipe:
     op: OpCall
     train: TrainMode
     device: str
-    captured: dict[str, Captured] = field(default_factory=dict)
+    # by (Inductor's options, sorted; training mode)
+    captured: dict[tuple[tuple[tuple[str, Any], ...], bool], Captured] = field(default_factory=dict)
 
 
 def _options(recipe: InductorRecipe, config: dict[str, Any] | None) -> dict[str, Any]:
@@ -69,7 +71,7 @@ def _options(recipe: InductorRecipe, config: dict[str, Any] | None) -> dict[str,
 
 def _captured(recipe: InductorRecipe, config: dict[str, Any] | None, training: bool = False) -> Captured:
     options = _options(recipe, config)
-    key = repr((options, training))
+    key = (tuple(sorted(options.items())), training)
     if key not in recipe.captured:
         recipe.captured[key] = capture(recipe.model, recipe.inputs, recipe.op.call, options, training=training)
     return recipe.captured[key]
@@ -79,24 +81,35 @@ def analyze(
     model: torch.nn.Module, inputs: list[Any], call: str | None = None, device: str = "cpu"
 ) -> InductorRecipe | str:
     """The recipe, Inductor's code for ``device`` at its defaults captured and checked; or why
-    it cannot be (``model`` is moved there and left in eval mode)."""
+    it cannot be (``model`` is moved there; the recipe keeps it)."""
     if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
         return "Inductor's code is captured for ops whose inputs are all tensors"
     if device == "cuda" and not torch.cuda.is_available():
         return "Inductor's Triton code is captured on a GPU, and this machine has none"
-    model = model.to(device)
-    inputs = [x.to(device) for x in inputs]
     try:
-        with torch.no_grad():
-            out = call_op(model.eval(), inputs, call)
-        train = train_mode(model, inputs, call)
-        op = OpCall(call, output_layout(out))
-        recipe = InductorRecipe(model, inputs, op, train, device)
-        _captured(recipe, None)
-        if train is TrainMode.OTHER:
-            _captured(recipe, None, training=True)
+        return _recipe(model.to(device), [x.to(device) for x in inputs], call, device)
     except InductorRefused as exc:
         return f"Inductor's code cannot run as a candidate: {exc}"
+    except Exception as exc:  # the op's own code raising in a mode the capture tries (a batch of one in training)
+        return f"Inductor's code cannot run as a candidate: {type(exc).__name__}: {exc}"
+
+
+def _recipe(model: torch.nn.Module, inputs: list[Any], call: str | None, device: str) -> InductorRecipe:
+    with torch.no_grad():
+        out = call_op(model.eval(), inputs, call)
+    layout = output_layout(out)
+    if not rebuildable(layout):
+        raise InductorRefused(f"its output ({layout}) is not one a candidate can rebuild")
+    train = train_mode(model, inputs, call)
+    if train is TrainMode.OTHER:
+        with torch.no_grad():
+            trained = output_layout(call_op(copy.deepcopy(model).train(), inputs, call))
+        if trained != layout:
+            raise InductorRefused(f"its output is {trained} in training mode and {layout} in eval mode")
+    recipe = InductorRecipe(model, inputs, OpCall(call, layout), train, device)
+    _captured(recipe, None)
+    if train is TrainMode.OTHER:
+        _captured(recipe, None, training=True)
     return recipe
 
 
@@ -110,7 +123,7 @@ def render(recipe: InductorRecipe, config: dict[str, Any] | None) -> str:
     try:
         eval_code = _captured(recipe, config)
         train_code = _captured(recipe, config, training=True) if recipe.train is TrainMode.OTHER else None
-    except InductorRefused as exc:
+    except Exception as exc:  # InductorRefused, or an option Inductor rejects
         return f"raise ImportError({f'Inductor with these options: {exc}'!r})\n"
     return render_program(eval_code, train_code, recipe.train, recipe.op, _options(recipe, config))
 

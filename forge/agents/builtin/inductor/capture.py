@@ -11,6 +11,7 @@ reproduce the op (an output aliasing an input, a second graph) is refused with t
 
 from __future__ import annotations
 
+import threading
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,7 +79,7 @@ class Captured:
     outputs: tuple[int | None, ...]
     inputs: tuple[TensorSpec, ...]  # the op's inputs, as compiled for
     state: tuple[tuple[str, TensorSpec], ...]  # the module's tensors the code reads
-    device: str
+    device: str  # the device it was compiled for, with its index (the code names it)
 
 
 def _source_function(name: str, n_inputs: int, body: str, scope: dict[str, Any]) -> Any:
@@ -174,6 +175,36 @@ def run_code(code: str, name: str = "forge_inductor_code") -> types.ModuleType:
     return module
 
 
+# Dynamo and Inductor state is process-wide: one capture at a time (a Ray run's sessions are
+# threads of one driver)
+_CAPTURE_LOCK = threading.Lock()
+# What the capture relies on, whatever the environment sets: weights not folded into the code, a
+# Python wrapper (its ``call`` is what runs). Parameters are graph arguments (found by identity):
+# dynamo inlines nn.Modules, as it always does from torch 2.6
+_PINNED_INDUCTOR = {"fx_graph_cache": False, "freezing": False, "cpp_wrapper": False}
+
+
+def _compiled_code(fn: Any, inputs: Sequence[torch.Tensor], backend: Any, options: dict[str, Any]) -> list[str]:
+    """Inductor's output modules for ``fn`` on ``inputs``, compiled whole through ``backend``."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+
+    try:
+        with inductor_config.patch({**options, **_PINNED_INDUCTOR}), torch.no_grad():
+            compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
+            _, codes = run_and_get_code(lambda: compiled(*inputs))
+    except Exception as exc:  # dynamo and Inductor raise many kinds; each is a reason to refuse
+        inner = getattr(exc, "inner_exception", None) or exc  # what the backend raised, unwrapped
+        if isinstance(inner, InductorRefused):
+            raise inner from None
+        text = str(inner).strip()
+        first = text.splitlines()[0] if text else type(inner).__name__
+        raise InductorRefused(f"torch.compile could not compile it whole: {first[:300]}") from None
+    finally:
+        torch._dynamo.reset()
+    return list(codes)
+
+
 def capture(
     model: torch.nn.Module,
     inputs: Sequence[torch.Tensor],
@@ -183,41 +214,29 @@ def capture(
 ) -> Captured:
     """Inductor's code for ``model`` called on ``inputs`` (as ``template`` says) in eval mode
     (``training``: in training mode), compiled with the Inductor ``options``; raises
-    InductorRefused."""
-    from torch._inductor import config as inductor_config
+    InductorRefused. The module's buffers are left as found."""
     from torch._inductor.compile_fx import compile_fx
-    from torch._inductor.utils import run_and_get_code
 
+    if len({id(x) for x in inputs}) != len(inputs):
+        raise InductorRefused("one tensor is passed as two of the op's inputs: the compiled code would take it once")
     model = model.train(training)
-    device = inputs[0].device.type if inputs else "cpu"
     state = _buffers(model)
     with torch.no_grad():
         flat = output_tensors(call_op(model, inputs, template))
+    after = _buffers(model)  # what a call leaves in the buffers (BatchNorm's running statistics)
     _restore(model, state)
     aliases = _aliases(flat, inputs)
     keep = [k for k, a in enumerate(aliases) if a is None]
     if not keep:
         raise InductorRefused("the op computes nothing: every output is one of its inputs")
-    fn = op_function(model, len(inputs), template, keep)
     seen: list[tuple[ArgSource, ...]] = []
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         seen.append(_sources(example_inputs, model, inputs))
         return compile_fx(gm, example_inputs)
 
-    torch._dynamo.reset()
-    patch = {"fx_graph_cache": False, **(options or {})}
-    try:
-        with inductor_config.patch(patch), torch.no_grad():
-            compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
-            _, codes = run_and_get_code(lambda: compiled(*inputs))
-    except InductorRefused:
-        raise
-    except Exception as exc:  # dynamo and Inductor raise many kinds; each is a reason to refuse
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InductorRefused(f"torch.compile could not compile it whole: {first[:300]}") from None
-    finally:
-        torch._dynamo.reset()
+    with _CAPTURE_LOCK:
+        codes = _compiled_code(op_function(model, len(inputs), template, keep), inputs, backend, options or {})
     if len(seen) != 1 or len(codes) != 1:
         raise InductorRefused(f"torch.compile made {len(codes)} modules of code for it, not one")
     captured = Captured(
@@ -226,11 +245,13 @@ def capture(
         outputs=aliases,
         inputs=tuple(TensorSpec.of(x) for x in inputs),
         state=_state(model, seen[0]),
-        device=device,
+        device=str(inputs[0].device),
     )
     _restore(model, state)
-    _check(captured, model, inputs, [flat[k] for k in keep])
-    _restore(model, state)
+    try:
+        _check(captured, model, inputs, [flat[k] for k in keep], after)
+    finally:
+        _restore(model, state)
     return captured
 
 
@@ -293,12 +314,25 @@ def _state(model: torch.nn.Module, args: tuple[ArgSource, ...]) -> tuple[tuple[s
     return tuple((a.path, TensorSpec.of(attribute(model, a.path))) for a in args if isinstance(a, StateArg))
 
 
-def _check(captured: Captured, model: torch.nn.Module, inputs: Sequence[torch.Tensor], expected: list[Any]) -> None:
-    """The captured code, run as a candidate will run it, gives the reference's outputs."""
-    module = run_code(captured.code)
+def _check(
+    captured: Captured,
+    model: torch.nn.Module,
+    inputs: Sequence[torch.Tensor],
+    expected: list[Any],
+    after: dict[str, torch.Tensor],
+) -> None:
+    """The captured code, run as a candidate will run it, gives the reference's outputs and
+    leaves the module's buffers as the reference's call does (``after``)."""
+    try:
+        module = run_code(captured.code)
+    except Exception as exc:  # a kernel that does not build here
+        raise InductorRefused(f"Inductor's code does not run on its own: {type(exc).__name__}: {exc}") from None
     args = [inputs[a.index] if isinstance(a, InputArg) else attribute(model, a.path) for a in captured.args]
-    with torch.no_grad():
-        got = module.call(list(args))
+    try:
+        with torch.no_grad():
+            got = module.call(list(args))
+    except Exception as exc:
+        raise InductorRefused(f"Inductor's code raised when run on its own: {type(exc).__name__}: {exc}") from None
     got = list(got) if isinstance(got, list | tuple) else [got]
     if len(got) != len(expected):
         raise InductorRefused(f"Inductor's code returns {len(got)} tensors where the op computes {len(expected)}")
@@ -307,3 +341,6 @@ def _check(captured: Captured, model: torch.nn.Module, inputs: Sequence[torch.Te
             raise InductorRefused(f"Inductor's output {k} is not the op's (shape or dtype)")
         if not torch.allclose(g.float(), e.float(), rtol=1e-2, atol=1e-2, equal_nan=True):
             raise InductorRefused(f"Inductor's output {k} differs from the reference's when run on its own")
+    for name, b in model.named_buffers():
+        if name in after and not torch.allclose(b.float(), after[name].float(), rtol=1e-3, atol=1e-4, equal_nan=True):
+            raise InductorRefused(f"Inductor's code leaves the buffer {name} other than the reference's call does")

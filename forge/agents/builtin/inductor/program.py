@@ -101,7 +101,10 @@ def render(
     """The candidate file: Inductor's code for eval mode (``eval_code``) and, where training mode
     is another op, for training mode (``train_code``); ``shown``: the Inductor options."""
     inputs = [(list(s.shape), list(s.stride), s.dtype) for s in eval_code.inputs]
-    kind = "Triton kernels" if eval_code.device == "cuda" else "C++/OpenMP kernels"
+    on_gpu = eval_code.device.startswith("cuda")
+    kind = "Triton kernels" if on_gpu else "C++/OpenMP kernels"
+    # Inductor's Triton kernels assume the 16-byte alignment their inputs had when compiled
+    aligned = " and x.storage_offset() * x.element_size() % 16 == 0" if on_gpu else ""
     modules = _code_module("_eval", eval_code) + _state_table("_EVAL_STATE", eval_code)
     methods = _kernel_method("_kernel", eval_code, "_eval", "_EVAL_STATE")
     if train_code is not None:
@@ -125,12 +128,13 @@ from forge.core.module_call import {imports}
 _CALL = {op.call!r}
 _LAYOUT = {op.layout!r}
 _INPUTS = {inputs!r}
+_DEVICE = torch.device({eval_code.device!r})
 
 
 def _built_for(xs):
     return len(xs) == len(_INPUTS) and all(
         isinstance(x, torch.Tensor) and list(x.shape) == s and list(x.stride()) == st and str(x.dtype) == d
-        and x.device.type == {eval_code.device!r}
+        and x.device == _DEVICE{aligned}
         for x, (s, st, d) in zip(xs, _INPUTS)
     )
 
