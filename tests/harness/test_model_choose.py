@@ -162,6 +162,12 @@ def test_a_model_with_nothing_of_its_own_worth_optimizing_is_optimized_whole():
     choices = _by_name(choose_classes(profile, "toy"))
     assert choices["Norm"].chosen and not choices["Model"].chosen
     assert "optimized whole when no class inside it is" in choices["Model"].reason
+    # where the agent can run a whole model as one call (Inductor's code), beside its parts
+    choices = _by_name(choose_classes(profile, "toy", whole_model=True))
+    assert choices["Norm"].chosen and choices["Model"].chosen
+    assert choices["Model"].reason == "optimized whole beside its parts (one call where they make many)"
+    excluded = _by_name(choose_classes(profile, "toy", exclude={"Model"}, whole_model=True))
+    assert not excluded["Model"].chosen
 
 
 def test_a_model_slowed_when_compiled_beyond_its_null_demotes_its_kernels(tmp_path):

@@ -14,7 +14,9 @@ whole, and the classes inside it are optimized too, all their instances included
 class banks no kernel (the built-in agent cannot lower a decoder's attention, whose rotary
 embedding it can), theirs still run; where it does, its kernel runs in place of their forwards. Of
 nested repeated blocks the outermost is the one optimized whole. The model's own class is
-optimized whole when nothing inside it is chosen.
+optimized whole when nothing inside it is chosen, and beside its parts where the agent can
+capture a whole model (``whole_model``: the built-in agent's Inductor candidate runs the model as
+one call, where torch.compile's own code would run it compiled).
 
 Each chosen class becomes one op per configuration its instances were built with, verified on
 every input signature those instances were called with.
@@ -177,8 +179,10 @@ def choose_classes(
     include: set[str] | None = None,
     exclude: set[str] | None = None,
     min_share: float = MIN_SHARE,
+    whole_model: bool = False,
 ) -> list[ClassChoice]:
-    """Every class of the model with whether it is optimized and why (chosen first, by share)."""
+    """Every class of the model with whether it is optimized and why (chosen first, by share);
+    ``whole_model``: the model's own class too, beside its parts."""
     include, exclude = include or set(), exclude or set()
     choices = [ClassChoice(cls) for cls in profile.classes]
     names = [c.name for c in profile.classes]
@@ -220,8 +224,14 @@ def choose_classes(
             c.reason = f"{sum(g.share for g in c.groups):.1%} of the model's time; {len(c.groups)} op(s)"
             if c in blocks:
                 c.reason += "; a repeated block: optimized whole (fusion across its parts), its parts too"
-    if root is not None and not any(c.chosen for c in choices) and not names_class(root.cls, exclude):
+    if root is not None and not names_class(root.cls, exclude) and (whole_model or not any(c.chosen for c in choices)):
+        parts = any(c.chosen for c in choices)
         root.groups, refused = _groups(root.cls, base(root.cls))
         root.chosen = bool(root.groups)
-        root.reason = "no class inside it is worth optimizing: the model is optimized whole" if root.chosen else refused
+        why = (
+            "optimized whole beside its parts (one call where they make many)"
+            if parts
+            else ("no class inside it is worth optimizing: the model is optimized whole")
+        )
+        root.reason = why if root.chosen else refused
     return sorted(choices, key=lambda c: (not c.chosen, -c.cls.share))

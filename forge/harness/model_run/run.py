@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from forge.agents import AgentKind
 from forge.core.errors import UsageError
 from forge.core.exit_codes import ExitCode
 from forge.core.model_records import ModelProfile, ModelProof
@@ -145,7 +146,9 @@ def optimize_model(
     profile = profile_in_process(model, device, stop=stop, recorded=kept)
     _check_names(profile, choices)
     _stage(emit, model, "profiled", f"{profile.forward_ms:.2f} ms a forward, {len(profile.classes)} module classes")
-    picked = choose_classes(profile, stem, set(choices.include), set(choices.exclude), choices.min_share)
+    # the built-in agent's Inductor candidate can run a whole model as one call
+    whole = settings.inductor_candidate and options.agents.kind is AgentKind.BUILTIN
+    picked = choose_classes(profile, stem, set(choices.include), set(choices.exclude), choices.min_share, whole)
     groups = [g for c in picked if c.chosen for g in c.groups]
     _stage(emit, model, "chosen", ", ".join(f"{c.cls.name} ({c.cls.share:.0%})" for c in picked if c.chosen) or "none")
     recorded = torch.load(kept, weights_only=True) if kept.exists() else {}
