@@ -126,6 +126,22 @@ def first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor 
     return None
 
 
+def kernel_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, torch.dtype] | None:
+    """What a call's kernel is picked by, as the bank files a kernel (``db.kernels``): the device
+    kind of its first tensor and the dtype of its first floating-point one, float32 where none is
+    (token ids into an embedding, a whole language model); None without a tensor."""
+    x = first_tensor(args, kwargs)
+    if x is None:
+        return None
+    kind = "cuda" if x.is_cuda else "cpu" if x.is_cpu else x.device.type
+    if x.is_floating_point():
+        return kind, x.dtype
+    floating = next(
+        (a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.is_floating_point()), None
+    )
+    return kind, floating.dtype if floating is not None else torch.float32
+
+
 def make_forward(
     instance: torch.nn.Module,
     name: str,
@@ -163,7 +179,10 @@ def make_forward(
         x = args[0] if args and isinstance(args[0], torch.Tensor) else first_tensor(args, kwargs)
         handle = None
         if x is not None:
-            key = ("cuda" if x.is_cuda else "cpu" if x.is_cpu else x.device.type, x.dtype)
+            if x.is_floating_point():  # the usual call: its first tensor says both
+                key = ("cuda" if x.is_cuda else "cpu" if x.is_cpu else x.device.type, x.dtype)
+            else:
+                key = kernel_key(args, kwargs) or ("cpu", torch.float32)
             handle = (traced if torch.compiler.is_compiling() else handles).get(key)
             if handle is None and key in handles:  # not worth it under torch.compile: Inductor compiles the reference
                 return fallback(self, *args, **kwargs)

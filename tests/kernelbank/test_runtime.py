@@ -227,3 +227,45 @@ def test_exported_bank_opens_without_side_files(bank_path, tmp_path):
     m = Block(256)
     assert bank.kernelize(m) == 2
     assert sorted(os.listdir(out.parent)) == before == ["kernels.db"]
+
+
+EMBED_OP = """import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(50, 8)
+
+    def forward(self, ids, scale):
+        return self.table(ids) * scale
+
+
+def get_inputs():
+    return [torch.randint(0, 50, (4, 6)), torch.rand(8)]
+
+
+def get_init_inputs():
+    return []
+"""
+EMBED_KERNEL = """import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, ids, scale):
+        return torch.nn.functional.embedding(ids, self.table.weight) * scale
+"""
+
+
+def test_a_kernel_whose_first_input_is_token_ids_runs(tmp_path):
+    """The bank files a kernel by its first floating-point input's dtype (float32 where none is):
+    a call whose first tensor is int64 token ids picks it by the same rule, not by int64."""
+    op = tmp_path / "embed_op.py"
+    op.write_text(EMBED_OP)
+    inputs = [{"shape": [4, 6], "dtype": "int64"}, {"shape": [8], "dtype": "float32"}]
+    make_bank(tmp_path / "bank.db", [(op, EMBED_KERNEL, {"inputs": [{"variant": "as declared", "inputs": inputs}]})])
+    layer = kb.open(tmp_path / "bank.db").load("embed_op")
+    with torch.no_grad(), kb.open(tmp_path / "bank.db").watch() as seen:
+        layer(torch.randint(0, 50, (4, 6)), scale=torch.rand(8))
+    assert str(seen.usage("embed_op")) == "embed_op: 1 calls, the kernel ran on every one"

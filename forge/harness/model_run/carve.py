@@ -161,7 +161,8 @@ def op_source(group: OpGroup, profile: ModelProfile, recorded_sha256: str | None
     """The op file's text (``recorded_sha256``: the hash of its kept inputs' file, where it has one)."""
     cls = group.cls
     module = profile.import_name if cls.module == profile.import_name else cls.module
-    shown = ", ".join(group.paths[:6]) + (f", ... ({len(group.paths)} in all)" if len(group.paths) > 6 else "")
+    paths = [p or "the model itself" for p in group.paths]  # the root's path is ""
+    shown = ", ".join(paths[:6]) + (f", ... ({len(paths)} in all)" if len(paths) > 6 else "")
     wanted = (("instance_init_args", group.init_from_model), ("recorded_inputs", _has_kept(group)))
     helper_names = [name for name, used in wanted if used]
     inputs = _inputs_kept(group, recorded_sha256 or "") if _has_kept(group) else _inputs_drawn(group)
