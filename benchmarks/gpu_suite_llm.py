@@ -60,6 +60,8 @@ def llm_cuda_part(ctx: Context) -> PartResult:
     verified = "passed" in verdicts
     said = f"forge optimize: {status}, accepted: {result.get('accepted')}, {result.get('reason') or ''}"[:500]
     notes = [f"the coder was asked {coder_asked} time(s); its candidates' verdicts: {verdicts}; {said}"]
+    if done.returncode != 0:  # what forge said on its way out: the next loan fixes it from here
+        notes.append("forge optimize's last words: " + (done.stderr or done.stdout or "(nothing)")[-1500:])
     if ctx.dry:  # compiling the CUDA reply with nvcc is tests/test_nvcc.py's (minutes)
         notes.append("the CUDA candidate's source is compiled for sm_90 by tests/test_nvcc.py, not here")
     ok = verified and coder_asked >= 1

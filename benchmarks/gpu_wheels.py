@@ -40,6 +40,9 @@ MISSING = (
     "linkify-it-py",
     "uc-micro-py",
     "litellm",
+    "h2",  # httpx[http2], which litellm imports at once (the llm part's first loan: No module named 'h2')
+    "hpack",
+    "hyperframe",
     "openai",
     "httpx2",
     "jiter",

@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,17 @@ def native_threads() -> set[int]:
         return {int(t) for t in os.listdir("/proc/self/task")}
     except OSError:
         return set()
+
+
+def thread_names(tids: Iterable[int]) -> list[str]:
+    """The kernel's names of these threads (what started them often names them), for the verdict."""
+    names = []
+    for tid in sorted(tids):
+        try:
+            names.append(Path(f"/proc/self/task/{tid}/comm").read_text().strip())
+        except OSError:  # ended meanwhile
+            continue
+    return names
 
 
 def _busy_python_threads(before: set[threading.Thread]) -> list[str]:
@@ -305,6 +316,7 @@ class CandidateSide:
             ],
             busy_python_threads=busy,
             new_native_threads=len(new_tids),
+            new_thread_names=thread_names(new_tids),
             call_index=call_index,
             reference_calls=reference_ran,
             inputs_modified=modified,
@@ -374,8 +386,11 @@ class CandidateSide:
 
     def time_end(self, request: TimeEndRequest) -> TimingReply:
         run = self.timed.end()
+        new_tids = native_threads() - self.tids_before
         facts = TimingFacts(
-            new_native_threads=len(native_threads() - self.tids_before), clock_tampering=self.clock_check()
+            new_native_threads=len(new_tids),
+            new_thread_names=thread_names(new_tids),
+            clock_tampering=self.clock_check(),
         )
         return TimingReply(
             times_ns=run.times,

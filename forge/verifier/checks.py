@@ -129,8 +129,9 @@ def _integrity(case: DrawnCase, facts: CaseFacts, integ: dict[str, str]) -> None
         busy = ", ".join(facts.busy_python_threads)
         integ["no_background_threads"] = f"Python thread(s) still running after the call: {busy}"
     elif facts.new_native_threads > 0 and facts.call_index > _FIRST_CALL:
+        named = f" ({', '.join(facts.new_thread_names)})" if facts.new_thread_names else ""
         integ["no_background_threads"] = (
-            f"{facts.new_native_threads} new native thread(s) still alive after a call "
+            f"{facts.new_native_threads} new native thread(s){named} still alive after a call "
             "(not a pool started on the first call)"
         )
     model = case.plan.model

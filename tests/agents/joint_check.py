@@ -9,14 +9,18 @@ from __future__ import annotations
 import copy
 import json
 import sys
+import tempfile
 import traceback
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from forge.core.importing import import_file
 
 Analyze = Callable[[nn.Module, list[torch.Tensor]], Any]
 Render = Callable[[Any, dict[str, Any] | None], str]
@@ -123,9 +127,11 @@ def joint_candidate(model: nn.Module, inputs: list[torch.Tensor], analyze: Analy
     reference = types.ModuleType("forge_reference")
     reference.Model = type(model)  # type: ignore[attr-defined]
     sys.modules["forge_reference"] = reference
-    namespace: dict[str, Any] = {}
-    exec(compile(render(lowered, None), "<candidate>", "exec"), namespace)
-    candidate = namespace["ModelNew"].__new__(namespace["ModelNew"])
+    # from a file, as the verifier loads it: Triton's @jit reads a kernel's source from its file
+    path = Path(tempfile.mkdtemp(prefix="forge-joint-")) / "candidate.py"
+    path.write_text(render(lowered, None))
+    new_class = import_file(f"forge_joint_{path.parent.name}", path).ModelNew
+    candidate = new_class.__new__(new_class)
     candidate.__dict__.update(copy.deepcopy(model).__dict__)
     return candidate
 

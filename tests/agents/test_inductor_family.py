@@ -113,6 +113,36 @@ def test_the_candidate_runs_inductors_code_without_compiling(monkeypatch):
         torch.testing.assert_close(candidate(x, mask, pair=(a, b))[0], model(x, mask, pair=(a, b))[0])
 
 
+def test_importing_the_candidate_starts_no_compile_pool(monkeypatch):
+    """Where Inductor would compile on many threads (a GPU machine's cores), the candidate builds its
+    kernels in the importing thread: a pool's threads outlive the import, and one born when the
+    pool's first job ends lands in the verifier's timed calls (seen on an H200)."""
+    from torch._inductor.async_compile import AsyncCompile
+
+    model = Gate()
+    recipe = inductor.analyze(copy.deepcopy(model), _inputs(), CALL)
+    assert not isinstance(recipe, str), recipe
+    source = inductor.render(recipe, None)
+
+    threads_seen: list[int | None] = []
+
+    def recording(build):  # the compile threads Inductor sees as each kernel is built
+        def build_kernel(self, *args, **kwargs):
+            threads_seen.append(torch._inductor.config.compile_threads)
+            return build(self, *args, **kwargs)
+
+        return build_kernel
+
+    monkeypatch.setattr(torch._inductor.config, "compile_threads", 4)
+    for kind in ("cpp_pybinding", "triton"):
+        monkeypatch.setattr(AsyncCompile, kind, recording(getattr(AsyncCompile, kind)))
+    candidate = built_alike(model, candidate_class(model, source)).eval()
+    assert threads_seen and set(threads_seen) == {1}, threads_seen
+    x, a, b = _inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(candidate(x, pair=(a, b))[0], model.eval()(x, pair=(a, b))[0], rtol=1e-4, atol=1e-5)
+
+
 class Dropped(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -225,7 +255,8 @@ def test_inductors_triton_code_runs_as_a_candidate_on_a_gpu():
     recipe = inductor.analyze(copy.deepcopy(model), inputs, "x0, scale=x1", device="cuda")
     assert not isinstance(recipe, str), recipe
     source = inductor.render(recipe, None)
-    assert "async_compile.triton(" in source and "x.device.type == 'cuda'" in source
+    assert "async_compile.triton(" in source and "_DEVICE = torch.device('cuda" in source
+    assert "x.storage_offset() * x.element_size() % 16 == 0" in source  # the alignment Triton's code assumes
     candidate = built_alike(model, candidate_class(model, source)).eval()
     x, scale = torch.randn(32, 64, device="cuda"), torch.rand(64, device="cuda")
     with torch.no_grad():

@@ -104,13 +104,16 @@ def check(name: str, device: str) -> None:
     for k, config in enumerate(CONFIGS):
         cand_path = TMP / f"cand_{name}_{k}.py"  # Triton reads a kernel's source from its file
         cand_path.write_text(triton_program.render(lowered, config))
-        torch.manual_seed(1)
-        want_model = ref.Model().to(device)
-        cand = import_file(f"cand_{name}_{k}", cand_path).ModelNew().to(device)
-        cand.load_state_dict(want_model.state_dict())
-        torch.manual_seed(2)
-        xs = [x.to(device) for x in ref.get_inputs()]
-        torch.testing.assert_close(cand(*xs), want_model(*xs), rtol=1e-4, atol=1e-4, equal_nan=True)
+        # built and called on the device, as an op written for it is: a plain tensor attribute and
+        # a tensor made in forward land there too
+        with torch.device(device):
+            torch.manual_seed(1)
+            want_model = ref.Model()
+            cand = import_file(f"cand_{name}_{k}", cand_path).ModelNew()
+            cand.load_state_dict(want_model.state_dict())
+            torch.manual_seed(2)
+            xs = ref.get_inputs()
+            torch.testing.assert_close(cand(*xs), want_model(*xs), rtol=1e-4, atol=1e-4, equal_nan=True)
         for (key, want), got in zip(want_model.state_dict().items(), cand.state_dict().values(), strict=True):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4, msg=f"buffer {key} after the call")
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import torch
 
-from forge.verifier import checks
+from forge.verifier import candidate_side, checks
 from forge.verifier.checks import DrawnCase
 from forge.verifier.compare import compare, constant_would_pass, tolerance
 from forge.verifier.messages import CaseDataReply, CaseDescriptor, CaseFacts, CaseResultReply, InputShape, PartnerCase
@@ -154,9 +157,25 @@ def test_check_case_integrity_findings():
 def test_native_threads_allowed_only_on_first_call():
     res = [torch.ones(3)], [torch.ones(3)]
     first = checks.check_case(_case(), _result(*res, _facts(new_native_threads=2, call_index=0)), "cpu", None)
-    later = checks.check_case(_case(), _result(*res, _facts(new_native_threads=1, call_index=4)), "cpu", None)
+    facts = _facts(new_native_threads=1, new_thread_names=["subproc_worker"], call_index=4)
+    later = checks.check_case(_case(), _result(*res, facts), "cpu", None)
     assert "no_background_threads" not in first.integrity
-    assert "no_background_threads" in later.integrity
+    assert "(subproc_worker)" in later.integrity["no_background_threads"]  # named, for whoever reads why
+
+
+def test_a_threads_name_is_read_from_the_kernel():
+    ready, done = threading.Event(), threading.Event()
+    before = candidate_side.native_threads()
+    worker = threading.Thread(target=lambda: (ready.set(), done.wait()))
+    worker.start()
+    ready.wait()
+    try:
+        (new,) = candidate_side.native_threads() - before
+        assert candidate_side.thread_names([new]) == [Path(f"/proc/self/task/{new}/comm").read_text().strip()]
+        assert candidate_side.thread_names([2**30]) == []  # one that ended meanwhile: left out
+    finally:
+        done.set()
+        worker.join()
 
 
 def test_nondeterminism_found():

@@ -88,6 +88,7 @@ class CaseFacts(Message):
     aliases: list[list[int]]  # per output, the inputs it shares memory with
     busy_python_threads: list[str]
     new_native_threads: int
+    new_thread_names: list[str] = Field(default_factory=list)  # the kernel's names for them (comm)
     call_index: int
     reference_calls: int  # calls of the reference's forward during the call (a fallback)
     inputs_modified: list[int]
@@ -99,4 +100,5 @@ class TimingFacts(Message):
     """What the candidate's worker saw around a batch of timed calls."""
 
     new_native_threads: int = 0
+    new_thread_names: list[str] = Field(default_factory=list)
     clock_tampering: list[str] = Field(default_factory=list)

@@ -24,6 +24,7 @@ class CandidateTimes:
         self.ticks: list[float] = []
         self.tampered: set[str] = set()
         self.threads = 0
+        self.thread_names: set[str] = set()
         self.bad_outputs: str | None = None
         self.batches = 0
 
@@ -43,6 +44,7 @@ class CandidateTimes:
         bad = checks.timed_outputs_mismatch(inputs.expected, reply.outputs, self.tol, inputs.sets)
         self.tampered.update(reply.facts.clock_tampering)
         self.threads = max(self.threads, reply.facts.new_native_threads)
+        self.thread_names.update(reply.facts.new_thread_names)
         if bad and self.bad_outputs is None:
             self.bad_outputs = f"batch {self.batches}: {bad}"
 
@@ -61,10 +63,12 @@ def record_timing_checks(v: Verdict, kept: CandidateTimes, device: str) -> None:
     if kept.tampered:
         clock = f"timing functions replaced: {', '.join(sorted(kept.tampered))}" + (f"; {clock}" if clock else "")
     v.add("wall_clock", clock is None, clock or "worker timings agree with the parent's clock")
+    named = f" ({', '.join(sorted(kept.thread_names))})" if kept.thread_names else ""
+    threads = f"{kept.threads} new native thread(s){named} left running after the timed calls"
     if kept.threads:
-        v.add("no_background_threads", False, f"{kept.threads} new native thread(s) alive after the timed calls")
+        v.add("no_background_threads", False, threads)
     for name, failure in (("timed_outputs", kept.bad_outputs), ("wall_clock", clock)):
         if failure:
             v.fail(VerdictStatus.FAILED_INTEGRITY, f"{name}: {failure}")
     if kept.threads:
-        v.fail(VerdictStatus.FAILED_INTEGRITY, "no_background_threads: threads left running after timed calls")
+        v.fail(VerdictStatus.FAILED_INTEGRITY, f"no_background_threads: {threads}")

@@ -61,11 +61,15 @@ def _chosen(train: TrainMode) -> str:
 
 
 def _code_module(name: str, captured: Captured) -> str:
-    """Source that runs Inductor's output module as the module ``name``."""
+    """Source that runs Inductor's output module as the module ``name``, its kernels built in
+    the importing thread: with more compile threads, Inductor starts a pool whose threads and
+    processes outlive the import (a timer thread is born when the pool's first job ends, seconds
+    later, in the middle of timed calls) and sit in the user's program for nothing."""
     return (
         f"{name}_CODE = {_code_literal(captured.code)}\n"
         f'{name} = types.ModuleType("forge{name}")\n'
-        f'exec(compile({name}_CODE, "<forge: Inductor\'s code{name}>", "exec"), {name}.__dict__)\n'
+        f"with _inductor_config.patch(compile_threads=1):\n"
+        f'    exec(compile({name}_CODE, "<forge: Inductor\'s code{name}>", "exec"), {name}.__dict__)\n'
     )
 
 
@@ -120,6 +124,7 @@ Inductor options: {shown!r}
 import types
 
 import torch
+import torch._inductor.config as _inductor_config
 
 from forge_reference import Model
 from forge.core.module_call import {imports}
