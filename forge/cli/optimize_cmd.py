@@ -78,6 +78,14 @@ def optimize_command(
         ),
     ] = False,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline", help="skip torch.compile")] = False,
+    unsandboxed: Annotated[
+        bool,
+        typer.Option(
+            "--unsandboxed",
+            help="run candidate code unconfined, with your environment, files and network (where the kernel "
+            "offers no Landlock, the only way to run)",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
     modules: Annotated[
         bool,
@@ -158,6 +166,7 @@ def optimize_command(
         settings = load_settings(
             device=device,
             compile_baseline=False if no_compile_baseline else None,
+            sandbox=False if unsandboxed else None,
             executor=executor,
             ray_address=ray_address,
         )

@@ -28,6 +28,14 @@ def verify(
     no_compile_baseline: Annotated[
         bool, typer.Option("--no-compile-baseline", help="skip timing torch.compile of the reference")
     ] = False,
+    unsandboxed: Annotated[
+        bool,
+        typer.Option(
+            "--unsandboxed",
+            help="run candidate code unconfined, with your environment, files and network (where the kernel "
+            "offers no Landlock, the only way to run)",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
     save: Annotated[bool, typer.Option("--save", help="store a passing candidate in the kernel bank")] = False,
     bank: BankOpt = None,
@@ -56,6 +64,7 @@ def verify(
             memory_limit_mb=memory_limit,
             timing_trials=trials,
             compile_baseline=False if no_compile_baseline else None,
+            sandbox=False if unsandboxed else None,
             verify_gradients=True if train else None,
         )
         quiet = as_json and not sys.stderr.isatty()

@@ -90,6 +90,11 @@ class ForgeSettings(BaseSettings):
         description="the built-in agent's first candidate for an op is Inductor's own code for it, which its "
         "hand-tuned families and general lowering then compete with (off: those alone)",
     )
+    sandbox: bool = Field(
+        default=True,
+        description="confine every process that runs candidate code (Landlock: files, network, signals; a "
+        "scrubbed environment); off only by choice (--unsandboxed)",
+    )
     threads: int | None = Field(default=None, ge=1, description="CPU threads for timing (default: all)")
     timing_budget_s: float = Field(default=1.0, gt=0, description="target seconds of timed calls per side")
     timing_trials: int | None = Field(

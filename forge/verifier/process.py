@@ -124,7 +124,7 @@ class WorkerProcess:
             worker_limits(self.memory_limit_mb)
 
         return subprocess.Popen(
-            [sys.executable, "-m", "forge.verifier.worker", role, str(child_sock.fileno())],
+            [sys.executable, "-m", "forge.core.sandbox.entry", "forge.verifier.worker", role, str(child_sock.fileno())],
             pass_fds=(child_sock.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=self._out,

@@ -34,6 +34,7 @@ from forge.core.verdict import Verdict
 from forge.verifier.machine import available_cores
 from forge.verifier.messages import Turns, TurnTimes, UserLoopRequest
 from forge.verifier.process import track
+from forge.verifier.sandboxing import sandboxed
 from forge.verifier.template import worker_limits
 from forge.verifier.timing.slowdown import slowed
 from forge.verifier.user_loop_turns import BLOCK_ROUNDS, OTHER_ENDED, turn_blocks
@@ -63,7 +64,8 @@ def measure_user_loop(
     t = verdict.timings_ms
     per_round_s = sum(float(ms or 0.0) for ms in (t.candidate, t.eager, t.compile, t.eager)) / 1000 + 0.01
     limit = settings.timeout + _START_S + 3 * rounds * per_round_s
-    env = user_env(verdict.device or "cpu", threads, settings)
+    reads = [op_path.resolve().parent, candidate_path.resolve().parent, Path.cwd()]
+    env = user_env(verdict.device or "cpu", threads, settings, reads)
     job = UserLoopRequest(
         op_path=str(op_path.resolve()),
         candidate_path=str(candidate_path.resolve()),
@@ -126,7 +128,7 @@ def _beside_a_control(
     """A fresh loaded process's measurement, its ``slowed`` read against a control process (the
     reference alone) taking turns with it: eager's calls beside the kernel against eager's calls
     beside the reference's twin, timed in alternating blocks."""
-    with tempfile.TemporaryDirectory(prefix="forge-user-loop-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="forge-user-loop-", dir=env["TMPDIR"]) as tmp:
         pair = _spawn_pair(job, env, memory_mb, Path(tmp))
         (loaded_child, loaded_result, loaded_times), (control_child, _, control_times) = pair
         found = _collect(loaded_child, loaded_result, limit, said)
@@ -235,7 +237,7 @@ class _LoopChild:
 
 def _one_process(job: UserLoopRequest, env: dict[str, str], limit: float, memory_mb: int, said: UserLoop) -> UserLoop:
     """One fresh process of the user loop, its report read back as a ``UserLoop``."""
-    with tempfile.TemporaryDirectory(prefix="forge-user-loop-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="forge-user-loop-", dir=env["TMPDIR"]) as tmp:
         child, result = _spawn(job, env, memory_mb, Path(tmp))
         return _collect(child, result, limit, said)
 
@@ -247,7 +249,8 @@ def _spawn(
     folder.mkdir(exist_ok=True)
     request, result = folder / "request.json", folder / "result.json"
     request.write_text(job.model_dump_json())
-    argv = [sys.executable, "-m", "forge.verifier.user_loop_worker", str(request), str(result)]
+    entry = ["-m", "forge.core.sandbox.entry", "forge.verifier.user_loop_worker"]  # confined at once
+    argv = [sys.executable, *entry, str(request), str(result)]
     return _LoopChild(argv, env, memory_mb, folder / "printed.txt", pass_fds), result
 
 
@@ -268,11 +271,14 @@ def _collect(child: _LoopChild, result: Path, limit: float, said: UserLoop) -> U
     return found.model_copy(update={"threads": said.threads, "regime": said.regime, "rounds": said.rounds})
 
 
-def user_env(device: str, threads: int, settings: ForgeSettings) -> dict[str, str]:
+def user_env(device: str, threads: int, settings: ForgeSettings, reads: list[Path] | None = None) -> dict[str, str]:
     """A user's process: the workers' threads and allocator regime (heap kept), but libgomp's own
     spinning (the workers' short spin keeps two of them from taking each other's cores; one user
-    process has no such neighbour, and ``reproduce.py`` runs with the default too)."""
+    process has no such neighbour, and ``reproduce.py`` runs with the default too). It runs the
+    candidate: sandboxed as its worker is, reading ``reads`` (its files and folders, written in
+    its own temporary folder under the workers' cache)."""
     env = worker_env(device, threads, settings.cache_path(), settings.gpu)
+    env = sandboxed(env, settings.sandbox, reads or [], device)
     if "GOMP_SPINCOUNT" in os.environ:
         env["GOMP_SPINCOUNT"] = os.environ["GOMP_SPINCOUNT"]
     else:

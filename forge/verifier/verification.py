@@ -42,6 +42,7 @@ from forge.verifier.messages import (
 )
 from forge.verifier.process import WorkerGone, WorkerProcess, expect_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
+from forge.verifier.sandboxing import sandboxed
 from forge.verifier.timing.candidate_times import CandidateTimes, record_timing_checks
 from forge.verifier.timing.paired import CandidateFailed, PairedTimer, PairedTimes, ProgressNote, ReferenceTampered
 from forge.verifier.timing.sched_guard import SchedGuard, record_reference_sched
@@ -130,7 +131,9 @@ class _Run:
         else:
             self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
         self.ref_guard = SchedGuard(self.ref.proc.pid)  # before any candidate code can run
-        self.cand = WorkerProcess("candidate", env, self.settings.memory_limit_mb, cwd)
+        reads = [self.spec.path.parent, self.cand_path.parent, cwd]
+        cand_env = sandboxed(env, self.settings.sandbox, reads, self.device)
+        self.cand = WorkerProcess("candidate", cand_env, self.settings.memory_limit_mb, cwd)
         self.ref.send(
             SetupRequest(
                 op_path=str(self.spec.path),

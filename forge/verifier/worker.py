@@ -115,9 +115,18 @@ def _memory_hint(message: str) -> str:
 def main(argv: list[str]) -> int:
     role, fd = argv[0], int(argv[1])
     sock = socket.socket(fileno=fd)
+    from forge.core.sandbox import SandboxError, enter_from_env
     from forge.verifier.channel import Channel
 
     chan = Channel(sock)
+    try:  # a forked worker: before a thread starts, before the candidate is imported (an exec'd
+        # one entered it in ``forge.core.sandbox.entry``, before torch's import started a thread)
+        enter_from_env()
+    except SandboxError as exc:
+        from forge.verifier.messages import HelloReply
+
+        chan.send(HelloReply(error=str(exc)).wire())
+        return 2
     threads = int(os.environ.get("FORGE_WORKER_THREADS", "1"))
     import torch
 

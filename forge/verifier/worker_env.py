@@ -5,18 +5,36 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from forge.core.sandbox import scrubbed
 from forge.verifier import memory
 
 
+def workers_cache(cache: Path) -> Path:
+    """The compile caches and scratch space of processes that run candidate code: apart from the
+    cache a user's program loads kernels from, so that nothing a candidate writes reaches it."""
+    return cache / "workers"
+
+
 def worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+    """The environment of a worker: the allowlist of ``sandbox.scrubbed`` (no keys, tokens, bank or
+    cluster addresses), its compilers' caches, home and temporary files under ``workers_cache``."""
+    env = scrubbed(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    own = workers_cache(cache)
+    for sub in ("home", "tmp"):
+        (own / sub).mkdir(parents=True, exist_ok=True)
     env.update(
         {
+            "HOME": str(own / "home"),
+            "TMPDIR": str(own / "tmp"),
+            "XDG_CACHE_HOME": str(own),
+            "TRITON_CACHE_DIR": str(own / "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": str(own / "inductor"),
+            "TORCH_EXTENSIONS_DIR": str(own / "torch_extensions"),
             "FORGE_WORKER_DEVICE": device,
             "FORGE_WORKER_THREADS": str(threads),
-            "FORGE_CACHE_DIR": str(cache),
+            "FORGE_CACHE_DIR": str(own),
             "OMP_NUM_THREADS": str(threads),
             "MKL_NUM_THREADS": str(threads),
             "PYTHONUNBUFFERED": "1",
@@ -42,9 +60,4 @@ def worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) -
     # OpenMP threads, which the scheduling guard must read as a candidate's doing (``sched_guard``).
     for binding in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY"):
         env.pop(binding, None)
-    # On a cluster node the verifier runs in a Ray actor, whose environment names the cluster and
-    # its session: a candidate's worker gets none of it (forge.cluster is the transport, never the
-    # sandbox, and a candidate has no business submitting work to the cluster).
-    for name in [k for k in env if k.startswith("RAY_")]:
-        del env[name]
     return env

@@ -116,8 +116,9 @@ def test_fooling_technique_is_rejected(fast_settings, cand, status, check):
 def test_a_candidate_that_pins_the_reference_to_one_core_is_caught(fast_settings, tmp_path):
     """os.sched_setaffinity on the reference worker's threads (same user, ids in /proc) would time
     eager on half the machine: the parent's guard sees it and fails the verdict, and a session's
-    next verification gets a new reference worker, not the pinned one."""
-    with VerifierService(SOFTMAX, fast_settings, "cpu") as service:
+    next verification gets a new reference worker, not the pinned one. Unsandboxed: the guard is
+    the second line of defence (``test_sandbox`` has the first: /proc is out of reach)."""
+    with VerifierService(SOFTMAX, fast_settings.model_copy(update={"sandbox": False}), "cpu") as service:
         v = service.verify_alone(Job("pin", (CANDIDATES / "softmax/pin_reference.py").read_text()), 10, 120)
         assert v.status == "failed_integrity" and "reference_untouched" in failed(v), (v.status, v.reason)
         assert "CPU affinity" in (v.reason or "") and "->" in (v.reason or "")

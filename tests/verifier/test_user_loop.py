@@ -6,6 +6,7 @@ slower than eager there is not accepted. The real verifier and the real loop pro
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -165,7 +166,8 @@ def _request(cand: str, settings) -> tuple[UserLoopRequest, dict[str, str], User
         seed=0,
         device="cpu",
     )
-    return job, user_loop.user_env("cpu", 2, settings), UserLoop(regime=TimingRegime.WARM, rounds=10, threads=2)
+    env = user_loop.user_env("cpu", 2, settings, [Path(cand).parent])  # the sandbox reads the candidate's folder
+    return job, env, UserLoop(regime=TimingRegime.WARM, rounds=10, threads=2)
 
 
 def test_a_process_taking_turns_with_one_without_the_candidate_reads_eager_slowed_only_by_the_candidate(

@@ -131,8 +131,10 @@ def test_forked_workers_start_clean_of_earlier_candidates(fast_settings, tmp_pat
     leaves, checks = tmp_path / "leaves.py", tmp_path / "checks.py"
     leaves.write_text(LEAVES_STATE)
     checks.write_text(CHECKS_STATE)
-    assert verify(SOFTMAX, leaves, fast_settings).passed
-    second = verify(SOFTMAX, checks, fast_settings)
+    # unsandboxed: the check reads its parent's command line, which the sandbox keeps out of reach
+    unconfined = fast_settings.model_copy(update={"sandbox": False})
+    assert verify(SOFTMAX, leaves, unconfined).passed
+    second = verify(SOFTMAX, checks, unconfined)
     assert second.passed, second.reason
     assert "forge.verifier.template_process" in second.candidate_output
 
@@ -141,7 +143,7 @@ def test_templates_off_exec_every_worker(fast_settings, tmp_path: Path, monkeypa
     checks = tmp_path / "checks.py"
     checks.write_text(CHECKS_STATE)
     monkeypatch.setenv("FORGE_WORKER_TEMPLATE", "0")
-    v = verify(SOFTMAX, checks, fast_settings)
+    v = verify(SOFTMAX, checks, fast_settings.model_copy(update={"sandbox": False}))
     assert v.passed, v.reason
     assert "template_process" not in v.candidate_output
     assert "PARENT:" in v.candidate_output

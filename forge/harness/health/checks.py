@@ -14,6 +14,7 @@ import platform
 import urllib.error
 import urllib.request
 
+from forge.core import sandbox
 from forge.core.errors import CompileError, ForgeError
 from forge.core.paths import BankLocation
 from forge.core.settings import ForgeSettings
@@ -135,6 +136,24 @@ def _api_base(url: str) -> Finding:
     return Finding(f"--api-base {url}", True, "answers; models: " + (", ".join(models) or "none listed"))
 
 
+def _sandbox(settings: ForgeSettings) -> Finding:
+    abi = sandbox.abi_version()
+    if not settings.sandbox:
+        said = "off (sandbox = false or --unsandboxed): candidate code runs with your environment, files and network"
+        return Finding("sandbox", None, said, "remove sandbox = false")
+    if abi == 0:
+        said = "no Landlock in this kernel: verifying refuses to run candidates unless --unsandboxed"
+        return Finding("sandbox", False, said, "a Linux 5.13+ kernel with Landlock enabled (lsm=...,landlock)")
+    layers = [
+        "Landlock ABI " + str(abi) + ": files (read: the system, Python, the op's and candidate's folders; "
+        "write: the workers' own cache), ptrace outside refused",
+        "TCP bind and connect refused" if abi >= 4 else "network NOT confined (ABI < 4)",
+        "signals and abstract sockets outside refused" if abi >= 6 else "signals NOT confined (ABI < 6)",
+        "environment: an allowlist (no keys, tokens, bank or cluster address)",
+    ]
+    return Finding("sandbox", True, "; ".join(layers))
+
+
 def doctor(settings: ForgeSettings, bank: BankLocation | None = None, api_bases: tuple[str, ...] = ()) -> DoctorReport:
     """Every finding, slow ones cached (the measured figures) so a second call is quick."""
     found = [Finding("python", None, f"{platform.python_version()} ({platform.platform(terse=True)})")]
@@ -142,5 +161,5 @@ def doctor(settings: ForgeSettings, bank: BankLocation | None = None, api_bases:
     found += torch_findings
     if torch_findings[0].ok:
         found += [_triton(cuda), _cpp(cuda), *_cpu(settings), _figures("cuda" if cuda else "cpu", settings)]
-    found += [_bank(bank), _llm_keys(), *(_api_base(u) for u in api_bases)]
+    found += [_sandbox(settings), _bank(bank), _llm_keys(), *(_api_base(u) for u in api_bases)]
     return DoctorReport(found)

@@ -1,0 +1,118 @@
+"""What a process that runs candidate code may touch, and entering that confinement.
+
+The parent builds a ``SandboxPolicy`` (it knows the op, the candidate, the scratch and cache
+directories, the GPU's device files) and hands it to the worker in its environment; the worker
+enters it before it imports the candidate. Read-only: the system's programs, libraries and
+headers, the Python installation and import path, the op's and candidate's directories and the
+working directory (never the home directory or above it). Writable: the scratch and cache
+directories forge gives it. Devices: the null and random devices, shared memory, the GPU's files.
+Nothing else on the filesystem, no TCP, no signal or ptrace outside the sandbox (``landlock``)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import site
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from forge.core.sandbox import landlock
+
+POLICY_ENV = "FORGE_WORKER_SANDBOX"
+_SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/sys", "/opt")
+# /proc of this process alone (another's environment and memory stay out of reach), and the
+# machine's figures torch, OpenMP and the GPU driver read
+_PROC_READ = (
+    "/proc/self",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/filesystems",
+    "/proc/sys",
+    "/proc/driver",
+)
+# /etc holds secrets of its own (shadow, ssh host keys): only what the loader, the compilers'
+# alternatives and the C library's name lookups read
+_ETC_READ = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/os-release",
+    "/etc/debian_version",
+)
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+_GPU_DEVICES = ("/dev/nvidia*", "/dev/dri")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be entered."""
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    read: list[str] = field(default_factory=list)
+    write: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls, text: str) -> SandboxPolicy:
+        data = json.loads(text)
+        return cls(read=list(data["read"]), write=list(data["write"]), devices=list(data["devices"]))
+
+
+def _outside_home(path: Path) -> bool:
+    """Not the home directory, nor a directory holding it (whose reading would open it all)."""
+    home = Path.home().resolve()
+    return path != home and path not in home.parents
+
+
+def policy_for(reads: list[Path], writes: list[Path], gpu: bool) -> SandboxPolicy:
+    """The confinement of a worker that reads ``reads`` (the op's and candidate's directories, the
+    working directory) besides the system and Python, and writes ``writes`` alone."""
+    python = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages()}
+    imports = {p for p in sys.path if p and Path(p).is_dir()}
+    forge_root = str(Path(__file__).resolve().parents[3])
+    asked = {str(p.resolve()) for p in reads if _outside_home(p.resolve())}
+    read = sorted(set(_SYSTEM_READ) | set(_PROC_READ) | set(_ETC_READ) | python | imports | {forge_root} | asked)
+    read = [r for r in read if _outside_home(Path(r).resolve()) or r in python]
+    devices = list(_DEVICES) + (sorted(d for pattern in _GPU_DEVICES for d in glob.glob(pattern)) if gpu else [])
+    write = sorted({str(p.resolve()) for p in writes} | {"/dev/shm"})
+    return SandboxPolicy(read=read, write=write, devices=devices)
+
+
+def enter(policy: SandboxPolicy, abi: int) -> None:
+    """Confine this process to ``policy`` for good. Landlock confines the calling thread and what
+    it starts, so a thread already running (an OpenMP pool) would stay free: refused."""
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:
+        raise SandboxError(f"the sandbox must be entered before any thread starts ({threads} running)")
+    rules = [(Path(p), landlock.READ) for p in policy.read]
+    rules += [(Path(p), landlock.WRITE) for p in policy.write]
+    rules += [(Path(p), landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV) for p in policy.devices]
+    try:
+        landlock.restrict_self(rules, abi)
+    except landlock.LandlockError as exc:
+        raise SandboxError(f"could not enter the sandbox (Landlock ABI {abi}): {exc}") from exc
+
+
+def enter_from_env() -> bool:
+    """Enter the policy the parent put in this process's environment; False where it put none.
+    Taken out of the environment once entered: the confinement is for good, and inherited."""
+    text = os.environ.pop(POLICY_ENV, None)
+    if not text:
+        return False
+    abi = landlock.abi_version()
+    if abi == 0:
+        raise SandboxError("this kernel offers no Landlock, and the parent asked for a sandbox")
+    enter(SandboxPolicy.from_env(text), abi)
+    return True
