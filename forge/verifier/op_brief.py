@@ -15,6 +15,7 @@ from pathlib import Path
 from forge.core.op_brief import OpBrief
 from forge.core.settings import ForgeSettings
 from forge.verifier import machine
+from forge.verifier.sandboxing import sandboxed
 from forge.verifier.worker_env import worker_env
 
 BRIEF_TIMEOUT_S = 240.0
@@ -33,7 +34,10 @@ def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSe
     said = f"{op_hash}|{device}|{ident}|{torch.__version__}|{compiled}|{_VERSION}"
     key = hashlib.sha256(said.encode()).hexdigest()[:24]
     env = worker_env(device, threads, settings.cache_path(), settings.gpu)
-    argv = [sys.executable, "-m", "forge.verifier.op_brief_worker", str(op_path), "--device", device]
+    # the op's own code, run before any candidate: confined as the candidates are all the same
+    env = sandboxed(env, settings.sandbox, [op_path.resolve().parent, Path.cwd()], device)
+    entry = ["-m", "forge.core.sandbox.entry", "forge.verifier.op_brief_worker"]
+    argv = [sys.executable, *entry, str(op_path), "--device", device]
     return _brief(
         argv + ([] if compiled else ["--no-compile"]), device, env, settings.cache_path() / "briefs" / f"{key}.json"
     )

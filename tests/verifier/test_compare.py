@@ -290,3 +290,18 @@ def test_beside_the_exact_outputs_nan_and_inf_positions_must_still_match():
     lost[1, 1] = 3.0e38  # an inf turned into a number
     m = compare([ref], [lost], None, "cpu", scale_atol=True, exact=[exact])
     assert m is not None and m.kind == "inf"
+
+
+def test_tiny_outputs_are_compared_at_their_own_scale():
+    g = torch.Generator().manual_seed(0)
+    tiny = torch.randn(64, 64, generator=g) * 1e-5
+    zeros = compare([tiny], [torch.zeros_like(tiny)], None, "")
+    assert zeros is not None and "own scale" in zeros.detail  # within atol=1e-4 element by element
+    assert compare([tiny], [tiny * 0.5], None, "") is not None
+    # an honest float32 result that cancels: tiny values from operands of about 1
+    a = torch.rand(64, 64, generator=g, dtype=torch.float64) + 1
+    exact = (a + tiny.double()) - a
+    assert compare([exact.float()], [((a.float() + tiny) - a.float())], None, "") is None
+    # a tolerance the op declares is taken as it is, and outputs of ordinary size are untouched
+    assert compare([tiny], [torch.zeros_like(tiny)], None, "", {"atol": 1e-4, "rtol": 1e-4}) is None
+    assert compare([tiny * 1e5], [tiny * 1e5 + 5e-5], None, "") is None

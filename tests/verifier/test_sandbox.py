@@ -124,3 +124,15 @@ def test_the_environment_allowlist():
     assert allowed("OMP_NUM_THREADS") and allowed("TORCHINDUCTOR_CACHE_DIR") and allowed("CUDA_VISIBLE_DEVICES")
     assert not allowed("FORGE_LLM_API_KEY") and not allowed("FORGE_BANK") and not allowed("HF_TOKEN")
     assert not allowed("AWS_ACCESS_KEY_ID") and not allowed("RAY_ADDRESS") and not allowed("SSH_AUTH_SOCK")
+
+
+def test_without_landlock_only_an_explicit_choice_runs_candidates(fast_settings, monkeypatch):
+    from forge.core.errors import UsageError
+
+    monkeypatch.setattr(sandbox, "abi_version", lambda: 0)
+    with pytest.raises(UsageError, match="--unsandboxed"):
+        verify(SOFTMAX, CANDIDATES / "softmax" / "honest_torch.py", fast_settings)
+    unconfined = verify(
+        SOFTMAX, CANDIDATES / "softmax" / "honest_torch.py", fast_settings.model_copy(update={"sandbox": False})
+    )
+    assert unconfined.passed, unconfined.reason

@@ -1,0 +1,45 @@
+"""The LLM path under the sandbox: the provider's key reaches forge's client, never the process
+that runs the model's candidate."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from forge.harness import OptimizeOptions, optimize
+from tests.conftest import OPS
+from tests.llm_server import Script, serve
+
+OP = OPS / "loop_rowsum.py"
+SECRET = "sk-forge-test-secret"
+LEAKY = """A row sum, and a look around:
+
+```python
+import os
+import torch
+from forge_reference import Model
+
+print("ENV:", sorted(k for k, v in os.environ.items() if "sk-forge-test-secret" in v))
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        return x.sum(dim=1)
+```
+"""
+
+
+def test_no_key_reaches_the_candidates_process(tmp_path, fast_settings, monkeypatch):
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "FORGE_LLM_API_KEY"):
+        monkeypatch.setenv(name, SECRET)
+    judge = json.dumps({"diagnosis": "d", "bottleneck": "b", "next_step": "stop", "continue": False})
+    script = Script(coder=[LEAKY], judge=[judge])
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        optimize([OP], OptimizeOptions(model="openai/test-model", api_base=url, rounds=1, bank=bank), fast_settings)
+    assert [r for r in script.requests if r["role"] == "coder"], "the coder was never asked"
+    with sqlite3.connect(bank) as db:
+        rows = db.execute("SELECT verdict FROM attempts WHERE role = 'coder'").fetchall()
+    verdicts = [json.loads(v) for (v,) in rows if v]
+    assert verdicts and verdicts[0]["status"] == "passed", verdicts
+    assert all("ENV: []" in v["candidate_output"] for v in verdicts), [v["candidate_output"] for v in verdicts]
