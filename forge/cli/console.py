@@ -30,6 +30,14 @@ def parse_bank(text: str) -> BankLocation:
 
 BANK_HELP = "the bank: a SQLite file or postgresql://user@host:port/db (default: $FORGE_BANK or the per-user bank)"
 BankOpt = Annotated[BankLocation | None, typer.Option("--bank", parser=parse_bank, help=BANK_HELP, show_default=False)]
+UnsandboxedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--unsandboxed",
+        help="run candidate code unconfined, with your environment, files and network (where the kernel "
+        "offers no Landlock, the only way to run)",
+    ),
+]
 
 PIPED_WIDTH = 110  # columns a table gets when stdout is not a terminal (rich would assume 80)
 

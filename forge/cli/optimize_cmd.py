@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from forge import harness
-from forge.cli.console import BankOpt, err, out, print_wide, report_and_exit
+from forge.cli.console import BankOpt, UnsandboxedOpt, err, out, print_wide, report_and_exit
 from forge.cli.event_printer import EventPrinter
 from forge.cli.model_view import model_summary
 from forge.cli.plan_cmd import plan_command
@@ -78,14 +78,7 @@ def optimize_command(
         ),
     ] = False,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline", help="skip torch.compile")] = False,
-    unsandboxed: Annotated[
-        bool,
-        typer.Option(
-            "--unsandboxed",
-            help="run candidate code unconfined, with your environment, files and network (where the kernel "
-            "offers no Landlock, the only way to run)",
-        ),
-    ] = False,
+    unsandboxed: UnsandboxedOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
     modules: Annotated[
         bool,

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from forge import harness
-from forge.cli.console import BankOpt, err, out, run_or_fail
+from forge.cli.console import BankOpt, UnsandboxedOpt, err, out, run_or_fail
 from forge.core.exit_codes import ExitCode
 from forge.core.settings import load_settings
 from forge.present import verdict_renderable
@@ -28,14 +28,7 @@ def verify(
     no_compile_baseline: Annotated[
         bool, typer.Option("--no-compile-baseline", help="skip timing torch.compile of the reference")
     ] = False,
-    unsandboxed: Annotated[
-        bool,
-        typer.Option(
-            "--unsandboxed",
-            help="run candidate code unconfined, with your environment, files and network (where the kernel "
-            "offers no Landlock, the only way to run)",
-        ),
-    ] = False,
+    unsandboxed: UnsandboxedOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="print exactly one JSON object on stdout")] = False,
     save: Annotated[bool, typer.Option("--save", help="store a passing candidate in the kernel bank")] = False,
     bank: BankOpt = None,

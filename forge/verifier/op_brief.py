@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 from pathlib import Path
 
 from forge.core.op_brief import OpBrief
+from forge.core.sandbox import python_argv
 from forge.core.settings import ForgeSettings
 from forge.verifier import machine
 from forge.verifier.sandboxing import sandboxed
@@ -36,8 +36,7 @@ def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSe
     env = worker_env(device, threads, settings.cache_path(), settings.gpu)
     # the op's own code, run before any candidate: confined as the candidates are all the same
     env = sandboxed(env, settings.sandbox, [op_path.resolve().parent, Path.cwd()], device)
-    entry = ["-m", "forge.core.sandbox.entry", "forge.verifier.op_brief_worker"]
-    argv = [sys.executable, *entry, str(op_path), "--device", device]
+    argv = python_argv("forge.verifier.op_brief_worker", str(op_path), "--device", device)
     return _brief(
         argv + ([] if compiled else ["--no-compile"]), device, env, settings.cache_path() / "briefs" / f"{key}.json"
     )

@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 from subprocess import Popen
 from typing import Protocol, TypeVar
 
+from forge.core.sandbox import python_argv
 from forge.verifier import memory
 from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
 from forge.verifier.messages import ErrorReply, ExitRequest, MalformedMessage, Message, Reply, TickReply, parse_reply
@@ -124,7 +124,7 @@ class WorkerProcess:
             worker_limits(self.memory_limit_mb)
 
         return subprocess.Popen(
-            [sys.executable, "-m", "forge.core.sandbox.entry", "forge.verifier.worker", role, str(child_sock.fileno())],
+            python_argv("forge.verifier.worker", role, str(child_sock.fileno())),
             pass_fds=(child_sock.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=self._out,

@@ -21,12 +21,12 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Literal
 
+from forge.core.sandbox import python_argv
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import TimingRegime, VerdictStatus
 from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
@@ -249,8 +249,7 @@ def _spawn(
     folder.mkdir(exist_ok=True)
     request, result = folder / "request.json", folder / "result.json"
     request.write_text(job.model_dump_json())
-    entry = ["-m", "forge.core.sandbox.entry", "forge.verifier.user_loop_worker"]  # confined at once
-    argv = [sys.executable, *entry, str(request), str(result)]
+    argv = python_argv("forge.verifier.user_loop_worker", str(request), str(result))  # confined at once
     return _LoopChild(argv, env, memory_mb, folder / "printed.txt", pass_fds), result
 
 

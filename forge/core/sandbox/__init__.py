@@ -1,6 +1,7 @@
 """Confinement of every process that runs candidate code: a scrubbed environment (``environment``)
 and Landlock rules on files, network and signals (``policy``, ``landlock``)."""
 
+from forge.core.sandbox.entry import python_argv
 from forge.core.sandbox.environment import allowed, scrubbed
 from forge.core.sandbox.landlock import abi_version
 from forge.core.sandbox.policy import POLICY_ENV, SandboxError, SandboxPolicy, enter, enter_from_env, policy_for
@@ -14,5 +15,6 @@ __all__ = [
     "enter",
     "enter_from_env",
     "policy_for",
+    "python_argv",
     "scrubbed",
 ]

@@ -13,6 +13,11 @@ import sys
 from forge.core.sandbox.policy import SandboxError, enter_from_env
 
 
+def python_argv(module: str, *args: str) -> list[str]:
+    """The command line that runs ``module`` as ``__main__`` in a fresh interpreter, confined first."""
+    return [sys.executable, "-m", "forge.core.sandbox.entry", module, *args]
+
+
 def main() -> None:
     try:
         enter_from_env()
