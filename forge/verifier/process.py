@@ -22,7 +22,7 @@ from pathlib import Path
 from subprocess import Popen
 from typing import Protocol, TypeVar
 
-from forge.core.sandbox import python_argv
+from forge.core.sandbox import POLICY_ENV, contained_pid, python_argv
 from forge.verifier import memory
 from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
 from forge.verifier.messages import ErrorReply, ExitRequest, MalformedMessage, Message, Reply, TickReply, parse_reply
@@ -99,6 +99,9 @@ class WorkerProcess:
         # before the parent allocates anything for it.
         self.channel = Channel(parent_sock, max_frame=2 * limit + (64 << 20))
         self._memory_exceeded: int | None = None
+        # A sandboxed worker is born behind relays, which fork it a moment after the start.
+        self._behind_relays = POLICY_ENV in env
+        self._worker_pid: int | None = None
         self.peak_rss_mb = 0
         # Replies owed: the hello, then one per request sent (a timed call's ticks come on top).
         self.pending = 1
@@ -135,9 +138,20 @@ class WorkerProcess:
             preexec_fn=limits,
         )
 
+    @property
+    def pid(self) -> int:
+        """The worker's own process: behind the relays of its PID namespace where it was born in
+        one (``forge.core.sandbox.pid_namespace``), and until they fork it, the process started."""
+        if not self._behind_relays or self._worker_pid is not None:
+            return self._worker_pid or self.proc.pid
+        found = contained_pid(self.proc.pid)
+        if found is not None and found != self.proc.pid:
+            self._worker_pid = found
+        return found or self.proc.pid
+
     def _watch_memory(self) -> None:
         while not self._stop.is_set() and self.proc.poll() is None:
-            rss_mb = memory.resident_mib(self.proc.pid)
+            rss_mb = memory.resident_mib(self.pid)
             if rss_mb is None:  # gone
                 return
             self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
@@ -150,7 +164,7 @@ class WorkerProcess:
     def peak_mib(self) -> int:
         """The worker's peak resident size: the kernel's high-water mark while it runs, else the
         largest of the samples the memory watch took."""
-        exact = memory.peak_mib(self.proc.pid) if self.proc.poll() is None else None
+        exact = memory.peak_mib(self.pid) if self.proc.poll() is None else None
         return max(exact or 0, self.peak_rss_mb)
 
     def send(self, request: Message) -> None:

@@ -130,7 +130,7 @@ class _Run:
             self.ref, self.hello = kept.worker, kept.hello
         else:
             self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
-        self.ref_guard = SchedGuard(self.ref.proc.pid)  # before any candidate code can run
+        self.ref_guard = SchedGuard(self.ref.pid)  # before any candidate code can run
         reads = [self.spec.path.parent, self.cand_path.parent, cwd]
         cand_env = sandboxed(env, self.settings.sandbox, reads, self.device)
         self.cand = WorkerProcess("candidate", cand_env, self.settings.memory_limit_mb, cwd)

@@ -4,6 +4,8 @@ refusal named, or verifies with nothing leaked; honest kernels still pass."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
 from pathlib import Path
@@ -109,6 +111,54 @@ def test_no_signal_or_proc_reach_outside_the_sandbox(fast_settings, tmp_path):
     _refused(v, "not permitted")
     v = verify(SOFTMAX, _candidate(tmp_path, "open(f'/proc/{os.getppid()}/environ').read()"), fast_settings)
     _refused(v, "environ")
+
+
+LEAVE_A_CHILD = """
+if os.fork() == 0:
+    os.setsid()  # out of the worker's process group: no kill of the group reaches it
+    if os.fork() == 0:
+        import ctypes, time
+        ctypes.CDLL(None).prctl(15, b"forge-leftover", 0, 0, 0)
+        time.sleep(120)
+    os._exit(0)
+"""
+
+
+def _leftovers() -> list[int]:
+    """Live processes named as the candidate names its child."""
+    found = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == "forge-leftover" and " Z " not in (comm.parent / "stat").read_text():
+                found.append(int(comm.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not sandbox.pid_namespace_available(), reason="needs unprivileged user namespaces")
+@pytest.mark.parametrize("template", ["1", "0"], ids=["forked", "execd"])
+def test_a_child_left_behind_ends_with_its_worker(fast_settings, tmp_path, monkeypatch, template):
+    monkeypatch.setenv("FORGE_WORKER_TEMPLATE", template)
+    v = verify(SOFTMAX, _candidate(tmp_path, LEAVE_A_CHILD), fast_settings)
+    assert v.passed, v.reason
+    assert _leftovers() == []
+    if template == "1":  # unconfined, the same candidate's child outlives the verification
+        unconfined = verify(
+            SOFTMAX, _candidate(tmp_path, LEAVE_A_CHILD), fast_settings.model_copy(update={"sandbox": False})
+        )
+        left = _leftovers()
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert unconfined.passed and left, unconfined.reason
+
+
+def test_the_worker_born_in_its_namespace_is_the_one_watched(fast_settings, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORGE_WORKER_TEMPLATE", "0")  # the relays: small interpreters, not template copies
+    grow = "_held = torch.ones(256 << 20, dtype=torch.uint8)  # held by the worker, not by its relays"
+    v = verify(SOFTMAX, _candidate(tmp_path, grow), fast_settings)
+    assert v.passed, v.reason
+    assert v.memory is not None and (v.memory.candidate_mib or 0) > 256, v.memory
 
 
 def test_honest_kernels_pass_in_the_sandbox_forked_and_execd(fast_settings, monkeypatch):

@@ -13,12 +13,14 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import site
+import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from forge.core.sandbox import landlock
+from forge.core.sandbox import landlock, pid_namespace
 
 POLICY_ENV = "FORGE_WORKER_SANDBOX"
 _SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/sys", "/opt")
@@ -76,6 +78,16 @@ def _outside_home(path: Path) -> bool:
     return path != home and path not in home.parents
 
 
+def _gpu_devices() -> list[str]:
+    """The GPU driver's device files. CUDA's unified-memory node is made by the first process that
+    initialises CUDA, and a confined worker may not make it: made here first where it is missing."""
+    if Path("/dev/nvidiactl").exists() and not Path("/dev/nvidia-uvm").exists():
+        helper = shutil.which("nvidia-modprobe")
+        if helper is not None:
+            subprocess.run([helper, "-u", "-c=0"], check=False, capture_output=True, timeout=30)
+    return sorted(d for pattern in _GPU_DEVICES for d in glob.glob(pattern))
+
+
 def policy_for(reads: list[Path], writes: list[Path], gpu: bool) -> SandboxPolicy:
     """The confinement of a worker that reads ``reads`` (the op's and candidate's directories, the
     working directory) besides the system and Python, and writes ``writes`` alone."""
@@ -85,7 +97,7 @@ def policy_for(reads: list[Path], writes: list[Path], gpu: bool) -> SandboxPolic
     asked = {str(p.resolve()) for p in reads if _outside_home(p.resolve())}
     read = sorted(set(_SYSTEM_READ) | set(_PROC_READ) | set(_ETC_READ) | python | imports | {forge_root} | asked)
     read = [r for r in read if _outside_home(Path(r).resolve()) or r in python]
-    devices = list(_DEVICES) + (sorted(d for pattern in _GPU_DEVICES for d in glob.glob(pattern)) if gpu else [])
+    devices = list(_DEVICES) + (_gpu_devices() if gpu else [])
     write = sorted({str(p.resolve()) for p in writes} | {"/dev/shm"})
     return SandboxPolicy(read=read, write=write, devices=devices)
 
@@ -107,12 +119,17 @@ def enter(policy: SandboxPolicy, abi: int) -> None:
 
 def enter_from_env() -> bool:
     """Enter the policy the parent put in this process's environment; False where it put none.
-    Taken out of the environment once entered: the confinement is for good, and inherited."""
+    Taken out of the environment once entered: the confinement is for good, and inherited.
+    Where the machine allows, this process becomes a relay and returns in its child, the first of
+    a PID namespace (``pid_namespace``), which is what gets confined: the relay, outside the
+    confinement, is out of the candidate's reach."""
     text = os.environ.pop(POLICY_ENV, None)
     if not text:
         return False
     abi = landlock.abi_version()
     if abi == 0:
         raise SandboxError("this kernel offers no Landlock, and the parent asked for a sandbox")
-    enter(SandboxPolicy.from_env(text), abi)
+    policy = SandboxPolicy.from_env(text)
+    pid_namespace.born_contained()
+    enter(policy, abi)
     return True

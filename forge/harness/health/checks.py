@@ -150,6 +150,10 @@ def _sandbox(settings: ForgeSettings) -> Finding:
         "TCP bind and connect refused" if abi >= 4 else "network NOT confined (ABI < 4)",
         "signals and abstract sockets outside refused" if abi >= 6 else "signals NOT confined (ABI < 6)",
         "environment: an allowlist (no keys, tokens, bank or cluster address)",
+        "processes: a PID namespace of the worker's own (what it starts ends with it)"
+        if sandbox.pid_namespace_available()
+        else "processes NOT contained (no unprivileged user namespaces): a child a candidate leaves in "
+        "a session of its own outlives its worker",
     ]
     return Finding("sandbox", True, "; ".join(layers))
 

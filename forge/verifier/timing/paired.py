@@ -136,7 +136,7 @@ class PairedTimer:
         self.ref_reply = ref_reply
         self.compile_baseline = compile_baseline
         self.load_check = load_check
-        self.monitor = LoadMonitor([ref.proc.pid, cand.proc.pid], cores)
+        self.monitor = LoadMonitor([ref.pid, cand.pid], cores)
         self.retries_left = _RETRIES if load_check else 0
         # Batches timed so far in each regime: every other one is mirrored (``baseline_first``).
         self.batches_timed = {TimingRegime.COLD: 0, TimingRegime.WARM: 0}

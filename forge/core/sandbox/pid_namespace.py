@@ -1,0 +1,166 @@
+"""A PID namespace for the candidate's processes, so none of them outlives its worker.
+
+A process the candidate starts can leave the worker's session (``setsid``, a double fork), and
+then no kill of the worker's process group reaches it. In a PID namespace the kernel ends every
+process in it when the namespace's first process ends. So the process forge started, still
+single-threaded and before anything of the candidate's, makes a user and PID namespace and forks
+twice: its child is the namespace's first process, whose child returns and becomes the worker.
+The two left behind are *relays*: they wait, and the outer one ends the way the worker ended (the
+same exit status or signal), so forge sees the worker's ending. The worker is not the first
+process itself because that one is deaf to the signals it sends itself (an ``abort()`` would read
+as a segmentation fault). A kill of the process group ends the outer relay and the worker; each
+process also dies with its parent; and once the first process is gone the kernel ends the rest.
+
+The namespace must be made before the worker's first thread: the kernel refuses a thread to a
+process that made a PID namespace for its children, so the worker is a child, never the maker.
+Inside, the worker sees no process outside by number; the user namespace maps its own user and
+group to themselves (files keep their owners) and the worker drops the capabilities the new
+namespace gave it. The relays stay outside the Landlock domain the worker enters, out of its reach.
+
+Where the machine refuses unprivileged user namespaces, nothing is made and the worker runs as it
+would without (``pid_namespace_available`` says so for ``forge doctor``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+from pathlib import Path
+
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
+_SYS_CAPSET = 126 if os.uname().machine == "x86_64" else 91
+_CAPABILITY_VERSION_3 = 0x20080522
+# The relay's name (``/proc/PID/comm``): how the parent tells a relay from a worker.
+RELAY_NAME = "forge-relay"
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _set_name(libc: ctypes.CDLL, name: str) -> None:
+    libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+
+
+def _unshare(libc: ctypes.CDLL) -> bool:
+    """A new user and PID namespace for this process's children, its ids mapped to themselves."""
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
+        return False
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    return True
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    """The capabilities the new user namespace granted (over it alone), given back."""
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if libc.syscall(_SYS_CAPSET, ctypes.byref(header), data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"capset: {os.strerror(err)}")
+
+
+def _wait(child: int) -> int:
+    while True:
+        try:
+            return os.waitpid(child, 0)[1]
+        except InterruptedError:
+            continue
+
+
+def _end_as(status: int) -> None:
+    """End this process as a child that ended with wait ``status`` did."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal whose default is not to end a process
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
+
+
+def _outer_relay(child: int, said: int) -> None:
+    """Outside the namespace: wait for its first process and end as the worker ended, as that
+    process reports it (the first process of a namespace cannot end itself by a signal)."""
+    os.closerange(3, said)
+    os.closerange(said + 1, os.sysconf("SC_OPEN_MAX"))
+    status = _wait(child)
+    with os.fdopen(said, "rb") as pipe:
+        report = pipe.read(4)
+    _end_as(int.from_bytes(report, "little") if len(report) == 4 else status)
+
+
+def _first_process(worker: int, tell: int) -> None:
+    """PID 1 of the namespace: wait for the worker and tell the outer relay how it ended; as it
+    exits, the kernel ends whatever the worker left in the namespace."""
+    os.closerange(3, tell)
+    os.closerange(tell + 1, os.sysconf("SC_OPEN_MAX"))
+    os.write(tell, _wait(worker).to_bytes(4, "little"))
+    os._exit(0)
+
+
+def born_contained() -> bool:
+    """Make this process's children a PID namespace and fork its first process, which forks the
+    worker: returns in the worker (True), while this process and the namespace's first process
+    relay its ending and never return. False, with nothing changed, where the machine refuses the
+    namespaces. Call it with one thread running."""
+    name = Path("/proc/self/comm").read_text().strip()
+    libc = _libc()
+    if not _unshare(libc):
+        return False
+    said, tell = os.pipe()
+    _set_name(libc, RELAY_NAME)  # before the forks: the parent never sees a relay under another name
+    first = os.fork()
+    if first != 0:
+        os.close(tell)
+        _outer_relay(first, said)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    os.close(said)
+    worker = os.fork()
+    if worker != 0:
+        _first_process(worker, tell)
+    os.close(tell)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _set_name(libc, name)
+    _drop_capabilities(libc)
+    return True
+
+
+def contained_pid(pid: int) -> int | None:
+    """The worker behind ``pid``, followed through the relays that fork it: ``pid`` itself where it
+    is no relay, None while a relay has not forked yet."""
+    for _ in range(3):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() != RELAY_NAME:
+                return pid
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return pid  # gone: what reads it next finds it gone
+        if not children:
+            return None
+        pid = int(children[0])
+    return None
+
+
+def pid_namespace_available() -> bool:
+    """Whether this machine lets an unprivileged process make a user and PID namespace (tried in a
+    child that exits at once)."""
+    libc = _libc()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
