@@ -150,6 +150,7 @@ def test_failing_candidate_is_not_saved(tmp_path):
     assert forge("bank", "list", "--bank", str(bank), cwd=USERPKG).returncode == 2  # still no bank
 
 
+@pytest.mark.e2e
 def test_bank_commands(saved_bank, tmp_path):
     bank, kid = saved_bank
     work = tmp_path / "b.db"

@@ -29,6 +29,7 @@ def forge(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.e2e
 def test_model_run_profiles_optimizes_and_proves(tmp_path):
     """With --train the ops' sessions verify backward passes too, and the proof takes the
     kernelized model's training step against the original's, then times training steps."""

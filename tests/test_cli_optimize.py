@@ -59,6 +59,7 @@ def _load_banked_rmsnorm(bank: Path, device: str, rows: int) -> subprocess.Compl
     return subprocess.run([sys.executable, "-c", script, str(bank)], capture_output=True, text=True, cwd=ROOT)
 
 
+@pytest.mark.e2e
 def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
     bank, report = tmp_path / "bank.db", tmp_path / "report"
     # one shipped example: several ops in one run are covered by the time-limit test below
@@ -107,6 +108,7 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
     assert sessions == [("finished", "builtin")]
 
 
+@pytest.mark.e2e
 def test_a_batchs_time_limit_is_shared_among_its_ops(tmp_path, cache_dir):
     """--time-limit over two ops: the progress line and the JSON give each op's share; the second
     op still gets its attempts (the arithmetic is checked against a clock in tests/harness)."""
@@ -189,6 +191,7 @@ def _start(args: list[str], cache: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(args, cwd=ROOT, env=_env(cache), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+@pytest.mark.e2e
 def test_ctrl_c_stops_cleanly_and_a_killed_session_resumes(tmp_path, cache_dir):
     bank = tmp_path / "bank.db"
     args = [
@@ -287,6 +290,7 @@ def test_builtin_agent_banks_triton_kernels_on_gpu(tmp_path, cache_dir):
     assert run.stdout.strip() == "ok", run.stderr
 
 
+@pytest.mark.e2e
 def test_a_live_drivers_session_is_left_alone_and_resume_all_takes_a_killed_ones(tmp_path, cache_dir):
     """Two drivers on one bank: a session its driver still runs is refused to another (`--resume N`
     exits 2 naming that driver; `--resume all` leaves it alone); once that driver is killed,
@@ -397,12 +401,13 @@ def test_resume_all_picks_only_sessions_cut_short_oldest_first(tmp_path, cache_d
     assert len(held) == 6  # running, interrupted, crashed, busy, unconfirmed, provider_error
 
 
+@pytest.mark.e2e
 def test_train_banks_a_kernel_whose_backward_was_verified_and_is_used_under_grad(tmp_path, cache_dir):
     """--train: the built-in coder's kernels carry a backward lowered from the joint graph; each
     is verified for gradients, the banked one is marked for training, the session keeps the
     choice, and a program's training step runs the kernel's backward with the reference's grads."""
     bank = tmp_path / "bank.db"
-    op = str(EXAMPLES / "ops" / "rmsnorm.py")
+    op = str(OPS / "quick_rmsnorm.py")
     args = ("optimize", op, "--train", "--rounds", "1", "--no-compile-baseline", "--bank", str(bank), "--json")
     r = forge(*args, cache=cache_dir)
     assert r.returncode == 0, r.stderr
@@ -421,11 +426,11 @@ def test_train_banks_a_kernel_whose_backward_was_verified_and_is_used_under_grad
     assert "+train" in listed.stdout, listed.stdout
     script = (
         "import sys, torch, forge.kernelbank as kb\n"
-        "sys.path.insert(0, 'examples/ops')\n"
-        "import rmsnorm\n"
-        "m = kb.open(sys.argv[1], strict=True).load('rmsnorm', *rmsnorm.get_init_inputs())\n"
+        "sys.path.insert(0, 'tests/ops')\n"
+        "import quick_rmsnorm as rmsnorm\n"
+        "m = kb.open(sys.argv[1], strict=True).load('quick_rmsnorm', *rmsnorm.get_init_inputs())\n"
         "ref = rmsnorm.Model(*rmsnorm.get_init_inputs())\n"
-        "x = torch.randn(4096, 1024)\n"
+        "x = torch.randn(1024, 1024)\n"
         "a, b = x.clone().requires_grad_(), x.clone().requires_grad_()\n"
         "y = m(a)\n"
         "assert type(y.grad_fn).__name__ == '_JointBackward', y.grad_fn\n"

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from forge.core.statuses import AttemptRole, AttemptStatus, KernelStatus, SessionStatus, VerdictStatus
 from forge.db.engine import open_for_writing
 from forge.db.kernels import kernel_detail, list_kernels
@@ -83,6 +85,7 @@ def test_a_stored_search_is_restored(old_bank):
     assert llm_spend.tokens > 0 and llm_spend.cost_reported is None
 
 
+@pytest.mark.e2e
 def test_an_interrupted_session_of_an_old_bank_resumes(old_bank, fast_settings):
     """Resume verifies the pending attempt, confirms, and replaces the kernel banked unconfirmed."""
     options = OptimizeOptions(bank=old_bank, resume=3)

@@ -56,6 +56,7 @@ def _verdict(bank, attempt_id: int) -> Verdict:
     return Verdict.from_json(json.loads(text))
 
 
+@pytest.mark.e2e
 def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_speedup_under_load(
     tmp_path, fast_settings, burners, monkeypatch
 ):

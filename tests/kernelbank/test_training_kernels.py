@@ -82,6 +82,7 @@ def test_a_kernel_verified_for_inference_leaves_autograd_to_the_reference(tmp_pa
     assert seen.usage("gated_scale").kernel_calls == 1, seen.report()
 
 
+@pytest.mark.e2e
 def test_re_verifying_keeps_a_training_kernels_standing_and_train_adds_one(tmp_path, fast_settings):
     """``forge bank verify``: a kernel verified for training is verified for training again (its
     evidence rewritten with its standing under autograd); ``--train`` verifies one verified for

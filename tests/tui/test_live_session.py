@@ -12,14 +12,14 @@ from textual.widgets import Static
 from forge.harness import BankReader
 from forge.tui.screens import BankScreen, SessionScreen, SessionsScreen
 from forge.tui.widgets import AskNumber, AskText, ConfirmDialog, LiveTable
-from tests.conftest import EXAMPLES, OPS
+from tests.conftest import OPS
 from tests.tui.helpers import make_app, record_notifications, text_of, wait_for
 
 pytestmark = pytest.mark.tui_live  # sessions run from the TUI (minutes): in .ci/run's heavy run
 
 OP = OPS / "small_softmax.py"
-RMSNORM = EXAMPLES / "ops" / "rmsnorm.py"  # the built-in kernel is ~3x eager from its first attempt
-# ~12x eager: a shared machine's timing spikes cannot keep it from being banked
+RMSNORM = OPS / "quick_rmsnorm.py"  # the built-in kernel is ~2x eager from its first attempt
+# ~8x eager: a shared machine's timing spikes cannot keep it from being banked
 CHAIN = OPS / "pointwise_chain.py"
 
 
