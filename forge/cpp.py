@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -104,7 +105,8 @@ def build(source: str, flags: tuple[str, ...] = DEFAULT_FLAGS, extra_flags: tupl
     with tempfile.TemporaryDirectory(prefix="forge-cpp-") as tmp:
         src = Path(tmp) / f"k{key}.cpp"
         src.write_text(source)
-        partial = out_dir / f".k{key}.{os.getpid()}.{threading.get_ident()}.so"
+        # unique across processes that share the cache, a sandboxed worker's PID namespace included
+        partial = out_dir / f".k{key}.{secrets.token_hex(8)}.so"
         try:
             proc = subprocess.run(
                 [cxx, *all_flags, str(src), "-o", str(partial)], capture_output=True, text=True, timeout=300

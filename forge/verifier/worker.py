@@ -157,7 +157,9 @@ def main(argv: list[str]) -> int:
     if device == "cuda":
         major, minor = torch.cuda.get_device_capability(0)
         capability = f"{major}.{minor}"
-    chan.send(HelloReply(pid=os.getpid(), device=device, capability=capability).wire())
+    # /proc is the host's: its "self" is this process's id out there, where os.getpid() gives the
+    # one in a PID namespace of the sandbox's
+    chan.send(HelloReply(pid=int(os.readlink("/proc/self")), device=device, capability=capability).wire())
     return _serve(chan, side)
 
 

@@ -157,6 +157,15 @@ def test_a_child_left_behind_ends_with_its_worker(fast_settings, tmp_path, monke
         assert unconfined.passed and left, unconfined.reason
 
 
+@pytest.mark.skipif(not sandbox.pid_namespace_available(), reason="needs unprivileged user namespaces")
+@pytest.mark.parametrize("template", ["1", "0"], ids=["forked", "execd"])
+def test_a_worker_killed_behind_its_relays_is_named_as_killed(fast_settings, tmp_path, monkeypatch, template):
+    monkeypatch.setenv("FORGE_WORKER_TEMPLATE", template)
+    v = verify(SOFTMAX, _candidate(tmp_path, "os.kill(os.getpid(), signal.SIGKILL)"), fast_settings)
+    assert not v.passed and "killed by SIGKILL" in (v.reason or ""), v.reason
+    assert "Traceback" not in v.candidate_output, v.candidate_output
+
+
 def test_the_worker_born_in_its_namespace_is_the_one_watched(fast_settings, tmp_path, monkeypatch):
     monkeypatch.setenv("FORGE_WORKER_TEMPLATE", "0")  # the relays: small interpreters, not template copies
     grow = "_held = torch.ones(256 << 20, dtype=torch.uint8)  # held by the worker, not by its relays"

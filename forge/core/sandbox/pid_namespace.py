@@ -23,6 +23,7 @@ would without (``pid_namespace_available`` says so for ``forge doctor``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -32,7 +33,6 @@ _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
-_SYS_CAPSET = 126 if os.uname().machine == "x86_64" else 91
 _CAPABILITY_VERSION_3 = 0x20080522
 # The relay's name (``/proc/PID/comm``): how the parent tells a relay from a worker.
 RELAY_NAME = "forge-relay"
@@ -59,9 +59,12 @@ def _unshare(libc: ctypes.CDLL) -> bool:
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
         return False
-    Path("/proc/self/setgroups").write_text("deny")
-    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    try:
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    except OSError as exc:  # the namespace exists: this process cannot go back to what it was
+        raise OSError(exc.errno, f"the user namespace's id maps were refused ({exc.strerror})") from exc
     return True
 
 
@@ -69,7 +72,7 @@ def _drop_capabilities(libc: ctypes.CDLL) -> None:
     """The capabilities the new user namespace granted (over it alone), given back."""
     header = _CapHeader(_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
-    if libc.syscall(_SYS_CAPSET, ctypes.byref(header), data) != 0:
+    if libc.capset(ctypes.byref(header), data) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"capset: {os.strerror(err)}")
 
@@ -86,7 +89,8 @@ def _end_as(status: int) -> None:
     """End this process as a child that ended with wait ``status`` did."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # neither has a handler to reset
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)  # a signal whose default is not to end a process
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
@@ -94,22 +98,37 @@ def _end_as(status: int) -> None:
 
 def _outer_relay(child: int, said: int) -> None:
     """Outside the namespace: wait for its first process and end as the worker ended, as that
-    process reports it (the first process of a namespace cannot end itself by a signal)."""
-    os.closerange(3, said)
-    os.closerange(said + 1, os.sysconf("SC_OPEN_MAX"))
-    status = _wait(child)
-    with os.fdopen(said, "rb") as pipe:
-        report = pipe.read(4)
-    _end_as(int.from_bytes(report, "little") if len(report) == 4 else status)
+    process reports it (the first process of a namespace cannot end itself by a signal). Never
+    returns, whatever fails: the worker's code must not run twice."""
+    try:
+        os.closerange(3, said)
+        os.closerange(said + 1, os.sysconf("SC_OPEN_MAX"))
+        status = _wait(child)
+        with os.fdopen(said, "rb") as pipe:
+            report = pipe.read(4)
+        _end_as(int.from_bytes(report, "little") if len(report) == 4 else status)
+    finally:
+        os._exit(70)
 
 
 def _first_process(worker: int, tell: int) -> None:
     """PID 1 of the namespace: wait for the worker and tell the outer relay how it ended; as it
     exits, the kernel ends whatever the worker left in the namespace."""
-    os.closerange(3, tell)
-    os.closerange(tell + 1, os.sysconf("SC_OPEN_MAX"))
-    os.write(tell, _wait(worker).to_bytes(4, "little"))
-    os._exit(0)
+    try:
+        os.closerange(3, tell)
+        os.closerange(tell + 1, os.sysconf("SC_OPEN_MAX"))
+        os.write(tell, _wait(worker).to_bytes(4, "little"))
+    finally:
+        os._exit(0)
+
+
+def _number_after(host_pid: int) -> None:
+    """Have the namespace number its next process ``host_pid + 1``: without it every worker is
+    PID 2, and names built from a process id and a thread id (compile caches' temporary files, in
+    a cache concurrent workers share) would be the same in workers forked from one template. The
+    outer relay's host pid is unique while it lives. Best effort (the number is not needed)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/sys/kernel/ns_last_pid").write_text(str(host_pid))
 
 
 def born_contained() -> bool:
@@ -121,6 +140,7 @@ def born_contained() -> bool:
     libc = _libc()
     if not _unshare(libc):
         return False
+    host_pid = os.getpid()
     said, tell = os.pipe()
     _set_name(libc, RELAY_NAME)  # before the forks: the parent never sees a relay under another name
     first = os.fork()
@@ -129,6 +149,7 @@ def born_contained() -> bool:
         _outer_relay(first, said)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     os.close(said)
+    _number_after(host_pid)
     worker = os.fork()
     if worker != 0:
         _first_process(worker, tell)
@@ -156,11 +177,14 @@ def contained_pid(pid: int) -> int | None:
 
 
 def pid_namespace_available() -> bool:
-    """Whether this machine lets an unprivileged process make a user and PID namespace (tried in a
-    child that exits at once)."""
+    """Whether this machine lets an unprivileged process make a user and PID namespace and map its
+    ids in it (some refuse the maps alone), tried in a child that exits at once."""
     libc = _libc()
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) == 0 else 1)
+        try:
+            os._exit(0 if _unshare(libc) else 1)
+        finally:
+            os._exit(1)
     _, status = os.waitpid(pid, 0)
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -130,6 +130,9 @@ def enter_from_env() -> bool:
     if abi == 0:
         raise SandboxError("this kernel offers no Landlock, and the parent asked for a sandbox")
     policy = SandboxPolicy.from_env(text)
-    pid_namespace.born_contained()
+    try:
+        pid_namespace.born_contained()
+    except OSError as exc:
+        raise SandboxError(f"could not make the worker's PID namespace: {exc}") from exc
     enter(policy, abi)
     return True
