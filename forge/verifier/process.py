@@ -25,7 +25,16 @@ from typing import Protocol, TypeVar
 from forge.core.sandbox import POLICY_ENV, contained_pid, python_argv
 from forge.verifier import memory
 from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
-from forge.verifier.messages import ErrorReply, ExitRequest, MalformedMessage, Message, Reply, TickReply, parse_reply
+from forge.verifier.messages import (
+    ErrorReply,
+    ExitRequest,
+    HelloReply,
+    MalformedMessage,
+    Message,
+    Reply,
+    TickReply,
+    parse_reply,
+)
 from forge.verifier.template import ForkedProcess, TemplateUnavailable, template_for, worker_limits
 
 _OUTPUT_KEEP = 8000
@@ -102,6 +111,7 @@ class WorkerProcess:
         # A sandboxed worker is born behind relays, which fork it a moment after the start.
         self._behind_relays = POLICY_ENV in env
         self._worker_pid: int | None = None
+        self._said_hello = False
         self.peak_rss_mb = 0
         # Replies owed: the hello, then one per request sent (a timed call's ticks come on top).
         self.pending = 1
@@ -194,6 +204,10 @@ class WorkerProcess:
             raise WorkerGone(Ending("protocol", f"worker sent a malformed reply: {exc}")) from None
         if not isinstance(reply, TickReply):
             self.pending -= 1
+        if isinstance(reply, HelloReply) and not self._said_hello:
+            self._said_hello = True  # the first reply alone: forge's, before the candidate is imported
+            if self._behind_relays and reply.pid:
+                self._worker_pid = reply.pid  # the host's id of the worker, however /proc is built
         return reply, arrived
 
     def _ending(self) -> Ending:
