@@ -22,7 +22,7 @@ from pathlib import Path
 from subprocess import Popen
 from typing import Protocol, TypeVar
 
-from forge.core.sandbox import POLICY_ENV, contained_pid, python_argv
+from forge.core.sandbox import python_argv
 from forge.verifier import memory
 from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
 from forge.verifier.messages import (
@@ -108,10 +108,7 @@ class WorkerProcess:
         # before the parent allocates anything for it.
         self.channel = Channel(parent_sock, max_frame=2 * limit + (64 << 20))
         self._memory_exceeded: int | None = None
-        # A sandboxed worker is born behind relays, which fork it a moment after the start.
-        self._behind_relays = POLICY_ENV in env
-        self._worker_pid: int | None = None
-        self._said_hello = False
+        self._worker_pid: int | None = None  # as its hello gives it
         self.peak_rss_mb = 0
         # Replies owed: the hello, then one per request sent (a timed call's ticks come on top).
         self.pending = 1
@@ -150,14 +147,9 @@ class WorkerProcess:
 
     @property
     def pid(self) -> int:
-        """The worker's own process: behind the relays of its PID namespace where it was born in
-        one (``forge.core.sandbox.pid_namespace``), and until they fork it, the process started."""
-        if not self._behind_relays or self._worker_pid is not None:
-            return self._worker_pid or self.proc.pid
-        found = contained_pid(self.proc.pid)
-        if found is not None and found != self.proc.pid:
-            self._worker_pid = found
-        return found or self.proc.pid
+        """The worker's own process, as its hello names it: a sandboxed worker is born behind
+        relays (``forge.core.sandbox.pid_namespace``); until the hello, the process started."""
+        return self._worker_pid or self.proc.pid
 
     def _watch_memory(self) -> None:
         while not self._stop.is_set() and self.proc.poll() is None:
@@ -204,10 +196,10 @@ class WorkerProcess:
             raise WorkerGone(Ending("protocol", f"worker sent a malformed reply: {exc}")) from None
         if not isinstance(reply, TickReply):
             self.pending -= 1
-        if isinstance(reply, HelloReply) and not self._said_hello:
-            self._said_hello = True  # the first reply alone: forge's, before the candidate is imported
-            if self._behind_relays and reply.pid:
-                self._worker_pid = reply.pid  # the host's id of the worker, however /proc is built
+        # The first hello naming a pid is forge's, sent before the candidate is imported (a hello
+        # with none ends the worker before that): a later one is the candidate's, and ignored.
+        if isinstance(reply, HelloReply) and reply.pid and self._worker_pid is None:
+            self._worker_pid = reply.pid
         return reply, arrived
 
     def _ending(self) -> Ending:

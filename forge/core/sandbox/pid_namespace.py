@@ -32,10 +32,7 @@ from pathlib import Path
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
 _PR_SET_PDEATHSIG = 1
-_PR_SET_NAME = 15
 _CAPABILITY_VERSION_3 = 0x20080522
-# The relay's name (``/proc/PID/comm``): how the parent tells a relay from a worker.
-RELAY_NAME = "forge-relay"
 
 
 class _CapHeader(ctypes.Structure):
@@ -48,10 +45,6 @@ class _CapData(ctypes.Structure):
 
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
-
-
-def _set_name(libc: ctypes.CDLL, name: str) -> None:
-    libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
 
 
 def _unshare(libc: ctypes.CDLL) -> bool:
@@ -136,13 +129,11 @@ def born_contained() -> bool:
     worker: returns in the worker (True), while this process and the namespace's first process
     relay its ending and never return. False, with nothing changed, where the machine refuses the
     namespaces. Call it with one thread running."""
-    name = Path("/proc/self/comm").read_text().strip()
     libc = _libc()
     if not _unshare(libc):
         return False
     host_pid = os.getpid()
     said, tell = os.pipe()
-    _set_name(libc, RELAY_NAME)  # before the forks: the parent never sees a relay under another name
     first = os.fork()
     if first != 0:
         os.close(tell)
@@ -155,25 +146,8 @@ def born_contained() -> bool:
         _first_process(worker, tell)
     os.close(tell)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    _set_name(libc, name)
     _drop_capabilities(libc)
     return True
-
-
-def contained_pid(pid: int) -> int | None:
-    """The worker behind ``pid``, followed through the relays that fork it: ``pid`` itself where it
-    is no relay, None while a relay has not forked yet."""
-    for _ in range(3):
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() != RELAY_NAME:
-                return pid
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            return pid  # gone: what reads it next finds it gone
-        if not children:
-            return None
-        pid = int(children[0])
-    return None
 
 
 def pid_namespace_available() -> bool:
