@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import subprocess
 import sys
@@ -28,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from page import header
+
+from forge import harness
+from forge.core.paths import BankLocation
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OPS = [HERE / "claims_ops", HERE.parent / "examples" / "ops"]
@@ -85,6 +89,44 @@ def _tally(result: dict[str, Any], what: str) -> str:
     return f"- {what}: **{sum(held)} of {len(held)}** claims (vs eager and vs torch.compile) agree"
 
 
+def _family(bank: Path, kernel_id: int) -> str:
+    """Where the banked kernel came from: Inductor's code, or one of the built-in coder's own."""
+    detail = harness.bank_show(BankLocation(path=bank), kernel_id)
+    config = detail.configs[0].config if detail.configs else {}
+    if "family" in config:
+        return str(config["family"])
+    return "inductor" if any(k.startswith("ind_") for k in config) else "built-in"
+
+
+def _against_compile(kept: dict[str, Any], bank: Path, sets: dict[str, str]) -> list[str]:
+    """Per set of ops: the geomean of the banked kernels' claims vs torch.compile (and of the
+    reproduction in the user's loop), and the kernels slower than torch.compile beyond the noise
+    (the claim's interval wholly below 1.0x)."""
+    lines = ["| set | banked | geomean claim x compile | geomean loop x compile | slower than compile | sources |"]
+    lines.append("|---|---|---|---|---|---|")
+    for name in sorted(set(sets.values())):
+        ks = [k for k in kept["kernels"] if sets.get(k["op"]) == name and k.get("claim_compile")]
+        if not ks:
+            lines.append(f"| {name} | 0 | - | - | - | - |")
+            continue
+        claims = [k["claim_compile"][0] for k in ks]
+        loops = [k[k["judged"] + "_compile"][0] for k in ks if k.get(k["judged"] + "_compile")]
+        slower = [f"{k['op']} {k['claim_compile'][0]:.2f}x" for k in ks if k["claim_compile"][2] < 1.0]
+        sources: dict[str, int] = {}
+        for k in ks:
+            family = _family(bank, k["kernel"])
+            sources[family] = sources.get(family, 0) + 1
+        lines.append(
+            f"| {name} | {len(ks)} | {_geomean(claims):.2f}x | {_geomean(loops) if loops else 0:.2f}x "
+            f"| {', '.join(slower) or 'none'} | {', '.join(f'{f} {n}' for f, n in sorted(sources.items()))} |"
+        )
+    return lines
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def _unbanked(optimized: dict[str, Any]) -> list[str]:
     lines = []
     for r in optimized.get("problems", []):
@@ -110,6 +152,7 @@ def main() -> None:
     optimized = {} if a.skip_optimize else _run_optimize(shlex.split(a.forge), ops, bank)
     kept = _reproduce(bank, "kept", a.rounds, work / "kept.json")
     returned = _reproduce(bank, "returned", a.rounds, work / "returned.json")
+    sets = {p.stem: p.parent.name for p in ops}
     page = [
         *header(f"Banked claims against a user's loop{': ' + a.label if a.label else ''}"),
         f"{kept['threads']} threads, {a.rounds} rounds a side in each regime.",
@@ -119,6 +162,10 @@ def main() -> None:
         "Agreement (strict): the loop's median inside the claim's interval widened by the claim's null spread.",
         _tally(kept, "heap kept (the regime claims name)"),
         _tally(returned, "heap returned (glibc's default)"),
+        "",
+        "Against torch.compile, per set of ops (the folder each op file is in):",
+        "",
+        *_against_compile(kept, bank, sets),
         "",
         "Ops not banked:" if optimized else "",
         *(_unbanked(optimized) if optimized else []),

@@ -94,6 +94,7 @@ class Proposal:
     config: dict[str, Any] = field(default_factory=dict)
     parent_config: dict[str, Any] | None = None  # the config this one varies (the tuner's bookkeeping)
     kernel_config: dict[str, Any] | None = None  # config less knobs inert in this kernel: what is banked
+    compiler_code: bool = False  # the compiler's own code for the op (Inductor's): the floor not banked below
     note: str = ""
     error: str | None = None
     fatal: bool = False  # the coder cannot handle this op at all: stop the session

@@ -128,6 +128,23 @@ def beats_compile(verdict: Verdict) -> CompileStanding:
     return CompileStanding(beats=True, why=f"{figure}, beyond the noise")
 
 
+def slower_than_compile(verdict: Verdict) -> str | None:
+    """Why a kernel is slower than torch.compile of its op beyond the noise (the interval of its
+    banked compile ratio wholly below the null's floor, ``null_floor``), or None when it is not.
+    Where Inductor's own code for the op passed too, such a kernel is not the op's best: the
+    session banks the compiler's code rather than fall below it."""
+    if not verdict.passed or not verdict.timing_meaningful or timed_while_busy(verdict):
+        return None
+    compiled = verdict.claim_pairs()[1]
+    if compiled is None:
+        return None
+    floor = null_floor(verdict.timing_stats.null_eager)
+    if compiled.high >= floor:
+        return None
+    figure = f"{compiled.median:.2f}x torch.compile (95% CI {compiled.low:.2f}-{compiled.high:.2f}x)"
+    return f"{figure}: slower than it beyond the noise"
+
+
 class TrainingStanding(BaseModel):
     """Whether a banked kernel is used where autograd needs gradients (``training_standing``'s
     answer, stored in its evidence as ``gradients_verified`` for the runtime)."""

@@ -16,6 +16,9 @@ class CandidateConfig(BaseModel):
     config: dict[str, Any] | None = None
     parent_config: dict[str, Any] | None = None
     kernel_config: dict[str, Any] | None = None
+    # the candidate is the compiler's own code for the op (Inductor's, as torch.compile runs it):
+    # the floor a session does not bank below (``forge.harness.sessions.confirm``)
+    compiler_code: bool = False
 
     def banked(self) -> dict[str, Any]:
         """The config a kernel built from this candidate is banked with."""

@@ -14,11 +14,13 @@ import pytest
 import torch
 from torch import nn
 
-from forge.agents import CoderContext
-from forge.agents.builtin import BuiltinCoder, inductor
+from forge.agents import CoderContext, HistoryItem
+from forge.agents.builtin import BuiltinCoder, BuiltinJudge, inductor
 from forge.agents.builtin.inductor.capture import InductorRefused, InputArg, StateArg, TrainMode, capture
 from forge.agents.builtin.tuner import FAMILY_KNOB
 from forge.core.problem import read_problem_source
+from forge.core.statuses import AttemptStatus
+from forge.core.verdict import Verdict
 from forge.harness import OptimizeOptions, optimize
 
 CATALOG = Path(__file__).parents[2] / "benchmarks" / "op_catalog"
@@ -222,6 +224,17 @@ def test_inductors_code_competes_with_the_hand_tuned_family(fast_settings):
     assert coder.canonical({**rowwise, "softmax": "recompute"}) != coder.canonical(rowwise)
     (first,) = coder.propose(CoderContext(op.stem, op.read_text(), "cpu", "cpp"))
     assert first.config and first.config[FAMILY_KNOB] == "inductor" and "async_compile" in (first.source or "")
+    assert first.compiler_code  # the session's floor (tests/harness/test_compile_floor.py)
+    history = [HistoryItem(1, first.source or "", AttemptStatus.PASSED, config=first.config, speedup_vs_eager=1.0)]
+    (second,) = coder.propose(CoderContext(op.stem, op.read_text(), "cpu", "cpp", history=history))
+    assert second.config and (second.config[FAMILY_KNOB] == "inductor") == second.compiler_code
+    # the judge names only the knobs of the family its next config renders
+    review = BuiltinJudge(coder).review(
+        CoderContext(op.stem, op.read_text(), "cpu", "cpp", history=history), Verdict.from_json({"status": "passed"})
+    )
+    assert review.feedback is not None and review.feedback.config
+    other = "softmax=" if review.feedback.config[FAMILY_KNOB] == "inductor" else "ind_"
+    assert review.feedback.next_step.startswith("try ") and other not in review.feedback.next_step
 
 
 @pytest.mark.parametrize("name", ["leaky_relu", "sum_dim1", "maxpool2d"])

@@ -245,6 +245,12 @@ class BuiltinCoder:
         self._analyze()
         return config if self._family is None else self._family.canonical(self._recipe, config)
 
+    def _compiler_code(self, config: dict[str, Any]) -> bool:
+        """Whether ``config`` renders Inductor's own code for the op (the session's floor)."""
+        if isinstance(self._recipe, RivalRecipes):
+            return self._recipe.side(config)[0] is INDUCTOR
+        return self._family is INDUCTOR
+
     def propose(self, context: CoderContext) -> list[Proposal]:
         if context.backend != self.backend:  # the session fixed the backend when it made this coder
             self.backend, self._family, self._why = context.backend, None, None
@@ -285,6 +291,7 @@ class BuiltinCoder:
                     parent_config=base if base != cfg else None,
                     kernel_config=shown,
                     note=note,
+                    compiler_code=self._compiler_code(cfg),
                 )
             )
         return out

@@ -7,7 +7,7 @@ roofline fraction the verifier measured), and the next config from ``tuner.next_
 from __future__ import annotations
 
 from forge.agents.builtin.coder import BuiltinCoder
-from forge.agents.builtin.tuner import next_configs, trials_from
+from forge.agents.builtin.tuner import effective_config, next_configs, trials_from
 from forge.agents.roles import CoderContext, Review
 from forge.core.feedback import JudgeFeedback
 from forge.core.timing_records import Roofline
@@ -57,5 +57,7 @@ class BuiltinJudge:
                     }
                 )
             )
-        step = ", ".join(f"{k}={v!r}" for k, v in nxt[0].items())
+        # the knobs that change the kernel it renders (another family's are inert under this one)
+        shown = effective_config(space, nxt[0], self.coder.canonical)
+        step = ", ".join(f"{k}={v!r}" for k, v in shown.items())
         return Review(JudgeFeedback(diagnosis=diagnosis, bottleneck=bottleneck, next_step=f"try {step}", config=nxt[0]))

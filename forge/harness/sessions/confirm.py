@@ -19,6 +19,10 @@ code read apart now (``acceptance.null_bar``), and the null is carried in its ve
 (``TimingSides.null_eager``), so the bank keeps the evidence. A null that cannot be measured
 (it failed, or the machine was busy) leaves the finalist neither banked nor rejected: ``--resume``
 confirms it again. ``null_control = false`` skips it (the bar is then 1.0x).
+
+Where Inductor's own code for the op is a contender (the built-in agent's first candidate), it
+is the floor: a finalist that holds up against eager yet is slower than torch.compile beyond the
+noise gives way to it, so a session does not bank a kernel the user's own torch.compile beats.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from forge.core.acceptance import beats_eager, timed_while_busy
+from forge.core.acceptance import beats_eager, slower_than_compile, timed_while_busy
 from forge.core.candidate_config import CandidateConfig
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
@@ -49,11 +53,15 @@ class Contender:
     config: CandidateConfig
 
 
-def finalists(contenders: list[Contender], n: int = FINALISTS, keep: Contender | None = None) -> list[Contender]:
+def finalists(
+    contenders: list[Contender], n: int = FINALISTS, keep: Contender | None = None, floor: Contender | None = None
+) -> list[Contender]:
     """The ``n`` fastest contenders by their round's median speedup vs eager, one per distinct
     source (the tuner can reach one kernel through two configs). ``keep`` (the fastest that beat
     eager beyond the noise in its own round) takes the last place if the medians left it out:
-    two noisy attempts with higher medians must not push out the one measured clearly faster."""
+    two noisy attempts with higher medians must not push out the one measured clearly faster.
+    ``floor`` (Inductor's own code for the op) comes last when the others left it out: a finalist
+    slower than torch.compile gives way to it (``confirm_finalists``)."""
     ranked = sorted(contenders, key=lambda c: -(c.verdict.speedup_vs_eager or 0.0))
     out: list[Contender] = []
     for c in ranked:
@@ -61,6 +69,8 @@ def finalists(contenders: list[Contender], n: int = FINALISTS, keep: Contender |
             out.append(c)
     if keep is not None and n > 0 and all(f.source != keep.source for f in out):
         out = [*out[: n - 1], keep]
+    if floor is not None and n > 0 and all(f.source != floor.source for f in out):
+        out.append(floor)
     return out
 
 
@@ -113,29 +123,46 @@ def confirm_finalists(
     round: int,
     stop: threading.Event,
     rejected: set[int],
+    floor: Contender | None = None,
 ) -> Confirmation:
     """Time each finalist again until one holds up. Each confirmation is recorded as an attempt of
     role ``confirm`` whose parent is the finalist; a finalist that does not hold up is added to
-    ``rejected`` at once (a Ctrl-C later must not bank it)."""
+    ``rejected`` at once (a Ctrl-C later must not bank it).
+
+    With a ``floor`` among them (Inductor's own code for the op), a finalist that holds up against
+    eager but is slower than torch.compile beyond the noise (``slower_than_compile``) is not the
+    op's best: the next finalist is timed, and it is banked only when none after it holds up."""
     trials = max(settings.confirm_trials, settings.timing_trials or 0)
     confirmer = _Confirmer(verifier, io, settings, round, stop)
     why_not: list[str] = []
     busy: str | None = None
     undecided = False
+    below: Contender | None = None  # the first that held up yet fell below the floor
     for c in candidates:
         judged = confirmer.one(c, trials)
         if not judged.held and not judged.undecided and inconclusive(judged.verdict):
             judged = confirmer.one(c, trials * EXTEND)
         if judged.held:
             chosen = replace(c, verdict=judged.verdict.model_copy(update={"confirm_attempt_id": judged.confirm_id}))
-            return Confirmation(chosen, trials, tuple(why_not), busy, undecided)
+            slower = slower_than_compile(chosen.verdict) if floor is not None and c.source != floor.source else None
+            if slower is None:
+                return Confirmation(chosen, trials, tuple(why_not), busy, undecided)
+            assert floor is not None
+            why_not.append(
+                f"attempt {c.attempt_id}: {slower}, while Inductor's own code for the op "
+                f"(attempt {floor.attempt_id}) is a finalist"
+            )
+            below = below or chosen
+            continue
         why_not.append(f"attempt {c.attempt_id}: {judged.why}")
         if judged.busy is not None or judged.undecided:  # not rejected: a quiet machine or --resume decides
             busy = judged.busy or busy
             undecided = undecided or judged.undecided
         else:
             rejected.add(c.attempt_id)
-    return Confirmation(None, trials, tuple(why_not), busy, undecided)
+    if busy is not None or undecided:  # the floor itself was not decided: a quiet machine or --resume decides
+        below = None
+    return Confirmation(below, trials, tuple(why_not), busy, undecided)
 
 
 def inconclusive(verdict: Verdict) -> bool:

@@ -23,7 +23,12 @@ from forge.harness.sessions.leases import give_back, hold_lease
 
 def proposal_config(p: Proposal) -> CandidateConfig:
     """What an attempt records of its proposal's configs."""
-    return CandidateConfig(config=p.config or None, parent_config=p.parent_config, kernel_config=p.kernel_config)
+    return CandidateConfig(
+        config=p.config or None,
+        parent_config=p.parent_config,
+        kernel_config=p.kernel_config,
+        compiler_code=p.compiler_code,
+    )
 
 
 class SessionRecorder:

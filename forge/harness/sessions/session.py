@@ -124,6 +124,7 @@ class SearchState:
     contenders: list[Contender] = field(default_factory=list)  # passed, faster than eager at the median
     best: Contender | None = None  # the fastest that beat eager beyond the noise in its own round
     top: Contender | None = None  # the fastest that passed with meaningful timings, beating eager or not
+    floor: Contender | None = None  # the fastest contender that is Inductor's own code for the op
     rejected: set[int] = field(default_factory=set)  # attempts whose confirmation did not hold up
     pending: list[Candidate] = field(default_factory=list)  # proposed, never verified (a killed run)
 
@@ -140,6 +141,10 @@ class SearchState:
             self.top = entry
         if (verdict.speedup_vs_eager or 0.0) > 1.0:
             self.contenders.append(entry)
+            if config.compiler_code and (
+                self.floor is None or (verdict.speedup_vs_eager or 0.0) > (self.floor.verdict.speedup_vs_eager or 0.0)
+            ):
+                self.floor = entry
         ok, _why = beats_eager(verdict)
         # ranked by speedup vs eager measured in the same run: machine drift between runs cancels out
         faster = self.best is None or (verdict.speedup_vs_eager or 0.0) > (self.best.verdict.speedup_vs_eager or 0.0)
@@ -284,13 +289,14 @@ class Session:
         if status is not SessionStatus.INTERRUPTED:
             try:
                 outcome = confirm_finalists(
-                    finalists(state.contenders, keep=state.best),
+                    finalists(state.contenders, keep=state.best, floor=state.floor),
                     self.verifier,
                     self.io,
                     self.settings,
                     state.round,
                     self.io.limits.stop_requested,
                     state.rejected,
+                    state.floor,
                 )
                 best, reason, confirmed = outcome.chosen, outcome.reason(reason, self.id), True
                 if best is None and outcome.busy is not None:
