@@ -74,10 +74,10 @@ def test_capture_finds_every_argument_by_identity():
         InputArg(0),
         InputArg(1),
         InputArg(2),
-        StateArg("proj.weight"),
-        StateArg("proj.bias"),
-        StateArg("norm.weight"),
-        StateArg("norm.bias"),
+        StateArg("proj.weight", "_parameters"),
+        StateArg("proj.bias", "_parameters"),
+        StateArg("norm.weight", "_parameters"),
+        StateArg("norm.bias", "_parameters"),
         StateArg("scale"),
     }
     assert captured.outputs == (None, 0)  # the input returned as given is not the code's output
@@ -113,6 +113,33 @@ def test_the_candidate_runs_inductors_code_without_compiling(monkeypatch):
     mask = torch.zeros(2, 8, 16, dtype=torch.bool)
     with torch.no_grad():
         torch.testing.assert_close(candidate(x, mask, pair=(a, b))[0], model(x, mask, pair=(a, b))[0])
+
+
+def test_the_candidate_reads_the_weights_the_module_holds_now():
+    """The candidate reads its module's tensors straight from their owners' tables: a replaced
+    layer's weights are the ones used, and a weight held another way (a parametrization) is
+    found as the model finds it."""
+    model = Gate()
+    recipe = inductor.analyze(copy.deepcopy(model), _inputs(), CALL)
+    assert not isinstance(recipe, str), recipe
+    cls = candidate_class(model, inductor.render(recipe, None))
+    candidate = built_alike(model, cls).eval()
+    x, a, b = _inputs()
+    for m in (model, candidate):
+        m.proj = nn.Linear(16, 16)
+        m.proj.load_state_dict(model.proj.state_dict())
+        m.scale = torch.full((16,), 2.0)
+    with torch.no_grad():
+        torch.testing.assert_close(candidate(x, pair=(a, b))[0], model.eval()(x, pair=(a, b))[0])
+
+    class Doubled(nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    for m in (model, candidate):
+        torch.nn.utils.parametrize.register_parametrization(m.norm, "weight", Doubled())
+    with torch.no_grad():
+        torch.testing.assert_close(candidate(x, pair=(a, b))[0], model(x, pair=(a, b))[0])
 
 
 def test_importing_the_candidate_starts_no_compile_pool(monkeypatch):

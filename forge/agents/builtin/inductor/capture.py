@@ -32,9 +32,11 @@ class InductorRefused(Exception):
 
 @dataclass(frozen=True)
 class StateArg:
-    """A tensor the module holds (parameter, buffer or plain tensor attribute), by its path."""
+    """A tensor the module holds, by its path, and where its owner keeps it: ``table`` is
+    ``_parameters`` or ``_buffers``, or "" for a plain tensor attribute."""
 
     path: str
+    table: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ class Captured:
     # an index for an input the op returns as it was given
     outputs: tuple[int | None, ...]
     inputs: tuple[TensorSpec, ...]  # the op's inputs, as compiled for
-    state: tuple[tuple[str, TensorSpec], ...]  # the module's tensors the code reads
+    state: tuple[tuple[StateArg, TensorSpec], ...]  # the module's tensors the code reads
     device: str  # the device it was compiled for, with its index (the code names it)
 
 
@@ -110,18 +112,18 @@ def call_op(model: torch.nn.Module, inputs: Sequence[torch.Tensor], template: st
     return _source_function("_forge_call", len(inputs), body, {"torch": torch, "_model": model})(*inputs)
 
 
-def state_paths(model: torch.nn.Module) -> dict[int, str]:
+def state_paths(model: torch.nn.Module) -> dict[int, StateArg]:
     """Every tensor the module holds, by identity: parameters, buffers, plain tensor attributes."""
-    paths: dict[int, str] = {}
+    paths: dict[int, StateArg] = {}
     for prefix, module in model.named_modules(remove_duplicate=False):
         dotted = f"{prefix}." if prefix else ""
         for name, value in vars(module).items():
             if isinstance(value, torch.Tensor):
-                paths.setdefault(id(value), dotted + name)
+                paths.setdefault(id(value), StateArg(dotted + name))
         for table in ("_parameters", "_buffers"):
             for name, value in getattr(module, table, {}).items():
                 if value is not None:
-                    paths.setdefault(id(value), dotted + name)
+                    paths.setdefault(id(value), StateArg(dotted + name, table))
     return paths
 
 
@@ -144,7 +146,7 @@ def _sources(
         if id(value) in given:
             out.append(InputArg(given[id(value)]))
         elif id(value) in held:
-            out.append(StateArg(held[id(value)]))
+            out.append(held[id(value)])
         else:
             raise InductorRefused(f"the compiled graph's argument {k} is a tensor the module does not hold")
     return tuple(out)
@@ -310,8 +312,8 @@ def attribute(model: torch.nn.Module, path: str) -> Any:
     return obj
 
 
-def _state(model: torch.nn.Module, args: tuple[ArgSource, ...]) -> tuple[tuple[str, TensorSpec], ...]:
-    return tuple((a.path, TensorSpec.of(attribute(model, a.path))) for a in args if isinstance(a, StateArg))
+def _state(model: torch.nn.Module, args: tuple[ArgSource, ...]) -> tuple[tuple[StateArg, TensorSpec], ...]:
+    return tuple((a, TensorSpec.of(attribute(model, a.path))) for a in args if isinstance(a, StateArg))
 
 
 def _check(
