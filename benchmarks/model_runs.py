@@ -120,6 +120,9 @@ def main() -> int:
     add_page_option(ap)
     a = ap.parse_args()
     print("speedups are eager's (or compile's) time over the other's, per round of one call each; 95% CI")
+    # the page's header names this interpreter's torch; forge may run under another (--python)
+    said = subprocess.run([a.python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    print(f"forge ran with {a.python}: torch {said.stdout.strip() or 'not importable: ' + said.stderr[-200:]}")
     failed = 0
     done_rows: list[tuple[str, dict[str, Any]]] = []
     for model in [str(Path(m).resolve()) if Path(m).is_file() else m for m in a.models] or [str(p) for p in SHIPPED]:

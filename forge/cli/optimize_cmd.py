@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -119,17 +119,11 @@ def optimize_command(
     plan: forge plan)."""
     resume_all, resume_ids = _resume_choice(resume)
     if parallel or world_size is not None or mesh is not None or simulate:
-        err.print(
-            "[yellow]note:[/] `forge optimize --parallel` has moved to `forge plan MODEL.py` (the same options); "
-            "this form goes in the next release",
-            soft_wrap=True,
-        )
         if not parallel:
             raise typer.BadParameter("--world-size, --mesh and --simulate plan a model's ranks: use forge plan")
-        if device not in (None, Device.CPU, Device.AUTO):
-            raise typer.BadParameter(f"{device}: plans are run on CPU ranks over gloo", param_hint="--device")
-        plan_command(
-            _one_model(ops or []),
+        _moved_to_plan(
+            ops or [],
+            device,
             world_size=world_size,
             mesh=mesh,
             memory_per_device=memory_per_device,
@@ -145,7 +139,6 @@ def optimize_command(
             resume=_one_session(resume_ids, resume_all),
             as_json=as_json,
         )
-
     if not modules and (include or exclude or ops_dir is not None or min_share is not None or prove_rounds):
         raise typer.BadParameter(
             "--include, --exclude, --min-share, --prove-rounds and --ops-dir are for a model: add --modules"
@@ -155,15 +148,17 @@ def optimize_command(
             "a model-level run starts afresh: resume its ops' sessions by id", param_hint="--resume"
         )
 
-    def settings_and_options() -> tuple[ForgeSettings, harness.OptimizeOptions]:
-        settings = load_settings(
+    def settings() -> ForgeSettings:
+        return load_settings(
             device=device,
             compile_baseline=False if no_compile_baseline else None,
             sandbox=False if unsandboxed else None,
             executor=executor,
             ray_address=ray_address,
         )
-        options = harness.OptimizeOptions(
+
+    def options() -> harness.OptimizeOptions:
+        return harness.OptimizeOptions(
             model=model,
             judge_model=judge,
             api_base=api_base,
@@ -179,38 +174,64 @@ def optimize_command(
             resume_all=resume_all,
             train=train,
         )
-        return settings, options
-
-    def run() -> harness.RunResult:
-        settings, options = settings_and_options()
-        result = harness.optimize(list(ops or []), options, settings, EventPrinter())
-        if report is not None:
-            written = harness.write_report(report, result)
-            err.print(f"report: {', '.join(str(p) for p in written)}")
-        return result
-
-    def run_model() -> harness.ModelRunResult:
-        if not ops or len(ops) > 1:
-            raise UsageError(
-                "--modules takes one model: MODEL.py (Model, get_inputs, get_init_inputs) or module:factory"
-            )
-        settings, options = settings_and_options()
-        choices = harness.ModelChoices(
-            include=frozenset(include or ()), exclude=frozenset(exclude or ()), ops_dir=ops_dir
-        )
-        if min_share is not None:
-            choices = dataclasses.replace(choices, min_share=min_share)
-        if prove_rounds is not None:
-            choices = dataclasses.replace(choices, prove_rounds=prove_rounds)
-        result = harness.optimize_model(str(ops[0]), options, settings, choices, EventPrinter())
-        if report is not None:
-            written = harness.write_model_report(report, result)
-            err.print(f"report: {', '.join(str(p) for p in written)}")
-        return result
 
     if modules:
-        report_and_exit(run_model, as_json, model_summary)
-    report_and_exit(run, as_json, _summary)
+        choices = _model_choices(include, exclude, ops_dir, min_share, prove_rounds)
+        report_and_exit(lambda: _run_model(ops, options(), settings(), choices, report), as_json, model_summary)
+    report_and_exit(lambda: _run_ops(ops, options(), settings(), report), as_json, _summary)
+
+
+def _moved_to_plan(ops: list[Path], device: Device | None, **plan: Any) -> None:
+    """``forge optimize --parallel``: said to have moved, then run as ``forge plan`` (exits)."""
+    err.print(
+        "[yellow]note:[/] `forge optimize --parallel` has moved to `forge plan MODEL.py` (the same options); "
+        "this form goes in the next release",
+        soft_wrap=True,
+    )
+    if device not in (None, Device.CPU, Device.AUTO):
+        raise typer.BadParameter(f"{device}: plans are run on CPU ranks over gloo", param_hint="--device")
+    plan_command(_one_model(ops), **plan)
+
+
+def _model_choices(
+    include: list[str] | None,
+    exclude: list[str] | None,
+    ops_dir: Path | None,
+    min_share: float | None,
+    prove_rounds: int | None,
+) -> harness.ModelChoices:
+    choices = harness.ModelChoices(include=frozenset(include or ()), exclude=frozenset(exclude or ()), ops_dir=ops_dir)
+    if min_share is not None:
+        choices = dataclasses.replace(choices, min_share=min_share)
+    if prove_rounds is not None:
+        choices = dataclasses.replace(choices, prove_rounds=prove_rounds)
+    return choices
+
+
+def _run_ops(
+    ops: list[Path] | None, options: harness.OptimizeOptions, settings: ForgeSettings, report: Path | None
+) -> harness.RunResult:
+    result = harness.optimize(list(ops or []), options, settings, EventPrinter())
+    if report is not None:
+        written = harness.write_report(report, result)
+        err.print(f"report: {', '.join(str(p) for p in written)}")
+    return result
+
+
+def _run_model(
+    ops: list[Path] | None,
+    options: harness.OptimizeOptions,
+    settings: ForgeSettings,
+    choices: harness.ModelChoices,
+    report: Path | None,
+) -> harness.ModelRunResult:
+    if not ops or len(ops) > 1:
+        raise UsageError("--modules takes one model: MODEL.py (Model, get_inputs, get_init_inputs) or module:factory")
+    result = harness.optimize_model(str(ops[0]), options, settings, choices, EventPrinter())
+    if report is not None:
+        written = harness.write_model_report(report, result)
+        err.print(f"report: {', '.join(str(p) for p in written)}")
+    return result
 
 
 def _resume_choice(given: list[str] | None) -> tuple[bool, list[int]]:

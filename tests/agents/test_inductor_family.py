@@ -301,3 +301,34 @@ def test_inductors_triton_code_runs_as_a_candidate_on_a_gpu():
     x, scale = torch.randn(32, 64, device="cuda"), torch.rand(64, device="cuda")
     with torch.no_grad():
         torch.testing.assert_close(candidate(x, scale=scale), model.eval()(x, scale=scale), rtol=1e-4, atol=1e-5)
+
+
+def test_the_search_space_is_what_inductor_exposes_on_the_device(monkeypatch):
+    """A GPU tunes Triton's configs (max-autotune, coordinate descent, persistent reductions,
+    fusion); a CPU its loops' split, fusion and tiling, and its vector width only where it has
+    two to choose from. Each knob's first value is Inductor's own default."""
+    from torch._inductor import config as inductor_config
+
+    gpu = inductor.knobs("cuda")
+    assert set(gpu) == {"ind_autotune", "ind_coordinate", "ind_persistent", "ind_fusion"}
+    assert [option for option, _ in gpu.values()] == [
+        "max_autotune",
+        "coordinate_descent_tuning",
+        "triton.persistent_reductions",
+        "aggressive_fusion",
+    ]
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert set(inductor.knobs("cpu")) == {"ind_chunk", "ind_fusion", "ind_tiling"}
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    cpu = inductor.knobs("cpu")
+    assert set(cpu) == {"ind_chunk", "ind_fusion", "ind_tiling", "ind_simd"} and cpu["ind_simd"][1] == [None, 256]
+    for option, values in [*cpu.values(), *gpu.values()]:
+        owner, name = (
+            (inductor_config, option)
+            if "." not in option
+            else (
+                getattr(inductor_config, option.split(".")[0]),
+                option.split(".")[1],
+            )
+        )
+        assert getattr(owner, name) == values[0], option  # the search starts at Inductor's default

@@ -118,7 +118,7 @@ def test_a_finalist_slower_than_compile_gives_way_to_inductor_s_code():
     assert outcome.chosen.verdict.confirm_attempt_id == 1003
     assert io.recorder.confirmed_ids == [1, 2, 3]
     assert len(outcome.why_not) == 2 and all("slower than it beyond the noise" in w for w in outcome.why_not)
-    assert "Inductor's own code for the op (attempt 3) is a finalist" in outcome.why_not[0]
+    assert "Inductor's own code for the op (attempt 3) is a finalist and is timed instead" in outcome.why_not[0]
 
 
 def test_a_finalist_at_compile_speed_or_faster_is_banked_before_the_floor():

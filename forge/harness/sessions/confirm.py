@@ -133,29 +133,22 @@ def confirm_finalists(
     eager but is slower than torch.compile beyond the noise (``slower_than_compile``) is not the
     op's best: the next finalist is timed, and it is banked only when none after it holds up."""
     trials = max(settings.confirm_trials, settings.timing_trials or 0)
-    confirmer = _Confirmer(verifier, io, settings, round, stop)
+    confirmer = _Confirmer(verifier, io, settings, round, stop, floor)
     why_not: list[str] = []
     busy: str | None = None
     undecided = False
-    below: Contender | None = None  # the first that held up yet fell below the floor
+    below: Contender | None = None  # the first that held up against eager yet fell below the floor
     for c in candidates:
         judged = confirmer.one(c, trials)
-        if not judged.held and not judged.undecided and inconclusive(judged.verdict):
+        if not judged.held and not judged.below_floor and not judged.undecided and inconclusive(judged.verdict):
             judged = confirmer.one(c, trials * EXTEND)
+        chosen = replace(c, verdict=judged.verdict.model_copy(update={"confirm_attempt_id": judged.confirm_id}))
         if judged.held:
-            chosen = replace(c, verdict=judged.verdict.model_copy(update={"confirm_attempt_id": judged.confirm_id}))
-            slower = slower_than_compile(chosen.verdict) if floor is not None and c.source != floor.source else None
-            if slower is None:
-                return Confirmation(chosen, trials, tuple(why_not), busy, undecided)
-            assert floor is not None
-            why_not.append(
-                f"attempt {c.attempt_id}: {slower}, while Inductor's own code for the op "
-                f"(attempt {floor.attempt_id}) is a finalist"
-            )
-            below = below or chosen
-            continue
+            return Confirmation(chosen, trials, tuple(why_not), busy, undecided)
         why_not.append(f"attempt {c.attempt_id}: {judged.why}")
-        if judged.busy is not None or judged.undecided:  # not rejected: a quiet machine or --resume decides
+        if judged.below_floor:  # banked only if the floor does not hold up
+            below = below or chosen
+        elif judged.busy is not None or judged.undecided:  # not rejected: a quiet machine or --resume decides
             busy = judged.busy or busy
             undecided = undecided or judged.undecided
         else:
@@ -183,17 +176,26 @@ class Judged:
     confirm_id: int
     busy: str | None = None
     undecided: bool = False
+    below_floor: bool = False  # it beat eager, but torch.compile beats it and Inductor's code is a finalist
 
 
 class _Confirmer:
     """One confirm step: finalists timed again, each recorded as a confirm attempt, and judged
-    against a null control when one would be banked."""
+    against a null control when one would be banked, and against the floor (``floor``:
+    Inductor's own code for the op, when it is a finalist)."""
 
     def __init__(
-        self, verifier: Verifier, io: SessionIO, settings: ForgeSettings, round: int, stop: threading.Event
+        self,
+        verifier: Verifier,
+        io: SessionIO,
+        settings: ForgeSettings,
+        round: int,
+        stop: threading.Event,
+        floor: Contender | None = None,
     ) -> None:
         self.verifier, self.io, self.settings, self.round, self.stop = verifier, io, settings, round, stop
         self.nulls = NullControl(verifier, io, settings, stop)
+        self.floor = floor
 
     def one(self, c: Contender, trials: int) -> Judged:
         """Time one finalist again with ``trials`` calls a side, judge it and record it as a
@@ -216,10 +218,19 @@ class _Confirmer:
             verdict, ok, why, blocked = judged_against(verdict, null)
             if blocked is not None:
                 busy, undecided = blocked.busy, blocked.busy is None
+        below = False
+        if ok and self.floor is not None and c.source != self.floor.source:
+            slower = slower_than_compile(verdict)
+            if slower is not None:
+                ok, below = False, True
+                why = (
+                    f"{slower}; Inductor's own code for the op (attempt {self.floor.attempt_id}) "
+                    "is a finalist and is timed instead"
+                )
         if not verdict.passed and verdict.reason:
             why = f"{why}: {verdict.reason}"
         cid = self._record(c, verdict, ok, why, trials)
-        return Judged(verdict, ok, why, cid, busy, undecided)
+        return Judged(verdict, ok, why, cid, busy, undecided, below)
 
     def _record(self, c: Contender, verdict: Verdict, held: bool, why: str, trials: int) -> int:
         recorded = verdict.model_copy(update={"confirm_held": held, "confirm_reason": why, "confirm_trials": trials})
