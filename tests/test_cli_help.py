@@ -47,3 +47,24 @@ def test_an_enumerated_option_takes_only_its_choices(args, said):
 def test_plan_without_a_model_or_a_session_says_what_to_give(tmp_path):
     done = CliRunner().invoke(app, ["plan", "--bank", str(tmp_path / "b.db")], env={"COLUMNS": "200"})
     assert done.exit_code == 2 and "give MODEL.py" in done.output and "Traceback" not in done.output
+
+
+@pytest.mark.parametrize(
+    "command", [[], ["verify"], ["optimize"], ["plan"], ["doctor"], ["bank"], ["bank", "show"], ["bank", "export"]]
+)
+def test_help_names_values_in_words_and_flags_with_none(command):
+    """Not typer's Python annotations (``<bool>`` beside every flag, ``<list[Path]>``)."""
+    done = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert done.exit_code == 0, done.output
+    assert not re.search(r"<[a-zA-Z\[\]| ]+>", done.output), done.output
+    help_row = next(line for line in done.output.splitlines() if "--help" in line)
+    assert help_row.split("--help")[1].split()[:1] == ["Show"], help_row  # no word for a flag
+
+
+def test_an_option_s_value_word_comes_from_typer_s_label():
+    from forge.cli.help_format import value_word
+
+    assert value_word("<bool>") == ""
+    assert value_word("<str>") == "TEXT" and value_word("<int range>") == "N" and value_word("<float>") == "NUMBER"
+    assert value_word("<auto|cpu|cuda>") == "[auto|cpu|cuda]" and value_word("<list[str]>") == "TEXT"
+    assert value_word("<BankLocation>") == "BANK" and value_word("<path>") == "PATH"

@@ -6,13 +6,17 @@ import typer
 
 from forge.cli.bank_cmd import bank_app
 from forge.cli.doctor_cmd import doctor_command
+from forge.cli.help_format import PlainHelpGroup
 from forge.cli.optimize_cmd import optimize_command
 from forge.cli.plan_cmd import plan_command
 from forge.cli.verify_cmd import verify
 from forge.core.version import VERSION
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="forge: verified kernels from PyTorch reference ops."
+    cls=PlainHelpGroup,
+    add_completion=False,
+    no_args_is_help=True,
+    help="forge: verified kernels from PyTorch reference ops.",
 )
 
 
