@@ -107,6 +107,10 @@ class CompileStanding(BaseModel):
     by_model: bool = False  # set by a model-level run (a compiled model it slowed): re-verifying keeps it
 
 
+def _against_compile(compiled: PairedRatio) -> str:
+    return f"{compiled.median:.2f}x torch.compile (95% CI {compiled.low:.2f}-{compiled.high:.2f}x)"
+
+
 def beats_compile(verdict: Verdict) -> CompileStanding:
     """A kernel replaces the reference under ``torch.compile`` only when it beats the compiled
     reference beyond the noise: the 95% interval of the per-pair ratio (compiled call / adjacent
@@ -120,7 +124,7 @@ def beats_compile(verdict: Verdict) -> CompileStanding:
     compiled = verdict.claim_pairs()[1]
     if compiled is None:
         return CompileStanding(beats=False, why="no torch.compile baseline was timed for it")
-    figure = f"{compiled.median:.2f}x torch.compile (95% CI {compiled.low:.2f}-{compiled.high:.2f}x)"
+    figure = _against_compile(compiled)
     bar = null_bar(verdict.timing_stats.null_eager)
     if compiled.low <= bar:
         beyond = "1.0x" if bar == 1.0 else f"the null control's {bar:.2f}x"
@@ -141,7 +145,7 @@ def slower_than_compile(verdict: Verdict) -> str | None:
     floor = null_floor(verdict.timing_stats.null_eager)
     if compiled.high >= floor:
         return None
-    figure = f"{compiled.median:.2f}x torch.compile (95% CI {compiled.low:.2f}-{compiled.high:.2f}x)"
+    figure = _against_compile(compiled)
     return f"{figure}: slower than it beyond the noise"
 
 
