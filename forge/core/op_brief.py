@@ -1,7 +1,7 @@
 """What an LLM session's coder and judge are told about the op before they write a line: what it
 must match (the tolerances and the checks), what it competes with (where eager's time goes, what
 torch.compile generated and how fast that runs) and the runtime facts a kernel depends on.
-Measured once per op and machine by ``forge.verifier.op_brief`` in a process of its own, read back
+Measured once per op and machine by ``forge.verifier.briefing.measure`` in a process of its own, read back
 here (it crosses a process boundary as JSON: validated)."""
 
 from __future__ import annotations

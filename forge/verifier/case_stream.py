@@ -15,7 +15,7 @@ from forge.verifier import checks
 from forge.verifier.checks import DrawnCase
 from forge.verifier.compare import ConstantProbe
 from forge.verifier.messages import CaseDataReply, CaseDataRequest, CaseDescriptor, ProblemErrorReply, Reply, Request
-from forge.verifier.process import WorkerProcess
+from forge.verifier.processes.worker_process import WorkerProcess
 
 # The reference's next reply, with what it was doing for the error message when it died.
 RefReply = Callable[[str], Reply]

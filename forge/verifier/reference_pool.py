@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from forge.verifier.messages import HelloReply
-from forge.verifier.process import WorkerGone, WorkerProcess
+from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess
 
 _DRAIN_S = 60.0  # the longest a reply still owed (a case being drawn, the roofline) may take
 EnvKey = tuple[tuple[str, str], ...]

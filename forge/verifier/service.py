@@ -28,9 +28,9 @@ from forge.core.errors import ForgeError
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import NodeSpec, Verdict
 from forge.verifier.machine import available_cores, gpu_slots, visible_gpus
-from forge.verifier.process import Killable, kill_all, worker_group
+from forge.verifier.processes.worker_process import Killable, kill_all, worker_group
 from forge.verifier.reference_pool import ReferencePool
-from forge.verifier.user_loop import measure_user_loop, with_user_loop
+from forge.verifier.timing.user_loop import measure_user_loop, with_user_loop
 from forge.verifier.verification import verify
 
 

@@ -40,15 +40,15 @@ from forge.verifier.messages import (
     RooflineRequest,
     SetupRequest,
 )
-from forge.verifier.process import WorkerGone, WorkerProcess, expect_reply
+from forge.verifier.processes.sandboxing import sandboxed
+from forge.verifier.processes.worker_env import worker_env
+from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
-from forge.verifier.sandboxing import sandboxed
 from forge.verifier.timing.candidate_times import CandidateTimes, record_timing_checks
 from forge.verifier.timing.paired import CandidateFailed, PairedTimer, PairedTimes, ProgressNote, ReferenceTampered
 from forge.verifier.timing.sched_guard import SchedGuard, record_reference_sched
 from forge.verifier.timing.statistics import record_launch_cost, record_pairs, record_regimes, record_speedups
 from forge.verifier.timing.training import record_training_step
-from forge.verifier.worker_env import worker_env
 
 if TYPE_CHECKING:  # compare loads torch, which the parent imports only once its workers have started
     from forge.verifier.compare import Mismatch

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 
 if TYPE_CHECKING:  # imported at run time only once the clocks are bound (above)
     from forge.verifier.candidate_side import CandidateSide
-    from forge.verifier.channel import Channel
+    from forge.verifier.processes.channel import Channel
     from forge.verifier.reference_side import ReferenceSide
 
 
@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
     role, fd = argv[0], int(argv[1])
     sock = socket.socket(fileno=fd)
     from forge.core.sandbox import SandboxError, enter_from_env
-    from forge.verifier.channel import Channel
+    from forge.verifier.processes.channel import Channel
 
     chan = Channel(sock)
     try:  # a forked worker: before a thread starts, before the candidate is imported (an exec'd
@@ -167,7 +167,6 @@ def _serve(chan: Channel, side: CandidateSide | ReferenceSide) -> int:
     """Answer the parent's requests until it closes the channel or asks this worker to exit."""
     from forge.core.errors import ProblemError
     from forge.verifier.candidate_side import CandidateSide, StageError
-    from forge.verifier.channel import ChannelClosed
     from forge.verifier.messages import (
         ErrorReply,
         ExitRequest,
@@ -178,6 +177,7 @@ def _serve(chan: Channel, side: CandidateSide | ReferenceSide) -> int:
         TimeCallRequest,
         parse_request,
     )
+    from forge.verifier.processes.channel import ChannelClosed
 
     tick = TickReply().wire()
     while True:

@@ -13,7 +13,7 @@ from forge.core.op_brief import OpBrief
 from forge.core.statuses import AttemptStatus
 from forge.core.timing_records import Roofline, Timings
 from forge.core.verdict import Verdict
-from forge.verifier.inductor_code import trim_output_code
+from forge.verifier.briefing.inductor_code import trim_output_code
 from tests.conftest import EXAMPLES
 
 

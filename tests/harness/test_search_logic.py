@@ -383,7 +383,7 @@ def test_collect_ops_and_backends(tmp_path):
 
 def test_parallel_verifications_get_a_gpu_each(monkeypatch, tmp_path):
     from forge.verifier.machine import gpu_slots, visible_gpus
-    from forge.verifier.worker_env import worker_env
+    from forge.verifier.processes.worker_env import worker_env
 
     assert gpu_slots(2, ["0", "1", "2"]) == ["0", "1"]
     assert gpu_slots(3, ["4", "5"]) == ["4", "5", "4"]  # more workers than GPUs: shared
@@ -396,7 +396,7 @@ def test_parallel_verifications_get_a_gpu_each(monkeypatch, tmp_path):
 
 
 def test_a_candidate_worker_on_a_cluster_node_gets_no_ray_variables(monkeypatch, tmp_path):
-    from forge.verifier.worker_env import worker_env
+    from forge.verifier.processes.worker_env import worker_env
 
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     monkeypatch.setenv("RAY_JOB_ID", "01000000")

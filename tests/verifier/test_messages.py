@@ -7,7 +7,6 @@ import typing
 import pytest
 import torch
 
-from forge.verifier import codec
 from forge.verifier.candidate_side import CandidateSide
 from forge.verifier.messages import (
     CaseFacts,
@@ -19,6 +18,7 @@ from forge.verifier.messages import (
     parse_request,
 )
 from forge.verifier.messages.requests import Request
+from forge.verifier.processes import codec
 from forge.verifier.reference_side import ReferenceSide
 
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from forge.verifier.process_watch import ProcessWatch
+from forge.verifier.timing.process_watch import ProcessWatch
 
 
 def _reference() -> tuple[nn.Module, types.ModuleType]:

@@ -14,10 +14,11 @@ from forge.core.acceptance import beats_eager
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
 from forge.core.verdict import Verdict
-from forge.verifier import Job, VerifierService, user_loop
+from forge.verifier import Job, VerifierService
 from forge.verifier.messages import UserLoopRequest
+from forge.verifier.timing import user_loop
 from forge.verifier.timing.slowdown import slowed
-from forge.verifier.user_loop import with_user_loop
+from forge.verifier.timing.user_loop import with_user_loop
 from tests.conftest import CANDIDATES, OPS
 
 AFFINE = OPS / "small_affine.py"

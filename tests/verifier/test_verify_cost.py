@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from forge.core.statuses import VerdictStatus
-from forge.verifier import codec, memory, verify
+from forge.verifier import memory, verify
 from forge.verifier.candidate_side import _busy_python_threads
+from forge.verifier.processes import codec
 from forge.verifier.reference_pool import ReferencePool
 from tests.conftest import CANDIDATES, OPS
 
@@ -136,7 +137,7 @@ def test_forked_workers_start_clean_of_earlier_candidates(fast_settings, tmp_pat
     assert verify(SOFTMAX, leaves, unconfined).passed
     second = verify(SOFTMAX, checks, unconfined)
     assert second.passed, second.reason
-    assert "forge.verifier.template_process" in second.candidate_output
+    assert "forge.verifier.processes.template_process" in second.candidate_output
 
 
 def test_templates_off_exec_every_worker(fast_settings, tmp_path: Path, monkeypatch):

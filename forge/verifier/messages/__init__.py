@@ -1,6 +1,6 @@
 """What the verifier's parent and its workers say to each other, as typed records.
 
-A frame on the channel (``forge.verifier.channel``) is a codec-encoded mapping; the worker turns
+A frame on the channel (``forge.verifier.processes.channel``) is a codec-encoded mapping; the worker turns
 each one into a request (``parse_request``) and the parent each one into a reply
 (``parse_reply``), once, where it arrives. A frame that is none of them, or holds a field of the
 wrong type, is a protocol breach (code in a candidate's worker can write into its channel), and

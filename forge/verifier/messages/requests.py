@@ -113,7 +113,7 @@ class TimeEndRequest(Message):
 
 
 class Turns(Message):
-    """A user-loop process that takes turns with another (``user_loop_turns``): it reads a byte
+    """A user-loop process that takes turns with another (``timing.user_loop_turns``): it reads a byte
     from ``read_fd`` before each block of ``block_rounds`` rounds and writes one to ``write_fd``
     after it, ``blocks`` times; eager's calls go to ``times_path`` (``TurnTimes``). The control
     process never imports the candidate."""
@@ -134,7 +134,7 @@ class TurnTimes(Message):
 
 
 class UserLoopRequest(Message):
-    """A user-loop process's job (``user_loop``), written to the file it reads; it answers with a
+    """A user-loop process's job (``timing.user_loop``), written to the file it reads; it answers with a
     ``UserLoop`` record written to another (a control process, ``turns.role == "control"``, with
     its ``TurnTimes`` alone)."""
 

@@ -1,6 +1,7 @@
-"""How the verifier times a candidate against its baselines: one place, by side.
+"""How the verifier times a candidate against its baselines: one place, in two measurements.
 
-In the workers (each runs the same loop on its own side):
+**The isolated verification** (every candidate). In the workers (each runs the same loop on its
+own side):
 
 - ``worker_loop``: the clocks bound at worker start-up, the heap prefaulted, and the timed loop
   (flush, clock, one call on a fresh input set, sync) with the garbage collector paused.
@@ -14,15 +15,29 @@ In the parent:
 - ``pairing``: which side goes first in a pair, and the paired ratio with its 95% interval;
 - ``statistics``: the figures written into the verdict: per-side statistics, speedups, the
   paired ratios per regime, the roofline fraction, the launch cost;
+- ``training``: training steps (forward and backward) timed the same way (``forge verify --train``);
 - ``contention``: the machine's load while a batch ran (other processes, the hypervisor's
   steal), which marks a measurement busy (never counted as a speedup), and the wait for quiet;
 - ``sched_guard``: the reference worker's scheduling (affinity, priority) checked around the
-  timed batches, so a candidate that slows the reference down is caught;
-- ``plain_loop``: both sides timed in one process, as a user's loop would (the user-loop
-  confirmation and the benchmarks).
-- ``slowdown``: whether eager ran slower beside the candidate than without it (the user loop).
+  timed batches, so a candidate that slows the reference down is caught.
 
-The null control (the op's reference timed against itself) is a candidate like any other here:
-``VerifierService.verify_null`` runs it; ``forge.harness.sessions.null_control`` judges a
-finalist against it.
+**The user loop** (a finalist's confirmation): the candidate timed as its user times it, in fresh
+processes, and the claim never above either measurement:
+
+- ``user_loop``: in the parent: the processes run one after another, their figure, the claim
+  (``with_user_loop``) and the time it may take (``time_allowance``);
+- ``user_loop_worker``: one such process (``python -m forge.verifier.timing.user_loop_worker``):
+  the op and the candidate loaded as ``forge.kernelbank`` loads them, then the loop;
+- ``plain_loop``: both sides timed in one process, as a user's loop would (the user loop's
+  processes and the benchmarks);
+- ``process_watch``: what the candidate changed in that process, noted before it is imported
+  and compared after the loop;
+- ``slowdown``: whether eager ran slower beside the candidate than without it;
+- ``user_loop_turns``: when it did, two processes taking turns, one with the candidate and one
+  without it.
+
+Every process that times (the two workers, the user loop's) starts with the same environment
+(``forge.verifier.processes.worker_env``). The null control (the op's reference timed against
+itself) is a candidate like any other here: ``VerifierService.verify_null`` runs it;
+``forge.harness.sessions.null_control`` judges a finalist against it.
 """

@@ -6,7 +6,7 @@ from forge.core.statuses import TimingRegime, VerdictStatus
 from forge.core.verdict import Verdict
 from forge.verifier import checks
 from forge.verifier.messages import TimingBatchReply
-from forge.verifier.process import Ending, WorkerGone
+from forge.verifier.processes.worker_process import Ending, WorkerGone
 from forge.verifier.timing.paired import BatchTimes
 
 

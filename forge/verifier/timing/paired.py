@@ -48,7 +48,7 @@ from forge.verifier.messages import (
     TimingPlan,
     TimingReply,
 )
-from forge.verifier.process import WorkerProcess, expect_reply
+from forge.verifier.processes.worker_process import WorkerProcess, expect_reply
 from forge.verifier.timing.contention import LoadMonitor, combined
 from forge.verifier.timing.pairing import call_order
 

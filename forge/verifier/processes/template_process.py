@@ -1,4 +1,4 @@
-"""The worker template: ``python -m forge.verifier.template_process FD``.
+"""The worker template: ``python -m forge.verifier.processes.template_process FD``.
 
 A clean interpreter that imports what every worker needs (the worker module, which binds the
 clocks first, then torch and both sides of the verifier) and then only forks: each request from
@@ -26,7 +26,7 @@ import sys
 from typing import Any
 
 import forge.verifier.worker as worker  # first: binds the clocks before torch is imported
-from forge.verifier.template import worker_limits
+from forge.verifier.processes.template import worker_limits
 
 
 def _preload() -> None:

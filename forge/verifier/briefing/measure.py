@@ -1,5 +1,5 @@
 """An op's brief (``forge.core.op_brief``) for the agents' prompts: measured by
-``forge.verifier.op_brief_worker`` in a process of its own with the verification workers'
+``forge.verifier.briefing.brief_worker`` in a process of its own with the verification workers'
 environment, bounded in time, and cached per op and machine.
 
 A part that fails or runs out of time is left out and named in ``missing``, never fatal: the
@@ -15,8 +15,8 @@ from forge.core.op_brief import OpBrief
 from forge.core.sandbox import python_argv
 from forge.core.settings import ForgeSettings
 from forge.verifier import machine
-from forge.verifier.sandboxing import sandboxed
-from forge.verifier.worker_env import worker_env
+from forge.verifier.processes.sandboxing import sandboxed
+from forge.verifier.processes.worker_env import worker_env
 
 BRIEF_TIMEOUT_S = 240.0
 _VERSION = 5  # what the brief holds: a brief cached by an older forge is measured again
@@ -36,7 +36,7 @@ def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSe
     env = worker_env(device, threads, settings.cache_path(), settings.gpu)
     # the op's own code, run before any candidate: confined as the candidates are all the same
     env = sandboxed(env, settings.sandbox, [op_path.resolve().parent, Path.cwd()], device)
-    argv = python_argv("forge.verifier.op_brief_worker", str(op_path), "--device", device)
+    argv = python_argv("forge.verifier.briefing.brief_worker", str(op_path), "--device", device)
     return _brief(
         argv + ([] if compiled else ["--no-compile"]), device, env, settings.cache_path() / "briefs" / f"{key}.json"
     )

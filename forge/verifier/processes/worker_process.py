@@ -24,7 +24,6 @@ from typing import Protocol, TypeVar
 
 from forge.core.sandbox import python_argv
 from forge.verifier import memory
-from forge.verifier.channel import Channel, ChannelClosed, ChannelTimeout
 from forge.verifier.messages import (
     ErrorReply,
     ExitRequest,
@@ -35,7 +34,8 @@ from forge.verifier.messages import (
     TickReply,
     parse_reply,
 )
-from forge.verifier.template import ForkedProcess, TemplateUnavailable, template_for, worker_limits
+from forge.verifier.processes.channel import Channel, ChannelClosed, ChannelTimeout
+from forge.verifier.processes.template import ForkedProcess, TemplateUnavailable, template_for, worker_limits
 
 _OUTPUT_KEEP = 8000
 R = TypeVar("R", bound=Message)

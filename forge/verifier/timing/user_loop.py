@@ -33,12 +33,12 @@ from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
 from forge.core.verdict import Verdict
 from forge.verifier.machine import available_cores
 from forge.verifier.messages import Turns, TurnTimes, UserLoopRequest
-from forge.verifier.process import track
-from forge.verifier.sandboxing import sandboxed
-from forge.verifier.template import worker_limits
+from forge.verifier.processes.sandboxing import sandboxed
+from forge.verifier.processes.template import worker_limits
+from forge.verifier.processes.worker_env import worker_env
+from forge.verifier.processes.worker_process import track
 from forge.verifier.timing.slowdown import slowed
-from forge.verifier.user_loop_turns import BLOCK_ROUNDS, OTHER_ENDED, turn_blocks
-from forge.verifier.worker_env import worker_env
+from forge.verifier.timing.user_loop_turns import BLOCK_ROUNDS, OTHER_ENDED, turn_blocks
 
 _START_S = 120.0  # a fresh process imports torch (and compiles the baseline) before its first call
 _LAST_BLOCK_S = 60.0  # the control process's wait once the loaded one ended: its last block, and its exit
@@ -249,7 +249,7 @@ def _spawn(
     folder.mkdir(exist_ok=True)
     request, result = folder / "request.json", folder / "result.json"
     request.write_text(job.model_dump_json())
-    argv = python_argv("forge.verifier.user_loop_worker", str(request), str(result))  # confined at once
+    argv = python_argv("forge.verifier.timing.user_loop_worker", str(request), str(result))  # confined at once
     return _LoopChild(argv, env, memory_mb, folder / "printed.txt", pass_fds), result
 
 

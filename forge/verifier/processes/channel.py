@@ -11,7 +11,7 @@ import struct
 import time
 from typing import Any
 
-from forge.verifier import codec
+from forge.verifier.processes import codec
 
 _CODEC = b"F"
 _LEN = struct.Struct("<Q")

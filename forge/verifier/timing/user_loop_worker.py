@@ -1,4 +1,4 @@
-"""A user loop's process: ``python -m forge.verifier.user_loop_worker REQUEST RESULT``.
+"""A user loop's process: ``python -m forge.verifier.timing.user_loop_worker REQUEST RESULT``.
 
 Each of the loop's fresh processes does what a user's script does with a banked kernel: imports the op, builds the
 reference in eval mode, imports the candidate as ``forge.kernelbank`` does (``forge_reference``
@@ -33,11 +33,11 @@ from forge.core.timing_records import UserLoop
 from forge.verifier.call_form import invoke, use_op
 from forge.verifier.machine import flush_bytes
 from forge.verifier.messages import TurnTimes, UserLoopRequest
-from forge.verifier.process_watch import ProcessWatch
 from forge.verifier.timing import plain_loop
 from forge.verifier.timing.pairing import paired_ratio
+from forge.verifier.timing.process_watch import ProcessWatch
 from forge.verifier.timing.slowdown import median_ms, slowed
-from forge.verifier.user_loop_turns import OtherProcessEnded, TurnTaker
+from forge.verifier.timing.user_loop_turns import OtherProcessEnded, TurnTaker
 
 _PROBES = 3  # untimed kernel calls watched for the reference's forward
 

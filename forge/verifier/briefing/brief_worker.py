@@ -1,5 +1,5 @@
-"""The brief's own process (``python -m forge.verifier.op_brief_worker OP.py``, run by
-``forge.verifier.op_brief``): eager's profile, torch.compile's code and speed, the tolerances and
+"""The brief's own process (``python -m forge.verifier.briefing.brief_worker OP.py``, run by
+``forge.verifier.briefing.measure``): eager's profile, torch.compile's code and speed, the tolerances and
 shape variants the verifier applies, the roofline and the runtime facts, printed as JSON. The
 op's own code runs here as it does in the reference worker."""
 
@@ -19,8 +19,8 @@ from forge.core.class_source import imported_source
 from forge.core.op_brief import CompiledBaseline, EagerProfile, ImportedClass, OpBrief, OutputTolerance, ProfiledOp
 from forge.core.timing_records import Roofline
 from forge.verifier import machine
+from forge.verifier.briefing.inductor_code import trim_output_code
 from forge.verifier.call_form import invoke, use_op
-from forge.verifier.inductor_code import trim_output_code
 
 # The names of vendor-library routines (BLAS, oneDNN, cuBLAS, cuDNN, SDPA): producers a fused kernel keeps as calls
 LIBRARY_OP = re.compile(
@@ -244,7 +244,7 @@ def _said(exc: BaseException) -> str:
 def main(argv: list[str]) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m forge.verifier.op_brief")
+    parser = argparse.ArgumentParser(prog="python -m forge.verifier.briefing.brief_worker")
     parser.add_argument("op", type=Path)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")

@@ -1,4 +1,4 @@
-"""The environment verification workers start with: the timing conditions both sides share."""
+"""The environment every worker process starts with: the timing conditions both sides share."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) -
     """The environment of a worker: the allowlist of ``sandbox.scrubbed`` (no keys, tokens, bank or
     cluster addresses), its compilers' caches, home and temporary files under ``workers_cache``."""
     env = scrubbed(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     own = workers_cache(cache)
     for sub in ("home", "tmp"):
