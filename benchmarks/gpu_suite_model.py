@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from gpu_suite_core import ROOT, Context, PartResult, Table, Walk, last_json, remove_bank, rows_state, saved_rows
 
 SHIPPED_MODELS = (ROOT / "examples" / "models" / "decoder.py", ROOT / "examples" / "models" / "cnn_block.py")
-DRY_MODEL = ROOT / "tests" / "modelrun" / "models" / "normnet.py"  # two layers: the dry run's minute
+DRY_MODEL = ROOT / "tests" / "model_probe" / "models" / "normnet.py"  # two layers: the dry run's minute
 MIN_MODEL_S = 300.0  # a model is started only with this much of the part's time left
 AFTER_SESSIONS_S = 150.0  # kept back from the sessions' time limit for the profile and the proof
 

@@ -21,8 +21,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # each on the base alone
     ("forge.verifier", "forge.db", "forge.agents", "forge.kernelbank", "forge.cpp"),
     # plans checked for real (applied with the runtime's own code); verifiers on a Ray cluster;
-    # model-level runs (profiled, and kernelized with the runtime's own code)
-    ("forge.parallel", "forge.cluster", "forge.modelrun"),
+    # the model probe (a model profiled, and kernelized with the runtime's own code, in a process of its own)
+    ("forge.parallel", "forge.cluster", "forge.model_probe"),
     ("forge.harness",),  # the engine: orchestration and the operations front ends call
     ("forge.present",),  # how both front ends show things: formats, table rows, a verdict
     ("forge.cli", "forge.tui"),  # front ends: views over the engine

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NORMNET = ROOT / "tests" / "modelrun" / "models" / "normnet.py"
+NORMNET = ROOT / "tests" / "model_probe" / "models" / "normnet.py"
 
 
 def forge(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:

@@ -44,9 +44,9 @@ class InitCall(BaseModel):
     model_config = _STRICT
     args: list[Any] = Field(default_factory=list)  # positional, as Python source (repr) per argument
     # an argument no literal can write (a config object, a layer class, a partial): the op builds
-    # the model and takes the arguments the instance was built with (``forge.modelrun.carved``)
+    # the model and takes the arguments the instance was built with (``forge.model_probe.carved``)
     from_model: bool = False
-    digest: str | None = None  # then a hash of those arguments' repr (``modelrun.source.init_digest``)
+    digest: str | None = None  # then a hash of those arguments' repr (``model_probe.source.init_digest``)
     refusal: str | None = None
 
 

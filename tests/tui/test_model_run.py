@@ -13,7 +13,7 @@ from forge.tui.screens.model_run import ModelRunScreen
 from tests.tui.helpers import make_app, record_notifications, text_of, wait_for
 
 pytestmark = pytest.mark.tui_live  # a real model run from the TUI (minutes): in .ci/run's heavy run
-NORMNET = Path(__file__).resolve().parents[1] / "modelrun" / "models" / "normnet.py"
+NORMNET = Path(__file__).resolve().parents[1] / "model_probe" / "models" / "normnet.py"
 
 
 @pytest.mark.asyncio

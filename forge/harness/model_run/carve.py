@@ -5,7 +5,7 @@ by path under that name, as forge imported it; a user's program importing it by 
 the module, so ``kernelize`` finds the model's own instances). Its ``get_init_inputs()`` gives the
 arguments its instances were built with: literals where an op file can write them, otherwise
 those the instance was built with in the model itself, built where the op runs
-(``forge.modelrun.carved``): config objects, layer classes and partials are no obstacle.
+(``forge.model_probe.carved``): config objects, layer classes and partials are no obstacle.
 
 Its ``forge_call`` makes the call as the model made it (keyword arguments, ``None``, flags, tuples
 of tensors), and its ``get_inputs()`` draws the call's tensors anew where that keeps their meaning
@@ -180,7 +180,11 @@ def op_source(group: OpGroup, profile: ModelProfile, recorded_sha256: str | None
             "",
             *_model_import(profile),
             *_import_lines(module, cls.name),
-            *([f"from forge.modelrun.carved import {', '.join(helper_names)}  # noqa: E402"] if helper_names else []),
+            *(
+                [f"from forge.model_probe.carved import {', '.join(helper_names)}  # noqa: E402"]
+                if helper_names
+                else []
+            ),
             "",
             f"FORGE_NAME = {group.name!r}",
             *inputs,

@@ -2,8 +2,8 @@
 its kernelized form, and writes one JSON record (the parent validates it). A model that crashes
 or hangs ends this process, not forge.
 
-    python -m forge.modelrun.probe profile MODEL --device cpu [--recorded R] --out F
-    FORGE_BANK=BANK python -m forge.modelrun.probe prove MODEL --device cpu --rounds 30 [--train] --out F
+    python -m forge.model_probe.probe profile MODEL --device cpu [--recorded R] --out F
+    FORGE_BANK=BANK python -m forge.model_probe.probe prove MODEL --device cpu --rounds 30 [--train] --out F
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from pydantic import BaseModel, ValidationError
 
 from forge.core.errors import ForgeError, first_said
 from forge.core.model_records import ModelProfile, ModelProof, TrainingProof
-from forge.modelrun.profiling import profile_model
-from forge.modelrun.proving import prove_model
-from forge.modelrun.source import load_model
-from forge.modelrun.training_proof import prove_training
+from forge.model_probe.profiling import profile_model
+from forge.model_probe.proving import prove_model
+from forge.model_probe.source import load_model
+from forge.model_probe.training_proof import prove_training
 
 Record = TypeVar("Record", bound=BaseModel)
 
@@ -52,7 +52,7 @@ def _run(args: argparse.Namespace) -> BaseModel:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="forge.modelrun.probe")
+    parser = argparse.ArgumentParser(prog="forge.model_probe.probe")
     parser.add_argument("step", choices=("profile", "prove"))
     parser.add_argument("model")
     parser.add_argument("--device", default="cpu")
@@ -83,7 +83,7 @@ def _probe(
 ) -> Record:
     with tempfile.TemporaryDirectory(prefix="forge-probe-") as tmp:
         out = Path(tmp) / "record.json"
-        argv = [sys.executable, "-m", "forge.modelrun.probe", step, model, *extra, "--out", str(out)]
+        argv = [sys.executable, "-m", "forge.model_probe.probe", step, model, *extra, "--out", str(out)]
         log = Path(tmp) / "log.txt"
         with log.open("w") as sink:
             proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})

@@ -11,7 +11,7 @@ import pytest
 from forge.core.model_records import ModelProfile
 from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import choose_classes
-from forge.modelrun import ModelRunError, profile_in_process, prove_in_process
+from forge.model_probe import ModelRunError, profile_in_process, prove_in_process
 from tests.kernelbank.helpers import make_bank
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +103,7 @@ def test_prove_checks_every_kernel_in_place_and_times_four_ways(normnet_profile,
 def test_outputs_are_compared_leaf_by_leaf_and_nothing_to_compare_is_no_match():
     import torch
 
-    from forge.modelrun.proving import compare_outputs
+    from forge.model_probe.proving import compare_outputs
 
     x = torch.ones(3)
     assert compare_outputs({"a": x, "b": (x, x)}, {"a": x, "b": (x, x)})[0]
@@ -114,7 +114,7 @@ def test_outputs_are_compared_leaf_by_leaf_and_nothing_to_compare_is_no_match():
 
 
 def test_model_file_names_that_cannot_be_module_names_get_a_prefix():
-    from forge.modelrun.source import module_name
+    from forge.model_probe.source import module_name
 
     assert module_name(Path("decoder.py")) == "decoder"
     assert module_name(Path("44_MiniGPTBlock.py")) == "m_44_MiniGPTBlock"
@@ -187,7 +187,7 @@ def test_a_training_step_draws_the_same_dropout_on_both_sides_and_names_what_dif
 
     import torch
 
-    from forge.modelrun.training_proof import compare_steps, training_step
+    from forge.model_probe.training_proof import compare_steps, training_step
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(

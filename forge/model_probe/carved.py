@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from forge.core.errors import ProblemError
-from forge.modelrun.source import InitRecorder, init_digest, load_model
+from forge.model_probe.source import InitRecorder, init_digest, load_model
 
 _BUILT: dict[str, tuple[torch.nn.Module, InitRecorder] | None] = {}  # None: being built
 _RECORDED: dict[tuple[str, str], list[dict[int, torch.Tensor]]] = {}

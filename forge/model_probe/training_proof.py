@@ -17,8 +17,8 @@ import torch
 import forge.kernelbank as kb
 from forge.core.errors import first_said
 from forge.core.model_records import OpCalls, TrainingProof
-from forge.modelrun.proving import compare_outputs, outputs_of, time_four_ways
-from forge.modelrun.source import LoadedModel
+from forge.model_probe.proving import compare_outputs, outputs_of, time_four_ways
+from forge.model_probe.source import LoadedModel
 
 _FRESH_SEED = 20261127  # inputs and output gradients none of the sessions saw
 _STEP_SEED = 7  # the random state each step starts from (dropout draws the same masks on both sides)

@@ -16,7 +16,7 @@ from forge.core.statuses import VerdictStatus
 from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import choose_classes
 from forge.harness.verify import verify_candidate
-from forge.modelrun import profile_in_process
+from forge.model_probe import profile_in_process
 
 pytest.importorskip("transformers", reason="transformers is a test dependency: pip install -e '.[dev]'")
 

@@ -19,7 +19,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from forge.core.model_records import CallUse, ClassUse, InitCall, InstanceUse, ModelProfile, TensorUse
 from forge.core.module_call import CallRefused, CallTemplate, call_template, layout_refusal, output_layout
-from forge.modelrun.source import InitRecorder, LoadedModel, configuration
+from forge.model_probe.source import InitRecorder, LoadedModel, configuration
 from forge.verifier.briefing.brief_worker import LIBRARY_OP, call_ms, device_sync, eager_profile
 
 _TIMED_FORWARDS = 10  # unhooked forwards timed for the model's own figure

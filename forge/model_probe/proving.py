@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_leaves
 import forge.kernelbank as kb
 from forge.core.errors import first_said
 from forge.core.model_records import FourWay, ModelProof, OpCalls
-from forge.modelrun.source import LoadedModel
+from forge.model_probe.source import LoadedModel
 from forge.verifier.machine import flush_bytes
 from forge.verifier.timing.pairing import paired_ratio
 from forge.verifier.timing.plain_loop import time_sides

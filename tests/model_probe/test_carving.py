@@ -28,7 +28,7 @@ from forge.core.statuses import VerdictStatus
 from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import ClassChoice, choose_classes
 from forge.harness.verify import verify_candidate
-from forge.modelrun import profile_in_process
+from forge.model_probe import profile_in_process
 from tests.kernelbank.helpers import make_bank
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -191,8 +191,8 @@ def test_values_an_op_file_cannot_read_back_are_refused_and_sizes_round_trip():
 
 def test_an_op_file_whose_model_now_builds_the_layer_otherwise_says_carve_again():
     from forge.core.errors import ProblemError
-    from forge.modelrun.carved import instance_init_args
-    from forge.modelrun.source import init_digest
+    from forge.model_probe.carved import instance_init_args
+    from forge.model_probe.source import init_digest
 
     (config,) = instance_init_args(str(CONFIGURED), "blocks.1.norm")
     digest = init_digest([config])
@@ -216,8 +216,8 @@ def test_an_instance_called_two_ways_is_left_out_with_both_calls_named():
 
 
 def test_a_model_whose_inputs_never_change_is_moved_for_its_second_draw():
-    from forge.modelrun.profiling import _other_draw
-    from forge.modelrun.source import LoadedModel
+    from forge.model_probe.profiling import _other_draw
+    from forge.model_probe.source import LoadedModel
 
     fixed = [torch.arange(6.0).view(2, 3), torch.tensor([[1, 5, 2]])]
     loaded = LoadedModel("m.py", None, None, lambda: torch.nn.Identity(), lambda: [t.clone() for t in fixed])  # type: ignore[arg-type]
