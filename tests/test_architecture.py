@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # plans checked for real (applied with the runtime's own code); verifiers on a Ray cluster;
     # the model probe (a model profiled, and kernelized with the runtime's own code, in a process of its own)
     ("forge.parallel", "forge.cluster", "forge.model_probe"),
+    ("forge.modelrun",),  # the model probe's old name: op files carved before the rename import it
     ("forge.harness",),  # the engine: orchestration and the operations front ends call
     ("forge.present",),  # how both front ends show things: formats, table rows, a verdict
     ("forge.cli", "forge.tui"),  # front ends: views over the engine

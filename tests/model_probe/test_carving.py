@@ -202,6 +202,17 @@ def test_an_op_file_whose_model_now_builds_the_layer_otherwise_says_carve_again(
         instance_init_args(str(CONFIGURED), "blocks.1.norm", "0" * 16)
 
 
+def test_an_op_file_carved_before_the_rename_still_builds_its_layer():
+    # A bank keeps each op's source, and the runtime imports it: an op file carved when the model
+    # probe was ``forge.modelrun`` imports its helpers from there.
+    from forge.model_probe import carved
+
+    spelled: dict[str, object] = {}
+    exec("from forge.modelrun.carved import instance_init_args, recorded_inputs", spelled)
+    assert spelled["instance_init_args"] is carved.instance_init_args
+    assert spelled["recorded_inputs"] is carved.recorded_inputs
+
+
 def test_an_instance_called_two_ways_is_left_out_with_both_calls_named():
     from forge.core.model_records import CallUse, ClassUse, InitCall, InstanceUse, TensorUse
     from forge.harness.model_run.choose import _groups
