@@ -38,7 +38,7 @@ from forge.core.instance_binding import (
 from forge.core.paths import BankLocation, default_bank
 from forge.kernelbank import loader
 from forge.kernelbank.bank_file import KernelEntry, OpRecord, ReadOnlyBank
-from forge.kernelbank.binding import first_tensor, make_forward
+from forge.kernelbank.dispatcher import first_tensor, make_forward
 from forge.kernelbank.usage import Watch, watching
 
 _ATTR = "_forge_kernel"  # set on patched instances: the op name

@@ -11,7 +11,7 @@ import torch
 from mylayers.norm import Block, RMSNorm
 
 import forge.kernelbank as kb
-from forge.kernelbank import binding
+from forge.kernelbank import dispatcher
 from tests.kernelbank.helpers import FIXTURES, KERNEL, OP, make_bank
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates" / "user_rmsnorm"
@@ -40,13 +40,13 @@ def _bank(tmp_path: Path, source: str, mode: str | None) -> kb.KernelBank:
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = binding._Handle.call
+    real = dispatcher._Handle.call
 
     def counting(self, *a, **k):
         calls.append(self.id)
         return real(self, *a, **k)
 
-    monkeypatch.setattr(binding._Handle, "call", counting)
+    monkeypatch.setattr(dispatcher._Handle, "call", counting)
     return calls
 
 

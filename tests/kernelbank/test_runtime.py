@@ -94,15 +94,15 @@ def test_kernel_actually_runs(bank_path, monkeypatch):
     m = Block(256)
     bank.kernelize(m)
     calls = []
-    from forge.kernelbank import binding
+    from forge.kernelbank import dispatcher
 
-    real = binding._Handle.call
+    real = dispatcher._Handle.call
 
     def counting(self, *a, **k):
         calls.append(self.entry.id)
         return real(self, *a, **k)
 
-    monkeypatch.setattr(binding._Handle, "call", counting)
+    monkeypatch.setattr(dispatcher._Handle, "call", counting)
     with torch.no_grad():
         m(torch.randn(8, 256))
     assert len(calls) == 2

@@ -1,4 +1,5 @@
-"""Binding kernels to module instances: the per-instance dispatcher and the torch.library op.
+"""The per-instance dispatcher: a patched instance's ``forward`` picks its kernel and calls it, and the
+torch.library op that call goes through under ``torch.compile``.
 
 Kernels are verified for inference: when autograd would need gradients (grad mode on and an
 input or parameter requiring grad) the reference runs, so training is never silently broken; so
@@ -26,7 +27,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from forge.core.errors import KernelUnavailableError
 from forge.kernelbank import loader, usage
 from forge.kernelbank.bank_file import KernelEntry
-from forge.kernelbank.dispatch import nearest_config
+from forge.kernelbank.shape_buckets import nearest_config
 
 _handles: dict[int, _Handle] = {}
 _ids = itertools.count(1)

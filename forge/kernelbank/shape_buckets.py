@@ -1,4 +1,4 @@
-"""Choosing among a kernel's per-shape-bucket configs (pure logic)."""
+"""Shape buckets: choosing among a kernel's per-shape-bucket configs (pure logic)."""
 
 from __future__ import annotations
 
