@@ -57,16 +57,16 @@ if TYPE_CHECKING:
         bank_show_plan,
     )
     from forge.harness.bank.reader import BankReader, bank_exists
-    from forge.harness.bank.sessions import session_list, session_rounds, session_show
-    from forge.harness.health.checks import doctor
-    from forge.harness.health.report import DoctorReport, Finding
+    from forge.harness.bank.stored_sessions import session_list, session_rounds, session_show
+    from forge.harness.health.findings import DoctorReport, Finding
+    from forge.harness.health.machine_checks import doctor
     from forge.harness.model_run.report import write_model_report
     from forge.harness.model_run.run import ModelChoices, ModelRunResult, amdahl, optimize_model
     from forge.harness.plans.options import DEFAULT_PLAN_ROUNDS, PlanOptions
     from forge.harness.plans.run import PlanResult, optimize_plan
-    from forge.harness.runs.checks import FieldProblem, preflight
     from forge.harness.runs.control import RunControl
     from forge.harness.runs.options import DEFAULT_ROUNDS, OptimizeOptions
+    from forge.harness.runs.preflight_checks import FieldProblem, preflight
     from forge.harness.runs.report import write_report
     from forge.harness.runs.run import RunResult, collect_ops, optimize
     from forge.harness.sessions.session import SessionResult, TracePoint
@@ -152,19 +152,19 @@ _SOURCES = {
     ),
     "forge.harness.bank.reader": ("BankReader", "bank_exists"),
     "forge.harness.runs.control": ("RunControl",),
-    "forge.harness.health.report": ("DoctorReport", "Finding"),
-    "forge.harness.health.checks": ("doctor",),
+    "forge.harness.health.findings": ("DoctorReport", "Finding"),
+    "forge.harness.health.machine_checks": ("doctor",),
     "forge.harness.model_run.run": ("ModelChoices", "ModelRunResult", "amdahl", "optimize_model"),
     "forge.harness.model_run.report": ("write_model_report",),
     "forge.harness.events": ("events",),
     "forge.harness.runs.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),
     "forge.harness.plans.options": ("DEFAULT_PLAN_ROUNDS", "PlanOptions"),
     "forge.harness.plans.run": ("PlanResult", "optimize_plan"),
-    "forge.harness.runs.checks": ("FieldProblem", "preflight"),
+    "forge.harness.runs.preflight_checks": ("FieldProblem", "preflight"),
     "forge.harness.runs.report": ("write_report",),
     "forge.harness.runs.run": ("RunResult", "collect_ops", "optimize"),
     "forge.harness.sessions.session": ("SessionResult", "TracePoint"),
-    "forge.harness.bank.sessions": ("session_list", "session_rounds", "session_show"),
+    "forge.harness.bank.stored_sessions": ("session_list", "session_rounds", "session_show"),
     "forge.harness.verify": ("Verification", "verify_candidate"),
 }
 _WHERE = {name: module for module, names in _SOURCES.items() for name in names}

@@ -25,8 +25,8 @@ from forge.tui.screens import (
     DoctorScreen,
     HelpScreen,
     NewSessionScreen,
+    SessionListScreen,
     SessionScreen,
-    SessionsScreen,
 )
 from forge.tui.screens.base import ForgeScreen
 from forge.tui.screens.model_run import ModelRunScreen
@@ -80,7 +80,7 @@ class ForgeApp(App[None]):
 
     # -- start-up and screens ------------------------------------------------------------
     def on_mount(self) -> None:
-        self.push_screen(SessionsScreen())
+        self.push_screen(SessionListScreen())
         if self.launch.ops:
             self.start_run(NewRun(self.launch.ops, replace(self.launch.options, resume=None)))
 
@@ -95,7 +95,7 @@ class ForgeApp(App[None]):
             yield SystemCommand("Stop session", "stop it cleanly (resumable)", screen.action_stop)
             yield SystemCommand("Continue session", "run more rounds", screen.action_continue_session)
             yield SystemCommand("Bank attempt", "confirm and bank the selected attempt", screen.action_bank_attempt)
-        if isinstance(screen, SessionsScreen):
+        if isinstance(screen, SessionListScreen):
             yield SystemCommand("Resume session", "continue the selected interrupted session", screen.action_resume)
         if isinstance(screen, BankScreen):
             yield SystemCommand("Re-verify kernel", "verify the selected kernel again here", screen.action_reverify)

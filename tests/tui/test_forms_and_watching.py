@@ -15,7 +15,7 @@ from textual.widgets import Checkbox, Input, Label, Select, Static
 import forge.harness
 from forge.harness import events
 from forge.present import SESSION_COLUMNS
-from forge.tui.screens import NewSessionScreen, SessionsScreen
+from forge.tui.screens import NewSessionScreen, SessionListScreen
 from forge.tui.screens.new_session import NewRun
 from forge.tui.widgets import LiveTable
 from tests.conftest import OPS
@@ -85,7 +85,7 @@ async def test_a_session_run_by_another_process_shows_up_and_updates(tmp_path, f
     app = make_app(bank, fast_settings)
     async with app.run_test(size=(120, 40)) as pilot:
         sessions = app.screen
-        assert isinstance(sessions, SessionsScreen)
+        assert isinstance(sessions, SessionListScreen)
         other = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             table = sessions.query_one(LiveTable)

@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import Static
 
 from forge.harness import BankReader
-from forge.tui.screens import BankScreen, SessionScreen, SessionsScreen
+from forge.tui.screens import BankScreen, SessionListScreen, SessionScreen
 from forge.tui.widgets import AskNumber, AskText, ConfirmDialog, LiveTable
 from tests.conftest import OPS
 from tests.tui.helpers import make_app, record_notifications, text_of, wait_for
@@ -29,7 +29,7 @@ async def test_a_session_runs_live_to_a_banked_kernel_that_the_bank_screen_expor
     app = make_app(bank, fast_settings, [CHAIN], rounds=2)
     async with app.run_test(size=(120, 40)) as pilot:
         sessions = app.screen
-        assert isinstance(sessions, SessionsScreen)
+        assert isinstance(sessions, SessionListScreen)
         await wait_for(pilot, lambda: sessions.query_one(LiveTable).row_count == 1, what="the session's row")
         await pilot.press("enter")
         screen = app.screen

@@ -6,6 +6,6 @@ from forge.tui.screens.doctor import DoctorScreen
 from forge.tui.screens.help import HelpScreen
 from forge.tui.screens.new_session import NewSessionScreen
 from forge.tui.screens.session import SessionScreen
-from forge.tui.screens.sessions import SessionsScreen
+from forge.tui.screens.session_list import SessionListScreen
 
-__all__ = ["BankScreen", "DoctorScreen", "HelpScreen", "NewSessionScreen", "SessionScreen", "SessionsScreen"]
+__all__ = ["BankScreen", "DoctorScreen", "HelpScreen", "NewSessionScreen", "SessionListScreen", "SessionScreen"]

@@ -15,7 +15,7 @@ from forge.tui.screens.base import ForgeScreen
 from forge.tui.widgets import LiveTable
 
 
-class SessionsScreen(ForgeScreen):
+class SessionListScreen(ForgeScreen):
     POLL_S = 1.0
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Open", show=False),

@@ -1,4 +1,4 @@
-"""What a front end reads about sessions: every session in a bank, and one in full (its attempts
+"""The sessions a bank stores, as a front end reads them: every session in a bank, and one in full (its attempts
 with their verdicts, the judge's feedback, the confirmations)."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from forge.core.errors import CompileError, ForgeError
 from forge.core.paths import BankLocation
 from forge.core.settings import ForgeSettings
 from forge.db import bank_facts
-from forge.harness.health.report import DoctorReport, Finding
+from forge.harness.health.findings import DoctorReport, Finding
 from forge.verifier import machine
 
 _OPENMP_PROBE = """
