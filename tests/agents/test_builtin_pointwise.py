@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from forge.agents.builtin import PointwiseRecipe, cpp_snippets, pointwise
+from forge.agents.builtin import PointwiseRecipe, cpp_ops, pointwise
 from forge.core.problem import load_problem
 from forge.verifier import verify
 from tests.conftest import EXAMPLES, GELU_OVERFLOW_DIFFERS, OPS
@@ -119,8 +119,8 @@ def test_both_erf_forms_of_the_exact_gelu_stay_accurate(form, cache_dir, monkeyp
     monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
     lib = cpp.load(
         HEADER
-        + cpp_snippets.FMATH
-        + cpp_snippets.ERF[form]
+        + cpp_ops.FMATH
+        + cpp_ops.ERF[form]
         + 'extern "C" void gelu(const float* x, float* y, int64_t n) {\n    #pragma omp simd\n'
         + f"    for (int64_t i = 0; i < n; ++i) y[i] = {gelu('x[i]', 'none', CPP)};\n}}\n"
         + 'extern "C" void erf_of(const float* x, float* y, int64_t n) {\n    #pragma omp simd\n'

@@ -157,7 +157,8 @@ def test_layernorm_rows_with_inf_or_nan_are_all_nan_like_torch(moments, cache_di
     """With an inf in the row, sum and sum of squares are inf and their difference NaN: the
     variance must stay NaN (clamping it to 0 would turn the finite entries into -inf)."""
     from forge import cpp
-    from forge.agents.builtin.cpp_snippets import FEXP, HEADER, REDUCE, WRITE, rowwise_cpp
+    from forge.agents.builtin.cpp_ops import FEXP
+    from forge.agents.builtin.cpp_snippets import HEADER, REDUCE, WRITE, rowwise_cpp
 
     monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
     lib = cpp.load(HEADER + WRITE + REDUCE + FEXP + rowwise_cpp("layernorm", {"moments": moments}))
@@ -175,7 +176,8 @@ def test_interleaved_reductions_match_torch_on_awkward_shapes(kind, interleave, 
     reduced one at a time), columns that are not a multiple of the partials, NaN and inf in
     place, an empty set of rows."""
     from forge import cpp
-    from forge.agents.builtin.cpp_snippets import FEXP, HEADER, REDUCE, WRITE, rowwise_cpp
+    from forge.agents.builtin.cpp_ops import FEXP
+    from forge.agents.builtin.cpp_snippets import HEADER, REDUCE, WRITE, rowwise_cpp
 
     monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
     for acc in ("double", "float"):

@@ -1,31 +1,11 @@
-"""C++ building blocks the built-in coder puts into kernels (vectorisable under ``omp simd``)."""
-
-# exp for floats, vectorisable (std::exp is a scalar libm call): Cephes' range reduction and
-# polynomial, relative error below 2e-7; NaN propagates, overflow gives inf, underflow 0. The
-# largest results (x in (88.38, 88.72], 2^127 < exp(x) < FLT_MAX) are scaled by 2^127 * 2: a
-# clamp at 88.38 had given inf where torch gives 3e38.
-FEXP = r"""
-static inline float forge_exp(float x) {
-    const float hi = 88.72283935546875f, lo = -87.3365478515625f;
-    float xc = x > hi ? hi : (x < lo ? lo : x);
-    float k = std::floor(xc * 1.44269504088896341f + 0.5f);
-    float r = xc - k * 0.693359375f + k * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const int32_t kk = (int32_t)k > 127 ? 127 : (int32_t)k;
-    int32_t bits = (kk + 127) << 23;
-    float scale;
-    std::memcpy(&scale, &bits, sizeof(scale));
-    float res = p * scale * ((int32_t)k > 127 ? 2.0f : 1.0f);
-    res = x > hi ? INFINITY : res;
-    return x < lo ? 0.0f : res;
-}
+"""C++ building blocks the built-in coder puts into kernels (vectorisable under ``omp simd``): the
+header, row writes and reductions, and the row-wise family's kernels. The float math the kernels
+call (forge_exp, forge_erf...) is ``cpp_ops``'s, with the C++ form of every op.
 """
+
+# benchmarks/erf_rational.py reads the erf forms and the float math from here
+from forge.agents.builtin.cpp_ops import ERF as ERF
+from forge.agents.builtin.cpp_ops import FMATH as FMATH
 
 HEADER = r"""
 #include <cstdint>
@@ -316,52 +296,3 @@ def _finish(src: str, cfg: dict) -> str:
 
 
 ROW_KINDS = ("softmax", "log_softmax", "logsumexp", "layernorm", "rmsnorm", "sum", "mean", "amax")
-
-
-FMATH = (
-    FEXP
-    + r"""
-static inline float forge_tanh(float x) { return 1.0f - 2.0f / (forge_exp(2.0f * x) + 1.0f); }
-"""
-)
-
-# erf (the exact GELU's), two ways: the tuner's ``erf`` knob, the verifier judges both.
-# "torch": Abramowitz & Stegun 7.1.26 with an exp, the formula ATen's vectorised erf uses, so the
-#   results track eager's (|error| < 6e-7 over every float).
-# "rational": x * P(x^2) / Q(x^2), saturated to +-1 beyond 3.9: a minimax fit made for forge, its
-#   numerator scaled down 4 ulp so that no float input gives |erf| > 1 (1 + erf < 0 would flip the
-#   sign of the GELU's tail). benchmarks/erf_rational.py derives it and checks both forms over every
-#   float. No exp: the exact GELU about 1.8x faster per element; |error| < 6.1e-7 over every
-#   float, like the exp form's. NaN propagates, +-inf give +-1.
-ERF = {
-    "torch": r"""
-static inline float forge_erf(float x) {
-    float a = x < 0.f ? -x : x;
-    float t = 1.0f / (1.0f + 0.3275911f * a);
-    float p = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
-    float r = 1.0f - p * forge_exp(-a * a);
-    return x < 0.f ? -r : r;
-}
-""",
-    "rational": r"""
-static inline float forge_erf(float x) {
-    float u = x * x;
-    float p = 1.986826874e-06f;
-    p = p * u + 2.845631097e-04f;
-    p = p * u + 3.883167868e-03f;
-    p = p * u + 5.310118198e-02f;
-    p = p * u + 1.935407519e-01f;
-    p = p * u + 1.128378868e+00f;
-    float q = 3.742050831e-05f;
-    q = q * u + 1.185531379e-03f;
-    q = q * u + 1.520689391e-02f;
-    q = q * u + 1.153482497e-01f;
-    q = q * u + 5.048536062e-01f;
-    q = q * u + 1.0f;
-    float r = x * p / q;
-    // erf(x) rounds to 1 in float beyond 3.83: saturate exactly (1 + erf must be 0 for a very
-    // negative x, or gelu(-3e38) is not 0); also where x * x overflowed to inf and p / q is NaN
-    return x > 3.9f ? 1.f : (x < -3.9f ? -1.f : r);
-}
-""",
-}

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from forge.agents.builtin.cpp_snippets import ERF, FMATH, HEADER, WRITE
+from forge.agents.builtin.cpp_ops import ERF, FMATH
+from forge.agents.builtin.cpp_snippets import HEADER, WRITE
 from forge.agents.builtin.pointwise_expr import CPP, TRITON, expression
 from forge.agents.builtin.py_snippets import ATTR_SOURCE, PLAN_SOURCE
 from forge.agents.builtin.rowwise import fetch_attr

@@ -12,7 +12,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from forge.agents.builtin.cpp_snippets import FEXP, HEADER, REDUCE, ROW_DEFAULT, WRITE, rowwise_cpp
+from forge.agents.builtin.cpp_ops import FEXP
+from forge.agents.builtin.cpp_snippets import HEADER, REDUCE, ROW_DEFAULT, WRITE, rowwise_cpp
 from forge.agents.builtin.py_snippets import ATTR_HELPERS
 from forge.agents.builtin.tuner import effective_config
 

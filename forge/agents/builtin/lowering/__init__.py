@@ -1,12 +1,14 @@
 """The general lowering of the built-in agent (issue #18): any reference traced to primitives and
 a few ops kept whole (``trace``), scheduled into buffers and steps (``schedule``), written as C++
-steps (``cpp_emit``, ``cpp_reduce``, ``cpp_kept``, ``cpp_fuse``) or Triton kernels (``triton_expr``,
-``triton_emit``) over the IR's index algebra (``ir``, ``cpp_expr``), and packaged as a candidate
-(``program`` for C++, ``triton_program`` for Triton; ``py_side`` writes the Python both share):
-the built-in coder's ``lowered`` family on either backend. Both languages read graph values
-through one ``reader.Reader`` (each in its ``Dialect``), which records what every value depends
-on, so loops hoist invariant values from that record (``code.hoist``); code is written into a
-``code.CodeBuffer``, which owns the indentation.
+steps (``cpp_emit``, ``cpp_reduce``, ``cpp_kept``, ``cpp_fuse``) or Triton kernels (``triton_emit``)
+over the IR's index algebra (``ir``), and packaged as a candidate (``program`` for C++,
+``triton_program`` for Triton; ``py_side`` writes the Python both share): the built-in coder's
+``lowered`` family on either backend. Both languages read graph values through one
+``reader.Reader`` (each in its ``Dialect``), which records what every value depends on, so loops
+hoist invariant values from that record (``code.hoist``); code is written into a
+``code.CodeBuffer``, which owns the indentation. A pointwise node is written from its language's
+op table (``cpp_expr`` reads ``builtin.cpp_ops``, ``triton_expr`` reads ``builtin.triton_ops``);
+the pointwise nodes the trace keeps are the primitives of ``builtin.op_table``.
 
 It is the coder's last family: an op that the row-wise, residual-norm or pointwise family
 recognises (softmax, layernorm, a GELU chain) is written by that family and never reaches this

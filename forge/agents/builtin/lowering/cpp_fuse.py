@@ -24,12 +24,7 @@ from forge.agents.builtin.lowering.ir import dtype_of, linear, shape_of
 from forge.agents.builtin.lowering.reader import Reader, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind, inlined_region
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
-
-# Functions whose values are worth a store and a load from cache rather than computing twice
-_COSTLY = frozenset(
-    f"prims.{f}"
-    for f in ("exp", "expm1", "log", "log1p", "log2", "erf", "tanh", "sigmoid", "sin", "cos", "atan", "pow")
-)
+from forge.agents.builtin.op_table import COSTLY
 
 
 @dataclass(frozen=True)
@@ -101,7 +96,7 @@ def _stash(group: RowGroup, sched: Schedule) -> fx.Node | None:
         return None
     if out in sched.overwrites or shape_of(x) != shape_of(out) or dtype_of(x) != dtype_of(out):
         return None  # a buffer shared with what it reads, or a value the buffer cannot hold exactly
-    return x if _inline_reads(x, sched, _COSTLY) and _inline_reads(out, sched, frozenset({x})) else None
+    return x if _inline_reads(x, sched, COSTLY) and _inline_reads(out, sched, frozenset({x})) else None
 
 
 def _inline_reads(node: fx.Node, sched: Schedule, wanted: frozenset[Any]) -> bool:

@@ -15,13 +15,14 @@ This module holds that algebra; ``cpp_emit`` builds kernels from it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import fx
 
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
+from forge.agents.builtin.op_table import OPS, NoForm, Operands
 
 CTYPES: dict[torch.dtype, str] = {
     torch.float32: "float",
@@ -71,6 +72,24 @@ def operand_dtype(node: fx.Node) -> torch.dtype:
         if isinstance(a, fx.Node):
             return dtype_of(a)
     raise Unsupported(f"{packet_name(node)}: no tensor operand")
+
+
+def pointwise_value(node: fx.Node, ops: list[str], form: Callable[[Operands], str] | None, missing: str) -> str:
+    """Pointwise ``node`` over its operands' text ``ops``, written by its ``form`` in a kernel
+    language (None: the language has none, refused saying ``missing``); a float-only op is refused
+    on integers, and a form's own refusal (``NoForm``) names the node."""
+    name, dtype = packet_name(node), dtype_of(node)
+    if form is None:
+        raise Unsupported(f"{name}: {missing}")
+    if OPS[name].floats_only and not is_float(dtype):
+        raise Unsupported(f"{name}: on {dtype}")
+    # the second argument where it is a number: pow's form depends on the exponent
+    number = node.args[1] if len(node.args) > 1 and not isinstance(node.args[1], fx.Node) else None
+    a, b, c = (*ops, "", "", "")[:3]
+    try:
+        return form(Operands(a, b, c, dtype, number, lambda: operand_dtype(node)))
+    except NoForm as exc:
+        raise Unsupported(f"{name}: {exc}") from None
 
 
 def int_arg(node: fx.Node, k: int) -> int:

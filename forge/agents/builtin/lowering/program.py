@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
-from forge.agents.builtin.cpp_snippets import ERF, FMATH, HEADER
+from forge.agents.builtin.cpp_ops import ERF, FMATH, VECTOR_MATH
+from forge.agents.builtin.cpp_snippets import HEADER
 from forge.agents.builtin.lowering.code import CodeBuffer
 from forge.agents.builtin.lowering.cpp_emit import pointwise_step
-from forge.agents.builtin.lowering.cpp_expr import VECTOR_MATH
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row_groups
 from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step
 from forge.agents.builtin.lowering.cpp_reduce import reduce_step
@@ -73,7 +73,7 @@ class LoweredGraph:
     sched: Schedule
     out_kind: str  # single | tuple | the torch.return_types record the reference returns
     inputs: tuple[tuple[tuple[int, ...], torch.dtype], ...]  # the op's inputs' shapes and dtypes
-    uses_erf: bool = False  # an exact GELU: the erf knob (see cpp_snippets.ERF) applies
+    uses_erf: bool = False  # an exact GELU: the erf knob (see cpp_ops.ERF) applies
     train: ModeGraph | None = None  # training mode's graph, when it is another op (BatchNorm)
     train_random: bool = False  # random in training mode (dropout): the reference runs there
     joint: JointLowered | None = None  # the training kernels (forward and backward), when asked for

@@ -33,6 +33,7 @@ from forge.agents.builtin.lowering.ir import (
 from forge.agents.builtin.lowering.layout import storage_index, storage_shape
 from forge.agents.builtin.lowering.schedule import Schedule, in_place_source
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
+from forge.agents.builtin.op_table import OPS
 
 _NAME = re.compile(r"\b[A-Za-z_]\w*")
 
@@ -136,7 +137,7 @@ class Reader:
         if kind is NodeKind.POINTWISE:
             shape = shape_of(node)
             ops, uses = [], frozenset[str]()
-            for arg in node.args[: _arity(name)]:
+            for arg in node.args[: OPS[name].arity]:
                 if isinstance(arg, fx.Node):
                     same = shape_of(arg) == shape
                     text, used = self._value(arg, idx if same else _scalar_idx(arg, node), flat if same else None)
@@ -243,36 +244,6 @@ class Reader:
 
 
 CAT_NODES = frozenset({"prims.cat", "aten.cat"})
-
-_BINARY_NAMES = frozenset(
-    f"prims.{n}"
-    for n in (
-        "add",
-        "sub",
-        "mul",
-        "div",
-        "eq",
-        "ne",
-        "lt",
-        "le",
-        "gt",
-        "ge",
-        "pow",
-        "maximum",
-        "minimum",
-        "bitwise_or",
-        "bitwise_and",
-        "bitwise_xor",
-        "fmod",
-        "atan2",
-        "remainder",
-    )
-)
-
-
-def _arity(name: str) -> int:
-    """How many leading arguments are values (the rest are dtypes or options)."""
-    return 3 if name == "prims.where" else (2 if name in _BINARY_NAMES else 1)
 
 
 def _scalar_idx(arg: fx.Node, node: fx.Node) -> list[str]:

@@ -33,6 +33,7 @@ from torch.func import functional_call
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from forge.agents.builtin.gelu_specials import gelu_nan_at_pos_inf
+from forge.agents.builtin.op_table import PRIMITIVES
 from forge.core.module_call import call_arguments, output_layout, output_tensors
 
 aten = torch.ops.aten
@@ -89,57 +90,8 @@ def is_random(traced: Traced) -> bool:
 DATA_DEPENDENT: tuple[Any, ...] = (aten.nonzero, aten.masked_select, aten._unique2, aten.unique_dim)
 
 
-# The node set the IR is built from, by kind (packet names, as ``packet_name`` gives them).
-POINTWISE = frozenset(
-    f"prims.{n}"
-    for n in (
-        "abs",
-        "add",
-        "sub",
-        "mul",
-        "div",
-        "neg",
-        "exp",
-        "expm1",
-        "log",
-        "log1p",
-        "erf",
-        "tanh",
-        "sqrt",
-        "rsqrt",
-        "pow",
-        "eq",
-        "ne",
-        "lt",
-        "le",
-        "gt",
-        "ge",
-        "bitwise_or",
-        "bitwise_and",
-        "where",
-        "convert_element_type",
-        "maximum",
-        "minimum",
-        "sigmoid",
-        "sin",
-        "cos",
-        "reciprocal",
-        "sign",
-        "floor",
-        "ceil",
-        "round",
-        "trunc",
-        "clone",
-        "log2",
-        "atan",
-        "fmod",
-        "atan2",
-        "bitwise_not",
-        "bitwise_xor",
-        "signbit",
-        "remainder",
-    )
-)
+# The node set the IR is built from, by kind (packet names, as ``packet_name`` gives them); the
+# pointwise nodes are the primitives of the built-in agent's op table (``op_table.PRIMITIVES``).
 REDUCTIONS = frozenset(f"prims.{n}" for n in ("sum", "amax", "amin", "prod", "var"))
 VIEWS = frozenset(
     [
@@ -192,7 +144,7 @@ def kind_of(node: fx.Node) -> NodeKind | None:
     outside the node set."""
     name = packet_name(node)
     for kind, names in (
-        (NodeKind.POINTWISE, POINTWISE),
+        (NodeKind.POINTWISE, PRIMITIVES),
         (NodeKind.REDUCTION, REDUCTIONS),
         (NodeKind.VIEW, VIEWS),
         (NodeKind.KEPT, KEPT_NAMES),
