@@ -25,7 +25,7 @@ from forge.harness.sessions.recorder import SessionRecorder
 from forge.harness.sessions.resume import restore_state
 from forge.harness.sessions.search import STRATEGIES
 from forge.harness.sessions.session import INTERRUPTED_REASON, SearchState, Session, SessionPlan, SessionResult
-from forge.harness.sessions.steps import SessionEvents, SessionIO
+from forge.harness.sessions.steps import MachineStayedBusy, SessionEvents, SessionIO
 from forge.verifier import Verifier, VerifierService, machine, measure_op_brief, resolve_device
 from forge.verifier.machine_figures import FiguresEntry
 
@@ -174,6 +174,8 @@ def _run(session: Session, stored_status: SessionStatus | None) -> SessionResult
         status, reason = STRATEGIES[session.options.strategy](session)
     except ProviderError as exc:  # the provider went away mid-session: stop cleanly, resumable
         return session.finish(SessionStatus.PROVIDER_ERROR, exc.message)
+    except MachineStayedBusy as exc:  # nothing more is timed under a load that stays: resumable
+        return session.finish(SessionStatus.BUSY, exc.still.reason(session.resume_command))
     except KeyboardInterrupt:
         session.verifier.end_workers()
         return session.finish(SessionStatus.INTERRUPTED, INTERRUPTED_REASON)

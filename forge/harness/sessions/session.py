@@ -29,8 +29,8 @@ from forge.harness.runs.options import OptimizeOptions
 from forge.harness.sessions import steps
 from forge.harness.sessions.banking import bank_kernel
 from forge.harness.sessions.confirm import Contender, confirm_finalists, finalists
-from forge.harness.sessions.steps import Candidate, Proposed, SessionIO
-from forge.verifier import Verifier
+from forge.harness.sessions.steps import Candidate, Proposed, QuietWaiter, SessionIO
+from forge.verifier import Verifier, wait_for_quiet_machine
 
 INTERRUPTED_REASON = "interrupted (Ctrl-C, or stop in the TUI); `--resume` continues the session"
 
@@ -191,10 +191,13 @@ class Session:
         verifier: Verifier,
         settings: ForgeSettings,
         state: SearchState | None = None,
+        waiter: QuietWaiter | None = None,
     ) -> None:
         self.plan, self.agents, self.io, self.verifier, self.settings = plan, agents, io, verifier, settings
         self.resumed = state is not None
         self.state = state or SearchState()
+        # the bounded wait for a quiet machine after a verification timed under load
+        self.waiter = waiter or wait_for_quiet_machine
 
     @property
     def id(self) -> int:
@@ -203,6 +206,10 @@ class Session:
     @property
     def options(self) -> OptimizeOptions:
         return self.plan.options
+
+    @property
+    def resume_command(self) -> str:
+        return self.options.resume_command(self.id)
 
     @property
     def node_host(self) -> str | None:
@@ -267,11 +274,22 @@ class Session:
         return item
 
     def _quiet_before_verifying(self) -> None:
+        still = self._still_busy(self._last_busy())
+        if still is not None:
+            raise steps.MachineStayedBusy(still)
+
+    def _last_busy(self) -> str | None:
+        """The load the last verdict was timed under, when the machine was busy then."""
         last = self.state.history[-1] if self.state.history else None
-        busy = last.figures.busy if last is not None and last.figures is not None else None
-        # a cluster's verifications run on another machine: this one's load says nothing of it
-        if busy is not None and self.verifier.node is None and self.settings.quiet_wait_s > 0:
-            steps.wait_for_quiet(busy, self.state.round, self.settings.quiet_wait_s, self.io)
+        return last.figures.busy if last is not None and last.figures is not None else None
+
+    def _still_busy(self, busy: str | None) -> steps.StillBusy | None:
+        """After a verification timed under ``busy`` load: the bounded wait for a quiet machine
+        (``quiet_wait_s``), and what stayed when the load did not go. A cluster's verifications
+        run on another machine: this one's load says nothing of it."""
+        if busy is None or self.verifier.node is not None:
+            return None
+        return steps.wait_for_quiet(busy, self.state.round, self.settings.quiet_wait_s, self.io, self.waiter)
 
     def verify_pending(self) -> None:
         """Verify the attempts a killed session left unverified (resume)."""
@@ -282,31 +300,14 @@ class Session:
 
     def finish(self, status: SessionStatus, reason: str | None) -> SessionResult:
         """The confirm and bank steps, then the session's row closed. An interrupted session banks
-        the fastest that beat eager in its own round, marked unconfirmed."""
+        the fastest that beat eager in its own round, marked unconfirmed; one that ended on a
+        machine that stayed busy banks nothing and confirms nothing (``--resume`` does)."""
         state, spend = self.state, self.io.spend
         result = self._new_result(status)
-        best, confirmed = state.best, False
-        if status is not SessionStatus.INTERRUPTED:
-            try:
-                outcome = confirm_finalists(
-                    finalists(state.contenders, keep=state.best, floor=state.floor),
-                    self.verifier,
-                    self.io,
-                    self.settings,
-                    state.round,
-                    self.io.limits.stop_requested,
-                    state.rejected,
-                    state.floor,
-                )
-                best, reason, confirmed = outcome.chosen, outcome.reason(reason, self.id), True
-                if best is None and outcome.busy is not None:
-                    status = result.status = SessionStatus.BUSY
-                elif best is None and outcome.undecided:
-                    status = result.status = SessionStatus.UNCONFIRMED
-            except KeyboardInterrupt:  # Ctrl-C while confirming: bank what its own round measured
-                self.verifier.end_workers()
-                status = result.status = SessionStatus.INTERRUPTED
-                reason = INTERRUPTED_REASON
+        best, confirmed = (None if status is SessionStatus.BUSY else state.best), False
+        if status not in (SessionStatus.INTERRUPTED, SessionStatus.BUSY):
+            status, reason, best, confirmed = self._confirm(status, reason)
+            result.status = status
         if best is not None and best.attempt_id in state.rejected:
             best = None  # its confirmation said no before the Ctrl-C
         if confirmed:  # a Ctrl-C before banked this session's round best unconfirmed: this run decides
@@ -321,6 +322,38 @@ class Session:
                 result.reason = no_gain_reason(state.top.verdict, reason)
         self.io.recorder.totals(spend, status)
         return self._finished(result, status)
+
+    def _confirm(
+        self, status: SessionStatus, reason: str | None
+    ) -> tuple[SessionStatus, str | None, Contender | None, bool]:
+        """The confirm step: (status, reason, the finalist to bank, whether it was confirmed). Not
+        timed on a machine that stayed busy after the last verdict was timed under load, nor
+        after a finalist's was (the bounded wait, ``_still_busy``)."""
+        state = self.state
+        still = self._still_busy(self._last_busy()) if state.contenders else None
+        if still is not None:
+            return SessionStatus.BUSY, still.reason(self.resume_command), None, False
+        try:
+            outcome = confirm_finalists(
+                finalists(state.contenders, keep=state.best, floor=state.floor),
+                self.verifier,
+                self.io,
+                self.settings,
+                state.round,
+                self.io.limits.stop_requested,
+                state.rejected,
+                state.floor,
+                self._still_busy,
+            )
+        except KeyboardInterrupt:  # Ctrl-C while confirming: bank what its own round measured
+            self.verifier.end_workers()
+            return SessionStatus.INTERRUPTED, INTERRUPTED_REASON, state.best, False
+        best = outcome.chosen
+        if best is None and outcome.busy is not None:
+            status = SessionStatus.BUSY
+        elif best is None and outcome.undecided:
+            status = SessionStatus.UNCONFIRMED
+        return status, outcome.reason(reason, self.resume_command), best, True
 
     def bank_by_hand(self, attempt_id: int, status: SessionStatus) -> SessionResult:
         """Bank one passed attempt the user picked: timed again exactly as the session's own
@@ -344,7 +377,7 @@ class Session:
         if outcome is not None and outcome.chosen is not None:
             self._bank(outcome.chosen, True, result)
         else:
-            result.reason = outcome.reason(None, self.id) if outcome is not None else INTERRUPTED_REASON
+            result.reason = outcome.reason(None, self.resume_command) if outcome is not None else INTERRUPTED_REASON
         self.io.recorder.totals(self.io.spend, status)  # reopening marked it running
         return self._finished(result, status)
 
