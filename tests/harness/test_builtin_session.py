@@ -16,7 +16,7 @@ from forge.db.engine import open_for_writing
 from forge.db.kernels import list_kernels
 from forge.harness import OptimizeOptions, optimize
 from forge.harness import events as ev
-from forge.harness.sessions.session import no_gain_reason
+from forge.harness.sessions.search_state import no_gain_reason
 from forge.verifier import Job, VerifierService
 from tests.conftest import OPS
 

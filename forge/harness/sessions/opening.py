@@ -24,7 +24,8 @@ from forge.harness.sessions.leases import KEEPER
 from forge.harness.sessions.recorder import SessionRecorder
 from forge.harness.sessions.resume import restore_state
 from forge.harness.sessions.search import STRATEGIES
-from forge.harness.sessions.session import INTERRUPTED_REASON, SearchState, Session, SessionPlan, SessionResult
+from forge.harness.sessions.search_state import SearchState
+from forge.harness.sessions.session import INTERRUPTED_REASON, Session, SessionPlan, SessionResult
 from forge.harness.sessions.steps import MachineStayedBusy, SessionEvents, SessionIO
 from forge.verifier import Verifier, VerifierService, machine, measure_op_brief, resolve_device
 from forge.verifier.machine_figures import FiguresEntry
