@@ -29,6 +29,8 @@ class MachineFacts:
     device_name: str | None = None
     bandwidth_gbs: float | None = None
     peak_gflops: float | None = None
+    # set when the figures above were measured under load: when and how loaded, and that they are provisional
+    figures_provisional: str | None = None
     cpu_model: str | None = None
     cores: int | None = None
     isa: list[str] | None = None

@@ -88,15 +88,15 @@ class EventPrinter:
         if e.waited_s is None:
             err.print(
                 f"  [yellow]machine busy[/] ({e.detail}): waiting up to {fmt_seconds(e.limit_s)} for it to "
-                "quieten before the next verification",
+                "quieten before timing anything more (if it stays, the session ends busy)",
                 soft_wrap=True,
             )
         elif e.quiet:
             err.print(f"  machine quiet after {fmt_seconds(e.waited_s)}")
         else:
             err.print(
-                f"  [yellow]still busy[/] after {fmt_seconds(e.waited_s)} ({e.detail}): going on; a speedup "
-                "timed under load is not counted",
+                f"  [yellow]still busy[/] after {fmt_seconds(e.waited_s)} ({e.detail}): nothing more is timed "
+                "under this load; the session ends busy",
                 soft_wrap=True,
             )
 

@@ -22,7 +22,8 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     "passed (`verify`), forge can run its main job here (`doctor`), every kernel re-verified (`bank verify`), "
     "a kernel banked and the kernelized model's outputs match the original's (`optimize --modules`)",
     ExitCode.NO_RESULT: "it ran, and the result is a no: some op got no kernel (`optimize`: no_gain, all "
-    "candidates failed, the built-in agent cannot express the op; `--modules`: no kernel banked, or the "
+    "candidates failed, the built-in agent cannot express the op, the machine stayed busy (status `busy`: the "
+    "message gives the load and the `--resume` command); `--modules`: no kernel banked, or the "
     "kernelized model's outputs differ), the candidate failed (`verify`), this "
     "machine cannot run forge's main job (`doctor`), a banked kernel failed re-verification (`bank verify`); "
     "also forge's C++ helper failing to compile its own source, or a worker breaking the protocol",

@@ -136,7 +136,8 @@ class ForgeSettings(BaseSettings):
         default=120.0,
         ge=0,
         description="after a verification timed while the machine was busy, seconds a session waits for the load "
-        "to go before it verifies the next candidate",
+        "to go before it verifies the next candidate or finalist (at least one second's look); if the load stays, "
+        "the session ends busy, banking nothing, and `forge optimize --resume ID` continues it",
     )
     gpu: str | None = Field(default=None, description="the CUDA device verification workers see (CUDA_VISIBLE_DEVICES)")
     cache_dir: Path | None = Field(

@@ -86,7 +86,9 @@ class SessionStatus(TextEnum):
     INTERRUPTED = "interrupted"  # Ctrl-C; --resume continues it
     UNSUPPORTED = "unsupported"  # the coder cannot handle this op at all
     PROVIDER_ERROR = "provider_error"  # the LLM provider went away mid-session; --resume continues it
-    BUSY = "busy"  # the machine was busy when the finalists were timed again; --resume times them again
+    # a verification (a round's or a finalist's) was timed under a load that was still there after the
+    # session's wait for quiet (quiet_wait_s): nothing more was timed or banked; --resume continues it
+    BUSY = "busy"
     # a finalist held up but its null control could not be measured (it failed): nothing banked,
     # nothing rejected; --resume confirms again
     UNCONFIRMED = "unconfirmed"

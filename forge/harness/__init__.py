@@ -69,7 +69,8 @@ if TYPE_CHECKING:
     from forge.harness.runs.preflight_checks import FieldProblem, preflight
     from forge.harness.runs.report import write_report
     from forge.harness.runs.run import RunResult, collect_ops, optimize
-    from forge.harness.sessions.session import SessionResult, TracePoint
+    from forge.harness.sessions.search_state import TracePoint
+    from forge.harness.sessions.session import SessionResult
     from forge.harness.verify import Verification, verify_candidate
 
 __all__ = [
@@ -163,7 +164,8 @@ _SOURCES = {
     "forge.harness.runs.preflight_checks": ("FieldProblem", "preflight"),
     "forge.harness.runs.report": ("write_report",),
     "forge.harness.runs.run": ("RunResult", "collect_ops", "optimize"),
-    "forge.harness.sessions.session": ("SessionResult", "TracePoint"),
+    "forge.harness.sessions.search_state": ("TracePoint",),
+    "forge.harness.sessions.session": ("SessionResult",),
     "forge.harness.bank.stored_sessions": ("session_list", "session_rounds", "session_show"),
     "forge.harness.verify": ("Verification", "verify_candidate"),
 }

@@ -114,8 +114,9 @@ class VerdictReady(Event):
 @dataclass
 class MachineBusy(Event):
     """The last verification was timed while other processes loaded the machine: the session
-    waits (up to ``limit_s``) for the load to go before it verifies the next candidate
-    (``waited_s`` None), then says how that went."""
+    waits (up to ``limit_s``) for the load to go before it verifies the next candidate or
+    finalist (``waited_s`` None), then says how that went: quiet, it goes on; still busy, it ends
+    ``busy`` (``forge optimize --resume`` continues it)."""
 
     round: int
     detail: str  # the load the OS reported

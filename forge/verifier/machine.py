@@ -1,22 +1,29 @@
 """Facts about the machine a worker runs on: cache sizes, thread count, bandwidth and peak.
 
 Measured figures (memory bandwidth, matmul throughput) are cached on disk per machine so that a
-verification does not pay for them every time.
+verification does not pay for them every time, with the conditions they were measured under
+(``machine_figures``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import platform
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from forge.core.choices import Device
 from forge.core.errors import UsageError
+from forge.verifier.machine_figures import (
+    QUIET_WAIT_S,
+    FiguresCache,
+    FiguresCheck,
+    Instruments,
+    MachineFigures,
+    Recheck,
+    check_entry,
+    measure_entry,
+)
 
 
 def resolve_device(choice: str) -> Device:
@@ -114,71 +121,38 @@ def cpu_flush_bytes() -> int:
     return int(min(256 << 20, max(16 << 20, 2 * llc)))
 
 
-def _measure(device: str) -> dict[str, float]:
+def _identity(device: str, threads: int) -> tuple[str, str]:
+    """The figures' cache key and the device's name: CUDA's device name, or the CPU's model with
+    the thread count. Figures measured before the best-GEMM peak (another key) are not reused."""
     import torch
 
-    def best(fn: Any, reps: int = 5) -> float:
-        fn()
-        times = []
-        for _ in range(reps):
-            if device == "cuda":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fn()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-        return min(times)
-
-    n = (256 << 20) // 4 if device == "cuda" else (128 << 20) // 4
-    src = torch.ones(n, device=device)
-    dst = torch.empty_like(src)
-    t_copy = best(lambda: dst.copy_(src))
-    # The library's best path, all of the worker's threads: large square GEMMs (oneDNN/MKL on
-    # CPU, cuBLAS on CUDA), the fastest size counted. One 1024 matmul on the CPU read 2-3x under
-    # what an op's own GEMMs or convolutions reached, and eager then "ran at 237% of the peak".
-    peak = 0.0
-    for m in (4096, 8192) if device == "cuda" else (1024, 2048):
-        x = torch.randn(m, m, device=device)
-        peak = max(peak, 2 * m**3 / best(lambda x=x: x @ x) / 1e9)
-    return {"bandwidth_gbs": 2 * (n * 4) / t_copy / 1e9, "peak_gflops": peak}
-
-
-@dataclass(frozen=True)
-class MachineFigures:
-    """This device's measured memory bandwidth and fp32 matmul peak."""
-
-    device_name: str
-    bandwidth_gbs: float
-    peak_gflops: float
+    name = torch.cuda.get_device_name(0) if device == "cuda" else f"{cpu_model()}|{threads}"
+    return f"{device}|{name}|{torch.__version__}|gemm-best", name
 
 
 def measured_figures(device: str, threads: int, cache_dir: Path) -> MachineFigures:
-    """Measured bandwidth and fp32 matmul peak for this device, cached by machine identity."""
-    f = _cached_figures(device, threads, cache_dir)
-    return MachineFigures(str(f["device_name"]), float(f["bandwidth_gbs"]), float(f["peak_gflops"]))
+    """Measured bandwidth and fp32 matmul peak for this device, as cached by machine identity
+    (provisional ones included). Measured now when none are cached, without waiting for a quiet
+    machine (a worker asks while other work runs): under load they are kept as provisional, and
+    the next ``checked_figures`` on a quiet machine measures them again."""
+    key, name = _identity(device, threads)
+    cache = FiguresCache(cache_dir / "machine.json")
+    entry = cache.get(key)
+    if entry is None:
+        entry = measure_entry(device, name, Instruments(), wait_s=0.0)
+        cache.put(key, entry)
+    return entry.figures
 
 
-def _cached_figures(device: str, threads: int, cache_dir: Path) -> dict[str, Any]:
-    """The figures as ``machine.json`` keeps them (JSON), measured the first time."""
-    import torch
-
-    if device == "cuda":
-        ident = torch.cuda.get_device_name(0)
-    else:
-        ident = f"{cpu_model()}|{threads}"
-    key = f"{device}|{ident}|{torch.__version__}|gemm-best"  # figures measured before the best-GEMM peak are not reused
-    path = cache_dir / "machine.json"
-    cached: dict[str, Any] = {}
-    with contextlib.suppress(OSError, ValueError):
-        cached = json.loads(path.read_text())
-    if key in cached:
-        return dict(cached[key])
-    figures: dict[str, Any] = {"device_name": ident, **_measure(device)}
-    cached[key] = figures
-    with contextlib.suppress(OSError):
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cached, indent=1))
-        tmp.replace(path)
-    return figures
+def checked_figures(
+    device: str, threads: int, cache_dir: Path, tools: Instruments | None = None, wait_s: float = QUIET_WAIT_S
+) -> FiguresCheck:
+    """The cached figures checked against a quick probe (``check_entry``), measured again (after
+    waiting up to ``wait_s`` for a quiet machine) when they are missing, provisional on a quiet
+    machine, or off from a quiet probe; what was measured is cached."""
+    key, name = _identity(device, threads)
+    cache = FiguresCache(cache_dir / "machine.json")
+    check = check_entry(cache.get(key), device, name, tools or Instruments(), wait_s)
+    if check.recheck in (Recheck.MEASURED, Recheck.REMEASURED):
+        cache.put(key, check.entry)
+    return check

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from forge.core.acceptance import timed_while_busy
 from forge.core.errors import ForgeError
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import NodeSpec, Verdict
@@ -144,11 +145,13 @@ class VerifierService:
     def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict:
         """One verdict with ``trials`` timed calls a side, on the whole machine, within ``timeout``
         seconds (a finalist's confirmation); a passing one is also timed in a user's loop, in fresh
-        processes (``user_loop``, unless the setting is off), and claims the lower figure."""
+        processes (``user_loop``, unless the setting is off), and claims the lower figure. One timed
+        under load is not: nothing timed under load is banked, and the loop would only add minutes."""
         update = {"timing_trials": trials, "timeout": timeout}
         path = self._write(job)
         verdict = self._verify(path, self.settings.model_copy(update=update))
-        if not (self.settings.user_loop and verdict.passed and verdict.timing_meaningful and verdict.speedup_vs_eager):
+        timed = verdict.passed and verdict.timing_meaningful and not timed_while_busy(verdict)
+        if not (self.settings.user_loop and timed and verdict.speedup_vs_eager):
             return verdict
         token = worker_group.set(self._workers)  # a stop ends the loop's process too
         try:

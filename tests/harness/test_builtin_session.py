@@ -16,7 +16,7 @@ from forge.db.engine import open_for_writing
 from forge.db.kernels import list_kernels
 from forge.harness import OptimizeOptions, optimize
 from forge.harness import events as ev
-from forge.harness.sessions.session import no_gain_reason
+from forge.harness.sessions.search_state import no_gain_reason
 from forge.verifier import Job, VerifierService
 from tests.conftest import OPS
 
@@ -427,6 +427,8 @@ def test_a_busy_machine_banks_nothing_and_resume_times_the_finalists_again(tmp_p
     options = OptimizeOptions(rounds=1, bank=bank)
     with monkeypatch.context() as m:
         m.setattr(VerifierService, "verify_alone", busy)
+        # the load is the stand-in's: the real machine's is not waited for between finalists
+        m.setattr("forge.harness.sessions.session.wait_for_quiet_machine", lambda limit_s, stop: (None, 0.0))
         run = optimize([QUICK_RMSNORM], options, fast_settings)
     (result,) = run.results
     assert result.status == "busy" and not result.accepted and run.exit_code == 1

@@ -12,7 +12,7 @@ from forge.core.candidate_config import CandidateConfig
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness.sessions.confirm import Contender, confirm_finalists, finalists
-from forge.harness.sessions.session import SearchState
+from forge.harness.sessions.search_state import SearchState
 
 
 def _verdict(eager: float, compiled: tuple[float, float, float] | None, busy: bool = False) -> Verdict:

@@ -89,11 +89,16 @@ def _cpu(settings: ForgeSettings) -> list[Finding]:
 def _figures(device: str, settings: ForgeSettings) -> Finding:
     threads = settings.threads or machine.available_cores()
     try:
-        f = machine.measured_figures(device, threads, settings.cache_path())
+        check = machine.checked_figures(device, threads, settings.cache_path())
     except Exception as exc:  # a broken device is a finding, not a crash
         return Finding("measured figures", False, f"could not measure on {device}: {exc}")
-    detail = f"{f.bandwidth_gbs:.1f} GB/s memory bandwidth, {f.peak_gflops:.0f} GFLOP/s fp32 matmul ({device}, cached)"
-    return Finding("measured figures", True, detail)
+    f, entry = check.entry.figures, check.entry
+    detail = (
+        f"{f.bandwidth_gbs:.1f} GB/s memory bandwidth, {f.peak_gflops:.0f} GFLOP/s fp32 matmul ({device}); "
+        f"{entry.conditions()}; {check.said()}"
+    )
+    fix = "" if entry.quiet else "run `forge doctor` again on a quiet machine: it measures them again"
+    return Finding("measured figures", True, detail, fix)
 
 
 def _bank(bank: BankLocation | None) -> Finding:

@@ -3,6 +3,7 @@ so that ``--resume`` goes on the same way."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,6 +76,12 @@ class OptimizeOptions(SessionChoices):
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "backend", _member(Backend, self.backend, "--backend"))
+
+    def resume_command(self, session_id: int) -> str:
+        """The command that continues session ``session_id`` in this run's bank (a server bank's
+        password is not printed: fill it in)."""
+        bank = f" --bank {shlex.quote(str(self.bank))}" if self.bank is not None else ""
+        return f"forge optimize --resume {session_id}{bank}"
 
     def check(self) -> None:
         """UsageError naming the bad option."""

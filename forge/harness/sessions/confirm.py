@@ -28,15 +28,17 @@ noise gives way to it, so a session does not bank a kernel the user's own torch.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from forge.core.acceptance import beats_eager, slower_than_compile, timed_while_busy
 from forge.core.candidate_config import CandidateConfig
+from forge.core.figures import fmt_seconds
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
 from forge.harness.sessions.null_control import NullControl, judged_against
-from forge.harness.sessions.steps import SessionIO, attempt_job
+from forge.harness.sessions.steps import SessionIO, StillBusy, attempt_job
 from forge.verifier import Verifier
 
 FINALISTS = 2  # contenders timed again before a session gives up on banking a kernel
@@ -94,18 +96,18 @@ class Confirmation:
     busy: str | None = None  # a finalist was timed while the machine was busy: the load it saw
     undecided: bool = False  # a finalist's null control could not be measured: not rejected either
 
-    def reason(self, search_reason: str | None, session_id: int | str = "ID") -> str | None:
-        """Why nothing is banked (after the search's own reason, which is kept)."""
+    def reason(self, search_reason: str | None, resume: str = "forge optimize --resume ID") -> str | None:
+        """Why nothing is banked (after the search's own reason, which is kept); ``resume``: the
+        command that continues the session."""
         if self.busy is not None and self.chosen is None:
             told = (
                 f"the machine was busy when the finalists were timed again ({self.busy}); nothing measured "
-                f"under that load is banked: `forge optimize --resume {session_id}` times them again when "
-                "the machine is quiet"
+                f"under that load is banked: `{resume}` times them again when the machine is quiet"
             )
             return f"{search_reason}; {told}" if search_reason else told
         said = self._reason(search_reason)
         if self.undecided and self.chosen is None:
-            return f"{said}; `forge optimize --resume {session_id}` confirms again"
+            return f"{said}; `{resume}` confirms again"
         return said
 
     def _reason(self, search_reason: str | None) -> str | None:
@@ -124,6 +126,7 @@ def confirm_finalists(
     stop: threading.Event,
     rejected: set[int],
     floor: Contender | None = None,
+    still_busy: Callable[[str], StillBusy | None] = lambda _load: None,
 ) -> Confirmation:
     """Time each finalist again until one holds up. Each confirmation is recorded as an attempt of
     role ``confirm`` whose parent is the finalist; a finalist that does not hold up is added to
@@ -131,17 +134,26 @@ def confirm_finalists(
 
     With a ``floor`` among them (Inductor's own code for the op), a finalist that holds up against
     eager but is slower than torch.compile beyond the noise (``slower_than_compile``) is not the
-    op's best: the next finalist is timed, and it is banked only when none after it holds up."""
+    op's best: the next finalist is timed, and it is banked only when none after it holds up.
+
+    After a confirmation timed under load, ``still_busy`` waits (bounded) for a quiet machine
+    before the next finalist is timed; when the load stays, the rest are left to ``--resume``."""
     trials = max(settings.confirm_trials, settings.timing_trials or 0)
     confirmer = _Confirmer(verifier, io, settings, round, stop, floor)
     why_not: list[str] = []
     busy: str | None = None
     undecided = False
     below: Contender | None = None  # the first that held up against eager yet fell below the floor
+    last_load: str | None = None  # the load the last confirmation (or its null control) was timed under
     for c in candidates:
+        still = still_busy(last_load) if last_load is not None else None
+        if still is not None:
+            busy = f"{last_load}, and {still.now} after waiting {fmt_seconds(still.waited_s)}"
+            break
         judged = confirmer.one(c, trials)
         if not judged.held and not judged.below_floor and not judged.undecided and inconclusive(judged.verdict):
             judged = confirmer.one(c, trials * EXTEND)
+        last_load = judged.busy
         chosen = replace(c, verdict=judged.verdict.model_copy(update={"confirm_attempt_id": judged.confirm_id}))
         if judged.held:
             return Confirmation(chosen, trials, tuple(why_not), busy, undecided)

@@ -24,17 +24,29 @@ from forge.harness.sessions.leases import KEEPER
 from forge.harness.sessions.recorder import SessionRecorder
 from forge.harness.sessions.resume import restore_state
 from forge.harness.sessions.search import STRATEGIES
-from forge.harness.sessions.session import INTERRUPTED_REASON, SearchState, Session, SessionPlan, SessionResult
-from forge.harness.sessions.steps import SessionEvents, SessionIO
+from forge.harness.sessions.search_state import SearchState
+from forge.harness.sessions.session import INTERRUPTED_REASON, Session, SessionPlan, SessionResult
+from forge.harness.sessions.steps import MachineStayedBusy, SessionEvents, SessionIO
 from forge.verifier import Verifier, VerifierService, machine, measure_op_brief, resolve_device
+from forge.verifier.machine_figures import FiguresEntry
 
 
-def machine_facts(device: Device, settings: ForgeSettings) -> MachineFacts:
-    """What the coder's prompt says about the machine (measured figures are cached)."""
+def checked_figures(device: Device, settings: ForgeSettings) -> FiguresEntry:
+    """This machine's measured figures for a session starting here: the cached ones checked
+    against a quick probe, measured again where that says so (``machine.checked_figures``)."""
     threads = settings.threads or machine.available_cores()
-    figures = machine.measured_figures(device, threads, settings.cache_path())
+    return machine.checked_figures(device, threads, settings.cache_path()).entry
+
+
+def machine_facts(device: Device, checked: FiguresEntry) -> MachineFacts:
+    """What the coder's prompt says about the machine (figures measured under load say so)."""
+    figures = checked.figures
     measured = MachineFacts(
-        device, device_name=figures.device_name, bandwidth_gbs=figures.bandwidth_gbs, peak_gflops=figures.peak_gflops
+        device,
+        device_name=figures.device_name,
+        bandwidth_gbs=figures.bandwidth_gbs,
+        peak_gflops=figures.peak_gflops,
+        figures_provisional=None if checked.quiet else checked.conditions(),
     )
     if device == "cpu":
         isa = [f for f in machine.cpu_flags() if f.startswith(("avx", "fma", "sse4", "amx", "f16c", "bmi"))]
@@ -102,13 +114,13 @@ def open_session(work: SessionWork, scope: RunScope, ops_left: int = 1, placemen
     backend = resolve_backend(options.backend, device)
     problem = load_problem(op_path)
     # a cluster's sessions verify on other machines: the driver's figures would mislead the coder
-    measured = options.model and placement.verifier is None
-    facts = machine_facts(device, settings) if measured else MachineFacts(device)
+    figures = checked_figures(device, settings) if placement.verifier is None else None  # rooflines read them
+    facts = machine_facts(device, figures) if options.model and figures is not None else MachineFacts(device)
     # Inductor's code is generated for the machine that captures it: not where a cluster verifies
     inductor = settings.inductor_candidate and placement.verifier is None
     agents = make_agents(op_path, options.agents, backend, options.train, inductor)
     op_hash = reference_hash(problem)
-    brief = measure_op_brief(op_path, op_hash, device, settings) if measured else None
+    brief = measure_op_brief(op_path, op_hash, device, settings) if options.model and figures else None
     plan = SessionPlan(
         op_path, problem.spec, op_hash, problem.target_class_path, device, backend, options, facts, brief
     )
@@ -163,6 +175,8 @@ def _run(session: Session, stored_status: SessionStatus | None) -> SessionResult
         status, reason = STRATEGIES[session.options.strategy](session)
     except ProviderError as exc:  # the provider went away mid-session: stop cleanly, resumable
         return session.finish(SessionStatus.PROVIDER_ERROR, exc.message)
+    except MachineStayedBusy as exc:  # nothing more is timed under a load that stays: resumable
+        return session.finish(SessionStatus.BUSY, exc.still.reason(session.resume_command))
     except KeyboardInterrupt:
         session.verifier.end_workers()
         return session.finish(SessionStatus.INTERRUPTED, INTERRUPTED_REASON)

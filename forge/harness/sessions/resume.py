@@ -16,7 +16,7 @@ from forge.db import StoredSession
 from forge.harness.runs.limits import Spend
 from forge.harness.runs.options import OptimizeOptions, StoredOptions
 from forge.harness.sessions.attempts import history_item, invalid_item
-from forge.harness.sessions.session import SearchState
+from forge.harness.sessions.search_state import SearchState
 from forge.harness.sessions.steps import Candidate
 
 

@@ -1,4 +1,5 @@
-"""One optimisation session over one op: the search's state and the steps it takes, in order.
+"""One optimisation session over one op: the steps it takes, in order, over the search's state
+(``search_state.py``).
 
 A strategy (``search.py``) drives it: ``propose`` (the coder, ``steps.propose``), ``evaluate``
 (``steps.verify``, ``steps.record_verdict`` and ``steps.review`` for each verdict), and at the end
@@ -14,14 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from forge.agents import AgentKind, Agents, CoderContext, HistoryItem, MachineFacts
-from forge.core.acceptance import TrainingStanding, beats_compile, beats_eager, training_standing
-from forge.core.candidate_config import CandidateConfig
+from forge.core.acceptance import TrainingStanding, beats_compile, training_standing
 from forge.core.errors import UsageError
-from forge.core.figures import judged_roofline
 from forge.core.op_brief import OpBrief
 from forge.core.problem import ProblemSource
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import AttemptStatus, SessionStatus
+from forge.core.statuses import SessionStatus
 from forge.core.verdict import Verdict
 from forge.db import remove_provisional
 from forge.harness import events as ev
@@ -29,8 +28,9 @@ from forge.harness.runs.options import OptimizeOptions
 from forge.harness.sessions import steps
 from forge.harness.sessions.banking import bank_kernel
 from forge.harness.sessions.confirm import Contender, confirm_finalists, finalists
-from forge.harness.sessions.steps import Candidate, Proposed, SessionIO
-from forge.verifier import Verifier
+from forge.harness.sessions.search_state import SearchState, TracePoint, no_gain_reason
+from forge.harness.sessions.steps import Candidate, Proposed, QuietWaiter, SessionIO
+from forge.verifier import Verifier, wait_for_quiet_machine
 
 INTERRUPTED_REASON = "interrupted (Ctrl-C, or stop in the TUI); `--resume` continues the session"
 
@@ -48,19 +48,6 @@ class SessionPlan:
     options: OptimizeOptions
     machine: MachineFacts
     brief: OpBrief | None = None  # measured for an LLM session verifying on this machine
-
-
-@dataclass(frozen=True)
-class TracePoint:
-    """One attempt in a session's trace (the report's chart of speedups over attempts)."""
-
-    round: int
-    attempt_id: int | None
-    status: AttemptStatus
-    speedup: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"round": self.round, "attempt_id": self.attempt_id, "status": str(self.status), "speedup": self.speedup}
 
 
 @dataclass
@@ -114,72 +101,6 @@ def regime_figures(v: Verdict) -> tuple[str | None, dict[str, dict[str, float | 
     return (str(ts.regime) if ts.regime is not None else None), figures
 
 
-@dataclass
-class SearchState:
-    """What the search has seen so far."""
-
-    round: int = 0
-    history: list[HistoryItem] = field(default_factory=list)
-    trace: list[TracePoint] = field(default_factory=list)
-    contenders: list[Contender] = field(default_factory=list)  # passed, faster than eager at the median
-    best: Contender | None = None  # the fastest that beat eager beyond the noise in its own round
-    top: Contender | None = None  # the fastest that passed with meaningful timings, beating eager or not
-    floor: Contender | None = None  # the fastest contender that is Inductor's own code for the op
-    rejected: set[int] = field(default_factory=set)  # attempts whose confirmation did not hold up
-    pending: list[Candidate] = field(default_factory=list)  # proposed, never verified (a killed run)
-
-    def add(self, item: HistoryItem) -> None:
-        self.history.append(item)
-        self.trace.append(TracePoint(item.round, item.attempt_id, item.status, item.speedup_vs_eager))
-
-    def consider(self, attempt_id: int, source: str, verdict: Verdict, config: CandidateConfig) -> None:
-        """Note a verdict as a contender, and as the round best when it beat eager beyond the noise."""
-        if not verdict.passed or not verdict.timing_meaningful:
-            return
-        entry = Contender(attempt_id, source, verdict, config)
-        if self.top is None or (verdict.speedup_vs_eager or 0.0) > (self.top.verdict.speedup_vs_eager or 0.0):
-            self.top = entry
-        if (verdict.speedup_vs_eager or 0.0) > 1.0:
-            self.contenders.append(entry)
-            if config.compiler_code and (
-                self.floor is None or (verdict.speedup_vs_eager or 0.0) > (self.floor.verdict.speedup_vs_eager or 0.0)
-            ):
-                self.floor = entry
-        ok, _why = beats_eager(verdict)
-        # ranked by speedup vs eager measured in the same run: machine drift between runs cancels out
-        faster = self.best is None or (verdict.speedup_vs_eager or 0.0) > (self.best.verdict.speedup_vs_eager or 0.0)
-        if ok and faster:
-            self.best = entry
-
-    def why_none(self) -> str:
-        passed = [h for h in self.history if h.status == AttemptStatus.PASSED]
-        if passed:
-            top = max(passed, key=lambda h: h.speedup_vs_eager or 0.0)
-            return f"no candidate beat eager beyond the measured noise (best {top.speedup_vs_eager or 0:.2f}x)"
-        if self.history:
-            last = self.history[-1]
-            return f"no candidate passed verification (last: {last.status}: {last.reason})"
-        return "no candidate was proposed"
-
-
-def no_gain_reason(verdict: Verdict, why: str | None) -> str:
-    """Why no kernel, measured: the best passed candidate's speedup over eager with its 95%
-    interval, and how close eager already is to this machine's roofline (the room there was)."""
-    pair, _ = verdict.timing_stats.headline_pairs()
-    speed = f"best kernel {verdict.speedup_vs_eager or 0:.2f}x eager"
-    if pair is not None:
-        speed += f" (95% interval {pair.low:.2f}-{pair.high:.2f}x over {pair.pairs} pairs)"
-    roof = judged_roofline(verdict)
-    room = ""
-    if roof is not None and roof.fraction_eager is not None and roof.fraction_eager <= 1.0:
-        room = f"eager already runs at {roof.fraction_eager:.0%} of this machine's {roof.bound_by}; "
-    elif roof is not None and roof.fraction_eager is not None:
-        room = f"(no roofline figure: eager would run at {roof.fraction_eager:.0%} of its bound, which cannot hold); "
-    if why:  # e.g. a finalist timed again did not hold up: its words stay
-        return f"no kernel faster than eager beyond the measured noise: {room}{speed}; {why}"
-    return f"no kernel faster than eager beyond the measured noise: {room}{speed}"
-
-
 class Session:
     """The search over one op: a strategy calls ``context``, ``propose`` and ``evaluate``, then ``finish``."""
 
@@ -191,10 +112,13 @@ class Session:
         verifier: Verifier,
         settings: ForgeSettings,
         state: SearchState | None = None,
+        waiter: QuietWaiter | None = None,
     ) -> None:
         self.plan, self.agents, self.io, self.verifier, self.settings = plan, agents, io, verifier, settings
         self.resumed = state is not None
         self.state = state or SearchState()
+        # the bounded wait for a quiet machine after a verification timed under load
+        self.waiter = waiter or wait_for_quiet_machine
 
     @property
     def id(self) -> int:
@@ -203,6 +127,10 @@ class Session:
     @property
     def options(self) -> OptimizeOptions:
         return self.plan.options
+
+    @property
+    def resume_command(self) -> str:
+        return self.options.resume_command(self.id)
 
     @property
     def node_host(self) -> str | None:
@@ -267,11 +195,22 @@ class Session:
         return item
 
     def _quiet_before_verifying(self) -> None:
+        still = self._still_busy(self._last_busy())
+        if still is not None:
+            raise steps.MachineStayedBusy(still)
+
+    def _last_busy(self) -> str | None:
+        """The load the last verdict was timed under, when the machine was busy then."""
         last = self.state.history[-1] if self.state.history else None
-        busy = last.figures.busy if last is not None and last.figures is not None else None
-        # a cluster's verifications run on another machine: this one's load says nothing of it
-        if busy is not None and self.verifier.node is None and self.settings.quiet_wait_s > 0:
-            steps.wait_for_quiet(busy, self.state.round, self.settings.quiet_wait_s, self.io)
+        return last.figures.busy if last is not None and last.figures is not None else None
+
+    def _still_busy(self, busy: str | None) -> steps.StillBusy | None:
+        """After a verification timed under ``busy`` load: the bounded wait for a quiet machine
+        (``quiet_wait_s``), and what stayed when the load did not go. A cluster's verifications
+        run on another machine: this one's load says nothing of it."""
+        if busy is None or self.verifier.node is not None:
+            return None
+        return steps.wait_for_quiet(busy, self.state.round, self.settings.quiet_wait_s, self.io, self.waiter)
 
     def verify_pending(self) -> None:
         """Verify the attempts a killed session left unverified (resume)."""
@@ -282,31 +221,14 @@ class Session:
 
     def finish(self, status: SessionStatus, reason: str | None) -> SessionResult:
         """The confirm and bank steps, then the session's row closed. An interrupted session banks
-        the fastest that beat eager in its own round, marked unconfirmed."""
+        the fastest that beat eager in its own round, marked unconfirmed; one that ended on a
+        machine that stayed busy banks nothing and confirms nothing (``--resume`` does)."""
         state, spend = self.state, self.io.spend
         result = self._new_result(status)
-        best, confirmed = state.best, False
-        if status is not SessionStatus.INTERRUPTED:
-            try:
-                outcome = confirm_finalists(
-                    finalists(state.contenders, keep=state.best, floor=state.floor),
-                    self.verifier,
-                    self.io,
-                    self.settings,
-                    state.round,
-                    self.io.limits.stop_requested,
-                    state.rejected,
-                    state.floor,
-                )
-                best, reason, confirmed = outcome.chosen, outcome.reason(reason, self.id), True
-                if best is None and outcome.busy is not None:
-                    status = result.status = SessionStatus.BUSY
-                elif best is None and outcome.undecided:
-                    status = result.status = SessionStatus.UNCONFIRMED
-            except KeyboardInterrupt:  # Ctrl-C while confirming: bank what its own round measured
-                self.verifier.end_workers()
-                status = result.status = SessionStatus.INTERRUPTED
-                reason = INTERRUPTED_REASON
+        best, confirmed = (None if status is SessionStatus.BUSY else state.best), False
+        if status not in (SessionStatus.INTERRUPTED, SessionStatus.BUSY):
+            status, reason, best, confirmed = self._confirm(status, reason)
+            result.status = status
         if best is not None and best.attempt_id in state.rejected:
             best = None  # its confirmation said no before the Ctrl-C
         if confirmed:  # a Ctrl-C before banked this session's round best unconfirmed: this run decides
@@ -321,6 +243,38 @@ class Session:
                 result.reason = no_gain_reason(state.top.verdict, reason)
         self.io.recorder.totals(spend, status)
         return self._finished(result, status)
+
+    def _confirm(
+        self, status: SessionStatus, reason: str | None
+    ) -> tuple[SessionStatus, str | None, Contender | None, bool]:
+        """The confirm step: (status, reason, the finalist to bank, whether it was confirmed). Not
+        timed on a machine that stayed busy after the last verdict was timed under load, nor
+        after a finalist's was (the bounded wait, ``_still_busy``)."""
+        state = self.state
+        still = self._still_busy(self._last_busy()) if state.contenders else None
+        if still is not None:
+            return SessionStatus.BUSY, still.reason(self.resume_command), None, False
+        try:
+            outcome = confirm_finalists(
+                finalists(state.contenders, keep=state.best, floor=state.floor),
+                self.verifier,
+                self.io,
+                self.settings,
+                state.round,
+                self.io.limits.stop_requested,
+                state.rejected,
+                state.floor,
+                self._still_busy,
+            )
+        except KeyboardInterrupt:  # Ctrl-C while confirming: bank what its own round measured
+            self.verifier.end_workers()
+            return SessionStatus.INTERRUPTED, INTERRUPTED_REASON, state.best, False
+        best = outcome.chosen
+        if best is None and outcome.busy is not None:
+            status = SessionStatus.BUSY
+        elif best is None and outcome.undecided:
+            status = SessionStatus.UNCONFIRMED
+        return status, outcome.reason(reason, self.resume_command), best, True
 
     def bank_by_hand(self, attempt_id: int, status: SessionStatus) -> SessionResult:
         """Bank one passed attempt the user picked: timed again exactly as the session's own
@@ -344,7 +298,7 @@ class Session:
         if outcome is not None and outcome.chosen is not None:
             self._bank(outcome.chosen, True, result)
         else:
-            result.reason = outcome.reason(None, self.id) if outcome is not None else INTERRUPTED_REASON
+            result.reason = outcome.reason(None, self.resume_command) if outcome is not None else INTERRUPTED_REASON
         self.io.recorder.totals(self.io.spend, status)  # reopening marked it running
         return self._finished(result, status)
 

@@ -13,6 +13,8 @@ from typing import Concatenate, ParamSpec
 from forge.agents import Coder, CoderContext, HistoryItem, Judge, Proposal
 from forge.core.candidate_config import CandidateConfig
 from forge.core.feedback import JudgeFeedback
+from forge.core.figures import fmt_seconds
+from forge.core.timing_records import Contention
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
 from forge.harness.runs.limits import Limits, OpShare, Spend
@@ -137,22 +139,57 @@ def record_verdict(candidate: Candidate, verdict: Verdict, io: SessionIO) -> His
     return item
 
 
-def wait_for_quiet(busy: str, round: int, limit_s: float, io: SessionIO) -> None:
-    """After a verdict timed on a busy machine: wait (bounded) for the load to go, saying so, so
-    the next verification is not timed under it too."""
+# Waits up to ``limit_s`` (or until the callable says stop) for a quiet second: that second's load
+# (None: not known) and the seconds waited. ``wait_for_quiet_machine`` on this machine; tests give stand-ins.
+QuietWaiter = Callable[[float, Callable[[], bool]], tuple[Contention | None, float]]
+
+
+@dataclass(frozen=True)
+class StillBusy:
+    """The machine stayed loaded through a session's bounded wait: the load it saw when the
+    verification was timed (``timed``) and at the wait's end (``now``), and how long it waited."""
+
+    timed: str
+    now: str
+    waited_s: float
+
+    def reason(self, resume: str) -> str:
+        """Why the session ends here, with the command that continues it."""
+        return (
+            f"the machine stayed busy: a verification was timed under load ({self.timed}) and the load was "
+            f"still there after waiting {fmt_seconds(self.waited_s)} ({self.now}); nothing timed under load is "
+            f"counted or banked: `{resume}` continues the session when the machine is quiet"
+        )
+
+
+class MachineStayedBusy(Exception):
+    """Raised where a session would verify on a machine that stayed busy: the session ends ``busy``."""
+
+    def __init__(self, still: StillBusy) -> None:
+        super().__init__(still.now)
+        self.still = still
+
+
+def wait_for_quiet(
+    busy: str, round: int, limit_s: float, io: SessionIO, waiter: QuietWaiter = wait_for_quiet_machine
+) -> StillBusy | None:
+    """After a verification timed on a busy machine: wait (bounded) for the load to go, saying so,
+    so the next verification is not timed under it too. None when it went; else what stayed."""
     left = io.share.time_left() if io.share is not None else None
     limit_s = min(limit_s, left / 4) if left is not None else limit_s  # most of the op's time stays its search's
     io.events(ev.MachineBusy, round=round, detail=busy, limit_s=limit_s)
-    load, waited = wait_for_quiet_machine(limit_s, io.limits.stop_requested.is_set)
+    load, waited = waiter(limit_s, io.limits.stop_requested.is_set)
     quiet = load is None or not load.busy
+    detail = load.detail if load else busy
     io.events(
         ev.MachineBusy,
         round=round,
-        detail=load.detail if load else busy,
+        detail=detail,
         limit_s=limit_s,
         waited_s=float(f"{waited:.1f}"),
         quiet=quiet,
     )
+    return None if quiet or io.limits.stop_requested.is_set() else StillBusy(busy, detail, waited)
 
 
 def review(judge: Judge, context: CoderContext, item: HistoryItem, verdict: Verdict, io: SessionIO) -> None:

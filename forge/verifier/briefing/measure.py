@@ -31,7 +31,9 @@ def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSe
     threads = settings.threads or machine.available_cores()
     ident = torch.cuda.get_device_name(0) if device == "cuda" else f"{machine.cpu_model()}|{threads}"
     compiled = settings.compile_baseline
-    said = f"{op_hash}|{device}|{ident}|{torch.__version__}|{compiled}|{_VERSION}"
+    # its roofline holds the machine's figures: measured again, they measure the brief again too
+    figures = machine.measured_figures(device, threads, settings.cache_path())
+    said = f"{op_hash}|{device}|{ident}|{torch.__version__}|{compiled}|{_VERSION}|{figures}"
     key = hashlib.sha256(said.encode()).hexdigest()[:24]
     env = worker_env(device, threads, settings.cache_path(), settings.gpu)
     # the op's own code, run before any candidate: confined as the candidates are all the same

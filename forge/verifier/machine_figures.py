@@ -1,0 +1,289 @@
+"""This device's measured memory bandwidth and fp32 matmul peak, kept in ``machine.json`` with the
+conditions they were measured under, and checked against a quick probe where they matter.
+
+A figure measured while other processes loaded the machine reads low (a copy loop sharing two
+cores with a busy neighbour read 7.5 GB/s on a machine that gives several times that), and every
+roofline after it is wrong. So a measurement reads the machine's load (``timing.contention``)
+before and while it runs: a check waits a bounded time for a quiet machine first, and a figure
+still measured under load is provisional: kept (a worker's roofline needs some figure) and
+measured again at the first check that finds the machine quiet.
+
+A check (``forge doctor``, a session's start) times a quick probe, a fraction of a second, and
+compares it with the probe's reading stored beside the figure, taken the same way at the same time
+(like with like: the probe's smaller matmul reads below the full one's). A quiet probe off by more
+than ``PROBE_TOLERANCE`` measures the figures again; a probe under load never replaces a quiet
+figure, since it reads the load, not the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from forge.core.timing_records import Contention
+from forge.verifier.timing.contention import LoadMonitor, combined
+
+PROBE_TOLERANCE = 0.25  # a quiet probe further than this (either figure, relative) from its stored reading
+QUIET_WAIT_S = 20.0  # how long a check waits for a quiet machine before it measures under load
+
+
+@dataclass(frozen=True)
+class MachineFigures:
+    """This device's measured memory bandwidth and fp32 matmul peak."""
+
+    device_name: str
+    bandwidth_gbs: float
+    peak_gflops: float
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What one measurement read: memory bandwidth (GB/s) and fp32 matmul throughput (GFLOP/s)."""
+
+    bandwidth_gbs: float
+    peak_gflops: float
+
+    def off_from(self, other: Readings) -> float:
+        """How far these readings are from ``other``'s: the larger relative difference of the two."""
+        return max(abs(self.bandwidth_gbs / other.bandwidth_gbs - 1.0), abs(self.peak_gflops / other.peak_gflops - 1.0))
+
+
+@dataclass(frozen=True)
+class FiguresEntry:
+    """The figures as ``machine.json`` keeps them, with the conditions they were measured under.
+
+    ``quiet``: no other process loaded the machine while they were measured (or the load could not
+    be read: no /proc), so they stand until a quiet probe disagrees; otherwise they are provisional.
+    An entry written by a forge that kept no conditions reads as provisional, measured at an unknown
+    time under an unknown load."""
+
+    figures: MachineFigures
+    quiet: bool = False
+    measured_at: datetime | None = None
+    load: Contention | None = None  # the busiest of the waits' last step, the measurement and the probe
+    probe: Readings | None = None  # the quick probe's reading then: later probes are compared with it
+
+    def conditions(self) -> str:
+        """When and under what load the figures were measured, and whether they are provisional."""
+        if self.measured_at is None:
+            return "kept by an older forge, which did not record when or under what load: provisional"
+        when = self.measured_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        load = f" ({self.load.detail})" if self.load is not None and self.load.detail else ""
+        if self.quiet:
+            return f"measured {when} on a quiet machine{load}"
+        return f"measured {when} under load{load}: provisional until measured on a quiet machine"
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.figures
+        return {
+            "device_name": f.device_name,
+            "bandwidth_gbs": f.bandwidth_gbs,
+            "peak_gflops": f.peak_gflops,
+            "quiet": self.quiet,
+            "measured_at": self.measured_at.isoformat() if self.measured_at else None,
+            "load": self.load.model_dump() if self.load else None,
+            "probe": {"bandwidth_gbs": self.probe.bandwidth_gbs, "peak_gflops": self.probe.peak_gflops}
+            if self.probe
+            else None,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> FiguresEntry | None:
+        """The entry ``raw`` holds; None when it cannot be read (measured again)."""
+        try:
+            figures = MachineFigures(str(raw["device_name"]), float(raw["bandwidth_gbs"]), float(raw["peak_gflops"]))
+            probe = raw.get("probe")
+            measured_at = raw.get("measured_at")
+            return cls(
+                figures,
+                quiet=bool(raw.get("quiet", False)),
+                measured_at=datetime.fromisoformat(measured_at) if measured_at else None,
+                load=Contention.model_validate(raw["load"]) if raw.get("load") else None,
+                probe=Readings(float(probe["bandwidth_gbs"]), float(probe["peak_gflops"])) if probe else None,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, ValidationError):
+            return None
+
+
+class FiguresCache:
+    """``machine.json``: an entry per machine identity (device, its name, threads, torch)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _all(self) -> dict[str, Any]:
+        with contextlib.suppress(OSError, ValueError):
+            found = json.loads(self.path.read_text())
+            if isinstance(found, dict):
+                return found
+        return {}
+
+    def get(self, key: str) -> FiguresEntry | None:
+        raw = self._all().get(key)
+        return FiguresEntry.from_json(raw) if raw is not None else None
+
+    def put(self, key: str, entry: FiguresEntry) -> None:
+        """Written whole and renamed into place: a reader never sees half a file."""
+        kept = self._all()
+        kept[key] = entry.to_json()
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(kept, indent=1))
+            tmp.replace(self.path)
+
+
+def _best_seconds(device: str, fn: Callable[[], Any], reps: int) -> float:
+    import torch
+
+    fn()
+    times = []
+    for _ in range(reps):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def _read(device: str, copy_mib: int, sizes: tuple[int, ...], reps: int) -> Readings:
+    """A copy's bandwidth and the fastest of square matmuls of ``sizes``."""
+    import torch
+
+    n = (copy_mib << 20) // 4
+    src = torch.ones(n, device=device)
+    dst = torch.empty_like(src)
+    t_copy = _best_seconds(device, lambda: dst.copy_(src), reps)
+    peak = 0.0
+    for m in sizes:
+        x = torch.randn(m, m, device=device)
+        peak = max(peak, 2 * m**3 / _best_seconds(device, partial(torch.matmul, x, x), reps) / 1e9)
+    return Readings(2 * (n * 4) / t_copy / 1e9, peak)
+
+
+def full_measurement(device: str) -> Readings:
+    """A copy well beyond any cache, and the library's best path, all of the process's threads:
+    large square GEMMs (oneDNN/MKL on CPU, cuBLAS on CUDA), the fastest size counted. One 1024
+    matmul on the CPU read 2-3x under what an op's own GEMMs or convolutions reached, and eager then
+    "ran at 237% of the peak"."""
+    if device == "cuda":
+        return _read(device, 256, (4096, 8192), reps=5)
+    return _read(device, 128, (1024, 2048), reps=5)
+
+
+def quick_probe(device: str) -> Readings:
+    """A smaller copy (twice a common last-level cache on a CPU) and one small matmul, two timed
+    calls each: a tenth of a second on a quiet CPU. It reads below the full measurement, and is
+    only ever compared with its own earlier reading."""
+    return _read(device, 256, (2048,), reps=2) if device == "cuda" else _read(device, 64, (512,), reps=2)
+
+
+def _under_load(measure: Callable[[], Readings]) -> tuple[Readings, Contention | None]:
+    monitor = LoadMonitor([])  # this process's own threads are not load
+    start = monitor.sample()
+    got = measure()
+    return got, monitor.between(start, monitor.sample())
+
+
+def _wait_for_quiet(limit_s: float) -> Contention | None:
+    return LoadMonitor([]).wait_for_quiet(limit_s)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """What measures: the full measurement and the quick probe, the load over a measurement, the
+    bounded wait for a quiet machine (its last step's load), and the clock. The machine's own by
+    default; tests give stand-ins."""
+
+    measure: Callable[[str], Readings] = full_measurement
+    probe: Callable[[str], Readings] = quick_probe
+    under_load: Callable[[Callable[[], Readings]], tuple[Readings, Contention | None]] = _under_load
+    wait_for_quiet: Callable[[float], Contention | None] = _wait_for_quiet
+    now: Callable[[], datetime] = _now
+
+
+def _quiet(load: Contention | None) -> bool:
+    return load is None or not load.busy  # no /proc: nothing is known, and nothing is claimed
+
+
+def measure_entry(device: str, device_name: str, tools: Instruments, wait_s: float) -> FiguresEntry:
+    """The figures measured now, after waiting up to ``wait_s`` for a quiet machine (0: not at
+    all), with the load read before and during the measurement and its probe."""
+    before = tools.wait_for_quiet(wait_s) if wait_s > 0 else None
+    full, during = tools.under_load(lambda: tools.measure(device))
+    probe, probing = tools.under_load(lambda: tools.probe(device))
+    load = combined([c for c in (before, during, probing) if c is not None])
+    figures = MachineFigures(device_name, full.bandwidth_gbs, full.peak_gflops)
+    return FiguresEntry(figures, quiet=_quiet(load), measured_at=tools.now(), load=load, probe=probe)
+
+
+class Recheck(StrEnum):
+    """What a check did with the cached figures."""
+
+    MEASURED = "measured"  # none were cached: measured now
+    AGREES = "agrees"  # quiet figures, and the probe agrees with its stored reading
+    REMEASURED = "remeasured"  # provisional figures, or a quiet probe disagreed: measured again
+    KEPT = "kept"  # quiet figures; the probe disagreed, but under load (or the load came back meanwhile)
+    PROVISIONAL = "provisional"  # provisional figures, and the machine is loaded still: not measured again
+
+
+@dataclass(frozen=True)
+class FiguresCheck:
+    """A check's outcome: the figures to use (``entry``), what was done, and what the probe read
+    now and under which load (None when nothing was cached to compare)."""
+
+    entry: FiguresEntry
+    recheck: Recheck
+    probe: Readings | None = None
+    probe_load: Contention | None = None
+    replaced: FiguresEntry | None = None  # the entry a re-measurement replaced
+
+    def said(self) -> str:
+        """What the check did, in words."""
+        now = f" ({self.probe_load.detail})" if self.probe_load is not None and self.probe_load.detail else ""
+        if self.recheck is Recheck.MEASURED:
+            return "none were cached: measured now"
+        if self.recheck is Recheck.AGREES:
+            return f"rechecked now: a quick probe agrees within {PROBE_TOLERANCE:.0%}{now}"
+        if self.recheck is Recheck.REMEASURED:
+            was = self.replaced.figures.bandwidth_gbs if self.replaced is not None else None
+            before = f" (were {was:.1f} GB/s)" if was is not None else ""
+            return f"rechecked now: measured again on a quiet machine{before}"
+        if self.recheck is Recheck.KEPT:
+            return f"rechecked now: a quick probe disagreed, but under load{now}: the quiet figures are kept"
+        return f"not measured again: the machine is still loaded{now}"
+
+
+def check_entry(
+    cached: FiguresEntry | None, device: str, device_name: str, tools: Instruments, wait_s: float
+) -> FiguresCheck:
+    """``cached`` checked against a quick probe, or measured (again) where the rules above say so."""
+    if cached is None:
+        return FiguresCheck(measure_entry(device, device_name, tools, wait_s), Recheck.MEASURED)
+    probe, load = tools.under_load(lambda: tools.probe(device))
+    if cached.quiet and cached.probe is not None and probe.off_from(cached.probe) <= PROBE_TOLERANCE:
+        return FiguresCheck(cached, Recheck.AGREES, probe, load)
+    if not _quiet(load):  # it reads the load, not the machine
+        return FiguresCheck(cached, Recheck.KEPT if cached.quiet else Recheck.PROVISIONAL, probe, load)
+    fresh = measure_entry(device, device_name, tools, wait_s)
+    if cached.quiet and not fresh.quiet:  # the load came back while measuring: the quiet figures stand
+        return FiguresCheck(cached, Recheck.KEPT, probe, fresh.load)
+    return FiguresCheck(fresh, Recheck.REMEASURED, probe, load, replaced=cached)

@@ -1,0 +1,148 @@
+"""The machine's measured figures: measured when the machine is quiet, kept with the conditions
+they were measured under, and checked against a quick probe. The load, the measurements and the
+clock are stand-ins (``Instruments``): nothing here loads the machine or times anything."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from forge.core.timing_records import Contention
+from forge.verifier import machine
+from forge.verifier.machine_figures import FiguresEntry, Instruments, Readings, Recheck
+
+QUIET = Contention(cores=2, other_cores=0.0, busy=False, detail="other processes used 0.00 of 2 cores")
+LOADED = Contention(cores=2, other_cores=1.9, busy=True, detail="other processes used 1.90 of 2 cores")
+WHEN = datetime(2025, 6, 1, 14, 2, tzinfo=UTC)
+
+
+class FakeMachine:
+    """A machine whose load and speed the test sets: under load it reads ``loaded_share`` of its
+    quiet figures. Counts the full measurements and the bounded waits it was asked for."""
+
+    def __init__(self, bandwidth: float = 40.0, peak: float = 100.0, loaded_share: float = 0.2) -> None:
+        self.bandwidth, self.peak, self.loaded_share = bandwidth, peak, loaded_share
+        self.loaded = False
+        self.measured = 0
+        self.waits: list[float] = []
+
+    def _readings(self, scale: float) -> Readings:
+        share = self.loaded_share if self.loaded else 1.0
+        return Readings(self.bandwidth * share * scale, self.peak * share * scale)
+
+    def measure(self, device: str) -> Readings:
+        self.measured += 1
+        return self._readings(1.0)
+
+    def probe(self, device: str) -> Readings:
+        return self._readings(0.5)  # the probe's small matmul reads below the full one: compared like with like
+
+    def under_load(self, fn: Callable[[], Readings]) -> tuple[Readings, Contention | None]:
+        return fn(), LOADED if self.loaded else QUIET
+
+    def wait_for_quiet(self, limit_s: float) -> Contention | None:
+        self.waits.append(limit_s)
+        return LOADED if self.loaded else QUIET
+
+    def tools(self) -> Instruments:
+        return Instruments(self.measure, self.probe, self.under_load, self.wait_for_quiet, lambda: WHEN)
+
+
+def _check(box: FakeMachine, cache: Path) -> machine.FiguresCheck:
+    return machine.checked_figures("cpu", 2, cache, box.tools(), wait_s=20.0)
+
+
+def test_figures_measured_under_load_are_provisional_and_replaced_by_a_quiet_measurement(tmp_path):
+    box = FakeMachine()
+    box.loaded = True
+    first = _check(box, tmp_path)
+    assert first.recheck is Recheck.MEASURED and box.waits == [20.0]  # it waited for quiet, in vain
+    assert not first.entry.quiet and first.entry.figures.bandwidth_gbs == 8.0
+    assert "under load (other processes used 1.90 of 2 cores): provisional" in first.entry.conditions()
+
+    still = _check(box, tmp_path)  # loaded still: not measured again, and still marked provisional
+    assert still.recheck is Recheck.PROVISIONAL and box.measured == 1 and still.entry == first.entry
+
+    box.loaded = False
+    quiet = _check(box, tmp_path)
+    assert quiet.recheck is Recheck.REMEASURED and quiet.replaced == first.entry
+    assert quiet.entry.quiet and quiet.entry.figures.bandwidth_gbs == 40.0 and quiet.entry.measured_at == WHEN
+    assert "measured again on a quiet machine (were 8.0 GB/s)" in quiet.said()
+    # kept, and what a worker's roofline reads from now on
+    assert machine.measured_figures("cpu", 2, tmp_path).bandwidth_gbs == 40.0
+    again = _check(box, tmp_path)
+    assert again.recheck is Recheck.AGREES and box.measured == 2
+
+
+def test_a_probe_under_load_does_not_overwrite_quiet_figures(tmp_path):
+    box = FakeMachine()
+    assert _check(box, tmp_path).entry.quiet
+    box.loaded = True  # the probe reads a fifth of the stored reading: the load's doing
+    kept = _check(box, tmp_path)
+    assert kept.recheck is Recheck.KEPT and box.measured == 1
+    assert kept.entry.figures.bandwidth_gbs == 40.0 and kept.probe is not None and kept.probe.bandwidth_gbs == 4.0
+    assert "under load (other processes used 1.90 of 2 cores): the quiet figures are kept" in kept.said()
+    stored = FiguresEntry.from_json(next(iter(json.loads((tmp_path / "machine.json").read_text()).values())))
+    assert stored is not None and stored.quiet and stored.figures.bandwidth_gbs == 40.0
+
+
+def test_a_quiet_probe_that_disagrees_measures_again_and_a_close_one_does_not(tmp_path):
+    box = FakeMachine()
+    _check(box, tmp_path)
+    box.bandwidth = 44.0  # 10% off: within the tolerance
+    assert _check(box, tmp_path).recheck is Recheck.AGREES and box.measured == 1
+    box.bandwidth = 20.0  # the memory got slower (another DIMM layout, a new VM): half the stored reading
+    moved = _check(box, tmp_path)
+    assert moved.recheck is Recheck.REMEASURED and moved.entry.figures.bandwidth_gbs == 20.0 and box.measured == 2
+
+
+def test_a_load_that_comes_back_while_measuring_again_keeps_the_quiet_figures(tmp_path):
+    box = FakeMachine()
+    _check(box, tmp_path)
+    box.bandwidth = 20.0
+    real_measure = box.measure
+
+    def loaded_meanwhile(device: str) -> Readings:
+        box.loaded = True
+        return real_measure(device)
+
+    box.measure = loaded_meanwhile  # type: ignore[method-assign]
+    kept = _check(box, tmp_path)
+    assert kept.recheck is Recheck.KEPT and kept.entry.figures.bandwidth_gbs == 40.0
+    assert machine.measured_figures("cpu", 2, tmp_path).bandwidth_gbs == 40.0
+
+
+def test_an_old_machine_json_is_read_and_measured_again_when_quiet(tmp_path):
+    key, _name = machine._identity("cpu", 2)
+    old = {key: {"device_name": "AMD EPYC|2", "bandwidth_gbs": 7.46, "peak_gflops": 43.6}, "cpu|other|1|x": 5}
+    (tmp_path / "machine.json").write_text(json.dumps(old))
+    # a worker reads it as it is
+    assert machine.measured_figures("cpu", 2, tmp_path) == machine.MachineFigures("AMD EPYC|2", 7.46, 43.6)
+    box = FakeMachine()
+    box.loaded = True
+    kept = _check(box, tmp_path)
+    assert kept.recheck is Recheck.PROVISIONAL and kept.entry.figures.bandwidth_gbs == 7.46
+    assert "did not record when or under what load: provisional" in kept.entry.conditions()
+    box.loaded = False
+    fresh = _check(box, tmp_path)
+    assert fresh.recheck is Recheck.REMEASURED and fresh.entry.quiet and fresh.entry.figures.bandwidth_gbs == 40.0
+    kept_file = json.loads((tmp_path / "machine.json").read_text())
+    assert kept_file["cpu|other|1|x"] == 5  # another machine's entry is left as it was
+
+
+def test_an_unreadable_machine_json_is_measured_again(tmp_path):
+    (tmp_path / "machine.json").write_text("{not json")
+    box = FakeMachine()
+    assert _check(box, tmp_path).recheck is Recheck.MEASURED
+    key, _name = machine._identity("cpu", 2)
+    (tmp_path / "machine.json").write_text(json.dumps({key: {"device_name": "x", "bandwidth_gbs": "fast"}}))
+    assert _check(box, tmp_path).recheck is Recheck.MEASURED and box.measured == 2
+
+
+def test_an_entry_round_trips_through_json():
+    entry = FiguresEntry(machine.MachineFigures("gpu", 4000.0, 50000.0), True, WHEN, QUIET, Readings(3900.0, 40000.0))
+    assert FiguresEntry.from_json(json.loads(json.dumps(entry.to_json()))) == entry
+    said = "measured 2025-06-01 14:02 UTC on a quiet machine (other processes used 0.00 of 2 cores)"
+    assert entry.conditions() == said
