@@ -1,6 +1,7 @@
 """What the commands offer: each lists only its own options, enumerated options take only their
-members (a typo is a usage error naming the choices, exit 2), and the plan options that moved
-from ``forge optimize`` to ``forge plan`` are no longer offered there."""
+members (a typo is a usage error naming the choices, exit 2), options that need another are refused
+without it, and the plan options that moved from ``forge optimize`` to ``forge plan`` are no longer
+offered there (``--parallel`` says what it became)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def test_forge_plan_lists_only_plan_options_and_optimize_no_longer_lists_them():
         (["optimize", "op.py", "--executor", "slurm"], "'slurm' is not one of 'local', 'ray'"),
         (["optimize", "op.py", "--rounds", "0"], "greater than or equal to 1"),
         (["plan", "model.py", "--world-size", "0"], "greater than or equal to 1"),
+        (["optimize", "model.py", "--parallel"], "is `forge plan MODEL.py` now"),
+        (["optimize", "model.py", "--include", "Block"], "are for a model: add --modules"),
+        (["optimize", "model.py", "--modules", "--resume", "3"], "a model-level run starts afresh"),
     ],
 )
 def test_an_enumerated_option_takes_only_its_choices(args, said):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -12,14 +11,14 @@ from rich.table import Table
 from forge import harness
 from forge.cli.console import BankOpt, UnsandboxedOpt, err, out, print_wide, report_and_exit
 from forge.cli.event_printer import EventPrinter
+from forge.cli.model_optimize import check_model_flags, model_choices, run_model
 from forge.cli.model_view import model_summary
-from forge.cli.plan_cmd import plan_command
 from forge.core.choices import SEARCH_STRATEGIES, Backend, Device, Executor, Strategy, search_strategy
 from forge.core.errors import UsageError
 from forge.core.settings import ForgeSettings, load_settings
 from forge.present import fmt_times
 
-MOVED = "moved to `forge plan MODEL.py`"
+MOVED = "became `forge plan MODEL.py`"
 STRATEGY_METAVAR = "[" + "|".join(SEARCH_STRATEGIES) + "]"
 
 
@@ -107,46 +106,15 @@ def optimize_command(
     ops_dir: Annotated[
         Path | None, typer.Option(help="--modules: where the carved op files go (default forge_ops/MODEL)")
     ] = None,
-    # Parallel plans moved to `forge plan`; these still work for a release (hidden from --help)
+    # `forge optimize --parallel` became `forge plan` in 0.2: the old flag says so and runs nothing
     parallel: Annotated[bool, typer.Option("--parallel", hidden=True, help=MOVED)] = False,
-    world_size: Annotated[int | None, typer.Option(hidden=True, help=MOVED)] = None,
-    mesh: Annotated[str | None, typer.Option(hidden=True, help=MOVED)] = None,
-    memory_per_device: Annotated[float | None, typer.Option(hidden=True, help=MOVED)] = None,
-    infer: Annotated[bool, typer.Option("--infer", hidden=True, help=MOVED)] = False,
-    simulate: Annotated[bool, typer.Option("--simulate", hidden=True, help=MOVED)] = False,
 ) -> None:
     """Search for a faster verified kernel for each op and bank the best one (a model's parallel
     plan: forge plan)."""
+    if parallel:
+        raise typer.BadParameter("a model's parallel plan is `forge plan MODEL.py` now (the same options)")
     resume_all, resume_ids = _resume_choice(resume)
-    if parallel or world_size is not None or mesh is not None or simulate:
-        if not parallel:
-            raise typer.BadParameter("--world-size, --mesh and --simulate plan a model's ranks: use forge plan")
-        _moved_to_plan(
-            ops or [],
-            device,
-            world_size=world_size,
-            mesh=mesh,
-            memory_per_device=memory_per_device,
-            train=not infer,
-            simulate=simulate,
-            model=model,
-            judge=judge,
-            api_base=api_base,
-            rounds=rounds,
-            budget_usd=budget_usd,
-            time_limit=time_limit,
-            bank=bank,
-            resume=_one_session(resume_ids, resume_all),
-            as_json=as_json,
-        )
-    if not modules and (include or exclude or ops_dir is not None or min_share is not None or prove_rounds):
-        raise typer.BadParameter(
-            "--include, --exclude, --min-share, --prove-rounds and --ops-dir are for a model: add --modules"
-        )
-    if modules and (resume_ids or resume_all):
-        raise typer.BadParameter(
-            "a model-level run starts afresh: resume its ops' sessions by id", param_hint="--resume"
-        )
+    check_model_flags(modules, include, exclude, ops_dir, min_share, prove_rounds, bool(resume_ids or resume_all))
 
     def settings() -> ForgeSettings:
         return load_settings(
@@ -176,36 +144,9 @@ def optimize_command(
         )
 
     if modules:
-        choices = _model_choices(include, exclude, ops_dir, min_share, prove_rounds)
-        report_and_exit(lambda: _run_model(ops, options(), settings(), choices, report), as_json, model_summary)
+        choices = model_choices(include, exclude, ops_dir, min_share, prove_rounds)
+        report_and_exit(lambda: run_model(ops, options(), settings(), choices, report), as_json, model_summary)
     report_and_exit(lambda: _run_ops(ops, options(), settings(), report), as_json, _summary)
-
-
-def _moved_to_plan(ops: list[Path], device: Device | None, **plan: Any) -> None:
-    """``forge optimize --parallel``: said to have moved, then run as ``forge plan`` (exits)."""
-    err.print(
-        "[yellow]note:[/] `forge optimize --parallel` has moved to `forge plan MODEL.py` (the same options); "
-        "this form goes in the next release",
-        soft_wrap=True,
-    )
-    if device not in (None, Device.CPU, Device.AUTO):
-        raise typer.BadParameter(f"{device}: plans are run on CPU ranks over gloo", param_hint="--device")
-    plan_command(_one_model(ops), **plan)
-
-
-def _model_choices(
-    include: list[str] | None,
-    exclude: list[str] | None,
-    ops_dir: Path | None,
-    min_share: float | None,
-    prove_rounds: int | None,
-) -> harness.ModelChoices:
-    choices = harness.ModelChoices(include=frozenset(include or ()), exclude=frozenset(exclude or ()), ops_dir=ops_dir)
-    if min_share is not None:
-        choices = dataclasses.replace(choices, min_share=min_share)
-    if prove_rounds is not None:
-        choices = dataclasses.replace(choices, prove_rounds=prove_rounds)
-    return choices
 
 
 def _run_ops(
@@ -214,22 +155,6 @@ def _run_ops(
     result = harness.optimize(list(ops or []), options, settings, EventPrinter())
     if report is not None:
         written = harness.write_report(report, result)
-        err.print(f"report: {', '.join(str(p) for p in written)}")
-    return result
-
-
-def _run_model(
-    ops: list[Path] | None,
-    options: harness.OptimizeOptions,
-    settings: ForgeSettings,
-    choices: harness.ModelChoices,
-    report: Path | None,
-) -> harness.ModelRunResult:
-    if not ops or len(ops) > 1:
-        raise UsageError("--modules takes one model: MODEL.py (Model, get_inputs, get_init_inputs) or module:factory")
-    result = harness.optimize_model(str(ops[0]), options, settings, choices, EventPrinter())
-    if report is not None:
-        written = harness.write_model_report(report, result)
         err.print(f"report: {', '.join(str(p) for p in written)}")
     return result
 
@@ -249,14 +174,6 @@ def _resume_choice(given: list[str] | None) -> tuple[bool, list[int]]:
             raise typer.BadParameter(f"{value!r}: give a session id (a number) or `all`", param_hint="--resume")
         ids.append(int(value))
     return False, ids
-
-
-def _one_session(resume: list[int], resume_all: bool) -> int | None:
-    if resume_all or len(resume) > 1:
-        raise typer.BadParameter(
-            "a parallel-plan session is resumed alone: give one --resume ID", param_hint="--resume"
-        )
-    return resume[0] if resume else None
 
 
 def _summary(run: harness.RunResult) -> None:
@@ -292,9 +209,3 @@ def _summary(run: harness.RunResult) -> None:
     if run.tokens:
         cost = "unknown (no price for this model)" if run.cost_usd is None else f"${run.cost_usd:.4f}"
         out.print(f"LLM tokens {run.tokens}, cost {cost}")
-
-
-def _one_model(ops: list[Path]) -> Path | None:
-    if len(ops) > 1:
-        raise typer.BadParameter("forge plan takes one model file (MODEL.py with Model, get_inputs, get_init_inputs)")
-    return ops[0] if ops else None

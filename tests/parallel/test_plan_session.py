@@ -3,7 +3,7 @@ plan verified on two real ranks, with its measured step and the cost model's pre
 a two-process program that calls ``bank.parallelize`` (or the plan exported as plain torch) gets
 the unsharded model's outputs and parameters after a training step. Bad input is refused with
 exit 2 before anything runs; ``--simulate`` ranks a mesh too large for this machine. The old
-``forge optimize --parallel`` form still works, saying it moved."""
+``forge optimize --parallel`` form says what it became."""
 
 from __future__ import annotations
 
@@ -197,11 +197,10 @@ def test_resume_runs_more_plans_and_none_of_them_again(tmp_path):
     assert again.returncode == 2 and "already finished its 1 rounds" in again.stderr
     kernel_path = forge("optimize", "--resume", "1", "--bank", str(bank), cache=tmp_path)
     assert kernel_path.returncode == 2 and "resume it with `forge plan --resume 1`" in kernel_path.stderr
-    # the old form still works for a release, and says where it moved
-    more = forge(
-        "optimize", "--parallel", "--resume", "1", "--rounds", "2", "--bank", str(bank), "--json", cache=tmp_path
-    )
-    assert "has moved to `forge plan MODEL.py`" in " ".join(more.stderr.split())
+    # the 0.1 form says what it became and runs nothing
+    old = forge("optimize", "--parallel", "--resume", "1", "--bank", str(bank), cache=tmp_path)
+    assert old.returncode == 2 and "`forge plan MODEL.py` now" in " ".join(old.stderr.split()), old.stderr
+    more = forge("plan", "--resume", "1", "--rounds", "2", "--bank", str(bank), "--json", cache=tmp_path)
     assert more.returncode == 0, more.stderr[-2000:]
     assert json.loads(more.stdout)["session_id"] == 1 and "resuming 1" in more.stderr
     with sqlite3.connect(bank) as db:
