@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -28,11 +27,13 @@ from pathlib import Path
 
 from benchmarks.support.page import add_page_option, run_with_page
 from benchmarks.support.paths import ROOT
+from forge.core.candidate_config import CandidateConfig
 from forge.core.problem import read_problem_source
+from forge.core.statuses import SessionStatus
 from forge.core.verdict import Verdict
 from forge.db import open_for_writing, save_kernel
 from forge.db.leases import Driver
-from forge.db.sessions import start_session
+from forge.db.sessions import add_proposal, finish_attempt, start_session, update_session
 
 OP = ROOT / "examples" / "ops" / "rmsnorm.py"
 SOURCE = (ROOT / "examples" / "candidates" / "rmsnorm_cpp.py").read_text()
@@ -100,17 +101,12 @@ def big_bank(path: Path, sessions: int, attempts: int, kernels: int) -> None:
     verdict = Verdict.from_json(json.loads(verdict_json()) | facts)
     for _ in range(kernels):
         save_kernel(engine, spec, SOURCE, verdict)
+    for lease in leases:
+        for r in range(attempts):
+            attempt = add_proposal(engine, lease, r, source=SOURCE, backend="cpp", config=CandidateConfig(), note="")
+            finish_attempt(engine, lease, attempt, verdict, CandidateConfig())
+        update_session(engine, lease, status=SessionStatus.FINISHED, tokens=0, cost_usd=None)
     engine.dispose()
-    row = ("coder", SOURCE, "cpp", verdict_json(), "passed", 2.0, 1.2, 0)
-    rows = [(lease.session_id, r, *row) for lease in leases for r in range(attempts)]
-    with sqlite3.connect(path) as db:
-        db.executemany(
-            "INSERT INTO attempts (session_id, round, role, candidate_source, backend, verdict, status,"
-            " speedup_vs_eager, speedup_vs_compile, tokens, created_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?, datetime('now'))",
-            rows,
-        )
-        db.execute("UPDATE sessions SET status = 'finished', lease_token = NULL, heartbeat_at = NULL")
 
 
 async def open_screens(bank: Path) -> dict[str, float]:

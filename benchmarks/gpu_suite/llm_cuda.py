@@ -5,7 +5,6 @@ answers with a ``load_inline`` CUDA kernel, which is built, verified and judged.
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -71,7 +70,11 @@ def llm_cuda_part(ctx: Context) -> PartResult:
 
 def _coder_verdicts(bank: Path) -> list[str]:
     """The statuses of the coder's attempts in the bank the run wrote (oldest first)."""
+    from forge.core.statuses import AttemptRole
+    from forge.db import list_sessions, load_session, open_bank
+
     if not bank.is_file():
         return []
-    with sqlite3.connect(bank) as db:
-        return [str(r[0]) for r in db.execute("SELECT status FROM attempts WHERE role = 'coder' ORDER BY id")]
+    with open_bank(bank) as engine:
+        attempts = [a for s in list_sessions(engine) for a in load_session(engine, s.id).attempts]
+    return [str(a.status) for a in sorted(attempts, key=lambda a: a.id) if a.role is AttemptRole.CODER]

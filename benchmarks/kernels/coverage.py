@@ -16,7 +16,6 @@ import argparse
 import json
 import math
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from benchmarks.support.paths import ROOT
 from forge.agents import CoderContext
 from forge.agents.builtin import BuiltinCoder
 from forge.core.problem import read_problem_source
+from forge.core.statuses import AttemptRole, AttemptStatus
+from forge.db import load_session, open_bank
 
 
 @dataclass
@@ -83,11 +84,11 @@ def optimize(path: Path, rounds: int, bank: Path, timeout: float) -> tuple[bool,
         return False, False, None, None, f"timed out after {timeout:.0f} s"
     except (json.JSONDecodeError, ValueError, KeyError):
         return False, False, None, None, f"forge exited {done.returncode}: {done.stderr.strip()[-150:]}"
-    with sqlite3.connect(bank) as db:
-        (passed,) = db.execute(
-            "SELECT COUNT(*) FROM attempts WHERE session_id = ? AND role = 'coder' AND status = 'passed'",
-            (result["session_id"],),
-        ).fetchone()
+    passed = 0
+    if result["session_id"] is not None:
+        with open_bank(bank) as engine:
+            attempts = load_session(engine, result["session_id"]).attempts
+        passed = sum(a.role is AttemptRole.CODER and a.status is AttemptStatus.PASSED for a in attempts)
     status = str(result.get("status"))
     # A no_gain session's reason is measured (the best kernel's speedup and its interval, eager's
     # share of the roofline): the table keeps those figures, not the fixed words before them.

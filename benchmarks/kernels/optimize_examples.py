@@ -12,9 +12,7 @@ On cuda the built-in coder writes Triton and the verifier times with CUDA events
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +20,7 @@ from pathlib import Path
 from benchmarks.support.page import add_page_option, run_with_page
 from benchmarks.support.paths import ROOT
 from forge.core.settings import load_settings
+from forge.db import kernel_detail, list_kernels, open_bank
 from forge.harness import OptimizeOptions, optimize
 from forge.harness import events as ev
 
@@ -72,10 +71,8 @@ def main() -> None:
         t0 = time.monotonic()
         run = optimize(a.ops, OptimizeOptions(rounds=a.rounds, bank=bank), settings, on_event)
         elapsed = time.monotonic() - t0
-        with sqlite3.connect(bank) as db:
-            configs = dict(
-                db.execute("SELECT k.op_name, c.config FROM kernels k JOIN kernel_configs c ON c.kernel_id = k.id")
-            )
+        with open_bank(bank) as engine:
+            configs = {k.op: kernel_detail(engine, k.id).configs for k in list_kernels(engine)}
     head = ("op", "accepted", "first x eager", "in round", "x eager", "x compile", "attempts", "config")
     print(
         f"{head[0]:16s} {head[1]:8s} {head[2]:>13s} {head[3]:>8s} {head[4]:>8s} {head[5]:>9s} {head[6]:>8s}  {head[7]}"
@@ -83,7 +80,7 @@ def main() -> None:
     eager, compiled = [], []
     for r in run.results:
         f = first.get(r.problem)
-        cfg = json.loads(configs[r.problem]) if r.problem in configs else None
+        cfg = configs[r.problem][-1].config if configs.get(r.problem) else None
         print(
             f"{r.problem:16s} {'yes' if r.accepted else 'no':8s} {times(f):>13s} {times(chosen.get(r.problem)):>8s} "
             f"{times(r.speedup_vs_eager):>8s} "

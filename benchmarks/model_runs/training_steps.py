@@ -24,7 +24,7 @@ from benchmarks.support.page import add_page_option, run_with_page
 from benchmarks.support.paths import ROOT
 from forge.core.timing_records import PairedRatio
 from forge.core.verdict import Verdict
-from forge.db.kernels import GRADIENTS_VERIFIED
+from forge.db import kernel_detail, list_kernels, open_bank
 
 EXAMPLE = ROOT / "examples" / "training"
 
@@ -43,11 +43,9 @@ def _bank(bank: Path, rounds: int) -> tuple[Verdict, bool]:
     (problem,) = json.loads(done.stdout)["problems"]
     if not problem["accepted"]:
         raise SystemExit(f"nothing banked: {problem['reason']}")
-    import sqlite3
-
-    with sqlite3.connect(bank) as db:
-        (evidence,) = [json.loads(e) for (e,) in db.execute("SELECT evidence FROM kernels")]
-    return Verdict.from_json(evidence), bool(evidence[GRADIENTS_VERIFIED])
+    with open_bank(bank) as engine:
+        (kernel,) = list_kernels(engine)
+        return kernel_detail(engine, kernel.id).evidence, kernel.trains
 
 
 def _loop(bank: Path, steps: int) -> dict[str, Any]:
