@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.support.pg_server import PgServer, running_server, server_binaries
 from forge.core.settings import ForgeSettings
-from tests.pg_server import PgServer, running_server, server_binaries
 
 TESTS = Path(__file__).parent
 OPS = TESTS / "ops"

@@ -4,11 +4,14 @@ front ends call only the engine (and the base layer), and no import cycle exists
 Every import counts: at module level, inside a function, and under ``TYPE_CHECKING``: a cycle
 hidden in a function body is still a cycle. The layers are listed here, once; the docs'
 architecture page (docs/architecture.md) shows the same list (checked below).
+
+``benchmarks/`` stands above all of forge, beside the tests, under rules of its own (below).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -43,21 +46,27 @@ def all_modules() -> dict[str, Path]:
     return {module_name(p): p for p in PACKAGE.rglob("*.py") if "migrations" not in p.parts}
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The forge modules ``name`` imports anywhere in its source (``from pkg import mod`` counts
-    as importing ``pkg.mod`` when that is a module)."""
+def imported(name: str, path: Path) -> list[tuple[str, str | None]]:
+    """Each import in module ``name``'s source (at ``path``), anywhere in it, as (module, name):
+    ``import a.b`` is (``a.b``, None), ``from a import b`` is (``a``, ``b``); relative ones resolved."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
+    found: list[tuple[str, str | None]] = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
+            found.extend((a.name, None) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(up + ([node.module] if node.module else []))
-            for a in node.names:
-                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+            found.extend((base, a.name) for a in node.names)
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules among ``known`` that ``name`` imports anywhere in its source (``from pkg import
+    mod`` counts as importing ``pkg.mod`` when that is a module)."""
+    found = {f"{m}.{a}" if a is not None and f"{m}.{a}" in known else m for m, a in imported(name, path)}
     return {m for m in found if m in known and m != name}
 
 
@@ -146,3 +155,99 @@ def test_the_architecture_page_shows_these_layers():
         for comp in layer:
             if comp not in ("forge", "forge.__main__"):
                 assert f"`{comp}`" in section, f"docs/architecture.md does not show {comp}"
+
+
+# benchmarks/ stands above all of forge, beside the tests: its scripts time each layer's own
+# machinery (the verifier's timing loops, the built-in agent's C++ snippets, the plans' cost
+# model, the TUI's start), so they may import any forge component, through its public names only
+# (no ``_`` module or name). Not the commands (they run ``python -m forge`` as a user does), not the
+# bank's schema or SQL (a bank is read and written through forge.db's, forge.kernelbank's and
+# forge.harness's functions), never ``tests`` (what both use lives in benchmarks.support), and no
+# sys.path edits: the scripts run as modules from the checkout's root.
+BENCHMARKS = ROOT / "benchmarks"
+BENCHMARKS_NEVER = ("tests", "forge.cli", "forge.entry", "forge.__main__", "forge.db.models", "forge.db.migrations")
+# what one script needs past those rules, and why
+BENCHMARK_EXCEPTIONS = {
+    # the lease's cost per commit is the difference from a commit without the lease check: the same
+    # attempt row written through the schema, which no forge function does (forge always checks it)
+    ("benchmarks.costs.bank_writes", "forge.db.models"),
+}
+SQL = re.compile(r"\b(SELECT\b.+\bFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b", re.DOTALL)
+
+
+def benchmark_modules() -> dict[str, Path]:
+    """Every Python file under benchmarks/: the scripts' packages, and the op and model files they
+    ship as data (those import torch and their models' packages only)."""
+    return {module_name(p): p for p in BENCHMARKS.rglob("*.py")}
+
+
+def _within(full: str, prefix: str) -> bool:
+    return full == prefix or full.startswith(prefix + ".")
+
+
+def benchmark_violations(name: str, path: Path) -> list[str]:
+    """What module ``name`` (at ``path``) does that benchmarks may not."""
+    wrong = []
+    for module, attr in imported(name, path):
+        full = module if attr is None else f"{module}.{attr}"
+        never = next((c for c in BENCHMARKS_NEVER if _within(full, c)), None)
+        if never is not None and (name, never) not in BENCHMARK_EXCEPTIONS:
+            wrong.append(f"{name} imports {full}: benchmarks never import {never}")
+        elif _within(full, "forge") and any(p.startswith("_") and not p.startswith("__") for p in full.split(".")):
+            wrong.append(f"{name} imports {full}: not a public name of forge")
+        elif full == "sys.path":
+            wrong.append(f"{name} imports sys.path: benchmarks run as modules from the checkout's root")
+    tree = ast.parse(path.read_text(), filename=str(path))
+    sys_names = {
+        a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if a.name == "sys"
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "path" and ast.unparse(node.value) in sys_names:
+            wrong.append(f"{name}:{node.lineno} uses sys.path: benchmarks run as modules from the checkout's root")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):
+            wrong.append(f"{name}:{node.lineno} holds SQL: a bank is read through forge's functions")
+    return wrong
+
+
+def test_benchmarks_import_forge_by_public_names_and_never_the_tests_or_sys_path():
+    wrong = [w for name, path in sorted(benchmark_modules().items()) for w in benchmark_violations(name, path)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles_among_the_benchmarks():
+    modules = benchmark_modules()
+    graph = {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_forge_imports_neither_the_benchmarks_nor_the_tests():
+    wrong = [
+        f"{name} imports {module}"
+        for name, path in sorted(all_modules().items())
+        for module, _ in imported(name, path)
+        if _within(module, "benchmarks") or _within(module, "tests")
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_benchmark_checks_catch_what_they_are_for(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import sys as system\n"
+        "from tests.conftest import OPS\n"
+        "from forge.cli import app\n"
+        "from forge.db.models import AttemptRow\n"
+        "from forge.verifier.machine import _private\n"
+        "from forge.db import list_kernels\n"  # allowed
+        "system.path.insert(0, '.')\n"
+        "ROWS = 'SELECT status FROM attempts'\n"
+    )
+    wrong = benchmark_violations("benchmarks.costs.probe", script)
+    assert len(wrong) == 6, wrong
+    said = "\n".join(wrong)
+    for words in ("never import tests", "never import forge.cli", "never import forge.db.models"):
+        assert words in said
+    assert "not a public name" in said and "uses sys.path" in said and "holds SQL" in said
+    excepted = benchmark_violations("benchmarks.costs.bank_writes", script)  # the schema alone is let through
+    assert len(excepted) == 5 and not any("forge.db.models" in w for w in excepted), excepted

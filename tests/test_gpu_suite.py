@@ -1,4 +1,4 @@
-"""The GPU suite's dry run: every part of ``benchmarks/gpu_suite.py`` on the CPU (two examples,
+"""The GPU suite's dry run: every part of ``python -m benchmarks.gpu_suite`` on the CPU (two examples,
 Triton in its interpreter, CUDA steps skipped with the reason), so the suite does not rot between
 the loans of a GPU. Minutes: marked ``gpu_suite``, which the default run leaves out and .ci/run runs."""
 
@@ -15,12 +15,13 @@ import torch
 
 pytestmark = pytest.mark.gpu_suite
 
-SUITE = Path(__file__).parents[1] / "benchmarks" / "gpu_suite.py"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _suite(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "FORGE_CACHE_DIR": str(cache)}
-    return subprocess.run([sys.executable, str(SUITE), *args], capture_output=True, text=True, env=env, timeout=1800)
+    cmd = [sys.executable, "-m", "benchmarks.gpu_suite", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=1800)
 
 
 def test_the_dry_run_runs_every_part_and_writes_the_report(tmp_path, cache_dir):

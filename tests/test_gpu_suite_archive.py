@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import io
 import sqlite3
-import sys
 import tarfile
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-from gpu_suite_core import pack, unpack
+from benchmarks.gpu_suite.archive import pack, unpack
 
 
 def test_a_packed_run_unpacks_with_its_banks_whole(tmp_path):

@@ -50,7 +50,7 @@ _MIN_TRIALS, _MAX_TRIALS = 5, 30
 # Eager and the candidate are timed in turns, batch by batch, so that a slow spell of the machine
 # lands on both sides. A batch holds at most _CALLS_PER_BATCH calls, whatever fits in memory: with
 # every call of a side in one stretch, timing the op's own reference against itself (60 calls a
-# side of linear_gelu, benchmarks/timing_stability.py --null) measured 0.90x-1.22x, and "faster
+# side of linear_gelu, benchmarks.claims.timing_stability --null) measured 0.90x-1.22x, and "faster
 # beyond the noise" in 3 of 12 runs (0 of 12 with the cap). There are at least _MIN_BATCHES turns.
 # Each batch costs a fresh draw and two transfers of its inputs (~1 s for 160 MB on a small VM).
 # Large inputs fit few sets in a batch (two 64 MB sets of a 4096x1024 residual add + norm), and

@@ -102,7 +102,7 @@ def test_the_erf_knob_is_offered_for_an_exact_gelu_only(tmp_path):
     assert pointwise.POINTWISE_DEFAULT["erf"] == pointwise.space(_recipe(EXAMPLES / "ops" / "linear_gelu.py"))["erf"][0]
 
 
-# the largest |error| of the exact GELU against float64 on [-12, 12] (benchmarks/erf_rational.py
+# the largest |error| of the exact GELU against float64 on [-12, 12] (benchmarks.kernels.erf_rational
 # measures 4.7e-7 and 1.65e-6; eager's own is 3.8e-7)
 ERF_BOUNDS = {"torch": 6e-7, "rational": 1.8e-6}
 

@@ -11,13 +11,13 @@ import sys
 
 import pytest
 
+from benchmarks.support.llm_server import Script, serve
 from forge.core.figures import AttemptFigures
 from forge.core.verdict import Verdict
 from forge.harness import OptimizeOptions, optimize
 from forge.harness import events as ev
 from tests.conftest import OPS
 from tests.harness.test_llm_session import judge_json
-from tests.llm_server import Script, serve
 
 OP = OPS / "loop_rowsum.py"
 MARKER = "# the last line of a long candidate"

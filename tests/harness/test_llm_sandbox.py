@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from benchmarks.support.llm_server import Script, serve
 from forge.harness import OptimizeOptions, optimize
 from tests.conftest import OPS
-from tests.llm_server import Script, serve
 
 OP = OPS / "loop_rowsum.py"
 SECRET = "sk-forge-test-secret"

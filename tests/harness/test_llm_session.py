@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.support.llm_server import Script, serve
 from forge.core.errors import ProviderError
 from forge.harness import OptimizeOptions, optimize
 from forge.harness import events as ev
 from tests.conftest import OPS
-from tests.llm_server import Script, serve
 
 OP = OPS / "loop_rowsum.py"
 

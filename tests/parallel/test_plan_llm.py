@@ -8,8 +8,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from benchmarks.support.llm_server import Script, serve
 from forge.harness import PlanOptions, optimize_plan
-from tests.llm_server import Script, serve
 
 TRANSFORMER = Path(__file__).parent / "ops" / "tiny_transformer.py"
 FSDP_PLAN = {

@@ -133,8 +133,8 @@ async def test_a_crash_in_a_session_worker_is_a_notification_and_a_crashed_row(t
 
 @pytest.mark.asyncio
 async def test_an_llm_sessions_reply_streams_into_the_reply_tab(tmp_path, fast_settings):
+    from benchmarks.support.llm_server import Script, serve
     from tests.harness.test_llm_session import RIGHT, judge_json
-    from tests.llm_server import Script, serve
 
     script = Script(coder=[RIGHT], judge=[judge_json("done", go_on=False)], chunk_chars=6, chunk_delay_s=0.08)
     bank = tmp_path / "bank.db"

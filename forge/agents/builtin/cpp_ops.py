@@ -210,7 +210,7 @@ static inline float forge_tanh(float x) { return 1.0f - 2.0f / (forge_exp(2.0f *
 #   results track eager's (|error| < 6e-7 over every float).
 # "rational": x * P(x^2) / Q(x^2), saturated to +-1 beyond 3.9: a minimax fit made for forge, its
 #   numerator scaled down 4 ulp so that no float input gives |erf| > 1 (1 + erf < 0 would flip the
-#   sign of the GELU's tail). benchmarks/erf_rational.py derives it and checks both forms over every
+#   sign of the GELU's tail). benchmarks/kernels/erf_rational.py derives it and checks both forms over every
 #   float. No exp: the exact GELU about 1.8x faster per element; |error| < 6.1e-7 over every
 #   float, like the exp form's. NaN propagates, +-inf give +-1.
 ERF = {

@@ -3,10 +3,6 @@ header, row writes and reductions, and the row-wise family's kernels. The float 
 call (forge_exp, forge_erf...) is ``cpp_ops``'s, with the C++ form of every op.
 """
 
-# benchmarks/erf_rational.py reads the erf forms and the float math from here
-from forge.agents.builtin.cpp_ops import ERF as ERF
-from forge.agents.builtin.cpp_ops import FMATH as FMATH
-
 HEADER = r"""
 #include <cstdint>
 #include <cstring>
@@ -100,7 +96,7 @@ template <class F> static inline void forge_moments(int64_t n, F f, double& s, d
 // fetches in flight (row sum of 2048x4096 on the 2-core EPYC VM, back-to-back C++ calls: median
 // 1.09-1.49 ms with R = 1, 0.96-1.22 ms with R = 4, 10-18% less in each run; with the verifier's
 // read flush before each call, taking turns with torch.sum in one process, R = 4-8 ran 1.2-1.3x
-// faster than it: benchmarks/row_sum_bandwidth.py; on a slower day 1.06x). The verifier measures
+// faster than it: benchmarks/kernels/row_sum_bandwidth.py; on a slower day 1.06x). The verifier measures
 // 1.00-1.11x, inside its noise floor (docs/timing.md, "How much is noise"): no gain forge can bank. Fewer partials per
 // row as R grows keep the accumulator count near the 16 AVX registers (R = 8 in double spills).
 // op(acc, value) folds one value in; init is its identity.

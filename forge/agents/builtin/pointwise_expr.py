@@ -31,11 +31,6 @@ class ChainLanguage:
     statement: str  # assigns {expr} to {name}
     pos_inf: str | None = None  # +inf in this language, where torch's GELU is matched there (CPU)
 
-    @property
-    def gelu(self) -> str:
-        """The exact GELU's form (benchmarks/erf_rational.py writes its GELU_OF from it)."""
-        return self.forms[GELU]
-
 
 CPP = ChainLanguage(
     forms={name: op.chain for name, op in CPP_OPS.items() if op.chain is not None},

@@ -3,8 +3,8 @@ is banked.
 
 Two workers running the same code read a few to 15% apart on a small VM. Within one session the
 offset is mostly the kept reference worker's: a fresh worker running the reference reads on the
-same side as the candidate's fresh worker does (``benchmarks/timing_stability.py --null
---control``). So the null is verified the way the finalist was (``VerifierService.verify_null``:
+same side as the candidate's fresh worker does (``python -m benchmarks.claims.timing_stability
+--null --control``). So the null is verified the way the finalist was (``VerifierService.verify_null``:
 a clean worker, the same reference worker, as many calls, the same baselines), and the finalist's
 interval must clear ``acceptance.null_bar`` of it. A null that did not pass, or was timed while
 the machine was busy, sets no bar: the finalist is then neither banked nor rejected, and is never

@@ -1,6 +1,6 @@
 """A plain timing loop, the way a user checks a kernel: the sides in one process, called in turn,
 ``time.perf_counter_ns`` around each call. The confirm step's user loop (``user_loop``) and
-``benchmarks/reproduce.py`` both time with it, so a banked figure and its reproduction are the
+``benchmarks.claims.reproduce`` both time with it, so a banked figure and its reproduction are the
 same measurement taken twice.
 
 Each round calls every side once, the order rotating from round to round, so load that comes and
@@ -50,7 +50,7 @@ def time_sides(
     """Per-call nanoseconds of each side, ``rounds`` calls a side, interleaved call by call.
 
     ``before_call`` runs just before the clock starts (after the flush or the refill) and
-    ``after_call`` gets each output once the clock stopped: ``benchmarks/loop_conditions.py``
+    ``after_call`` gets each output once the clock stopped: ``benchmarks.claims.loop_conditions``
     adds the verifier workers' conditions to this loop through them, one at a time."""
     flush = torch.ones(max(1, flush_bytes // 4), device=device) if cold else None
     buffers = draw()

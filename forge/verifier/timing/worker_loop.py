@@ -52,7 +52,7 @@ def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> N
     with 1 MiB and 64 KiB blocks, removed those faults but made the reference worker's eager calls
     systematically slower than the same code in the candidate worker: the reference timed against
     itself read 1.13-1.51x (residual_rmsnorm) and 1.10-1.37x (row_sum) at 60 calls a side, against
-    0.84-1.03x and 1.03-1.12x with 24 MiB blocks (2-core VM, benchmarks/timing_stability.py --null).
+    0.84-1.03x and 1.03-1.12x with 24 MiB blocks (2-core VM, benchmarks.claims.timing_stability --null).
     A fault now and then widens both sides' spread; a bias would accept kernels that are not faster.
     """
     import torch
