@@ -122,7 +122,8 @@ def _gpu_tests_table(rows: dict[str, GpuTestFile]) -> Table:
 
 
 def _pytest(ctx: Context) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q"]
+    # -n 0: one test at a time, in pytest's own process (GPU tests that timed each other would be told apart)
+    return [sys.executable, "-m", "pytest", "-m", "gpu", "-n", "0", "-p", "no:cacheprovider", "-q"]
 
 
 def _gpu_test_files(ctx: Context) -> tuple[list[Path], int, list[str]]:

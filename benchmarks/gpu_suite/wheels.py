@@ -60,6 +60,8 @@ MISSING = (
     "pytest-asyncio",
     "pytest-textual-snapshot",
     "syrupy",
+    "pytest-xdist",  # pyproject's addopts passes -n: pytest refuses the option without it
+    "execnet",
 )
 PLATFORMS = (
     "manylinux_2_28_x86_64",

@@ -279,7 +279,7 @@ def test_a_finalist_whose_null_control_fails_waits_for_resume(tmp_path, fast_set
     reason = result.reason or ""
     assert not result.accepted and nulls == [10]  # no extension: more calls cannot make a null pass
     assert "did not pass (timeout: the worker ran past 60 s); nothing is banked without its null control" in reason
-    assert f"`forge optimize --resume {result.session_id}` confirms again" in reason
+    assert f"`forge optimize --resume {result.session_id} --bank {bank}` confirms again" in reason
     with monkeypatch.context() as m:
         m.setattr(VerifierService, "verify_alone", _clear_winner)
         m.setattr(VerifierService, "verify_null", lambda self, trials, timeout: _null_verdict(0.97, 1.03))
