@@ -41,6 +41,7 @@ def test_triton_kernel_matches_the_reference_on_gpu(checked_on_gpu, case):
     assert checked_on_gpu[case] == "ok", checked_on_gpu[case]
 
 
+@pytest.mark.e2e  # the whole verifier under Triton's interpreter (half a minute): in .ci/run's heavy run
 def test_a_triton_candidate_passes_the_real_verifier(cache_dir):
     op = OPS / "small_layernorm.py"
     (proposal,) = BuiltinCoder(op, "triton", inductor_candidate=False).propose(

@@ -54,7 +54,10 @@ def test_shipped_models_profile_with_their_hot_classes():
     norm = choices["RMSNorm"]
     assert norm.chosen or "below the 3% threshold" in norm.reason
     assert {"SwiGLU", "Attention"} <= {n for n, c in choices.items() if c.chosen}
-    assert choices["Block"].chosen and "a repeated block" in choices["Block"].reason
+    # optimized whole either way: a repeated block, or (where a loaded machine reads more of its time
+    # outside its parts) for its own work
+    block = choices["Block"]
+    assert block.chosen and ("a repeated block" in block.reason or "of the model's time" in block.reason), block
     cnn = profile_in_process(str(ROOT / "examples" / "models" / "cnn_block.py"), "cpu")
     chosen = {c.cls.name: c for c in choose_classes(cnn, "cnn_block") if c.chosen}
     # a residual block's own convolution, batch norm, addition and ReLU are half its time: it is

@@ -55,6 +55,7 @@ def test_triton_kernel_under_interpreter_passes_without_speedup(fast_settings):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # a cold cpp_extension build (half a minute): in .ci/run's heavy run
 def test_load_inline_kernel_passes(fast_settings):
     v = run("softmax/honest_load_inline.py", fast_settings, timeout=600)
     assert v.status == "passed", v.reason
