@@ -56,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # The tests assert what sessions decide, on a machine whose load they do not control (CI's VM
     # has its CPU time stolen by the hypervisor, 5-20% at times, which marks a verification busy:
     # nothing banked, a wait for quiet). The load is recorded, not enforced; what a busy verdict
-    # does is tested on recorded ones (test_builtin_session.py, test_cli_optimize.py).
+    # does is tested on recorded ones (test_builtin_session.py, tests/cli/test_optimize.py).
     os.environ.setdefault("FORGE_LOAD_CHECK", "false")
     # The built-in agent's sessions start from their own families, not Inductor's code: capturing it
     # compiles the op (seconds each, on every session of the suite). The inductor family is tested

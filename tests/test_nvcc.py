@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CANDIDATES
-from tests.nvcc import cuda_source, find_nvcc, nvcc_error, one_translation_unit
+from tests.support.nvcc import cuda_source, find_nvcc, nvcc_error, one_translation_unit
 
 PROMPT_EXAMPLES = Path(__file__).parents[1] / "forge" / "agents" / "prompts" / "examples"
 SOURCES = {

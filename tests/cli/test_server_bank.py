@@ -17,7 +17,7 @@ from forge.db.engine import open_for_writing
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.postgres
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env(cache: Path) -> dict[str, str]:

@@ -19,7 +19,7 @@ from forge.cli.app import app
 from forge.core.verdict import Verdict
 from tests.conftest import EXAMPLES, OPS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env(cache: Path) -> dict[str, str]:

@@ -28,7 +28,7 @@ ray_cluster_utils = pytest.importorskip(
     "ray.cluster_utils", reason="Ray is not installed: pip install 'forge-kernels[ray]'"
 )
 pytestmark = pytest.mark.ray
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # two ops, one session per node (scale_bias_gelu, a third, only made every run a minute longer)
 OPS = [str(EXAMPLES / "ops" / f"{name}.py") for name in ("rmsnorm", "residual_rmsnorm")]
 

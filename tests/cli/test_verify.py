@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import CANDIDATES, EXAMPLES, OPS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REQUIRED = {"problem", "status", "passed", "reason", "checks", "timings_ms", "speedup_vs_eager", "speedup_vs_compile"}
 
 
