@@ -33,6 +33,7 @@ def normnet_profile() -> ModelProfile:
     return profile_in_process(str(NORMNET), "cpu")
 
 
+@pytest.mark.alone  # reads the profile's measured shares: one test at a time (.ci/run's last step)
 def test_profile_finds_classes_instances_and_constructor_arguments(normnet_profile):
     p = normnet_profile
     assert p.import_name == "normnet" and p.root == "normnet:Model" and p.forward_ms > 0
@@ -47,6 +48,7 @@ def test_profile_finds_classes_instances_and_constructor_arguments(normnet_profi
     assert 0 < norm.share < 1 and 0 < linear.share < 1
 
 
+@pytest.mark.alone  # the classes chosen follow measured shares: one test at a time (.ci/run's last step)
 def test_shipped_models_profile_with_their_hot_classes():
     decoder = profile_in_process(str(ROOT / "examples" / "models" / "decoder.py"), "cpu")
     choices = {c.cls.name: c for c in choose_classes(decoder, "decoder")}

@@ -81,6 +81,7 @@ def test_each_way_to_slow_the_reference_is_named(change, said, monkeypatch):
     assert any(said in line for line in found), found
 
 
+@pytest.mark.alone  # measures a thread's CPU use: one test at a time (.ci/run's last step)
 def test_a_child_process_and_a_thread_burning_cpu_are_named():
     reference, op = _reference()
     watch = ProcessWatch(reference, op)
