@@ -45,11 +45,12 @@ import torch
 
 import forge.kernelbank as kb
 from benchmarks.claims.reproduce import fallback, with_heap
+from benchmarks.support.banked import active_kernels
 from benchmarks.support.page import add_page_option, run_with_page
 from forge.core.importing import import_file
 from forge.core.settings import load_settings
 from forge.db.engine import open_for_writing
-from forge.db.kernels import kernel_detail, list_kernels
+from forge.db.kernels import kernel_detail
 from forge.verifier import Job, VerifierService
 from forge.verifier.machine import cpu_flush_bytes
 from forge.verifier.output_copies import OutputPool
@@ -162,9 +163,7 @@ def main() -> None:
         f"{a.repeats} repeats a condition; eager's time over the kernel's, median per round (95% CI)"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        for summary in list_kernels(engine):
-            if (a.kernel and summary.id not in a.kernel) or str(summary.status) != "active":
-                continue
+        for summary in active_kernels(engine, a.kernel):
             k = kernel_detail(engine, summary.id)
             op_path = Path(tmp) / f"{k.op_name}.py"
             op_path.write_text(k.op_source)

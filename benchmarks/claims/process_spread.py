@@ -21,9 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.support.banked import active_kernels
 from benchmarks.support.page import add_page_option, run_with_page
 from forge.db.engine import open_for_writing
-from forge.db.kernels import list_kernels
 
 
 def one_process(bank: Path, kernel: int, rounds: int, out: Path) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def main() -> None:
     add_page_option(ap)
     a = ap.parse_args()
     engine = open_for_writing(a.bank)
-    kernels = [k for k in list_kernels(engine) if str(k.status) == "active" and (not a.kernel or k.id in a.kernel)]
+    kernels = active_kernels(engine, a.kernel)
     print(
         f"{a.processes} fresh processes a kernel, {a.rounds} rounds each (reproduce.py, heap kept); per "
         "process: the median per-round ratio in the judged regime; own interval: its high over its low"

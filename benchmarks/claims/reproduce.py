@@ -53,13 +53,14 @@ from typing import Any
 import torch
 
 import forge.kernelbank as kb
+from benchmarks.support.banked import active_kernels
 from benchmarks.support.command import restart_argv
 from benchmarks.support.page import add_page_option, run_with_page
 from forge.core.importing import import_file
 from forge.core.timing_records import PairedRatio
 from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
-from forge.db.kernels import kernel_detail, list_kernels
+from forge.db.kernels import kernel_detail
 from forge.verifier.machine import flush_bytes
 from forge.verifier.timing.pairing import paired_ratio
 from forge.verifier.timing.plain_loop import time_sides
@@ -228,9 +229,7 @@ def main() -> None:
     held_all: list[bool] = []
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for summary in list_kernels(engine):
-            if (a.kernel and summary.id not in a.kernel) or str(summary.status) != "active":
-                continue
+        for summary in active_kernels(engine, a.kernel):
             k = kernel_detail(engine, summary.id)
             op_path = Path(tmp) / f"op_{k.summary.id}.py"
             op_path.write_text(k.op_source)
