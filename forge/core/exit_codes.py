@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     USAGE = 2
     PROVIDER = 3
     LIMIT = 4
+    BUG = 70  # sysexits' EX_SOFTWARE
     INTERRUPTED = 130
 
 
@@ -33,6 +34,8 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.PROVIDER: "the LLM provider cannot be used (a missing key, an unreachable server, a model it "
     "refuses); found before any session starts",
     ExitCode.LIMIT: "`--budget-usd` or `--time-limit` ran out before any kernel (or plan) was accepted",
+    ExitCode.BUG: "forge itself failed (a bug, not the user's input): it prints the traceback and a line "
+    "asking for a report with it",
     ExitCode.INTERRUPTED: "Ctrl-C: the run stopped cleanly; what it had found is in the bank, and "
     "`forge optimize --resume ID` continues it",
 }

@@ -12,6 +12,7 @@ reference worker, or the user's own program.
 from __future__ import annotations
 
 import ast
+import inspect
 import sys
 import traceback
 import types
@@ -22,11 +23,27 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from forge.core.errors import ProblemError
+from forge.core import shapes
+from forge.core.errors import ProblemError, first_said
 from forge.core.identity import normalized_hash, op_identity
 from forge.core.importing import import_file, parse_python
 
 _REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+_FORGE_DIR = Path(__file__).resolve().parents[1]  # frames in here are forge's, not the user's
+_CALL_WRAPPER = str(Path("torch", "nn", "modules", "module.py"))  # nn.Module.__call__'s frames: noise to a user
+
+
+def _is_forge_frame(filename: str) -> bool:
+    return Path(filename).resolve().is_relative_to(_FORGE_DIR)
+
+
+def _installed(filename: str) -> bool:
+    """A file of an installed package (torch, transformers), or of Python itself."""
+    return "site-packages" in Path(filename).parts or filename.startswith(sys.base_prefix)
+
+
+def _shown(filename: str) -> bool:
+    return not _is_forge_frame(filename) and not filename.endswith(_CALL_WRAPPER)
 
 
 class Tolerance(BaseModel):
@@ -75,6 +92,44 @@ class Problem:
     def init_inputs(self) -> list[Any]:
         return _call_user(self, "get_init_inputs", check_tensors=False)
 
+    def build_model(self, init_args: list[Any] | None = None) -> Any:
+        """``Model(*get_init_inputs())`` (or ``Model(*init_args)``), the one place forge builds the
+        user's model: a constructor that raises, or arguments that do not fit it, is the op file's
+        mistake and reads as one (``ProblemError`` naming the file and line), for every caller."""
+        args = self.init_inputs() if init_args is None else init_args
+        return build_user_model(self.model_cls, args, self.spec.path, self.module)
+
+    def forward_failed(self, exc: BaseException) -> ProblemError:
+        """The error for a reference model that raised on its own inputs: the op file's mistake."""
+        return forward_error(self.spec.path, exc, f" with {shapes.describe(self.overrides)}" if self.overrides else "")
+
+    def check_runs(self, forward: bool) -> None:
+        """``ProblemError`` unless the model builds, its inputs draw and (``forward``) its forward
+        runs on them once, without gradients, here: the check before any session starts."""
+        import torch
+
+        model, inputs = self.build_model(), self.inputs()
+        if not forward:
+            return
+        call = getattr(self.module, "forge_call", None)
+        try:
+            with torch.no_grad():
+                out = call(model.eval(), *inputs) if callable(call) else model.eval()(*inputs)
+        except Exception as exc:
+            raise self.forward_failed(exc) from exc
+        self.check_outputs(out)
+
+    def check_outputs(self, out: Any) -> None:
+        """``ProblemError`` unless the forward's result is tensors forge can compare."""
+        from forge.core.module_call import layout_refusal  # it imports torch: loading an op file's source does not
+
+        why = layout_refusal(out)
+        if why is not None:
+            raise ProblemError(
+                f"{self.spec.path}: Model.forward must return tensors (a tensor, or a tuple, list, dict or "
+                f"ModelOutput of them, None allowed): {why}"
+            )
+
     def inputs(self) -> list[Any]:
         return _call_user(self, "get_inputs", check_tensors=True)
 
@@ -85,11 +140,84 @@ def _loc(path: Path, tb: types.TracebackType | None) -> str:
     return f"{path}:{frames[-1].lineno}" if frames else str(path)
 
 
-def _user_trace(exc: BaseException, path: Path) -> str:
+def user_trace(exc: BaseException) -> str:
     """The exception with only the frames from the user's files (not forge's)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/forge/" not in f.filename]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _shown(f.filename)]
     lines = traceback.format_list(frames[-6:])
     return ("".join(lines) + f"{type(exc).__name__}: {exc}").strip()
+
+
+def build_user_model(model_cls: type, args: list[Any], path: Path, module: types.ModuleType | None = None) -> Any:
+    """``model_cls(*args)`` for the op (or model) file at ``path``; ``ProblemError`` when the
+    arguments do not fit the constructor or it raises (``module``: the file's, for the line of its
+    ``get_init_inputs``)."""
+    unfit = _unfit_arguments(model_cls, args)
+    if unfit is not None:
+        where = _line_of(getattr(module, "get_init_inputs", None), path)
+        name = model_cls.__qualname__
+        raise ProblemError(
+            f"{where}: get_init_inputs() returns {len(args)} value{'s' if len(args) != 1 else ''}, which "
+            f"{name}{unfit[0]} does not take ({unfit[1]}); make get_init_inputs() return {name}'s "
+            "constructor arguments, in order"
+        )
+    try:
+        return model_cls(*args)
+    except Exception as exc:
+        raise ProblemError(
+            f"{_user_loc(path, exc.__traceback__)}: building the model, {model_cls.__qualname__}(*get_init_inputs()), "
+            f"raised {type(exc).__name__}: {first_said(exc) or '(no message)'}\n{user_trace(exc)}\n"
+            f"fix its constructor, or what get_init_inputs() in {path.name} passes it"
+        ) from exc
+
+
+def forward_error(path: Path, exc: BaseException, where: str = "") -> ProblemError:
+    """The error for a model (of the op or model file at ``path``) that raised on its own inputs
+    (``where``: under which overrides), naming the line in the user's code."""
+    return ProblemError(
+        f"{_user_loc(path, exc.__traceback__)}: the reference Model fails on its own inputs{where}: "
+        f"{type(exc).__name__}: {first_said(exc) or '(no message)'}\n{user_trace(exc)}\n"
+        "fix its forward, or the inputs get_inputs() draws"
+    )
+
+
+def _unfit_arguments(model_cls: type, args: list[Any]) -> tuple[str, str] | None:
+    """(the constructor's signature, why) when ``args`` cannot bind to it, else None."""
+    import torch
+
+    own = (
+        model_cls.__mro__[: model_cls.__mro__.index(torch.nn.Module)] if issubclass(model_cls, torch.nn.Module) else ()
+    )
+    if own and not any("__init__" in vars(c) for c in own):  # nn.Module's (*args, **kwargs), which takes none
+        return ("()", "it defines no __init__, so it takes no arguments") if args else None
+    try:
+        signature = inspect.signature(model_cls)
+    except (TypeError, ValueError):  # no signature to read (a C class): the call itself says
+        return None
+    try:
+        signature.bind(*args)
+    except TypeError as exc:
+        return str(signature), str(exc)
+    return None
+
+
+def _line_of(fn: Any, path: Path) -> str:
+    """'file:line' of a function defined in the file at ``path``, else the file alone."""
+    try:
+        if fn is not None and Path(inspect.getsourcefile(fn) or "") == path:
+            return f"{path}:{inspect.getsourcelines(fn)[1]}"
+    except (OSError, TypeError):
+        pass
+    return str(path)
+
+
+def _user_loc(path: Path, tb: types.TracebackType | None) -> str:
+    """'file:line' of the innermost frame in the op file, else in the user's own code (outside
+    forge and the installed packages: their package's layers), else the op file alone."""
+    frames = traceback.extract_tb(tb)
+    own = [f for f in frames if Path(f.filename) == path]
+    theirs = [f for f in frames if not _is_forge_frame(f.filename) and not _installed(f.filename)]
+    frame = own[-1] if own else theirs[-1] if theirs else None
+    return f"{frame.filename}:{frame.lineno}" if frame is not None else str(path)
 
 
 def read_problem_source(path: str | Path) -> ProblemSource:
@@ -133,8 +261,7 @@ def _exec_module(spec: ProblemSource) -> types.ModuleType:
         module = import_file(mod_name, spec.path)
     except Exception as exc:
         raise ProblemError(
-            f"{_loc(spec.path, exc.__traceback__)}: the op file raised while being imported:\n"
-            f"{_user_trace(exc, spec.path)}"
+            f"{_loc(spec.path, exc.__traceback__)}: the op file raised while being imported:\n{user_trace(exc)}"
         ) from exc
     return module
 
@@ -222,7 +349,7 @@ def _call_user(problem: Problem, fn_name: str, check_tensors: bool) -> list[Any]
     try:
         result = fn()
     except Exception as exc:
-        raise ProblemError(f"{_loc(path, exc.__traceback__)}: {fn_name}() raised:\n{_user_trace(exc, path)}") from exc
+        raise ProblemError(f"{_loc(path, exc.__traceback__)}: {fn_name}() raised:\n{user_trace(exc)}") from exc
     if not isinstance(result, list | tuple):
         raise ProblemError(f"{path}: {fn_name}() must return a list, got {type(result).__name__}")
     if check_tensors:

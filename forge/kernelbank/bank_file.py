@@ -110,7 +110,10 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
             return conn
         except sqlite3.Error as exc:
             last = exc
-    raise BankError(f"cannot read the kernel bank {str(path)!r}: {last}")
+    raise BankError(
+        f"cannot read the kernel bank {str(path)!r}: it is not a forge bank, or is unreadable (SQLite said: {last}); "
+        "pass the path of a bank forge wrote"
+    )
 
 
 @dataclass

@@ -19,6 +19,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from forge.core.model_records import CallUse, ClassUse, InitCall, InstanceUse, ModelProfile, TensorUse
 from forge.core.module_call import CallRefused, CallTemplate, call_template, layout_refusal, output_layout
+from forge.core.problem import forward_error
 from forge.model_probe.source import InitRecorder, LoadedModel, configuration
 from forge.verifier.briefing.brief_worker import LIBRARY_OP, call_ms, device_sync, eager_profile
 
@@ -254,7 +255,11 @@ def _measure(model: torch.nn.Module, loaded: LoadedModel, device: str) -> tuple[
         return model(*inputs)
 
     with torch.no_grad():
-        run(), run()  # warm-up: allocator, lazy init, thread pools
+        try:
+            run()  # the first call: where a model that fails on its own inputs says so, as the user's mistake
+        except Exception as exc:
+            raise forward_error(Path(loaded.model_file or loaded.module.__file__ or loaded.spec), exc) from exc
+        run()  # warm-up: allocator, lazy init, thread pools
         forward_ms = statistics.median(call_ms(run, sync) for _ in range(_TIMED_FORWARDS))
         hooks = _Hooks(model, device)
         for _ in range(_HOOKED_FORWARDS):

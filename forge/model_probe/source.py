@@ -30,6 +30,7 @@ from forge.core.importing import import_file
 from forge.core.instance_binding import config_signature
 from forge.core.model_records import InitCall
 from forge.core.module_call import python_literal
+from forge.core.problem import build_user_model
 
 _VARARGS, _VARKEYWORDS = 0x04, 0x08  # code object flags
 
@@ -86,7 +87,7 @@ def load_model(spec: str) -> LoadedModel:
             spec,
             module,
             str(path.resolve()),
-            lambda: module.Model(*module.get_init_inputs()),
+            lambda: build_user_model(module.Model, list(module.get_init_inputs()), path.resolve(), module),
             lambda: list(module.get_inputs()),
         )
     name, _, factory = spec.partition(":")

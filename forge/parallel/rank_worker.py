@@ -115,7 +115,7 @@ def run(job: RankJob) -> dict[str, Any]:
     plan = ParallelPlan.from_json(job.plan)
     problem = load_problem(job.model_path)
     torch.manual_seed(job.seed)
-    reference = problem.model_cls(*problem.module.get_init_inputs())
+    reference = problem.build_model()
     model = copy.deepcopy(reference)
     torch.manual_seed(job.seed + 1)
     inputs = list(problem.module.get_inputs())

@@ -7,7 +7,6 @@ to the trusted parent only.
 from __future__ import annotations
 
 import dataclasses
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import torch
 
 from forge.core import shapes
 from forge.core.errors import ProblemError
-from forge.core.module_call import layout_refusal, output_layout, output_tensors
+from forge.core.module_call import output_layout, output_tensors
 from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
 from forge.core.statuses import ModuleMode
 from forge.core.timing_records import Roofline
@@ -105,10 +104,7 @@ class ReferenceSide:
     ) -> tuple[list[Any], torch.nn.Module]:
         init_args = problem.init_inputs()
         torch.manual_seed(seed)
-        try:
-            model = problem.model_cls(*init_args).to(self.device)
-        except Exception as exc:
-            raise ProblemError(f"{problem.spec.path}: Model(*get_init_inputs()) raised:\n{_trace(exc)}") from exc
+        model = problem.build_model(init_args).to(self.device)
         if perturbed:
             cases.perturb_parameters(model, seed + 1)
         model.train(train)
@@ -123,17 +119,9 @@ class ReferenceSide:
             with torch.no_grad():
                 out = invoke(model, [x.clone() for x in inputs])
         except Exception as exc:
-            where = f" with {shapes.describe(problem.overrides)}" if problem.overrides else ""
-            raise ProblemError(
-                f"{problem.spec.path}: the reference Model fails on its own inputs{where}:\n{_trace(exc)}"
-            ) from exc
+            raise problem.forward_failed(exc) from exc
         self.output_layout = output_layout(out)
-        why = layout_refusal(out)
-        if why is not None:
-            raise ProblemError(
-                f"{problem.spec.path}: Model.forward must return tensors (a tensor, or a tuple, list, dict or "
-                f"ModelOutput of them, None allowed): {why}"
-            )
+        problem.check_outputs(out)
         outs = output_tensors(out)
         return [o.detach() for o in outs]
 
@@ -428,8 +416,3 @@ def _model_build(key: str, problem: Problem, init_args: list[Any], model: torch.
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     args = init_args if _plain_data(init_args) else None
     return ModelBuild(key=key, init_args=args, state_dict=state, overrides=problem.overrides, train=train)
-
-
-def _trace(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/forge/" not in f.filename]
-    return ("".join(traceback.format_list(frames[-5:])) + f"{type(exc).__name__}: {exc}").strip()

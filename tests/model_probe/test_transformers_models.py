@@ -47,9 +47,9 @@ class ModelNew(Model):
 """
 
 
-def _carved(model: Path, folder: Path) -> tuple[dict[str, str], dict[str, Path]]:
+def _carved(model: Path, folder: Path, include: set[str] | None = None) -> tuple[dict[str, str], dict[str, Path]]:
     profile = profile_in_process(str(model), "cpu", recorded=folder / ".recorded.pt")
-    choices = choose_classes(profile, model.stem, min_share=0.0)
+    choices = choose_classes(profile, model.stem, include=include, min_share=0.0)
     groups = [g for c in choices if c.chosen for g in c.groups]
     paths = write_ops(groups, profile, folder, torch.load(folder / ".recorded.pt", weights_only=True))
     reasons = {c.cls.name.rsplit(".", 1)[-1]: ("yes" if c.chosen else c.reason) for c in choices}
@@ -57,10 +57,12 @@ def _carved(model: Path, folder: Path) -> tuple[dict[str, str], dict[str, Path]]
 
 
 def test_a_llama_is_carved_and_its_attention_kernel_verified(tmp_path, fast_settings):
-    reasons, ops = _carved(MODELS / "hf_llama.py", tmp_path)
+    # named: which classes a profile chooses follows measured shares (a loaded machine read 87% of the
+    # MLP's time in matmuls and left it out), and what is tested here is that each can be carved
+    named = {"LlamaMLP", "LlamaAttention", "LlamaRMSNorm", "LlamaDecoderLayer"}
+    reasons, ops = _carved(MODELS / "hf_llama.py", tmp_path, include=named)
     # built from a LlamaConfig, called with keyword arguments and (cos, sin): carved all the same
-    assert {reasons["LlamaMLP"], reasons["LlamaAttention"], reasons["LlamaRMSNorm"]} == {"yes"}
-    assert reasons["LlamaDecoderLayer"] == "yes"  # a repeated block: optimized whole, beside its parts
+    assert {reasons[name] for name in named} == {"yes"}, reasons
     attention = ops["hf_llama_LlamaAttention"]
     problem = load_problem(attention)
     assert type(problem.init_inputs()[0]).__name__ == "LlamaConfig"

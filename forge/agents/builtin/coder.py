@@ -189,7 +189,7 @@ class BuiltinCoder:
             return
         try:
             problem = load_problem(self.op_path)
-            model = problem.model_cls(*problem.init_inputs())
+            model = problem.build_model()
             inputs = problem.inputs()
         except ProblemError as exc:
             self._why, self._problem_error = exc.message, True

@@ -90,18 +90,19 @@ class PlanResult:
 
 
 def _runs_on_its_inputs(problem: Problem, train: bool) -> None:
-    """UsageError unless the model builds and runs (and, for training, backpropagates) on its inputs."""
+    """ProblemError unless the model builds and runs on its inputs; UsageError unless, for
+    training, it backpropagates."""
+    torch.manual_seed(0)
+    problem.check_runs(forward=True)
+    if not train:
+        return
     try:
-        torch.manual_seed(0)
-        model = problem.model_cls(*problem.module.get_init_inputs())
-        out = model(*problem.module.get_inputs())
+        out = problem.build_model()(*problem.inputs())
         first = out[0] if isinstance(out, tuple | list) else out
-        if train:
-            first.float().pow(2).mean().backward()
+        first.float().pow(2).mean().backward()
     except Exception as exc:
-        what = "a training step" if train else "a forward pass"
         raise UsageError(
-            f"{problem.spec.path}: the model does not run {what} on its own inputs "
+            f"{problem.spec.path}: the model does not run a training step on its own inputs "
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); fix Model or get_inputs"
         ) from None
 
@@ -126,7 +127,7 @@ def _load(model_path: Path, options: PlanOptions) -> Problem:
 
 def _work(model_path: Path, problem: Problem, options: PlanOptions, settings: ForgeSettings) -> PlanWork:
     torch.manual_seed(0)
-    model = problem.model_cls(*problem.module.get_init_inputs())
+    model = problem.build_model()
     inputs = list(problem.module.get_inputs())
     # one rank: one thread (the real run's ranks are pinned so), its measured matmul peak
     figures = machine.measured_figures("cpu", 1, settings.cache_path())

@@ -10,10 +10,9 @@ from pathlib import Path
 from forge.agents import check_provider
 from forge.core.choices import Device
 from forge.core.errors import ForgeError
-from forge.core.problem import load_problem
 from forge.core.settings import ForgeSettings
 from forge.harness.runs.options import OptimizeOptions, resolve_backend
-from forge.harness.runs.run import collect_ops
+from forge.harness.runs.run import check_op_runs, collect_ops
 from forge.verifier import resolve_device
 
 
@@ -34,17 +33,18 @@ def preflight(op_paths: list[Path], options: OptimizeOptions, settings: ForgeSet
         except ForgeError as exc:
             problems.append(FieldProblem(name, exc.message))
 
+    device: list[Device] = []
+
     def ops() -> None:
         found = collect_ops(op_paths)
         if not found:
             raise ForgeError("name an op file (or a directory of them)")
         for op in found:
-            load_problem(op)
+            check_op_runs(op, device[0] if device else None)
 
+    check("device", lambda: device.append(resolve_device(settings.device)))
     check("ops", ops)
     check("options", options.check)
-    device: list[Device] = []
-    check("device", lambda: device.append(resolve_device(settings.device)))
     if device:
         check("backend", lambda: resolve_backend(options.backend, device[0]))
     check("model", lambda: check_provider(options.agents))

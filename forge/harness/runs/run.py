@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import Engine
 
 from forge.agents import check_provider
-from forge.core.choices import Strategy
+from forge.core.choices import Device, Strategy
 from forge.core.errors import ForgeError, UsageError
 from forge.core.exit_codes import ExitCode
+from forge.core.problem import load_problem
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import SessionStatus
 from forge.db import (
@@ -38,6 +39,7 @@ from forge.harness.sessions.leases import close_leases, give_back, hold_lease
 from forge.harness.sessions.opening import RunScope, SessionWork, open_session, run_session
 from forge.harness.sessions.resume import resumed_options
 from forge.harness.sessions.session import SessionResult
+from forge.verifier import resolve_device
 
 
 @dataclass
@@ -88,6 +90,13 @@ def collect_ops(paths: list[Path]) -> list[Path]:
     return ops
 
 
+def check_op_runs(op: Path, device: Device | None) -> None:
+    """``ProblemError`` unless the op file loads, builds its model and draws its inputs, and,
+    where its sessions verify on the CPU, its model runs on them (a model made for CUDA may not
+    run in this process: there its verifier's reference says so)."""
+    load_problem(op).check_runs(forward=device is Device.CPU)
+
+
 def optimize(
     op_paths: list[Path],
     options: OptimizeOptions | None = None,
@@ -109,6 +118,10 @@ def optimize(
     try:
         run = RunResult()
         works = _works(op_paths, options, engine, run.skipped)
+        if options.resume is None and not options.resume_all:  # every op file's mistake before any session
+            device = resolve_device(settings.device) if settings.executor != "ray" else None  # a cluster's: not here
+            for work in works:
+                check_op_runs(work.op_path, device)
         for skipped in run.skipped:
             emit(skipped)
         for agents in {w.options.agents for w in works}:

@@ -204,7 +204,7 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
             brief.imported = ImportedClass(name=problem.target_class_path, source=text, cut=cut)
     brief.shape_variants = [shapes.describe(o) for o in shapes.family_overrides(problem.size_constants()).values()]
     torch.manual_seed(0)
-    model = problem.model_cls(*problem.init_inputs()).to(device).eval()
+    model = problem.build_model().to(device).eval()
     inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in problem.inputs()]
     with torch.no_grad():
         out = invoke(model, inputs)

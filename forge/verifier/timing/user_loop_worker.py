@@ -61,7 +61,7 @@ class LoopStage:
         use_op(problem.module)
         init = problem.init_inputs()
         torch.manual_seed(req.seed)
-        reference = problem.model_cls(*init).to(req.device).eval()
+        reference = problem.build_model(init).to(req.device).eval()
         # flushed here, not in the parent: on CUDA it asks the device (and starts CUDA)
         return cls(req, problem, init, reference, copy.deepcopy(reference), flush_bytes(req.device))
 
