@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forge.core.acceptance import timed_while_busy
+from forge.core.acceptance import beats_eager, timed_while_busy
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import PairedRatio, Roofline
 from forge.core.verdict import Verdict
@@ -26,6 +26,7 @@ class AttemptFigures:
     candidate_ms: float | None  # the candidate's median per call in the judged regime (None: not recorded)
     busy: str | None = None  # the load the OS reported, when the timed calls competed with it
     meaningful: bool = True  # False: timings that mean nothing (Triton's CPU interpreter)
+    standing: str | None = None  # whether the attempt counts toward a kernel (``finalist_standing``)
 
     @classmethod
     def of(cls, v: Verdict) -> AttemptFigures:
@@ -42,6 +43,7 @@ class AttemptFigures:
             candidate_ms=_candidate_ms(v),
             busy=busy,
             meaningful=v.timing_meaningful,
+            standing=finalist_standing(v),
         )
 
     @property
@@ -77,6 +79,24 @@ class AttemptFigures:
         if self.candidate_ms is not None:
             line += f"; the candidate takes {self.candidate_ms:.4f} ms a call ({self.regime} median)"
         return line
+
+
+def finalist_standing(v: Verdict) -> str | None:
+    """Whether a passed, timed attempt counts toward a banked kernel, in the words an agent acts on:
+    a speedup whose interval reaches 1.0x is noise, and says so beside the figure (None: nothing
+    was timed to count)."""
+    if not v.passed or not v.timing_meaningful or timed_while_busy(v):
+        return None
+    ok, why = beats_eager(v)
+    if ok:
+        return "it counts: faster than eager beyond the noise, so it is a finalist (timed again, alone, before banking)"
+    paired = v.timing_stats.headline_pairs()[0]
+    if paired is not None and paired.median > 1.0:
+        return (
+            f"it does not count yet: {why}. Its median above 1.0x keeps it a contender: the fastest contenders are "
+            "timed again, alone and with more calls, and only one that then clears the noise is banked"
+        )
+    return "it does not count: it is not faster than eager"
 
 
 def _candidate_ms(v: Verdict) -> float | None:

@@ -71,6 +71,8 @@ class OpBrief(BaseModel):
     tolerances: list[OutputTolerance] = Field(default_factory=list)
     tolerance_override: bool = False  # the op file sets FORGE_TOLERANCE
     shape_variants: list[str] = Field(default_factory=list)  # besides the op's own shapes
+    weights: int | None = None  # floating parameter elements (None: not measured): a second init perturbs them
+    integer_inputs: list[int] = Field(default_factory=list)  # indices of inputs that are not floating (targets, ids)
     eager: EagerProfile | None = None
     compiled: CompiledBaseline | None = None
     roofline: Roofline | None = None  # the op's bytes and FLOPs against this machine's figures, eager's fraction

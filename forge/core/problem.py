@@ -230,7 +230,7 @@ def read_problem_source(path: str | Path) -> ProblemSource:
     try:
         source = p.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"{str(p)!r} cannot be read: {exc}") from exc
+        raise ProblemError(f"{str(p)!r} cannot be read ({exc}); pass a KernelBench-format .py op file") from exc
     try:
         tree = parse_python(source, filename=str(p))
     except SyntaxError as exc:

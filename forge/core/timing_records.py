@@ -270,18 +270,14 @@ class TrainingStepTimes(BaseModel):
         return without_none(handler(self))
 
 
-# How far past the roofline bound a candidate may run before its result, not only the estimate,
-# is suspect: cache-resident data can beat the DRAM estimate a little, not by this much.
-ROOFLINE_SLACK = 1.5
-
-
 class Roofline(BaseModel):
     """The speed-of-light estimate: the op's bytes and FLOPs against this machine's measured
     bandwidth and matmul peak, and the fraction of it the candidate and eager reach."""
 
     model_config = _LENIENT
     bytes: int | None = None
-    flops: int | None = None
+    flops: int | None = None  # matmul and convolution multiply-adds, 2 per MAC
+    transcendentals: int | None = None  # elements through exp, log, tanh, erf, ... (no peak prices them)
     device_name: str | None = None
     bandwidth_gbs: float | None = None
     peak_gflops: float | None = None
@@ -295,6 +291,15 @@ class Roofline(BaseModel):
         then wrong for this op (data that stays in cache, the bytes or FLOPs it counts, or the
         measured peak), and no fraction of it is a fact."""
         return all(f is None or f <= 1.0 for f in (self.fraction_eager, self.fraction_candidate))
+
+    @property
+    def transcendental_note(self) -> str:
+        """ ", 8.4 M transcendental evaluations (not in the bound)" where the op makes any, else ""."""
+        if not self.transcendentals:
+            return ""
+        return (
+            f", {self.transcendentals / 1e6:.2f} M transcendental evaluations (exp, log, tanh, ...: not in the bound)"
+        )
 
     @property
     def bound_by(self) -> str:

@@ -334,10 +334,16 @@ class ReferenceSide:
         base = self.base
         model = self.models["base/0"]
         inputs = self._draw(base, self.timing_seed)
-        nbytes, flops = roofline.estimate(model, inputs, self._run(base, model, inputs))
+        nbytes, flops, transcendentals = roofline.estimate(model, inputs, self._run(base, model, inputs))
         figures = machine.measured_figures(self.device, torch.get_num_threads(), Path(request.cache_dir))
         bound = roofline.bound_ms(nbytes, flops, figures.bandwidth_gbs, figures.peak_gflops)
-        estimate = Roofline(bytes=nbytes, flops=flops, **dataclasses.asdict(figures), bound_ms=bound)
+        estimate = Roofline(
+            bytes=nbytes,
+            flops=flops,
+            transcendentals=transcendentals,
+            **dataclasses.asdict(figures),
+            bound_ms=bound,
+        )
         return RooflineReply(estimate=estimate)
 
     def baselines_begin(self, request: BaselinesBeginRequest) -> BaselinesReadyReply:

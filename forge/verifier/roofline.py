@@ -1,7 +1,10 @@
 """Speed-of-light estimate: bytes the op must move and FLOPs it must do, against the machine.
 
-FLOPs are counted for the matmul and convolution families (the ops where compute, not memory,
-can bound the time); pointwise and reduction work is memory-bound and covered by the bytes.
+FLOPs are counted for the matmul and convolution families (the ops whose peak the machine's
+figures measure); the elements that pass through a transcendental function (exp, log, tanh, erf,
+and the activations and softmaxes made of them) are counted apart: tens of cycles each where a
+multiply-add is one, they can bound an op the bytes say is memory-bound, and no measured peak
+prices them, so the bound leaves them out and the agents are told the count.
 """
 
 from __future__ import annotations
@@ -22,12 +25,27 @@ def _numel(shape: Any) -> int:
     return math.prod(int(s) for s in shape)
 
 
+# aten ops that evaluate a transcendental function (or one made of them) once per output element
+_TRANSCENDENTAL = frozenset(
+    getattr(aten, name)
+    for name in (
+        "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "sigmoid", "erf", "erfc", "erfinv",
+        "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh",
+        "pow", "gelu", "silu", "mish", "softplus", "elu", "selu", "celu", "logit", "lgamma", "digamma",
+        "_softmax", "_log_softmax", "logsumexp", "logaddexp", "xlogy", "special_xlog1py",
+    )
+    if hasattr(aten, name)
+)  # fmt: skip
+
+
 class FlopCounter(TorchDispatchMode):
-    """Counts multiply-add FLOPs (2 per MAC) of the aten calls made under it."""
+    """Counts multiply-add FLOPs (2 per MAC) of the aten calls made under it, and the elements
+    that pass through a transcendental function."""
 
     def __init__(self) -> None:
         super().__init__()
         self.flops = 0
+        self.transcendentals = 0
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -41,6 +59,8 @@ class FlopCounter(TorchDispatchMode):
         packet = getattr(func, "overloadpacket", None)
         with contextlib.suppress(IndexError, TypeError, AttributeError):
             self.flops += _flops(packet, args, out)
+        if packet in _TRANSCENDENTAL and isinstance(out, torch.Tensor):
+            self.transcendentals += out.numel()
         return out
 
 
@@ -64,15 +84,16 @@ def _macs_x2(packet: Any, args: Any, out: Any) -> Any:
     return 0
 
 
-def estimate(model: torch.nn.Module, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> tuple[int, int]:
-    """(bytes, flops) of one call: inputs read, outputs written, parameters read once."""
+def estimate(model: torch.nn.Module, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> tuple[int, int, int]:
+    """(bytes, flops, transcendentals) of one call: inputs read, outputs written, parameters read
+    once; matmul FLOPs; elements through a transcendental function."""
     counter = FlopCounter()
     with counter, torch.no_grad():
         invoke(model, inputs)
     nbytes = sum(x.numel() * x.element_size() for x in inputs)
     nbytes += sum(o.numel() * o.element_size() for o in outputs)
     nbytes += sum(t.numel() * t.element_size() for t in model.state_dict().values())
-    return nbytes, counter.flops
+    return nbytes, counter.flops, counter.transcendentals
 
 
 def bound_ms(nbytes: int, flops: int, bandwidth_gbs: float, peak_gflops: float) -> float:

@@ -232,3 +232,92 @@ def test_only_a_training_session_asks_for_the_backward():
     assert "write the backward too" not in inference
     assert "write the backward too" in training and "create_graph=True" in training
     assert "register_fake" in training and "opcheck" in training
+
+
+def test_everything_the_judge_said_reaches_the_coder():
+    review = JudgeFeedback(
+        diagnosis="",
+        bottleneck="the second pass re-reads x from memory",
+        next_step="fuse the two passes",
+        config={"threads": 2, "tile": 256},
+    )
+    item = HistoryItem(
+        round=1, source="src", status=AttemptStatus.PASSED, timings_ms=Timings(candidate=1.0), feedback=review
+    )
+    text = LLMCoder(FakeClient([])).prompt(_ctx([item]))[-1]["content"]  # type: ignore[arg-type]
+    assert "bottleneck: the second pass re-reads x from memory" in text, text
+    assert "next step: fuse the two passes" in text
+    assert 'settings it proposed: {"threads": 2, "tile": 256}' in text
+
+
+def test_the_last_rounds_judge_is_asked_for_a_verdict_only():
+    item = HistoryItem(round=3, source="src", status=AttemptStatus.PASSED, timings_ms=Timings(candidate=1.0))
+    verdict = Verdict.from_json({"status": "passed", "reason": None, "checks": [], "timings_ms": {"candidate": 1.0}})
+    asked = {}
+    for rounds in (3, 5):
+        ctx = _with_parent(_ctx([item]), item)
+        ctx.round, ctx.rounds = 3, rounds
+        client = FakeClient(['{"bottleneck": "memory", "continue": false}'])
+        review = LLMJudge(client).review(ctx, verdict)  # type: ignore[arg-type]
+        assert review.feedback is not None and review.feedback.bottleneck == "memory"
+        asked[rounds] = client.seen[0][-1]["content"]
+    last, middle = asked[3], asked[5]
+    assert "the last of 3: no candidate follows it, so give your verdict only" in last
+    assert '"next_step"' not in last and '"config"' not in last
+    assert '"next_step"' in middle and '"config"' in middle and "round 3 of at most 5" in middle
+
+
+def test_a_speedup_within_the_noise_says_it_does_not_count_yet():
+    def verdict(low: float, median: float) -> Verdict:
+        stats = {
+            "candidate": {"median_ms": 1.0, "q1_ms": 0.95, "q3_ms": 1.05, "trials": 20},
+            "eager": {"median_ms": median, "q1_ms": median * 0.97, "q3_ms": median * 1.03, "trials": 20},
+            "paired_eager": {"pairs": 20, "median": median, "low": low, "high": median + 0.1},
+            "regime": "cold",
+        }
+        return Verdict.from_json({"status": "passed", "timings_ms": {"candidate": 1.0}, "timing_stats": stats})
+
+    counts = AttemptFigures.of(verdict(1.4, 1.5)).standing
+    assert counts is not None and counts.startswith("it counts: faster than eager beyond the noise"), counts
+    noise = AttemptFigures.of(verdict(0.95, 1.1)).standing
+    assert noise is not None and "does not count yet" in noise and "the interval reaches 1.0x" in noise, noise
+    assert "keeps it a contender" in noise
+    slower = AttemptFigures.of(verdict(0.8, 0.9)).standing
+    assert slower == "it does not count: it is not faster than eager"
+    item = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(verdict(0.95, 1.1)))
+    text = LLMCoder(FakeClient([])).prompt(_ctx([item]))[-1]["content"]  # type: ignore[arg-type]
+    assert "- standing: it does not count yet" in text
+    client = FakeClient(['{"next_step": "tile it", "continue": true}'])
+    LLMJudge(client).review(_with_parent(_ctx([item]), item), verdict(0.95, 1.1))  # type: ignore[arg-type]
+    assert "- standing: it does not count yet" in client.seen[0][-1]["content"]
+
+
+def test_the_brief_speaks_of_the_op_it_is_about():
+    """No stock wording that does not fit: an op without weights is not told its weights are
+    perturbed; an integer target is said to stay as drawn under stress; transcendental work is
+    counted where matmul FLOPs are zero."""
+    roof = Roofline(bytes=33_600_000, flops=0, transcendentals=8_400_000, bandwidth_gbs=20.0, peak_gflops=200.0)
+    roof.bound_ms = 1.68
+    no_weights = OpBrief(device="cpu", regime="cold", roofline=roof, weights=0, integer_inputs=[1])
+    ctx = _ctx()
+    ctx.brief = no_weights
+    text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
+    assert "(the op has no weights)" in text and "weights perturbed" not in text
+    assert "for floating-point inputs only (get_inputs()[1]: integer, as drawn in every case)" in text
+    assert "8.40 M transcendental functions" in text and "GFLOP of matmul" not in text  # 0 FLOPs: not shown
+    ctx.brief = OpBrief(device="cpu", weights=1024)
+    text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
+    assert "the weights (1024 elements) perturbed away from their initial values" in text
+    assert "floating-point inputs only;" in text
+
+
+def test_the_cpp_helpers_contract_is_written_out():
+    text = LLMCoder(FakeClient([])).prompt(_ctx())[-1]["content"]  # type: ignore[arg-type]
+    for said in (
+        "the C signature is not read; each Python argument is converted by its type",
+        "a Python int `int64_t`, a bool `int`, a float `double`",
+        "a function returns nothing to Python",
+        "restype=ctypes.c_double",
+        "raises `forge.cpp.CompileError`",
+    ):
+        assert said in text, said

@@ -158,6 +158,7 @@ def test_plan_refuses_a_broken_model_file(tmp_path, cache_dir, name):
         (["optimize", "OP", "--judge", "openai/x"], ["--judge needs --model"]),
         (["optimize", "NOWHERE/op.py"], ["no such op file"]),
         (["optimize", "EMPTYDIR"], ["holds no .py op files"]),
+        (["optimize", "PICTURE"], ["cannot be read", "pass a KernelBench-format .py op file"]),
         (["optimize", "--resume", "99"], ["no session 99"]),
         (["verify", "OP", "NOWHERE/cand.py"], ["no such candidate file"]),
         (["verify", "OP", "EMPTYDIR"], ["EMPTYDIR"]),
@@ -179,9 +180,11 @@ def test_bad_options_and_files_name_what_to_fix(tmp_path, cache_dir, args, needl
     op.write_text(_op())
     (tmp_path / "empty").mkdir()
     (tmp_path / "junk.db").write_bytes(b"this is not a database\n" * 50)
+    (tmp_path / "picture.py").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe" * 20)  # not text: a binary file named .py
     places = {
         "OP": str(op),
         "NOWHERE": str(tmp_path / "nowhere"),
+        "PICTURE": str(tmp_path / "picture.py"),
         "EMPTYDIR": str(tmp_path / "empty"),
         "NOTADB": str(tmp_path / "junk.db"),
         "NEWER": str(_newer_bank(tmp_path)),

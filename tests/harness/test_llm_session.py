@@ -91,6 +91,8 @@ def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
     assert result.speedup_vs_eager and result.speedup_vs_eager > 1.0
     assert run.exit_code == 0 and run.tokens == 150 * (3 + 4)  # pings are not charged
     assert run.cost_usd is None  # the local model has no price: reported as unknown, not as $0
+    (entry,) = run.to_json()["problems"]  # what --json prints for the op: its own tokens and cost
+    assert entry["tokens"] == run.tokens and entry["cost_usd"] is None
 
     coder_prompts = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
     assert len(coder_prompts) == 3

@@ -159,10 +159,44 @@ def test_the_flop_count_does_not_import_dynamo():
         "from forge.verifier import roofline\n"
         "m = torch.nn.Linear(8, 4)\n"
         "x = torch.randn(3, 8)\n"
-        "nbytes, flops = roofline.estimate(m, [x], [m(x)])\n"
+        "nbytes, flops, _ = roofline.estimate(m, [x], [m(x)])\n"
         "assert flops == 2 * 3 * 8 * 4, flops\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "False"
+
+
+def test_a_verified_candidate_past_the_bound_blames_the_estimate_not_its_result():
+    """A candidate 2.5x past a DRAM bound on cache-resident data: the model of the machine is wrong
+    there (its outputs were checked in every timed call), never "check the result"."""
+    from forge.core.timing_records import Roofline
+    from forge.core.verdict import Verdict
+    from forge.verifier.timing.statistics import record_speedups
+
+    v = Verdict.from_json({"status": "passed"})
+    roof = Roofline(bytes=16_000_000, flops=0, bandwidth_gbs=8.0, bound_ms=2.0)
+    record_speedups(v, roof, [800_000] * 20, [1_600_000] * 20, [], None)
+    (check,) = [c for c in v.checks if c.name == "roofline"]
+    assert not check.passed and not check.fatal and v.roofline is not None and v.roofline.fraction_candidate == 2.5
+    assert "the model of the machine is wrong here, not the result" in check.detail, check.detail
+    assert "check the result" not in check.detail and "plausible" not in check.detail
+
+
+def test_transcendental_work_is_counted_apart_from_matmul_flops():
+    """A cross-entropy-like op makes one exp per element: 0 matmul FLOPs is not 0 work, and the
+    verdict's roofline line and the brief say how many transcendental evaluations one call makes."""
+    from forge.core.timing_records import Roofline
+    from forge.verifier import roofline
+
+    class SoftCE(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.gelu(x).log_softmax(dim=-1).exp().sum(dim=-1)
+
+    x = torch.randn(64, 128)
+    model = SoftCE()
+    nbytes, flops, transcendentals = roofline.estimate(model, [x], [model(x)])
+    assert flops == 0 and transcendentals == 3 * 64 * 128, transcendentals  # gelu, log_softmax, exp
+    note = Roofline(bytes=nbytes, flops=flops, transcendentals=transcendentals).transcendental_note
+    assert note == ", 0.02 M transcendental evaluations (exp, log, tanh, ...: not in the bound)", note

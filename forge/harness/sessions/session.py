@@ -82,7 +82,7 @@ class SessionResult:
         out = {k: getattr(self, k) for k in keys}
         out.update(regime=self.regime, regimes=self.regimes, eager_only=self.eager_only, compile_why=self.compile_why)
         out.update(attempts=self.attempts, session_id=self.session_id, status=str(self.status))
-        out.update(share_s=self.share_s, share_usd=self.share_usd)
+        out.update(share_s=self.share_s, share_usd=self.share_usd, tokens=self.tokens, cost_usd=self.cost_usd)
         out["training"] = self.training.model_dump() if self.training is not None else None
         out["reason"] = None if self.accepted else self.reason
         return out

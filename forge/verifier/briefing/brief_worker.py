@@ -168,7 +168,7 @@ def _roofline(model: Any, inputs: list[Any], outputs: list[Any], device: str, ea
 
     from forge.verifier import roofline
 
-    nbytes, flops = roofline.estimate(model, inputs, outputs)
+    nbytes, flops, transcendentals = roofline.estimate(model, inputs, outputs)
     cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
     figures = machine.measured_figures(device, torch.get_num_threads(), cache)
     bound = roofline.bound_ms(nbytes, flops, figures.bandwidth_gbs, figures.peak_gflops)
@@ -176,6 +176,7 @@ def _roofline(model: Any, inputs: list[Any], outputs: list[Any], device: str, ea
     return Roofline(
         bytes=nbytes,
         flops=flops,
+        transcendentals=transcendentals,
         device_name=figures.device_name,
         bandwidth_gbs=figures.bandwidth_gbs,
         peak_gflops=figures.peak_gflops,
@@ -206,6 +207,10 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
     torch.manual_seed(0)
     model = problem.build_model().to(device).eval()
     inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in problem.inputs()]
+    brief.weights = sum(p.numel() for p in model.parameters() if p.is_floating_point())
+    brief.integer_inputs = [
+        i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and not t.is_floating_point()
+    ]
     with torch.no_grad():
         out = invoke(model, inputs)
         outputs = output_tensors(out)
