@@ -17,6 +17,10 @@ raw pointers and sizes::
 
 Tensor arguments must be contiguous CPU tensors; the call checks this and raises ``ValueError``.
 A function returns nothing unless declared with ``lib.function(name, restype=ctypes.c_double)``.
+
+Under torch's profiler (a verifier profiling a candidate), each call is a named range
+(``forge.cpp NAME``), so the profile says how much of the time each C function takes; otherwise a
+call costs one attribute read more (~30 ns).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -126,6 +131,9 @@ class CppFunction:
     def __init__(self, fn: Any, name: str) -> None:
         self._fn = fn
         self.name = name
+        # torch's profiler state, where torch is loaded (its tensors are what the calls pass);
+        # torch is not imported here for it
+        self._profiler = sys.modules.get("torch.autograd.profiler")
 
     @property
     def restype(self) -> Any:
@@ -136,7 +144,11 @@ class CppFunction:
         self._fn.restype = value
 
     def __call__(self, *args: Any) -> Any:
-        return self._fn(*[_c_arg(a, i, self.name) for i, a in enumerate(args)])
+        c_args = [_c_arg(a, i, self.name) for i, a in enumerate(args)]
+        if self._profiler is None or not self._profiler._is_profiler_enabled:
+            return self._fn(*c_args)
+        with self._profiler.record_function(f"forge.cpp {self.name}"):
+            return self._fn(*c_args)
 
 
 def _c_arg(a: Any, i: int, fname: str) -> Any:

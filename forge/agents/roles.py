@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from forge.core.feedback import JudgeFeedback
 from forge.core.figures import AttemptFigures
-from forge.core.op_brief import OpBrief
+from forge.core.op_brief import CandidateProfile, OpBrief
 from forge.core.statuses import AttemptStatus
 from forge.core.timing_records import Timings
 from forge.core.verdict import Verdict
@@ -65,6 +65,7 @@ class HistoryItem:
     speedup_vs_eager: float | None = None  # None when not timed (failed, or timed on a busy machine)
     figures: AttemptFigures | None = None  # its speed as the prompts show it (None: not verified)
     training: str | None = None  # a training session: whether it would be used under autograd, and why
+    profile: CandidateProfile | None = None  # where its time went (a passing, timed attempt, profiled)
 
 
 @dataclass

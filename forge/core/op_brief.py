@@ -32,6 +32,19 @@ class EagerProfile(BaseModel):
     clock: str = "cpu"  # whose time the rows are: "cpu" (host) or "cuda" (device)
 
 
+class CandidateProfile(BaseModel):
+    """Where a passing candidate's time goes (``ForgeSettings.profile_candidate``): its calls under
+    torch.profiler after its timing, each row's share of a profiled call scaled to its timed median.
+    Rows: the C functions it calls through ``forge.cpp`` (``forge.cpp NAME``), ranges it marks itself
+    (``torch.profiler.record_function``), the aten ops it runs; on a GPU, its kernels' device time."""
+
+    model_config = _LENIENT
+    calls: int  # profiled
+    ops: list[ProfiledOp] = Field(default_factory=list)  # the top ones, by own time
+    other_share: float = 0.0  # of a profiled call's time in no row: Python, and native code nothing names
+    clock: str = "cpu"  # "cpu" (host time) or "cuda" (device time)
+
+
 class CompiledBaseline(BaseModel):
     """torch.compile of the reference (Inductor's default mode) on the op's own inputs."""
 

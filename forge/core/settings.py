@@ -119,6 +119,11 @@ class ForgeSettings(BaseSettings):
         description="fresh processes the user loop times a finalist in, one after another (the claim's interval "
         "spans them all: processes running the same code read apart)",
     )
+    profile_candidate: bool = Field(
+        default=False,
+        description="profile a passing candidate's calls after its timing (torch.profiler, a few calls) so that its "
+        "verdict says where its time goes; an LLM session's agents read it, so its sessions turn it on",
+    )
     verify_gradients: bool = Field(
         default=False,
         description="verify the candidate for training too: its gradients with respect to the op's inputs and "

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
+from forge.core.op_brief import CandidateProfile
 from forge.core.statuses import BindMode, ModuleMode, VerdictStatus
 from forge.core.timing_records import (
     PairedRatio,
@@ -170,6 +171,7 @@ class Verdict(BaseModel):
     modes: list[ModuleMode] | None = None
     user_loop: UserLoop | None = None  # a finalist's confirmation: timed in a user's loop too
     training_step: TrainingStepTimes | None = None  # verified for training: its steps timed too
+    profile: CandidateProfile | None = None  # where its time goes (``ForgeSettings.profile_candidate``)
     node: NodeSpec | None = None  # the cluster node that verified it; None: the driver's own machine
     # A confirmation (the finalist timed again, alone, before banking): stored under the keys in
     # the aliases, as forge always has.

@@ -21,7 +21,8 @@ from forge.core.model_records import CallUse, ClassUse, InitCall, InstanceUse, M
 from forge.core.module_call import CallRefused, CallTemplate, call_template, layout_refusal, output_layout
 from forge.core.problem import forward_error
 from forge.model_probe.source import InitRecorder, LoadedModel, configuration
-from forge.verifier.briefing.brief_worker import LIBRARY_OP, call_ms, device_sync, eager_profile
+from forge.verifier.briefing.brief_worker import eager_profile
+from forge.verifier.call_profile import LIBRARY_OP, call_ms, device_sync
 
 _TIMED_FORWARDS = 10  # unhooked forwards timed for the model's own figure
 _HOOKED_FORWARDS = 3  # forwards timed per instance (their median)

@@ -24,6 +24,7 @@ from forge.core.module_call import output_layout, output_tensors
 from forge.core.problem import load_problem, read_problem_source
 from forge.verifier import gradients
 from forge.verifier.call_form import invoke, use_op
+from forge.verifier.call_profile import candidate_profile
 from forge.verifier.memory import release_free_memory
 from forge.verifier.messages import (
     BindRequest,
@@ -37,6 +38,8 @@ from forge.verifier.messages import (
     LoadedReply,
     LoadRequest,
     ModelBuild,
+    ProfileReply,
+    ProfileRequest,
     ReadyReply,
     TimeBeginRequest,
     TimeCallRequest,
@@ -172,6 +175,7 @@ class CandidateSide:
         self.calls = 0
         self.reference_calls: ForwardTap | None = None
         self.tids_before: set[int] = set()
+        self.timed_model = ""  # the model the last timing batch called
         self._drop_timing()
 
     def _drop_timing(self) -> None:
@@ -349,6 +353,7 @@ class CandidateSide:
     def time_begin(self, request: TimeBeginRequest) -> TimeReadyReply:
         """Prepare a batch of timed calls; the parent then asks for them one by one (``time_call``)."""
         model = self.models[request.model]
+        self.timed_model = request.model
         if request.sets is not None or not self.timing_sets:  # None: the batch held from before
             self.timing_sets = [[_fresh(x, self.device) for x in s] for s in request.sets or []]
         if request.warmup is not None:  # sent with the first batch, kept for the later ones
@@ -400,6 +405,18 @@ class CandidateSide:
             outputs=run.outputs,
             facts=facts,
         )
+
+    def profile(self, request: ProfileRequest) -> ProfileReply:
+        """Its calls on the first timing set (the forward's, before any training step) under
+        torch.profiler: where its time goes."""
+        model, inputs = self.models[self.timed_model], self.timing_sets[0]
+        try:
+            found = candidate_profile(
+                lambda: self._call(model, inputs, sync=False), self.device, request.calls, request.call_ms
+            )
+        except Exception as exc:
+            raise StageError("profile", "a profiled call raised:\n" + candidate_trace(exc, self.path)) from exc
+        return ProfileReply(profile=found)
 
 
 def _set_buffers(model: torch.nn.Module, state: dict[str, torch.Tensor], device: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
+from forge.core.figures import AttemptFigures
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import BindMode, ModuleMode, VerdictStatus
@@ -33,6 +34,8 @@ from forge.verifier.messages import (
     Message,
     ProblemErrorReply,
     ProblemReply,
+    ProfileReply,
+    ProfileRequest,
     ReadyReply,
     Reply,
     Request,
@@ -54,6 +57,7 @@ if TYPE_CHECKING:  # compare loads torch, which the parent imports only once its
     from forge.verifier.compare import Mismatch
 
 R = TypeVar("R", bound=Message)
+PROFILED_CALLS = 5  # a passing candidate's calls under torch.profiler (``profile_candidate``)
 _MEMORY_WORDS = ("can't allocate memory", "out of memory", "MemoryError", "Cannot allocate memory")
 _INTEGRITY_CHECKS = (
     "no_stale_results",
@@ -374,6 +378,23 @@ class _Run:
         if self.device == "cuda":
             record_launch_cost(self.v, kept.launch, cold.eager_launch + warm.eager_launch)
 
+    def profile(self) -> None:
+        """With ``settings.profile_candidate``, for a candidate that passed and was timed: where its
+        time goes (never fails the verdict: a profile that cannot be taken is a warning)."""
+        if not self.settings.profile_candidate or not self.v.passed or not self.v.timing_meaningful:
+            return
+        self.progress("candidate: profiled")
+        request = ProfileRequest(calls=PROFILED_CALLS, call_ms=AttemptFigures.of(self.v).candidate_ms)
+        try:
+            reply = self._ask_candidate(request, ProfileReply)
+        except WorkerGone as exc:
+            self.v.warnings.append(f"no profile: the candidate's worker ended while profiled ({exc.ending.detail})")
+            return
+        if isinstance(reply, ErrorReply):
+            self.v.warnings.append(f"no profile: {checks.first_line(reply.message)}")
+            return
+        self.v.profile = reply.profile
+
     def bind(self) -> None:
         """How a passing candidate binds to existing instances of the user's class (it never fails
         the verdict: ``bank.load`` uses the kernel either way)."""
@@ -454,6 +475,7 @@ def verify(
         run.reference()
         if run.load() and run.correctness() and run.gradients():
             run.timing()
+            run.profile()
             run.training_timing()
             run.bind()
     except WorkerGone as exc:

@@ -321,3 +321,30 @@ def test_the_cpp_helpers_contract_is_written_out():
         "raises `forge.cpp.CompileError`",
     ):
         assert said in text, said
+
+
+def test_both_prompts_show_where_a_candidates_time_goes():
+    from forge.core.op_brief import CandidateProfile, ProfiledOp
+
+    profile = CandidateProfile(
+        calls=5,
+        ops=[
+            ProfiledOp(name="forge.cpp rowsum", self_ms=0.61, share=0.76, calls=1),
+            ProfiledOp(name="aten::empty", self_ms=0.02, share=0.03, calls=1),
+        ],
+        other_share=0.21,
+    )
+    stats = {"paired_eager": {"pairs": 20, "median": 1.5, "low": 1.4, "high": 1.6}, "regime": "cold"}
+    verdict = Verdict.from_json({"status": "passed", "timings_ms": {"candidate": 0.8}, "timing_stats": stats})
+    verdict.profile = profile
+    item = HistoryItem(
+        1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(verdict), profile=profile
+    )
+    coder_text = LLMCoder(FakeClient([])).prompt(_ctx([item]))[-1]["content"]  # type: ignore[arg-type]
+    client = FakeClient(['{"next_step": "tile it", "continue": true}'])
+    LLMJudge(client).review(_with_parent(_ctx([item]), item), verdict)  # type: ignore[arg-type]
+    for text in (coder_text, client.seen[0][-1]["content"]):
+        assert "where its time goes (5 calls under torch.profiler" in text, text
+        assert "| forge.cpp rowsum | 0.6100 | 76% | 1 |" in text
+        assert "| (in no row: Python, and native code that names nothing) | | 21% | |" in text
+        assert 'make it an `extern "C"` function of its own' in text

@@ -103,6 +103,8 @@ def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
     assert sum(r["role"] == "judge" for r in script.requests) == 4  # one retry after the prose answer
     judged = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "judge"]
     assert "Verdict: compile_error" in judged[0]
+    # an LLM session profiles each passing candidate: its judge reads where the time goes
+    assert "where its time goes" in judged[-1] and "where its time goes" not in judged[0]
 
     rows = _attempts(bank)
     assert [s for r, s in rows if r == "coder"] == ["compile_error", "failed_correctness", "passed"]

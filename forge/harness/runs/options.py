@@ -143,10 +143,14 @@ _STORED: TypeAdapter[StoredOptions] = TypeAdapter(StoredOptions)
 
 
 def session_settings(settings: ForgeSettings, choices: SessionChoices) -> ForgeSettings:
-    """The settings a session verifies with: a training session's verifier checks gradients too."""
+    """The settings a session verifies with: a training session's verifier checks gradients too,
+    and an LLM session's profiles each passing candidate (its agents read where the time goes)."""
+    update: dict[str, bool] = {}
     if choices.train and not settings.verify_gradients:
-        return settings.model_copy(update={"verify_gradients": True})
-    return settings
+        update["verify_gradients"] = True
+    if choices.model and not settings.profile_candidate:
+        update["profile_candidate"] = True
+    return settings.model_copy(update=update) if update else settings
 
 
 def resolve_backend(choice: Backend, device: Device) -> Backend:

@@ -33,6 +33,7 @@ def history_item(round: int, source: str, verdict: Verdict, config: CandidateCon
         speedup_vs_eager=figures.speedup_vs_eager,
         figures=figures if verdict.passed else None,
         training=_training(verdict),
+        profile=verdict.profile if figures.timed else None,
     )
 
 

@@ -16,70 +16,29 @@ from pathlib import Path
 from typing import Any
 
 from forge.core.class_source import imported_source
-from forge.core.op_brief import CompiledBaseline, EagerProfile, ImportedClass, OpBrief, OutputTolerance, ProfiledOp
+from forge.core.op_brief import CompiledBaseline, EagerProfile, ImportedClass, OpBrief, OutputTolerance
 from forge.core.timing_records import Roofline
 from forge.verifier import machine
 from forge.verifier.briefing.inductor_code import trim_output_code
 from forge.verifier.call_form import invoke, use_op
+from forge.verifier.call_profile import call_ms, device_sync, profiled, profiled_ops
 
-# The names of vendor-library routines (BLAS, oneDNN, cuBLAS, cuDNN, SDPA): producers a fused kernel keeps as calls
-LIBRARY_OP = re.compile(
-    r"mm\b|addmm|bmm|gemm|conv|cudnn|cublas|mkldnn|onednn|mkl|scaled_dot_product|flash|cutlass|xmma"
-)
-_TOP_OPS = 8
 _PROFILED_CALLS = 5
 _TIMED_PAIRS = 21
-
-
-def device_sync(device: str) -> Callable[[], None]:
-    """What waits for ``device``'s queued work (nothing on a CPU)."""
-    import torch
-
-    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
-
-
-def call_ms(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
-    """One call of ``fn``, in milliseconds, the device's queue drained before and after."""
-    sync()
-    start = time.perf_counter()
-    fn()
-    sync()
-    return (time.perf_counter() - start) * 1e3
 
 
 def eager_profile(fn: Callable[[], Any], device: str, timed_ms: float | None) -> EagerProfile:
     """Eager's profile; its time a call is ``timed_ms`` (torch.compile's alternating calls timed
     it already: one eager figure in the brief), else timed here."""
-    from torch.profiler import ProfilerActivity, profile
-
     sync = device_sync(device)
     times = [timed_ms] if timed_ms is not None else [call_ms(fn, sync) for _ in range(_TIMED_PAIRS)]
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=activities) as prof:
-        for _ in range(_PROFILED_CALLS):
-            fn()
-        sync()
-    on_device = device == "cuda"
-    rows = []
-    for event in prof.key_averages():
-        own = getattr(event, "self_device_time_total", 0.0) if on_device else event.self_cpu_time_total
-        if own > 0 and (not on_device or str(getattr(event, "device_type", "")) != "DeviceType.CPU"):
-            rows.append((event.key, own / 1e3 / _PROFILED_CALLS, event.count / _PROFILED_CALLS))
-    total = sum(r[1] for r in rows) or 1.0
-    rows.sort(key=lambda r: -r[1])
+    got = profiled(fn, device, _PROFILED_CALLS)
     median = statistics.median(times)
-    # The profiler's own overhead inflates every row: each is shown as its share of one unprofiled call
-    ops = [
-        ProfiledOp(
-            name=name,
-            self_ms=round(median * ms / total, 5),
-            share=round(ms / total, 3),
-            calls=calls,
-            library=bool(LIBRARY_OP.search(name.lower())),
-        )
-        for name, ms, calls in rows[:_TOP_OPS]
-    ]
-    return EagerProfile(median_ms=round(median, 5), calls=_TIMED_PAIRS, ops=ops, clock="cuda" if on_device else "cpu")
+    # shares of the rows' own time (eager's calls are aten ops through and through), each shown
+    # as that share of one unprofiled call: the profiler's own overhead inflates every row
+    ops = profiled_ops(got.rows, sum(r[1] for r in got.rows), median)
+    clock = "cuda" if device == "cuda" else "cpu"
+    return EagerProfile(median_ms=round(median, 5), calls=_TIMED_PAIRS, ops=ops, clock=clock)
 
 
 def _compiled(model: Any, inputs: list[Any], device: str) -> CompiledBaseline:

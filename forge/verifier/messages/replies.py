@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, model_validator
 
+from forge.core.op_brief import CandidateProfile
 from forge.core.timing_records import Roofline
 from forge.verifier.messages.records import (
     BoundPlan,
@@ -224,6 +225,13 @@ class TimingReply(Message):
         return self
 
 
+class ProfileReply(Message):
+    """Where the candidate's profiled calls spent their time (shares; the parent scales them)."""
+
+    kind: Literal["profile"] = "profile"
+    profile: CandidateProfile
+
+
 Reply = Annotated[
     HelloReply
     | ErrorReply
@@ -243,6 +251,7 @@ Reply = Annotated[
     | GradRunReply
     | BoundReply
     | TimeReadyReply
+    | ProfileReply
     | TimedCallReply
     | TimingReply,
     Field(discriminator="kind"),

@@ -112,6 +112,14 @@ class TimeEndRequest(Message):
     kind: Literal["time_end"] = "time_end"
 
 
+class ProfileRequest(Message):
+    """Candidate: its calls on the first timing set under torch.profiler (``ProfileReply``)."""
+
+    kind: Literal["profile"] = "profile"
+    calls: int = Field(ge=1)
+    call_ms: float | None = None  # its timed median in the judged regime: what the rows' shares are of
+
+
 class Turns(Message):
     """A user-loop process that takes turns with another (``timing.user_loop_turns``): it reads a byte
     from ``read_fd`` before each block of ``block_rounds`` rounds and writes one to ``write_fd``
@@ -189,6 +197,7 @@ Request = Annotated[
     | TimeBeginRequest
     | TimeCallRequest
     | TimeEndRequest
+    | ProfileRequest
     | GradDataRequest
     | GradRunRequest
     | ExitRequest,
