@@ -33,6 +33,7 @@ class MachineFacts:
     figures_provisional: str | None = None
     cpu_model: str | None = None
     cores: int | None = None
+    topology: str | None = None  # the cores as physical cores and SMT siblings (``machine.cpu_topology``)
     isa: list[str] | None = None
     caches: dict[str, int] | None = None
     gpu: str | None = None

@@ -62,6 +62,31 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def cpu_topology(cpus: list[int] | None = None, root: Path = Path("/sys/devices/system/cpu")) -> str | None:
+    """How the CPUs this process may run on (``cpus``) sit on physical cores, as the OS shows them
+    (a guest's view: a hypervisor may still place two vCPUs on one host core); None where /sys
+    says nothing."""
+    if cpus is None:
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+        except AttributeError:
+            return None
+    cores: set[tuple[str, str]] = set()
+    for cpu in cpus:
+        topo = root / f"cpu{cpu}" / "topology"
+        try:
+            cores.add(((topo / "physical_package_id").read_text().strip(), (topo / "core_id").read_text().strip()))
+        except OSError:
+            return None
+    n, physical = len(cpus), len(cores)
+    if physical == n:
+        return f"{n} CPUs on {physical} physical cores: no two are SMT siblings (as the OS sees them)"
+    return (
+        f"{n} CPUs on {physical} physical cores: {n - physical} are SMT siblings of another, sharing its core's "
+        "execution units and L1/L2 (threads on siblings do not scale like cores)"
+    )
+
+
 def cpu_model() -> str:
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():

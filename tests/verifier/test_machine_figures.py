@@ -146,3 +146,20 @@ def test_an_entry_round_trips_through_json():
     assert FiguresEntry.from_json(json.loads(json.dumps(entry.to_json()))) == entry
     said = "measured 2025-06-01 14:02 UTC on a quiet machine (other processes used 0.00 of 2 cores)"
     assert entry.conditions() == said
+
+
+def test_the_cpu_topology_tells_smt_siblings_from_cores(tmp_path):
+    def cpu(n: int, core: int) -> None:
+        topo = tmp_path / f"cpu{n}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text("0\n")
+        (topo / "core_id").write_text(f"{core}\n")
+
+    for n, core in enumerate((0, 1, 0, 1)):  # four CPUs, two physical cores: siblings 0/2, 1/3
+        cpu(n, core)
+    said = machine.cpu_topology([0, 1, 2, 3], tmp_path)
+    assert said is not None and said.startswith("4 CPUs on 2 physical cores: 2 are SMT siblings of another"), said
+    assert machine.cpu_topology([0, 1], tmp_path) == (
+        "2 CPUs on 2 physical cores: no two are SMT siblings (as the OS sees them)"
+    )
+    assert machine.cpu_topology([0, 7], tmp_path) is None  # /sys says nothing of CPU 7

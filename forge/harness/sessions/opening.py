@@ -54,6 +54,7 @@ def machine_facts(device: Device, checked: FiguresEntry) -> MachineFacts:
             measured,
             cpu_model=machine.cpu_model(),
             cores=machine.available_cores(),
+            topology=machine.cpu_topology(),
             isa=isa,
             caches=machine.cache_sizes(),
         )
