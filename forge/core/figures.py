@@ -109,9 +109,10 @@ def _candidate_ms(v: Verdict) -> float | None:
 
 
 def judged_roofline(v: Verdict) -> Roofline | None:
-    """The verdict's roofline where it bounds the op: None where the op is judged warm (its data
-    comes from cache, and a bound from DRAM bandwidth bounds nothing there)."""
-    return None if v.timing_stats.regime is TimingRegime.WARM else v.roofline
+    """The verdict's roofline where it bounds the op: judged warm, only a bound from the last-level
+    cache's bandwidth (its data comes from there, and a bound from DRAM's bounds nothing)."""
+    warm = v.timing_stats.regime is TimingRegime.WARM
+    return None if warm and (v.roofline is None or v.roofline.level != "cache") else v.roofline
 
 
 def _unpaired(ratio: float | None) -> PairedRatio | None:

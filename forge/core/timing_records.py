@@ -284,6 +284,10 @@ class Roofline(BaseModel):
     bound_ms: float | None = None
     fraction_candidate: float | None = None
     fraction_eager: float | None = None
+    cache_bandwidth_gbs: float | None = None  # the last-level cache's measured copy bandwidth
+    cache_bound_ms: float | None = None  # the bound where one call's data stays in that cache
+    # "cache": the op is judged warm and ``bound_ms`` is the cache's bound; None: DRAM's
+    level: str | None = None
 
     @property
     def holds(self) -> bool:
@@ -305,9 +309,12 @@ class Roofline(BaseModel):
     def bound_by(self) -> str:
         """What limits the op on this machine: the larger of its bytes over the measured bandwidth
         and its FLOPs over the measured matmul peak (the two terms of ``bound_ms``)."""
-        memory = self.bytes / self.bandwidth_gbs if self.bytes and self.bandwidth_gbs else 0.0
+        bandwidth = self.cache_bandwidth_gbs if self.level == "cache" else self.bandwidth_gbs
+        memory = self.bytes / bandwidth if self.bytes and bandwidth else 0.0
         compute = self.flops / self.peak_gflops if self.flops and self.peak_gflops else 0.0
-        return "measured memory bandwidth" if memory >= compute else "measured matmul peak"
+        if memory < compute:
+            return "measured matmul peak"
+        return "measured last-level-cache bandwidth" if self.level == "cache" else "measured memory bandwidth"
 
     @model_serializer(mode="wrap")
     def _present_only(self, handler: Any) -> dict[str, Any]:

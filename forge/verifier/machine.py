@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+from functools import partial
 from pathlib import Path
 
 from forge.core.choices import Device
@@ -22,6 +23,7 @@ from forge.verifier.machine_figures import (
     MachineFigures,
     Recheck,
     check_entry,
+    full_measurement,
     measure_entry,
 )
 
@@ -148,11 +150,17 @@ def cpu_flush_bytes() -> int:
 
 def _identity(device: str, threads: int) -> tuple[str, str]:
     """The figures' cache key and the device's name: CUDA's device name, or the CPU's model with
-    the thread count. Figures measured before the best-GEMM peak (another key) are not reused."""
+    the thread count. Figures measured before the best-GEMM peak and the cache's bandwidth (other
+    keys) are not reused."""
     import torch
 
     name = torch.cuda.get_device_name(0) if device == "cuda" else f"{cpu_model()}|{threads}"
-    return f"{device}|{name}|{torch.__version__}|gemm-best", name
+    return f"{device}|{name}|{torch.__version__}|gemm-best+llc", name
+
+
+def _instruments(device: str) -> Instruments:
+    """The machine's own instruments, the full measurement reading its last-level cache too."""
+    return Instruments(measure=partial(full_measurement, cache_bytes=last_level_cache_bytes(device)))
 
 
 def measured_figures(device: str, threads: int, cache_dir: Path) -> MachineFigures:
@@ -164,7 +172,7 @@ def measured_figures(device: str, threads: int, cache_dir: Path) -> MachineFigur
     cache = FiguresCache(cache_dir / "machine.json")
     entry = cache.get(key)
     if entry is None:
-        entry = measure_entry(device, name, Instruments(), wait_s=0.0)
+        entry = measure_entry(device, name, _instruments(device), wait_s=0.0)
         cache.put(key, entry)
     return entry.figures
 
@@ -177,7 +185,7 @@ def checked_figures(
     machine, or off from a quiet probe; what was measured is cached."""
     key, name = _identity(device, threads)
     cache = FiguresCache(cache_dir / "machine.json")
-    check = check_entry(cache.get(key), device, name, tools or Instruments(), wait_s)
+    check = check_entry(cache.get(key), device, name, tools or _instruments(device), wait_s)
     if check.recheck in (Recheck.MEASURED, Recheck.REMEASURED):
         cache.put(key, check.entry)
     return check

@@ -40,19 +40,23 @@ QUIET_WAIT_S = 20.0  # how long a check waits for a quiet machine before it meas
 
 @dataclass(frozen=True)
 class MachineFigures:
-    """This device's measured memory bandwidth and fp32 matmul peak."""
+    """This device's measured memory bandwidth and fp32 matmul peak, and the bandwidth of a copy
+    that stays in its last-level cache (None: not measured, or the cache's size is unknown)."""
 
     device_name: str
     bandwidth_gbs: float
     peak_gflops: float
+    cache_bandwidth_gbs: float | None = None
 
 
 @dataclass(frozen=True)
 class Readings:
-    """What one measurement read: memory bandwidth (GB/s) and fp32 matmul throughput (GFLOP/s)."""
+    """What one measurement read: memory bandwidth (GB/s) and fp32 matmul throughput (GFLOP/s),
+    and (a full measurement) the last-level cache's copy bandwidth."""
 
     bandwidth_gbs: float
     peak_gflops: float
+    cache_gbs: float | None = None
 
     def off_from(self, other: Readings) -> float:
         """How far these readings are from ``other``'s: the larger relative difference of the two."""
@@ -90,6 +94,7 @@ class FiguresEntry:
             "device_name": f.device_name,
             "bandwidth_gbs": f.bandwidth_gbs,
             "peak_gflops": f.peak_gflops,
+            "cache_bandwidth_gbs": f.cache_bandwidth_gbs,
             "quiet": self.quiet,
             "measured_at": self.measured_at.isoformat() if self.measured_at else None,
             "load": self.load.model_dump() if self.load else None,
@@ -102,7 +107,13 @@ class FiguresEntry:
     def from_json(cls, raw: Any) -> FiguresEntry | None:
         """The entry ``raw`` holds; None when it cannot be read (measured again)."""
         try:
-            figures = MachineFigures(str(raw["device_name"]), float(raw["bandwidth_gbs"]), float(raw["peak_gflops"]))
+            cache = raw.get("cache_bandwidth_gbs")
+            figures = MachineFigures(
+                str(raw["device_name"]),
+                float(raw["bandwidth_gbs"]),
+                float(raw["peak_gflops"]),
+                float(cache) if cache is not None else None,
+            )
             probe = raw.get("probe")
             measured_at = raw.get("measured_at")
             return cls(
@@ -160,29 +171,39 @@ def _best_seconds(device: str, fn: Callable[[], Any], reps: int) -> float:
     return min(times)
 
 
-def _read(device: str, copy_mib: int, sizes: tuple[int, ...], reps: int) -> Readings:
-    """A copy's bandwidth and the fastest of square matmuls of ``sizes``."""
+def _copy_gbs(device: str, nbytes: int, reps: int) -> float:
+    """The bandwidth of copying ``nbytes`` (read and write counted), best of ``reps``."""
     import torch
 
-    n = (copy_mib << 20) // 4
+    n = max(nbytes // 4, 1024)
     src = torch.ones(n, device=device)
     dst = torch.empty_like(src)
-    t_copy = _best_seconds(device, lambda: dst.copy_(src), reps)
+    return 2 * (n * 4) / _best_seconds(device, lambda: dst.copy_(src), reps) / 1e9
+
+
+def _read(device: str, copy_mib: int, sizes: tuple[int, ...], reps: int, cache_bytes: int | None = None) -> Readings:
+    """A copy's bandwidth and the fastest of square matmuls of ``sizes``; with ``cache_bytes``
+    (the last-level cache's size), a copy whose source and destination fill half of it, back to
+    back, so that it stays in the cache: the bandwidth a warm op's data comes at."""
+    import torch
+
+    dram = _copy_gbs(device, copy_mib << 20, reps)
     peak = 0.0
     for m in sizes:
         x = torch.randn(m, m, device=device)
         peak = max(peak, 2 * m**3 / _best_seconds(device, partial(torch.matmul, x, x), reps) / 1e9)
-    return Readings(2 * (n * 4) / t_copy / 1e9, peak)
+    cached = _copy_gbs(device, cache_bytes // 4, 4 * reps) if cache_bytes else None
+    return Readings(dram, peak, cached)
 
 
-def full_measurement(device: str) -> Readings:
+def full_measurement(device: str, cache_bytes: int | None = None) -> Readings:
     """A copy well beyond any cache, and the library's best path, all of the process's threads:
     large square GEMMs (oneDNN/MKL on CPU, cuBLAS on CUDA), the fastest size counted. One 1024
     matmul on the CPU read 2-3x under what an op's own GEMMs or convolutions reached, and eager then
-    "ran at 237% of the peak"."""
+    "ran at 237% of the peak". With ``cache_bytes``, the last-level cache's copy bandwidth too."""
     if device == "cuda":
-        return _read(device, 256, (4096, 8192), reps=5)
-    return _read(device, 128, (1024, 2048), reps=5)
+        return _read(device, 256, (4096, 8192), reps=5, cache_bytes=cache_bytes)
+    return _read(device, 128, (1024, 2048), reps=5, cache_bytes=cache_bytes)
 
 
 def quick_probe(device: str) -> Readings:
@@ -231,7 +252,7 @@ def measure_entry(device: str, device_name: str, tools: Instruments, wait_s: flo
     full, during = tools.under_load(lambda: tools.measure(device))
     probe, probing = tools.under_load(lambda: tools.probe(device))
     load = combined([c for c in (before, during, probing) if c is not None])
-    figures = MachineFigures(device_name, full.bandwidth_gbs, full.peak_gflops)
+    figures = MachineFigures(device_name, full.bandwidth_gbs, full.peak_gflops, full.cache_gbs)
     return FiguresEntry(figures, quiet=_quiet(load), measured_at=tools.now(), load=load, probe=probe)
 
 

@@ -337,12 +337,14 @@ class ReferenceSide:
         nbytes, flops, transcendentals = roofline.estimate(model, inputs, self._run(base, model, inputs))
         figures = machine.measured_figures(self.device, torch.get_num_threads(), Path(request.cache_dir))
         bound = roofline.bound_ms(nbytes, flops, figures.bandwidth_gbs, figures.peak_gflops)
+        cached = figures.cache_bandwidth_gbs
         estimate = Roofline(
             bytes=nbytes,
             flops=flops,
             transcendentals=transcendentals,
             **dataclasses.asdict(figures),
             bound_ms=bound,
+            cache_bound_ms=roofline.bound_ms(nbytes, flops, cached, figures.peak_gflops) if cached else None,
         )
         return RooflineReply(estimate=estimate)
 

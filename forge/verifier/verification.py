@@ -50,7 +50,13 @@ from forge.verifier.reference_pool import KeptReference, ReferencePool
 from forge.verifier.timing.candidate_times import CandidateTimes, record_timing_checks
 from forge.verifier.timing.paired import CandidateFailed, PairedTimer, PairedTimes, ProgressNote, ReferenceTampered
 from forge.verifier.timing.sched_guard import SchedGuard, record_reference_sched
-from forge.verifier.timing.statistics import record_launch_cost, record_pairs, record_regimes, record_speedups
+from forge.verifier.timing.statistics import (
+    record_launch_cost,
+    record_pairs,
+    record_regimes,
+    record_roofline,
+    record_speedups,
+)
 from forge.verifier.timing.training import record_training_step
 
 if TYPE_CHECKING:  # compare loads torch, which the parent imports only once its workers have started
@@ -371,10 +377,11 @@ class _Run:
         kept, paired = timed
         record_timing_checks(self.v, kept, self.device)
         cold, warm = paired.cold, paired.warm
-        record_speedups(self.v, roofline, kept.times, cold.eager, cold.compiled, paired.compile_error)
+        record_speedups(self.v, kept.times, cold.eager, cold.compiled, paired.compile_error)
         record_pairs(self.v, kept.times, cold.eager, cold.compiled, paired.contention)
         timing = self.plan.timing
         record_regimes(self.v, kept.warm, warm.eager, warm.compiled, timing.working_set_bytes, timing.cache_bytes)
+        record_roofline(self.v, roofline)
         if self.device == "cuda":
             record_launch_cost(self.v, kept.launch, cold.eager_launch + warm.eager_launch)
 

@@ -8,7 +8,7 @@ from forge.agents.llm.agents import LLMCoder, LLMJudge
 from forge.agents.llm.client import Completion
 from forge.agents.llm.prompts import FittedSource, category, change_from_previous, fit_source, source_limit, standing
 from forge.agents.roles import CoderContext, HistoryItem, JudgeFeedback, MachineFacts
-from forge.core.figures import AttemptFigures
+from forge.core.figures import AttemptFigures, judged_roofline
 from forge.core.op_brief import OpBrief
 from forge.core.statuses import AttemptStatus
 from forge.core.timing_records import Roofline, Timings
@@ -149,14 +149,25 @@ def test_the_prompts_say_stop_near_the_roofline_only_where_the_bound_holds():
     assert said is not None and "Attempt 5 already runs at 90%" in said and '"continue": false' in said
     far = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=figures, roofline_fraction=0.4)
     assert standing([far], None) is None
-    warm = Verdict.from_json({**v.to_json(), "timing_stats": {**v.timing_stats.model_dump(), "regime": "warm"}})
-    cached = HistoryItem(
-        1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(warm), roofline_fraction=0.9
+    warm = Verdict.from_json(
+        {
+            **v.to_json(),
+            "timing_stats": {**v.timing_stats.model_dump(), "regime": "warm"},
+            "roofline": {"bound_ms": 1.0, "fraction_candidate": 0.9},
+        }
     )
-    assert standing([cached], None) is None  # judged warm: the data comes from cache, DRAM bounds nothing
+    assert judged_roofline(warm) is None  # judged warm with DRAM's bound only: the data comes from cache
+    cached = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=AttemptFigures.of(warm))
+    assert standing([cached], None) is None  # so the attempt carries no roofline share to stop on
     brief = OpBrief(device="cpu", regime="cold", roofline=Roofline(bound_ms=1.0, fraction_eager=0.85))
     eager_said = standing([], brief)
     assert eager_said is not None and "Eager already runs at 85%" in eager_said and "1.18x" in eager_said
+    warm_dram = OpBrief(device="cpu", regime="warm", roofline=Roofline(bound_ms=1.0, fraction_eager=0.85))
+    assert standing([], warm_dram) is None
+    warm_cache = OpBrief(device="cpu", regime="warm", roofline=Roofline(bound_ms=1.0, fraction_eager=0.85))
+    assert warm_cache.roofline is not None
+    warm_cache.roofline.level = "cache"  # the bound from the last-level cache's bandwidth holds there
+    assert standing([], warm_cache) is not None
 
 
 def test_a_busy_verdict_has_no_speedup_in_any_view():
@@ -348,3 +359,16 @@ def test_both_prompts_show_where_a_candidates_time_goes():
         assert "| forge.cpp rowsum | 0.6100 | 76% | 1 |" in text
         assert "| (in no row: Python, and native code that names nothing) | | 21% | |" in text
         assert 'make it an `extern "C"` function of its own' in text
+
+
+def test_a_warm_ops_brief_gives_the_last_level_caches_bound():
+    roof = Roofline(bytes=4_000_000, bandwidth_gbs=20.0, peak_gflops=200.0, bound_ms=0.04, fraction_eager=0.3)
+    roof.cache_bandwidth_gbs, roof.cache_bound_ms, roof.level = 100.0, 0.04, "cache"
+    ctx = _ctx()
+    ctx.brief = OpBrief(device="cpu", regime="warm", roofline=roof)
+    text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
+    assert (
+        "its data comes from there: at this machine's measured 100.0 GB/s for a copy that stays in that cache" in text
+    )
+    assert "(DRAM: 20.0 GB/s)" in text and "(measured last-level-cache bandwidth)" in text
+    assert "this bound from DRAM bandwidth does not limit it" not in text

@@ -163,3 +163,23 @@ def test_the_cpu_topology_tells_smt_siblings_from_cores(tmp_path):
         "2 CPUs on 2 physical cores: no two are SMT siblings (as the OS sees them)"
     )
     assert machine.cpu_topology([0, 7], tmp_path) is None  # /sys says nothing of CPU 7
+
+
+def test_the_last_level_caches_bandwidth_is_kept_with_the_figures(tmp_path):
+    """A full measurement reads the last-level cache's copy bandwidth too; it is cached beside the
+    DRAM figures, and an entry from before it was measured reads back without it (None)."""
+
+    class CachedMachine(FakeMachine):
+        def measure(self, device: str) -> Readings:
+            self.measured += 1
+            return Readings(self.bandwidth, self.peak, cache_gbs=150.0)
+
+    box = CachedMachine()
+    first = _check(box, tmp_path)
+    assert first.entry.figures.cache_bandwidth_gbs == 150.0
+    again = _check(box, tmp_path)  # read back from machine.json, the probe agreeing
+    assert again.recheck is Recheck.AGREES and again.entry.figures.cache_bandwidth_gbs == 150.0 and box.measured == 1
+    raw = first.entry.to_json()
+    del raw["cache_bandwidth_gbs"]  # what an older forge wrote
+    old = FiguresEntry.from_json(raw)
+    assert old is not None and old.figures.cache_bandwidth_gbs is None and old.figures.bandwidth_gbs == 40.0

@@ -173,11 +173,12 @@ def test_a_verified_candidate_past_the_bound_blames_the_estimate_not_its_result(
     there (its outputs were checked in every timed call), never "check the result"."""
     from forge.core.timing_records import Roofline
     from forge.core.verdict import Verdict
-    from forge.verifier.timing.statistics import record_speedups
+    from forge.verifier.timing.statistics import record_roofline, record_speedups
 
     v = Verdict.from_json({"status": "passed"})
     roof = Roofline(bytes=16_000_000, flops=0, bandwidth_gbs=8.0, bound_ms=2.0)
-    record_speedups(v, roof, [800_000] * 20, [1_600_000] * 20, [], None)
+    record_speedups(v, [800_000] * 20, [1_600_000] * 20, [], None)
+    record_roofline(v, roof)
     (check,) = [c for c in v.checks if c.name == "roofline"]
     assert not check.passed and not check.fatal and v.roofline is not None and v.roofline.fraction_candidate == 2.5
     assert "the model of the machine is wrong here, not the result" in check.detail, check.detail
@@ -200,3 +201,32 @@ def test_transcendental_work_is_counted_apart_from_matmul_flops():
     assert flops == 0 and transcendentals == 3 * 64 * 128, transcendentals  # gelu, log_softmax, exp
     note = Roofline(bytes=nbytes, flops=flops, transcendentals=transcendentals).transcendental_note
     assert note == ", 0.02 M transcendental evaluations (exp, log, tanh, ...: not in the bound)", note
+
+
+def test_judged_warm_the_bound_is_the_last_level_caches():
+    """One call's data fits in half the last-level cache: judged warm, the bound is the cache's
+    copy bandwidth (measured with the figures), not DRAM's, and the prompts may use it."""
+    from forge.core.figures import judged_roofline
+    from forge.core.timing_records import Roofline
+    from forge.core.verdict import Verdict
+    from forge.verifier.timing.statistics import record_regimes, record_roofline, record_speedups
+
+    v = Verdict.from_json({"status": "passed"})
+    roof = Roofline(bytes=4_000_000, flops=0, bandwidth_gbs=20.0, bound_ms=0.2, cache_bandwidth_gbs=100.0)
+    roof.cache_bound_ms = 0.04
+    record_speedups(v, [100_000] * 20, [200_000] * 20, [], None)
+    record_regimes(v, [80_000] * 20, [120_000] * 20, [], working_set=4_000_000, cache=32_000_000)
+    record_roofline(v, roof)
+    assert v.roofline is not None and v.roofline.level == "cache" and v.roofline.bound_ms == 0.04
+    assert v.roofline.fraction_candidate == 0.5  # 0.04 ms of the warm candidate's 0.08 ms
+    assert v.roofline.fraction_eager == round(0.04 / (0.08 * 1.5), 4)  # eager's warm time from the pairs
+    assert v.roofline.bound_by == "measured last-level-cache bandwidth"
+    (check,) = [c for c in v.checks if c.name == "roofline"]
+    assert "from the last-level cache's 100.0 GB/s (judged warm)" in check.detail and check.passed
+    assert judged_roofline(v) is v.roofline
+    dram_only = Verdict.from_json({"status": "passed"})
+    record_speedups(dram_only, [100_000] * 20, [200_000] * 20, [], None)
+    record_regimes(dram_only, [80_000] * 20, [120_000] * 20, [], working_set=4_000_000, cache=32_000_000)
+    record_roofline(dram_only, Roofline(bytes=4_000_000, bandwidth_gbs=20.0, bound_ms=0.2))
+    assert dram_only.roofline is not None and dram_only.roofline.level is None
+    assert judged_roofline(dram_only) is None  # warm with DRAM's bound only: it bounds nothing

@@ -112,13 +112,10 @@ AT_ROOFLINE = 0.8
 
 def standing(history: list[HistoryItem], brief: OpBrief | None) -> str | None:
     """What the prompts say about the room left: the best timed attempt's share of the roofline
-    bound, or eager's; None while there is room, or where the op is judged warm (its data comes
-    from cache, and a bound from DRAM bandwidth bounds nothing)."""
-    timed = [
-        h
-        for h in history
-        if h.figures is not None and h.figures.timed and h.figures.regime == "cold" and h.roofline_fraction
-    ]
+    bound, or eager's; None while there is room, or where no bound holds for the op (judged warm
+    with no cache bandwidth measured: its data comes from cache, and DRAM's bound bounds nothing).
+    An attempt's ``roofline_fraction`` is its judged regime's (``judged_roofline``)."""
+    timed = [h for h in history if h.figures is not None and h.figures.timed and h.roofline_fraction]
     best = max(timed, key=lambda h: h.roofline_fraction or 0.0) if timed else None
     if best is not None and best.roofline_fraction is not None and AT_ROOFLINE <= best.roofline_fraction <= 1.0:
         return (
@@ -127,7 +124,9 @@ def standing(history: list[HistoryItem], brief: OpBrief | None) -> str | None:
             '"continue": false) unless a structural change (fewer passes over memory, a different algorithm) can '
             "still pay; do not tune launch settings for it."
         )
-    roof = brief.roofline if brief is not None and brief.regime == "cold" else None
+    roof = brief.roofline if brief is not None else None
+    if roof is not None and brief is not None and brief.regime != "cold" and roof.level != "cache":
+        roof = None  # judged warm, and only DRAM's bound: it bounds nothing here
     eager = roof.fraction_eager if roof is not None and roof.holds else None
     if eager is not None and eager >= AT_ROOFLINE:
         return (

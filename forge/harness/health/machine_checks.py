@@ -93,8 +93,9 @@ def _figures(device: str, settings: ForgeSettings) -> Finding:
     except Exception as exc:  # a broken device is a finding, not a crash
         return Finding("measured figures", False, f"could not measure on {device}: {exc}")
     f, entry = check.entry.figures, check.entry
+    cache = f", {f.cache_bandwidth_gbs:.1f} GB/s in the last-level cache" if f.cache_bandwidth_gbs else ""
     detail = (
-        f"{f.bandwidth_gbs:.1f} GB/s memory bandwidth, {f.peak_gflops:.0f} GFLOP/s fp32 matmul ({device}); "
+        f"{f.bandwidth_gbs:.1f} GB/s memory bandwidth{cache}, {f.peak_gflops:.0f} GFLOP/s fp32 matmul ({device}); "
         f"{entry.conditions()}; {check.said()}"
     )
     fix = "" if entry.quiet else "run `forge doctor` again on a quiet machine: it measures them again"

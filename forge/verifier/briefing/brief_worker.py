@@ -131,7 +131,13 @@ def _roofline(model: Any, inputs: list[Any], outputs: list[Any], device: str, ea
     cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
     figures = machine.measured_figures(device, torch.get_num_threads(), cache)
     bound = roofline.bound_ms(nbytes, flops, figures.bandwidth_gbs, figures.peak_gflops)
-    fraction = round(bound / eager_ms, 4) if eager_ms else None
+    cached = figures.cache_bandwidth_gbs
+    cache_bound = roofline.bound_ms(nbytes, flops, cached, figures.peak_gflops) if cached else None
+    llc = machine.last_level_cache_bytes(device)
+    # judged warm (one call's data fits in half the last-level cache), its data comes from there
+    level = "cache" if cache_bound is not None and llc and nbytes <= llc // 2 else None
+    if level is not None and cache_bound is not None:
+        bound = cache_bound
     return Roofline(
         bytes=nbytes,
         flops=flops,
@@ -140,7 +146,10 @@ def _roofline(model: Any, inputs: list[Any], outputs: list[Any], device: str, ea
         bandwidth_gbs=figures.bandwidth_gbs,
         peak_gflops=figures.peak_gflops,
         bound_ms=round(bound, 6),
-        fraction_eager=fraction,
+        fraction_eager=round(bound / eager_ms, 4) if eager_ms else None,
+        cache_bandwidth_gbs=cached,
+        cache_bound_ms=round(cache_bound, 6) if cache_bound is not None else None,
+        level=level,
     )
 
 

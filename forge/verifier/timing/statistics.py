@@ -11,14 +11,12 @@ from forge.verifier.timing.pairing import paired_ratio
 
 def record_speedups(
     v: Verdict,
-    roofline: Roofline | None,
     cand_ns: list[int],
     eager_ns: list[int],
     compile_ns: list[int],
     compile_error: str | None,
 ) -> None:
-    """Timing statistics, speedups and the roofline fraction, written into the verdict.
-    ``roofline``: the reference worker's estimate (bytes, flops, the machine's figures, bound_ms)."""
+    """Timing statistics and speedups, written into the verdict."""
     cand, eager = TimingStats.from_ns(cand_ns), TimingStats.from_ns(eager_ns)
     compiled = TimingStats.from_ns(compile_ns) if compile_ns else None
     if compiled is None and compile_error:
@@ -46,25 +44,6 @@ def record_speedups(
         f"median {cand_ms:.4f} ms over {cand.trials} trials (IQR {spread:.1%})",
         fatal=False,
     )
-    roof = roofline.model_copy() if roofline is not None else Roofline()
-    if roof.bound_ms:
-        roof.fraction_candidate = round(roof.bound_ms / cand_ms, 4) if cand_ms else None
-        roof.fraction_eager = round(roof.bound_ms / eager.median_ms, 4)
-        said = (
-            f"estimated bound {roof.bound_ms:.4f} ms ({(roof.bytes or 0) / 1e6:.1f} MB, "
-            f"{(roof.flops or 0) / 1e9:.2f} GFLOP of matmul{roof.transcendental_note}); candidate at "
-            f"{roof.fraction_candidate:.0%} of it"
-        )
-        if not roof.holds:
-            # Past the bound is the model of the machine failing, never a suspect result: the
-            # outputs are checked, in every timed call too (``timed_outputs``).
-            said += (
-                f", eager at {roof.fraction_eager:.0%}: past 100%, the estimate does not hold for this op (data that "
-                f"stays in cache, the bytes or FLOPs it counts, or this machine's measured {roof.bound_by}): the "
-                "model of the machine is wrong here, not the result, and no fraction of it is a fact"
-            )
-        v.add("roofline", roof.holds, said, fatal=False)
-    v.roofline = roof
 
 
 def record_pairs(
@@ -132,6 +111,44 @@ def record_regimes(
         f"{regime_line('warm', ts.warm_paired_eager, ts.warm_paired_compile)}; judged {ts.regime}: {where}",
         fatal=False,
     )
+
+
+def record_roofline(v: Verdict, roofline: Roofline | None) -> None:
+    """The roofline bound and the fractions of it the candidate and eager reach, in the regime the
+    verdict is judged in (after ``record_regimes``): cold, the data comes from DRAM; warm, from the
+    last-level cache, at its measured bandwidth where it was measured. ``roofline``: the reference
+    worker's estimate (bytes, FLOPs, the machine's figures, both bounds)."""
+    if not v.timing_meaningful or v.timing_stats.candidate is None:
+        return
+    roof = roofline.model_copy() if roofline is not None else Roofline()
+    v.roofline = roof
+    if not roof.bound_ms:
+        return
+    ts = v.timing_stats
+    cand_ms = v.timings_ms.candidate
+    eager_ms = ts.eager.median_ms if ts.eager is not None else None
+    warm, pairs = ts.warm_candidate, ts.warm_paired_eager
+    if ts.regime is TimingRegime.WARM and roof.cache_bound_ms and warm is not None and pairs is not None:
+        roof.level, roof.bound_ms = "cache", roof.cache_bound_ms
+        # eager's warm calls are kept only as ratios to the candidate's: its time from the pairs
+        cand_ms, eager_ms = warm.median_ms, warm.median_ms * pairs.median
+    roof.fraction_candidate = round(roof.bound_ms / cand_ms, 4) if cand_ms else None
+    roof.fraction_eager = round(roof.bound_ms / eager_ms, 4) if eager_ms else None
+    where = f" from the last-level cache's {roof.cache_bandwidth_gbs:.1f} GB/s (judged warm)" if roof.level else ""
+    said = (
+        f"estimated bound {roof.bound_ms:.4f} ms{where} ({(roof.bytes or 0) / 1e6:.1f} MB, "
+        f"{(roof.flops or 0) / 1e9:.2f} GFLOP of matmul{roof.transcendental_note}); candidate at "
+        f"{roof.fraction_candidate or 0:.0%} of it"
+    )
+    if not roof.holds:
+        # Past the bound is the model of the machine failing, never a suspect result: the
+        # outputs are checked, in every timed call too (``timed_outputs``).
+        said += (
+            f", eager at {roof.fraction_eager or 0:.0%}: past 100%, the estimate does not hold for this op (data "
+            f"that stays in a nearer cache, the bytes or FLOPs it counts, or this machine's {roof.bound_by}): the "
+            "model of the machine is wrong here, not the result, and no fraction of it is a fact"
+        )
+    v.add("roofline", roof.holds, said, fatal=False)
 
 
 def regime_line(name: str, eager: PairedRatio | None, compiled: PairedRatio | None) -> str:
