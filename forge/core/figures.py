@@ -24,6 +24,7 @@ class AttemptFigures:
     vs_eager: PairedRatio | None  # eager's time over the candidate's, per adjacent pair of calls
     vs_compile: PairedRatio | None
     candidate_ms: float | None  # the candidate's median per call in the judged regime (None: not recorded)
+    eager_ms: float | None = None  # eager's median per call in the same pairs (None: not recorded)
     busy: str | None = None  # the load the OS reported, when the timed calls competed with it
     meaningful: bool = True  # False: timings that mean nothing (Triton's CPU interpreter)
     standing: str | None = None  # whether the attempt counts toward a kernel (``finalist_standing``)
@@ -41,6 +42,7 @@ class AttemptFigures:
             vs_eager=eager,
             vs_compile=compiled,
             candidate_ms=_candidate_ms(v),
+            eager_ms=_eager_ms(v),
             busy=busy,
             meaningful=v.timing_meaningful,
             standing=finalist_standing(v),
@@ -97,6 +99,14 @@ def finalist_standing(v: Verdict) -> str | None:
             "timed again, alone and with more calls, and only one that then clears the noise is banked"
         )
     return "it does not count: it is not faster than eager"
+
+
+def _eager_ms(v: Verdict) -> float | None:
+    """Eager's median per call in the pairs of the judged regime (the verdict's own baseline)."""
+    stats = v.timing_stats
+    if stats.regime is not None and str(stats.regime) == "warm":
+        return stats.warm_eager_time.median_ms if stats.warm_eager_time is not None else None
+    return v.timings_ms.eager
 
 
 def _candidate_ms(v: Verdict) -> float | None:

@@ -217,6 +217,7 @@ class TimingSides(BaseModel):
     warm_paired_eager: PairedRatio | None = None  # the same, calls back to back on inputs just written
     warm_paired_compile: PairedRatio | None = None
     warm_candidate: TimingStats | None = None  # the candidate's calls timed warm (None: older verdicts)
+    warm_eager_time: TimingStats | None = None  # eager's calls in the warm pairs (None: older verdicts)
     contention: Contention | None = None
     # The null control (a finalist's confirmation only): the op's reference timed against itself,
     # a clean worker standing in for the candidate's, in the judged regime and with as many calls.

@@ -372,3 +372,25 @@ def test_a_warm_ops_brief_gives_the_last_level_caches_bound():
     )
     assert "(DRAM: 20.0 GB/s)" in text and "(measured last-level-cache bandwidth)" in text
     assert "this bound from DRAM bandwidth does not limit it" not in text
+
+
+def test_each_verdict_states_its_own_eager_and_the_scale_to_the_briefs():
+    """The brief's eager (a plain loop, caches not flushed) and a verdict's eager (its own pairs)
+    are different measurements: each verdict says its own and how far the brief's is from it."""
+    from forge.core.op_brief import EagerProfile
+
+    stats = {"paired_eager": {"pairs": 20, "median": 1.5, "low": 1.4, "high": 1.6}, "regime": "cold"}
+    verdict = Verdict.from_json(
+        {"status": "passed", "timings_ms": {"candidate": 1.0, "eager": 1.5}, "timing_stats": stats}
+    )
+    figures = AttemptFigures.of(verdict)
+    assert figures.eager_ms == 1.5
+    item = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=figures)
+    ctx = _with_parent(_ctx([item]), item)
+    ctx.brief = OpBrief(device="cpu", eager=EagerProfile(median_ms=3.0, calls=21))
+    client = FakeClient(['{"next_step": "tile it", "continue": true}'])
+    LLMJudge(client).review(ctx, verdict)  # type: ignore[arg-type]
+    coder_text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
+    for text in (client.seen[0][-1]["content"], coder_text):
+        assert "- baseline: eager took 1.5000 ms a call in these pairs (cold median)" in text, text
+        assert "the brief's eager, 3.0000 ms (a plain loop of calls, caches not flushed), is 2.00x that" in text

@@ -89,6 +89,7 @@ def record_regimes(
         return
     ts.warm_paired_eager = paired_ratio(eager_ns, cand_ns)
     ts.warm_candidate = TimingStats.from_ns(cand_ns).rounded()
+    ts.warm_eager_time = TimingStats.from_ns(eager_ns).rounded()
     if compile_ns and len(compile_ns) == len(cand_ns):
         ts.warm_paired_compile = paired_ratio(compile_ns, cand_ns)
     fits = working_set is not None and cache is not None and working_set <= cache // 2
