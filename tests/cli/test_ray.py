@@ -22,19 +22,23 @@ from forge.agents import CoderContext
 from forge.agents.builtin import BuiltinCoder
 from forge.core.problem import read_problem_source
 from forge.core.verdict import Verdict
-from tests.conftest import EXAMPLES
+from tests.conftest import OPS as TEST_OPS
 
 ray_cluster_utils = pytest.importorskip(
     "ray.cluster_utils", reason="Ray is not installed: pip install 'forge-kernels[ray]'"
 )
 pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[2]
-# two ops, one session per node (scale_bias_gelu, a third, only made every run a minute longer)
-OPS = [str(EXAMPLES / "ops" / f"{name}.py") for name in ("rmsnorm", "residual_rmsnorm")]
+# two ops, one session per node; small ones that bank clearly (~6x and ~2x eager): what is checked
+# is where sessions run and what survives a lost node or driver, and the shipped examples at full
+# size made these tests take ten minutes
+OP_NAMES = ["pointwise_chain", "quick_rmsnorm"]  # sorted: the reports are compared in order
+OPS = [str(TEST_OPS / f"{name}.py") for name in OP_NAMES]
 
 
-@pytest.fixture
-def two_nodes() -> Iterator[object]:
+@contextlib.contextmanager
+def _cluster() -> Iterator[object]:
+    """A local cluster of two nodes, one CPU each."""
     cluster = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
@@ -42,6 +46,21 @@ def two_nodes() -> Iterator[object]:
         yield cluster
     finally:
         cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[object]:
+    """One cluster for the tests that leave its nodes as they were (a killed driver's actors end
+    with it, so the cluster's CPUs are free for the next test)."""
+    with _cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def two_nodes_of_its_own() -> Iterator[object]:
+    """A cluster for a test that removes one of its nodes."""
+    with _cluster() as cluster:
+        yield cluster
 
 
 def _env(cache: Path) -> dict[str, str]:
@@ -117,11 +136,11 @@ def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cac
     assert len(nodes) == 2 and all(v is not None and v.node is not None for *_, v in there)
     # what was banked on the cluster is a kernel the local search found too
     reports = {p["problem"]: p for p in json.loads(on_ray.stdout)["problems"]}
-    assert sorted(reports) == ["residual_rmsnorm", "rmsnorm"]
+    assert sorted(reports) == OP_NAMES
     with sqlite3.connect(tmp_path / "ray.db") as db:
         banked = {op: src for op, src in db.execute("SELECT op_name, source FROM kernels")}
     assert set(banked) == {op for op, p in reports.items() if p["accepted"]}
-    assert "rmsnorm" in banked  # 2.2-2.8x on this machine in every run so far, far beyond the noise
+    assert "pointwise_chain" in banked  # ~6x eager on this machine, far beyond the noise
 
 
 def _start_on_cluster(bank: Path, cache: Path, rounds: int, address: str) -> subprocess.Popen[str]:
@@ -171,7 +190,8 @@ def _in_flight(bank: Path, session_id: int) -> bool:
         )
 
 
-def test_a_node_killed_mid_run_loses_nothing(tmp_path, cache_dir, two_nodes):
+def test_a_node_killed_mid_run_loses_nothing(tmp_path, cache_dir, two_nodes_of_its_own):
+    two_nodes = two_nodes_of_its_own
     bank = tmp_path / "bank.db"
     proc = _start_on_cluster(bank, cache_dir, 2, two_nodes.address)  # type: ignore[attr-defined]
     worker = next(n for n in two_nodes.list_all_nodes() if n is not two_nodes.head_node)  # type: ignore[attr-defined]
@@ -188,7 +208,7 @@ def test_a_node_killed_mid_run_loses_nothing(tmp_path, cache_dir, two_nodes):
     out, err = proc.communicate(timeout=900)
     assert proc.returncode in (0, 1), err
     reports = json.loads(out)["problems"]
-    assert sorted(p["problem"] for p in reports) == ["residual_rmsnorm", "rmsnorm"]
+    assert sorted(p["problem"] for p in reports) == OP_NAMES
     with sqlite3.connect(bank) as db:
         statuses = [s for (s,) in db.execute("SELECT status FROM sessions")]
         pending = db.execute("SELECT count(*) FROM attempts WHERE status = 'pending'").fetchone()[0]
