@@ -1,6 +1,7 @@
 """The kernel bank database: SQLAlchemy models, engines and Alembic migrations, and the typed
 reads and writes of kernels (``kernels``), parallel plans (``plans``) and sessions and their
-attempts (``sessions``), and the leases that keep one driver on a session (``leases``)."""
+attempts (``sessions`` writes them, ``session_reads`` reads them back), and the leases that keep
+one driver on a session (``leases``)."""
 
 from forge.db.engine import (
     BankFacts,
@@ -56,7 +57,7 @@ from forge.db.plans import (
     remove_plan,
     save_plan,
 )
-from forge.db.sessions import (
+from forge.db.session_reads import (
     SessionSummary,
     StoredAttempt,
     StoredSession,

@@ -13,11 +13,12 @@ The map:
 - the parent: ``service`` (many verifications), ``verification`` (one: both workers, the
   verdict), ``reference_pool`` (reference workers kept between verifications), ``case_stream``
   (the cases as they arrive), ``checks``, ``compare``, ``gradient_checks`` and ``bound_check``
-  (observations turned into named checks), ``memory`` (each process's peak against the op's bound);
+  (observations turned into named checks), ``case_verdicts`` (those checks written into the
+  verdict), ``memory`` (each process's peak against the op's bound);
 - the workers: ``worker`` (``python -m forge.verifier.worker``), ``reference_side`` with
   ``reference_cases`` and ``cases`` (the op, its drawn cases, the expected outputs),
-  ``candidate_side`` with ``output_copies`` and ``custom_op_checks``, and for both ``call_form``,
-  ``gradients`` and ``model_state``;
+  ``candidate_side`` with ``output_copies``, ``custom_op_checks`` and ``candidate_watch`` (its
+  threads and errors), and for both ``call_form``, ``gradients`` and ``model_state``;
 - ``machine`` and ``roofline``: the machine's facts, and the op's speed-of-light bound on it;
 - ``messages``: what the parent and its workers say to each other, as typed records;
 - ``processes``: how every worker process is started (forked from a pre-imported template), with

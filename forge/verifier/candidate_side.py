@@ -7,11 +7,9 @@ it returns outputs and observations (types, aliasing, threads, clocks) and the p
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
-import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from forge.core.problem import load_problem, read_problem_source
 from forge.verifier import gradients
 from forge.verifier.call_form import invoke, use_op
 from forge.verifier.call_profile import candidate_profile
+from forge.verifier.candidate_watch import busy_python_threads, candidate_trace, native_threads, thread_names
 from forge.verifier.memory import release_free_memory
 from forge.verifier.messages import (
     BindRequest,
@@ -59,61 +58,12 @@ from forge.verifier.output_copies import (
 )
 from forge.verifier.timing.worker_loop import Clocks, TimedCalls
 
-_IDLE_FILES = ("threading.py", "queue.py", "thread.py", "selectors.py")
-_MAX_ERROR = 4000
-
 
 class StageError(Exception):
     def __init__(self, stage: str, message: str) -> None:
         super().__init__(message)
         self.stage = stage
         self.message = message
-
-
-def candidate_trace(exc: BaseException, path: str) -> str:
-    """The error with the candidate's own frames (file:line) and a trimmed message."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
-    head = "".join(f"  {Path(f.filename).name}:{f.lineno} in {f.name}: {f.line}\n" for f in frames[-4:])
-    msg = f"{type(exc).__name__}: {exc}"
-    if len(msg) > _MAX_ERROR:
-        lines = msg.splitlines()
-        errs = [ln for ln in lines if "error" in ln.lower()][:20]
-        msg = "\n".join([*lines[:3], "[...]", *errs])[:_MAX_ERROR]
-    return (head + msg).strip()
-
-
-def native_threads() -> set[int]:
-    try:
-        return {int(t) for t in os.listdir("/proc/self/task")}
-    except OSError:
-        return set()
-
-
-def thread_names(tids: Iterable[int]) -> list[str]:
-    """The kernel's names of these threads (what started them often names them), for the verdict."""
-    names = []
-    for tid in sorted(tids):
-        try:
-            names.append(Path(f"/proc/self/task/{tid}/comm").read_text().strip())
-        except OSError:  # ended meanwhile
-            continue
-    return names
-
-
-def _busy_python_threads(before: set[threading.Thread]) -> list[str]:
-    """New Python threads still alive and not parked in a wait (idle pool workers are fine)."""
-    # Only the other threads' file names are kept: the frames dict holds this very frame, and a
-    # frame that refers to itself is a cycle that kept the calling case's tensors alive until
-    # the garbage collector ran (+130 MB a case on a 16 MB op).
-    files = {ident: Path(f.f_code.co_filename).name for ident, f in sys._current_frames().items()}
-    busy = []
-    for t in threading.enumerate():
-        if t in before or not t.is_alive() or t.ident is None:
-            continue
-        if files.get(t.ident) in _IDLE_FILES:
-            continue
-        busy.append(t.name)
-    return busy
 
 
 def _poison(device: str, nbytes: int) -> None:
@@ -292,7 +242,7 @@ class CandidateSide:
         outs = output_tensors(out)
         first = [plain_copy(o) for o in outs]  # taken at once: later changes mean lazy work
         state_after = _get_buffers(model, state_names) if state_names else None
-        busy = _busy_python_threads(py_before)
+        busy = busy_python_threads(py_before)
         new_tids = sorted(native_threads() - tids_before)
         call_index = self.calls
         self.calls += 1

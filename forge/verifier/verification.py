@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import secrets
-import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
 from forge.core.figures import AttemptFigures
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import BindMode, ModuleMode, VerdictStatus
-from forge.core.verdict import Binding, FailingCase, InputVariant, TensorSpec, Verdict, Versions
+from forge.core.verdict import Binding, InputVariant, TensorSpec, Verdict
 from forge.verifier import checks, memory
 from forge.verifier.bound_check import check_binding
 from forge.verifier.case_stream import CaseStream
-from forge.verifier.checks import DrawnCase
+from forge.verifier.case_verdicts import (
+    CaseTally,
+    record_case_checks,
+    record_case_notes,
+    record_first_failing,
+    record_raised,
+    record_versions,
+)
 from forge.verifier.gradient_checks import gradient_cases
 from forge.verifier.machine import available_cores
 from forge.verifier.messages import (
@@ -59,22 +65,8 @@ from forge.verifier.timing.statistics import (
 )
 from forge.verifier.timing.training import record_training_step
 
-if TYPE_CHECKING:  # compare loads torch, which the parent imports only once its workers have started
-    from forge.verifier.compare import Mismatch
-
 R = TypeVar("R", bound=Message)
 PROFILED_CALLS = 5  # a passing candidate's calls under torch.profiler (``profile_candidate``)
-_MEMORY_WORDS = ("can't allocate memory", "out of memory", "MemoryError", "Cannot allocate memory")
-_INTEGRITY_CHECKS = (
-    "no_stale_results",
-    "inputs_unchanged",
-    "no_aliasing",
-    "plain_tensor_outputs",
-    "no_lazy_outputs",
-    "no_background_threads",
-    "clock_integrity",
-    "runs_kernel",
-)
 
 
 class _Run:
@@ -224,9 +216,7 @@ class _Run:
         then = None if self.settings.verify_gradients else roofline
         stream = CaseStream(self.ref, self._ref_reply, cases, self.tol, then=then)
         self.progress(f"candidate: {len(cases)} correctness cases")
-        first: dict[str, tuple[str, str]] = {}
-        failing = {"correctness": 0, "stress": 0, "determinism": 0, "module_state": 0}
-        stateful: list[str] = []
+        tally = CaseTally()
         for case in stream:
             data = case.data
             refill = data.partner.inputs if data.partner is not None else None
@@ -239,41 +229,22 @@ class _Run:
             )
             reply = self._ask_candidate(request, CaseResultReply)
             if isinstance(reply, ErrorReply):
-                self._raised(case, reply.message)
+                record_raised(self.v, case, reply.message, self.settings.memory_limit_mb)
                 return False
             found = checks.check_case(case, reply, self.device, self.tol)
             group = "correctness" if case.plan.kind == "normal" else "stress"
             checked = ((group, found.correctness), ("determinism", found.determinism), ("module_state", found.state))
             for name, mismatch in checked:
-                if mismatch is not None:
-                    failing[name] += 1
-                    if name not in first:
-                        first[name] = (case.plan.id, mismatch.detail)
-                        self._first_failing(case, mismatch)
+                if mismatch is not None and tally.failed(name, case.plan.id, mismatch.detail):
+                    record_first_failing(self.v, case, mismatch)
             if self.is_reference:  # the reference's forward is what the null control runs
                 found.integrity.pop("runs_kernel", None)
             for name, detail in found.integrity.items():
-                first.setdefault(name, (case.plan.id, detail))
-            if data.expected_state is not None:
-                stateful = ["module_state"]
+                tally.first.setdefault(name, (case.plan.id, detail))
+            tally.stateful = tally.stateful or data.expected_state is not None
         self.v.add("run", True, "every call returned")
-        self._case_notes(stream)
-        ran = len(cases) - stream.skipped
-        for name in ("correctness", "stress", "determinism", *stateful, *_INTEGRITY_CHECKS):
-            if name in first:
-                cid, detail = first[name]
-                count = f" ({failing[name]} of {ran} cases)" if name in failing else ""
-                self.v.add(name, False, f"case {cid}{count}: {detail}")
-            else:
-                modes = ", ".join(str(m) for m in self.v.modes or [])
-                passed = checks.PASS_TEXT.get(name, "ok").format(n=ran, shapes=", ".join(self.v.shapes), modes=modes)
-                self.v.add(name, True, passed)
-        integrity = [n for n in _INTEGRITY_CHECKS if n in first]
-        if integrity:
-            self.v.fail(VerdictStatus.FAILED_INTEGRITY, f"{integrity[0]}: {first[integrity[0]][1]}")
-        for name in ("correctness", "stress", "determinism", "module_state"):
-            if name in first:
-                self.v.fail(VerdictStatus.FAILED_CORRECTNESS, f"{name}: case {first[name][0]}: {first[name][1]}")
+        record_case_notes(self.v, stream)
+        record_case_checks(self.v, tally, len(cases) - stream.skipped)
         return self.v.passed
 
     def gradients(self) -> bool:
@@ -299,38 +270,6 @@ class _Run:
             return False
         self.ref.send(RooflineRequest(cache_dir=str(self.cache)))
         return True
-
-    def _raised(self, case: DrawnCase, message: str) -> None:
-        """The candidate raised on ``case``: the verdict fails (a crash when memory ran out)."""
-        cid = case.plan.id
-        self.v.failing_case = FailingCase(id=cid, shape=case.plan.shape, inputs=case.plan.kind)
-        self.v.add("run", False, f"case {cid}: {message}")
-        if any(w in message for w in _MEMORY_WORDS):
-            limit = self.settings.memory_limit_mb
-            self.v.fail(VerdictStatus.CRASHED, f"memory limit ({limit} MiB) reached: {checks.first_line(message)}")
-        else:
-            said = checks.first_line(message)
-            self.v.fail(VerdictStatus.RUNTIME_ERROR, f"the candidate raised on case {cid}: {said}")
-
-    def _first_failing(self, case: DrawnCase, mismatch: Mismatch) -> None:
-        if self.v.failing_case is None:
-            self.v.failing_case = FailingCase(
-                id=case.plan.id,
-                shape=case.plan.shape,
-                inputs=case.plan.kind,
-                output=mismatch.output,
-                mismatch=mismatch.kind,
-                detail=mismatch.detail,
-                max_abs=mismatch.max_abs,
-                max_rel=mismatch.max_rel,
-            )
-
-    def _case_notes(self, stream: CaseStream) -> None:
-        self.v.cases -= stream.skipped
-        self.v.warnings.extend(stream.notes)
-        degenerate = stream.degenerate()
-        if degenerate:
-            self.v.warnings.append(degenerate)
 
     def _timer(self, train_step: bool = False) -> PairedTimer:
         return PairedTimer(
@@ -445,15 +384,7 @@ class _Run:
             cand.close()
         if ref is not None:
             self._keep_or_close(ref, tampered is None)
-        import torch
-
-        try:
-            import triton
-
-            triton_version: str | None = triton.__version__
-        except ImportError:
-            triton_version = None
-        self.v.versions = Versions(torch=torch.__version__, python=sys.version.split()[0], triton=triton_version or "")
+        record_versions(self.v)
         self.v.elapsed_s = round(time.monotonic() - self.t0, 3)
         return self.v
 

@@ -17,7 +17,7 @@ import pytest
 from forge.core.statuses import AttemptRole, AttemptStatus, KernelStatus, SessionStatus, VerdictStatus
 from forge.db.engine import open_for_writing
 from forge.db.kernels import kernel_detail, list_kernels
-from forge.db.sessions import list_sessions, load_session
+from forge.db.session_reads import list_sessions, load_session
 from forge.harness import OptimizeOptions, optimize
 from forge.harness.sessions.resume import restore_state
 
