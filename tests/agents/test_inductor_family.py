@@ -264,6 +264,7 @@ def test_inductors_code_competes_with_the_hand_tuned_family(fast_settings):
     assert review.feedback.next_step.startswith("try ") and other not in review.feedback.next_step
 
 
+@pytest.mark.compiles  # Inductor compiles each op, then the verifier its code: a minute, left to .ci/run
 @pytest.mark.parametrize("name", ["leaky_relu", "sum_dim1", "maxpool2d"])
 def test_inductors_code_passes_verification(name, tmp_path, fast_settings):
     """A pointwise op, a reduction and a pooling op: the first candidate is Inductor's code, and

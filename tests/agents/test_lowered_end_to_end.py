@@ -29,6 +29,7 @@ ONE_PER_CATEGORY = {
 }
 
 
+@pytest.mark.compiles  # ten ops compiled and verified: minutes, which the default run leaves to .ci/run
 @pytest.mark.parametrize("category", sorted(ONE_PER_CATEGORY))
 def test_the_lowering_verifies_an_op_of_each_category(category, tmp_path, fast_settings):
     op = CATALOG / f"{ONE_PER_CATEGORY[category]}.py"

@@ -13,7 +13,7 @@ import torch
 
 from forge.core.statuses import VerdictStatus
 from forge.verifier import memory, verify
-from forge.verifier.candidate_side import _busy_python_threads
+from forge.verifier.candidate_watch import busy_python_threads
 from forge.verifier.processes import codec
 from forge.verifier.reference_pool import ReferencePool
 from tests.conftest import CANDIDATES, OPS
@@ -83,7 +83,7 @@ def test_decoded_tensors_are_freed_without_the_garbage_collector():
 def test_thread_scan_leaves_no_cycle_holding_the_callers_tensors():
     def a_case() -> weakref.ref[torch.Tensor]:
         outputs = torch.ones(1000)
-        _busy_python_threads(set(threading.enumerate()))
+        busy_python_threads(set(threading.enumerate()))
         return weakref.ref(outputs)
 
     gc.disable()
