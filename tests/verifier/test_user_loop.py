@@ -51,6 +51,14 @@ def test_an_honest_finalist_is_timed_in_a_users_loop_and_claims_the_lower_figure
     assert check.passed and "in a plain loop in 2 fresh processes" in check.detail
 
 
+def test_a_candidate_whose_import_loads_inductor_is_not_read_as_changing_torch(fast_settings):
+    """Importing Dynamo wraps torch.manual_seed: the loop without a compiled side (the watch
+    noted before anything imported Dynamo) must not blame the candidate for torch's own rebinding."""
+    v = _confirm("affine/imports_inductor.py", fast_settings.model_copy(update={"compile_baseline": False}))
+    assert v.passed, v.reason
+    assert v.user_loop is not None and not v.user_loop.tampered, v.user_loop.tampered
+
+
 def test_a_candidate_that_replaces_a_torch_function_in_the_users_process_fails(fast_settings):
     v = _confirm("affine/slows_reference.py", fast_settings)
     assert v.status == "failed_integrity", (v.status, v.reason)

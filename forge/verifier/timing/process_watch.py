@@ -28,6 +28,11 @@ from types import ModuleType
 from typing import Any
 
 import torch
+
+# Importing Dynamo rebinds torch.manual_seed (torch wraps it to keep Dynamo out of it). Imported
+# with this module, so before any watch notes torch's namespace: a candidate whose import pulls in
+# Dynamo (Inductor's own code does) is not read as having replaced it.
+import torch._dynamo
 from torch import nn
 from torch.nn.modules import module as nn_module
 
