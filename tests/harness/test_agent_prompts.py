@@ -35,9 +35,14 @@ RIGHT = (
 
 @pytest.fixture
 def burners():
-    """Two processes spinning on the cores: the load another job puts on a shared machine."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
-    yield procs
+    """Two processes spinning on the cores, started when the test says (the load another job puts
+    on a shared machine); what is running of them ends with the test."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> None:
+        procs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2))
+
+    yield procs, start
     for p in procs:
         p.kill()
         p.wait()
@@ -66,10 +71,16 @@ def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_s
     script = Script(coder=[LONG, RIGHT], judge=[judge_json("vectorise it"), judge_json("done", go_on=False)])
     seen: list[ev.Event] = []
 
+    running, start_load = burners
+
     def emit(e: ev.Event) -> None:
         seen.append(e)
-        if isinstance(e, ev.VerdictReady):  # the load goes once the first candidate was timed under it
-            for p in burners:
+        # the load comes with the first candidate, once the brief was measured (under it the brief's
+        # compiling took a minute of the test), and goes once that candidate was timed under it
+        if isinstance(e, ev.CandidateProposed) and not any(isinstance(s, ev.CandidateProposed) for s in seen[:-1]):
+            start_load()
+        if isinstance(e, ev.VerdictReady):
+            for p in running:
                 p.kill()
 
     bank = tmp_path / "bank.db"

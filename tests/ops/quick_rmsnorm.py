@@ -1,7 +1,7 @@
 """The shipped RMSNorm at a quarter of its rows: the built-in kernel is ~2x eager from its first
 attempt, and a session with one round verifies, confirms and null-controls it in ~12 s on a 2-core
 CPU where the shipped size takes ~45 s. For tests that need an op a session banks; the shipped
-example itself is run end to end by tests/test_cli_optimize.py."""
+example itself is run end to end by tests/cli/test_optimize.py."""
 
 import torch
 import torch.nn as nn
