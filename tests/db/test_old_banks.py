@@ -88,11 +88,8 @@ def test_a_stored_search_is_restored(old_bank):
 @pytest.mark.e2e
 def test_an_interrupted_session_of_an_old_bank_resumes(old_bank, fast_settings):
     """Resume verifies the pending attempt, confirms, and replaces the kernel banked unconfirmed."""
-    # the session's op at a quarter of its rows: what is checked is the old rows read and written
-    # by the resume, and the stored size (4096 rows) made this test take over a minute
-    with sqlite3.connect(old_bank) as db:
-        quarter = "replace(source, 'batch_size = 4096', 'batch_size = 1024')"
-        db.execute(f"UPDATE problems SET source = {quarter} WHERE id = 4")
+    # the session's op at its stored size (4096 rows): at a quarter of it the resumed finalist's
+    # margin over the null control was within a noisy VM's spread, and the resume banked nothing
     options = OptimizeOptions(bank=old_bank, resume=3)
     (result,) = optimize([], options, fast_settings).results
     assert result.session_id == 3 and result.status is SessionStatus.FINISHED
