@@ -85,6 +85,7 @@ class OpBrief(BaseModel):
     tolerance_override: bool = False  # the op file sets FORGE_TOLERANCE
     shape_variants: list[str] = Field(default_factory=list)  # besides the op's own shapes
     weights: int | None = None  # floating parameter elements (None: not measured): a second init perturbs them
+    buffers: list[str] = Field(default_factory=list)  # floating state_dict buffers: loaded as built, not perturbed
     integer_inputs: list[int] = Field(default_factory=list)  # indices of inputs that are not floating (targets, ids)
     eager: EagerProfile | None = None
     compiled: CompiledBaseline | None = None

@@ -120,7 +120,8 @@ def test_attempts_are_numbered_as_the_bank_numbers_them():
     client = FakeClient(['{"next_step": "tile it", "continue": false}'])
     LLMJudge(client).review(_with_parent(_ctx([older, newer]), newer), verdict)  # type: ignore[arg-type]
     judged = client.seen[0][-1]["content"]
-    assert "## Candidate (attempt 9, round 2)" in judged and "- attempt 7, round 1: failed_correctness" in judged
+    assert "## Candidate (attempt 9, round 2; attempt ids are the bank's rows" in judged
+    assert "- attempt 7, round 1: failed_correctness" in judged
 
 
 def test_a_source_fits_whole_or_is_cut_around_the_line_the_error_names():
@@ -319,7 +320,12 @@ def test_the_brief_speaks_of_the_op_it_is_about():
     ctx.brief = OpBrief(device="cpu", weights=1024)
     text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
     assert "the weights (1024 elements) perturbed away from their initial values" in text
-    assert "floating-point inputs only;" in text
+    assert "floating-point inputs only;" in text and "keep the values the constructor" not in text
+    # a buffer (class weights) is loaded as the constructor made it: said, with what a checkpoint may hold
+    ctx.brief = OpBrief(device="cpu", weights=0, buffers=["weight (1000 elements)"])
+    text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
+    said = "(the op has no weights); the buffers weight (1000 elements) keep the values the constructor gives them"
+    assert said in text and "never bake them in" in text
 
 
 def test_the_cpp_helpers_contract_is_written_out():
@@ -330,6 +336,7 @@ def test_the_cpp_helpers_contract_is_written_out():
         "a function returns nothing to Python",
         "restype=ctypes.c_double",
         "raises `forge.cpp.CompileError`",
+        "run under `torch.no_grad()`, as inference does",
     ):
         assert said in text, said
 

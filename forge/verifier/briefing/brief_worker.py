@@ -22,6 +22,7 @@ from forge.verifier import machine
 from forge.verifier.briefing.inductor_code import trim_output_code
 from forge.verifier.call_form import invoke, use_op
 from forge.verifier.call_profile import call_ms, device_sync, profiled, profiled_ops
+from forge.verifier.machine_figures import MachineFigures
 
 _PROFILED_CALLS = 5
 _TIMED_PAIRS = 21
@@ -122,14 +123,22 @@ def _tolerances(problem: Any, outputs: list[Any]) -> list[OutputTolerance]:
     return found
 
 
-def _roofline(model: Any, inputs: list[Any], outputs: list[Any], device: str, eager_ms: float | None) -> Roofline:
+def _roofline(
+    model: Any,
+    inputs: list[Any],
+    outputs: list[Any],
+    device: str,
+    eager_ms: float | None,
+    figures: MachineFigures | None,
+) -> Roofline:
     import torch
 
     from forge.verifier import roofline
 
     nbytes, flops, transcendentals = roofline.estimate(model, inputs, outputs)
-    cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
-    figures = machine.measured_figures(device, torch.get_num_threads(), cache)
+    if figures is None:  # run by hand: the figures of the cache this process writes
+        cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
+        figures = machine.measured_figures(device, torch.get_num_threads(), cache)
     bound = roofline.bound_ms(nbytes, flops, figures.bandwidth_gbs, figures.peak_gflops)
     cached = figures.cache_bandwidth_gbs
     cache_bound = roofline.bound_ms(nbytes, flops, cached, figures.peak_gflops) if cached else None
@@ -153,7 +162,9 @@ def _roofline(model: Any, inputs: list[Any], outputs: list[Any], device: str, ea
     )
 
 
-def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
+def measure(op_path: Path, device: str, compiled: bool = True, figures: MachineFigures | None = None) -> OpBrief:
+    """The op's brief; ``figures``: the machine's, as the session checked them (the verdicts'
+    rooflines read the same), where the parent passes them."""
     import torch
 
     from forge.core import shapes
@@ -176,6 +187,10 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
     model = problem.build_model().to(device).eval()
     inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in problem.inputs()]
     brief.weights = sum(p.numel() for p in model.parameters() if p.is_floating_point())
+    state = model.state_dict()
+    brief.buffers = [
+        f"{name} ({b.numel()} elements)" for name, b in model.named_buffers() if b.is_floating_point() and name in state
+    ]
     brief.integer_inputs = [
         i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and not t.is_floating_point()
     ]
@@ -200,7 +215,8 @@ def measure(op_path: Path, device: str, compiled: bool = True) -> OpBrief:
             except Exception as exc:  # a part the agents go without
                 brief.missing.append(f"{part}: {_said(exc)}")
         try:
-            brief.roofline = _roofline(model, inputs, outputs, device, brief.eager.median_ms if brief.eager else None)
+            eager_ms = brief.eager.median_ms if brief.eager else None
+            brief.roofline = _roofline(model, inputs, outputs, device, eager_ms, figures)
             cache = machine.last_level_cache_bytes(device)
             if cache and brief.roofline.bytes is not None:
                 brief.regime = "warm" if brief.roofline.bytes <= cache // 2 else "cold"
@@ -221,8 +237,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("op", type=Path)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--figures", help="the machine's figures as JSON (MachineFigures), as the session read them")
     args = parser.parse_args(argv)
-    brief = measure(args.op, args.device, compiled=not args.no_compile)
+    figures = MachineFigures(**json.loads(args.figures)) if args.figures else None
+    brief = measure(args.op, args.device, compiled=not args.no_compile, figures=figures)
     sys.stdout.write("\n" + json.dumps(brief.model_dump(mode="json")) + "\n")
     return 0
 

@@ -7,7 +7,9 @@ brief informs the agents, it decides nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import subprocess
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from forge.verifier.processes.sandboxing import sandboxed
 from forge.verifier.processes.worker_env import worker_env
 
 BRIEF_TIMEOUT_S = 240.0
-_VERSION = 5  # what the brief holds: a brief cached by an older forge is measured again
+_VERSION = 6  # what the brief holds: a brief cached by an older forge is measured again
 
 
 def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSettings) -> OpBrief:
@@ -38,7 +40,16 @@ def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSe
     env = worker_env(device, threads, settings.cache_path(), settings.gpu)
     # the op's own code, run before any candidate: confined as the candidates are all the same
     env = sandboxed(env, settings.sandbox, [op_path.resolve().parent, Path.cwd()], device)
-    argv = python_argv("forge.verifier.briefing.brief_worker", str(op_path), "--device", device)
+    # the worker's own cache holds figures of its own (measured in its process, perhaps under load):
+    # the brief's roofline reads the session's, as the verdicts' do
+    argv = python_argv(
+        "forge.verifier.briefing.brief_worker",
+        str(op_path),
+        "--device",
+        device,
+        "--figures",
+        json.dumps(dataclasses.asdict(figures)),
+    )
     return _brief(
         argv + ([] if compiled else ["--no-compile"]), device, env, settings.cache_path() / "briefs" / f"{key}.json"
     )

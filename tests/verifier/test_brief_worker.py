@@ -1,0 +1,59 @@
+"""What the op brief's worker reads off the op itself (in this process, no timing asserted): the
+weights a second initialisation perturbs, the buffers it leaves as the constructor made them, and
+the machine figures its roofline reads."""
+
+from __future__ import annotations
+
+from forge.verifier import machine
+from forge.verifier.briefing.brief_worker import measure
+from forge.verifier.briefing.measure import measure_op_brief
+from forge.verifier.machine_figures import MachineFigures
+
+OP = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(8))
+        self.register_buffer("weight", torch.linspace(0.5, 1.5, 8))  # class weights: a checkpoint's own
+        self.register_buffer("scratch", torch.zeros(8), persistent=False)  # not loaded: not the candidate's to read
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))  # not floating
+
+    def forward(self, x):
+        return x * self.weight * self.scale
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_brief_counts_the_weights_and_names_the_loaded_floating_buffers(tmp_path, monkeypatch, cache_dir):
+    monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
+    op = tmp_path / "buffered.py"
+    op.write_text(OP)
+    brief = measure(op, "cpu", compiled=False)
+    assert brief.weights == 8
+    assert brief.buffers == ["weight (8 elements)"]
+
+
+def test_the_briefs_roofline_reads_the_sessions_figures_not_the_workers_own(tmp_path, fast_settings, monkeypatch):
+    """The brief's process has a cache of its own, whose figures it would measure in its process
+    (under the session's load, and never rechecked): the roofline it writes must use the figures
+    the session checked, which the verdicts' rooflines read too."""
+    session = MachineFigures("this machine|2", bandwidth_gbs=12.5, peak_gflops=250.0, cache_bandwidth_gbs=30.0)
+    monkeypatch.setattr(machine, "measured_figures", lambda *_: session)
+    op = tmp_path / "buffered.py"
+    op.write_text(OP)
+    brief = measure_op_brief(
+        op, "buffered-op-hash", "cpu", fast_settings.model_copy(update={"compile_baseline": False})
+    )
+    assert brief.roofline is not None, brief.missing
+    assert (brief.roofline.bandwidth_gbs, brief.roofline.cache_bandwidth_gbs) == (12.5, 30.0)
+    assert brief.roofline.peak_gflops == 250.0
