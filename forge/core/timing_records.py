@@ -271,12 +271,24 @@ class TrainingStepTimes(BaseModel):
         return without_none(handler(self))
 
 
+def memory_s(nbytes: int, bytes_read: int | None, copy_gbs: float, read_gbs: float | None) -> float:
+    """Seconds to move ``nbytes`` at a copy's bandwidth (its reads and writes counted); with the
+    bytes read and the read bandwidth, the reads at that and each byte written at what a copy's
+    write costs beyond its read (2/copy - 1/read): a copy's bound is then a copy's time, and an op
+    that only reads is bound by reading (a copy's figure put it at half its speed or less)."""
+    if bytes_read is None or not read_gbs:
+        return nbytes / (copy_gbs * 1e9)
+    per_written = max(2 / copy_gbs - 1 / read_gbs, 0.0) / 1e9
+    return bytes_read / (read_gbs * 1e9) + max(nbytes - bytes_read, 0) * per_written
+
+
 class Roofline(BaseModel):
     """The speed-of-light estimate: the op's bytes and FLOPs against this machine's measured
     bandwidth and matmul peak, and the fraction of it the candidate and eager reach."""
 
     model_config = _LENIENT
     bytes: int | None = None
+    bytes_read: int | None = None  # of ``bytes``: the inputs and the state read (the rest is written)
     flops: int | None = None  # matmul and convolution multiply-adds, 2 per MAC
     transcendentals: int | None = None  # elements through exp, log, tanh, erf, ... (no peak prices them)
     device_name: str | None = None
@@ -286,6 +298,8 @@ class Roofline(BaseModel):
     fraction_candidate: float | None = None
     fraction_eager: float | None = None
     cache_bandwidth_gbs: float | None = None  # the last-level cache's measured copy bandwidth
+    read_bandwidth_gbs: float | None = None  # a read alone, from DRAM (None: not measured)
+    cache_read_bandwidth_gbs: float | None = None  # a read alone, from the last-level cache
     cache_bound_ms: float | None = None  # the bound where one call's data stays in that cache
     # "cache": the op is judged warm and ``bound_ms`` is the cache's bound; None: DRAM's
     level: str | None = None
@@ -311,8 +325,9 @@ class Roofline(BaseModel):
         """What limits the op on this machine: the larger of its bytes over the measured bandwidth
         and its FLOPs over the measured matmul peak (the two terms of ``bound_ms``)."""
         bandwidth = self.cache_bandwidth_gbs if self.level == "cache" else self.bandwidth_gbs
-        memory = self.bytes / bandwidth if self.bytes and bandwidth else 0.0
-        compute = self.flops / self.peak_gflops if self.flops and self.peak_gflops else 0.0
+        read = self.cache_read_bandwidth_gbs if self.level == "cache" else self.read_bandwidth_gbs
+        memory = memory_s(self.bytes, self.bytes_read, bandwidth, read) if self.bytes and bandwidth else 0.0
+        compute = self.flops / (self.peak_gflops * 1e9) if self.flops and self.peak_gflops else 0.0
         if memory < compute:
             return "measured matmul peak"
         return "measured last-level-cache bandwidth" if self.level == "cache" else "measured memory bandwidth"

@@ -41,12 +41,16 @@ QUIET_WAIT_S = 20.0  # how long a check waits for a quiet machine before it meas
 @dataclass(frozen=True)
 class MachineFigures:
     """This device's measured memory bandwidth and fp32 matmul peak, and the bandwidth of a copy
-    that stays in its last-level cache (None: not measured, or the cache's size is unknown)."""
+    that stays in its last-level cache (None: not measured, or the cache's size is unknown). The
+    copies count their reads and writes; a stream that only reads runs faster (no writes, no
+    write-allocate), so the read bandwidths are measured too (None: kept by an older forge)."""
 
     device_name: str
     bandwidth_gbs: float
     peak_gflops: float
     cache_bandwidth_gbs: float | None = None
+    read_bandwidth_gbs: float | None = None
+    cache_read_bandwidth_gbs: float | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class Readings:
     bandwidth_gbs: float
     peak_gflops: float
     cache_gbs: float | None = None
+    read_gbs: float | None = None
+    cache_read_gbs: float | None = None
 
     def off_from(self, other: Readings) -> float:
         """How far these readings are from ``other``'s: the larger relative difference of the two."""
@@ -95,6 +101,8 @@ class FiguresEntry:
             "bandwidth_gbs": f.bandwidth_gbs,
             "peak_gflops": f.peak_gflops,
             "cache_bandwidth_gbs": f.cache_bandwidth_gbs,
+            "read_bandwidth_gbs": f.read_bandwidth_gbs,
+            "cache_read_bandwidth_gbs": f.cache_read_bandwidth_gbs,
             "quiet": self.quiet,
             "measured_at": self.measured_at.isoformat() if self.measured_at else None,
             "load": self.load.model_dump() if self.load else None,
@@ -107,12 +115,12 @@ class FiguresEntry:
     def from_json(cls, raw: Any) -> FiguresEntry | None:
         """The entry ``raw`` holds; None when it cannot be read (measured again)."""
         try:
-            cache = raw.get("cache_bandwidth_gbs")
+            optional = {
+                key: float(raw[key]) if raw.get(key) is not None else None
+                for key in ("cache_bandwidth_gbs", "read_bandwidth_gbs", "cache_read_bandwidth_gbs")
+            }
             figures = MachineFigures(
-                str(raw["device_name"]),
-                float(raw["bandwidth_gbs"]),
-                float(raw["peak_gflops"]),
-                float(cache) if cache is not None else None,
+                str(raw["device_name"]), float(raw["bandwidth_gbs"]), float(raw["peak_gflops"]), **optional
             )
             probe = raw.get("probe")
             measured_at = raw.get("measured_at")
@@ -181,10 +189,21 @@ def _copy_gbs(device: str, nbytes: int, reps: int) -> float:
     return 2 * (n * 4) / _best_seconds(device, lambda: dst.copy_(src), reps) / 1e9
 
 
-def _read(device: str, copy_mib: int, sizes: tuple[int, ...], reps: int, cache_bytes: int | None = None) -> Readings:
+def _read_only_gbs(device: str, nbytes: int, reps: int) -> float:
+    """The bandwidth of reading ``nbytes`` once (a sum over them), best of ``reps``."""
+    import torch
+
+    src = torch.ones(max(nbytes // 4, 1024), device=device)
+    return src.numel() * 4 / _best_seconds(device, src.sum, reps) / 1e9
+
+
+def _read(
+    device: str, copy_mib: int, sizes: tuple[int, ...], reps: int, cache_bytes: int | None = None, reads: bool = False
+) -> Readings:
     """A copy's bandwidth and the fastest of square matmuls of ``sizes``; with ``cache_bytes``
     (the last-level cache's size), a copy whose source and destination fill half of it, back to
-    back, so that it stays in the cache: the bandwidth a warm op's data comes at."""
+    back, so that it stays in the cache: the bandwidth a warm op's data comes at. With ``reads``,
+    a read of each size alone too."""
     import torch
 
     dram = _copy_gbs(device, copy_mib << 20, reps)
@@ -193,7 +212,11 @@ def _read(device: str, copy_mib: int, sizes: tuple[int, ...], reps: int, cache_b
         x = torch.randn(m, m, device=device)
         peak = max(peak, 2 * m**3 / _best_seconds(device, partial(torch.matmul, x, x), reps) / 1e9)
     cached = _copy_gbs(device, cache_bytes // 4, 4 * reps) if cache_bytes else None
-    return Readings(dram, peak, cached)
+    if not reads:
+        return Readings(dram, peak, cached)
+    read = _read_only_gbs(device, copy_mib << 20, reps)
+    cache_read = _read_only_gbs(device, cache_bytes // 2, 4 * reps) if cache_bytes else None
+    return Readings(dram, peak, cached, read, cache_read)
 
 
 def full_measurement(device: str, cache_bytes: int | None = None) -> Readings:
@@ -202,8 +225,8 @@ def full_measurement(device: str, cache_bytes: int | None = None) -> Readings:
     matmul on the CPU read 2-3x under what an op's own GEMMs or convolutions reached, and eager then
     "ran at 237% of the peak". With ``cache_bytes``, the last-level cache's copy bandwidth too."""
     if device == "cuda":
-        return _read(device, 256, (4096, 8192), reps=5, cache_bytes=cache_bytes)
-    return _read(device, 128, (1024, 2048), reps=5, cache_bytes=cache_bytes)
+        return _read(device, 256, (4096, 8192), reps=5, cache_bytes=cache_bytes, reads=True)
+    return _read(device, 128, (1024, 2048), reps=5, cache_bytes=cache_bytes, reads=True)
 
 
 def quick_probe(device: str) -> Readings:
@@ -252,7 +275,9 @@ def measure_entry(device: str, device_name: str, tools: Instruments, wait_s: flo
     full, during = tools.under_load(lambda: tools.measure(device))
     probe, probing = tools.under_load(lambda: tools.probe(device))
     load = combined([c for c in (before, during, probing) if c is not None])
-    figures = MachineFigures(device_name, full.bandwidth_gbs, full.peak_gflops, full.cache_gbs)
+    figures = MachineFigures(
+        device_name, full.bandwidth_gbs, full.peak_gflops, full.cache_gbs, full.read_gbs, full.cache_read_gbs
+    )
     return FiguresEntry(figures, quiet=_quiet(load), measured_at=tools.now(), load=load, probe=probe)
 
 

@@ -335,16 +335,19 @@ class ReferenceSide:
         model = self.models["base/0"]
         inputs = self._draw(base, self.timing_seed)
         nbytes, flops, transcendentals = roofline.estimate(model, inputs, self._run(base, model, inputs))
-        figures = machine.measured_figures(self.device, torch.get_num_threads(), Path(request.cache_dir))
-        bound = roofline.bound_ms(nbytes, flops, figures.bandwidth_gbs, figures.peak_gflops)
-        cached = figures.cache_bandwidth_gbs
+        read = roofline.bytes_read(model, inputs)
+        f = machine.measured_figures(self.device, torch.get_num_threads(), Path(request.cache_dir))
+        bound = roofline.bound_ms(nbytes, flops, f.bandwidth_gbs, f.peak_gflops, read, f.read_bandwidth_gbs)
+        cached, cached_read = f.cache_bandwidth_gbs, f.cache_read_bandwidth_gbs
+        cache_bound = roofline.bound_ms(nbytes, flops, cached, f.peak_gflops, read, cached_read) if cached else None
         estimate = Roofline(
             bytes=nbytes,
+            bytes_read=read,
             flops=flops,
             transcendentals=transcendentals,
-            **dataclasses.asdict(figures),
+            **dataclasses.asdict(f),
             bound_ms=bound,
-            cache_bound_ms=roofline.bound_ms(nbytes, flops, cached, figures.peak_gflops) if cached else None,
+            cache_bound_ms=cache_bound,
         )
         return RooflineReply(estimate=estimate)
 

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from forge.core.timing_records import memory_s
 from forge.verifier.call_form import invoke
 
 aten = torch.ops.aten
@@ -96,5 +97,21 @@ def estimate(model: torch.nn.Module, inputs: list[torch.Tensor], outputs: list[t
     return nbytes, counter.flops, counter.transcendentals
 
 
-def bound_ms(nbytes: int, flops: int, bandwidth_gbs: float, peak_gflops: float) -> float:
-    return max(nbytes / (bandwidth_gbs * 1e9), flops / (peak_gflops * 1e9)) * 1e3
+def bytes_read(model: torch.nn.Module, inputs: list[Any]) -> int:
+    """Of ``estimate``'s bytes, those read: the inputs and the model's state."""
+    found: int = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    state: int = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    return found + state
+
+
+def bound_ms(
+    nbytes: int,
+    flops: int,
+    bandwidth_gbs: float,
+    peak_gflops: float,
+    read: int | None = None,
+    read_gbs: float | None = None,
+) -> float:
+    """The larger of the memory time (``memory_s``: with ``read`` bytes at ``read_gbs``, where the
+    read bandwidth was measured) and the FLOPs at the matmul peak, in ms."""
+    return max(memory_s(nbytes, read, bandwidth_gbs, read_gbs), flops / (peak_gflops * 1e9)) * 1e3

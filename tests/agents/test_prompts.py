@@ -317,6 +317,11 @@ def test_the_brief_speaks_of_the_op_it_is_about():
     assert "(the op has no weights)" in text and "weights perturbed" not in text
     assert "for floating-point inputs only (get_inputs()[1]: integer, as drawn in every case)" in text
     assert "8.40 M transcendental functions" in text and "GFLOP of matmul" not in text  # 0 FLOPs: not shown
+    assert "reading alone" not in text  # no read bandwidth measured (an older forge's figures)
+    roof.bytes_read, roof.read_bandwidth_gbs = 33_000_000, 41.5
+    text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
+    assert "one call moves 33.60 MB (33.00 MB of it read)" in text
+    assert "20.0 GB/s for a copy, its reads and writes counted, and 41.5 GB/s reading alone" in text
     ctx.brief = OpBrief(device="cpu", weights=1024)
     text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
     assert "the weights (1024 elements) perturbed away from their initial values" in text

@@ -144,6 +144,9 @@ def test_an_unreadable_machine_json_is_measured_again(tmp_path):
 def test_an_entry_round_trips_through_json():
     entry = FiguresEntry(machine.MachineFigures("gpu", 4000.0, 50000.0), True, WHEN, QUIET, Readings(3900.0, 40000.0))
     assert FiguresEntry.from_json(json.loads(json.dumps(entry.to_json()))) == entry
+    reads = machine.MachineFigures("cpu", 25.0, 300.0, 27.0, read_bandwidth_gbs=45.0, cache_read_bandwidth_gbs=60.0)
+    with_reads = FiguresEntry(reads, True, WHEN, QUIET, Readings(24.0, 280.0))
+    assert FiguresEntry.from_json(json.loads(json.dumps(with_reads.to_json()))) == with_reads
     said = "measured 2025-06-01 14:02 UTC on a quiet machine (other processes used 0.00 of 2 cores)"
     assert entry.conditions() == said
 
@@ -183,3 +186,11 @@ def test_the_last_level_caches_bandwidth_is_kept_with_the_figures(tmp_path):
     del raw["cache_bandwidth_gbs"]  # what an older forge wrote
     old = FiguresEntry.from_json(raw)
     assert old is not None and old.figures.cache_bandwidth_gbs is None and old.figures.bandwidth_gbs == 40.0
+
+
+def test_a_full_measurement_reads_the_read_bandwidths_beside_the_copies():
+    from forge.verifier.machine_figures import _read
+
+    got = _read("cpu", 8, (64,), reps=1, cache_bytes=4 << 20, reads=True)
+    assert got.read_gbs is not None and got.read_gbs > 0 and got.cache_read_gbs is not None and got.cache_read_gbs > 0
+    assert _read("cpu", 8, (64,), reps=1).read_gbs is None  # the quick probe: copies and a matmul only

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 
+import pytest
 import torch
 
 from forge.core.timing_records import TimingStats
@@ -230,3 +231,30 @@ def test_judged_warm_the_bound_is_the_last_level_caches():
     record_roofline(dram_only, Roofline(bytes=4_000_000, bandwidth_gbs=20.0, bound_ms=0.2))
     assert dram_only.roofline is not None and dram_only.roofline.level is None
     assert judged_roofline(dram_only) is None  # warm with DRAM's bound only: it bounds nothing
+
+
+def test_an_op_that_only_reads_is_bound_by_the_read_bandwidth_and_a_copy_by_a_copys():
+    """A copy's figure counts its reads and writes: an op that reads much and writes little (a row
+    reduction) ran at 93% of a bound built from it while reading its input twice, and a kernel then
+    beat that bound's "at most 1.08x" by 1.82x. With the read bandwidth measured, reads are charged
+    at it and each written byte at what a copy's write costs beyond its read."""
+    from forge.core.timing_records import Roofline
+    from forge.verifier import roofline
+
+    copy_gbs, read_gbs, mb = 25.0, 50.0, 16_000_000
+    copy_ms = roofline.bound_ms(2 * mb, 0, copy_gbs, 300.0, read=mb, read_gbs=read_gbs)
+    assert copy_ms == pytest.approx(2 * mb / (copy_gbs * 1e9) * 1e3)  # a copy: exactly a copy's time
+    reduce_ms = roofline.bound_ms(mb + 16_000, 0, copy_gbs, 300.0, read=mb, read_gbs=read_gbs)
+    assert reduce_ms == pytest.approx(0.32 + 16_000 * (2 / 25e9 - 1 / 50e9) * 1e3)  # about half the copy's bound
+    assert roofline.bound_ms(mb, 0, copy_gbs, 300.0) == pytest.approx(0.64)  # no read figure: as before
+
+    class RowRange(torch.nn.Module):
+        def forward(self, x):
+            return x.amax(dim=-1) - x.amin(dim=-1)
+
+    x = torch.randn(256, 64)
+    model = RowRange()
+    nbytes, _, _ = roofline.estimate(model, [x], [model(x)])
+    assert roofline.bytes_read(model, [x]) == 256 * 64 * 4 and nbytes == 256 * 64 * 4 + 256 * 4
+    roof = Roofline(bytes=nbytes, bytes_read=256 * 64 * 4, flops=0, bandwidth_gbs=25.0, read_bandwidth_gbs=50.0)
+    assert roof.bound_by == "measured memory bandwidth"

@@ -130,9 +130,10 @@ def standing(history: list[HistoryItem], brief: OpBrief | None) -> str | None:
     eager = roof.fraction_eager if roof is not None and roof.holds else None
     if eager is not None and eager >= AT_ROOFLINE:
         return (
-            f"Eager already runs at {eager:.0%} of this machine's roofline bound: no kernel can be more than "
-            f"{1 / eager:.2f}x faster here. Fusing away passes over memory is the only room; stop once a candidate "
-            "is near the bound."
+            f"Eager already runs at {eager:.0%} of this machine's roofline bound: by the measured figures no kernel "
+            f"is more than {1 / eager:.2f}x faster here. Fusing away passes over memory is the room; stop once a "
+            "candidate is near the bound, unless eager reads its data more than once (then the data came from a "
+            "nearer cache than the bound assumes, and a one-pass kernel can beat it)."
         )
     return None
 

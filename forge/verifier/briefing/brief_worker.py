@@ -139,9 +139,13 @@ def _roofline(
     if figures is None:  # run by hand: the figures of the cache this process writes
         cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
         figures = machine.measured_figures(device, torch.get_num_threads(), cache)
-    bound = roofline.bound_ms(nbytes, flops, figures.bandwidth_gbs, figures.peak_gflops)
-    cached = figures.cache_bandwidth_gbs
-    cache_bound = roofline.bound_ms(nbytes, flops, cached, figures.peak_gflops) if cached else None
+    read = roofline.bytes_read(model, inputs)
+    f = figures
+    bound = roofline.bound_ms(nbytes, flops, f.bandwidth_gbs, f.peak_gflops, read, f.read_bandwidth_gbs)
+    cached = f.cache_bandwidth_gbs
+    cache_bound = (
+        roofline.bound_ms(nbytes, flops, cached, f.peak_gflops, read, f.cache_read_bandwidth_gbs) if cached else None
+    )
     llc = machine.last_level_cache_bytes(device)
     # judged warm (one call's data fits in half the last-level cache), its data comes from there
     level = "cache" if cache_bound is not None and llc and nbytes <= llc // 2 else None
@@ -149,11 +153,14 @@ def _roofline(
         bound = cache_bound
     return Roofline(
         bytes=nbytes,
+        bytes_read=read,
         flops=flops,
         transcendentals=transcendentals,
         device_name=figures.device_name,
         bandwidth_gbs=figures.bandwidth_gbs,
         peak_gflops=figures.peak_gflops,
+        read_bandwidth_gbs=figures.read_bandwidth_gbs,
+        cache_read_bandwidth_gbs=figures.cache_read_bandwidth_gbs,
         bound_ms=round(bound, 6),
         fraction_eager=round(bound / eager_ms, 4) if eager_ms else None,
         cache_bandwidth_gbs=cached,
