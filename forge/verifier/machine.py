@@ -101,7 +101,13 @@ def cpu_flags() -> list[str]:
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
-                wanted = ("avx", "avx2", "avx512f", "avx512bw", "avx512_bf16", "fma", "f16c", "amx_tile", "sse4_2")
+                # every AVX-512 subset a kernel may target (a model that is not told VL or DQ avoids
+                # their masked 256-bit and 64-bit-integer instructions), and the matrix and dot-product units
+                wanted = (
+                    "sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni",
+                    "avx512f", "avx512vl", "avx512bw", "avx512dq", "avx512cd", "avx512_vnni", "avx512_bf16",
+                    "avx512_fp16", "avx512vbmi", "amx_tile", "amx_bf16", "amx_int8",
+                )  # fmt: skip
                 have = set(line.split(":", 1)[1].split())
                 return [f for f in wanted if f in have]
     return []

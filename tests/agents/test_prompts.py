@@ -342,6 +342,7 @@ def test_the_cpp_helpers_contract_is_written_out():
         "restype=ctypes.c_double",
         "raises `forge.cpp.CompileError`",
         "run under `torch.no_grad()`, as inference does",
+        "streaming stores (`_mm512_stream_ps`",
     ):
         assert said in text, said
 
