@@ -49,6 +49,9 @@ class OpSet:
     rounds: int
     op_limit_s: float
     dry: tuple[Path, ...]
+    # on a dry run, a session that ends banking nothing (one round on a shared CPU, its finalist within
+    # the null control's spread) passes: the optimize part, whose steps are the same, must bank
+    dry_may_bank_none: bool = False
 
     def ops(self, ctx: Context) -> list[Path]:
         return list(self.dry) if ctx.dry else sorted(self.folder.glob("*.py"))
@@ -59,7 +62,7 @@ class OpSet:
 # part's steps are what a dry run checks: the shipped size took two minutes of it, and the tests
 # run that example end to end)
 EXAMPLES = OpSet("optimize", EXAMPLE_OPS, "optimize.db", 4, 240.0, (TEST_OPS / "quick_rmsnorm.py",))
-CATALOG_OPS = OpSet("catalog", CATALOG, "catalog.db", 2, 150.0, (CATALOG / "gelu_tanh_written.py",))
+CATALOG_OPS = OpSet("catalog", CATALOG, "catalog.db", 2, 150.0, (CATALOG / "gelu_tanh_written.py",), True)
 
 
 @dataclass
@@ -143,6 +146,9 @@ def optimize_ops(ctx: Context, ops: OpSet) -> PartResult:
     running = sum(1 for r in banked if r.runs_in_eval == "yes")
     status = "passed" if banked and running == len(banked) else "failed"
     summary = f"{len(banked)} of {len(rows)} ops banked, {running} of them run (no fallback) in eval mode"
+    ended = all(not r.status.startswith(("exit", "timed out")) for r in rows.values())  # a session's own status
+    if ctx.dry and ops.dry_may_bank_none and not banked and ended:
+        status, summary = "passed", summary + " (a dry run's one round on a shared CPU may bank nothing)"
     return PartResult(ops.part, status, summary, tables=[_table(rows)], state=rows_state(rows))
 
 

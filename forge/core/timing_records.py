@@ -278,6 +278,9 @@ def memory_s(nbytes: int, bytes_read: int | None, copy_gbs: float, read_gbs: flo
     that only reads is bound by reading (a copy's figure put it at half its speed or less)."""
     if bytes_read is None or not read_gbs:
         return nbytes / (copy_gbs * 1e9)
+    # a sum is a lower bound on what reading alone reaches: never below a copy's counted rate, so
+    # that no op's bound is looser than the copy's figure alone made it
+    read_gbs = max(read_gbs, copy_gbs)
     per_written = max(2 / copy_gbs - 1 / read_gbs, 0.0) / 1e9
     return bytes_read / (read_gbs * 1e9) + max(nbytes - bytes_read, 0) * per_written
 

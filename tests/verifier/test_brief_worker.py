@@ -1,11 +1,10 @@
-"""What the op brief's worker reads off the op itself (in this process, no timing asserted): the
-weights a second initialisation perturbs, the buffers it leaves as the constructor made them, and
-the machine figures its roofline reads."""
+"""What the op brief's worker reads off the op itself (in its own process, as a session runs it;
+no timing asserted): the weights a second initialisation perturbs, the buffers it leaves as the
+constructor made them, and the machine figures its roofline reads."""
 
 from __future__ import annotations
 
 from forge.verifier import machine
-from forge.verifier.briefing.brief_worker import measure
 from forge.verifier.briefing.measure import measure_op_brief
 from forge.verifier.machine_figures import MachineFigures
 
@@ -34,11 +33,10 @@ def get_init_inputs():
 """
 
 
-def test_the_brief_counts_the_weights_and_names_the_loaded_floating_buffers(tmp_path, monkeypatch, cache_dir):
-    monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
+def test_the_brief_counts_the_weights_and_names_the_loaded_floating_buffers(tmp_path, fast_settings):
     op = tmp_path / "buffered.py"
     op.write_text(OP)
-    brief = measure(op, "cpu", compiled=False)
+    brief = measure_op_brief(op, "buffered-op", "cpu", fast_settings.model_copy(update={"compile_baseline": False}))
     assert brief.weights == 8
     assert brief.buffers == ["weight (8 elements)"]
 

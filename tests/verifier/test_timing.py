@@ -247,6 +247,8 @@ def test_an_op_that_only_reads_is_bound_by_the_read_bandwidth_and_a_copy_by_a_co
     reduce_ms = roofline.bound_ms(mb + 16_000, 0, copy_gbs, 300.0, read=mb, read_gbs=read_gbs)
     assert reduce_ms == pytest.approx(0.32 + 16_000 * (2 / 25e9 - 1 / 50e9) * 1e3)  # about half the copy's bound
     assert roofline.bound_ms(mb, 0, copy_gbs, 300.0) == pytest.approx(0.64)  # no read figure: as before
+    # a read measured below a copy's counted rate (a sum is a lower bound on reading) counts as the copy's
+    assert roofline.bound_ms(mb, 0, copy_gbs, 300.0, read=mb, read_gbs=10.0) == pytest.approx(0.64)
 
     class RowRange(torch.nn.Module):
         def forward(self, x):
@@ -256,5 +258,9 @@ def test_an_op_that_only_reads_is_bound_by_the_read_bandwidth_and_a_copy_by_a_co
     model = RowRange()
     nbytes, _, _ = roofline.estimate(model, [x], [model(x)])
     assert roofline.bytes_read(model, [x]) == 256 * 64 * 4 and nbytes == 256 * 64 * 4 + 256 * 4
-    roof = Roofline(bytes=nbytes, bytes_read=256 * 64 * 4, flops=0, bandwidth_gbs=25.0, read_bandwidth_gbs=50.0)
+    # what bounds an op follows the same model: 16 MB read at 50 GB/s (0.32 ms) is under 150 MFLOP at
+    # 300 GFLOP/s (0.5 ms), where a copy's 25 GB/s alone (0.64 ms) said memory
+    roof = Roofline(bytes=mb, bytes_read=mb, flops=150_000_000, bandwidth_gbs=25.0, peak_gflops=300.0)
     assert roof.bound_by == "measured memory bandwidth"
+    roof.read_bandwidth_gbs = 50.0
+    assert roof.bound_by == "measured matmul peak"

@@ -21,9 +21,7 @@ def _bottleneck(verdict: Verdict) -> str:
         return "no roofline estimate for this op; judged on time alone"
     if not roof.holds:
         return "the roofline estimate does not hold for this op (eager beats it); judged on time alone"
-    mem_ms = (roof.bytes or 0) / (float(roof.bandwidth_gbs or 1) * 1e9)
-    flop_ms = (roof.flops or 0) / (float(roof.peak_gflops or 1) * 1e9)
-    kind = "memory traffic" if mem_ms >= flop_ms else "arithmetic"
+    kind = "arithmetic" if roof.bound_by == "measured matmul peak" else "memory traffic"
     where = f"{kind}: at {frac:.0%} of the estimated bound ({roof.bound_ms or 0:.3f} ms)"
     if frac >= 0.8:
         return where + " — close to the machine's limit; little left to gain from launch configs"

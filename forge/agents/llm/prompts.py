@@ -133,7 +133,8 @@ def standing(history: list[HistoryItem], brief: OpBrief | None) -> str | None:
             f"Eager already runs at {eager:.0%} of this machine's roofline bound: by the measured figures no kernel "
             f"is more than {1 / eager:.2f}x faster here. Fusing away passes over memory is the room; stop once a "
             "candidate is near the bound, unless eager reads its data more than once (then the data came from a "
-            "nearer cache than the bound assumes, and a one-pass kernel can beat it)."
+            "nearer cache than the bound assumes, and a one-pass kernel can beat it) or its output outgrows the "
+            "last-level cache (streaming stores skip the write-allocate read the copy figure includes)."
         )
     return None
 

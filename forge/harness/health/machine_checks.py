@@ -94,11 +94,8 @@ def _figures(device: str, settings: ForgeSettings) -> Finding:
         return Finding("measured figures", False, f"could not measure on {device}: {exc}")
     f, entry = check.entry.figures, check.entry
     cache = f", {f.cache_bandwidth_gbs:.1f} GB/s in the last-level cache" if f.cache_bandwidth_gbs else ""
-    reads = (
-        f" (reading alone: {f.read_bandwidth_gbs:.1f} GB/s, {f.cache_read_bandwidth_gbs or 0:.1f} in the cache)"
-        if f.read_bandwidth_gbs
-        else ""
-    )
+    in_cache = f", {f.cache_read_bandwidth_gbs:.1f} in the cache" if f.cache_read_bandwidth_gbs else ""
+    reads = f" (reading alone: {f.read_bandwidth_gbs:.1f} GB/s{in_cache})" if f.read_bandwidth_gbs else ""
     detail = (
         f"{f.bandwidth_gbs:.1f} GB/s memory bandwidth{cache} for a copy{reads}, {f.peak_gflops:.0f} GFLOP/s fp32 "
         f"matmul ({device}); "

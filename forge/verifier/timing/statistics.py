@@ -135,7 +135,10 @@ def record_roofline(v: Verdict, roofline: Roofline | None) -> None:
         cand_ms, eager_ms = warm.median_ms, warm.median_ms * pairs.median
     roof.fraction_candidate = round(roof.bound_ms / cand_ms, 4) if cand_ms else None
     roof.fraction_eager = round(roof.bound_ms / eager_ms, 4) if eager_ms else None
-    where = f" from the last-level cache's {roof.cache_bandwidth_gbs:.1f} GB/s (judged warm)" if roof.level else ""
+    reads = f", {roof.cache_read_bandwidth_gbs:.1f} GB/s reading alone" if roof.cache_read_bandwidth_gbs else ""
+    where = ""
+    if roof.level:
+        where = f" from the last-level cache's {roof.cache_bandwidth_gbs:.1f} GB/s{reads} (judged warm)"
     said = (
         f"estimated bound {roof.bound_ms:.4f} ms{where} ({(roof.bytes or 0) / 1e6:.1f} MB, "
         f"{(roof.flops or 0) / 1e9:.2f} GFLOP of matmul{roof.transcendental_note}); candidate at "
