@@ -337,9 +337,7 @@ class ReferenceSide:
         nbytes, flops, transcendentals = roofline.estimate(model, inputs, self._run(base, model, inputs))
         read = roofline.bytes_read(model, inputs)
         f = machine.measured_figures(self.device, torch.get_num_threads(), Path(request.cache_dir))
-        bound = roofline.bound_ms(nbytes, flops, f.bandwidth_gbs, f.peak_gflops, read, f.read_bandwidth_gbs)
-        cached, cached_read = f.cache_bandwidth_gbs, f.cache_read_bandwidth_gbs
-        cache_bound = roofline.bound_ms(nbytes, flops, cached, f.peak_gflops, read, cached_read) if cached else None
+        bound, cache_bound = roofline.bounds(nbytes, flops, read, f)
         estimate = Roofline(
             bytes=nbytes,
             bytes_read=read,

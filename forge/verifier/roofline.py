@@ -18,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from forge.core.timing_records import memory_s
 from forge.verifier.call_form import invoke
+from forge.verifier.machine_figures import MachineFigures
 
 aten = torch.ops.aten
 
@@ -91,15 +92,13 @@ def estimate(model: torch.nn.Module, inputs: list[torch.Tensor], outputs: list[t
     counter = FlopCounter()
     with counter, torch.no_grad():
         invoke(model, inputs)
-    nbytes = sum(x.numel() * x.element_size() for x in inputs)
-    nbytes += sum(o.numel() * o.element_size() for o in outputs)
-    nbytes += sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    nbytes = bytes_read(model, inputs) + sum(o.numel() * o.element_size() for o in outputs)
     return nbytes, counter.flops, counter.transcendentals
 
 
 def bytes_read(model: torch.nn.Module, inputs: list[Any]) -> int:
     """Of ``estimate``'s bytes, those read: the inputs and the model's state."""
-    found: int = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    found: int = sum(x.numel() * x.element_size() for x in inputs)
     state: int = sum(t.numel() * t.element_size() for t in model.state_dict().values())
     return found + state
 
@@ -115,3 +114,11 @@ def bound_ms(
     """The larger of the memory time (``memory_s``: with ``read`` bytes at ``read_gbs``, where the
     read bandwidth was measured) and the FLOPs at the matmul peak, in ms."""
     return max(memory_s(nbytes, read, bandwidth_gbs, read_gbs), flops / (peak_gflops * 1e9)) * 1e3
+
+
+def bounds(nbytes: int, flops: int, read: int, f: MachineFigures) -> tuple[float, float | None]:
+    """The bound from DRAM's figures, and from the last-level cache's where they were measured."""
+    dram = bound_ms(nbytes, flops, f.bandwidth_gbs, f.peak_gflops, read, f.read_bandwidth_gbs)
+    if not f.cache_bandwidth_gbs:
+        return dram, None
+    return dram, bound_ms(nbytes, flops, f.cache_bandwidth_gbs, f.peak_gflops, read, f.cache_read_bandwidth_gbs)

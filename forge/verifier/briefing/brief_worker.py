@@ -140,12 +140,8 @@ def _roofline(
         cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
         figures = machine.measured_figures(device, torch.get_num_threads(), cache)
     read = roofline.bytes_read(model, inputs)
-    f = figures
-    bound = roofline.bound_ms(nbytes, flops, f.bandwidth_gbs, f.peak_gflops, read, f.read_bandwidth_gbs)
-    cached = f.cache_bandwidth_gbs
-    cache_bound = (
-        roofline.bound_ms(nbytes, flops, cached, f.peak_gflops, read, f.cache_read_bandwidth_gbs) if cached else None
-    )
+    bound, cache_bound = roofline.bounds(nbytes, flops, read, figures)
+    cached = figures.cache_bandwidth_gbs
     llc = machine.last_level_cache_bytes(device)
     # judged warm (one call's data fits in half the last-level cache), its data comes from there
     level = "cache" if cache_bound is not None and llc and nbytes <= llc // 2 else None
