@@ -143,12 +143,15 @@ TINY_OUTPUT_REL_ERROR = 0.1
 
 def _beside_own_scale(i: int, rw: torch.Tensor, cw: torch.Tensor, atol: float) -> Mismatch | None:
     """A tiny output's error at its own scale (KernelBench's tolerance issue: zeros pass an
-    atol of 1e-4 when the true outputs are about 1e-5)."""
-    both = torch.isfinite(rw) & torch.isfinite(cw)
-    r, c = rw[both].double(), cw[both].double()
-    peak = float(r.abs().max()) if r.numel() else 0.0
+    atol of 1e-4 when the true outputs are about 1e-5). Called once every element matched (NaN
+    met NaN, an inf the same inf), so the candidate is finite wherever the reference is: the
+    reference's finite peak decides, in one pass over it without a copy, whether the output is
+    tiny at all (every timed call's outputs are checked: most are not)."""
+    peak = float(rw.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max()) if rw.numel() else 0.0
     if peak == 0.0 or peak >= TINY_OUTPUT_ATOLS * atol:
         return None
+    both = torch.isfinite(rw) & torch.isfinite(cw)
+    r, c = rw[both].double(), cw[both].double()
     rel = float((c - r).norm() / r.norm())
     if rel <= TINY_OUTPUT_REL_ERROR:
         return None
@@ -160,6 +163,17 @@ def _beside_own_scale(i: int, rw: torch.Tensor, cw: torch.Tensor, atol: float) -
         float((c - r).abs().max()),
         rel,
     )
+
+
+def _all_close_and_finite(c: torch.Tensor, r: torch.Tensor, rtol: float, atol: float) -> bool:
+    """Whether every element of ``c`` is within ``isclose``'s tolerance of ``r`` (|c - r| <=
+    atol + rtol * |r|, computed as isclose computes it) with both finite, in one reduction and no
+    boolean tensor: isclose's passes cost more than the timed call itself on a large output. False
+    wherever a NaN or inf is met (the slack is NaN then), and ``isclose`` decides."""
+    if c.numel() == 0:
+        return True
+    slack = (c - r).abs_().sub_(r.abs().mul_(rtol).add_(atol))
+    return float(slack.max()) <= 0.0
 
 
 def _compare_values(
@@ -179,6 +193,8 @@ def _compare_values(
     # A tolerance the op declares is taken as it is.
     if override is None and r.numel() == 1:
         rtol = scalar_rtol(r.dtype, rtol, reduced)
+    if _all_close_and_finite(cw, rw, rtol, atol):  # most outputs, every timed call's among them
+        return _beside_own_scale(i, rw, cw, atol) if override is None else None
     # One native pass decides: NaN must meet NaN, inf must meet the same inf, the rest be close.
     ok = torch.isclose(cw, rw, rtol=rtol, atol=atol, equal_nan=True)
     if not bool(ok.all()) and override is None and r.numel() > 1:

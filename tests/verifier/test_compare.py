@@ -305,3 +305,24 @@ def test_tiny_outputs_are_compared_at_their_own_scale():
     # a tolerance the op declares is taken as it is, and outputs of ordinary size are untouched
     assert compare([tiny], [torch.zeros_like(tiny)], None, "", {"atol": 1e-4, "rtol": 1e-4}) is None
     assert compare([tiny * 1e5], [tiny * 1e5 + 5e-5], None, "") is None
+
+
+def test_the_one_pass_closeness_agrees_with_isclose_and_leaves_nan_and_inf_to_it():
+    """Every timed call's outputs are compared: the one-reduction test decides "all close" only
+    where isclose would, and says no (isclose then decides) wherever a NaN or an inf is met."""
+    from forge.verifier.compare import _all_close_and_finite
+
+    torch.manual_seed(0)
+    r = torch.randn(4096)
+    atol, rtol = 1e-5, 1.3e-6
+    at_edge = r + (atol + rtol * r.abs())  # each element at isclose's bound (rounding puts some past it)
+    near = r + 0.9 * (atol + rtol * r.abs())
+    for c in (r.clone(), r + 1e-7, near, at_edge, r + 1e-3, r.flip(0)):
+        assert _all_close_and_finite(c, r, rtol, atol) == bool(torch.isclose(c, r, rtol, atol).all())
+    assert _all_close_and_finite(near, r, rtol, atol) and not _all_close_and_finite(r + 1e-3, r, rtol, atol)
+    for special in (float("nan"), float("inf")):
+        both = r.clone()
+        both[7] = special
+        assert not _all_close_and_finite(both, both.clone(), rtol, atol)  # isclose decides (equal_nan: close)
+        assert bool(torch.isclose(both, both.clone(), rtol, atol, equal_nan=True).all())
+    assert _all_close_and_finite(torch.empty(0), torch.empty(0), rtol, atol)
