@@ -21,8 +21,10 @@ PACKAGE = ROOT / "forge"
 # Bottom to top. Components in one layer do not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.core",),  # the domain: problem, verdict, statuses, errors, settings
-    # each on the base alone
-    ("forge.verifier", "forge.db", "forge.agents", "forge.kernelbank", "forge.cpp"),
+    # the C++ helper candidates build their kernels with: the verifier measures what a call through it costs
+    ("forge.cpp",),
+    # each on the layers below alone
+    ("forge.verifier", "forge.db", "forge.agents", "forge.kernelbank"),
     # plans checked for real (applied with the runtime's own code); verifiers on a Ray cluster;
     # the model probe (a model profiled, and kernelized with the runtime's own code, in a process of its own)
     ("forge.parallel", "forge.cluster", "forge.model_probe"),

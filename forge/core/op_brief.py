@@ -22,6 +22,7 @@ class ProfiledOp(BaseModel):
     share: float  # of the profiled self time
     calls: float  # per forward
     library: bool = False  # a vendor library's routine (BLAS, oneDNN, cuBLAS, cuDNN)
+    launch: str | None = None  # a GPU kernel's grid, block, registers, shared memory and estimated occupancy
 
 
 class EagerProfile(BaseModel):

@@ -300,9 +300,12 @@ class Roofline(BaseModel):
     bound_ms: float | None = None
     fraction_candidate: float | None = None
     fraction_eager: float | None = None
-    cache_bandwidth_gbs: float | None = None  # the last-level cache's measured copy bandwidth
+    # a copy's measured bandwidth where one call's data stays in a cache: at the working set
+    # ``cache_working_set`` (the largest measured not above ``bytes``), or (None) half the last-level cache
+    cache_bandwidth_gbs: float | None = None
     read_bandwidth_gbs: float | None = None  # a read alone, from DRAM (None: not measured)
-    cache_read_bandwidth_gbs: float | None = None  # a read alone, from the last-level cache
+    cache_read_bandwidth_gbs: float | None = None  # a read alone, where the cache's copy was measured
+    cache_working_set: int | None = None
     cache_bound_ms: float | None = None  # the bound where one call's data stays in that cache
     # "cache": the op is judged warm and ``bound_ms`` is the cache's bound; None: DRAM's
     level: str | None = None
@@ -324,6 +327,18 @@ class Roofline(BaseModel):
         )
 
     @property
+    def cache_measured(self) -> str:
+        """Where the in-cache bandwidths were measured, in words."""
+        if not self.cache_working_set:
+            return "a copy that stays in the last-level cache"
+        mib = f"{self.cache_working_set / 2**20:.0f} MiB"
+        if self.bytes is not None and self.cache_working_set > self.bytes:
+            return f"a copy of {mib} kept in cache (the smallest measured; this op moves {self.bytes / 1e6:.2f} MB)"
+        return (
+            f"a copy of {mib} kept in cache (the largest measured not above this op's {(self.bytes or 0) / 1e6:.2f} MB)"
+        )
+
+    @property
     def bound_by(self) -> str:
         """What limits the op on this machine: the larger of its bytes over the measured bandwidth
         and its FLOPs over the measured matmul peak (the two terms of ``bound_ms``)."""
@@ -333,7 +348,7 @@ class Roofline(BaseModel):
         compute = self.flops / (self.peak_gflops * 1e9) if self.flops and self.peak_gflops else 0.0
         if memory < compute:
             return "measured matmul peak"
-        return "measured last-level-cache bandwidth" if self.level == "cache" else "measured memory bandwidth"
+        return "measured in-cache bandwidth" if self.level == "cache" else "measured memory bandwidth"
 
     @model_serializer(mode="wrap")
     def _present_only(self, handler: Any) -> dict[str, Any]:

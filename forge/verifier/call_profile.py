@@ -6,10 +6,13 @@ each kernel's device time."""
 
 from __future__ import annotations
 
+import json
 import re
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from forge.core.op_brief import CandidateProfile, ProfiledOp
@@ -24,10 +27,49 @@ TOP_OPS = 8
 @dataclass(frozen=True)
 class ProfiledCalls:
     """Rows of (name, own time a call in ms, calls a call), largest first, and the wall time of
-    one profiled call in ms (the profiler's overhead included, as in the rows)."""
+    one profiled call in ms (the profiler's overhead included, as in the rows); on a GPU, each
+    kernel's launch as the profiler recorded it (``kernel_launches``), by name."""
 
     rows: list[tuple[str, float, float]]
     wall_ms: float
+    launches: dict[str, str] = field(default_factory=dict)
+
+
+def kernel_launches(trace: dict[str, Any]) -> dict[str, str]:
+    """Each kernel's launch in a Chrome trace torch.profiler exported (its first launch, by name):
+    the grid and block, registers a thread, shared memory a block, and the occupancy CUPTI
+    estimates. What tells a kernel that cannot fill the GPU (a grid under the SM count, registers
+    that cap the warps an SM holds) from one bound by its memory traffic; counters of bytes and
+    instructions need Nsight Compute, which forge does not run."""
+    found: dict[str, str] = {}
+    for event in trace.get("traceEvents", []):
+        # "kernel" (older Kineto: "Kernel")
+        if not isinstance(event, dict) or str(event.get("cat")).lower() != "kernel" or event.get("name") in found:
+            continue
+        args = event.get("args") or {}
+        said = []
+        if isinstance(args.get("grid"), list) and isinstance(args.get("block"), list):
+            said.append(f"grid {'x'.join(map(str, args['grid']))}, block {'x'.join(map(str, args['block']))}")
+        if args.get("registers per thread") is not None:
+            said.append(f"{args['registers per thread']} registers a thread")
+        if args.get("shared memory") is not None:
+            said.append(f"{int(args['shared memory']) / 1024:g} KiB shared a block")
+        if args.get("est. achieved occupancy %") is not None:
+            said.append(f"est. occupancy {args['est. achieved occupancy %']}%")
+        if said:
+            found[str(event.get("name"))] = ", ".join(said)
+    return found
+
+
+def _launches(prof: Any) -> dict[str, str]:
+    """``kernel_launches`` of a finished profile (an empty dict where its trace cannot be had)."""
+    with tempfile.TemporaryDirectory(prefix="forge-trace-") as tmp:
+        path = Path(tmp) / "trace.json"
+        try:
+            prof.export_chrome_trace(str(path))
+            return kernel_launches(json.loads(path.read_text()))
+        except (OSError, ValueError, RuntimeError):
+            return {}
 
 
 def device_sync(device: str) -> Callable[[], None]:
@@ -66,12 +108,15 @@ def profiled(fn: Callable[[], Any], device: str, calls: int) -> ProfiledCalls:
         if own > 0 and (not on_device or str(getattr(event, "device_type", "")) != "DeviceType.CPU"):
             rows.append((event.key, own / 1e3 / calls, event.count / calls))
     rows.sort(key=lambda r: -r[1])
-    return ProfiledCalls(rows, wall_ms)
+    return ProfiledCalls(rows, wall_ms, _launches(prof) if on_device else {})
 
 
-def profiled_ops(rows: list[tuple[str, float, float]], total_ms: float, call_ms: float) -> list[ProfiledOp]:
+def profiled_ops(
+    rows: list[tuple[str, float, float]], total_ms: float, call_ms: float, launches: dict[str, str] | None = None
+) -> list[ProfiledOp]:
     """The top rows, each as its share of ``total_ms`` (a profiled call) and that share of
-    ``call_ms`` (one call timed without the profiler, whose overhead inflates every row)."""
+    ``call_ms`` (one call timed without the profiler, whose overhead inflates every row), with
+    its kernel's launch where ``launches`` names it."""
     total_ms = total_ms or 1.0
     return [
         ProfiledOp(
@@ -80,6 +125,7 @@ def profiled_ops(rows: list[tuple[str, float, float]], total_ms: float, call_ms:
             share=round(ms / total_ms, 3),
             calls=calls,
             library=bool(LIBRARY_OP.search(name.lower())),
+            launch=(launches or {}).get(name),
         )
         for name, ms, calls in rows[:TOP_OPS]
     ]
@@ -94,10 +140,19 @@ def candidate_profile(fn: Callable[[], Any], device: str, calls: int, call_ms: f
     named = min(sum(r[1] for r in got.rows), got.wall_ms)
     return CandidateProfile(
         calls=calls,
-        ops=profiled_ops(got.rows, got.wall_ms, call_ms if call_ms is not None else got.wall_ms),
+        ops=profiled_ops(got.rows, got.wall_ms, call_ms if call_ms is not None else got.wall_ms, got.launches),
         other_share=round(1.0 - named / got.wall_ms, 3) if got.wall_ms > 0 else 0.0,
         clock="cuda" if device == "cuda" else "cpu",
     )
 
 
-__all__ = ["LIBRARY_OP", "ProfiledCalls", "call_ms", "candidate_profile", "device_sync", "profiled", "profiled_ops"]
+__all__ = [
+    "LIBRARY_OP",
+    "ProfiledCalls",
+    "call_ms",
+    "candidate_profile",
+    "device_sync",
+    "kernel_launches",
+    "profiled",
+    "profiled_ops",
+]

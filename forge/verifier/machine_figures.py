@@ -18,6 +18,7 @@ figure, since it reads the load, not the machine.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import time
@@ -39,11 +40,27 @@ QUIET_WAIT_S = 20.0  # how long a check waits for a quiet machine before it meas
 
 
 @dataclass(frozen=True)
+class WorkingSetBandwidth:
+    """A copy whose source and destination together are ``bytes``, repeated back to back so that
+    it stays wherever that much data stays (a cache level, or DRAM past the last), and a read of
+    as many bytes alone: the bandwidths a warm op with that working set gets its data at."""
+
+    bytes: int
+    copy_gbs: float
+    read_gbs: float
+
+
+@dataclass(frozen=True)
 class MachineFigures:
     """This device's measured memory bandwidth and fp32 matmul peak, and the bandwidth of a copy
     that stays in its last-level cache (None: not measured, or the cache's size is unknown). The
     copies count their reads and writes; a stream that only reads runs faster (no writes, no
-    write-allocate), so the read bandwidths are measured too (None: kept by an older forge)."""
+    write-allocate), so the read bandwidths are measured too (None: kept by an older forge).
+
+    ``working_sets``: the same measured at working sets from 1 MiB to half the last-level cache,
+    doubling (smallest first): the size a cache reports is not always the size that behaves as
+    one (a VM's guest may be told of a cache far larger than its share of the host's), so the
+    bandwidth a warm op gets is read at its own working set, not at the cache's reported size."""
 
     device_name: str
     bandwidth_gbs: float
@@ -51,6 +68,39 @@ class MachineFigures:
     cache_bandwidth_gbs: float | None = None
     read_bandwidth_gbs: float | None = None
     cache_read_bandwidth_gbs: float | None = None
+    working_sets: tuple[WorkingSetBandwidth, ...] = ()
+
+    def at_working_set(self, nbytes: int) -> WorkingSetBandwidth | None:
+        """The bandwidths measured at the largest working set not above ``nbytes`` (the smallest
+        measured where ``nbytes`` is below them all): a smaller working set runs no slower, so a
+        bound from it is never above what the op's own size allows. None where none were measured."""
+        if not self.working_sets:
+            return None
+        fitting = [w for w in self.working_sets if w.bytes <= nbytes]
+        return fitting[-1] if fitting else self.working_sets[0]
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as JSON: ``machine.json``'s entries, and what a session hands its workers."""
+        plain = dataclasses.asdict(self)
+        plain["working_sets"] = [[w.bytes, w.copy_gbs, w.read_gbs] for w in self.working_sets]
+        return plain
+
+    @classmethod
+    def from_json(cls, raw: Any) -> MachineFigures:
+        """The figures ``raw`` (``to_json``'s, or an older forge's without the later fields) holds;
+        KeyError, TypeError or ValueError where it holds none."""
+        optional = {
+            key: float(raw[key]) if raw.get(key) is not None else None
+            for key in ("cache_bandwidth_gbs", "read_bandwidth_gbs", "cache_read_bandwidth_gbs")
+        }
+        sets = tuple(WorkingSetBandwidth(int(b), float(c), float(r)) for b, c, r in raw.get("working_sets") or ())
+        return cls(
+            str(raw["device_name"]),
+            float(raw["bandwidth_gbs"]),
+            float(raw["peak_gflops"]),
+            **optional,
+            working_sets=sets,
+        )
 
 
 @dataclass(frozen=True)
@@ -63,6 +113,7 @@ class Readings:
     cache_gbs: float | None = None
     read_gbs: float | None = None
     cache_read_gbs: float | None = None
+    working_sets: tuple[WorkingSetBandwidth, ...] = ()
 
     def off_from(self, other: Readings) -> float:
         """How far these readings are from ``other``'s: the larger relative difference of the two."""
@@ -95,14 +146,8 @@ class FiguresEntry:
         return f"measured {when} under load{load}: provisional until measured on a quiet machine"
 
     def to_json(self) -> dict[str, Any]:
-        f = self.figures
         return {
-            "device_name": f.device_name,
-            "bandwidth_gbs": f.bandwidth_gbs,
-            "peak_gflops": f.peak_gflops,
-            "cache_bandwidth_gbs": f.cache_bandwidth_gbs,
-            "read_bandwidth_gbs": f.read_bandwidth_gbs,
-            "cache_read_bandwidth_gbs": f.cache_read_bandwidth_gbs,
+            **self.figures.to_json(),
             "quiet": self.quiet,
             "measured_at": self.measured_at.isoformat() if self.measured_at else None,
             "load": self.load.model_dump() if self.load else None,
@@ -115,13 +160,7 @@ class FiguresEntry:
     def from_json(cls, raw: Any) -> FiguresEntry | None:
         """The entry ``raw`` holds; None when it cannot be read (measured again)."""
         try:
-            optional = {
-                key: float(raw[key]) if raw.get(key) is not None else None
-                for key in ("cache_bandwidth_gbs", "read_bandwidth_gbs", "cache_read_bandwidth_gbs")
-            }
-            figures = MachineFigures(
-                str(raw["device_name"]), float(raw["bandwidth_gbs"]), float(raw["peak_gflops"]), **optional
-            )
+            figures = MachineFigures.from_json(raw)
             probe = raw.get("probe")
             measured_at = raw.get("measured_at")
             return cls(
@@ -197,13 +236,36 @@ def _read_only_gbs(device: str, nbytes: int, reps: int) -> float:
     return src.numel() * 4 / _best_seconds(device, src.sum, reps) / 1e9
 
 
+def working_set_sizes(cache_bytes: int, dram_bytes: int) -> list[int]:
+    """The working sets ``working_sets`` measures: 1 MiB, doubling, up to half the last-level
+    cache (and never past the DRAM copy's size, which already reads memory)."""
+    sizes, size = [], 1 << 20
+    while size <= min(cache_bytes // 2, dram_bytes):
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
+def working_sets(device: str, cache_bytes: int, dram_bytes: int, reps: int) -> tuple[WorkingSetBandwidth, ...]:
+    """A copy of each of ``working_set_sizes`` and a read of as many bytes, best of ``reps``
+    timed calls each (a small one repeated: one copy of 1 MiB is microseconds, near the clock's
+    and the dispatcher's own cost)."""
+    found = []
+    for size in working_set_sizes(cache_bytes, dram_bytes):
+        times = max(reps, min(64, (64 << 20) // size))
+        found.append(
+            WorkingSetBandwidth(size, _copy_gbs(device, size // 2, times), _read_only_gbs(device, size, times))
+        )
+    return tuple(found)
+
+
 def _read(
     device: str, copy_mib: int, sizes: tuple[int, ...], reps: int, cache_bytes: int | None = None, reads: bool = False
 ) -> Readings:
     """A copy's bandwidth and the fastest of square matmuls of ``sizes``; with ``cache_bytes``
     (the last-level cache's size), a copy whose source and destination fill half of it, back to
     back, so that it stays in the cache: the bandwidth a warm op's data comes at. With ``reads``,
-    a read of each size alone too."""
+    a read of each size alone too, and (with ``cache_bytes``) both at each of ``working_sets``."""
     import torch
 
     dram = _copy_gbs(device, copy_mib << 20, reps)
@@ -216,7 +278,8 @@ def _read(
         return Readings(dram, peak, cached)
     read = _read_only_gbs(device, copy_mib << 20, reps)
     cache_read = _read_only_gbs(device, cache_bytes // 2, 4 * reps) if cache_bytes else None
-    return Readings(dram, peak, cached, read, cache_read)
+    sets = working_sets(device, cache_bytes, copy_mib << 20, reps) if cache_bytes else ()
+    return Readings(dram, peak, cached, read, cache_read, sets)
 
 
 def full_measurement(device: str, cache_bytes: int | None = None) -> Readings:
@@ -276,7 +339,13 @@ def measure_entry(device: str, device_name: str, tools: Instruments, wait_s: flo
     probe, probing = tools.under_load(lambda: tools.probe(device))
     load = combined([c for c in (before, during, probing) if c is not None])
     figures = MachineFigures(
-        device_name, full.bandwidth_gbs, full.peak_gflops, full.cache_gbs, full.read_gbs, full.cache_read_gbs
+        device_name,
+        full.bandwidth_gbs,
+        full.peak_gflops,
+        full.cache_gbs,
+        full.read_gbs,
+        full.cache_read_gbs,
+        full.working_sets,
     )
     return FiguresEntry(figures, quiet=_quiet(load), measured_at=tools.now(), load=load, probe=probe)
 

@@ -6,7 +6,6 @@ to the trusted parent only.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ from forge.core.errors import ProblemError
 from forge.core.module_call import output_layout, output_tensors
 from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
 from forge.core.statuses import ModuleMode
-from forge.core.timing_records import Roofline
 from forge.verifier import cases, gradients, machine, memory, roofline
 from forge.verifier.call_form import invoke, use_op
 from forge.verifier.checks import TRAIN_KEY
@@ -337,17 +335,7 @@ class ReferenceSide:
         nbytes, flops, transcendentals = roofline.estimate(model, inputs, self._run(base, model, inputs))
         read = roofline.bytes_read(model, inputs)
         f = machine.measured_figures(self.device, torch.get_num_threads(), Path(request.cache_dir))
-        bound, cache_bound = roofline.bounds(nbytes, flops, read, f)
-        estimate = Roofline(
-            bytes=nbytes,
-            bytes_read=read,
-            flops=flops,
-            transcendentals=transcendentals,
-            **dataclasses.asdict(f),
-            bound_ms=bound,
-            cache_bound_ms=cache_bound,
-        )
-        return RooflineReply(estimate=estimate)
+        return RooflineReply(estimate=roofline.record(nbytes, read, flops, transcendentals, f))
 
     def baselines_begin(self, request: BaselinesBeginRequest) -> BaselinesReadyReply:
         """Prepare to time eager (and torch.compile, compiled once per run) on the current batch,

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from forge.core.timing_records import memory_s
+from forge.core.timing_records import Roofline, memory_s
 from forge.verifier.call_form import invoke
 from forge.verifier.machine_figures import MachineFigures
 
@@ -117,8 +117,42 @@ def bound_ms(
 
 
 def bounds(nbytes: int, flops: int, read: int, f: MachineFigures) -> tuple[float, float | None]:
-    """The bound from DRAM's figures, and from the last-level cache's where they were measured."""
+    """The bound from DRAM's figures, and from the bandwidths a warm op with this working set
+    (``nbytes``) gets (``MachineFigures.at_working_set``; an older forge's figures: the
+    last-level cache's) where they were measured."""
     dram = bound_ms(nbytes, flops, f.bandwidth_gbs, f.peak_gflops, read, f.read_bandwidth_gbs)
-    if not f.cache_bandwidth_gbs:
+    copy_gbs, read_gbs, _ = _warm_bandwidths(nbytes, f)
+    if not copy_gbs:
         return dram, None
-    return dram, bound_ms(nbytes, flops, f.cache_bandwidth_gbs, f.peak_gflops, read, f.cache_read_bandwidth_gbs)
+    return dram, bound_ms(nbytes, flops, copy_gbs, f.peak_gflops, read, read_gbs)
+
+
+def _warm_bandwidths(nbytes: int, f: MachineFigures) -> tuple[float | None, float | None, int | None]:
+    """(copy, read, the working set they were measured at) for a warm op moving ``nbytes``."""
+    point = f.at_working_set(nbytes)
+    if point is not None:
+        return point.copy_gbs, point.read_gbs, point.bytes
+    return f.cache_bandwidth_gbs, f.cache_read_bandwidth_gbs, None
+
+
+def record(nbytes: int, read: int, flops: int, transcendentals: int, f: MachineFigures) -> Roofline:
+    """The estimate with this machine's figures and both bounds: ``bound_ms`` DRAM's (the
+    verdict takes the warm one where it judges the op warm), the warm bandwidths those at the
+    op's working set."""
+    bound, warm = bounds(nbytes, flops, read, f)
+    copy_gbs, read_gbs, working_set = _warm_bandwidths(nbytes, f)
+    return Roofline(
+        bytes=nbytes,
+        bytes_read=read,
+        flops=flops,
+        transcendentals=transcendentals,
+        device_name=f.device_name,
+        bandwidth_gbs=f.bandwidth_gbs,
+        peak_gflops=f.peak_gflops,
+        read_bandwidth_gbs=f.read_bandwidth_gbs,
+        bound_ms=round(bound, 6),
+        cache_bandwidth_gbs=copy_gbs,
+        cache_read_bandwidth_gbs=read_gbs,
+        cache_working_set=working_set,
+        cache_bound_ms=round(warm, 6) if warm is not None else None,
+    )

@@ -374,16 +374,19 @@ def test_both_prompts_show_where_a_candidates_time_goes():
         assert 'make it an `extern "C"` function of its own' in text
 
 
-def test_a_warm_ops_brief_gives_the_last_level_caches_bound():
+def test_a_warm_ops_brief_gives_the_bound_at_its_own_working_set():
     roof = Roofline(bytes=4_000_000, bandwidth_gbs=20.0, peak_gflops=200.0, bound_ms=0.04, fraction_eager=0.3)
     roof.cache_bandwidth_gbs, roof.cache_bound_ms, roof.level = 100.0, 0.04, "cache"
+    roof.cache_working_set = 2 << 20
     ctx = _ctx()
     ctx.brief = OpBrief(device="cpu", regime="warm", roofline=roof)
     text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
-    assert (
-        "its data comes from there: at this machine's measured 100.0 GB/s for a copy that stays in that cache" in text
+    said = (
+        "its data comes from cache: at this machine's measured 100.0 GB/s for a copy of 2 MiB kept in cache "
+        "(the largest measured not above this op's 4.00 MB)"
     )
-    assert "(DRAM: 20.0 GB/s)" in text and "(measured last-level-cache bandwidth)" in text
+    assert said in text
+    assert "(DRAM: 20.0 GB/s)" in text and "(measured in-cache bandwidth)" in text
     assert "this bound from DRAM bandwidth does not limit it" not in text
 
 

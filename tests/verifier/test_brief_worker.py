@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from forge.verifier import machine
 from forge.verifier.briefing.measure import measure_op_brief
-from forge.verifier.machine_figures import MachineFigures
+from forge.verifier.machine_figures import MachineFigures, WorkingSetBandwidth
 
 OP = """
 import torch
@@ -39,13 +39,17 @@ def test_the_brief_counts_the_weights_and_names_the_loaded_floating_buffers(tmp_
     brief = measure_op_brief(op, "buffered-op", "cpu", fast_settings.model_copy(update={"compile_baseline": False}))
     assert brief.weights == 8
     assert brief.buffers == ["weight (8 elements)"]
+    # measured in the brief's (sandboxed) process: a C++ call passing the op's input and output
+    (cost,) = [fact for fact in brief.runtime if fact.startswith("forge.cpp's fixed cost here")]
+    assert "a call passing 2 tensors and an int" in cost, cost
 
 
 def test_the_briefs_roofline_reads_the_sessions_figures_not_the_workers_own(tmp_path, fast_settings, monkeypatch):
     """The brief's process has a cache of its own, whose figures it would measure in its process
     (under the session's load, and never rechecked): the roofline it writes must use the figures
     the session checked, which the verdicts' rooflines read too."""
-    session = MachineFigures("this machine|2", bandwidth_gbs=12.5, peak_gflops=250.0, cache_bandwidth_gbs=30.0)
+    at_1mib = WorkingSetBandwidth(1 << 20, copy_gbs=31.0, read_gbs=33.0)
+    session = MachineFigures("this machine|2", 12.5, 250.0, cache_bandwidth_gbs=30.0, working_sets=(at_1mib,))
     monkeypatch.setattr(machine, "measured_figures", lambda *_: session)
     op = tmp_path / "buffered.py"
     op.write_text(OP)
@@ -53,5 +57,7 @@ def test_the_briefs_roofline_reads_the_sessions_figures_not_the_workers_own(tmp_
         op, "buffered-op-hash", "cpu", fast_settings.model_copy(update={"compile_baseline": False})
     )
     assert brief.roofline is not None, brief.missing
-    assert (brief.roofline.bandwidth_gbs, brief.roofline.cache_bandwidth_gbs) == (12.5, 30.0)
+    # the op's working set is under 1 MiB: the smallest working set's bandwidths, as the session measured them
+    assert (brief.roofline.bandwidth_gbs, brief.roofline.cache_bandwidth_gbs) == (12.5, 31.0)
+    assert (brief.roofline.cache_read_bandwidth_gbs, brief.roofline.cache_working_set) == (33.0, 1 << 20)
     assert brief.roofline.peak_gflops == 250.0

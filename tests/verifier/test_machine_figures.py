@@ -9,6 +9,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from forge.core.timing_records import Contention
 from forge.verifier import machine
 from forge.verifier.machine_figures import FiguresEntry, Instruments, Readings, Recheck
@@ -194,3 +196,43 @@ def test_a_full_measurement_reads_the_read_bandwidths_beside_the_copies():
     got = _read("cpu", 8, (64,), reps=1, cache_bytes=4 << 20, reads=True)
     assert got.read_gbs is not None and got.read_gbs > 0 and got.cache_read_gbs is not None and got.cache_read_gbs > 0
     assert _read("cpu", 8, (64,), reps=1).read_gbs is None  # the quick probe: copies and a matmul only
+
+
+def test_a_full_measurement_reads_a_copy_and_a_read_at_each_working_set():
+    from forge.verifier.machine_figures import _read, working_set_sizes
+
+    got = _read("cpu", 8, (64,), reps=1, cache_bytes=4 << 20, reads=True)
+    assert [w.bytes for w in got.working_sets] == [1 << 20, 2 << 20]  # up to half the cache
+    assert all(w.copy_gbs > 0 and w.read_gbs > 0 for w in got.working_sets)
+    # a guest told of a 480 MiB cache: measured up to the DRAM copy's size, where DRAM is read anyway
+    assert working_set_sizes(480 << 20, 128 << 20) == [1 << k << 20 for k in range(8)]
+    assert working_set_sizes(1 << 20, 128 << 20) == []  # half the cache is below the smallest
+
+
+def _ladder(*points: tuple[int, float, float]) -> machine.MachineFigures:
+    from forge.verifier.machine_figures import WorkingSetBandwidth
+
+    sets = tuple(WorkingSetBandwidth(mib << 20, copy, read) for mib, copy, read in points)
+    return machine.MachineFigures("cpu", 20.0, 300.0, 21.0, 25.0, 26.0, working_sets=sets)
+
+
+def test_a_warm_op_is_bound_by_the_bandwidth_at_its_own_working_set():
+    """The bound takes the bandwidths measured at the largest working set not above the op's
+    bytes (a smaller one runs no slower: the bound stays a bound), the smallest below them all,
+    and the last-level cache's figure where no working set was measured (an older forge)."""
+    from forge.verifier import roofline
+
+    f = _ladder((1, 200.0, 300.0), (4, 100.0, 150.0), (16, 30.0, 40.0))
+    assert f.at_working_set(5 << 20) == f.working_sets[1]
+    assert f.at_working_set(16 << 20) == f.working_sets[2]
+    assert f.at_working_set(1000) == f.working_sets[0]
+    est = roofline.record(6 << 20, 3 << 20, 0, 0, f)
+    assert (est.cache_bandwidth_gbs, est.cache_read_bandwidth_gbs, est.cache_working_set) == (100.0, 150.0, 4 << 20)
+    assert est.cache_bound_ms == pytest.approx(roofline.bound_ms(6 << 20, 0, 100.0, 300.0, 3 << 20, 150.0), abs=1e-6)
+    assert est.bound_ms == pytest.approx(roofline.bound_ms(6 << 20, 0, 20.0, 300.0, 3 << 20, 25.0), abs=1e-6)
+    assert est.cache_measured == "a copy of 4 MiB kept in cache (the largest measured not above this op's 6.29 MB)"
+    older = roofline.record(6 << 20, 3 << 20, 0, 0, _ladder())
+    assert (older.cache_bandwidth_gbs, older.cache_working_set) == (21.0, None)
+    assert older.cache_measured == "a copy that stays in the last-level cache"
+    back = machine.MachineFigures.from_json(json.loads(json.dumps(f.to_json())))
+    assert back == f

@@ -221,9 +221,10 @@ def test_judged_warm_the_bound_is_the_last_level_caches():
     assert v.roofline is not None and v.roofline.level == "cache" and v.roofline.bound_ms == 0.04
     assert v.roofline.fraction_candidate == 0.5  # 0.04 ms of the warm candidate's 0.08 ms
     assert v.roofline.fraction_eager == round(0.04 / (0.08 * 1.5), 4)  # eager's warm time from the pairs
-    assert v.roofline.bound_by == "measured last-level-cache bandwidth"
+    assert v.roofline.bound_by == "measured in-cache bandwidth"
     (check,) = [c for c in v.checks if c.name == "roofline"]
-    assert "from the last-level cache's 100.0 GB/s (judged warm)" in check.detail and check.passed
+    said = "from 100.0 GB/s, measured for a copy that stays in the last-level cache (judged warm)"
+    assert said in check.detail and check.passed
     assert judged_roofline(v) is v.roofline
     dram_only = Verdict.from_json({"status": "passed"})
     record_speedups(dram_only, [100_000] * 20, [200_000] * 20, [], None)

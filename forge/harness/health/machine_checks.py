@@ -96,9 +96,11 @@ def _figures(device: str, settings: ForgeSettings) -> Finding:
     cache = f", {f.cache_bandwidth_gbs:.1f} GB/s in the last-level cache" if f.cache_bandwidth_gbs else ""
     in_cache = f", {f.cache_read_bandwidth_gbs:.1f} in the cache" if f.cache_read_bandwidth_gbs else ""
     reads = f" (reading alone: {f.read_bandwidth_gbs:.1f} GB/s{in_cache})" if f.read_bandwidth_gbs else ""
+    sets = ", ".join(f"{w.bytes >> 20} MiB {w.copy_gbs:.0f} ({w.read_gbs:.0f})" for w in f.working_sets)
+    by_size = f"; kept in cache, a copy (a read) in GB/s by working set: {sets}" if sets else ""
     detail = (
         f"{f.bandwidth_gbs:.1f} GB/s memory bandwidth{cache} for a copy{reads}, {f.peak_gflops:.0f} GFLOP/s fp32 "
-        f"matmul ({device}); "
+        f"matmul ({device}){by_size}; "
         f"{entry.conditions()}; {check.said()}"
     )
     fix = "" if entry.quiet else "run `forge doctor` again on a quiet machine: it measures them again"

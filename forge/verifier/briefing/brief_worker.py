@@ -19,6 +19,7 @@ from forge.core.class_source import imported_source
 from forge.core.op_brief import CompiledBaseline, EagerProfile, ImportedClass, OpBrief, OutputTolerance
 from forge.core.timing_records import Roofline
 from forge.verifier import machine
+from forge.verifier.briefing.cpp_cost import measure_cpp_cost
 from forge.verifier.briefing.inductor_code import trim_output_code
 from forge.verifier.call_form import invoke, use_op
 from forge.verifier.call_profile import call_ms, device_sync, profiled, profiled_ops
@@ -37,7 +38,7 @@ def eager_profile(fn: Callable[[], Any], device: str, timed_ms: float | None) ->
     median = statistics.median(times)
     # shares of the rows' own time (eager's calls are aten ops through and through), each shown
     # as that share of one unprofiled call: the profiler's own overhead inflates every row
-    ops = profiled_ops(got.rows, sum(r[1] for r in got.rows), median)
+    ops = profiled_ops(got.rows, sum(r[1] for r in got.rows), median, got.launches)
     clock = "cuda" if device == "cuda" else "cpu"
     return EagerProfile(median_ms=round(median, 5), calls=_TIMED_PAIRS, ops=ops, clock=clock)
 
@@ -139,29 +140,17 @@ def _roofline(
     if figures is None:  # run by hand: the figures of the cache this process writes
         cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
         figures = machine.measured_figures(device, torch.get_num_threads(), cache)
-    read = roofline.bytes_read(model, inputs)
-    bound, cache_bound = roofline.bounds(nbytes, flops, read, figures)
-    cached = figures.cache_bandwidth_gbs
+    estimate = roofline.record(nbytes, roofline.bytes_read(model, inputs), flops, transcendentals, figures)
     llc = machine.last_level_cache_bytes(device)
     # judged warm (one call's data fits in half the last-level cache), its data comes from there
-    level = "cache" if cache_bound is not None and llc and nbytes <= llc // 2 else None
-    if level is not None and cache_bound is not None:
-        bound = cache_bound
-    return Roofline(
-        bytes=nbytes,
-        bytes_read=read,
-        flops=flops,
-        transcendentals=transcendentals,
-        device_name=figures.device_name,
-        bandwidth_gbs=figures.bandwidth_gbs,
-        peak_gflops=figures.peak_gflops,
-        read_bandwidth_gbs=figures.read_bandwidth_gbs,
-        cache_read_bandwidth_gbs=figures.cache_read_bandwidth_gbs,
-        bound_ms=round(bound, 6),
-        fraction_eager=round(bound / eager_ms, 4) if eager_ms else None,
-        cache_bandwidth_gbs=cached,
-        cache_bound_ms=round(cache_bound, 6) if cache_bound is not None else None,
-        level=level,
+    warm = estimate.cache_bound_ms is not None and bool(llc) and nbytes <= (llc or 0) // 2
+    bound = estimate.cache_bound_ms if warm and estimate.cache_bound_ms is not None else estimate.bound_ms or 0.0
+    return estimate.model_copy(
+        update={
+            "bound_ms": bound,
+            "fraction_eager": round(bound / eager_ms, 4) if eager_ms else None,
+            "level": "cache" if warm else None,
+        }
     )
 
 
@@ -217,15 +206,30 @@ def measure(op_path: Path, device: str, compiled: bool = True, figures: MachineF
                 setattr(brief, part, run())
             except Exception as exc:  # a part the agents go without
                 brief.missing.append(f"{part}: {_said(exc)}")
-        try:
-            eager_ms = brief.eager.median_ms if brief.eager else None
-            brief.roofline = _roofline(model, inputs, outputs, device, eager_ms, figures)
-            cache = machine.last_level_cache_bytes(device)
-            if cache and brief.roofline.bytes is not None:
-                brief.regime = "warm" if brief.roofline.bytes <= cache // 2 else "cold"
-        except Exception as exc:
-            brief.missing.append(f"roofline: {_said(exc)}")
+        _add_roofline(brief, model, inputs, outputs, figures)
+    if device == "cpu":
+        _add_cpp_cost(brief, sum(isinstance(t, torch.Tensor) for t in inputs) + len(outputs))
     return brief
+
+
+def _add_roofline(brief: OpBrief, model: Any, inputs: list[Any], outputs: list[Any], figures: Any) -> None:
+    """The roofline and the regime the verdicts judge the op in, or what kept them from the brief."""
+    try:
+        eager_ms = brief.eager.median_ms if brief.eager else None
+        brief.roofline = _roofline(model, inputs, outputs, brief.device, eager_ms, figures)
+        cache = machine.last_level_cache_bytes(brief.device)
+        if cache and brief.roofline.bytes is not None:
+            brief.regime = "warm" if brief.roofline.bytes <= cache // 2 else "cold"
+    except Exception as exc:
+        brief.missing.append(f"roofline: {_said(exc)}")
+
+
+def _add_cpp_cost(brief: OpBrief, tensors: int) -> None:
+    """What a C++ kernel's call costs here before its own work, passing the op's tensors (a CPU's)."""
+    try:
+        brief.runtime.append(measure_cpp_cost(tensors).said())
+    except Exception as exc:  # no compiler here: a C++ candidate fails with its own error anyway
+        brief.missing.append(f"forge.cpp's fixed cost: {_said(exc)}")
 
 
 def _said(exc: BaseException) -> str:
@@ -242,7 +246,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     parser.add_argument("--figures", help="the machine's figures as JSON (MachineFigures), as the session read them")
     args = parser.parse_args(argv)
-    figures = MachineFigures(**json.loads(args.figures)) if args.figures else None
+    figures = MachineFigures.from_json(json.loads(args.figures)) if args.figures else None
     brief = measure(args.op, args.device, compiled=not args.no_compile, figures=figures)
     sys.stdout.write("\n" + json.dumps(brief.model_dump(mode="json")) + "\n")
     return 0

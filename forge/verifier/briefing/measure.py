@@ -7,7 +7,6 @@ brief informs the agents, it decides nothing."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import subprocess
@@ -21,7 +20,7 @@ from forge.verifier.processes.sandboxing import sandboxed
 from forge.verifier.processes.worker_env import worker_env
 
 BRIEF_TIMEOUT_S = 240.0
-_VERSION = 6  # what the brief holds: a brief cached by an older forge is measured again
+_VERSION = 7  # what the brief holds: a brief cached by an older forge is measured again
 
 
 def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSettings) -> OpBrief:
@@ -48,7 +47,7 @@ def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSe
         "--device",
         device,
         "--figures",
-        json.dumps(dataclasses.asdict(figures)),
+        json.dumps(figures.to_json()),
     )
     return _brief(
         argv + ([] if compiled else ["--no-compile"]), device, env, settings.cache_path() / "briefs" / f"{key}.json"

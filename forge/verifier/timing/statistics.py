@@ -138,7 +138,7 @@ def record_roofline(v: Verdict, roofline: Roofline | None) -> None:
     reads = f", {roof.cache_read_bandwidth_gbs:.1f} GB/s reading alone" if roof.cache_read_bandwidth_gbs else ""
     where = ""
     if roof.level:
-        where = f" from the last-level cache's {roof.cache_bandwidth_gbs:.1f} GB/s{reads} (judged warm)"
+        where = f" from {roof.cache_bandwidth_gbs:.1f} GB/s{reads}, measured for {roof.cache_measured} (judged warm)"
     said = (
         f"estimated bound {roof.bound_ms:.4f} ms{where} ({(roof.bytes or 0) / 1e6:.1f} MB, "
         f"{(roof.flops or 0) / 1e9:.2f} GFLOP of matmul{roof.transcendental_note}); candidate at "

@@ -1,0 +1,90 @@
+"""What a C++ kernel pays on this machine before its own work: a ``forge.cpp`` call (the argument
+checks and ctypes) and an OpenMP parallel region (waking the pool's threads), measured in the
+brief's process so the coder can tell a fixed cost from its loop's. A candidate's profile names
+each C function's own time; the rest of a call (``other_share``) is Python, torch's allocations
+and these."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+from forge import cpp
+
+# an empty function and an empty parallel region: what a call costs with no work in it
+_SOURCE = r"""
+#include <cstdint>
+extern "C" void forge_nothing(const float* a, const float* b, const float* c, const float* d,
+                              const float* e, const float* f, const float* g, const float* h, int64_t n) {}
+extern "C" void forge_empty_region(int64_t n) {
+    #pragma omp parallel
+    { if (n < 0) __builtin_trap(); }
+}
+"""
+MOST_TENSORS = 8  # the empty function's pointer arguments
+_LOOP = 200  # calls a timed loop
+_IDLE_S = 0.005  # a pause long enough for OpenMP's spinning threads to sleep
+
+
+@dataclass(frozen=True)
+class CppCallCost:
+    """Microseconds a call: a ``forge.cpp`` call passing ``tensors`` tensors and an int to a C
+    function that does nothing; an empty OpenMP parallel region on ``threads`` threads, called back
+    to back (the pool spinning) and after a pause (the pool asleep, woken)."""
+
+    tensors: int
+    call_us: float
+    region_us: float
+    region_after_idle_us: float
+    threads: int
+
+    def said(self) -> str:
+        """The runtime fact the brief states."""
+        return (
+            f"forge.cpp's fixed cost here: {self.call_us:.1f} µs a call passing {self.tensors} tensors and an int "
+            f"to a C function that does nothing (its argument checks and ctypes); an empty `#pragma omp parallel` "
+            f"region on {self.threads} threads {self.region_us:.1f} µs called back to back, "
+            f"{self.region_after_idle_us:.0f} µs after {_IDLE_S * 1e3:.0f} ms idle (the pool's threads woken). "
+            "A candidate profile's time in no row is Python, torch's allocations and these"
+        )
+
+
+def _per_call_us(fn: object, args: tuple[object, ...]) -> float:
+    """The best of five timed loops of ``_LOOP`` calls, a call's share in µs."""
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(_LOOP):
+            fn(*args)  # type: ignore[operator]
+        best = min(best, (time.perf_counter() - start) / _LOOP)
+    return best * 1e6
+
+
+def _after_idle_us(fn: object) -> float:
+    """The median of 15 calls, each after ``_IDLE_S`` of sleep, in µs."""
+    times = []
+    for _ in range(15):
+        time.sleep(_IDLE_S)
+        start = time.perf_counter()
+        fn(1)  # type: ignore[operator]
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
+def measure_cpp_cost(tensors: int) -> CppCallCost:
+    """Built once (cached on disk by ``forge.cpp``), then timed: a fraction of a second."""
+    import torch
+
+    lib = cpp.load(_SOURCE)
+    passed = max(1, min(tensors, MOST_TENSORS))
+    x = torch.zeros(4)
+    # the arguments the empty function does not get are passed as None (NULL): no check, no conversion
+    args = (*([x] * passed), *([None] * (MOST_TENSORS - passed)), 4)
+    call_us = _per_call_us(lib.forge_nothing, args)
+    region_us = _per_call_us(lib.forge_empty_region, (1,))
+    idle_us = _after_idle_us(lib.forge_empty_region)
+    return CppCallCost(passed, round(call_us, 2), round(region_us, 2), round(idle_us, 1), torch.get_num_threads())
+
+
+__all__ = ["MOST_TENSORS", "CppCallCost", "measure_cpp_cost"]
