@@ -45,3 +45,13 @@ def test_side_stream_work_gains_nothing(cuda_settings):
 def test_bf16_downgrade_caught_on_gpu(cuda_settings):
     v = verify(SOFTMAX, CANDIDATES / "softmax/bf16_compute.py", cuda_settings)
     assert v.status == "failed_correctness"
+
+
+def test_a_triton_candidates_profile_names_its_kernel_with_its_launch(cuda_settings):
+    """On a GPU the profile's rows are kernels, each with its launch as the profiler's trace has it."""
+    settings = cuda_settings.model_copy(update={"profile_candidate": True})
+    v = verify(SOFTMAX, CANDIDATES / "softmax/honest_triton.py", settings)
+    assert v.status == "passed", v.reason
+    assert v.profile is not None and v.profile.clock == "cuda", v.warnings
+    launched = [op for op in v.profile.ops if op.launch]
+    assert launched and all("grid " in op.launch and "block " in op.launch for op in launched), v.profile

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from forge import cpp
+from forge.verifier.timing.contention import LoadMonitor
 
 # an empty function and an empty parallel region: what a call costs with no work in it
 _SOURCE = r"""
@@ -38,17 +39,24 @@ class CppCallCost:
     region_us: float
     region_after_idle_us: float
     threads: int
+    load: str | None = None  # other processes' use of the cores while it was measured, where they were busy
 
     def said(self) -> str:
         """The runtime fact the brief states."""
+        loaded = (
+            f" (measured while {self.load}: a woken thread waited for a core, so these read high)" if self.load else ""
+        )
+        return loaded.join(self._figures())
+
+    def _figures(self) -> tuple[str, str]:
         return (
             f"forge.cpp's fixed cost here: {self.call_us:.1f} µs a call passing {self.tensors} tensors and an int "
             f"to a C function that does nothing (its argument checks and ctypes); an empty `#pragma omp parallel` "
             f"region on {self.threads} threads {self.region_us:.1f} µs called back to back, "
             f"{self.region_after_idle_us:.0f} µs after {_IDLE_S * 1e3:.0f} ms idle (the pool's threads woken: the "
             "paired timing's calls pay it, eager's too, since each worker waits for the parent between calls and its "
-            "threads sleep after about 0.2 ms; the user loop's back-to-back calls do not). A candidate profile's time "
-            "in no row is Python, torch's allocations and these"
+            "threads sleep after about 0.2 ms; the user loop's back-to-back calls do not)",
+            ". A candidate profile's time in no row is Python, torch's allocations and these",
         )
 
 
@@ -83,10 +91,20 @@ def measure_cpp_cost(tensors: int) -> CppCallCost:
     x = torch.zeros(4)
     # the arguments the empty function does not get are passed as None (NULL): no check, no conversion
     args = (*([x] * passed), *([None] * (MOST_TENSORS - passed)), 4)
+    monitor = LoadMonitor([])  # this process's own threads are not load
+    start = monitor.sample()
     call_us = _per_call_us(lib.forge_nothing, args)
     region_us = _per_call_us(lib.forge_empty_region, (1,))
     idle_us = _after_idle_us(lib.forge_empty_region)
-    return CppCallCost(passed, round(call_us, 2), round(region_us, 2), round(idle_us, 1), torch.get_num_threads())
+    load = monitor.between(start, monitor.sample())
+    return CppCallCost(
+        passed,
+        round(call_us, 2),
+        round(region_us, 2),
+        round(idle_us, 1),
+        torch.get_num_threads(),
+        load.detail if load is not None and load.busy else None,
+    )
 
 
 __all__ = ["MOST_TENSORS", "CppCallCost", "measure_cpp_cost"]
