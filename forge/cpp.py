@@ -97,8 +97,11 @@ def _trim(stderr: str, limit: int = 40) -> str:
     return "\n".join(keep)
 
 
-def build(source: str, flags: tuple[str, ...] = DEFAULT_FLAGS, extra_flags: tuple[str, ...] = ()) -> Path:
-    """Compile ``source`` (or reuse the cached build) and return the shared library's path."""
+def build(
+    source: str, flags: tuple[str, ...] = DEFAULT_FLAGS, extra_flags: tuple[str, ...] = (), timeout_s: float = 300.0
+) -> Path:
+    """Compile ``source`` (or reuse the cached build) and return the shared library's path;
+    CompileError when the compiler fails or runs past ``timeout_s``."""
     cxx = _compiler()
     all_flags = (*flags, *extra_flags)
     key = hashlib.sha256("\0".join([source, *all_flags, _compiler_id(cxx)]).encode()).hexdigest()[:24]
@@ -114,10 +117,10 @@ def build(source: str, flags: tuple[str, ...] = DEFAULT_FLAGS, extra_flags: tupl
         partial = out_dir / f".k{key}.{secrets.token_hex(8)}.so"
         try:
             proc = subprocess.run(
-                [cxx, *all_flags, str(src), "-o", str(partial)], capture_output=True, text=True, timeout=300
+                [cxx, *all_flags, str(src), "-o", str(partial)], capture_output=True, text=True, timeout=timeout_s
             )
         except subprocess.TimeoutExpired as exc:
-            raise CompileError("C++ compile took more than 300 s") from exc
+            raise CompileError(f"C++ compile took more than {timeout_s:.0f} s") from exc
         if proc.returncode != 0:
             partial.unlink(missing_ok=True)
             raise CompileError(f"C++ compile failed ({Path(cxx).name}):\n{_trim(proc.stderr)}")
@@ -197,9 +200,11 @@ class CppLibrary:
         return self.function(name)
 
 
-def load(source: str, extra_flags: tuple[str, ...] = (), flags: tuple[str, ...] = DEFAULT_FLAGS) -> CppLibrary:
+def load(
+    source: str, extra_flags: tuple[str, ...] = (), flags: tuple[str, ...] = DEFAULT_FLAGS, timeout_s: float = 300.0
+) -> CppLibrary:
     """Build (cached by source hash) and load a C++ source; one library object per process."""
-    path = build(source, flags, extra_flags)
+    path = build(source, flags, extra_flags, timeout_s)
     with _lock:
         lib = _loaded.get(str(path))
         if lib is None:

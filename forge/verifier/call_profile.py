@@ -35,40 +35,54 @@ class ProfiledCalls:
     launches: dict[str, str] = field(default_factory=dict)
 
 
-def kernel_launches(trace: dict[str, Any]) -> dict[str, str]:
-    """Each kernel's launch in a Chrome trace torch.profiler exported (its first launch, by name):
-    the grid and block, registers a thread, shared memory a block, and the occupancy CUPTI
-    estimates. What tells a kernel that cannot fill the GPU (a grid under the SM count, registers
-    that cap the warps an SM holds) from one bound by its memory traffic; counters of bytes and
-    instructions need Nsight Compute, which forge does not run."""
-    found: dict[str, str] = {}
-    for event in trace.get("traceEvents", []):
+def kernel_launches(trace: Any) -> dict[str, str]:
+    """Each kernel's launch in a Chrome trace torch.profiler exported, by name: the grid and block,
+    registers a thread, shared memory a block, and the occupancy CUPTI estimates (the first launch,
+    and how many shapes where the launches differ). What tells a kernel that cannot fill the GPU (a
+    grid under the SM count, registers that cap the warps an SM holds) from one bound by its memory
+    traffic; counters of bytes and instructions need Nsight Compute, which forge does not run."""
+    seen: dict[str, list[str]] = {}
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    for event in events if isinstance(events, list) else []:
         # "kernel" (older Kineto: "Kernel")
-        if not isinstance(event, dict) or str(event.get("cat")).lower() != "kernel" or event.get("name") in found:
+        if not isinstance(event, dict) or str(event.get("cat")).lower() != "kernel":
             continue
-        args = event.get("args") or {}
-        said = []
-        if isinstance(args.get("grid"), list) and isinstance(args.get("block"), list):
-            said.append(f"grid {'x'.join(map(str, args['grid']))}, block {'x'.join(map(str, args['block']))}")
-        if args.get("registers per thread") is not None:
-            said.append(f"{args['registers per thread']} registers a thread")
-        if args.get("shared memory") is not None:
-            said.append(f"{int(args['shared memory']) / 1024:g} KiB shared a block")
-        if args.get("est. achieved occupancy %") is not None:
-            said.append(f"est. occupancy {args['est. achieved occupancy %']}%")
+        args = event.get("args")
+        said = _launch(args) if isinstance(args, dict) else ""
         if said:
-            found[str(event.get("name"))] = ", ".join(said)
-    return found
+            shapes = seen.setdefault(str(event.get("name")), [])
+            if said not in shapes:
+                shapes.append(said)
+    return {
+        name: shapes[0] + (f" (the first of {len(shapes)} launch shapes)" if len(shapes) > 1 else "")
+        for name, shapes in seen.items()
+    }
+
+
+def _launch(args: dict[str, Any]) -> str:
+    """One kernel event's launch, from Kineto's arguments ("" where it records none)."""
+    said = []
+    grid, block = args.get("grid"), args.get("block")
+    if isinstance(grid, list) and isinstance(block, list):
+        said.append(f"grid {'x'.join(map(str, grid))}, block {'x'.join(map(str, block))}")
+    if args.get("registers per thread") is not None:
+        said.append(f"{args['registers per thread']} registers a thread")
+    if isinstance(args.get("shared memory"), int | float):
+        said.append(f"{args['shared memory'] / 1024:g} KiB shared a block")
+    if args.get("est. achieved occupancy %") is not None:
+        said.append(f"est. occupancy {args['est. achieved occupancy %']}%")
+    return ", ".join(said)
 
 
 def _launches(prof: Any) -> dict[str, str]:
-    """``kernel_launches`` of a finished profile (an empty dict where its trace cannot be had)."""
+    """``kernel_launches`` of a finished profile: what the rows say beside their times, so a trace
+    that cannot be had or read leaves them without it, never the profile lost."""
     with tempfile.TemporaryDirectory(prefix="forge-trace-") as tmp:
         path = Path(tmp) / "trace.json"
         try:
             prof.export_chrome_trace(str(path))
             return kernel_launches(json.loads(path.read_text()))
-        except (OSError, ValueError, RuntimeError):
+        except Exception:
             return {}
 
 

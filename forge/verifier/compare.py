@@ -145,9 +145,9 @@ def _beside_own_scale(i: int, rw: torch.Tensor, cw: torch.Tensor, atol: float) -
     """A tiny output's error at its own scale (KernelBench's tolerance issue: zeros pass an
     atol of 1e-4 when the true outputs are about 1e-5). Called once every element matched (NaN
     met NaN, an inf the same inf), so the candidate is finite wherever the reference is: the
-    reference's finite peak decides, in one pass over it without a copy, whether the output is
-    tiny at all (every timed call's outputs are checked: most are not)."""
-    peak = float(rw.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0).max()) if rw.numel() else 0.0
+    reference's finite peak decides, in one copy of it and no mask or float64 copies, whether the
+    output is tiny at all (every timed call's outputs are checked: most are not)."""
+    peak = float(rw.abs().nan_to_num_(0.0, posinf=0.0, neginf=0.0).max()) if rw.numel() else 0.0
     if peak == 0.0 or peak >= TINY_OUTPUT_ATOLS * atol:
         return None
     both = torch.isfinite(rw) & torch.isfinite(cw)

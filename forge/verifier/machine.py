@@ -23,9 +23,9 @@ from forge.verifier.machine_figures import (
     MachineFigures,
     Recheck,
     check_entry,
-    full_measurement,
     measure_entry,
 )
+from forge.verifier.machine_readings import full_measurement
 
 
 def resolve_device(choice: str) -> Device:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from forge.verifier import machine
 from forge.verifier.briefing.measure import measure_op_brief
-from forge.verifier.machine_figures import MachineFigures, WorkingSetBandwidth
+from forge.verifier.machine_figures import MachineFigures
+from forge.verifier.machine_readings import WorkingSetBandwidth
 
 OP = """
 import torch

@@ -52,14 +52,20 @@ def test_a_gpu_profile_row_says_each_kernels_launch_as_the_profiler_recorded_it(
     launches = kernel_launches(TRACE)
     assert launches == {
         "triton_red_fused_rmsnorm_0": "grid 96x1x1, block 128x1x1, 40 registers a thread, 4 KiB shared a block, "
-        "est. occupancy 12%",  # the first launch of a name
+        "est. occupancy 12% (the first of 2 launch shapes)",
         "sm90_xmma_gemm": "168 registers a thread",
     }
+    # a trace of another shape leaves the rows without launches, never the profile lost
+    odd = {"traceEvents": [{"cat": "kernel", "name": "k", "args": [1, 2]}, "x", {"cat": "kernel", "args": None}]}
+    assert kernel_launches(odd) == {} and kernel_launches([]) == {} and kernel_launches({"traceEvents": 3}) == {}
+    weird = {"traceEvents": [{"cat": "kernel", "name": "k", "args": {"shared memory": [4096], "grid": 7}}]}
+    assert kernel_launches(weird) == {}
     rows = [("triton_red_fused_rmsnorm_0", 0.02, 1.0), ("memcpy", 0.01, 1.0)]
     ops = profiled_ops(rows, 0.04, 0.05, launches)
     assert ops[0].launch == launches["triton_red_fused_rmsnorm_0"] and ops[1].launch is None
     text = render("profile.j2", p=CandidateProfile(calls=5, ops=ops, other_share=0.25, clock="cuda"))
     assert "| triton_red_fused_rmsnorm_0 | 0.0250 | 50% | 1 | grid 96x1x1, block 128x1x1" in text
+    assert text.count("|---|---|---|---|---|") == 1 and "| memcpy | 0.0125 | 25% | 1 |  |" in text
     assert "| launch |" in text and "Nsight Compute" in text
     on_cpu = render("profile.j2", p=CandidateProfile(calls=5, ops=ops, other_share=0.25, clock="cpu"))
     assert "launch" not in on_cpu

@@ -13,7 +13,8 @@ import pytest
 
 from forge.core.timing_records import Contention
 from forge.verifier import machine
-from forge.verifier.machine_figures import FiguresEntry, Instruments, Readings, Recheck
+from forge.verifier.machine_figures import FiguresEntry, Instruments, Recheck
+from forge.verifier.machine_readings import Readings
 
 QUIET = Contention(cores=2, other_cores=0.0, busy=False, detail="other processes used 0.00 of 2 cores")
 LOADED = Contention(cores=2, other_cores=1.9, busy=True, detail="other processes used 1.90 of 2 cores")
@@ -191,7 +192,7 @@ def test_the_last_level_caches_bandwidth_is_kept_with_the_figures(tmp_path):
 
 
 def test_a_full_measurement_reads_the_read_bandwidths_beside_the_copies():
-    from forge.verifier.machine_figures import _read
+    from forge.verifier.machine_readings import _read
 
     got = _read("cpu", 8, (64,), reps=1, cache_bytes=4 << 20, reads=True)
     assert got.read_gbs is not None and got.read_gbs > 0 and got.cache_read_gbs is not None and got.cache_read_gbs > 0
@@ -199,7 +200,7 @@ def test_a_full_measurement_reads_the_read_bandwidths_beside_the_copies():
 
 
 def test_a_full_measurement_reads_a_copy_and_a_read_at_each_working_set():
-    from forge.verifier.machine_figures import _read, working_set_sizes
+    from forge.verifier.machine_readings import _read, working_set_sizes
 
     got = _read("cpu", 8, (64,), reps=1, cache_bytes=4 << 20, reads=True)
     assert [w.bytes for w in got.working_sets] == [1 << 20, 2 << 20]  # up to half the cache
@@ -207,10 +208,12 @@ def test_a_full_measurement_reads_a_copy_and_a_read_at_each_working_set():
     # a guest told of a 480 MiB cache: measured up to the DRAM copy's size, where DRAM is read anyway
     assert working_set_sizes(480 << 20, 128 << 20) == [1 << k << 20 for k in range(8)]
     assert working_set_sizes(1 << 20, 128 << 20) == []  # half the cache is below the smallest
+    # not on a GPU: a few MiB in its L2 is a microsecond of device time, under the host's own launch and sync
+    assert _read("cpu", 8, (64,), reps=1, cache_bytes=4 << 20, reads=True).working_sets
 
 
 def _ladder(*points: tuple[int, float, float]) -> machine.MachineFigures:
-    from forge.verifier.machine_figures import WorkingSetBandwidth
+    from forge.verifier.machine_readings import WorkingSetBandwidth
 
     sets = tuple(WorkingSetBandwidth(mib << 20, copy, read) for mib, copy, read in points)
     return machine.MachineFigures("cpu", 20.0, 300.0, 21.0, 25.0, 26.0, working_sets=sets)
@@ -218,8 +221,9 @@ def _ladder(*points: tuple[int, float, float]) -> machine.MachineFigures:
 
 def test_a_warm_op_is_bound_by_the_bandwidth_at_its_own_working_set():
     """The bound takes the bandwidths measured at the largest working set not above the op's
-    bytes (a smaller one runs no slower: the bound stays a bound), the smallest below them all,
-    and the last-level cache's figure where no working set was measured (an older forge)."""
+    bytes (a cache level is no faster for more data: the bound stays under the op's time), the
+    smallest below them all, and the last-level cache's figure where no working set was measured
+    (a GPU, or an older forge)."""
     from forge.verifier import roofline
 
     f = _ladder((1, 200.0, 300.0), (4, 100.0, 150.0), (16, 30.0, 40.0))

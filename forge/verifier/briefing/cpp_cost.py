@@ -86,7 +86,7 @@ def measure_cpp_cost(tensors: int) -> CppCallCost:
     """Built once (cached on disk by ``forge.cpp``), then timed: a fraction of a second."""
     import torch
 
-    lib = cpp.load(_SOURCE)
+    lib = cpp.load(_SOURCE, timeout_s=60.0)  # well inside the brief's own limit: a stuck compiler is a missing fact
     passed = max(1, min(tensors, MOST_TENSORS))
     x = torch.zeros(4)
     # the arguments the empty function does not get are passed as None (NULL): no check, no conversion
