@@ -58,9 +58,12 @@ def compare(
             return Mismatch(i, "shape", f"output {i} has shape {tuple(c.shape)}, the reference {tuple(r.shape)}")
         if devices is not None and devices[i] != want_device:
             return Mismatch(i, "device", f"output {i} is on {devices[i]}, expected {want_device}")
+        if r.is_complex():  # as (real, imaginary) pairs: a cast to a real dtype drops the imaginary part
+            r, c = torch.view_as_real(r.resolve_conj()), torch.view_as_real(c.resolve_conj())
         m = _compare_values(i, r, c, override, scale_atol, max(1, reduced // max(1, r.numel())))
         if m and m.kind == "values" and exact is not None and i < len(exact):
-            m = beside_exact(m, r, exact[i], c, override)
+            ex = exact[i]
+            m = beside_exact(m, r, torch.view_as_real(ex.resolve_conj()) if ex.is_complex() else ex, c, override)
         if m:
             return m
     return None

@@ -326,3 +326,13 @@ def test_the_one_pass_closeness_agrees_with_isclose_and_leaves_nan_and_inf_to_it
         assert not _all_close_and_finite(both, both.clone(), rtol, atol)  # isclose decides (equal_nan: close)
         assert bool(torch.isclose(both, both.clone(), rtol, atol, equal_nan=True).all())
     assert _all_close_and_finite(torch.empty(0), torch.empty(0), rtol, atol)
+
+
+def test_complex_outputs_are_compared_in_both_parts():
+    """A complex output cast to a real dtype would keep its real part alone: a wrong imaginary part must fail."""
+    r = torch.complex(torch.randn(64), torch.randn(64))
+    wrong = torch.complex(r.real, r.imag + 1.0)
+    m = compare([r], [wrong], None, "")
+    assert m is not None and m.kind == "values", m
+    assert compare([r], [r.clone()], None, "") is None
+    assert compare([r], [r.conj()], None, "") is not None  # a conjugate differs in its imaginary part
