@@ -40,7 +40,7 @@ class Readings:
         return max(abs(self.bandwidth_gbs / other.bandwidth_gbs - 1.0), abs(self.peak_gflops / other.peak_gflops - 1.0))
 
 
-def _best_seconds(device: str, fn: Callable[[], Any], reps: int, inner: int = 1) -> float:
+def best_call_seconds(device: str, fn: Callable[[], Any], reps: int, inner: int = 1) -> float:
     """Seconds a call of ``fn``: the best of ``reps`` timings of ``inner`` calls back to back."""
     import torch
 
@@ -65,7 +65,7 @@ def _copy_gbs(device: str, nbytes: int, reps: int, inner: int = 1) -> float:
     n = max(nbytes // 4, 1024)
     src = torch.ones(n, device=device)
     dst = torch.empty_like(src)
-    return 2 * (n * 4) / _best_seconds(device, lambda: dst.copy_(src), reps, inner) / 1e9
+    return 2 * (n * 4) / best_call_seconds(device, lambda: dst.copy_(src), reps, inner) / 1e9
 
 
 def _read_only_gbs(device: str, nbytes: int, reps: int, inner: int = 1) -> float:
@@ -73,7 +73,7 @@ def _read_only_gbs(device: str, nbytes: int, reps: int, inner: int = 1) -> float
     import torch
 
     src = torch.ones(max(nbytes // 4, 1024), device=device)
-    return src.numel() * 4 / _best_seconds(device, src.sum, reps, inner) / 1e9
+    return src.numel() * 4 / best_call_seconds(device, src.sum, reps, inner) / 1e9
 
 
 def working_set_sizes(cache_bytes: int, dram_bytes: int) -> list[int]:
@@ -111,7 +111,7 @@ def _read(
     peak = 0.0
     for m in sizes:
         x = torch.randn(m, m, device=device)
-        peak = max(peak, 2 * m**3 / _best_seconds(device, partial(torch.matmul, x, x), reps) / 1e9)
+        peak = max(peak, 2 * m**3 / best_call_seconds(device, partial(torch.matmul, x, x), reps) / 1e9)
     cached = _copy_gbs(device, cache_bytes // 4, 4 * reps) if cache_bytes else None
     if not reads:
         return Readings(dram, peak, cached)
@@ -141,4 +141,12 @@ def quick_probe(device: str) -> Readings:
     return _read(device, 256, (2048,), reps=2) if device == "cuda" else _read(device, 64, (512,), reps=2)
 
 
-__all__ = ["Readings", "WorkingSetBandwidth", "full_measurement", "quick_probe", "working_set_sizes", "working_sets"]
+__all__ = [
+    "Readings",
+    "WorkingSetBandwidth",
+    "best_call_seconds",
+    "full_measurement",
+    "quick_probe",
+    "working_set_sizes",
+    "working_sets",
+]

@@ -116,17 +116,6 @@ def bound_ms(
     return max(memory_s(nbytes, read, bandwidth_gbs, read_gbs), flops / (peak_gflops * 1e9)) * 1e3
 
 
-def bounds(nbytes: int, flops: int, read: int, f: MachineFigures) -> tuple[float, float | None]:
-    """The bound from DRAM's figures, and from the bandwidths a warm op with this working set
-    (``nbytes``) gets (``MachineFigures.at_working_set``; an older forge's figures: the
-    last-level cache's) where they were measured."""
-    dram = bound_ms(nbytes, flops, f.bandwidth_gbs, f.peak_gflops, read, f.read_bandwidth_gbs)
-    copy_gbs, read_gbs, _ = _warm_bandwidths(nbytes, f)
-    if not copy_gbs:
-        return dram, None
-    return dram, bound_ms(nbytes, flops, copy_gbs, f.peak_gflops, read, read_gbs)
-
-
 def _warm_bandwidths(nbytes: int, f: MachineFigures) -> tuple[float | None, float | None, int | None]:
     """(copy, read, the working set they were measured at) for a warm op moving ``nbytes``."""
     point = f.at_working_set(nbytes)
@@ -138,9 +127,11 @@ def _warm_bandwidths(nbytes: int, f: MachineFigures) -> tuple[float | None, floa
 def record(nbytes: int, read: int, flops: int, transcendentals: int, f: MachineFigures) -> Roofline:
     """The estimate with this machine's figures and both bounds: ``bound_ms`` DRAM's (the
     verdict takes the warm one where it judges the op warm), the warm bandwidths those at the
-    op's working set."""
-    bound, warm = bounds(nbytes, flops, read, f)
+    op's working set (``MachineFigures.at_working_set``; an older forge's figures: the last-level
+    cache's) where they were measured."""
+    bound = bound_ms(nbytes, flops, f.bandwidth_gbs, f.peak_gflops, read, f.read_bandwidth_gbs)
     copy_gbs, read_gbs, working_set = _warm_bandwidths(nbytes, f)
+    warm = bound_ms(nbytes, flops, copy_gbs, f.peak_gflops, read, read_gbs) if copy_gbs else None
     return Roofline(
         bytes=nbytes,
         bytes_read=read,

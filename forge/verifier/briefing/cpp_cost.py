@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from forge import cpp
+from forge.verifier.machine_readings import best_call_seconds
 from forge.verifier.timing.contention import LoadMonitor
 
 # an empty function and an empty parallel region: what a call costs with no work in it
@@ -60,15 +63,9 @@ class CppCallCost:
         )
 
 
-def _per_call_us(fn: object, args: tuple[object, ...]) -> float:
+def _per_call_us(fn: Callable[..., Any], args: tuple[object, ...]) -> float:
     """The best of five timed loops of ``_LOOP`` calls, a call's share in µs."""
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(_LOOP):
-            fn(*args)  # type: ignore[operator]
-        best = min(best, (time.perf_counter() - start) / _LOOP)
-    return best * 1e6
+    return best_call_seconds("cpu", lambda: fn(*args), reps=5, inner=_LOOP) * 1e6
 
 
 def _after_idle_us(fn: object) -> float:
