@@ -95,7 +95,7 @@ def show(
         print(json.dumps(info))
         return
     for key, value in info.items():
-        if key not in ("source", "reason_checks"):
+        if key not in ("source", "reason_checks", "instances"):  # "runs on" says them
             out.print(f"[bold]{key}:[/] {value}")
     out.print(f"[bold]evidence:[/] {evidence_line(k)}")
     if source:

@@ -1,6 +1,7 @@
 """What ``forge optimize MODEL --modules`` prints: the classes and why each was or was not
-optimized, the ops with their expected gain for the model (Amdahl), and the model's four ways
-timed (eager, kernelized, torch.compile, kernelized + compiled) with 95% intervals."""
+optimized, the ops (the instances each stands for and where its kernel was verified, what each
+cost, its expected gain for the model by Amdahl), and the model's four ways timed (eager,
+kernelized, torch.compile, kernelized + compiled) with 95% intervals."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from rich.table import Table
 from forge import harness
 from forge.cli.console import out, print_wide
 from forge.core.model_records import FourWay, OpCalls, TrainingProof
-from forge.present import CLASS_COLUMNS, FOUR_WAY_COLUMNS, class_cells, fmt_times, four_way_cells, ratio_text
+from forge.present import (
+    CLASS_COLUMNS,
+    FOUR_WAY_COLUMNS,
+    OP_COLUMNS,
+    class_cells,
+    four_way_cells,
+    op_cells,
+    ratio_text,
+)
 
 _FOUR_WAYS = "the model, timed four ways (median per forward; speedup, 95% CI; nulls: eager / compiled beside a copy)"
 _TRAINING_STEPS = "the model's training step (median per step; speedup, 95% CI; null: eager beside a copy)"
@@ -33,25 +42,19 @@ def model_summary(result: harness.ModelRunResult) -> None:
     print_wide(classes)
     if result.ops:
         ops = Table(header_style="bold")
-        for col in ("op", "share", "kernel", "x eager", "x compile", "model gain (Amdahl)"):
+        for col in OP_COLUMNS:
             ops.add_column(col, no_wrap=True)
         for o in result.ops:
-            r, data = o.result, o.to_json()
-            kernel = f"[green]{r.kernel_id}[/]" if r is not None and r.accepted else "[red]none[/]"
-            only = " eager only" if data["eager_only"] and data["accepted"] else ""
-            gain = data["expected_model_gain"]
-            ops.add_row(
-                o.group.name,
-                f"{o.group.share:.1%}",
-                kernel,
-                fmt_times(data["speedup_vs_eager"]),
-                fmt_times(data["speedup_vs_compile"]) + only,
-                f"{gain:.3f}x" if gain else "—",
-            )
+            cells = list(op_cells(o))
+            cells[3] = f"[green]{cells[3]}[/]" if o.accepted else "[red]none[/]"
+            ops.add_row(*cells)
         print_wide(ops)
         for o in result.ops:
             if o.result is not None and not o.result.accepted:
                 out.print(f"{o.group.name}: {o.result.reason}", soft_wrap=True)
+            for c in o.instances.checks if o.instances is not None else []:
+                if not c.outcome.bound:
+                    out.print(f"{o.group.name}: [red]failed on {c.path}[/]: {c.detail}", soft_wrap=True)
     proof = result.proof
     if proof is None:
         out.print(f"[red]the kernelized model was not proven[/]: {result.proof_error}", soft_wrap=True)

@@ -47,8 +47,20 @@ def verify(
             "reference's autograd (the candidate provides the backward)",
         ),
     ] = False,
+    instance: Annotated[
+        str | None,
+        typer.Option(
+            "--instance",
+            help="an op carved from a model (FORGE_INSTANCES): build that instance of it (its own arguments "
+            "and recorded calls) instead of the one it names, as forge checks a banked kernel on each",
+        ),
+    ] = None,
 ) -> None:
     """Check a candidate kernel against a reference op, in isolation, and time it."""
+    if instance is not None and (save or null_control):
+        raise typer.BadParameter(
+            "a kernel is banked for the op's own instance: drop --save/--null-control", param_hint="--instance"
+        )
 
     def run() -> harness.Verification:
         settings = load_settings(
@@ -63,7 +75,7 @@ def verify(
         quiet = as_json and not sys.stderr.isatty()
         progress = (lambda m: None) if quiet else (lambda m: err.print(f"[dim]… {m}[/]"))
         return harness.verify_candidate(
-            op, candidate, settings, progress, save=save, bank=bank, null_control=null_control
+            op, candidate, settings, progress, save=save, bank=bank, null_control=null_control, instance=instance
         )
 
     try:

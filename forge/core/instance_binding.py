@@ -25,6 +25,7 @@ whose bound form passed.
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,9 +144,26 @@ def config_signature(module: torch.nn.Module) -> dict[str, Any]:
     return sig
 
 
+def config_text(module: torch.nn.Module) -> str:
+    """``config_signature`` as text: what the bank records of an instance a kernel was verified on,
+    compared with the instance ``kernelize`` finds at that path."""
+    return json.dumps(config_signature(module), sort_keys=True, default=str)
+
+
+def state_text(module: torch.nn.Module) -> str:
+    """The shapes and dtypes of the module's parameters and buffers, as text: instances whose
+    state differs here cannot share one kernel (its loads and sizes are the state's)."""
+    state = {k: [list(v.shape), str(v.dtype).removeprefix("torch.")] for k, v in module.state_dict().items()}
+    return json.dumps(state, sort_keys=True)
+
+
 def config_difference(instance: torch.nn.Module, like: torch.nn.Module) -> str | None:
     """The first way ``instance`` is configured unlike ``like`` (None when alike)."""
-    mine, theirs = config_signature(instance), config_signature(like)
+    return signature_difference(config_signature(instance), config_signature(like))
+
+
+def signature_difference(mine: dict[str, Any], theirs: dict[str, Any]) -> str | None:
+    """The first key on which two ``config_signature``s differ, said for the user (None: alike)."""
     for key in sorted(mine.keys() | theirs.keys()):
         if mine.get(key) != theirs.get(key):
             what = key.split(":", 1)[1]

@@ -59,7 +59,8 @@ class InstanceUse(BaseModel):
     inclusive_ms: float  # its forwards' time per model forward, children included
     signatures: list[CallUse]  # the distinct ways it was called (arguments, tensor shapes)
     init: InitCall
-    config: str  # its configuration (state shapes, plain attributes): equal strings, one op
+    config: str  # its configuration (state shapes, plain attributes): what the bank records it verified as
+    state: str = ""  # its parameters' and buffers' shapes and dtypes: instances that share one op agree here
     refusal: str | None = None  # why its calls cannot become an op (a KV cache, an object argument, ...)
 
 

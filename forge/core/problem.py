@@ -4,9 +4,11 @@ An op file defines ``class Model(nn.Module)`` (or imports it from the user's cod
 ``get_inputs()`` and ``get_init_inputs()``, with sizes as module-level constants. Optionally,
 ``forge_call(model, *inputs)`` says how the model is called (keyword arguments, ``None``, tuples of
 tensors, as a model calls its layers; default ``model(*inputs)``) and ``FORGE_FIXED_INPUTS`` which
-inputs hold meaningful values (a mask, position ids) that stress distributions leave as drawn. Loading executes
-the file, so it happens in the process that is allowed to run the user's reference: a verifier's
-reference worker, or the user's own program.
+inputs hold meaningful values (a mask, position ids) that stress distributions leave as drawn. An
+op carved from a model (``forge optimize --modules``) lists the instances it stands for in
+``FORGE_INSTANCES`` and builds the one ``FORGE_INSTANCE`` names. Loading executes the file, so
+it happens in the process that is allowed to run the user's reference: a verifier's reference
+worker, or the user's own program.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from forge.core import shapes
+from forge.core.carved_ops import INSTANCE, INSTANCES
 from forge.core.errors import ProblemError, first_said
 from forge.core.identity import normalized_hash, op_identity
 from forge.core.importing import import_file, parse_python
@@ -76,6 +79,12 @@ class Problem:
     target_class_path: str | None
     overrides: dict[str, Any] = field(default_factory=dict)
     fixed_inputs: frozenset[int] = frozenset()  # FORGE_FIXED_INPUTS: indices into get_inputs()
+    instances: list[str] = field(default_factory=list)  # FORGE_INSTANCES: a carved op's, by path in its model
+
+    @property
+    def instance(self) -> str | None:
+        """The instance of its model this op builds (``FORGE_INSTANCE``; None: not a carved op)."""
+        return getattr(self.module, INSTANCE, None) if self.instances else None
 
     @property
     def name(self) -> str:
@@ -324,6 +333,7 @@ def load_problem(path: str | Path | ProblemSource, overrides: Mapping[str, Any] 
         target = f"{model_cls.__module__}:{model_cls.__qualname__}"
     for k, v in (overrides or {}).items():
         setattr(module, k, v)
+    instances = _instances(spec, module)
     return Problem(
         spec=spec,
         module=module,
@@ -333,7 +343,23 @@ def load_problem(path: str | Path | ProblemSource, overrides: Mapping[str, Any] 
         target_class_path=target,
         overrides=dict(overrides or {}),
         fixed_inputs=frozenset(fixed),
+        instances=instances,
     )
+
+
+def _instances(spec: ProblemSource, module: types.ModuleType) -> list[str]:
+    """``FORGE_INSTANCES`` (a carved op's instances, by path in its model) with ``FORGE_INSTANCE``
+    among them (the one the op builds); [] for an op that declares none."""
+    if not hasattr(module, INSTANCES):
+        return []
+    listed = getattr(module, INSTANCES)
+    if not isinstance(listed, list | tuple) or not listed or not all(isinstance(p, str) for p in listed):
+        raise ProblemError(f"{spec.path}: FORGE_INSTANCES must be a list of module paths in the model (strings)")
+    chosen = getattr(module, INSTANCE, None)
+    if chosen not in listed:
+        shown = ", ".join(map(repr, listed[:4])) + (", ..." if len(listed) > 4 else "")
+        raise ProblemError(f"{spec.path}: FORGE_INSTANCE is {chosen!r}, not one of FORGE_INSTANCES ({shown})")
+    return list(listed)
 
 
 def reference_hash(problem: Problem) -> str:

@@ -173,6 +173,7 @@ class Verdict(BaseModel):
     training_step: TrainingStepTimes | None = None  # verified for training: its steps timed too
     profile: CandidateProfile | None = None  # where its time goes (``ForgeSettings.profile_candidate``)
     node: NodeSpec | None = None  # the cluster node that verified it; None: the driver's own machine
+    instance: str | None = None  # a carved op verified on another of its instances (``FORGE_INSTANCE``)
     # A confirmation (the finalist timed again, alone, before banking): stored under the keys in
     # the aliases, as forge always has.
     confirm_trials: int | None = Field(default=None, alias="trials")  # timed calls a side

@@ -1,7 +1,8 @@
 """The kernel bank database: SQLAlchemy models, engines and Alembic migrations, and the typed
 reads and writes of kernels (``kernels``), parallel plans (``plans``) and sessions and their
-attempts (``sessions`` writes them, ``session_reads`` reads them back), and the leases that keep
-one driver on a session (``leases``)."""
+attempts (``sessions`` writes them, ``session_reads`` reads them back), the instances of a model
+a carved op's kernel was verified on (``instances``), and the leases that keep one driver on a
+session (``leases``)."""
 
 from forge.db.engine import (
     BankFacts,
@@ -13,6 +14,7 @@ from forge.db.engine import (
     open_reader,
     session_factory,
 )
+from forge.db.instances import kernel_instances, record_instances
 from forge.db.kernels import (
     BucketConfig,
     KernelDetail,
@@ -95,6 +97,7 @@ __all__ = [
     "export_bank",
     "head_revision",
     "kernel_detail",
+    "kernel_instances",
     "list_kernels",
     "list_plans",
     "list_sessions",
@@ -105,6 +108,7 @@ __all__ = [
     "open_reader",
     "plan_detail",
     "plan_text",
+    "record_instances",
     "release_lease",
     "remove_kernel",
     "remove_plan",

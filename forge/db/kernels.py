@@ -22,11 +22,13 @@ from sqlalchemy.orm import Session
 from forge.core.acceptance import CompileStanding, TrainingStanding, beats_compile, training_standing
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError, ForgeError
+from forge.core.instance_checks import InstanceCheck
 from forge.core.paths import BankLocation
 from forge.core.problem import ProblemSource
 from forge.core.statuses import KernelStatus
 from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing, session_factory
+from forge.db.instances import copied_instances, instance_check
 from forge.db.models import KernelConfigRow, KernelRow
 from forge.db.plans import copy_plans
 from forge.db.problems import get_or_create_problem
@@ -104,6 +106,8 @@ class KernelDetail:
     op_name: str
     op_hash: str
     op_source: str
+    # the instances of its model it was checked on (an op carved from a model); [] for any other
+    instances: list[InstanceCheck] = field(default_factory=list)
 
 
 def _evidence(k: KernelRow) -> Verdict:
@@ -260,6 +264,7 @@ def kernel_detail(engine: Engine, kernel_id: int) -> KernelDetail:
             op_name=k.problem.name,
             op_hash=k.op_hash,
             op_source=k.problem.source,
+            instances=[instance_check(row) for row in k.instances],
         )
 
 
@@ -322,8 +327,8 @@ def training_by_model(evidence: dict[str, Any] | None) -> TrainingStanding | Non
 
 
 def copy_kernels(src: Engine, dst: Engine, ops: list[str] | None = None) -> int:
-    """Copy problems and kernels (with configs), and banked parallel plans, from one bank to
-    another; returns the kernels copied."""
+    """Copy problems and kernels (with configs and the instances they were verified on), and
+    banked parallel plans, from one bank to another; returns the kernels copied."""
     n = 0
     with session_factory(src)() as s_src, session_factory(dst).begin() as s_dst:
         q = select(KernelRow)
@@ -340,6 +345,7 @@ def copy_kernels(src: Engine, dst: Engine, ops: list[str] | None = None) -> int:
             fields.update(problem_id=problem.id, session_id=None, attempt_id=None)
             copy = KernelRow(**fields)
             copy.configs = [KernelConfigRow(bucket=c.bucket, config=c.config, timing_ms=c.timing_ms) for c in k.configs]
+            copy.instances = copied_instances(k)
             s_dst.add(copy)
             n += 1
         copy_plans(s_src, s_dst, ops)

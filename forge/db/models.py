@@ -128,6 +128,9 @@ class KernelRow(Base):
 
     problem: Mapped[ProblemRow] = relationship(back_populates="kernels")
     configs: Mapped[list[KernelConfigRow]] = relationship(back_populates="kernel", cascade="all, delete-orphan")
+    instances: Mapped[list[KernelInstanceRow]] = relationship(
+        back_populates="kernel", cascade="all, delete-orphan", order_by="KernelInstanceRow.id"
+    )
 
 
 class KernelConfigRow(Base):
@@ -142,6 +145,25 @@ class KernelConfigRow(Base):
     timing_ms: Mapped[float | None] = mapped_column(Float)
 
     kernel: Mapped[KernelRow] = relationship(back_populates="configs")
+
+
+class KernelInstanceRow(Base):
+    """An instance of a model (by its path) a carved op's kernel was verified on, or failed on
+    (``core.instance_checks.InstanceCheck``): ``kernelize`` binds the kernel only where it passed."""
+
+    __tablename__ = "kernel_instances"
+    __table_args__ = (UniqueConstraint("kernel_id", "path"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kernel_id: Mapped[int] = mapped_column(ForeignKey("kernels.id", ondelete="CASCADE"), index=True)
+    path: Mapped[str] = mapped_column(String(500))
+    config: Mapped[str] = mapped_column(Text)
+    outcome: Mapped[str] = mapped_column(String(20))
+    detail: Mapped[str] = mapped_column(Text, default="")
+    seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+    kernel: Mapped[KernelRow] = relationship(back_populates="instances")
 
 
 class ParallelPlanRow(Base):

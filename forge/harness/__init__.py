@@ -61,7 +61,8 @@ if TYPE_CHECKING:
     from forge.harness.health.findings import DoctorReport, Finding
     from forge.harness.health.machine_checks import doctor
     from forge.harness.model_run.report import write_model_report
-    from forge.harness.model_run.run import ModelChoices, ModelRunResult, amdahl, optimize_model
+    from forge.harness.model_run.run import ModelChoices, ModelRunResult, optimize_model
+    from forge.harness.model_run.searches import amdahl
     from forge.harness.plans.options import DEFAULT_PLAN_ROUNDS, PlanOptions
     from forge.harness.plans.run import PlanResult, optimize_plan
     from forge.harness.runs.control import RunControl
@@ -155,7 +156,8 @@ _SOURCES = {
     "forge.harness.runs.control": ("RunControl",),
     "forge.harness.health.findings": ("DoctorReport", "Finding"),
     "forge.harness.health.machine_checks": ("doctor",),
-    "forge.harness.model_run.run": ("ModelChoices", "ModelRunResult", "amdahl", "optimize_model"),
+    "forge.harness.model_run.run": ("ModelChoices", "ModelRunResult", "optimize_model"),
+    "forge.harness.model_run.searches": ("amdahl",),
     "forge.harness.model_run.report": ("write_model_report",),
     "forge.harness.events": ("events",),
     "forge.harness.runs.options": ("DEFAULT_ROUNDS", "OptimizeOptions"),

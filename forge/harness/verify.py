@@ -35,16 +35,18 @@ def verify_candidate(
     save: bool = False,
     bank: BankLocation | None = None,
     null_control: bool = False,
+    instance: str | None = None,
 ) -> Verification:
     """Verify a candidate file against an op file; with ``null_control``, judge it as a session
     judges a finalist (timed in a user's loop too, unless ``user_loop`` is off, and the reference
     verified against itself next to it); with ``save``, a
-    passing one goes into ``bank``."""
+    passing one goes into ``bank``. ``instance``: for an op carved from a model, another of its
+    instances to build (``FORGE_INSTANCES``)."""
     accepted: tuple[bool, str] | None = None
     if null_control:
         verdict, accepted = _with_null_control(op_path, candidate_path, settings, progress)
     else:
-        verdict = verify(op_path, candidate_path, settings, progress=progress)
+        verdict = verify(op_path, candidate_path, settings, progress=progress, instance=instance)
     ok, why = accepted if accepted is not None else (None, None)
     if not (save and verdict.passed):
         return Verification(verdict, accepted=ok, acceptance=why)

@@ -27,6 +27,15 @@ def known_revisions() -> set[str]:
     return {p.name.split("_", 1)[0] for p in _MIGRATIONS.glob("[0-9]*_*.py")}
 
 
+@dataclass(frozen=True)
+class InstanceRecord:
+    """One instance a carved op's kernel was checked on, as the runtime reads it."""
+
+    outcome: str  # ``InstanceOutcome``'s value: "failed" is the one kernelize does not bind
+    config: str  # its configuration as verified (``instance_binding.config_text``)
+    detail: str
+
+
 @dataclass
 class KernelEntry:
     """One kernel row, as the runtime needs it."""
@@ -59,6 +68,9 @@ class KernelEntry:
     # database gives a JSON boolean; None for kernels verified for inference only.
     gradients_stored: Any = None
     configs: list[tuple[list[list[int]], dict[str, Any]]] = field(default_factory=list)
+    # For a kernel of an op carved from a model: per instance path, how it stands with the kernel
+    # (``core.instance_checks``); empty for any other kernel (bound to every instance of its class)
+    instances: dict[str, InstanceRecord] = field(default_factory=dict)
 
     @cached_property
     def eval_only(self) -> bool:
@@ -198,6 +210,7 @@ class ReadOnlyBank:
             )
         self.has_configs = self.revision != "0001"
         self.has_plans = self.revision not in ("0001", "0002")
+        self.has_instances = self.revision not in ("0001", "0002", "0003", "0004")
 
     def problems(self, name: str) -> list[OpRecord]:
         rows = self._db.rows(
@@ -238,6 +251,13 @@ class ReadOnlyBank:
                     "SELECT bucket, config FROM kernel_configs WHERE kernel_id = ?", (e.id,)
                 ):
                     e.configs.append((_json(bucket), _json(config)))
+        if self.has_instances:
+            for e in entries:
+                for path, outcome, config, detail in self._db.rows(
+                    "SELECT path, outcome, config, detail FROM kernel_instances WHERE kernel_id = ? ORDER BY id",
+                    (e.id,),
+                ):
+                    e.instances[path] = InstanceRecord(outcome, config, detail or "")
         return entries
 
     def plans(self, world_size: int, device_kind: str) -> list[PlanEntry]:

@@ -19,7 +19,6 @@ import os
 import types
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -27,22 +26,14 @@ from typing import Any
 import torch
 
 from forge.core.errors import KernelUnavailableError, UnknownOpError
-from forge.core.instance_binding import (
-    BindMode,
-    BindPlan,
-    BindRefused,
-    bound_forward,
-    config_difference,
-    plan_binding,
-)
 from forge.core.paths import BankLocation, default_bank
 from forge.kernelbank import loader
-from forge.kernelbank.bank_file import KernelEntry, OpRecord, ReadOnlyBank
+from forge.kernelbank.bank_file import ReadOnlyBank
 from forge.kernelbank.dispatcher import first_tensor, make_forward
+from forge.kernelbank.instance_kernels import InstanceKernels, ResolvedOp, instance_kernels
 from forge.kernelbank.usage import Watch, watching
 
 _ATTR = "_forge_kernel"  # set on patched instances: the op name
-_Key = tuple[str, torch.dtype]  # (device kind, dtype): what a kernel is picked by
 
 
 def bank_enabled() -> bool:
@@ -70,68 +61,6 @@ class KernelizeMode(StrEnum):
     COMPILE = "compile"
 
 
-class _Op:
-    """One op resolved in this process: its reference class and the usable kernels per (device,
-    dtype), best first."""
-
-    def __init__(self, problem: OpRecord, ref_module: types.ModuleType, ref_cls: Any) -> None:
-        self.problem = problem
-        self.ref_module = ref_module
-        self.ref_cls = ref_cls
-        self.table: dict[_Key, list[tuple[KernelEntry, Any]]] = {}
-        self.reasons: list[str] = []
-        self.plans: dict[str, BindPlan | str] = {}  # KernelEntry.key -> how it binds, or why not
-        self._like: torch.nn.Module | None = None
-
-    def best(self) -> dict[_Key, tuple[KernelEntry, Any]]:
-        """The first (fastest vs eager) kernel per (device kind, dtype)."""
-        return {key: kernels[0] for key, kernels in self.table.items()}
-
-    def like(self) -> torch.nn.Module:
-        """A reference built with the verified constructor arguments (once)."""
-        if self._like is None:
-            self._like = self.ref_cls(*self.ref_module.get_init_inputs())
-        return self._like
-
-    def configured_as(self, instance: torch.nn.Module) -> bool:
-        """The instance is configured as the op's verified one (same state shapes, attributes)."""
-        try:
-            return config_difference(instance, self.like()) is None
-        except Exception:
-            return False
-
-    def plan(self, entry: KernelEntry, cls: type) -> BindPlan | str:
-        """How this kernel binds to existing instances (a plan), or why it does not (a sentence)."""
-        if entry.key not in self.plans:
-            self.plans[entry.key] = self._decide(entry, cls)
-        return self.plans[entry.key]
-
-    def _decide(self, entry: KernelEntry, cls: type) -> BindPlan | str:
-        if entry.binding == BindMode.NONE:
-            return f"its bound form failed verification: {entry.binding_reason}"
-        if entry.binding is None and not issubclass(cls, self.ref_cls):
-            return (
-                "it was verified before forge checked how kernels bind to instances; "
-                "re-verify it (`forge bank verify`) to use it with kernelize"
-            )
-        try:
-            plan = plan_binding(cls, self.ref_cls, cls(*self.ref_module.get_init_inputs()), self.like())
-        except Exception as exc:
-            return f"building it with the op's get_init_inputs() raised {type(exc).__name__}: {exc}"
-        return plan.reason if plan.mode is BindMode.NONE else plan
-
-
-@dataclass
-class _Binding:
-    """An instance's kernels: those used in eager and those used while torch.compile traces it
-    (by device kind and dtype), with why kernels were left out."""
-
-    eager: dict[_Key, tuple[KernelEntry, Any]] = field(default_factory=dict)
-    compiled: dict[_Key, tuple[KernelEntry, Any]] = field(default_factory=dict)
-    refused: list[str] = field(default_factory=list)  # kernels that cannot be exact on it
-    eager_only: list[KernelEntry] = field(default_factory=list)  # bound, but not used under compile
-
-
 class KernelBank:
     """A read-only view of a bank (a file or a PostgreSQL database). Create with ``forge.kernelbank.open()``."""
 
@@ -139,12 +68,12 @@ class KernelBank:
         self.where = where
         self.strict = strict
         self._db = ReadOnlyBank(where)
-        self._ops: dict[str, _Op] = {}
+        self._ops: dict[str, ResolvedOp] = {}
 
     def ops(self) -> list[str]:
         return self._db.op_names()
 
-    def _resolve(self, name: str) -> _Op:
+    def _resolve(self, name: str) -> ResolvedOp:
         if name in self._ops:
             return self._ops[name]
         problems = self._db.problems(name)
@@ -153,7 +82,7 @@ class KernelBank:
             raise UnknownOpError(f"op {name!r} is not in the kernel bank {str(self.where)!r} (it has: {known})")
         problem = problems[0]  # the newest reference stored under this name
         ref_module = loader.reference_module(problem)
-        op = _Op(problem, ref_module, ref_module.Model)
+        op = ResolvedOp(problem, ref_module, ref_module.Model)
         ref_hash = loader.current_hash(problem, ref_module)
         capability = _capability()
         for entry in self._db.entries(name):
@@ -242,12 +171,12 @@ class KernelBank:
             return 0
         targets = self._targets()
         count, eager_only = 0, {}
-        for sub in model.modules():
+        for path, sub in model.named_modules():
             if _ATTR in sub.__dict__:
                 continue
             matching = [op for op in targets if isinstance(sub, op.ref_cls)]
             ops = sorted(matching, key=lambda op: not op.configured_as(sub))  # verified configuration first
-            found = self._bind(ops, sub)
+            found = self._bind(ops, sub, path)
             if found is None:
                 continue
             op, binding = found
@@ -270,9 +199,9 @@ class KernelBank:
             )
         return count
 
-    def _targets(self) -> list[_Op]:
+    def _targets(self) -> list[ResolvedOp]:
         """The ops whose reference is a user's (or torch's) class, with a usable kernel."""
-        targets: list[_Op] = []
+        targets: list[ResolvedOp] = []
         for problem in self._db.target_problems():
             if not any(op.problem.name == problem.name for op in targets):
                 op = self._resolve(problem.name)
@@ -280,12 +209,14 @@ class KernelBank:
                     targets.append(op)
         return targets
 
-    def _bind(self, ops: list[_Op], instance: torch.nn.Module) -> tuple[_Op, _Binding] | None:
+    def _bind(
+        self, ops: list[ResolvedOp], instance: torch.nn.Module, path: str
+    ) -> tuple[ResolvedOp, InstanceKernels] | None:
         """The first op (verified configuration first) with kernels that run exactly on
-        ``instance``; warns why kernels were refused when none does."""
+        ``instance`` (at ``path`` in the model); warns why kernels were refused when none does."""
         refused: list[str] = []
         for op in ops:
-            binding = self._binding(op, instance)
+            binding = instance_kernels(op, instance, path)
             if binding.eager:
                 return op, binding
             refused += [f"{op.problem.name!r} {why}" for why in binding.refused]
@@ -299,29 +230,6 @@ class KernelBank:
                 f"forge kernel bank: kernelize leaves {type(instance).__name__} instances on the reference: {why}",
             )
         return None
-
-    def _binding(self, op: _Op, instance: torch.nn.Module) -> _Binding:
-        """The op's kernels as run on ``instance``: per (device kind, dtype), the fastest that binds
-        exactly, and the fastest of those that beat torch.compile."""
-        binding = _Binding()
-        for key, kernels in op.table.items():
-            for entry, cls in kernels:
-                if key in binding.compiled or (key in binding.eager and not entry.beats_compile):
-                    continue
-                plan = op.plan(entry, cls)
-                try:
-                    if isinstance(plan, str):
-                        raise BindRefused(plan)
-                    pair = (entry, bound_forward(cls, plan, instance, op.like()))
-                except BindRefused as exc:
-                    binding.refused.append(f"kernel {entry.id}: {exc}")
-                    continue
-                binding.eager.setdefault(key, pair)
-                if entry.beats_compile:
-                    binding.compiled[key] = pair
-            if key in binding.eager and key not in binding.compiled:
-                binding.eager_only.append(binding.eager[key][0])
-        return binding
 
     def parallelize(self, model: torch.nn.Module, mesh: Any = None, *, train: bool = True) -> int | None:
         """Shard ``model`` in place with the best banked parallel plan for it on this mesh (a

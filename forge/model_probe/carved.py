@@ -23,7 +23,7 @@ from forge.core.errors import ProblemError
 from forge.model_probe.source import InitRecorder, init_digest, load_model
 
 _BUILT: dict[str, tuple[torch.nn.Module, InitRecorder] | None] = {}  # None: being built
-_RECORDED: dict[tuple[str, str], list[dict[int, torch.Tensor]]] = {}
+_RECORDED: dict[tuple[str, str], Any] = {}  # the kept inputs' files read, by path and hash
 
 
 def _built(spec: str) -> tuple[torch.nn.Module, InitRecorder]:
@@ -70,8 +70,34 @@ def instance_init_args(spec: str, path: str, digest: str | None = None) -> list[
 
 
 def recorded_inputs(path: str | Path, sha256: str) -> list[dict[int, torch.Tensor]]:
-    """The tensor values kept beside an op file, per call signature, as copies (ProblemError when
-    the file is missing or is not the one the op file was carved with)."""
+    """The tensor values kept beside an op file carved for one instance (before ops stood for
+    several: ``instance_inputs``), per call signature, as copies (ProblemError when the file is
+    missing or is not the one the op file was carved with)."""
+    held = _kept(path, sha256)
+    if not isinstance(held, list):
+        raise ProblemError(f"{path}: recorded inputs of an op carved for several instances; carve it again")
+    return [{int(k): v.clone() for k, v in sig.items()} for sig in held]
+
+
+def instance_inputs(path: str | Path, sha256: str, instance: str) -> list[dict[int, torch.Tensor]]:
+    """The tensor values the model passed the instance at ``instance``, per call signature of the
+    op, as copies, from the file kept beside an op file that stands for several instances
+    (ProblemError when it is missing, is not the one the op file was carved with, or does not
+    hold that instance)."""
+    held = _kept(path, sha256)
+    if not isinstance(held, dict) or "instances" not in held:
+        raise ProblemError(f"{path}: not the recorded inputs of an op carved for several instances; carve it again")
+    per_signature = held["instances"].get(instance)
+    if per_signature is None:
+        raise ProblemError(
+            f"{path}: holds no recorded inputs for the instance {instance!r}; carve it again (--modules)"
+        )
+    tensors = held["tensors"]
+    return [{int(i): tensors[j].clone() for i, j in sig.items()} for sig in per_signature]
+
+
+def _kept(path: str | Path, sha256: str) -> Any:
+    """The kept inputs' file as ``torch.load`` reads it, checked against its hash (once a process)."""
     key = (str(path), sha256)
     if key not in _RECORDED:
         file = Path(path)
@@ -81,9 +107,8 @@ def recorded_inputs(path: str | Path, sha256: str) -> list[dict[int, torch.Tenso
             raise ProblemError(f"{file}: the op's recorded inputs cannot be read ({exc}); carve it again") from exc
         if hashlib.sha256(raw).hexdigest() != sha256:
             raise ProblemError(f"{file}: not the recorded inputs this op was carved with; carve it again (--modules)")
-        held = torch.load(io.BytesIO(raw), weights_only=True)  # the bytes just checked, not the file again
-        _RECORDED[key] = [{int(k): v for k, v in sig.items()} for sig in held]
-    return [{k: v.clone() for k, v in sig.items()} for sig in _RECORDED[key]]
+        _RECORDED[key] = torch.load(io.BytesIO(raw), weights_only=True)  # the bytes just checked, not the file again
+    return _RECORDED[key]
 
 
-__all__ = ["instance_init_args", "recorded_inputs"]
+__all__ = ["instance_init_args", "instance_inputs", "recorded_inputs"]

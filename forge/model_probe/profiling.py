@@ -17,10 +17,11 @@ import torch
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
+from forge.core.instance_binding import config_text, state_text
 from forge.core.model_records import CallUse, ClassUse, InitCall, InstanceUse, ModelProfile, TensorUse
 from forge.core.module_call import CallRefused, CallTemplate, call_template, layout_refusal, output_layout
 from forge.core.problem import forward_error
-from forge.model_probe.source import InitRecorder, LoadedModel, configuration
+from forge.model_probe.source import InitRecorder, LoadedModel
 from forge.verifier.briefing.brief_worker import eager_profile
 from forge.verifier.call_profile import LIBRARY_OP, call_ms, device_sync
 
@@ -218,7 +219,8 @@ def _instances(
             inclusive_ms=round(statistics.median(seen.seconds[:_HOOKED_FORWARDS]) * 1e3, 5),
             signatures=signatures,
             init=recorder.of(sub) or InitCall(refusal="it was not built while forge built the model"),
-            config=configuration(sub),
+            config=config_text(sub),
+            state=state_text(sub),
             refusal=seen.refusal,
         )
         classes[_class_key(type(sub))].append((sub, use))

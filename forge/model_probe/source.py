@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import keyword
 import re
 import sys
@@ -27,7 +26,6 @@ import torch
 
 from forge.core.errors import ProblemError
 from forge.core.importing import import_file
-from forge.core.instance_binding import config_signature
 from forge.core.model_records import InitCall
 from forge.core.module_call import python_literal
 from forge.core.problem import build_user_model
@@ -185,8 +183,3 @@ class InitRecorder:
         if not isinstance(model, torch.nn.Module):
             raise ProblemError(f"building the model gave a {type(model).__name__}, not a torch.nn.Module")
         return model
-
-
-def configuration(module: torch.nn.Module) -> str:
-    """The instance's configuration as a string: instances with equal ones share one op."""
-    return json.dumps(config_signature(module), sort_keys=True, default=str)

@@ -14,9 +14,11 @@ from forge.present.kernel_view import binds_text, evidence_line, kernel_details
 from forge.present.model_rows import (
     CLASS_COLUMNS,
     FOUR_WAY_COLUMNS,
+    OP_COLUMNS,
     class_cells,
     four_way_cells,
     model_line,
+    op_cells,
     ratio_text,
 )
 from forge.present.rows import (
@@ -38,6 +40,7 @@ __all__ = [
     "FINDING_COLUMNS",
     "FOUR_WAY_COLUMNS",
     "KERNEL_COLUMNS",
+    "OP_COLUMNS",
     "SESSION_COLUMNS",
     "attempt_cells",
     "best_so_far",
@@ -55,6 +58,7 @@ __all__ = [
     "kernel_cells",
     "kernel_details",
     "model_line",
+    "op_cells",
     "plan_evidence_renderable",
     "ratio_text",
     "session_cells",

@@ -1,5 +1,6 @@
 """A model-level run as both front ends show it: the classes and why each was or was not
-optimized, the four-way timing's rows, and one line that sums the run up."""
+optimized, its ops (the instances each stands for, what each cost and bought), the four-way
+timing's rows, and one line that sums the run up."""
 
 from __future__ import annotations
 
@@ -8,11 +9,25 @@ from typing import TYPE_CHECKING
 from forge.core.acceptance import null_bar
 from forge.core.model_records import FourWay, TrainingProof
 from forge.core.timing_records import PairedRatio
+from forge.present.formats import fmt_seconds, fmt_times
 
 if TYPE_CHECKING:  # the run itself loads torch and the profiler: not at a front end's start-up
     from forge.harness import ModelRunResult
+    from forge.harness.model_run.searches import CarvedOp
 
 CLASS_COLUMNS = ("class", "share", "", "why")
+OP_COLUMNS = (
+    "op",
+    "share",
+    "runs on",
+    "kernel",
+    "x eager",
+    "x compile",
+    "model gain (Amdahl)",
+    "search",
+    "checks",
+    "tokens",
+)
 FOUR_WAY_COLUMNS = ("regime", "eager", "kernelized", "torch.compile", "kernelized+compile", "vs compile", "nulls")
 
 
@@ -24,6 +39,37 @@ def class_cells(result: ModelRunResult) -> list[tuple[str, str, str, str]]:
     return [
         (c.cls.key, f"{c.cls.share:.1%}", "optimized" if c.chosen else "left out", c.reason) for c in result.choices
     ]
+
+
+def instances_text(op: CarvedOp) -> str:
+    """The instances its kernel runs on, of those the op stands for: "12 of 12", "7 of 8" (the
+    kernel failed on one, which got an op of its own); "8" before any check."""
+    n = len(op.group.members)
+    if op.instances is None:
+        return f"{n}" + (f" (from {op.split_from})" if op.split_from else "")
+    return f"{len(op.bound)} of {n}"
+
+
+def op_cells(op: CarvedOp) -> tuple[str, ...]:
+    """One op of a model run: its share, the instances its kernel runs on, its kernel and
+    speedups, the model gain Amdahl expects from it (over those instances), and what it cost:
+    its session, its kernel's checks on the other instances, its tokens."""
+    data, r, checked = op.to_json(), op.result, op.instances
+    gain = data["expected_model_gain"]
+    only = " eager only" if data["eager_only"] and data["accepted"] else ""
+    checks = f"{checked.verifications}: {fmt_seconds(checked.seconds)}" if checked and checked.verifications else "—"
+    return (
+        op.group.name,
+        f"{op.group.share:.1%}",
+        instances_text(op),
+        str(r.kernel_id) if r is not None and r.accepted else "none",
+        fmt_times(data["speedup_vs_eager"]),
+        fmt_times(data["speedup_vs_compile"]) + only,
+        f"{gain:.3f}x" if gain else "—",
+        fmt_seconds(r.seconds) if r is not None and r.seconds is not None else "—",
+        checks,
+        f"{r.tokens:,}" if r is not None and r.tokens else "—",
+    )
 
 
 def four_way_cells(t: FourWay) -> tuple[str, ...]:
@@ -42,10 +88,14 @@ def four_way_cells(t: FourWay) -> tuple[str, ...]:
 
 
 def model_line(result: ModelRunResult) -> str:
-    """ "decoder.py: 1 of 3 ops banked; outputs match; warm: kernelized 1.02x eager (0.98-1.06),
-    kernelized+compiled 1.00x compile (0.97-1.03)"."""
+    """ "decoder.py: 1 of 3 ops banked, verified on 4 of their 6 instances; outputs match; warm:
+    kernelized 1.02x eager (0.98-1.06), kernelized+compiled 1.00x compile (0.97-1.03)"."""
     banked = sum(1 for o in result.ops if o.result is not None and o.result.accepted)
     line = f"{result.model}: {banked} of {len(result.ops)} ops banked"
+    instances = {p for o in result.ops if o.split_from is None for p in o.group.paths}
+    bound = {p for o in result.ops for p in o.bound}
+    if bound:
+        line += f", verified on {len(bound)} of their {len(instances)} instances"
     proof = result.proof
     if proof is None:
         return f"{line}; not proven: {result.proof_error}"

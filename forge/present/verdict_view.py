@@ -82,8 +82,9 @@ def verdict_renderable(v: Verdict) -> Group:
     """Header, the first failure, timings with their spread, roofline, then the checks, warnings,
     the candidate's captured output: what decides it first, the evidence after."""
     color = "green" if v.passed else "red"
+    at = f" (instance {v.instance})" if v.instance is not None else ""  # a carved op's other instance
     parts: list[RenderableType] = [
-        Text.from_markup(f"[bold]{v.problem}[/] ← {v.candidate}  [{color} bold]{str(v.status).upper()}[/]"),
+        Text.from_markup(f"[bold]{v.problem}[/]{at} ← {v.candidate}  [{color} bold]{str(v.status).upper()}[/]"),
     ]
     if v.reason:
         parts.append(Text.assemble(("reason: ", "red"), v.reason))

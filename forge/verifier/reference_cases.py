@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from forge.core import shapes
+from forge.core.carved_ops import INSTANCE
 from forge.core.errors import ProblemError
 from forge.core.module_call import output_tensors
 from forge.core.problem import Problem
@@ -170,7 +171,8 @@ class CaseBook:
         for t, kind in enumerate(kinds):
             case_id = f"{key}:{kind}:{t}"
             self.plans[case_id] = CasePlan(key, problem, kind, seed + 17 * (t + 1))
-            shape = shapes.describe(problem.overrides)
+            sizes = {k: v for k, v in problem.overrides.items() if k != INSTANCE}  # the instance is the verdict's
+            shape = shapes.describe(sizes)
             found.append(CaseDescriptor(id=case_id, model=key, kind=kind, shape=shape, specs=specs, input_bytes=nbytes))
         return found
 

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from forge.core import shapes
+from forge.core.carved_ops import INSTANCE
 from forge.core.errors import ProblemError
 from forge.core.module_call import output_layout, output_tensors
 from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
@@ -136,14 +137,14 @@ class ReferenceSide:
             found = []
             for i, ov in enumerate(base.declared_shapes):
                 try:
-                    found.append((f"shape{i}", self._variant(spec, ov, seed)))
+                    found.append((f"shape{i}", self._variant(spec, {**base.overrides, **ov}, seed)))
                 except ProblemError as exc:
                     raise ProblemError(f"FORGE_SHAPES[{i}] ({shapes.describe(ov)}): {exc}") from exc
             return found, notes
 
         def runs(ov: dict[str, Any]) -> Problem | None:
             try:
-                return self._variant(spec, ov, seed)
+                return self._variant(spec, {**base.overrides, **ov}, seed)
             except ProblemError:
                 return None
 
@@ -177,7 +178,8 @@ class ReferenceSide:
         compiled baseline is kept."""
         seed = request.seed
         spec = read_problem_source(Path(request.op_path))
-        base = self.base = load_problem(spec)
+        # another instance of a carved op than the one it builds: its constant overridden throughout
+        base = self.base = load_problem(spec, {INSTANCE: request.instance} if request.instance else None)
         use_op(base.module)
         self._reset()
         train_kinds, mode_notes = self._detect_modes(base, seed)

@@ -172,6 +172,12 @@ class VerifierService:
         update = {"timing_trials": trials, "timeout": timeout}
         return self._verify(self._write(NULL_CONTROL), self.settings.model_copy(update=update), is_reference=True)
 
+    def verify_instance(self, job: Job, instance: str) -> Verdict:
+        """``job`` verified on another instance of a carved op (``FORGE_INSTANCES``: its own
+        constructor arguments and recorded calls): correctness, gradients and the bound form, not
+        timed. The reference worker is the kept one, set up for that instance."""
+        return self._verify(self._write(job), self.settings, instance=instance, timed=False)
+
     def verify_file(self, path: Path) -> Verdict:
         """A candidate file verified where it lies (its sibling modules importable), with the
         service's settings and its kept reference worker."""
@@ -185,10 +191,25 @@ class VerifierService:
         path.write_text(job.source)
         return path
 
-    def _verify(self, path: Path, settings: ForgeSettings, is_reference: bool = False) -> Verdict:
+    def _verify(
+        self,
+        path: Path,
+        settings: ForgeSettings,
+        is_reference: bool = False,
+        instance: str | None = None,
+        timed: bool = True,
+    ) -> Verdict:
         token = worker_group.set(self._workers)
         try:
-            verdict = verify(self.op_path, path, settings, references=self._references, is_reference=is_reference)
+            verdict = verify(
+                self.op_path,
+                path,
+                settings,
+                references=self._references,
+                is_reference=is_reference,
+                instance=instance,
+                timed=timed,
+            )
         except ForgeError:
             if self.stop.is_set():  # the stop killed a worker while it started: not the op's fault
                 raise KeyboardInterrupt from None

@@ -80,8 +80,12 @@ class _Run:
         progress: ProgressNote,
         references: ReferencePool | None = None,
         is_reference: bool = False,
+        instance: str | None = None,
+        timed: bool = True,
     ) -> None:
         self.settings = settings
+        self.instance = instance  # a carved op's other instance, built instead of the one it names
+        self.timed = timed  # False: correctness, gradients and the bound form only (an instance check)
         self.references = references
         self.is_reference = is_reference  # the null control: the reference verified as its own candidate
         self.env: dict[str, str] = {}
@@ -96,6 +100,7 @@ class _Run:
         self.threads = settings.threads or available_cores()
         self.cache = settings.cache_path()
         self.v = Verdict(problem=self.spec.name, candidate=str(cand_path), device=self.device, threads=self.threads)
+        self.v.instance = instance
         self.v.backend = checks.detect_backend(self.source)
         self.v.seed = secrets.randbits(62)
         self.tol: dict[str, float] | None = None
@@ -144,6 +149,7 @@ class _Run:
                 timing_trials=self.settings.timing_trials,
                 timing_batch_mb=self.settings.timing_batch_mb,
                 cache_dir=str(self.cache),
+                instance=self.instance,
             )
         )
         self.cand.send(LoadRequest(op_path=str(self.spec.path), candidate_path=str(self.cand_path)))
@@ -213,7 +219,7 @@ class _Run:
         roofline = RooflineRequest(cache_dir=str(self.cache))
         cases = self.plan.cases
         # with gradient cases to come, the roofline is asked for after them (``gradients``)
-        then = None if self.settings.verify_gradients else roofline
+        then = None if self.settings.verify_gradients or not self.timed else roofline
         stream = CaseStream(self.ref, self._ref_reply, cases, self.tol, then=then)
         self.progress(f"candidate: {len(cases)} correctness cases")
         tally = CaseTally()
@@ -268,7 +274,8 @@ class _Run:
             status = VerdictStatus.FAILED_INTEGRITY if found.integrity else VerdictStatus.FAILED_CORRECTNESS
             self.v.fail(status, f"gradients: {found.detail}")
             return False
-        self.ref.send(RooflineRequest(cache_dir=str(self.cache)))
+        if self.timed:
+            self.ref.send(RooflineRequest(cache_dir=str(self.cache)))
         return True
 
     def _timer(self, train_step: bool = False) -> PairedTimer:
@@ -396,25 +403,35 @@ def verify(
     progress: ProgressNote | None = None,
     references: ReferencePool | None = None,
     is_reference: bool = False,
+    *,
+    instance: str | None = None,
+    timed: bool = True,
 ) -> Verdict:
     """Verify one candidate against one op file. Raises ForgeError for bad input (exit 2).
     ``references``: where a caller verifying many candidates of this op keeps its reference
     worker between verifications (``VerifierService`` does). ``is_reference``: the candidate is
-    the op's reference itself (the null control), which runs the reference's forward by design."""
+    the op's reference itself (the null control), which runs the reference's forward by design.
+    ``instance``: for an op carved from a model, another of its ``FORGE_INSTANCES`` to build
+    (its own arguments and recorded calls); ``timed=False``: no timing, no profile (an instance
+    check of a kernel already timed on the op's own instance)."""
     cand = Path(candidate_path).expanduser()
     if not cand.is_file():
         raise CandidateFileError(
             f"{str(cand)!r}: no such candidate file; pass the path of a .py file defining ModelNew"
         )
     progress = progress or (lambda _m: None)
-    run = _Run(Path(op_path), cand, settings or ForgeSettings(), progress, references, is_reference)
+    run = _Run(Path(op_path), cand, settings or ForgeSettings(), progress, references, is_reference, instance, timed)
     try:
         run.start()
         run.reference()
         if run.load() and run.correctness() and run.gradients():
-            run.timing()
-            run.profile()
-            run.training_timing()
+            if run.timed:
+                run.timing()
+                run.profile()
+                run.training_timing()
+            else:
+                run.v.timing_meaningful = False
+                run.v.add("timing", True, "not timed: correctness, gradients and the bound form only", fatal=False)
             run.bind()
     except WorkerGone as exc:
         timed_out = exc.ending.kind == "timeout"

@@ -87,3 +87,51 @@ def test_model_run_input_errors_are_named(tmp_path, args, said):
     r = forge(*args, cwd=tmp_path, cache=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert said in r.stdout + r.stderr and "Traceback" not in r.stderr
+
+
+STACKED = ROOT / "tests" / "model_probe" / "models" / "stacked.py"
+
+
+def _stacked_run(tmp_path: Path, depth: int) -> dict:
+    """`forge optimize stackedN.py --modules` on the stacked model at ``depth`` layers."""
+    folder = tmp_path / f"depth{depth}"
+    folder.mkdir()
+    model = folder / f"stacked{depth}.py"
+    model.write_text(STACKED.read_text().replace("LAYERS = 2", f"LAYERS = {depth}"))
+    r = forge(
+        "optimize", model.name, "--modules", "--rounds", "1", "--json", "--bank", "bank.db", "--prove-rounds", "8",
+        cwd=folder, cache=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+@pytest.mark.e2e
+def test_a_deeper_model_costs_the_same_searches_and_every_bound_instance_was_verified(tmp_path):
+    """The stacked model at 2 and 8 layers: its layers (built with their index) are one op, searched
+    once; the kernel is verified on every other layer and fails on the last (scaled otherwise),
+    which gets an op of its own, searched once more. The same searches at both depths, and the
+    kernelized model runs each kernel exactly on the layers it passed on. Its layer's forward is a
+    chain of elementwise steps (thirty passes over 2 MiB in eager, one fused): banked by
+    construction (5x here)."""
+    searched = {}
+    for depth in (2, 8):
+        data = _stacked_run(tmp_path, depth)
+        stem = f"stacked{depth}"
+        ops = {o["op"].removeprefix(stem): o for o in data["model"]["ops"]}
+        searched[depth] = sorted(p["problem"].removeprefix(stem) for p in data["problems"])
+        layers, last = ops["_Scaled"], ops["_Scaled_2"]
+        assert layers["accepted"] and layers["instances"] == [f"layers.{i}" for i in range(depth)]
+        outcomes = [c["outcome"] for c in layers["instance_checks"]]
+        assert outcomes == ["searched"] + ["verified"] * (depth - 2) + ["failed"]
+        assert layers["bound"] == [f"layers.{i}" for i in range(depth - 1)] and layers["verifications"] == depth - 1
+        assert last["split_from"] == f"{stem}_Scaled" and last["instances"] == [f"layers.{depth - 1}"]
+        assert last["accepted"] and last["bound"] == [f"layers.{depth - 1}"]
+        norms = ops["_Norm"]
+        if norms["accepted"]:  # built alike: one check stands for every norm, none run
+            assert [c["outcome"] for c in norms["instance_checks"]] == ["searched"] + ["same"] * (depth - 1)
+        proof = data["model"]["proof"]
+        assert proof["outputs_match"], proof
+        calls = {u["op"].removeprefix(stem): (u["calls"], u["kernel_calls"]) for u in proof["ops"]}
+        assert calls["_Scaled"] == (depth - 1, depth - 1) and calls["_Scaled_2"] == (1, 1)
+    assert searched[2] == searched[8] == ["_Norm", "_Scaled", "_Scaled_2"]

@@ -3,10 +3,14 @@ chosen ones are carved out as importable op files (pure logic over a profile rec
 
 from __future__ import annotations
 
+import torch
+
 from forge.core.model_records import CallUse, ClassUse, InitCall, InstanceUse, ModelProfile, TensorUse
 from forge.core.problem import load_problem
 from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import choose_classes
+
+_T = TensorUse(shape=[4, 8], dtype="float32")
 
 
 def _call(*tensors: TensorUse) -> CallUse:
@@ -14,13 +18,15 @@ def _call(*tensors: TensorUse) -> CallUse:
 
 
 def _inst(path: str, ms: float = 1.0, args: list[str] | None = None, config: str = "c", **over) -> InstanceUse:
+    args = args if args is not None else ["8"]
     fields = {
         "path": path,
         "calls": 1,
         "inclusive_ms": ms,
         "signatures": [_call(TensorUse(shape=[4, 8], dtype="float32"))],
-        "init": InitCall(args=args if args is not None else ["8"]),
+        "init": InitCall(args=args),
         "config": config,
+        "state": f"weight {args[:1]}",  # the first argument sizes the state
     }
     return InstanceUse(**{**fields, **over})
 
@@ -122,6 +128,58 @@ def test_instances_built_alike_share_an_op_and_others_get_their_own():
     first, second = norm.groups
     assert first.paths == ["b0.norm", "b2.norm"] and [s.tensors[0].shape for s in first.signatures] == [[4, 8], [2, 8]]
     assert second.init_args == ["16"] and abs(first.share + second.share - 0.3) < 1e-3
+
+
+def _layers(depth: int) -> ClassUse:
+    """A decoder layer built with its index (``Layer(8, i)``): the same state at every depth."""
+    members = [_inst(f"layers.{i}", args=["8", str(i)], config=f"layer_idx {i}") for i in range(depth)]
+    return _cls("Layer", 0.8, *members)
+
+
+def test_instances_that_differ_in_attributes_alone_are_one_op_at_any_depth():
+    """Built with their index, the layers of a 2- and an 8-layer model are one op each: one
+    search, whatever the depth; the op stands for every layer, the first being the one searched."""
+    for depth in (2, 8):
+        (layer,) = choose_classes(_profile(_layers(depth)), "toy")
+        (group,) = layer.groups
+        assert group.paths == [f"layers.{i}" for i in range(depth)] and group.init_args == ["8", "0"]
+        assert abs(group.share - 0.8) < 1e-3
+    # another state (a wider layer) or another call form is another op
+    wide = _inst("layers.8", args=["16", "8"])
+    masked = _inst("layers.9", args=["8", "9"], signatures=[CallUse(call="x0, mask=None", tensors=[_T])])
+    (layer,) = choose_classes(_profile(_cls("Layer", 0.8, *_layers(2).instances, wide, masked)), "toy")
+    assert [g.paths for g in layer.groups] == [["layers.0", "layers.1"], ["layers.8"], ["layers.9"]]
+
+
+def test_an_op_never_holds_more_calls_than_it_verifies():
+    """Each instance's calls are the op's shape variants, all verified: an instance that would
+    take an op past MAX_SIGNATURES distinct calls starts an op of its own."""
+    from forge.harness.model_run.choose import MAX_SIGNATURES
+
+    rows = [[r, 8] for r in range(1, MAX_SIGNATURES + 3)]
+    calls = [[_call(TensorUse(shape=shape, dtype="float32"))] for shape in rows]
+    members = [_inst(f"n{i}", signatures=sigs) for i, sigs in enumerate(calls)]
+    (norm,) = choose_classes(_profile(_cls("Norm", 0.3, *members)), "toy")
+    assert [len(g.members) for g in norm.groups] == [MAX_SIGNATURES, 2]
+    assert all(len(g.signatures) <= MAX_SIGNATURES for g in norm.groups)
+
+
+def test_twins_are_instances_built_and_called_alike():
+    """Instances with the same arguments, configuration and recorded values share one check;
+    another argument (a layer index), configuration or recorded mask makes an instance its own."""
+    from forge.harness.model_run.carve import twins
+
+    same = [_inst(f"norms.{i}", args=["8"]) for i in range(3)]
+    (norm,) = choose_classes(_profile(_cls("Norm", 0.3, *same, _inst("other", args=["8"], config="eps 1e-5"))), "toy")
+    assert twins(norm.groups[0]) == {"norms.0": "norms.0", "norms.1": "norms.0", "norms.2": "norms.0", "other": "other"}
+    (layer,) = choose_classes(_profile(_layers(3)), "toy")
+    assert twins(layer.groups[0]) == {f"layers.{i}": f"layers.{i}" for i in range(3)}
+    mask = TensorUse(shape=[4, 4], dtype="float32", fixed=True)
+    call = CallUse(call="x0, mask=x1", tensors=[_T, mask])
+    masked = [_inst(f"m{i}", signatures=[call]) for i in range(3)]
+    (attn,) = choose_classes(_profile(_cls("Attn", 0.3, *masked)), "toy")
+    recorded = {"m0": [{1: torch.zeros(4, 4)}], "m1": [{1: torch.ones(4, 4)}], "m2": [{1: torch.zeros(4, 4)}]}
+    assert twins(attn.groups[0], recorded) == {"m0": "m0", "m1": "m1", "m2": "m0"}
 
 
 def test_carved_op_imports_the_models_own_class(tmp_path):

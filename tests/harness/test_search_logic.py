@@ -299,7 +299,7 @@ def test_a_session_s_budget_share_counts_only_its_own_spending():
 def test_a_search_stops_at_its_ops_share():
     from types import SimpleNamespace
 
-    from forge.harness.runs.limits import OpShare, Spend
+    from forge.harness.runs.limits import OpShare, RoundClock, Spend
     from forge.harness.sessions.search import _start_round
 
     seen: list[object] = []
@@ -307,7 +307,9 @@ def test_a_search_stops_at_its_ops_share():
 
     def session(share: OpShare) -> SimpleNamespace:
         io = SimpleNamespace(limits=limits, share=share, events=lambda cls, **kw: seen.append(kw), spend=Spend())
-        return SimpleNamespace(io=io, state=SimpleNamespace(round=2), id=7, options=SimpleNamespace(round_limit=8))
+        clock = RoundClock(began=2)  # two rounds already ran in this run
+        options = SimpleNamespace(round_limit=8)
+        return SimpleNamespace(io=io, state=SimpleNamespace(round=2), id=7, options=options, clock=clock)
 
     spent = OpShare(time_s=30.0, budget_usd=None, ops_left=4, started=time.monotonic() - 31)
     assert _start_round(session(spent), "round") == (
@@ -319,12 +321,70 @@ def test_a_search_stops_at_its_ops_share():
     assert _start_round(fresh, "round") is None and fresh.state.round == 3 and seen == [{"round": 3, "rounds": 8}]
 
 
+def test_ops_share_the_limits_by_their_weight_and_each_gets_its_first_round():
+    """A model run's ops share its time limit and budget by their share of the model's time; an
+    op whose share is spent (the one before it ran over) still gets its first round, and after it
+    the search stops early enough to leave its confirmation room."""
+    from types import SimpleNamespace
+
+    from forge.harness.runs.limits import CONFIRM_ROUNDS, OpShare, RoundClock, Spend
+    from forge.harness.sessions.search import _start_round
+
+    limits = Limits(budget_usd=1.0, time_limit_s=100.0)
+    big = limits.share(3, weight=0.6, weight_left=1.0)  # 60% of what is left for the three
+    assert big.time_s == pytest.approx(60.0, abs=0.5) and big.budget_usd == pytest.approx(0.6)
+    limits.release(big)
+    limits.started -= 60
+    small = limits.share(2, weight=0.1, weight_left=0.4)  # a quarter of the 40 s left
+    assert small.time_s == pytest.approx(10.0, abs=0.5) and small.budget_usd == pytest.approx(0.25)
+    limits.release(small)
+    assert limits.share(2).time_s == pytest.approx(20.0, abs=0.5)  # no weights: an equal part
+
+    seen: list[object] = []
+
+    def session(share: OpShare, clock: RoundClock) -> SimpleNamespace:
+        io = SimpleNamespace(limits=limits, share=share, events=lambda cls, **kw: seen.append(kw), spend=Spend())
+        return SimpleNamespace(
+            io=io, state=SimpleNamespace(round=0), id=7, options=SimpleNamespace(round_limit=8), clock=clock
+        )
+
+    starved = OpShare(time_s=0.0, budget_usd=None, ops_left=2)
+    limits.started -= 100  # the run's whole limit is gone too
+    first = session(starved, RoundClock())
+    assert _start_round(first, "round") is None and first.state.round == 1  # its first round all the same
+    status, why = _start_round(first, "round") or (None, "")  # but not a second
+    assert status is SessionStatus.TIME_LIMIT and "after 1 round(s)" in why
+    limits.started += 200  # the run's limit has time again: the op's share alone decides
+    clock = RoundClock(began=1, longest_s=10.0)
+    roomy = OpShare(time_s=60.0, budget_usd=None, ops_left=1, started=time.monotonic() - 35)
+    assert _start_round(session(roomy, clock), "round") is None  # 35 s + 2 x 10 s kept < 60 s
+    tight = OpShare(time_s=60.0, budget_usd=None, ops_left=1, started=time.monotonic() - 45)
+    status, why = _start_round(session(tight, clock), "round") or (None, "")
+    assert status is SessionStatus.TIME_LIMIT and f"{CONFIRM_ROUNDS * 10:.0f} s of it kept to confirm" in why
+    spender = session(OpShare(time_s=None, budget_usd=0.1, ops_left=1, spent_before=0.0), RoundClock())
+    spender.io.spend.add(10, 0.2, True)  # what its opening (a brief, say) already cost
+    status, _ = _start_round(spender, "round") or (None, "")
+    assert status is SessionStatus.BUDGET  # a budget spent is spent, first round or not
+
+
+def test_a_round_clock_keeps_its_longest_round():
+    from forge.harness.runs.limits import CONFIRM_ROUNDS, RoundClock
+
+    clock = RoundClock()
+    assert clock.reserve_s() == 0.0
+    clock.round_began()
+    time.sleep(0.05)
+    clock.round_began()
+    assert clock.began == 2 and clock.longest_s >= 0.05
+    assert clock.reserve_s() >= CONFIRM_ROUNDS * 0.05
+
+
 def test_a_stop_asked_for_during_the_last_round_ends_the_session_interrupted():
     """The rounds' loop looks for a stop only as a round starts: a stop pressed while the last
     round (or the coder's last idea) runs must still end the session interrupted, resumable."""
     from types import SimpleNamespace
 
-    from forge.harness.runs.limits import Spend
+    from forge.harness.runs.limits import RoundClock, Spend
     from forge.harness.sessions.search import refine
 
     limits = Limits()
@@ -342,13 +402,14 @@ def test_a_stop_asked_for_during_the_last_round_ends_the_session_interrupted():
         options=SimpleNamespace(round_limit=1),
         propose=lambda parent: SimpleNamespace(fatal=None, candidates=["one"]),
         evaluate=evaluate,
+        clock=RoundClock(),
     )
     assert refine(session) == (  # type: ignore[arg-type]
         SessionStatus.INTERRUPTED,
         "stopped after 1 round(s); `--resume 7` continues the session",
     )
     limits.stop_requested.clear()
-    state.round, session.evaluate = 0, lambda candidates: []  # no stop: the rounds spent, it finished
+    state.round, session.evaluate, session.clock = 0, lambda candidates: [], RoundClock()  # no stop: it finished
     assert refine(session) == (SessionStatus.FINISHED, None)  # type: ignore[arg-type]
 
 

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from forge.core.carved_ops import INSTANCE
 from forge.core.class_source import imported_source
+from forge.core.errors import ProblemError
 from forge.core.module_call import (
     CallRefused,
     call_arguments,
@@ -69,25 +71,38 @@ def test_classes_built_from_a_config_and_called_with_keywords_are_carved(carved)
     assert by_name["Attention"].chosen and by_name["Norm"].chosen
     # a cache object carries state from call to call: refused, with how to run without one
     assert not by_name["Counter"].chosen and "use_cache=False" in by_name["Counter"].reason
-    # the two blocks' configs differ (another epsilon): their norms are two ops, their attentions one
-    assert [g.paths for g in by_name["Norm"].groups] == [["blocks.0.norm"], ["blocks.1.norm"]]
+    # the two blocks' norms differ in their epsilon alone (the same state, the same call): one op
+    # standing for both, whose kernel is verified on each; so are their attentions
+    assert [g.paths for g in by_name["Norm"].groups] == [["blocks.0.norm", "blocks.1.norm"]]
     assert [g.paths for g in by_name["Attention"].groups] == [["blocks.0.attn", "blocks.1.attn"]]
     source = ops["configured_Attention"].read_text()
     assert "instance_init_args(" in source and "FORGE_FIXED_INPUTS = [1, 2, 3]" in source
+    assert "FORGE_INSTANCES = [\n    'blocks.0.attn',\n    'blocks.1.attn',\n]" in source
     assert "model(hidden_states=x0, attention_mask=x1, position_embeddings=(x2, x3), cache=None)" in source
 
 
 def test_a_carved_op_builds_its_layer_as_the_model_did_and_calls_it_as_the_model_does(carved):
     _, ops = carved
-    second = load_problem(ops["configured_Norm_2"])
+    first = load_problem(ops["configured_Norm"])
+    second = load_problem(ops["configured_Norm"], {INSTANCE: "blocks.1.norm"})
+    assert first.instances == ["blocks.0.norm", "blocks.1.norm"] and first.instance == "blocks.0.norm"
     (config,) = second.init_inputs()
     assert type(config).__name__ == "ToyConfig" and config.eps == 1e-5  # the instance's own config
+    assert first.init_inputs()[0].eps == 1e-6 and second.instance == "blocks.1.norm"
+    with pytest.raises(ProblemError, match="not one of FORGE_INSTANCES"):
+        load_problem(ops["configured_Norm"], {INSTANCE: "blocks.7.norm"})
     problem = load_problem(ops["configured_Attention"])
     model = problem.model_cls(*problem.init_inputs()).eval()
     x, mask, cos, sin = problem.inputs()
     again = problem.inputs()
     assert not torch.equal(x, again[0]) and torch.equal(mask, again[1])  # activations drawn, the mask kept
     assert torch.isinf(mask).any() and problem.fixed_inputs == {1, 2, 3}
+    # each instance's own recorded values, kept once where they are the same (the model gives
+    # every block one mask and one rotary table)
+    other = load_problem(ops["configured_Attention"], {INSTANCE: "blocks.1.attn"}).inputs()
+    assert all(torch.equal(a, b) for a, b in zip(other[1:], (mask, cos, sin), strict=True))
+    kept = torch.load(ops["configured_Attention"].with_name("configured_Attention.inputs.pt"), weights_only=True)
+    assert len(kept["tensors"]) == 3 and kept["instances"]["blocks.0.attn"] == kept["instances"]["blocks.1.attn"]
     out = problem.module.forge_call(model, x, mask, cos, sin)
     assert output_layout(out) == "(tensor, None)" and len(output_tensors(out)) == 1
     # what an LLM is shown of the class it rewrites: the class and the helper its forward calls
@@ -190,7 +205,6 @@ def test_values_an_op_file_cannot_read_back_are_refused_and_sizes_round_trip():
 
 
 def test_an_op_file_whose_model_now_builds_the_layer_otherwise_says_carve_again():
-    from forge.core.errors import ProblemError
     from forge.model_probe.carved import instance_init_args
     from forge.model_probe.source import init_digest
 

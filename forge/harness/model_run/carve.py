@@ -110,9 +110,9 @@ def _inputs_drawn(group: OpGroup) -> list[str]:
 
 def _inputs_kept(group: OpGroup, sha256: str) -> list[str]:
     """_SIGNATURE, FORGE_SHAPES, FORGE_FIXED_INPUTS and get_inputs() for an op some of whose
-    tensors are the model's own values."""
+    tensors are the model's own values (each instance's own: ``FORGE_INSTANCE`` picks them)."""
     fixed = [i for i, u in enumerate(group.signatures[0].tensors) if u.fixed]
-    body = ["    kept = recorded_inputs(_RECORDED, _RECORDED_SHA256)[_SIGNATURE]"]
+    body = ["    kept = instance_inputs(_RECORDED, _RECORDED_SHA256, FORGE_INSTANCE)[_SIGNATURE]"]
     for k, sig in enumerate(group.signatures):
         parts = [f"kept[{i}]" if u.fixed else _draw(u, [str(s) for s in u.shape]) for i, u in enumerate(sig.tensors)]
         test = f"    if _SIGNATURE == {k}:" if k < len(group.signatures) - 1 else None
@@ -146,14 +146,37 @@ def _call_lines(group: OpGroup) -> list[str]:
     ]
 
 
+def _instance_lines(group: OpGroup) -> list[str]:
+    """FORGE_INSTANCES and FORGE_INSTANCE: the instances the op stands for, and the one it builds."""
+    listed = "".join(f"\n    {p!r}," for p in group.paths)
+    return [
+        "# The instances this op stands for, by their path in the model. The kernel is searched on",
+        "# the first; forge verifies it on each of the others (their own arguments and recorded",
+        "# calls), and kernelize binds it to those it passed on (the bank records which).",
+        f"FORGE_INSTANCES = [{listed}\n]",
+        f"FORGE_INSTANCE = {group.paths[0]!r}  # the one get_init_inputs() and get_inputs() build",
+    ]
+
+
 def _init_lines(group: OpGroup, profile: ModelProfile) -> list[str]:
     if not group.init_from_model:
-        return ["def get_init_inputs():", f"    return [{', '.join(group.init_args)}]"]
+        built = "".join(f"\n    {m.path!r}: lambda: [{', '.join(m.init.args)}]," for m in group.members)
+        return [
+            f"_BUILT_WITH = {{{built}\n}}  # per instance, the arguments it was built with",
+            "",
+            "",
+            "def get_init_inputs():",
+            "    return _BUILT_WITH[FORGE_INSTANCE]()",
+        ]
     spec = profile.model_file or profile.source
+    built = "".join(f"\n    {m.path!r}: {m.init.digest!r}," for m in group.members)
     return [
+        f"_BUILT_WITH = {{{built}\n}}  # per instance, a hash of the arguments it was built with",
+        "",
+        "",
         "def get_init_inputs():",
         "    # as the model built the instance (config objects, layer classes and all)",
-        f"    return instance_init_args({spec!r}, {group.paths[0]!r}, {group.init_digest!r})",
+        f"    return instance_init_args({spec!r}, FORGE_INSTANCE, _BUILT_WITH[FORGE_INSTANCE])",
     ]
 
 
@@ -163,7 +186,7 @@ def op_source(group: OpGroup, profile: ModelProfile, recorded_sha256: str | None
     module = profile.import_name if cls.module == profile.import_name else cls.module
     paths = [p or "the model itself" for p in group.paths]  # the root's path is ""
     shown = ", ".join(paths[:6]) + (f", ... ({len(paths)} in all)" if len(paths) > 6 else "")
-    wanted = (("instance_init_args", group.init_from_model), ("recorded_inputs", _has_kept(group)))
+    wanted = (("instance_init_args", group.init_from_model), ("instance_inputs", _has_kept(group)))
     helper_names = [name for name, used in wanted if used]
     inputs = _inputs_kept(group, recorded_sha256 or "") if _has_kept(group) else _inputs_drawn(group)
     return "\n".join(
@@ -187,6 +210,7 @@ def op_source(group: OpGroup, profile: ModelProfile, recorded_sha256: str | None
             ),
             "",
             f"FORGE_NAME = {group.name!r}",
+            *_instance_lines(group),
             *inputs,
             *_call_lines(group),
             "",
@@ -197,16 +221,56 @@ def op_source(group: OpGroup, profile: ModelProfile, recorded_sha256: str | None
     )
 
 
-def _kept_bytes(group: OpGroup, recorded: Recorded) -> bytes:
-    """The group's kept tensors, per signature, as ``torch.save`` writes them."""
-    per_signature = []
-    for sig, (path, k) in zip(group.signatures, group.origins, strict=True):
+def _kept_index(group: OpGroup, recorded: Recorded) -> tuple[list[torch.Tensor], dict[str, list[dict[int, int]]]]:
+    """The group's kept tensors, each distinct one once (a mask every layer is given), and per
+    instance, per signature of the op, which of them it holds: the instance's own values where it
+    made that call, else those of the instance the call was first seen on."""
+    tensors: list[torch.Tensor] = []
+    seen: dict[tuple[str, tuple[int, ...], str], int] = {}
+
+    def stored(t: torch.Tensor) -> int:
+        raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        key = (str(t.dtype), tuple(t.shape), hashlib.sha256(raw).hexdigest())
+        if key not in seen:
+            seen[key] = len(tensors)
+            tensors.append(t)
+        return seen[key]
+
+    def held(path: str, k: int) -> dict[int, torch.Tensor]:
         values = recorded.get(path, [])
-        held = values[k] if k < len(values) else {}
-        per_signature.append({i: held[i] for i, u in enumerate(sig.tensors) if u.fixed and i in held})
+        return values[k] if k < len(values) else {}
+
+    instances: dict[str, list[dict[int, int]]] = {}
+    for member in group.members:
+        per_signature = []
+        for sig, (origin, k) in zip(group.signatures, group.origins, strict=True):
+            own = next((j for j, s in enumerate(member.signatures) if s == sig), None)
+            values = held(member.path, own) if own is not None else held(origin, k)
+            per_signature.append({i: stored(values[i]) for i, u in enumerate(sig.tensors) if u.fixed and i in values})
+        instances[member.path] = per_signature
+    return tensors, instances
+
+
+def _kept_bytes(group: OpGroup, recorded: Recorded) -> bytes:
+    """The group's kept tensors as ``torch.save`` writes them (``instance_inputs`` reads them)."""
+    tensors, instances = _kept_index(group, recorded)
     buffer = io.BytesIO()
-    torch.save(per_signature, buffer)
+    torch.save({"tensors": tensors, "instances": instances}, buffer)
     return buffer.getvalue()
+
+
+def twins(group: OpGroup, recorded: Recorded | None = None) -> dict[str, str]:
+    """Per instance of the group, the first instance built and called exactly as it is: the same
+    constructor arguments (literals, or the hash of the model's own), configuration and recorded
+    values (itself where none comes before it). The op file builds them alike, so one
+    verification of a kernel on the first is the verification of it on each."""
+    _, instances = _kept_index(group, recorded or {}) if _has_kept(group) else ([], {})
+    first: dict[str, str] = {}
+    found: dict[str, str] = {}
+    for member in group.members:
+        key = "\n".join((member.init.model_dump_json(), member.config, repr(instances.get(member.path))))
+        found[member.path] = first.setdefault(key, member.path)
+    return found
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:

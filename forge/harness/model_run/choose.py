@@ -18,13 +18,16 @@ optimized whole when nothing inside it is chosen, and beside its parts where the
 capture a whole model (``whole_model``: the built-in agent's Inductor candidate runs the model as
 one call, where torch.compile's own code would run it compiled).
 
-Each chosen class becomes one op per configuration its instances were built with, verified on
-every input signature those instances were called with.
+Each chosen class becomes one op per state and call its instances share (parameters' and
+buffers' shapes and dtypes, the call's form), whatever their plain attributes (a layer index, a
+drop-path rate): the op is searched on its first instance, and its kernel is then verified on
+every other (``model_run.instances``), which decides by evidence whether an attribute that
+differs changes what the layer computes. Every input signature those instances were called with
+is verified.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from forge.core.model_records import CallUse, ClassUse, InstanceUse, ModelProfile
@@ -40,17 +43,29 @@ OWN_WORK = 0.25
 
 @dataclass(frozen=True)
 class OpGroup:
-    """Instances of one class built alike: one op."""
+    """Instances of one class that may compute alike: one op, searched on its first instance, its
+    banked kernel then verified on each of the others (``model_run.instances``)."""
 
     name: str  # the op's FORGE_NAME
     cls: ClassUse
-    init_args: list[str]  # Python source, one per positional argument
+    members: list[InstanceUse]  # the instances it stands for; the first is the one searched
     signatures: list[CallUse]  # the first is the op's own call, the rest its shape variants (the same call)
     origins: list[tuple[str, int]]  # per signature: the instance path and its signature index it came from
-    paths: list[str]  # the instances
     share: float  # of the model's time
-    init_from_model: bool = False  # the constructor arguments are taken from the model built (``InitCall``)
-    init_digest: str | None = None  # then the hash those arguments must have (``InitCall.digest``)
+
+    @property
+    def paths(self) -> list[str]:
+        return [m.path for m in self.members]
+
+    @property
+    def init_from_model(self) -> bool:
+        """The constructor arguments are taken from the model built (``InitCall.from_model``)."""
+        return self.members[0].init.from_model
+
+    @property
+    def init_args(self) -> list[str]:
+        """The searched instance's constructor arguments (Python source, one per positional one)."""
+        return list(self.members[0].init.args)
 
 
 @dataclass
@@ -85,38 +100,55 @@ def _own_work(outer: ClassUse, inner: list[ClassUse]) -> float:
     return max(0.0, 1 - sum(i.inclusive_ms for i in outermost) / total)
 
 
+def _share_key(inst: InstanceUse) -> tuple[object, ...]:
+    """What instances that may share one op agree on: their state's shapes and dtypes, how they
+    are built (literal arguments or the model's own), the form of their call and which of its
+    tensors are the model's own values, and its tensors' ranks and dtypes. Their plain
+    attributes may differ (a layer index, a drop-path rate): whether the kernel still computes
+    what each one does is decided by verifying it on each (``model_run.instances``)."""
+    call = inst.signatures[0]
+    tensors = tuple((len(u.shape), u.dtype, u.fixed) for u in call.tensors)
+    return inst.state, inst.init.from_model, call.call, tensors
+
+
+def _fits(members: list[InstanceUse], inst: InstanceUse) -> bool:
+    """``inst``'s calls can be verified as the op's: with those of ``members`` they make at most
+    MAX_SIGNATURES distinct calls (each is verified, so a kernel never runs on a call it was not)."""
+    calls = {s.model_dump_json() for m in (*members, inst) for s in m.signatures}
+    return len(calls) <= MAX_SIGNATURES
+
+
 def _groups(cls: ClassUse, base: str) -> tuple[list[OpGroup], str]:
-    """The class's ops (one per configuration, named from ``base``), or why none can be carved out."""
+    """The class's ops (one per state and call its instances share, named from ``base``), or why
+    none can be carved out."""
     if "<locals>" in cls.name:
         return [], f"{cls.name} is defined inside a function: an op file cannot import it"
-    by_config: dict[tuple[str, tuple[str, ...], str | None, str], list[InstanceUse]] = defaultdict(list)
+    found: list[tuple[tuple[object, ...], list[InstanceUse]]] = []
     refused = ""
     for inst in cls.instances:
         why = inst.refusal or inst.init.refusal or _call_refusal(inst)
         if why is not None:
             refused = refused or f"{inst.path}: {why}"
             continue
-        digest = inst.init.digest if inst.init.from_model else None
-        key = (inst.config, tuple(inst.init.args), digest, inst.signatures[0].call)
-        by_config[key].append(inst)
+        key = _share_key(inst)
+        home = next((m for k, m in found if k == key and _fits(m, inst)), None)
+        if home is None:
+            found.append((key, [inst]))
+        else:
+            home.append(inst)
     class_ms = sum(i.inclusive_ms for i in cls.instances) or 1.0
-    groups = []
-    for n, ((_, args, digest, _), members) in enumerate(sorted(by_config.items(), key=lambda kv: -len(kv[1]))):
-        signatures, origins = _signatures(members)
-        groups.append(
-            OpGroup(
-                name=base if n == 0 else f"{base}_{n + 1}",
-                cls=cls,
-                init_args=list(args),
-                signatures=signatures,
-                origins=origins,
-                paths=[i.path for i in members],
-                share=round(cls.share * sum(i.inclusive_ms for i in members) / class_ms, 4),
-                init_from_model=digest is not None,
-                init_digest=digest,
-            )
-        )
-    return groups, refused
+    ordered = sorted((members for _, members in found), key=lambda m: -len(m))
+    return [
+        op_group(cls, base if n == 0 else f"{base}_{n + 1}", members, class_ms) for n, members in enumerate(ordered)
+    ], refused
+
+
+def op_group(cls: ClassUse, name: str, members: list[InstanceUse], class_ms: float | None = None) -> OpGroup:
+    """The op named ``name`` standing for ``members`` of ``cls`` (the first is searched)."""
+    total = class_ms or sum(i.inclusive_ms for i in cls.instances) or 1.0
+    signatures, origins = _signatures(members)
+    share = round(cls.share * sum(i.inclusive_ms for i in members) / total, 4)
+    return OpGroup(name=name, cls=cls, members=members, signatures=signatures, origins=origins, share=share)
 
 
 def _call_refusal(inst: InstanceUse) -> str | None:
@@ -131,28 +163,23 @@ def _call_refusal(inst: InstanceUse) -> str | None:
 
 
 def _signatures(members: list[InstanceUse]) -> tuple[list[CallUse], list[tuple[str, int]]]:
-    """The distinct calls of ``members`` (one call, other shapes; the same tensors kept as the
-    first's), at most MAX_SIGNATURES, with where each came from."""
+    """The distinct calls of ``members`` (one call, other shapes; ``_fits`` kept them within
+    MAX_SIGNATURES), with where each was first seen."""
     found: list[CallUse] = []
     origins: list[tuple[str, int]] = []
-    kept = [u.fixed for u in members[0].signatures[0].tensors]
     for inst in members:
         for k, sig in enumerate(inst.signatures):
-            alike = [u.fixed for u in sig.tensors] == kept
-            if alike and sig not in found and len(found) < MAX_SIGNATURES:
+            if sig not in found:
                 found.append(sig)
                 origins.append((inst.path, k))
     return found, origins
 
 
 def _repeated(choice: ClassChoice) -> bool:
-    """Several instances configured alike (the same state shapes and plain attributes): a
-    repeated block (a decoder layer, a ViT block), even where each is its own op (a decoder layer
-    built with its index). Its kernel fuses across its parts (a norm into the projections after
-    it, the residual additions) and runs as one call where its parts make a dozen."""
-    carved = {p for g in choice.groups for p in g.paths}
-    configs = [i.config for i in choice.cls.instances if i.path in carved]
-    return any(configs.count(c) >= 2 for c in set(configs))
+    """Several instances sharing one op: a repeated block (a decoder layer, a ViT block). Its
+    kernel fuses across its parts (a norm into the projections after it, the residual additions)
+    and runs as one call where its parts make a dozen."""
+    return any(len(g.members) >= 2 for g in choice.groups)
 
 
 def _eligible(cls: ClassUse, included: bool, min_share: float) -> str | None:

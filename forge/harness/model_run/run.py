@@ -1,6 +1,7 @@
-"""A model-level run: profile the model, choose its hot classes, carve each out as an op, run a
-session per op (one batch sharing the run's limits), then prove the kernelized model end to end
-against the original, in eager and under torch.compile."""
+"""A model-level run: profile the model, choose its hot classes, carve each out as an op (one per
+state and call its instances share), search each op once and check its kernel on every instance
+it stands for (``searches``: the runs' limits split by the ops' share of the model's time), then
+prove the kernelized model end to end against the original, in eager and under torch.compile."""
 
 from __future__ import annotations
 
@@ -19,14 +20,13 @@ from forge.core.paths import BankLocation, bank_or_default
 from forge.core.settings import ForgeSettings
 from forge.db import open_for_writing
 from forge.harness import events as ev
-from forge.harness.model_run.carve import write_ops
-from forge.harness.model_run.choose import MIN_SHARE, ClassChoice, OpGroup, choose_classes, names_class
+from forge.harness.model_run.choose import MIN_SHARE, ClassChoice, choose_classes, names_class
 from forge.harness.model_run.compile_evidence import demote_slowing_kernels
+from forge.harness.model_run.searches import CarvedOp, SearchPlan, carve, search_ops
 from forge.harness.model_run.training_evidence import demote_slowing_training_kernels
 from forge.harness.runs.control import RunControl
 from forge.harness.runs.options import OptimizeOptions
-from forge.harness.runs.run import RunResult, optimize
-from forge.harness.sessions.session import SessionResult
+from forge.harness.runs.run import RunResult
 from forge.model_probe import ModelRunError, profile_in_process, prove_in_process
 from forge.verifier.machine import resolve_device
 
@@ -42,39 +42,6 @@ class ModelChoices:
     min_share: float = MIN_SHARE
     ops_dir: Path | None = None  # where the carved op files go (default ./forge_ops/<model>)
     prove_rounds: int = PROVE_ROUNDS
-
-
-def amdahl(share: float, speedup: float | None) -> float | None:
-    """The model's speedup if only this part ran ``speedup`` times faster."""
-    if speedup is None or speedup <= 0:
-        return None
-    return 1.0 / ((1.0 - share) + share / speedup)
-
-
-@dataclass
-class CarvedOp:
-    group: OpGroup
-    path: Path
-    result: SessionResult | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        r = self.result
-        speedup = r.speedup_vs_eager if r is not None and r.accepted else None
-        gain = amdahl(self.group.share, speedup)
-        return {
-            "op": self.group.name,
-            "class": self.group.cls.name,
-            "file": str(self.path),
-            "instances": self.group.paths,
-            "share": self.group.share,
-            "accepted": bool(r and r.accepted),
-            "kernel_id": r.kernel_id if r else None,
-            "speedup_vs_eager": speedup,
-            "speedup_vs_compile": r.speedup_vs_compile if r and r.accepted else None,
-            "eager_only": r.eager_only if r else None,
-            "expected_model_gain": round(gain, 4) if gain else None,
-            "reason": None if r is None or r.accepted else r.reason,
-        }
 
 
 @dataclass
@@ -96,7 +63,18 @@ class ModelRunResult:
             "device": self.profile.device,
             "forward_ms": self.profile.forward_ms,
             "classes": [
-                {"class": c.cls.key, "share": c.cls.share, "chosen": c.chosen, "reason": c.reason} for c in self.choices
+                {
+                    "class": c.cls.key,
+                    "share": c.cls.share,
+                    "chosen": c.chosen,
+                    "reason": c.reason,
+                    "ops": [
+                        {"op": o.group.name, "instances": len(o.group.members), "bound": len(o.bound)}
+                        for o in self.ops
+                        if o.group.cls.key == c.cls.key
+                    ],
+                }
+                for c in self.choices
             ],
             "ops": [o.to_json() for o in self.ops],
             "proof": self.proof.model_dump(mode="json") if self.proof is not None else None,
@@ -153,21 +131,20 @@ def optimize_model(
     _stage(emit, model, "chosen", ", ".join(f"{c.cls.name} ({c.cls.share:.0%})" for c in picked if c.chosen) or "none")
     recorded = torch.load(kept, weights_only=True) if kept.exists() else {}
     kept.unlink(missing_ok=True)
-    carved = [CarvedOp(g, p) for g, p in zip(groups, write_ops(groups, profile, folder, recorded), strict=True)]
+    plan = SearchPlan(profile, folder, recorded, options, settings, device, emit, control)
+    carved = carve(groups, plan)
     result = ModelRunResult(model, profile, picked, carved)
     if carved:
         _stage(emit, model, "carved", f"{len(carved)} op file(s) in {folder}")
-        result.run = optimize([c.path for c in carved], options, settings, emit, control)
-        by_name = {r.problem: r for r in result.run.results}
-        for c in carved:
-            c.result = by_name.get(c.group.name)
+        searched = search_ops(carved, plan)
+        result.ops, result.run = searched.ops, searched.run
     if result.run.interrupted:
         return result
     ways = "eager, kernelized, compiled, both" + ("; and a training step" if options.train else "")
     _stage(emit, model, "proving", f"the kernelized model against the original; {ways}")
     open_for_writing(where).dispose()  # a bank to read, even when no session ran (nothing chosen)
     _prove(result, where, device, choices.prove_rounds, stop, train=options.train)
-    ops = [c.group.name for c in carved]
+    ops = [c.group.name for c in result.ops]
     if result.proof is not None:
         result.compile_demoted = demote_slowing_kernels(result.proof, ops, where, device)
         result.training_demoted = demote_slowing_training_kernels(result.proof, ops, where, device)

@@ -29,16 +29,19 @@ _MAX_THREADS = 256
 
 
 class _Openings:
-    """How many ops have not opened their session yet (an op's share is taken as it opens)."""
+    """How many ops have not opened their session yet, and their weights together (an op's share
+    is taken as it opens)."""
 
-    def __init__(self, ops: int) -> None:
-        self.left = ops
+    def __init__(self, works: list[SessionWork]) -> None:
+        self.left = len(works)
+        self.weight = sum(w.weight for w in works)
         self._lock = threading.Lock()
 
-    def take(self) -> int:
+    def take(self, weight: float) -> tuple[int, float]:
         with self._lock:
             left, self.left = self.left, self.left - 1
-            return left
+            weight_left, self.weight = self.weight, self.weight - weight
+            return left, weight_left
 
 
 def run_on_cluster(works: list[SessionWork], scope: RunScope) -> tuple[list[SessionResult], bool]:
@@ -70,7 +73,7 @@ def run_on_cluster(works: list[SessionWork], scope: RunScope) -> tuple[list[Sess
     node_settings = settings.model_copy(update={"gpu": None})
     if plan.device == "cpu":
         node_settings = node_settings.model_copy(update={"threads": plan.cpus_per_session})
-    openings = _Openings(len(works))
+    openings = _Openings(works)
 
     def one(work: SessionWork) -> SessionResult | None:
         if limits.stop_requested.is_set():
@@ -82,7 +85,8 @@ def run_on_cluster(works: list[SessionWork], scope: RunScope) -> tuple[list[Sess
         session = None
         try:
             placement = Placement(verifier, plan.device, plan.sessions_at_once)
-            session = open_session(work, scope, openings.take(), placement)
+            ops_left, weight_left = openings.take(work.weight)
+            session = open_session(work, scope, ops_left, placement, weight_left)
             return run_session(session, work.stored_status)
         except Exception as exc:
             if session is None:  # it never opened (a bad op file, say): the run reports it as a local one does

@@ -103,21 +103,28 @@ def optimize(
     settings: ForgeSettings | None = None,
     emit: ev.Emit = ev.ignore,
     control: RunControl | None = None,
+    *,
+    weights: list[float] | None = None,
+    limits: Limits | None = None,
 ) -> RunResult:
     """Optimise each op in turn, or resume the session ``options.resume`` names; ``emit`` is told
     what happens as it happens, and ``control.stop()`` (from another thread) ends the run as
     Ctrl-C does. Defaults: the built-in agents, 8 rounds, the per-user bank, and settings from the
-    ``FORGE_*`` environment. Raises ForgeError for bad input."""
+    ``FORGE_*`` environment. Raises ForgeError for bad input. ``weights`` (one per op file named):
+    the ops' parts of the time limit and budget (equal parts otherwise); ``limits``: limits
+    already running (a model run's, shared by its batches of ops), instead of new ones."""
     options = options or OptimizeOptions()
     settings = settings or ForgeSettings()
     options.check()
-    limits = Limits(budget_usd=options.budget_usd, time_limit_s=options.time_limit_s)
+    limits = limits or Limits(budget_usd=options.budget_usd, time_limit_s=options.time_limit_s)
     if control is not None:
         limits.stop_requested = control.stop_requested
     engine = open_for_writing(options.bank)
     try:
         run = RunResult()
         works = _works(op_paths, options, engine, run.skipped)
+        if weights is not None and options.resume is None and not options.resume_all:
+            works = [replace(w, weight=x) for w, x in zip(works, weights, strict=True)]
         if options.resume is None and not options.resume_all:  # every op file's mistake before any session
             device = resolve_device(settings.device) if settings.executor != "ray" else None  # a cluster's: not here
             for work in works:
@@ -199,7 +206,7 @@ def _run_here(works: list[SessionWork], scope: RunScope) -> tuple[list[SessionRe
     """The local executor: one op's session after another, on this machine."""
     results: list[SessionResult] = []
     for i, work in enumerate(works):
-        session = open_session(work, scope, len(works) - i)
+        session = open_session(work, scope, len(works) - i, weight_left=sum(w.weight for w in works[i:]))
         result = run_session(session, work.stored_status)
         results.append(result)
         if result.status is SessionStatus.INTERRUPTED:

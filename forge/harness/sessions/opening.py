@@ -4,6 +4,7 @@ running it to its end."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -80,6 +81,7 @@ class SessionWork:
     options: OptimizeOptions
     stored_status: SessionStatus | None = None
     lease: SessionLease | None = None
+    weight: float = 1.0  # its part of the run's limits against the other ops' (a model's op: its time share)
 
 
 @dataclass(frozen=True)
@@ -104,10 +106,16 @@ class RunScope:
     control: RunControl | None = None
 
 
-def open_session(work: SessionWork, scope: RunScope, ops_left: int = 1, placement: Placement = Placement()) -> Session:
+def open_session(
+    work: SessionWork,
+    scope: RunScope,
+    ops_left: int = 1,
+    placement: Placement = Placement(),
+    weight_left: float | None = None,
+) -> Session:
     """``work``'s session (a new one, or the stored one it resumes), ready to run, with its share
-    of the run's limits (what is left, over the ``ops_left`` ops not yet done,
-    ``placement.at_once`` of them running at a time)."""
+    of the run's limits (what is left, over the ``ops_left`` ops not yet done, its weight's part
+    of ``weight_left``, theirs together, ``placement.at_once`` of them running at a time)."""
     limits, engine, emit, control = scope.limits, scope.engine, scope.emit, scope.control
     op_path, options = work.op_path, work.options
     settings = session_settings(scope.settings, options)
@@ -144,7 +152,9 @@ def open_session(work: SessionWork, scope: RunScope, ops_left: int = 1, placemen
         recorder = SessionRecorder.reopen(engine, work.lease, options.round_limit)
         io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits, spend)
     # taken last: opening the session is not its own time; released when it ends (run_session)
-    io.share = limits.share(ops_left, placement.at_once, spent_before=io.spend.cost_usd)
+    io.share = limits.share(
+        ops_left, placement.at_once, spent_before=io.spend.cost_usd, weight=work.weight, weight_left=weight_left
+    )
     verifier = placement.verifier or VerifierService(op_path, settings, device, options.workers, limits.stop_requested)
     if control is not None:
         control.attach(verifier)
@@ -154,14 +164,17 @@ def open_session(work: SessionWork, scope: RunScope, ops_left: int = 1, placemen
 def run_session(session: Session, stored_status: SessionStatus | None = None) -> SessionResult:
     """The search, then the session's end (confirm, bank), whatever stopped the search; or, with
     ``bank_attempt``, only that attempt's confirmation (the session keeps ``stored_status``)."""
+    started = time.monotonic()
     try:
-        return _run(session, stored_status)
+        result = _run(session, stored_status)
     except SessionTakenOverError as exc:  # another driver runs it now: stop, and write nothing more
         KEEPER.drop(session.io.recorder.lease)
         session.verifier.end_workers()
-        return session.taken_over(exc.message)
+        result = session.taken_over(exc.message)
     finally:
         session.io.limits.release(session.io.share)
+    result.seconds = round(time.monotonic() - started, 2)
+    return result
 
 
 def _run(session: Session, stored_status: SessionStatus | None) -> SessionResult:

@@ -23,16 +23,23 @@ Outcome = tuple[SessionStatus, str | None]
 
 def _start_round(session: Session, unit: str) -> Outcome | None:
     """Begin the next round, or (status, reason) when a run-wide limit or the op's share of it
-    stops the session first."""
+    stops the session first. A time limit never stops a session before its first round in this
+    run (an op after one whose confirmation ran over still gets one); after that, the op's share
+    keeps back what confirming its finalists is expected to take (``RoundClock.reserve_s``)."""
     limits, share, done = session.io.limits, session.io.share, f"{session.state.round} {unit}(s)"
+    first = session.clock.began == 0
     stop = SessionStatus.INTERRUPTED if limits.stop_requested.is_set() else limits.exceeded()
     if stop is SessionStatus.INTERRUPTED:
         return _interrupted(session, unit)
+    if stop is SessionStatus.TIME_LIMIT and first:
+        stop = None
     if stop:
         return stop, f"{str(stop).replace('_', ' ')} reached after {done}"
-    used = share.exceeded(limits, session.io.spend.cost_usd) if share is not None else None
-    if used is not None:
+    reserve = 0.0 if first else session.clock.reserve_s()
+    used = share.exceeded(limits, session.io.spend.cost_usd, reserve) if share is not None else None
+    if used is not None and not (first and used[0] is SessionStatus.TIME_LIMIT):
         return used[0], f"{used[1]} reached after {done}"  # e.g. "its share of the time limit (37 s ...)"
+    session.clock.round_began()
     session.state.round += 1
     session.io.events(ev.RoundStarted, round=session.state.round, rounds=session.options.round_limit)
     return None

@@ -24,6 +24,7 @@ from forge.core.statuses import SessionStatus
 from forge.core.verdict import Verdict
 from forge.db import remove_provisional
 from forge.harness import events as ev
+from forge.harness.runs.limits import RoundClock
 from forge.harness.runs.options import OptimizeOptions
 from forge.harness.sessions import steps
 from forge.harness.sessions.banking import bank_kernel
@@ -75,6 +76,7 @@ class SessionResult:
     share_s: float | None = None  # its share of the run's time limit and budget (``OpShare``)
     share_usd: float | None = None
     training: TrainingStanding | None = None  # a training session's banked kernel: used under autograd?
+    seconds: float | None = None  # the session's wall time in this run, its confirmation included
 
     def to_json(self) -> dict[str, Any]:
         """The op's entry in ``forge optimize --json``."""
@@ -83,6 +85,7 @@ class SessionResult:
         out.update(regime=self.regime, regimes=self.regimes, eager_only=self.eager_only, compile_why=self.compile_why)
         out.update(attempts=self.attempts, session_id=self.session_id, status=str(self.status))
         out.update(share_s=self.share_s, share_usd=self.share_usd, tokens=self.tokens, cost_usd=self.cost_usd)
+        out["seconds"] = self.seconds
         out["training"] = self.training.model_dump() if self.training is not None else None
         out["reason"] = None if self.accepted else self.reason
         return out
@@ -119,6 +122,7 @@ class Session:
         self.state = state or SearchState()
         # the bounded wait for a quiet machine after a verification timed under load
         self.waiter = waiter or wait_for_quiet_machine
+        self.clock = RoundClock()  # its rounds in this run: what a time limit keeps back for confirming
 
     @property
     def id(self) -> int:

@@ -80,7 +80,9 @@ class BankScreen(ForgeScreen):
         except ForgeError as exc:
             self.query_one("#details-body", Static).update(Text(exc.message, style="red"))
             return
-        lines = [f"{key}: {value}" for key, value in kernel_details(k).items() if key != "reason_checks"]
+        lines = [
+            f"{key}: {value}" for key, value in kernel_details(k).items() if key not in ("reason_checks", "instances")
+        ]
         lines.append(f"evidence: {evidence_line(k)}")
         self.query_one("#details-body", Static).update(Text("\n".join(lines)))
         self.query_one("#source-body", Static).update(Syntax(k.source, "python", line_numbers=True))

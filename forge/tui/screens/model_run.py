@@ -1,5 +1,6 @@
 """A model-level run's result: its summary line, each class with why it was or was not optimized,
-and the model timed four ways (eager, kernelized, torch.compile, both) with 95% intervals."""
+its ops (the instances each stands for, what each cost and bought), and the model timed four
+ways (eager, kernelized, torch.compile, both) with 95% intervals."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from forge import harness
-from forge.present import CLASS_COLUMNS, FOUR_WAY_COLUMNS, class_cells, four_way_cells, model_line
+from forge.present import (
+    CLASS_COLUMNS,
+    FOUR_WAY_COLUMNS,
+    OP_COLUMNS,
+    class_cells,
+    four_way_cells,
+    model_line,
+    op_cells,
+)
 
 
 class ModelRunScreen(ModalScreen[None]):
@@ -31,6 +40,10 @@ class ModelRunScreen(ModalScreen[None]):
             classes.add_columns(*CLASS_COLUMNS)
             classes.add_rows(class_cells(self.result))
             yield classes
+            ops: DataTable[str] = DataTable(id="model-ops", cursor_type="row")
+            ops.add_columns(*OP_COLUMNS)
+            ops.add_rows([op_cells(o) for o in self.result.ops])
+            yield ops
             timings: DataTable[str] = DataTable(id="model-timings", cursor_type="row")
             timings.add_columns(*FOUR_WAY_COLUMNS)
             timings.add_rows([four_way_cells(t) for t in proof.timings] if proof is not None else [])

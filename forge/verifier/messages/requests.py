@@ -20,6 +20,7 @@ class SetupRequest(Message):
     timing_trials: int | None = None
     timing_batch_mb: int = 160
     cache_dir: str
+    instance: str | None = None  # a carved op's other instance to build (``FORGE_INSTANCE``)
 
 
 class CaseDataRequest(Message):

@@ -1,0 +1,205 @@
+"""A model-level run's searches: one session per carved op, then its kernel checked on every
+instance the op stands for, in waves.
+
+The first wave searches every op the run carved. Each op that banked a kernel then has the
+kernel verified on its other instances (``instances.check_instances``); the instances it failed
+on become an op of their own (carved beside it, named after it), which the next wave searches.
+So a model of 12 identical blocks costs one search and eleven verifications, and a block whose
+attributes do change the result still gets a kernel of its own. The waves share the run's limits
+(``Limits``): each op's part of the time limit and budget is its share of the model's time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forge.core.errors import ForgeError
+from forge.core.model_records import ModelProfile
+from forge.core.settings import ForgeSettings
+from forge.db import open_for_writing
+from forge.harness import events as ev
+from forge.harness.model_run.carve import Recorded, twins, write_ops
+from forge.harness.model_run.choose import OpGroup, op_group
+from forge.harness.model_run.instances import InstanceRun, check_instances
+from forge.harness.runs.control import RunControl
+from forge.harness.runs.limits import Limits
+from forge.harness.runs.options import OptimizeOptions, session_settings
+from forge.harness.runs.run import RunResult, optimize
+from forge.harness.sessions.session import SessionResult
+
+WEIGHT_FLOOR = 0.01  # an op's weight in the run's limits, as a share of the model's time, at least
+
+
+def amdahl(share: float, speedup: float | None) -> float | None:
+    """The model's speedup if only this part ran ``speedup`` times faster."""
+    if speedup is None or speedup <= 0:
+        return None
+    return 1.0 / ((1.0 - share) + share / speedup)
+
+
+@dataclass
+class CarvedOp:
+    """One op carved from the model, what its session found, and where its kernel was checked."""
+
+    group: OpGroup
+    path: Path
+    twins: dict[str, str]  # per instance, the first built and called exactly as it (``carve.twins``)
+    split_from: str | None = None  # the op whose kernel failed on these instances
+    result: SessionResult | None = None
+    instances: InstanceRun | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.result is not None and self.result.accepted
+
+    @property
+    def bound(self) -> list[str]:
+        """The instances its kernel runs on: those it was checked on and passed."""
+        if self.instances is None:
+            return []
+        return [c.path for c in self.instances.checks if c.outcome.bound]
+
+    @property
+    def bound_share(self) -> float:
+        """Of the model's time, the share of the instances its kernel runs on (all of the op's
+        before its kernel is checked on them)."""
+        if self.instances is None:
+            return self.group.share
+        bound, members = set(self.bound), self.group.members
+        total = sum(m.inclusive_ms for m in members) or 1.0
+        return round(self.group.share * sum(m.inclusive_ms for m in members if m.path in bound) / total, 4)
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.result
+        speedup = r.speedup_vs_eager if r is not None and r.accepted else None
+        gain = amdahl(self.bound_share, speedup)
+        checks = self.instances.checks if self.instances is not None else []
+        return {
+            "op": self.group.name,
+            "class": self.group.cls.name,
+            "file": str(self.path),
+            "instances": self.group.paths,
+            "split_from": self.split_from,
+            "share": self.group.share,
+            "bound_share": self.bound_share,
+            "accepted": self.accepted,
+            "kernel_id": r.kernel_id if r else None,
+            "speedup_vs_eager": speedup,
+            "speedup_vs_compile": r.speedup_vs_compile if r and r.accepted else None,
+            "eager_only": r.eager_only if r else None,
+            "expected_model_gain": round(gain, 4) if gain else None,
+            "reason": None if r is None or r.accepted else r.reason,
+            "bound": self.bound,
+            "instance_checks": [c.model_dump(mode="json") for c in checks],
+            "search_s": r.seconds if r else None,
+            "instances_s": round(self.instances.seconds, 2) if self.instances is not None else None,
+            "verifications": self.instances.verifications if self.instances is not None else 0,
+            "tokens": r.tokens if r else 0,
+            "cost_usd": r.cost_usd if r else None,
+        }
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """What each wave of a model run needs."""
+
+    profile: ModelProfile
+    folder: Path  # where op files are carved
+    recorded: Recorded  # the calls' kept tensors, per instance
+    options: OptimizeOptions
+    settings: ForgeSettings
+    device: str
+    emit: ev.Emit
+    control: RunControl | None
+
+    def said(self, detail: str) -> None:
+        """An instance check's progress, as a stage of the model's run."""
+        _stage(self, "instances", detail)
+
+
+@dataclass
+class Searched:
+    """Every op the waves searched (the split ones after those they came from), and the run."""
+
+    ops: list[CarvedOp] = field(default_factory=list)
+    run: RunResult = field(default_factory=RunResult)
+
+
+def carve(groups: list[OpGroup], plan: SearchPlan, split_from: str | None = None) -> list[CarvedOp]:
+    """Each group's op file written, as the op the run searches."""
+    paths = write_ops(groups, plan.profile, plan.folder, plan.recorded)
+    return [CarvedOp(g, p, twins(g, plan.recorded), split_from) for g, p in zip(groups, paths, strict=True)]
+
+
+def search_ops(first: list[CarvedOp], plan: SearchPlan) -> Searched:
+    """The waves: search ``first``, check each banked kernel on its instances, search those it
+    failed on as ops of their own, until none is left (or the run is stopped)."""
+    options = plan.options
+    limits = Limits(budget_usd=options.budget_usd, time_limit_s=options.time_limit_s)
+    done, pending = Searched(), list(first)
+    while pending:
+        done.ops += pending
+        weights = [max(c.group.share, WEIGHT_FLOOR) for c in pending]
+        wave = optimize(
+            [c.path for c in pending], options, plan.settings, plan.emit, plan.control, weights=weights, limits=limits
+        )
+        done.run.results += wave.results
+        done.run.skipped += wave.skipped
+        by_name = {r.problem: r for r in wave.results}
+        for c in pending:
+            c.result = by_name.get(c.group.name)
+        if wave.interrupted:
+            done.run.interrupted = True
+            break
+        try:
+            pending = _check_wave(pending, plan, {c.group.name for c in done.ops})
+        except KeyboardInterrupt:
+            done.run.interrupted = True
+            break
+    done.run.tokens, done.run.cost_usd = limits.tokens, limits.cost_reported
+    return done
+
+
+def _check_wave(wave: list[CarvedOp], plan: SearchPlan, taken: set[str]) -> list[CarvedOp]:
+    """Check each banked kernel of the wave on its op's instances; the ops of the instances a
+    kernel failed on, carved and ready to search."""
+    stop = plan.control.stop_requested if plan.control is not None else None
+    settings = session_settings(plan.settings, plan.options)
+    engine = open_for_writing(plan.options.bank)
+    split: list[CarvedOp] = []
+    try:
+        for c in wave:
+            if not c.accepted or c.result is None or c.result.kernel_id is None:
+                continue
+            try:
+                c.instances = check_instances(
+                    c.path, c.group, c.twins, c.result.kernel_id, engine, settings, plan.device, stop, plan.said
+                )
+            except ForgeError as exc:  # the op could not be checked at all: its kernel is bound nowhere else
+                _stage(plan, "instances", f"{c.group.name}: its kernel could not be checked on its instances: {exc}")
+                continue
+            failed = [m for m in c.group.members if m.path in set(c.instances.failed)]
+            if failed:
+                group = op_group(c.group.cls, _next_name(c.group.name, taken), failed)
+                taken.add(group.name)
+                split += carve([group], plan, split_from=c.group.name)
+                _stage(plan, "carved", f"{group.name}: the {len(failed)} instance(s) {c.group.name}'s kernel failed on")
+    finally:
+        engine.dispose()
+    return split
+
+
+def _next_name(name: str, taken: set[str]) -> str:
+    n = 2
+    while f"{name}_{n}" in taken:
+        n += 1
+    return f"{name}_{n}"
+
+
+def _stage(plan: SearchPlan, stage: str, detail: str) -> None:
+    plan.emit(ev.ModelStage(problem=plan.profile.source, session_id=0, stage=stage, detail=detail))
+
+
+__all__ = ["WEIGHT_FLOOR", "CarvedOp", "SearchPlan", "Searched", "amdahl", "carve", "search_ops"]
