@@ -3,6 +3,7 @@
 import torch
 from transformers import BertConfig, BertModel
 
+LAYERS = 2  # decoder layers (benchmarks.model_runs --depths runs copies at other depths)
 VOCAB, SEQ, BATCH = 1000, 128, 2
 
 
@@ -10,7 +11,7 @@ class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
         config = BertConfig(
-            vocab_size=VOCAB, hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024
+            vocab_size=VOCAB, hidden_size=256, num_hidden_layers=LAYERS, num_attention_heads=4, intermediate_size=1024
         )
         self.bert = BertModel(config, add_pooling_layer=False)
 

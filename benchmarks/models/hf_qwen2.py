@@ -4,6 +4,7 @@ config, random weights."""
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+LAYERS = 2  # decoder layers (benchmarks.model_runs --depths runs copies at other depths)
 VOCAB, SEQ, BATCH = 1000, 128, 2
 
 
@@ -14,7 +15,7 @@ class Model(torch.nn.Module):
             vocab_size=VOCAB,
             hidden_size=256,
             intermediate_size=704,
-            num_hidden_layers=2,
+            num_hidden_layers=LAYERS,
             num_attention_heads=8,
             num_key_value_heads=2,
             max_position_embeddings=256,

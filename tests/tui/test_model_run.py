@@ -39,4 +39,8 @@ async def test_a_model_run_started_from_the_form_ends_on_its_result_screen(tmp_p
         rows = [classes.get_row_at(i) for i in range(classes.row_count)]
         assert rows[0][0] == "normnet:ScaleNorm" and rows[0][2] == "optimized"
         assert shown.query_one("#model-timings", DataTable).row_count == 2  # warm and cold
+        ops = shown.query_one("#model-ops", DataTable)
+        (op,) = [ops.get_row_at(i) for i in range(ops.row_count)]
+        # its two norms are built alike: where a kernel banked, the one check stands for both
+        assert op[0] == "normnet_ScaleNorm" and op[2] == ("2" if op[3] == "none" else "2 of 2")
     assert any(": profiled:" in t for t in told) and any(": proven:" in t for t in told)

@@ -159,25 +159,22 @@ def _instance_lines(group: OpGroup) -> list[str]:
 
 
 def _init_lines(group: OpGroup, profile: ModelProfile) -> list[str]:
-    if not group.init_from_model:
-        built = "".join(f"\n    {m.path!r}: lambda: [{', '.join(m.init.args)}]," for m in group.members)
-        return [
-            f"_BUILT_WITH = {{{built}\n}}  # per instance, the arguments it was built with",
-            "",
-            "",
-            "def get_init_inputs():",
-            "    return _BUILT_WITH[FORGE_INSTANCE]()",
+    """``_BUILT_WITH`` (per instance: its arguments as literals, or the hash of the model's own)
+    and the ``get_init_inputs()`` that builds the instance ``FORGE_INSTANCE`` names."""
+    if group.init_from_model:
+        spec = profile.model_file or profile.source
+        entries = [(m.path, repr(m.init.digest)) for m in group.members]
+        said = "a hash of the arguments it was built with"
+        body = [
+            "    # as the model built the instance (config objects, layer classes and all)",
+            f"    return instance_init_args({spec!r}, FORGE_INSTANCE, _BUILT_WITH[FORGE_INSTANCE])",
         ]
-    spec = profile.model_file or profile.source
-    built = "".join(f"\n    {m.path!r}: {m.init.digest!r}," for m in group.members)
-    return [
-        f"_BUILT_WITH = {{{built}\n}}  # per instance, a hash of the arguments it was built with",
-        "",
-        "",
-        "def get_init_inputs():",
-        "    # as the model built the instance (config objects, layer classes and all)",
-        f"    return instance_init_args({spec!r}, FORGE_INSTANCE, _BUILT_WITH[FORGE_INSTANCE])",
-    ]
+    else:
+        entries = [(m.path, f"lambda: [{', '.join(m.init.args)}]") for m in group.members]
+        said = "the arguments it was built with"
+        body = ["    return _BUILT_WITH[FORGE_INSTANCE]()"]
+    built = "".join(f"\n    {path!r}: {value}," for path, value in entries)
+    return [f"_BUILT_WITH = {{{built}\n}}  # per instance, {said}", "", "", "def get_init_inputs():", *body]
 
 
 def op_source(group: OpGroup, profile: ModelProfile, recorded_sha256: str | None = None) -> str:
