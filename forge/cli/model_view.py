@@ -53,8 +53,8 @@ def model_summary(result: harness.ModelRunResult) -> None:
             if o.result is not None and not o.result.accepted:
                 out.print(f"{o.group.name}: {o.result.reason}", soft_wrap=True)
             for c in o.instances.checks if o.instances is not None else []:
-                if not c.outcome.bound:
-                    out.print(f"{o.group.name}: [red]failed on {c.path}[/]: {c.detail}", soft_wrap=True)
+                if not c.outcome.binds:
+                    out.print(f"{o.group.name}: [red]{c.outcome} on {c.path}[/]: {c.detail}", soft_wrap=True)
     proof = result.proof
     if proof is None:
         out.print(f"[red]the kernelized model was not proven[/]: {result.proof_error}", soft_wrap=True)

@@ -133,9 +133,11 @@ def plan_binding(kernel_cls: type, ref_cls: type, sample: torch.nn.Module, like:
 
 
 def config_signature(module: torch.nn.Module) -> dict[str, Any]:
-    """What a constructor leaves on a module that a kernel's constants may depend on: state shapes
-    and plain attributes (devices and dtypes are the dispatcher's business, not the constructor's)."""
+    """What a constructor leaves on a module that a kernel's constants may depend on: state shapes,
+    plain attributes, and the classes of its children (an activation module holds no state, yet
+    another one computes something else); devices and dtypes are the dispatcher's business."""
     sig: dict[str, Any] = {f"state:{k}": tuple(v.shape) for k, v in module.state_dict().items()}
+    sig.update({f"module:{k}": f"{type(v).__module__}.{type(v).__qualname__}" for k, v in module.named_children()})
     for name, value in module.__dict__.items():
         if name.startswith("_") or name == "training":
             continue
@@ -162,12 +164,14 @@ def config_difference(instance: torch.nn.Module, like: torch.nn.Module) -> str |
     return signature_difference(config_signature(instance), config_signature(like))
 
 
-def signature_difference(mine: dict[str, Any], theirs: dict[str, Any]) -> str | None:
+def signature_difference(
+    mine: dict[str, Any], theirs: dict[str, Any], here: str = "here", there: str = "where the kernel was verified"
+) -> str | None:
     """The first key on which two ``config_signature``s differ, said for the user (None: alike)."""
     for key in sorted(mine.keys() | theirs.keys()):
         if mine.get(key) != theirs.get(key):
             what = key.split(":", 1)[1]
-            return f"{what} is {mine.get(key)!r} here, {theirs.get(key)!r} where the kernel was verified"
+            return f"{what} is {mine.get(key)!r} {here}, {theirs.get(key)!r} {there}"
     return None
 
 

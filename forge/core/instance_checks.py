@@ -9,23 +9,9 @@ passed and the instance is still configured as it was (its state's shapes, its p
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import BaseModel, ConfigDict
 
-
-class InstanceOutcome(StrEnum):
-    """How an instance stands with a kernel of its op."""
-
-    SEARCHED = "searched"  # the instance the op's search verified and timed the kernel on
-    VERIFIED = "verified"  # the kernel verified on it: its own arguments and recorded calls
-    SAME = "same"  # built and called exactly as an instance the kernel was verified on (no second run)
-    FAILED = "failed"  # the kernel failed on it: the instance gets an op of its own
-
-    @property
-    def bound(self) -> bool:
-        """``kernelize`` may run the kernel on this instance."""
-        return self is not InstanceOutcome.FAILED
+from forge.core.carved_ops import InstanceOutcome
 
 
 class InstanceCheck(BaseModel):
@@ -39,4 +25,4 @@ class InstanceCheck(BaseModel):
     seconds: float = 0.0  # what its verification took (0 for one it shares)
 
 
-__all__ = ["InstanceCheck", "InstanceOutcome"]
+__all__ = ["InstanceCheck"]

@@ -48,6 +48,10 @@ class InitCall(BaseModel):
     from_model: bool = False
     digest: str | None = None  # then a hash of those arguments' repr (``model_probe.source.init_digest``)
     refusal: str | None = None
+    # equal only for instances built from equal literals and the very same objects (a model's one
+    # config object): what lets one check stand for several instances (``carve.twins``). A repr
+    # hides what an object holds; its identity in the profiled model does not.
+    same_build: str = ""
 
 
 class InstanceUse(BaseModel):

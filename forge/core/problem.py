@@ -82,11 +82,6 @@ class Problem:
     instances: list[str] = field(default_factory=list)  # FORGE_INSTANCES: a carved op's, by path in its model
 
     @property
-    def instance(self) -> str | None:
-        """The instance of its model this op builds (``FORGE_INSTANCE``; None: not a carved op)."""
-        return getattr(self.module, INSTANCE, None) if self.instances else None
-
-    @property
     def name(self) -> str:
         return self.spec.name
 
@@ -333,7 +328,7 @@ def load_problem(path: str | Path | ProblemSource, overrides: Mapping[str, Any] 
         target = f"{model_cls.__module__}:{model_cls.__qualname__}"
     for k, v in (overrides or {}).items():
         setattr(module, k, v)
-    instances = _instances(spec, module)
+    instances = _instances(spec, module, overrides or {})
     return Problem(
         spec=spec,
         module=module,
@@ -347,10 +342,12 @@ def load_problem(path: str | Path | ProblemSource, overrides: Mapping[str, Any] 
     )
 
 
-def _instances(spec: ProblemSource, module: types.ModuleType) -> list[str]:
+def _instances(spec: ProblemSource, module: types.ModuleType, overrides: Mapping[str, Any]) -> list[str]:
     """``FORGE_INSTANCES`` (a carved op's instances, by path in its model) with ``FORGE_INSTANCE``
     among them (the one the op builds); [] for an op that declares none."""
     if not hasattr(module, INSTANCES):
+        if INSTANCE in overrides:
+            raise ProblemError(f"{spec.path}: not an op carved from a model (no FORGE_INSTANCES): drop --instance")
         return []
     listed = getattr(module, INSTANCES)
     if not isinstance(listed, list | tuple) or not listed or not all(isinstance(p, str) for p in listed):

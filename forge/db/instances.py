@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, select
 
+from forge.core.carved_ops import InstanceOutcome
 from forge.core.errors import BankError
-from forge.core.instance_checks import InstanceCheck, InstanceOutcome
+from forge.core.instance_checks import InstanceCheck
 from forge.db.engine import session_factory
 from forge.db.models import KernelInstanceRow, KernelRow
 

@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
+from forge.core.carved_ops import InstanceOutcome
 from forge.core.errors import BankError
 from forge.core.paths import BankLocation
 
@@ -31,7 +32,7 @@ def known_revisions() -> set[str]:
 class InstanceRecord:
     """One instance a carved op's kernel was checked on, as the runtime reads it."""
 
-    outcome: str  # ``InstanceOutcome``'s value: "failed" is the one kernelize does not bind
+    outcome: InstanceOutcome
     config: str  # its configuration as verified (``instance_binding.config_text``)
     detail: str
 
@@ -190,6 +191,14 @@ class _ServerRows:
         return f"({column}::json{path} ->> '{keys[-1]}')"
 
 
+def _outcome(stored: str) -> InstanceOutcome:
+    """An instance's stored outcome; one a newer forge wrote, unknown here, binds nothing."""
+    try:
+        return InstanceOutcome(stored)
+    except ValueError:
+        return InstanceOutcome.REFUSED
+
+
 def _json(value: Any) -> Any:
     """A JSON column's value: text from sqlite3, already decoded by psycopg."""
     return json.loads(value) if isinstance(value, str | bytes) else value
@@ -257,7 +266,7 @@ class ReadOnlyBank:
                     "SELECT path, outcome, config, detail FROM kernel_instances WHERE kernel_id = ? ORDER BY id",
                     (e.id,),
                 ):
-                    e.instances[path] = InstanceRecord(outcome, config, detail or "")
+                    e.instances[path] = InstanceRecord(_outcome(outcome), config, detail or "")
         return entries
 
     def plans(self, world_size: int, device_kind: str) -> list[PlanEntry]:

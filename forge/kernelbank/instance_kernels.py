@@ -38,7 +38,6 @@ from forge.kernelbank.bank_file import KernelEntry, OpRecord
 
 Key = tuple[str, torch.dtype]  # (device kind, dtype): what a kernel is picked by
 Pair = tuple[KernelEntry, Callable[..., Any]]  # a kernel and its forward as run on one instance
-_FAILED = "failed"  # ``InstanceOutcome.FAILED``'s value, as the bank stores it
 
 
 @contextlib.contextmanager
@@ -68,6 +67,8 @@ class ResolvedOp:
         self.reasons: list[str] = []
         self._plans: dict[tuple[str, str | None], BindPlan | str] = {}  # (kernel, instance path): how it binds
         self._like: torch.nn.Module | None = None
+        # a carved op's own instance (the one its search ran on); None: not carved from a model
+        self.instance: str | None = getattr(ref_module, INSTANCE, None) if hasattr(ref_module, INSTANCES) else None
 
     def best(self) -> dict[Key, tuple[KernelEntry, Any]]:
         """The first (fastest vs eager) kernel per (device kind, dtype)."""
@@ -122,9 +123,19 @@ class InstanceKernels:
     eager_only: list[KernelEntry] = field(default_factory=list)  # bound, but not used under compile
 
 
-def instance_refusal(entry: KernelEntry, instance: torch.nn.Module, path: str) -> str | None:
+def instance_refusal(op: ResolvedOp, entry: KernelEntry, instance: torch.nn.Module, path: str) -> str | None:
     """Why a kernel of a carved op does not run on the instance at ``path`` (None: it may): it
-    was not verified there, failed there, or the instance is configured otherwise now."""
+    was not verified there, failed or was refused there, or the instance is configured otherwise
+    now. A kernel never checked on its op's other instances (a run stopped before, a session run
+    on the op file alone) runs only on the instance its op builds."""
+    if not entry.instances:
+        if path != op.instance:
+            return (
+                f"it was verified only on the instance its op builds ({op.instance!r}), not on one at {path!r}; "
+                "a model run (forge optimize --modules) checks it on the others"
+            )
+        differs = config_difference(instance, op.like())
+        return None if differs is None else f"this instance is configured unlike the verified one ({differs})"
     record = entry.instances.get(path)
     if record is None:
         shown = ", ".join(repr(p) for p in list(entry.instances)[:3]) + (", ..." if len(entry.instances) > 3 else "")
@@ -132,8 +143,8 @@ def instance_refusal(entry: KernelEntry, instance: torch.nn.Module, path: str) -
             f"it was verified on instances of the model it was carved from ({shown}), not on one at {path!r}; "
             "kernelize that model as a whole, or carve this one (forge optimize --modules)"
         )
-    if record.outcome == _FAILED:
-        return f"it failed verification on this instance ({record.detail or 'see forge bank show'})"
+    if not record.outcome.binds:
+        return f"it {record.outcome} on this instance ({record.detail or 'see forge bank show'})"
     differs = signature_difference(json.loads(config_text(instance)), json.loads(record.config))
     if differs is not None:
         return f"this instance is configured unlike the one it was verified on ({differs})"
@@ -163,17 +174,16 @@ def instance_kernels(op: ResolvedOp, instance: torch.nn.Module, path: str) -> In
 
 def _bound(op: ResolvedOp, entry: KernelEntry, cls: type, instance: torch.nn.Module, path: str) -> Callable[..., Any]:
     """The kernel's forward on ``instance``; raises BindRefused saying why it cannot be exact there."""
-    if entry.instances:
-        why = instance_refusal(entry, instance, path)
-        if why is not None:
-            raise BindRefused(why)
-        plan = op.plan(entry, cls)
-        if isinstance(plan, BindPlan) and plan.constants:  # the constants of a kernel built as this instance was
-            plan = op.plan(entry, cls, path)
+    plan = op.plan(entry, cls)
+    if op.instance is None:  # not carved from a model: any instance configured for its constants
         if isinstance(plan, str):
             raise BindRefused(plan)
-        return bound_forward(cls, plan, instance)  # its configuration was checked against the bank's record
-    plan = op.plan(entry, cls)
+        return bound_forward(cls, plan, instance, op.like())
+    why = instance_refusal(op, entry, instance, path)
+    if why is not None:
+        raise BindRefused(why)
+    if isinstance(plan, BindPlan) and plan.constants:  # the constants of a kernel built as this instance was
+        plan = op.plan(entry, cls, path)
     if isinstance(plan, str):
         raise BindRefused(plan)
-    return bound_forward(cls, plan, instance, op.like())
+    return bound_forward(cls, plan, instance)  # its configuration was checked above

@@ -132,10 +132,24 @@ def _init_call(frame: types.FrameType, obj: torch.nn.Module) -> tuple[InitCall, 
     if given:
         return InitCall(refusal=f"it was built with **{rest[0]} arguments ({', '.join(given)})"), []
     values = [v for _, v in named]
+    same = _same_build(values)
     try:
-        return InitCall(args=[python_literal(v) for v in values]), values
+        return InitCall(args=[python_literal(v) for v in values], same_build=same), values
     except TypeError:  # a config object, a layer class, a partial: the op takes them from the model
-        return InitCall(from_model=True, digest=init_digest(values)), values
+        return InitCall(from_model=True, digest=init_digest(values), same_build=same), values
+
+
+def _same_build(values: list[Any]) -> str:
+    """A key equal for two constructor calls only when each argument is the same literal or the
+    very same object (the recorder keeps the arguments alive, so an id is never reused meanwhile)."""
+
+    def part(v: Any) -> str:
+        try:
+            return python_literal(v)
+        except TypeError:
+            return f"<object {id(v)}>"
+
+    return hashlib.sha256("\x00".join(part(v) for v in values).encode()).hexdigest()[:16]
 
 
 def init_digest(values: list[Any]) -> str:

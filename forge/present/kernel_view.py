@@ -46,16 +46,16 @@ def _autograd_text(k: KernelDetail) -> str:
     return ("used: " if k.summary.trains else "not used: ") + standing.why
 
 
-def instances_text(k: KernelDetail) -> str:
+def kernel_runs_on(k: KernelDetail) -> str:
     """Which instances kernelize runs it on: those of its model it passed on, or any instance of
     its class (a kernel of an op not carved from a model)."""
     if not k.instances:
         return "any instance of its class configured as the verified one"
-    bound = [c.path or "the model itself" for c in k.instances if c.outcome.bound]
-    failed = [f"{c.path}: {c.detail}" for c in k.instances if not c.outcome.bound]
-    shown = ", ".join(bound[:6]) + (f", ... ({len(bound)} in all)" if len(bound) > 6 else "")
-    line = f"the {len(bound)} instance(s) of its model it was verified on: {shown}" if bound else "none"
-    return line + (f"; failed on {len(failed)}: " + "; ".join(failed[:3]) if failed else "")
+    on = [c.path or "the model itself" for c in k.instances if c.outcome.binds]
+    off = [f"{c.path} ({c.outcome}: {c.detail})" for c in k.instances if not c.outcome.binds]
+    shown = ", ".join(on[:6]) + (f", ... ({len(on)} in all)" if len(on) > 6 else "")
+    line = f"the {len(on)} instance(s) of its model it was verified on: {shown}" if on else "none"
+    return line + (f"; not on {len(off)}: " + "; ".join(off[:3]) if off else "")
 
 
 def kernel_details(k: KernelDetail, with_source: bool = False) -> dict[str, Any]:
@@ -66,7 +66,7 @@ def kernel_details(k: KernelDetail, with_source: bool = False) -> dict[str, Any]
         "configs": [{"bucket": c.bucket, "config": c.config, "timing_ms": c.timing_ms} for c in k.configs],
         "target_class": k.target_class,
         "binds to instances": binds_text(k.evidence),
-        "runs on": instances_text(k),
+        "runs on": kernel_runs_on(k),
         "instances": [c.model_dump(mode="json", exclude={"config"}) for c in k.instances],
         "timing regimes": next((c.detail for c in k.evidence.checks if c.name == "regimes"), "cold only (older forge)"),
         "null control": null_text(k.evidence),

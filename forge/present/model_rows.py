@@ -41,30 +41,30 @@ def class_cells(result: ModelRunResult) -> list[tuple[str, str, str, str]]:
     ]
 
 
-def instances_text(op: CarvedOp) -> str:
+def op_runs_on(op: CarvedOp) -> str:
     """The instances its kernel runs on, of those the op stands for: "12 of 12", "7 of 8" (the
     kernel failed on one, which got an op of its own); "8" before any check."""
     n = len(op.group.members)
     if op.instances is None:
         return f"{n}" + (f" (from {op.split_from})" if op.split_from else "")
-    return f"{len(op.bound)} of {n}"
+    return f"{len(op.runs_on)} of {n}"
 
 
 def op_cells(op: CarvedOp) -> tuple[str, ...]:
     """One op of a model run: its share, the instances its kernel runs on, its kernel and
     speedups, the model gain Amdahl expects from it (over those instances), and what it cost:
     its session, its kernel's checks on the other instances, its tokens."""
-    data, r, checked = op.to_json(), op.result, op.instances
-    gain = data["expected_model_gain"]
-    only = " eager only" if data["eager_only"] and data["accepted"] else ""
+    r, checked, gain = op.result, op.instances, op.model_gain
+    accepted = r is not None and r.accepted
+    only = " eager only" if accepted and r is not None and r.eager_only else ""
     checks = f"{checked.verifications}: {fmt_seconds(checked.seconds)}" if checked and checked.verifications else "—"
     return (
         op.group.name,
         f"{op.group.share:.1%}",
-        instances_text(op),
-        str(r.kernel_id) if r is not None and r.accepted else "none",
-        fmt_times(data["speedup_vs_eager"]),
-        fmt_times(data["speedup_vs_compile"]) + only,
+        op_runs_on(op),
+        str(r.kernel_id) if r is not None and accepted else "none",
+        fmt_times(op.speedup_vs_eager),
+        fmt_times(r.speedup_vs_compile if r is not None and accepted else None) + only,
         f"{gain:.3f}x" if gain else "—",
         fmt_seconds(r.seconds) if r is not None and r.seconds is not None else "—",
         checks,
@@ -93,9 +93,9 @@ def model_line(result: ModelRunResult) -> str:
     banked = sum(1 for o in result.ops if o.result is not None and o.result.accepted)
     line = f"{result.model}: {banked} of {len(result.ops)} ops banked"
     instances = {p for o in result.ops if o.split_from is None for p in o.group.paths}
-    bound = {p for o in result.ops for p in o.bound}
-    if bound:
-        line += f", verified on {len(bound)} of their {len(instances)} instances"
+    runs_on = {p for o in result.ops for p in o.runs_on}
+    if runs_on:
+        line += f", verified on {len(runs_on)} of their {len(instances)} instances"
     proof = result.proof
     if proof is None:
         return f"{line}; not proven: {result.proof_error}"

@@ -14,6 +14,7 @@ import torch
 from forge.core import shapes
 from forge.core.carved_ops import INSTANCE
 from forge.core.errors import ProblemError
+from forge.core.instance_binding import config_difference
 from forge.core.module_call import output_layout, output_tensors
 from forge.core.problem import Problem, load_problem, read_problem_source, reference_hash
 from forge.core.statuses import ModuleMode
@@ -239,6 +240,9 @@ class ReferenceSide:
         """The base model of a worker set up again: the instance its torch.compile baseline was
         built on, given the new model's weights and buffers (compiling again costs seconds)."""
         if key != "base/0" or self.compiled is None or old is None or type(old) is not type(model):
+            return model
+        if config_difference(old, model) is not None:  # built otherwise (another of a carved op's instances)
+            self.compiled, self.compiled_training = None, False
             return model
         try:
             old.load_state_dict(model.state_dict())

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from forge.core.instance_checks import InstanceCheck, InstanceOutcome
+from forge.core.carved_ops import InstanceOutcome
+from forge.core.instance_checks import InstanceCheck
 from forge.core.paths import BankLocation
 from forge.db import export_bank, kernel_detail, kernel_instances, open_for_writing, record_instances, remove_kernel
 from forge.kernelbank.bank_file import ReadOnlyBank
@@ -32,7 +33,8 @@ def test_instance_checks_are_kept_shown_exported_and_removed_with_their_kernel(t
         ("c", InstanceOutcome.SAME),
     ]
     shown = kernel_details(kernel_detail(engine, kid))["runs on"]
-    assert shown.startswith("the 2 instance(s) of its model it was verified on: a, c") and "b: wrong outputs" in shown
+    assert shown.startswith("the 2 instance(s) of its model it was verified on: a, c")
+    assert "not on 1: b (failed: wrong outputs)" in shown
     out = tmp_path / "shipped.db"
     assert export_bank(engine, out) == 1
     (entry,) = ReadOnlyBank(BankLocation(path=out)).entries(kernel_detail(engine, kid).op_name)

@@ -24,7 +24,7 @@ def _inst(path: str, ms: float = 1.0, args: list[str] | None = None, config: str
         "calls": 1,
         "inclusive_ms": ms,
         "signatures": [_call(TensorUse(shape=[4, 8], dtype="float32"))],
-        "init": InitCall(args=args),
+        "init": InitCall(args=args, same_build="|".join(args)),
         "config": config,
         "state": f"weight {args[:1]}",  # the first argument sizes the state
     }

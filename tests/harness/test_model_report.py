@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from forge.core.instance_checks import InstanceCheck, InstanceOutcome
+from forge.core.carved_ops import InstanceOutcome
+from forge.core.instance_checks import InstanceCheck
 from forge.core.model_records import ModelProfile
 from forge.core.statuses import SessionStatus
 from forge.harness.model_run.choose import choose_classes
@@ -30,7 +31,7 @@ def _layers_op() -> tuple[ModelProfile, CarvedOp]:
 
 def test_an_op_s_row_says_where_its_kernel_runs_what_it_cost_and_what_it_bought():
     profile, op = _layers_op()
-    assert op_cells(op)[2] == "4" and op.bound_share == pytest.approx(0.8)  # before any check
+    assert op_cells(op)[2] == "4" and op.runs_on_share == pytest.approx(0.8)  # before any check
     op.result = SessionResult("toy_Layer", 1, SessionStatus.FINISHED, accepted=True, kernel_id=3,
                               speedup_vs_eager=2.0, tokens=1200, seconds=95.0)  # fmt: skip
     outcomes = [InstanceOutcome.SEARCHED, InstanceOutcome.VERIFIED, InstanceOutcome.SAME, InstanceOutcome.FAILED]
@@ -41,9 +42,9 @@ def test_an_op_s_row_says_where_its_kernel_runs_what_it_cost_and_what_it_bought(
     assert cells["runs on"] == "3 of 4" and cells["kernel"] == "3" and cells["x eager"] == "2.00x"
     assert cells["search"] == "95 s" and cells["checks"] == "2: 4.0 s" and cells["tokens"] == "1,200"
     # the gain is over the three layers the kernel runs on (60% of the model), not the op's four
-    assert op.bound_share == pytest.approx(0.6) and cells["gain"] == f"{amdahl(0.6, 2.0):.3f}x"
+    assert op.runs_on_share == pytest.approx(0.6) and cells["gain"] == f"{amdahl(0.6, 2.0):.3f}x"
     data = op.to_json()
-    assert data["bound"] == ["layers.0", "layers.1", "layers.2"] and data["verifications"] == 2
+    assert data["runs_on"] == ["layers.0", "layers.1", "layers.2"] and data["verifications"] == 2
     assert [c["outcome"] for c in data["instance_checks"]] == ["searched", "verified", "same", "failed"]
     result = ModelRunResult("toy.py", profile, [], [op])
     assert "1 of 1 ops banked, verified on 3 of their 4 instances" in model_line(result)

@@ -50,3 +50,17 @@ def make_bank(path: Path, kernels: list[tuple[Path, str, dict[str, Any]]]) -> li
     ids = [save_kernel(engine, read_problem_source(op), src, passed_verdict(op, **over)) for op, src, over in kernels]
     engine.dispose()
     return ids
+
+
+def checked_on(path: Path, kernel_id: int, members: list[Any]) -> None:
+    """Record, as a model run does after checking them, that the kernel holds on each of a carved
+    op's ``members`` (``InstanceUse``s: the first searched, the others verified)."""
+    from forge.core.carved_ops import InstanceOutcome
+    from forge.core.instance_checks import InstanceCheck
+    from forge.db import record_instances
+
+    outcomes = [InstanceOutcome.SEARCHED] + [InstanceOutcome.VERIFIED] * (len(members) - 1)
+    checks = [InstanceCheck(path=m.path, config=m.config, outcome=o) for m, o in zip(members, outcomes, strict=True)]
+    engine = open_for_writing(path)
+    record_instances(engine, kernel_id, checks)
+    engine.dispose()

@@ -31,7 +31,7 @@ from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import ClassChoice, choose_classes
 from forge.harness.verify import verify_candidate
 from forge.model_probe import profile_in_process
-from tests.kernelbank.helpers import make_bank
+from tests.kernelbank.helpers import checked_on, make_bank
 
 MODELS = Path(__file__).resolve().parent / "models"
 CONFIGURED = MODELS / "configured.py"
@@ -85,12 +85,15 @@ def test_a_carved_op_builds_its_layer_as_the_model_did_and_calls_it_as_the_model
     _, ops = carved
     first = load_problem(ops["configured_Norm"])
     second = load_problem(ops["configured_Norm"], {INSTANCE: "blocks.1.norm"})
-    assert first.instances == ["blocks.0.norm", "blocks.1.norm"] and first.instance == "blocks.0.norm"
+    assert first.instances == ["blocks.0.norm", "blocks.1.norm"] and first.module.FORGE_INSTANCE == "blocks.0.norm"
     (config,) = second.init_inputs()
     assert type(config).__name__ == "ToyConfig" and config.eps == 1e-5  # the instance's own config
-    assert first.init_inputs()[0].eps == 1e-6 and second.instance == "blocks.1.norm"
+    assert first.init_inputs()[0].eps == 1e-6 and second.module.FORGE_INSTANCE == "blocks.1.norm"
     with pytest.raises(ProblemError, match="not one of FORGE_INSTANCES"):
         load_problem(ops["configured_Norm"], {INSTANCE: "blocks.7.norm"})
+    plain = Path(__file__).resolve().parents[2] / "examples" / "ops" / "rmsnorm.py"
+    with pytest.raises(ProblemError, match="not an op carved from a model"):  # forge verify --instance on it
+        load_problem(plain, {INSTANCE: "blocks.0.norm"})
     problem = load_problem(ops["configured_Attention"])
     model = problem.model_cls(*problem.init_inputs()).eval()
     x, mask, cos, sin = problem.inputs()
@@ -111,7 +114,7 @@ def test_a_carved_op_builds_its_layer_as_the_model_did_and_calls_it_as_the_model
 
 
 def test_the_verifier_judges_the_call_and_the_structure_and_kernelize_runs_it(carved, fast_settings, tmp_path):
-    _, ops = carved
+    choices, ops = carved
     op = ops["configured_Attention"]
     good, wrong = tmp_path / "good.py", tmp_path / "wrong.py"
     good.write_text(ATTENTION_KERNEL.replace("RETURNED", "None"))
@@ -122,7 +125,7 @@ def test_the_verifier_judges_the_call_and_the_structure_and_kernelize_runs_it(ca
     assert failed.status is VerdictStatus.FAILED_CORRECTNESS
     assert "returned tensor, the reference returns (tensor, None)" in failed.reason
     bank = tmp_path / "bank.db"
-    make_bank(bank, [(op, good.read_text(), {"target_class": "configured:Attention"})])
+    (kid,) = make_bank(bank, [(op, good.read_text(), {"target_class": "configured:Attention"})])
     import forge.kernelbank as kb
 
     configured = sys.modules.get("configured")
@@ -132,6 +135,12 @@ def test_the_verifier_judges_the_call_and_the_structure_and_kernelize_runs_it(ca
     torch.manual_seed(0)
     model, original = configured.Model().eval(), configured.Model().eval()
     original.load_state_dict(model.state_dict())
+    with warnings.catch_warnings(record=True) as caught:  # checked on neither: it runs where it was verified
+        warnings.simplefilter("always")
+        assert kb.open(bank).kernelize(configured.Model().eval()) == 1
+    assert any("verified only on the instance its op builds ('blocks.0.attn')" in str(w.message) for w in caught)
+    (group,) = [g for c in choices if c.chosen for g in c.groups if g.name == "configured_Attention"]
+    checked_on(bank, kid, group.members)  # as a model run records its check on the second block
     opened = kb.open(bank)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no torch.compile baseline: said once, not this test's point

@@ -12,7 +12,7 @@ from forge.core.model_records import ModelProfile
 from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import choose_classes
 from forge.model_probe import ModelRunError, profile_in_process, prove_in_process
-from tests.kernelbank.helpers import make_bank
+from tests.kernelbank.helpers import checked_on, make_bank
 
 ROOT = Path(__file__).resolve().parents[2]
 NORMNET = Path(__file__).resolve().parent / "models" / "normnet.py"
@@ -90,7 +90,8 @@ def test_prove_checks_every_kernel_in_place_and_times_four_ways(normnet_profile,
     (choice,) = [c for c in choose_classes(normnet_profile, "normnet", include={"ScaleNorm"}) if c.chosen]
     (op,) = write_ops(choice.groups, normnet_profile, tmp_path / "ops")
     bank = tmp_path / "bank.db"
-    make_bank(bank, [(op, KERNEL.replace("SCALE", scale), {"target_class": "normnet:ScaleNorm"})])
+    (kid,) = make_bank(bank, [(op, KERNEL.replace("SCALE", scale), {"target_class": "normnet:ScaleNorm"})])
+    checked_on(bank, kid, choice.groups[0].members)  # as the model run records its checks on both norms
     proof = prove_in_process(str(NORMNET), str(bank), "cpu", rounds=6)
     assert proof.kernelized == 2
     assert [(u.op, u.calls, u.kernel_calls) for u in proof.ops] == [("normnet_ScaleNorm", 2, 2)]
@@ -174,7 +175,8 @@ def test_prove_with_train_checks_the_training_step_and_times_it(normnet_profile,
     (choice,) = [c for c in choose_classes(normnet_profile, "normnet", include={"ScaleNorm"}) if c.chosen]
     (op,) = write_ops(choice.groups, normnet_profile, tmp_path / "ops")
     bank = tmp_path / "bank.db"
-    make_bank(bank, [(op, TRAINING_KERNEL.replace("SCALE", scale), _trains(op))])
+    (kid,) = make_bank(bank, [(op, TRAINING_KERNEL.replace("SCALE", scale), _trains(op))])
+    checked_on(bank, kid, choice.groups[0].members)
     proof = prove_in_process(str(NORMNET), str(bank), "cpu", rounds=4, train=True)
     assert proof.outputs_match and proof.training is not None
     training = proof.training

@@ -223,11 +223,11 @@ def _kept_index(group: OpGroup, recorded: Recorded) -> tuple[list[torch.Tensor],
     instance, per signature of the op, which of them it holds: the instance's own values where it
     made that call, else those of the instance the call was first seen on."""
     tensors: list[torch.Tensor] = []
-    seen: dict[tuple[str, tuple[int, ...], str], int] = {}
+    seen: dict[tuple[str, tuple[int, ...], tuple[int, ...], str], int] = {}
 
     def stored(t: torch.Tensor) -> int:
         raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        key = (str(t.dtype), tuple(t.shape), hashlib.sha256(raw).hexdigest())
+        key = (str(t.dtype), tuple(t.shape), tuple(t.stride()), hashlib.sha256(raw).hexdigest())  # layout too
         if key not in seen:
             seen[key] = len(tensors)
             tensors.append(t)
@@ -258,14 +258,17 @@ def _kept_bytes(group: OpGroup, recorded: Recorded) -> bytes:
 
 def twins(group: OpGroup, recorded: Recorded | None = None) -> dict[str, str]:
     """Per instance of the group, the first instance built and called exactly as it is: the same
-    constructor arguments (literals, or the hash of the model's own), configuration and recorded
-    values (itself where none comes before it). The op file builds them alike, so one
-    verification of a kernel on the first is the verification of it on each."""
+    constructor arguments (equal literals, the very same objects: ``InitCall.same_build``),
+    configuration and recorded values (itself where none comes before it). The op file builds
+    them alike, so one verification of a kernel on the first is the verification of it on each."""
     _, instances = _kept_index(group, recorded or {}) if _has_kept(group) else ([], {})
     first: dict[str, str] = {}
     found: dict[str, str] = {}
     for member in group.members:
-        key = "\n".join((member.init.model_dump_json(), member.config, repr(instances.get(member.path))))
+        if not member.init.same_build:  # how it was built is not known well enough to share a check
+            found[member.path] = member.path
+            continue
+        key = "\n".join((member.init.same_build, member.config, repr(instances.get(member.path))))
         found[member.path] = first.setdefault(key, member.path)
     return found
 

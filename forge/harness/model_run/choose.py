@@ -107,8 +107,14 @@ def _share_key(inst: InstanceUse) -> tuple[object, ...]:
     attributes may differ (a layer index, a drop-path rate): whether the kernel still computes
     what each one does is decided by verifying it on each (``model_run.instances``)."""
     call = inst.signatures[0]
-    tensors = tuple((len(u.shape), u.dtype, u.fixed) for u in call.tensors)
-    return inst.state, inst.init.from_model, call.call, tensors
+    return inst.state, inst.init.from_model, call.call, _pattern(call)
+
+
+def _pattern(call: CallUse) -> tuple[tuple[int, str, bool], ...]:
+    """What every call of one op shares: its tensors' ranks and dtypes, and which are kept (the
+    op file's size constants, ``FORGE_FIXED_INPUTS`` and the stress cases are written from its
+    first call)."""
+    return tuple((len(u.shape), u.dtype, u.fixed) for u in call.tensors)
 
 
 def _fits(members: list[InstanceUse], inst: InstanceUse) -> bool:
@@ -159,6 +165,8 @@ def _call_refusal(inst: InstanceUse) -> str | None:
     calls = sorted({s.call for s in inst.signatures})
     if len(calls) > 1:
         return f"it is called {len(calls)} ways ({'; '.join(calls[:2])})"
+    if len({_pattern(s) for s in inst.signatures}) > 1:
+        return "its calls differ in their tensors' ranks or dtypes, or in which are the model's own values"
     return None
 
 

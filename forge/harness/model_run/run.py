@@ -69,7 +69,7 @@ class ModelRunResult:
                     "chosen": c.chosen,
                     "reason": c.reason,
                     "ops": [
-                        {"op": o.group.name, "instances": len(o.group.members), "bound": len(o.bound)}
+                        {"op": o.group.name, "instances": len(o.group.members), "runs_on": len(o.runs_on)}
                         for o in self.ops
                         if o.group.cls.key == c.cls.key
                     ],

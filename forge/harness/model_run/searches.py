@@ -11,6 +11,7 @@ attributes do change the result still gets a kernel of its own. The waves share 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,9 @@ from forge.db import open_for_writing
 from forge.harness import events as ev
 from forge.harness.model_run.carve import Recorded, twins, write_ops
 from forge.harness.model_run.choose import OpGroup, op_group
-from forge.harness.model_run.instances import InstanceRun, check_instances
+from forge.harness.model_run.instances import InstanceRun, InstanceScope, check_instances
 from forge.harness.runs.control import RunControl
-from forge.harness.runs.limits import Limits
+from forge.harness.runs.limits import Limits, ctrl_c_stops
 from forge.harness.runs.options import OptimizeOptions, session_settings
 from forge.harness.runs.run import RunResult, optimize
 from forge.harness.sessions.session import SessionResult
@@ -48,33 +49,39 @@ class CarvedOp:
     twins: dict[str, str]  # per instance, the first built and called exactly as it (``carve.twins``)
     split_from: str | None = None  # the op whose kernel failed on these instances
     result: SessionResult | None = None
-    instances: InstanceRun | None = None
+    instances: InstanceRun | None = None  # None: its kernel not checked on its instances (none banked)
 
     @property
     def accepted(self) -> bool:
         return self.result is not None and self.result.accepted
 
     @property
-    def bound(self) -> list[str]:
-        """The instances its kernel runs on: those it was checked on and passed."""
-        if self.instances is None:
-            return []
-        return [c.path for c in self.instances.checks if c.outcome.bound]
+    def speedup_vs_eager(self) -> float | None:
+        return self.result.speedup_vs_eager if self.result is not None and self.result.accepted else None
 
     @property
-    def bound_share(self) -> float:
+    def runs_on(self) -> list[str]:
+        """The instances its kernel runs on: those it was checked on and passed."""
+        return self.instances.runs_on if self.instances is not None else []
+
+    @property
+    def runs_on_share(self) -> float:
         """Of the model's time, the share of the instances its kernel runs on (all of the op's
         before its kernel is checked on them)."""
         if self.instances is None:
             return self.group.share
-        bound, members = set(self.bound), self.group.members
+        on, members = set(self.runs_on), self.group.members
         total = sum(m.inclusive_ms for m in members) or 1.0
-        return round(self.group.share * sum(m.inclusive_ms for m in members if m.path in bound) / total, 4)
+        return round(self.group.share * sum(m.inclusive_ms for m in members if m.path in on) / total, 4)
+
+    @property
+    def model_gain(self) -> float | None:
+        """What Amdahl expects of the model from its kernel, over the instances it runs on."""
+        gain = amdahl(self.runs_on_share, self.speedup_vs_eager)
+        return round(gain, 4) if gain else None
 
     def to_json(self) -> dict[str, Any]:
         r = self.result
-        speedup = r.speedup_vs_eager if r is not None and r.accepted else None
-        gain = amdahl(self.bound_share, speedup)
         checks = self.instances.checks if self.instances is not None else []
         return {
             "op": self.group.name,
@@ -83,15 +90,15 @@ class CarvedOp:
             "instances": self.group.paths,
             "split_from": self.split_from,
             "share": self.group.share,
-            "bound_share": self.bound_share,
+            "runs_on_share": self.runs_on_share,
             "accepted": self.accepted,
             "kernel_id": r.kernel_id if r else None,
-            "speedup_vs_eager": speedup,
+            "speedup_vs_eager": self.speedup_vs_eager,
             "speedup_vs_compile": r.speedup_vs_compile if r and r.accepted else None,
             "eager_only": r.eager_only if r else None,
-            "expected_model_gain": round(gain, 4) if gain else None,
+            "expected_model_gain": self.model_gain,
             "reason": None if r is None or r.accepted else r.reason,
-            "bound": self.bound,
+            "runs_on": self.runs_on,
             "instance_checks": [c.model_dump(mode="json") for c in checks],
             "search_s": r.seconds if r else None,
             "instances_s": round(self.instances.seconds, 2) if self.instances is not None else None,
@@ -135,26 +142,24 @@ def carve(groups: list[OpGroup], plan: SearchPlan, split_from: str | None = None
 
 def search_ops(first: list[CarvedOp], plan: SearchPlan) -> Searched:
     """The waves: search ``first``, check each banked kernel on its instances, search those it
-    failed on as ops of their own, until none is left (or the run is stopped)."""
+    failed on as ops of their own, until none is left, a limit is reached (those instances keep
+    their reference, their checks say why) or the run is stopped."""
     options = plan.options
     limits = Limits(budget_usd=options.budget_usd, time_limit_s=options.time_limit_s)
+    if plan.control is not None:
+        limits.stop_requested = plan.control.stop_requested
     done, pending = Searched(), list(first)
     while pending:
+        if done.ops and (reached := limits.exceeded()) is not None:
+            names = ", ".join(c.group.name for c in pending)
+            _stage(plan, "carved", f"not searched ({str(reached).replace('_', ' ')} reached): {names}")
+            break
         done.ops += pending
-        weights = [max(c.group.share, WEIGHT_FLOOR) for c in pending]
-        wave = optimize(
-            [c.path for c in pending], options, plan.settings, plan.emit, plan.control, weights=weights, limits=limits
-        )
-        done.run.results += wave.results
-        done.run.skipped += wave.skipped
-        by_name = {r.problem: r for r in wave.results}
-        for c in pending:
-            c.result = by_name.get(c.group.name)
-        if wave.interrupted:
-            done.run.interrupted = True
+        if not _search_wave(pending, plan, limits, done.run):
             break
         try:
-            pending = _check_wave(pending, plan, {c.group.name for c in done.ops})
+            with ctrl_c_stops(limits):
+                pending = _check_wave(pending, plan, {c.group.name for c in done.ops}, limits.stop_requested)
         except KeyboardInterrupt:
             done.run.interrupted = True
             break
@@ -162,22 +167,43 @@ def search_ops(first: list[CarvedOp], plan: SearchPlan) -> Searched:
     return done
 
 
-def _check_wave(wave: list[CarvedOp], plan: SearchPlan, taken: set[str]) -> list[CarvedOp]:
+def _search_wave(wave: list[CarvedOp], plan: SearchPlan, limits: Limits, run: RunResult) -> bool:
+    """One session per op of the wave, its limits' parts by the ops' shares of the model's time;
+    False when the run ends here (interrupted, or an op file of a later wave could not run)."""
+    weights = [max(c.group.share, WEIGHT_FLOOR) for c in wave]
+    try:
+        found = optimize(
+            [c.path for c in wave], plan.options, plan.settings, plan.emit, plan.control, weights=weights, limits=limits
+        )
+    except ForgeError as exc:
+        if wave[0].split_from is None:  # the run's own op files: the user's mistake, said as one
+            raise
+        _stage(plan, "carved", f"the ops split off could not be searched: {exc.message}")
+        return False
+    run.results += found.results
+    run.skipped += found.skipped
+    by_name = {r.problem: r for r in found.results}
+    for c in wave:
+        c.result = by_name.get(c.group.name)
+    run.interrupted = run.interrupted or found.interrupted
+    return not found.interrupted
+
+
+def _check_wave(wave: list[CarvedOp], plan: SearchPlan, taken: set[str], stop: threading.Event) -> list[CarvedOp]:
     """Check each banked kernel of the wave on its op's instances; the ops of the instances a
     kernel failed on, carved and ready to search."""
-    stop = plan.control.stop_requested if plan.control is not None else None
-    settings = session_settings(plan.settings, plan.options)
     engine = open_for_writing(plan.options.bank)
+    settings = session_settings(plan.settings, plan.options)
     split: list[CarvedOp] = []
     try:
         for c in wave:
             if not c.accepted or c.result is None or c.result.kernel_id is None:
                 continue
+            scope = InstanceScope(c.path, engine, settings, plan.device, stop, plan.said)
+            c.instances = InstanceRun()  # filled as it goes: a Ctrl-C keeps what was checked
             try:
-                c.instances = check_instances(
-                    c.path, c.group, c.twins, c.result.kernel_id, engine, settings, plan.device, stop, plan.said
-                )
-            except ForgeError as exc:  # the op could not be checked at all: its kernel is bound nowhere else
+                check_instances(c.group, c.twins, c.result.kernel_id, scope, c.instances)
+            except ForgeError as exc:  # its kernel then runs where it was checked (kernelize reads the bank)
                 _stage(plan, "instances", f"{c.group.name}: its kernel could not be checked on its instances: {exc}")
                 continue
             failed = [m for m in c.group.members if m.path in set(c.instances.failed)]

@@ -43,13 +43,14 @@ class Limits:
         included), or with ``weight`` (its share of a model's time, say) its weight's part of
         ``weight_left``, the weights of the ops not yet opened, its own included. Taken when its
         session opens, so an op that ends early leaves what it did not use to the ops after it,
-        and one whose confirmation ran over leaves them less (each still gets its first round:
-        ``harness.sessions.search``).
+        and one whose confirmation ran over leaves them less (within a time limit each still gets
+        its first round: ``harness.sessions.search``).
 
         With ``at_once`` sessions side by side (a cluster) the time left is theirs together: of
         ``at_once`` slots of it (never more slots than sessions), what the running sessions' shares
         still hold is theirs, and the rest is split among the ops not yet opened (8 ops, 2 at a time,
-        300 s: 75 s each, whenever each opens). The budget is spent by all of them: equal parts.
+        300 s: 75 s each, whenever each opens). The budget is spent by all of them: each op's part
+        of what is left when it opens, by its weight as for time.
         ``spent_before``: the session's own spending so far (a resumed one's), counted against its
         budget share from there; ``release`` the share when the session ends."""
         n = max(1, ops_left)
