@@ -5,8 +5,9 @@ checks on the instances each op stands for, its wall time, and the kernelized mo
 A model file here has a ``LAYERS`` constant (``benchmarks/models/``: transformers and timm models,
 small configs, random weights); each depth runs a copy of the file with ``LAYERS`` set to it.
 
-Usage: python -m benchmarks.model_runs.depths MODEL [MODEL ...] [--depths 2,8] [--rounds N]
+Usage: python -m benchmarks.model_runs.depths MODEL[:DEPTHS] [...] [--depths 2,8] [--rounds N]
        [--time-limit S] [--python PY] [--page docs/benchmarks/model-run-depths.md]
+(``benchmarks/models/timm_vit.py:2,12``: that model at 2 and 12 blocks, the others at --depths)
 
 What a deeper run should show: the same searches as the shallow one (instances that compute alike
 are one op), one verification more per extra instance (each takes seconds, not a search's minutes),
@@ -136,19 +137,21 @@ def main() -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("models", nargs="+", help="model files with a LAYERS constant")
+    ap.add_argument("models", nargs="+", help="model files with a LAYERS constant (MODEL:2,12 for its own depths)")
     ap.add_argument("--depths", default="2,8", help="comma-separated depths (default 2,8)")
     ap.add_argument("--rounds", type=int, default=3, help="search rounds per op")
     ap.add_argument("--time-limit", type=float, help="seconds for each run's sessions (forge's --time-limit)")
     ap.add_argument("--python", default=sys.executable, help="the interpreter forge runs with (default: this one)")
     add_page_option(ap)
     a = ap.parse_args()
-    depths = [int(d) for d in a.depths.split(",")]
+    default = [int(d) for d in a.depths.split(",")]
     said = subprocess.run([a.python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
     print(f"forge ran with {a.python}: torch {said.stdout.strip() or 'not importable: ' + said.stderr[-200:]}")
     print(f"each run: forge optimize MODEL --modules --rounds {a.rounds}, a fresh bank, the built-in agent")
     failed = 0
-    for model in (Path(m).resolve() for m in a.models):
+    for spec in a.models:
+        name, _, own = spec.partition(":")
+        model, depths = Path(name).resolve(), [int(d) for d in own.split(",")] if own else default
         print(f"\n## {model.name}")
         runs = []
         for depth in depths:

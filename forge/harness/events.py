@@ -50,7 +50,8 @@ class SessionStarted(Event):
 @dataclass
 class ModelStage(Event):
     """A model-level run's progress (``forge optimize MODEL --modules``): problem is the model,
-    session 0; stage is profiled, chosen, carved, proving or proven."""
+    session 0; stage is profiled, chosen, carved, instance (one instance checked), instances (an
+    op's kernel checked on all of them), proving or proven."""
 
     stage: str
     detail: str

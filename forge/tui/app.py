@@ -155,7 +155,7 @@ class ForgeApp(App[None]):
         e = message.event
         if isinstance(e, harness.events.SessionStarted) and not isinstance(self.screen, SessionScreen):
             self.notify(f"{e.problem}: session {e.session_id} started")
-        if isinstance(e, harness.events.ModelStage):
+        if isinstance(e, harness.events.ModelStage) and e.stage != "instance":  # one per instance: its op's sums them
             self.notify(f"{e.problem}: {e.stage}: {e.detail}")
         if isinstance(e, harness.events.KernelAccepted):
             self.notify(f"{e.problem}: kernel {e.kernel_id} banked ({e.speedup_vs_eager or 0:.2f}x eager)")
