@@ -6,7 +6,15 @@ from dataclasses import replace
 
 from forge.agents.llm.agents import LLMCoder, LLMJudge
 from forge.agents.llm.client import Completion
-from forge.agents.llm.prompts import FittedSource, category, change_from_previous, fit_source, source_limit, standing
+from forge.agents.llm.prompts import (
+    FittedSource,
+    category,
+    change_from_previous,
+    fit_source,
+    op_shown,
+    source_limit,
+    standing,
+)
 from forge.agents.roles import CoderContext, HistoryItem, JudgeFeedback, MachineFacts
 from forge.core.figures import AttemptFigures, judged_roofline
 from forge.core.op_brief import OpBrief
@@ -410,3 +418,30 @@ def test_each_verdict_states_its_own_eager_and_the_scale_to_the_briefs():
     for text in (client.seen[0][-1]["content"], coder_text):
         assert "- baseline: eager took 1.5000 ms a call in these pairs (cold median)" in text, text
         assert "the brief's eager, 3.0000 ms (a plain loop of calls, caches not flushed), is 2.00x that" in text
+
+
+def test_a_carved_op_of_many_instances_is_shown_with_its_table_cut_short():
+    """An op standing for a model's 80 layers lists each in its file; the prompts show the first
+    three and the last, and say how many they left out, where the file itself keeps them all."""
+    import ast
+
+    from forge.harness.model_run.carve import op_source
+    from forge.harness.model_run.choose import choose_classes
+    from tests.harness.test_model_choose import _cls, _inst, _profile
+
+    layers = [_inst(f"layers.{i}", args=["8", str(i)]) for i in range(80)]
+    profile = _profile(_cls("Layer", 0.8, *layers))
+    (choice,) = choose_classes(profile, "toy")
+    source = op_source(choice.groups[0], profile)
+    assert all(f"'layers.{i}': " in source for i in range(80))
+    ctx = replace(_ctx(), op_name="toy_Layer", op_source=source)
+    item = HistoryItem(round=1, source="src", status=AttemptStatus.PASSED, timings_ms=Timings(candidate=1.0))
+    judge = FakeClient(['{"next_step": "tile it", "continue": false}'])
+    LLMJudge(judge).review(_with_parent(ctx, item), Verdict())  # type: ignore[arg-type]
+    for text in (LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"], judge.seen[0][-1]["content"]):  # type: ignore[arg-type]
+        shown = [i for i in range(80) if f"'layers.{i}': " in text]
+        assert shown == [0, 1, 2, 79] and "# ... 76 more instances, left out of this prompt" in text
+        assert "FORGE_INSTANCE = 'layers.0'" in text and "def get_init_inputs():" in text
+    ast.parse(op_shown(source))  # still Python: the cut keeps the table's braces
+    small = op_source(choose_classes(_profile(_cls("Layer", 0.8, *layers[:4])), "toy")[0].groups[0], profile)
+    assert op_shown(small) == small

@@ -167,7 +167,7 @@ def test_an_op_never_holds_more_calls_than_it_verifies():
 def test_twins_are_instances_built_and_called_alike():
     """Instances with the same arguments, configuration and recorded values share one check;
     another argument (a layer index), configuration or recorded mask makes an instance its own."""
-    from forge.harness.model_run.carve import twins
+    from forge.harness.model_run.kept import twins
 
     same = [_inst(f"norms.{i}", args=["8"]) for i in range(3)]
     (norm,) = choose_classes(_profile(_cls("Norm", 0.3, *same, _inst("other", args=["8"], config="eps 1e-5"))), "toy")
@@ -285,9 +285,8 @@ def test_nested_and_same_named_classes_are_carved_importably(tmp_path):
     local = next(c for c in choices if c.cls.name.endswith("Local"))
     assert not local.chosen and "defined inside a function" in local.reason
     nested = next(c for c in choices if c.cls.name == "Outer.Inner").groups[0]
-    assert "from toy import Outer  # noqa: E402" in op_source(nested, profile) and "Model = Outer.Inner" in op_source(
-        nested, profile
-    )
+    source = op_source(nested, profile, "0" * 64)
+    assert "from toy import Outer  # noqa: E402" in source and "Model = Outer.Inner" in source
 
 
 def test_a_model_whose_training_step_its_kernels_slow_runs_their_reference_under_autograd(tmp_path):

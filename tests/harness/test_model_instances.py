@@ -18,9 +18,10 @@ from forge.core.carved_ops import InstanceOutcome
 from forge.core.paths import BankLocation
 from forge.core.problem import load_problem
 from forge.db import kernel_instances, open_for_writing
-from forge.harness.model_run.carve import twins, write_ops
+from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import choose_classes
 from forge.harness.model_run.instances import InstanceRun, InstanceScope, check_instances
+from forge.harness.model_run.kept import twins
 from forge.harness.verify import verify_candidate
 from forge.model_probe import profile_in_process
 
@@ -48,7 +49,8 @@ def _model_file(folder: Path, depth: int, name: str = "stacked", after_building:
     ``after_building``: a statement its constructor runs last."""
     path = folder / f"{name}{depth}.py"
     shutil.copyfile(MODELS / "stacked.py", path)
-    source = path.read_text().replace("LAYERS = 2", f"LAYERS = {depth}")
+    # small: these tests verify and kernelize, they time nothing (the end-to-end run uses its sizes)
+    source = path.read_text().replace("LAYERS = 2", f"LAYERS = {depth}").replace("= 512, 1024", "= 64, 128")
     built = "        self.norms = nn.ModuleList(Norm(dim) for _ in range(depth))\n"
     path.write_text(source.replace(built, built + (f"        {after_building}\n" if after_building else "")))
     return path

@@ -77,7 +77,7 @@ def test_classes_built_from_a_config_and_called_with_keywords_are_carved(carved)
     assert [g.paths for g in by_name["Attention"].groups] == [["blocks.0.attn", "blocks.1.attn"]]
     source = ops["configured_Attention"].read_text()
     assert "instance_init_args(" in source and "FORGE_FIXED_INPUTS = [1, 2, 3]" in source
-    assert "FORGE_INSTANCES = [\n    'blocks.0.attn',\n    'blocks.1.attn',\n]" in source
+    assert "_BUILT_WITH = {\n    'blocks.0.attn': '" in source and "FORGE_INSTANCES = list(_BUILT_WITH)" in source
     assert "model(hidden_states=x0, attention_mask=x1, position_embeddings=(x2, x3), cache=None)" in source
 
 

@@ -11,7 +11,15 @@ import json
 from collections.abc import Callable
 
 from forge.agents.llm.client import LLMClient
-from forge.agents.llm.prompts import change_from_previous, example, fit_source, render, source_limit, standing
+from forge.agents.llm.prompts import (
+    change_from_previous,
+    example,
+    fit_source,
+    op_shown,
+    render,
+    source_limit,
+    standing,
+)
 from forge.agents.parsing import extract_candidate, parse_feedback
 from forge.agents.roles import CoderContext, MachineFacts, Proposal, Review
 from forge.core.figures import AttemptFigures, judged_roofline
@@ -43,7 +51,7 @@ class LLMCoder:
         user = render(
             "coder.j2",
             op_name=ctx.op_name,
-            op_source=ctx.op_source,
+            op_source=op_shown(ctx.op_source),
             device_line=_device_line(ctx.device, facts),
             backend=ctx.backend,
             machine=facts,
@@ -90,7 +98,7 @@ class LLMJudge:
         user = render(
             "judge.j2",
             op_name=context.op_name,
-            op_source=context.op_source,
+            op_source=op_shown(context.op_source),
             backend=context.backend,
             device=context.device,
             item=item,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 from dataclasses import dataclass
@@ -42,6 +43,40 @@ def example(backend: str, op_source: str) -> str:
     kind = backend if backend in ("triton", "cuda") else "cpp"
     path = PROMPTS / "examples" / f"{kind}_{category(op_source)}.txt"
     return path.read_text().strip()
+
+
+# An op carved from a model lists the instances it stands for (``_BUILT_WITH``); past this many, a
+# prompt shows the first and the last and says how many it left out: a model's 80 layers would
+# add a page to every request, and the coder needs only the instance it is given.
+_SHOWN_INSTANCES = 4
+
+
+def op_shown(op_source: str) -> str:
+    """The op file as a prompt shows it: whole, but for a carved op's instance table past
+    _SHOWN_INSTANCES entries, cut to its first and last ones with a line saying how many more
+    (found through the parsed source's positions, not its text)."""
+    try:
+        tree = ast.parse(op_source)
+    except SyntaxError:
+        return op_source
+    table = next(
+        (
+            n.value
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "_BUILT_WITH" for t in n.targets)
+            and isinstance(n.value, ast.Dict)
+        ),
+        None,
+    )
+    if table is None or len(table.keys) <= _SHOWN_INSTANCES or any(k is None for k in table.keys):
+        return op_source
+    lines = op_source.split("\n")
+    keep, last = table.values[_SHOWN_INSTANCES - 2], table.keys[-1]
+    assert keep.end_lineno is not None and last is not None
+    cut = len(table.keys) - _SHOWN_INSTANCES  # the first _SHOWN_INSTANCES - 1 and the last are shown
+    note = f"    # ... {cut} more instances, left out of this prompt (the op file lists them all)"
+    return "\n".join([*lines[: keep.end_lineno], note, *lines[last.lineno - 1 :]])
 
 
 # A source in a prompt gets at most this share of the model's context (the prompt also holds the

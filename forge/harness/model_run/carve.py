@@ -19,15 +19,11 @@ constants where every tensor is drawn, through ``_SIGNATURE`` where some are kep
 from __future__ import annotations
 
 import hashlib
-import io
 from pathlib import Path
-
-import torch
 
 from forge.core.model_records import CallUse, ModelProfile, TensorUse
 from forge.harness.model_run.choose import OpGroup
-
-Recorded = dict[str, list[dict[int, torch.Tensor]]]  # per instance path, per signature: kept tensors
+from forge.harness.model_run.kept import Recorded, has_kept, kept_bytes, literal_calls
 
 
 def _shape_source(dims: list[str]) -> str:
@@ -84,10 +80,6 @@ def _model_import(profile: ModelProfile) -> list[str]:
         f'    raise ImportError(f"{name!r} is another module ({{_held}}), not the model file {{_MODEL_FILE}}")',
         "",
     ]
-
-
-def _has_kept(group: OpGroup) -> bool:
-    return any(u.fixed for sig in group.signatures for u in sig.tensors)
 
 
 def _plain_call(sig: CallUse) -> bool:
@@ -147,34 +139,48 @@ def _call_lines(group: OpGroup) -> list[str]:
 
 
 def _instance_lines(group: OpGroup) -> list[str]:
-    """FORGE_INSTANCES and FORGE_INSTANCE: the instances the op stands for, and the one it builds."""
-    listed = "".join(f"\n    {p!r}," for p in group.paths)
+    """``_BUILT_WITH`` (per instance, by its path: the hash of the arguments the model built it
+    with, or which of ``_CALLS`` built it), FORGE_INSTANCES (its keys) and FORGE_INSTANCE (the
+    instance the op builds). The table is in the op file, which the bank keeps: the runtime builds
+    each instance's kernel from it, wherever the op file went (the prompts show it cut short)."""
+    if group.init_from_model:
+        said = "a hash of the arguments it was built with"
+        entries = [(m.path, repr(m.init.digest)) for m in group.members]
+    else:
+        said, calls = "its call in _CALLS", literal_calls(group)
+        entries = [(m.path, str(calls.index(list(m.init.args)))) for m in group.members]
+    n = len(group.members)
+    built = "".join(f"\n    {path!r}: {value}," for path, value in entries)
     return [
-        "# The instances this op stands for, by their path in the model. The kernel is searched on",
-        "# the first; forge verifies it on each of the others (their own arguments and recorded",
-        "# calls), and kernelize binds it to those it passed on (the bank records which).",
-        f"FORGE_INSTANCES = [{listed}\n]",
+        f"# This op stands for {n} instance{'s' if n != 1 else ''} of the model (FORGE_INSTANCES, by path).",
+        "# Its kernel is searched on FORGE_INSTANCE; forge then verifies it on each other instance,",
+        "# built with that instance's own arguments, and kernelize runs it on those it passed on: a",
+        "# kernel that reads the layer's attributes from self holds on all of them, one that bakes them",
+        "# in may not.",
+        f"_BUILT_WITH = {{{built}\n}}  # per instance, {said}",
+        "FORGE_INSTANCES = list(_BUILT_WITH)",
         f"FORGE_INSTANCE = {group.paths[0]!r}  # the one get_init_inputs() and get_inputs() build",
     ]
 
 
 def _init_lines(group: OpGroup, profile: ModelProfile) -> list[str]:
-    """``_BUILT_WITH`` (per instance: its arguments as literals, or the hash of the model's own)
-    and the ``get_init_inputs()`` that builds the instance ``FORGE_INSTANCE`` names."""
+    """The ``get_init_inputs()`` that builds the instance ``FORGE_INSTANCE`` names: with the
+    arguments the model built it with (``_BUILT_WITH``: their hash), or its literal call."""
     if group.init_from_model:
         spec = profile.model_file or profile.source
-        entries = [(m.path, repr(m.init.digest)) for m in group.members]
-        said = "a hash of the arguments it was built with"
-        body = [
+        return [
+            "def get_init_inputs():",
             "    # as the model built the instance (config objects, layer classes and all)",
             f"    return instance_init_args({spec!r}, FORGE_INSTANCE, _BUILT_WITH[FORGE_INSTANCE])",
         ]
-    else:
-        entries = [(m.path, f"lambda: [{', '.join(m.init.args)}]") for m in group.members]
-        said = "the arguments it was built with"
-        body = ["    return _BUILT_WITH[FORGE_INSTANCE]()"]
-    built = "".join(f"\n    {path!r}: {value}," for path, value in entries)
-    return [f"_BUILT_WITH = {{{built}\n}}  # per instance, {said}", "", "", "def get_init_inputs():", *body]
+    calls = ", ".join(f"lambda: [{', '.join(args)}]" for args in literal_calls(group))
+    return [
+        f"_CALLS = [{calls}]  # the instances' constructor calls",
+        "",
+        "",
+        "def get_init_inputs():",
+        "    return _CALLS[_BUILT_WITH[FORGE_INSTANCE]]()",
+    ]
 
 
 def op_source(group: OpGroup, profile: ModelProfile, recorded_sha256: str | None = None) -> str:
@@ -183,9 +189,9 @@ def op_source(group: OpGroup, profile: ModelProfile, recorded_sha256: str | None
     module = profile.import_name if cls.module == profile.import_name else cls.module
     paths = [p or "the model itself" for p in group.paths]  # the root's path is ""
     shown = ", ".join(paths[:6]) + (f", ... ({len(paths)} in all)" if len(paths) > 6 else "")
-    wanted = (("instance_init_args", group.init_from_model), ("instance_inputs", _has_kept(group)))
+    wanted = (("instance_init_args", group.init_from_model), ("instance_inputs", has_kept(group)))
     helper_names = [name for name, used in wanted if used]
-    inputs = _inputs_kept(group, recorded_sha256 or "") if _has_kept(group) else _inputs_drawn(group)
+    inputs = _inputs_kept(group, recorded_sha256 or "") if has_kept(group) else _inputs_drawn(group)
     return "\n".join(
         [
             f'"""{cls.name} as {Path(profile.source).name} runs it, carved out by `forge optimize --modules`.',
@@ -218,61 +224,6 @@ def op_source(group: OpGroup, profile: ModelProfile, recorded_sha256: str | None
     )
 
 
-def _kept_index(group: OpGroup, recorded: Recorded) -> tuple[list[torch.Tensor], dict[str, list[dict[int, int]]]]:
-    """The group's kept tensors, each distinct one once (a mask every layer is given), and per
-    instance, per signature of the op, which of them it holds: the instance's own values where it
-    made that call, else those of the instance the call was first seen on."""
-    tensors: list[torch.Tensor] = []
-    seen: dict[tuple[str, tuple[int, ...], tuple[int, ...], str], int] = {}
-
-    def stored(t: torch.Tensor) -> int:
-        raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        key = (str(t.dtype), tuple(t.shape), tuple(t.stride()), hashlib.sha256(raw).hexdigest())  # layout too
-        if key not in seen:
-            seen[key] = len(tensors)
-            tensors.append(t)
-        return seen[key]
-
-    def held(path: str, k: int) -> dict[int, torch.Tensor]:
-        values = recorded.get(path, [])
-        return values[k] if k < len(values) else {}
-
-    instances: dict[str, list[dict[int, int]]] = {}
-    for member in group.members:
-        per_signature = []
-        for sig, (origin, k) in zip(group.signatures, group.origins, strict=True):
-            own = next((j for j, s in enumerate(member.signatures) if s == sig), None)
-            values = held(member.path, own) if own is not None else held(origin, k)
-            per_signature.append({i: stored(values[i]) for i, u in enumerate(sig.tensors) if u.fixed and i in values})
-        instances[member.path] = per_signature
-    return tensors, instances
-
-
-def _kept_bytes(group: OpGroup, recorded: Recorded) -> bytes:
-    """The group's kept tensors as ``torch.save`` writes them (``instance_inputs`` reads them)."""
-    tensors, instances = _kept_index(group, recorded)
-    buffer = io.BytesIO()
-    torch.save({"tensors": tensors, "instances": instances}, buffer)
-    return buffer.getvalue()
-
-
-def twins(group: OpGroup, recorded: Recorded | None = None) -> dict[str, str]:
-    """Per instance of the group, the first instance built and called exactly as it is: the same
-    constructor arguments (equal literals, the very same objects: ``InitCall.same_build``),
-    configuration and recorded values (itself where none comes before it). The op file builds
-    them alike, so one verification of a kernel on the first is the verification of it on each."""
-    _, instances = _kept_index(group, recorded or {}) if _has_kept(group) else ([], {})
-    first: dict[str, str] = {}
-    found: dict[str, str] = {}
-    for member in group.members:
-        if not member.init.same_build:  # how it was built is not known well enough to share a check
-            found[member.path] = member.path
-            continue
-        key = "\n".join((member.init.same_build, member.config, repr(instances.get(member.path))))
-        found[member.path] = first.setdefault(key, member.path)
-    return found
-
-
 def _write_if_changed(path: Path, data: bytes) -> None:
     if not path.exists() or path.read_bytes() != data:  # unchanged files keep their times
         path.write_bytes(data)
@@ -288,8 +239,8 @@ def write_ops(
     for group in groups:
         path = folder / f"{group.name}.py"
         sha256 = None
-        if _has_kept(group):
-            data = _kept_bytes(group, recorded or {})
+        if has_kept(group):
+            data = kept_bytes(group, recorded or {})
             sha256 = hashlib.sha256(data).hexdigest()
             _write_if_changed(folder / f"{group.name}.inputs.pt", data)
         _write_if_changed(path, op_source(group, profile, sha256).encode())

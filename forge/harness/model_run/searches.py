@@ -24,9 +24,10 @@ from forge.core.model_records import ModelProfile
 from forge.core.settings import ForgeSettings
 from forge.db import open_for_writing
 from forge.harness import events as ev
-from forge.harness.model_run.carve import Recorded, twins, write_ops
+from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import OpGroup, op_group
 from forge.harness.model_run.instances import InstanceRun, InstanceScope, check_instances
+from forge.harness.model_run.kept import Recorded, twins
 from forge.harness.runs.control import RunControl
 from forge.harness.runs.limits import Limits, ctrl_c_stops
 from forge.harness.runs.options import OptimizeOptions, session_settings
