@@ -94,6 +94,9 @@ def _run(model: Path, depth: int, a: argparse.Namespace) -> DepthRun | None:
     if "model" not in data:
         print(f"\n{model.name} at {depth} layers: {data.get('error', data)}")
         return None
+    if a.keep is not None:  # the run's whole report, whatever the tables below make of it
+        a.keep.mkdir(parents=True, exist_ok=True)
+        (a.keep / f"{model.stem}_{depth}.json").write_text(json.dumps({"seconds": seconds, **data}))
     return DepthRun(depth, seconds, data)
 
 
@@ -101,7 +104,7 @@ def _ops_table(run: DepthRun) -> None:
     print(f"\n### {run.depth} layers: {run.data['model']['forward_ms']:.2f} ms a forward, run took {run.seconds:.0f} s")
     print(f"{'op':44s} {'runs on':>9s} {'x eager':>8s} {'search s':>9s} {'checks':>12s}  outcome")
     for o in run.ops:
-        on = f"{len(o['bound'])} of {len(o['instances'])}" if o["instance_checks"] else f"{len(o['instances'])}"
+        on = f"{len(o['runs_on'])} of {len(o['instances'])}" if o["instance_checks"] else f"{len(o['instances'])}"
         speed = f"{o['speedup_vs_eager']:.2f}x" if o["speedup_vs_eager"] else "—"
         checks = f"{o['verifications']}: {o['instances_s']:.0f} s" if o["verifications"] else "—"
         failed = [c["path"] for c in o["instance_checks"] if c["outcome"] == "failed"]
@@ -142,6 +145,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="search rounds per op")
     ap.add_argument("--time-limit", type=float, help="seconds for each run's sessions (forge's --time-limit)")
     ap.add_argument("--python", default=sys.executable, help="the interpreter forge runs with (default: this one)")
+    ap.add_argument("--keep", type=Path, help="a folder to keep each run's --json report in (MODEL_DEPTH.json)")
     add_page_option(ap)
     a = ap.parse_args()
     default = [int(d) for d in a.depths.split(",")]
