@@ -84,6 +84,7 @@ def _run(model: Path, depth: int, a: argparse.Namespace) -> DepthRun | None:
         start = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
         seconds = time.perf_counter() - start
+    stderr = done.stderr
     try:
         data = json.loads(done.stdout)
     except json.JSONDecodeError:
@@ -97,6 +98,7 @@ def _run(model: Path, depth: int, a: argparse.Namespace) -> DepthRun | None:
     if a.keep is not None:  # the run's whole report, whatever the tables below make of it
         a.keep.mkdir(parents=True, exist_ok=True)
         (a.keep / f"{model.stem}_{depth}.json").write_text(json.dumps({"seconds": seconds, **data}))
+        (a.keep / f"{model.stem}_{depth}.log").write_text(stderr)
     return DepthRun(depth, seconds, data)
 
 
