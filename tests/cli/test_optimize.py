@@ -132,7 +132,9 @@ def test_a_batchs_time_limit_is_shared_among_its_ops(tmp_path, cache_dir):
     problems = json.loads(r.stdout)["problems"]
     shares = [p["share_s"] for p in problems]
     assert len(problems) == 2 and all(p["attempts"] >= 1 for p in problems), problems
-    assert 13.0 < shares[0] <= 15.0 and f"on cpu, share {shares[0]:.0f} s" in " ".join(r.stderr.split())
+    # half of what the 30 s left once the first op started: the start-up (4 s on a slow CI machine)
+    # comes off it first; the whole limit would be over 15 s, a third of it under 10 s
+    assert 10.0 < shares[0] <= 15.0 and f"on cpu, share {shares[0]:.0f} s" in " ".join(r.stderr.split())
     assert 0 < shares[1] < 30 and all(p["share_usd"] is None for p in problems)
 
 
