@@ -68,6 +68,23 @@ class ImportedClass(BaseModel):
     cut: bool = False  # cut at core.class_source.SOURCE_LIMIT characters
 
 
+class CaseSlack(BaseModel):
+    """The slack one output got in one kind of case on a draw like the verifier's (its
+    ``compare.Slack``), beside the reference's own error from its float64 run: the two figures a
+    coder weighs a summation order, an accumulator or an exp of its own against."""
+
+    model_config = _LENIENT
+    case: str  # normal, or a stress kind (verifier.cases.STRESS_KINDS)
+    atol: float  # after the stress case's magnitude scaling
+    rtol: float
+    reduction_atol: float | None = None  # the widened atol where the output reduces (None: it does not)
+    per_element: int = 1
+    own_largest: float | None = None  # the reference's own error from float64 (None: no float64 run)
+    own_rms: float | None = None
+    beside_exact: bool = False  # a value outside the atol is judged again against the float64 run
+    tiny: bool = False  # the output's largest value is under TINY_OUTPUT_ATOLS x atol: judged at its own scale too
+
+
 class OutputTolerance(BaseModel):
     model_config = _LENIENT
     output: int
@@ -75,6 +92,7 @@ class OutputTolerance(BaseModel):
     shape: list[int]
     atol: float
     rtol: float
+    cases: list[CaseSlack] = Field(default_factory=list)
 
 
 class OpBrief(BaseModel):

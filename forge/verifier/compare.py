@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from forge.core.slack_rules import EXACT_MARGIN, EXACT_TRUSTED, TINY_OUTPUT_ATOLS, TINY_OUTPUT_REL_ERROR
+
 _DEFAULT_TOL = {torch.float16: 1e-2, torch.bfloat16: 1e-2}
 _FP32_TOL = 1e-4
 
@@ -19,6 +21,8 @@ class Mismatch:
     detail: str
     max_abs: float | None = None
     max_rel: float | None = None
+    atol: float | None = None  # the slack applied where values differ (``Slack``)
+    rtol: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -29,6 +33,45 @@ def tolerance(dtype: torch.dtype, override: dict[str, float] | None) -> tuple[fl
         return float(override["atol"]), float(override["rtol"])
     t = _DEFAULT_TOL.get(dtype, _FP32_TOL)
     return t, t
+
+
+@dataclass(frozen=True)
+class Slack:
+    """The tolerance one output gets in one case, as ``compare`` applies it: ``atol`` and
+    ``rtol`` first (a stress case's atol scaled by the output's magnitude, a scalar sum's rtol
+    widened); where that fails, a reduction's output (``per_element`` > 1) is compared again
+    with ``reduction_atol``. The op brief states these same figures."""
+
+    atol: float
+    rtol: float
+    per_element: int  # input elements behind each output element (elements read / elements written)
+    scaled_by: float = 1.0  # the stress case's magnitude factor on atol (1: no scaling)
+
+    def reduction_atol(self, dtype: torch.dtype, expected: torch.Tensor) -> float:
+        """The widened atol of a reduction's output (``reduction_atol``); ``atol`` for a scalar
+        or an output that reduces nothing."""
+        if expected.numel() <= 1:
+            return self.atol
+        return reduction_atol(dtype, self.atol, self.per_element, expected)
+
+
+def slack(
+    dtype: torch.dtype, work: torch.Tensor, override: dict[str, float] | None, scale_atol: bool, reduced: int
+) -> Slack:
+    """The slack for an expected output ``work`` (in its comparison dtype) of ``dtype``, reducing
+    ``reduced`` input elements in all. A tolerance the op declares is taken as it is, scaled on
+    stress cases like any other."""
+    atol, rtol = tolerance(dtype, override)
+    per_element = max(1, reduced // max(1, work.numel()))
+    scaled_by = 1.0
+    if scale_atol:
+        finite = work.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
+        scaled_by = max(1.0, float(finite.max())) if finite.numel() else 1.0
+    if override is None and work.numel() == 1:
+        rtol = scalar_rtol(dtype, rtol, per_element)
+    return Slack(
+        atol=atol * scaled_by, rtol=rtol, per_element=per_element if override is None else 1, scaled_by=scaled_by
+    )
 
 
 def compare(
@@ -60,7 +103,7 @@ def compare(
             return Mismatch(i, "device", f"output {i} is on {devices[i]}, expected {want_device}")
         if r.is_complex():  # as (real, imaginary) pairs: a cast to a real dtype drops the imaginary part
             r, c = torch.view_as_real(r.resolve_conj()), torch.view_as_real(c.resolve_conj())
-        m = _compare_values(i, r, c, override, scale_atol, max(1, reduced // max(1, r.numel())))
+        m = _compare_values(i, r, c, override, scale_atol, reduced)
         if m and m.kind == "values" and exact is not None and i < len(exact):
             ex = exact[i]
             m = beside_exact(m, r, torch.view_as_real(ex.resolve_conj()) if ex.is_complex() else ex, c, override)
@@ -69,13 +112,35 @@ def compare(
     return None
 
 
-# A stress case's candidate passes beside the exact outputs when its errors from them are within
-# this many times the float32 reference's own (plus the stress atol), both the largest and the
-# root mean square: an output off everywhere by the reference's worst error fails the second. The
-# float64 run is trusted while the reference's own error is within this fraction of the outputs'
-# magnitude (a random op's float64 run, another draw, is far beyond it).
-EXACT_MARGIN = 2.0
-EXACT_TRUSTED = 0.1
+@dataclass(frozen=True)
+class ExactErrors:
+    """How far the working-precision reference ``r`` is from its float64 run ``x``, over the
+    elements finite in both: the figures ``beside_exact`` holds a candidate to."""
+
+    largest: float
+    rms: float
+    trusted: bool  # the float64 run stands for the truth (the reference within EXACT_TRUSTED of it)
+
+    def allows(self, off: torch.Tensor, atol: float) -> bool:
+        """Whether errors ``off`` (from the float64 run) are within EXACT_MARGIN of the reference's."""
+        rms = float(off.square().mean().sqrt()) if off.numel() else 0.0
+        largest = float(off.max()) if off.numel() else 0.0
+        return largest <= EXACT_MARGIN * self.largest + atol and rms <= EXACT_MARGIN * self.rms + atol
+
+
+def exact_errors(r: torch.Tensor, x: torch.Tensor) -> ExactErrors | None:
+    """The reference's own errors from the float64 run, or None where there is nothing to judge
+    against (another shape, not floating, a float64 reference, nothing finite in both)."""
+    if x.shape != r.shape or not x.is_floating_point() or r.dtype == torch.float64:
+        return None
+    xw, rw = x.double(), r.double()
+    both = torch.isfinite(xw) & torch.isfinite(rw)
+    if not bool(both.any()):
+        return None
+    own = (rw - xw)[both].abs()
+    largest = float(own.max())
+    trusted = largest <= EXACT_TRUSTED * max(float(xw[both].abs().max()), 1e-30)
+    return ExactErrors(largest, float(own.square().mean().sqrt()), trusted)
 
 
 def beside_exact(
@@ -87,25 +152,19 @@ def beside_exact(
     over nearly tied logits in the thousands: one summation order changes how the weight splits),
     and a candidate summing in another order is as right as the reference and as far from it as
     from exact."""
-    if x.shape != r.shape or not x.is_floating_point() or r.dtype == torch.float64:
+    own = exact_errors(r, x)
+    if own is None:
         return m
     xw, rw, cw = x.double(), r.double(), c.double()
     both = torch.isfinite(xw) & torch.isfinite(rw)
-    if not bool(both.any()):
-        return m
-    own, off = (rw - xw)[both].abs(), (cw - xw)[both].abs()
+    off = (cw - xw)[both].abs()
     atol = tolerance(r.dtype, override)[0] * max(1.0, float(rw[both].abs().max()))
-    trusted = float(own.max()) <= EXACT_TRUSTED * max(float(xw[both].abs().max()), 1e-30)
-    within = all(
-        float(measure(off)) <= EXACT_MARGIN * float(measure(own)) + atol
-        for measure in (torch.max, lambda e: e.square().mean().sqrt())
-    )
-    if trusted and within:
+    if own.trusted and own.allows(off, atol):
         return None
     m.detail += (
         f"; against the float64 reference its largest error is {float(off.max()):.3g} (rms "
         f"{float(off.square().mean().sqrt()):.3g}), the float32 reference's own "
-        f"{float(own.max()):.3g} (rms {float(own.square().mean().sqrt()):.3g})"
+        f"{own.largest:.3g} (rms {own.rms:.3g})"
     )
     return m
 
@@ -134,14 +193,6 @@ def reduction_atol(dtype: torch.dtype, atol: float, per_element: int, expected: 
         return atol
     rms = float(finite.square().mean().sqrt())
     return max(atol, 2.0 * torch.finfo(dtype).eps * math.sqrt(per_element) * rms)
-
-
-# An output whose largest value is under this many times the absolute tolerance is mostly
-# tolerance: zeros (or half the values) would pass it element by element. It is compared at its
-# own scale too: the error's norm within this fraction of its own norm (zeros: 1.0; an honest
-# float32 kernel whose outputs cancel from operands 1000x larger: about 0.01).
-TINY_OUTPUT_ATOLS = 10.0
-TINY_OUTPUT_REL_ERROR = 0.1
 
 
 def _beside_own_scale(i: int, rw: torch.Tensor, cw: torch.Tensor, atol: float) -> Mismatch | None:
@@ -186,24 +237,19 @@ def _compare_values(
         # integer outputs (argmax indices, counts) are exact: a tie must resolve as the reference's does
         bad = int((r != c).sum())
         return Mismatch(i, "values", f"output {i}: {bad} elements differ (exact match required)") if bad else None
-    atol, rtol = tolerance(r.dtype, override)
     # fp16/bf16 are compared in fp32 (isclose in half precision would round the tolerance itself).
     work = torch.float64 if r.dtype == torch.float64 else torch.float32
     rw, cw = r.to(work), c.to(work)
-    if scale_atol:
-        finite = rw.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
-        atol *= max(1.0, float(finite.max())) if finite.numel() else 1.0
-    # A tolerance the op declares is taken as it is.
-    if override is None and r.numel() == 1:
-        rtol = scalar_rtol(r.dtype, rtol, reduced)
+    given = slack(r.dtype, rw, override, scale_atol, reduced)
+    atol, rtol = given.atol, given.rtol
     if _all_close_and_finite(cw, rw, rtol, atol):  # most outputs, every timed call's among them
         return _beside_own_scale(i, rw, cw, atol) if override is None else None
     # One native pass decides: NaN must meet NaN, inf must meet the same inf, the rest be close.
     ok = torch.isclose(cw, rw, rtol=rtol, atol=atol, equal_nan=True)
-    if not bool(ok.all()) and override is None and r.numel() > 1:
+    if not bool(ok.all()) and given.per_element > 1:
         # The reduction's widening (a floor beside the stress scaling, not multiplied by it) can
         # only let more through, so its pass over the output is paid only when the first fails.
-        wider = reduction_atol(r.dtype, atol, reduced, rw)
+        wider = given.reduction_atol(r.dtype, rw)
         if wider > atol:
             atol = wider
             ok = torch.isclose(cw, rw, rtol=rtol, atol=atol, equal_nan=True)
@@ -230,6 +276,8 @@ def _compare_values(
         f"(max abs error {max_abs:.3g}, max rel error {max_rel:.3g})",
         max_abs,
         max_rel,
+        atol,
+        rtol,
     )
 
 

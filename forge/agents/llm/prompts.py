@@ -13,6 +13,7 @@ from typing import Any
 from forge.agents.llm.client import context_tokens
 from forge.agents.roles import HistoryItem
 from forge.core.op_brief import OpBrief
+from forge.core.slack_rules import CASE_NAMES, EXACT_MARGIN, TINY_OUTPUT_ATOLS, TINY_OUTPUT_REL_ERROR
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 _ROWWISE = re.compile(r"softmax|norm|\.sum\(|\.mean\(|amax|logsumexp|torch\.(sum|mean|max|var)\b")
@@ -22,12 +23,17 @@ _ROWWISE = re.compile(r"softmax|norm|\.sum\(|\.mean\(|amax|logsumexp|torch\.(sum
 def _env() -> Any:
     import jinja2
 
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(PROMPTS)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,  # prompts, not HTML
     )
+    # the verifier's own constants, so the brief states the rule it applies
+    env.globals.update(
+        case_names=CASE_NAMES, exact_margin=EXACT_MARGIN, tiny_atols=TINY_OUTPUT_ATOLS, tiny_error=TINY_OUTPUT_REL_ERROR
+    )
+    return env
 
 
 def render(name: str, **values: Any) -> str:

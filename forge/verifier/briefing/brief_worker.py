@@ -21,8 +21,10 @@ from forge.core.timing_records import Roofline
 from forge.verifier import machine
 from forge.verifier.briefing.cpp_cost import measure_cpp_cost
 from forge.verifier.briefing.inductor_code import trim_output_code
+from forge.verifier.briefing.slack_brief import output_slacks
 from forge.verifier.call_form import invoke, use_op
 from forge.verifier.call_profile import call_ms, device_sync, profiled, profiled_ops
+from forge.verifier.compare import tolerance
 from forge.verifier.machine_figures import MachineFigures
 
 _PROFILED_CALLS = 5
@@ -108,10 +110,16 @@ def _runtime(device: str) -> list[str]:
     return facts
 
 
-def _tolerances(problem: Any, outputs: list[Any]) -> list[OutputTolerance]:
-    from forge.verifier.compare import tolerance
-
+def _tolerances(
+    problem: Any, model: Any, inputs: list[Any], outputs: list[Any], missing: list[str]
+) -> list[OutputTolerance]:
+    """Each output's tolerance with its slack per kind of case; the bare tolerances where the
+    stress draws could not run (said in ``missing``)."""
     override = problem.tolerance.model_dump() if problem.tolerance is not None else None
+    try:
+        return output_slacks(model, inputs, override, problem.fixed_inputs)
+    except Exception as exc:  # the stress cases say it themselves, in every verdict
+        missing.append(f"the slack in each kind of case: {_said(exc)}")
     found = []
     for i, out in enumerate(outputs):
         if hasattr(out, "dtype") and out.is_floating_point():
@@ -189,7 +197,7 @@ def measure(op_path: Path, device: str, compiled: bool = True, figures: MachineF
     with torch.no_grad():
         out = invoke(model, inputs)
         outputs = output_tensors(out)
-        brief.tolerances = _tolerances(problem, outputs)
+        brief.tolerances = _tolerances(problem, model, inputs, outputs, brief.missing)
         if not compiled:
             brief.missing.append("torch.compile: its baseline is off in this run (compile_baseline)")
         parts: list[tuple[str, Callable[[], Any]]] = [

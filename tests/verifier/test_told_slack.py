@@ -1,0 +1,193 @@
+"""The slack the brief tells the agents is the slack the verifier applies: the brief's figures
+for each kind of case are ``compare``'s on the same draw, and its prompt text carries them; a
+summation order, an accumulator or a rounding the brief calls free passes the real verifier,
+and a real error fails it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from forge.agents.llm.prompts import render
+from forge.core.op_brief import OpBrief
+from forge.core.slack_rules import CASE_NAMES
+from forge.verifier import verify
+from forge.verifier.briefing.slack_brief import output_slacks
+from forge.verifier.cases import stress_inputs
+from forge.verifier.checks import input_elements
+from forge.verifier.compare import compare
+from forge.verifier.reference_cases import run_in_float64
+
+
+class Attention(torch.nn.Module):
+    def forward(self, q, k, v):
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        return torch.softmax(s, dim=-1) @ v
+
+
+class RowSum(torch.nn.Module):
+    def forward(self, x):
+        return x.sum(-1)
+
+
+def _inputs(model: torch.nn.Module) -> list[torch.Tensor]:
+    torch.manual_seed(1)
+    if isinstance(model, Attention):
+        return [torch.randn(2, 256, 64) for _ in range(3)]
+    return [torch.randn(16, 4096)]
+
+
+def _drawn(model: torch.nn.Module, inputs: list[torch.Tensor], case: str):
+    if case != "normal":
+        inputs = stress_inputs(inputs, case, 0)  # the brief's draw (slack_brief._SEED)
+    with torch.no_grad():
+        expected = model(*inputs)
+    return inputs, expected, run_in_float64(model, inputs)
+
+
+@pytest.mark.parametrize("model", [Attention(), RowSum()], ids=["attention", "row_sum"])
+def test_the_brief_states_the_slack_compare_applies_in_each_case(model):
+    inputs = _inputs(model)
+    (told,) = output_slacks(model, inputs, None, frozenset())
+    assert [c.case for c in told.cases] == ["normal", "large", "heavy_tail", "mixed_sign", "specials"]
+    for c in told.cases:
+        case_inputs, expected, exact = _drawn(model, inputs, c.case)
+        if not bool(torch.isfinite(expected).any()):  # NaN everywhere (attention's rows): nothing to weigh
+            assert c.own_largest is None and not c.beside_exact, c
+            continue
+        stress = c.case != "normal"
+        reduced = input_elements(case_inputs)
+        atol = c.reduction_atol if c.reduction_atol is not None else c.atol
+        # off by a tenth of the told atol everywhere: within it
+        inside = expected + 0.1 * c.atol * torch.sign(torch.randn_like(expected))
+        assert compare([expected], [inside], None, "", None, scale_atol=stress, reduced=reduced, exact=exact) is None
+        # off by 5% everywhere: outside, and the verdict's slack is the one the brief told
+        wrong = expected * 1.05 + atol
+        m = compare([expected], [wrong], None, "", None, scale_atol=stress, reduced=reduced, exact=exact)
+        assert m is not None and m.kind == "values", (c, m)
+        assert m.atol == pytest.approx(atol) and m.rtol == pytest.approx(c.rtol), (c, m)
+        assert c.beside_exact == stress, c  # the float64 run stands for the truth here
+    if isinstance(model, RowSum):  # 4096 elements a row: the widened atol is the one applied
+        assert told.cases[0].per_element == 4096 and told.cases[0].reduction_atol > 5 * told.cases[0].atol
+    else:  # attention's x * 100: its own rounding grows with the logits, and so does the slack
+        normal, large = told.cases[0], told.cases[1]
+        assert large.own_largest > 100 * normal.own_largest and large.atol > 100 * normal.atol, told.cases
+
+
+def test_the_prompt_carries_the_told_figures():
+    model = Attention()
+    tolerances = output_slacks(model, _inputs(model), None, frozenset())
+    text = render("brief.j2", brief=OpBrief(device="cpu", tolerances=tolerances))
+    for c in tolerances[0].cases:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {CASE_NAMES[c.case]} |"))
+        own = f"{c.own_largest:.2g} / {c.own_rms:.2g}" if c.own_largest is not None else "not measured"
+        assert f"| {c.atol:.3g} | {c.rtol:.3g} |" in row and f"| {own} |" in row, row
+    assert "at most 2x the reference's own" in text and "sum in any order" in text
+
+
+OP = """
+import math
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, q, k, v):
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        mask = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool).tril()
+        return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
+
+
+def get_inputs():
+    return [torch.randn(2, 2, 96, 32) for _ in range(3)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# QK^T in blocks of 8 along d, the high block first, and P @ V in blocks of 16 keys: two other
+# summation orders; the softmax written out
+REORDERED = """
+import math
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, q, k, v):
+        d, n = q.shape[-1], q.shape[-2]
+        s = torch.zeros(q.shape[:-1] + (n,), dtype=q.dtype)
+        for j in reversed(range(0, d, 8)):
+            s = s + q[..., j:j + 8] @ k[..., j:j + 8].transpose(-1, -2)
+        s = (s / math.sqrt(d)).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+        p = torch.exp(s - s.amax(-1, keepdim=True))
+        p = p / p.sum(-1, keepdim=True)
+        out = torch.zeros_like(q)
+        for j in range(0, n, 16):
+            out = out + p[..., j:j + 16] @ v[..., j:j + 16, :]
+        return out
+"""
+
+WIDE = """
+import math
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, q, k, v):
+        n = q.shape[-2]
+        s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+        return (torch.softmax(s, dim=-1) @ v.double()).float()
+"""
+
+# another exp: 2^(x * log2(e)), rounded otherwise than torch's exp
+EXP2 = """
+import math
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, q, k, v):
+        n = q.shape[-2]
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+        p = torch.exp2((s - s.amax(-1, keepdim=True)) * 1.4426950408889634)
+        return (p / p.sum(-1, keepdim=True)) @ v
+"""
+
+# the logits' scale off by 0.3%: a real error, where the rounding of a reordered sum is ~1e-7
+OFF = """
+import math
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, q, k, v):
+        n = q.shape[-2]
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1]) * 1.003
+        s = s.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "passes"),
+    [(REORDERED, True), (WIDE, True), (EXP2, True), (OFF, False)],
+    ids=["reordered", "float64", "exp2", "off"],
+)
+def test_an_attention_summed_otherwise_passes_and_one_off_by_a_real_error_fails(
+    tmp_path, fast_settings, source, passes
+):
+    op, candidate = tmp_path / "attention.py", tmp_path / "candidate.py"
+    op.write_text(OP)
+    candidate.write_text(source)
+    v = verify(op, candidate, fast_settings, timed=False)
+    assert (v.status.value == "passed") == passes, v.reason
+    if not passes:
+        assert v.status.value == "failed_correctness" and "outside atol" in (v.reason or ""), v.reason
