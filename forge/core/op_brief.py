@@ -31,6 +31,8 @@ class EagerProfile(BaseModel):
     calls: int
     ops: list[ProfiledOp] = Field(default_factory=list)  # the top ones, by self time
     clock: str = "cpu"  # whose time the rows are: "cpu" (host) or "cuda" (device)
+    # the regime its time was taken in, as the verdicts take theirs (None: a brief from before)
+    regime: str | None = None
 
 
 class CandidateProfile(BaseModel):

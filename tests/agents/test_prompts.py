@@ -418,6 +418,10 @@ def test_each_verdict_states_its_own_eager_and_the_scale_to_the_briefs():
     for text in (client.seen[0][-1]["content"], coder_text):
         assert "- baseline: eager took 1.5000 ms a call in these pairs (cold median)" in text, text
         assert "the brief's eager, 3.0000 ms (a plain loop of calls, caches not flushed), is 2.00x that" in text
+    ctx.brief = OpBrief(device="cpu", eager=EagerProfile(median_ms=3.0, calls=21, regime="warm"))
+    text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
+    said = "the brief's eager, 3.0000 ms (the same trial in the warm regime, one process, no other side's calls between)"
+    assert said in text, text
 
 
 def test_a_carved_op_of_many_instances_is_shown_with_its_table_cut_short():

@@ -62,3 +62,31 @@ def test_the_briefs_roofline_reads_the_sessions_figures_not_the_workers_own(tmp_
     assert (brief.roofline.bandwidth_gbs, brief.roofline.cache_bandwidth_gbs) == (12.5, 31.0)
     assert (brief.roofline.cache_read_bandwidth_gbs, brief.roofline.cache_working_set) == (33.0, 1 << 20)
     assert brief.roofline.peak_gflops == 250.0
+
+
+def test_the_brief_times_eager_in_the_regime_its_verdicts_are_judged_in(monkeypatch):
+    """Warm: every call on the same buffers, the next set's values written into them (as the
+    workers' warm trial); cold: each call on a set of its own. The regime is the verifier's rule:
+    warm when one call's inputs and outputs fit in half the last-level cache."""
+    import torch
+
+    from forge.verifier.briefing import brief_worker
+    from forge.verifier.briefing.regime_timing import regime_times_ms
+
+    sets = [[torch.full((64,), float(i))] for i in range(3)]
+    for warm in (True, False):
+        seen: list[tuple[int, float]] = []
+        regime_times_ms({"eager": lambda xs: seen.append((xs[0].data_ptr(), float(xs[0][0])))}, sets, warm, "cpu", 6)
+        timed = seen[-6:]  # after the warm-up calls
+        assert [v for _, v in timed] == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+        pointers = {p for p, _ in timed}
+        assert (
+            (pointers.isdisjoint({s[0].data_ptr() for s in sets}) and len(pointers) == 1)
+            if warm
+            else (pointers == {s[0].data_ptr() for s in sets})
+        )
+    x, y = torch.zeros(1024), torch.zeros(1024)  # 8 KiB in all
+    monkeypatch.setattr(brief_worker.machine, "last_level_cache_bytes", lambda device: 16 << 10)
+    assert brief_worker._judged_warm([x], [y], "cpu")
+    monkeypatch.setattr(brief_worker.machine, "last_level_cache_bytes", lambda device: 8 << 10)
+    assert not brief_worker._judged_warm([x], [y], "cpu")

@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import statistics
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,10 @@ from forge.core.timing_records import Roofline
 from forge.verifier import machine
 from forge.verifier.briefing.cpp_cost import measure_cpp_cost
 from forge.verifier.briefing.inductor_code import trim_output_code
+from forge.verifier.briefing.regime_timing import regime_times_ms
 from forge.verifier.briefing.slack_brief import output_slacks
 from forge.verifier.call_form import invoke, use_op
-from forge.verifier.call_profile import call_ms, device_sync, profiled, profiled_ops
+from forge.verifier.call_profile import profiled, profiled_ops
 from forge.verifier.compare import tolerance
 from forge.verifier.machine_figures import MachineFigures
 
@@ -31,40 +31,55 @@ _PROFILED_CALLS = 5
 _TIMED_PAIRS = 21
 
 
-def eager_profile(fn: Callable[[], Any], device: str, timed_ms: float | None) -> EagerProfile:
+def eager_profile(
+    fn: Callable[[], Any], device: str, timed_ms: float | None, timing: BriefTiming | None = None
+) -> EagerProfile:
     """Eager's profile; its time a call is ``timed_ms`` (torch.compile's alternating calls timed
-    it already: one eager figure in the brief), else timed here."""
-    sync = device_sync(device)
-    times = [timed_ms] if timed_ms is not None else [call_ms(fn, sync) for _ in range(_TIMED_PAIRS)]
+    it already: one eager figure in the brief), else timed here as the verdicts time it."""
+    if timed_ms is not None:
+        median = timed_ms
+    elif timing is not None:
+        median = timing.times({"eager": timing.eager})["eager"]
+    else:
+        raise ValueError("eager_profile needs its time a call or how to take it")
     got = profiled(fn, device, _PROFILED_CALLS)
-    median = statistics.median(times)
     # shares of the rows' own time (eager's calls are aten ops through and through), each shown
     # as that share of one unprofiled call: the profiler's own overhead inflates every row
     ops = profiled_ops(got.rows, sum(r[1] for r in got.rows), median, got.launches)
     clock = "cuda" if device == "cuda" else "cpu"
-    return EagerProfile(median_ms=round(median, 5), calls=_TIMED_PAIRS, ops=ops, clock=clock)
+    return EagerProfile(
+        median_ms=round(median, 5),
+        calls=_TIMED_PAIRS,
+        ops=ops,
+        clock=clock,
+        regime=None if timing is None else "warm" if timing.warm else "cold",
+    )
 
 
-def _compiled(model: Any, inputs: list[Any], device: str) -> CompiledBaseline:
+@dataclass
+class BriefTiming:
+    """How the brief times the op: in the regime its verdicts are judged in, on a few input sets."""
+
+    model: Any
+    sets: list[list[Any]]
+    warm: bool
+    device: str
+
+    def eager(self, inputs: Sequence[Any]) -> Any:
+        return invoke(self.model, list(inputs))
+
+    def times(self, sides: dict[str, Callable[[Sequence[Any]], Any]]) -> dict[str, float]:
+        return regime_times_ms(sides, self.sets, self.warm, self.device, _TIMED_PAIRS)
+
+
+def _compiled(timing: BriefTiming) -> CompiledBaseline:
     import torch
     from torch._inductor.utils import run_and_get_code
 
-    compiled = torch.compile(model)
-    _, codes = run_and_get_code(lambda: invoke(compiled, inputs))
-    sync = device_sync(device)
-    times: dict[str, list[float]] = {"eager": [], "compiled": []}
-    for i in range(_TIMED_PAIRS):
-        pair = [("eager", lambda: invoke(model, inputs)), ("compiled", lambda: invoke(compiled, inputs))]
-        spent = {}
-        for name, fn in pair if i % 2 == 0 else reversed(pair):
-            sync()
-            start = time.perf_counter()
-            fn()
-            sync()
-            spent[name] = time.perf_counter() - start
-        for name, seconds in spent.items():
-            times[name].append(seconds * 1e3)
-    eager_ms, compiled_ms = statistics.median(times["eager"]), statistics.median(times["compiled"])
+    compiled = torch.compile(timing.model)
+    _, codes = run_and_get_code(lambda: invoke(compiled, timing.sets[0]))
+    times = timing.times({"eager": timing.eager, "compiled": lambda inputs: invoke(compiled, list(inputs))})
+    eager_ms, compiled_ms = times["eager"], times["compiled"]
     code = "\n\n".join(codes)
     # the ratio of the two medians shown, so the figures agree with each other
     return CompiledBaseline(
@@ -75,6 +90,14 @@ def _compiled(model: Any, inputs: list[Any], device: str) -> CompiledBaseline:
         code=trim_output_code(code),
         code_chars=len(code),
     )
+
+
+def _judged_warm(inputs: list[Any], outputs: list[Any], device: str) -> bool:
+    """The verifier's rule (``timing.statistics.record_regimes``): warm when one call's inputs and
+    outputs fit in half the last-level cache."""
+    llc = machine.last_level_cache_bytes(device)
+    nbytes = sum(t.numel() * t.element_size() for t in [*inputs, *outputs] if hasattr(t, "element_size"))
+    return bool(llc) and nbytes <= (llc or 0) // 2
 
 
 def _runtime(device: str) -> list[str]:
@@ -200,12 +223,15 @@ def measure(op_path: Path, device: str, compiled: bool = True, figures: MachineF
         brief.tolerances = _tolerances(problem, model, inputs, outputs, brief.missing)
         if not compiled:
             brief.missing.append("torch.compile: its baseline is off in this run (compile_baseline)")
+        timing = BriefTiming(
+            model, _timing_sets(problem, inputs, device), _judged_warm(inputs, outputs, device), device
+        )
         parts: list[tuple[str, Callable[[], Any]]] = [
-            ("compiled", lambda: _compiled(model, inputs, device) if compiled else None),
+            ("compiled", lambda: _compiled(timing) if compiled else None),
             (
                 "eager",
                 lambda: eager_profile(
-                    lambda: invoke(model, inputs), device, brief.compiled.eager_ms if brief.compiled else None
+                    lambda: invoke(model, inputs), device, brief.compiled.eager_ms if brief.compiled else None, timing
                 ),
             ),
         ]
@@ -218,6 +244,15 @@ def measure(op_path: Path, device: str, compiled: bool = True, figures: MachineF
     if device == "cpu":
         _add_cpp_cost(brief, sum(isinstance(t, torch.Tensor) for t in inputs) + len(outputs))
     return brief
+
+
+def _timing_sets(problem: Any, inputs: list[Any], device: str) -> list[list[Any]]:
+    """The op's inputs and two more draws: a cold call finds none of them cached, a warm call gets
+    new values written into its buffers."""
+    import torch
+
+    more = [[t.to(device) if isinstance(t, torch.Tensor) else t for t in problem.inputs()] for _ in range(2)]
+    return [inputs, *more]
 
 
 def _add_roofline(brief: OpBrief, model: Any, inputs: list[Any], outputs: list[Any], figures: Any) -> None:

@@ -20,7 +20,7 @@ from forge.verifier.processes.sandboxing import sandboxed
 from forge.verifier.processes.worker_env import worker_env
 
 BRIEF_TIMEOUT_S = 240.0
-_VERSION = 7  # what the brief holds: a brief cached by an older forge is measured again
+_VERSION = 8  # what the brief holds: a brief cached by an older forge is measured again
 
 
 def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSettings) -> OpBrief:
