@@ -186,6 +186,29 @@ def test_a_verified_candidate_past_the_bound_blames_the_estimate_not_its_result(
     assert "check the result" not in check.detail and "plausible" not in check.detail
 
 
+def test_a_peak_eagers_own_call_beats_is_raised_to_eagers_rate():
+    """A GEMM benchmark that missed the library's best kernel: eager's whole call did the op's
+    FLOPs faster than the measured peak allows. The bound then takes eager's rate (a peak that a
+    library call exceeds bounds nothing) and says so; a peak eager stays under is kept."""
+    from forge.core.timing_records import Roofline
+    from forge.core.verdict import Verdict
+    from forge.verifier.timing.statistics import record_roofline, record_speedups
+
+    # 2 GFLOP at a measured 100 GFLOP/s: a 20 ms bound, where eager took 10 ms
+    roof = Roofline(bytes=1_000_000, flops=2_000_000_000, bandwidth_gbs=20.0, peak_gflops=100.0, bound_ms=20.0)
+    v = Verdict.from_json({"status": "passed"})
+    record_speedups(v, [8_000_000] * 20, [10_000_000] * 20, [], None)
+    record_roofline(v, roof)
+    assert v.roofline is not None and v.roofline.peak_gflops == 200.0 and v.roofline.measured_peak_gflops == 100.0
+    assert v.roofline.bound_ms == 10.0 and v.roofline.fraction_eager == 1.0 and v.roofline.fraction_candidate == 1.25
+    assert v.roofline.bound_by == "eager's own matmul rate, above the measured peak"
+    slower = Verdict.from_json({"status": "passed"})
+    record_speedups(slower, [20_000_000] * 20, [40_000_000] * 20, [], None)
+    record_roofline(slower, roof)
+    assert slower.roofline is not None and slower.roofline.peak_gflops == 100.0
+    assert slower.roofline.measured_peak_gflops is None and slower.roofline.bound_by == "measured matmul peak"
+
+
 def test_transcendental_work_is_counted_apart_from_matmul_flops():
     """A cross-entropy-like op makes one exp per element: 0 matmul FLOPs is not 0 work, and the
     verdict's roofline line and the brief say how many transcendental evaluations one call makes."""

@@ -21,7 +21,7 @@ def _bottleneck(verdict: Verdict) -> str:
         return "no roofline estimate for this op; judged on time alone"
     if not roof.holds:
         return "the roofline estimate does not hold for this op (eager beats it); judged on time alone"
-    kind = "arithmetic" if roof.bound_by == "measured matmul peak" else "memory traffic"
+    kind = "arithmetic" if "matmul" in roof.bound_by else "memory traffic"
     where = f"{kind}: at {frac:.0%} of the estimated bound ({roof.bound_ms or 0:.3f} ms)"
     if frac >= 0.8:
         return where + " — close to the machine's limit; little left to gain from launch configs"

@@ -172,6 +172,7 @@ def _roofline(
         cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
         figures = machine.measured_figures(device, torch.get_num_threads(), cache)
     estimate = roofline.record(nbytes, roofline.bytes_read(model, inputs), flops, transcendentals, figures)
+    estimate = estimate.beside_eager(eager_ms)
     llc = machine.last_level_cache_bytes(device)
     # judged warm (one call's data fits in half the last-level cache), its data comes from there
     warm = estimate.cache_bound_ms is not None and bool(llc) and nbytes <= (llc or 0) // 2

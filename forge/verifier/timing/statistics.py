@@ -129,12 +129,17 @@ def record_roofline(v: Verdict, roofline: Roofline | None) -> None:
     cand_ms = v.timings_ms.candidate
     eager_ms = ts.eager.median_ms if ts.eager is not None else None
     warm, pairs = ts.warm_candidate, ts.warm_paired_eager
-    if ts.regime is TimingRegime.WARM and roof.cache_bound_ms and warm is not None and pairs is not None:
-        roof.level, roof.bound_ms = "cache", roof.cache_bound_ms
+    cached = ts.regime is TimingRegime.WARM and bool(roof.cache_bound_ms)
+    if cached and warm is not None and pairs is not None:
         # eager's warm calls are kept only as ratios to the candidate's: its time from the pairs
         cand_ms, eager_ms = warm.median_ms, warm.median_ms * pairs.median
-    roof.fraction_candidate = round(roof.bound_ms / cand_ms, 4) if cand_ms else None
-    roof.fraction_eager = round(roof.bound_ms / eager_ms, 4) if eager_ms else None
+    roof = roof.beside_eager(eager_ms)
+    v.roofline = roof
+    if cached and warm is not None and pairs is not None and roof.cache_bound_ms:
+        roof.level, roof.bound_ms = "cache", roof.cache_bound_ms
+    bound = roof.bound_ms or 0.0
+    roof.fraction_candidate = round(bound / cand_ms, 4) if cand_ms else None
+    roof.fraction_eager = round(bound / eager_ms, 4) if eager_ms else None
     reads = f", {roof.cache_read_bandwidth_gbs:.1f} GB/s reading alone" if roof.cache_read_bandwidth_gbs else ""
     where = ""
     if roof.level:
