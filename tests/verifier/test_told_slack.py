@@ -191,3 +191,13 @@ def test_an_attention_summed_otherwise_passes_and_one_off_by_a_real_error_fails(
     assert (v.status.value == "passed") == passes, v.reason
     if not passes:
         assert v.status.value == "failed_correctness" and "outside atol" in (v.reason or ""), v.reason
+
+
+def test_an_op_of_many_outputs_shows_the_first_three_tables():
+    """Five rows an output is a page for an op of many outputs: the first three are shown whole,
+    the rest named with their tolerance."""
+    model = Attention()
+    (told,) = output_slacks(model, _inputs(model), None, frozenset())
+    many = [told.model_copy(update={"output": i}) for i in range(5)]
+    text = render("brief.j2", brief=OpBrief(device="cpu", tolerances=many))
+    assert text.count("| case | atol | rtol |") == 3 and text.count("as the outputs above, at its own magnitude") == 2
