@@ -14,7 +14,7 @@ from forge.agents.factory import (
 )
 from forge.agents.parsing import Extracted, extract_candidate, parse_feedback
 from forge.agents.plan_roles import PlanAdvice, PlanContext, PlanProposal, PlanTried, parse_plan
-from forge.agents.roles import Coder, CoderContext, HistoryItem, Judge, MachineFacts, Proposal, Review
+from forge.agents.roles import Coder, CoderContext, Confirmation, HistoryItem, Judge, MachineFacts, Proposal, Review
 from forge.core.feedback import JudgeFeedback
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "Agents",
     "Coder",
     "CoderContext",
+    "Confirmation",
     "Extracted",
     "HistoryItem",
     "Judge",

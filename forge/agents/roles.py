@@ -46,6 +46,20 @@ class MachineFacts:
         return [(f.name, getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None]
 
 
+@dataclass(frozen=True)
+class Confirmation:
+    """A finalist's confirmation as a later round sees it (a resumed session): timed again alone
+    with more calls (and in a user's loop where that ran), whether it held, and the kernel the
+    bank keeps from it. Without it a round was told a finalist was timed again, never the figure."""
+
+    held: bool
+    trials: int | None  # calls a side
+    figures: AttemptFigures | None  # the confirmation's own measurement (None: not timed)
+    user_loop: str | None  # the user loop's figures in words (None: it did not run)
+    reason: str | None  # why it held or did not
+    kernel_id: int | None  # the kernel banked from this attempt (None: none)
+
+
 @dataclass
 class HistoryItem:
     """One earlier attempt as the agents see it."""
@@ -67,6 +81,7 @@ class HistoryItem:
     figures: AttemptFigures | None = None  # its speed as the prompts show it (None: not verified)
     training: str | None = None  # a training session: whether it would be used under autograd, and why
     profile: CandidateProfile | None = None  # where its time went (a passing, timed attempt, profiled)
+    confirmation: Confirmation | None = None  # a finalist's: its confirmation (a resumed session's history)
 
 
 @dataclass

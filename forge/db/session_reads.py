@@ -62,6 +62,7 @@ class StoredSession:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     attempts: list[StoredAttempt] = field(default_factory=list)
+    banked: dict[int, int] = field(default_factory=dict)  # attempt id -> the kernel banked from it
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,13 @@ def load_session(engine: Engine, session_id: int) -> StoredSession:
             started_at=row.started_at,
             ended_at=row.ended_at,
             attempts=[_stored_attempt(a) for a in attempts],
+            banked={
+                int(attempt): int(kernel)
+                for kernel, attempt in db.execute(
+                    select(KernelRow.id, KernelRow.attempt_id).where(KernelRow.session_id == session_id)
+                )
+                if attempt is not None
+            },
         )
 
 

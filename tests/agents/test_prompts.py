@@ -420,7 +420,7 @@ def test_each_verdict_states_its_own_eager_and_the_scale_to_the_briefs():
         assert "the brief's eager, 3.0000 ms (a plain loop of calls, caches not flushed), is 2.00x that" in text
     ctx.brief = OpBrief(device="cpu", eager=EagerProfile(median_ms=3.0, calls=21, regime="warm"))
     text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
-    said = "the brief's eager, 3.0000 ms (the same trial in the warm regime, one process, no other side's calls between)"
+    said = "the brief's eager, 3.0000 ms (the same trial in the warm regime, one process, no other side's calls between"
     assert said in text, text
 
 

@@ -10,14 +10,19 @@ from dataclasses import replace
 
 import pytest
 
+from forge.agents.llm.agents import LLMCoder
+from forge.agents.roles import CoderContext
 from forge.core.figures import fmt_seconds
 from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
 from forge.db.kernels import list_kernels
+from forge.db.session_reads import load_session
 from forge.harness import OptimizeOptions, optimize
 from forge.harness import events as ev
+from forge.harness.sessions.resume import restore_state
 from forge.harness.sessions.search_state import no_gain_reason
 from forge.verifier import Job, VerifierService
+from tests.agents.test_prompts import FakeClient
 from tests.conftest import OPS
 
 QUICK_RMSNORM = OPS / "quick_rmsnorm.py"  # a session banks its kernel (~2x eager) in ~12 s
@@ -122,6 +127,27 @@ def test_finalists_are_timed_again_and_only_a_confirmation_that_holds_is_banked(
         assert json.loads(evidence)["confirmed"] is True and result.speedup_vs_eager == speedup
     else:
         assert kernels == [] and "no finalist held up" in (result.reason or "")
+    _a_resumed_round_is_told_the_confirmation(bank, result, confirms[-1])
+
+
+def _a_resumed_round_is_told_the_confirmation(bank, result, last: ev.ConfirmFinished) -> None:
+    """The history a resume restores carries each finalist's confirmation (its figure, whether it
+    held, the kernel banked from it), and the coder's prompt says it under that attempt."""
+    engine = open_for_writing(bank)
+    state, _ = restore_state(load_session(engine, result.session_id))
+    engine.dispose()
+    finalist = next(h for h in state.history if h.attempt_id == last.attempt_id)
+    c = finalist.confirmation
+    assert c is not None and c.held == last.held and c.trials in (10, 30), c
+    assert c.kernel_id == (result.kernel_id if result.accepted else None), (c, result)
+    ctx = CoderContext("quick_rmsnorm", QUICK_RMSNORM.read_text(), "cpu", "cpp", history=state.history)
+    text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
+    said = (
+        f"banked as kernel {result.kernel_id}: the figure a new candidate must beat"
+        if result.accepted
+        else "not banked"
+    )
+    assert "- as a finalist, timed again alone (" in text and said in text, text
 
 
 @pytest.mark.e2e

@@ -74,9 +74,14 @@ def test_the_brief_times_eager_in_the_regime_its_verdicts_are_judged_in(monkeypa
     from forge.verifier.briefing.regime_timing import regime_times_ms
 
     sets = [[torch.full((64,), float(i))] for i in range(3)]
+    seen: list[tuple[int, float]] = []
+
+    def eager(xs):
+        seen.append((xs[0].data_ptr(), float(xs[0][0])))
+
     for warm in (True, False):
-        seen: list[tuple[int, float]] = []
-        regime_times_ms({"eager": lambda xs: seen.append((xs[0].data_ptr(), float(xs[0][0])))}, sets, warm, "cpu", 6)
+        seen.clear()
+        regime_times_ms({"eager": eager}, sets, warm, "cpu", 6)
         timed = seen[-6:]  # after the warm-up calls
         assert [v for _, v in timed] == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
         pointers = {p for p, _ in timed}

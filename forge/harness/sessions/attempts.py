@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forge.agents import HistoryItem
+from forge.agents import Confirmation, HistoryItem
 from forge.core.acceptance import training_standing
 from forge.core.candidate_config import CandidateConfig
 from forge.core.figures import AttemptFigures, judged_roofline
@@ -54,4 +54,18 @@ def invalid_item(round: int, reason: str, response: str | None, attempt_id: int 
         reason=reason,
         error_text=reason,
         attempt_id=attempt_id,
+    )
+
+
+def confirmation_of(verdict: Verdict, kernel_id: int | None) -> Confirmation:
+    """A confirm row's verdict as the finalist's history shows it to a later round."""
+    figures = AttemptFigures.of(verdict)
+    loop = next((c.detail for c in verdict.checks if c.name == "user_loop" and c.passed), None)
+    return Confirmation(
+        held=bool(verdict.confirm_held),
+        trials=verdict.confirm_trials,
+        figures=figures if verdict.passed and figures.timed else None,
+        user_loop=loop,
+        reason=verdict.confirm_reason,
+        kernel_id=kernel_id,
     )

@@ -15,7 +15,7 @@ from forge.core.verdict import Verdict
 from forge.db import StoredSession
 from forge.harness.runs.limits import Spend
 from forge.harness.runs.options import OptimizeOptions, StoredOptions
-from forge.harness.sessions.attempts import history_item, invalid_item
+from forge.harness.sessions.attempts import confirmation_of, history_item, invalid_item
 from forge.harness.sessions.search_state import SearchState
 from forge.harness.sessions.steps import Candidate
 
@@ -52,6 +52,12 @@ def restore_state(stored: StoredSession) -> tuple[SearchState, Spend]:
         for a in stored.attempts
         if a.role is AttemptRole.JUDGE and a.parent_id is not None and a.feedback is not None
     }
+    # a finalist's newest confirmation, and the kernel banked from it: what a later round measures against
+    confirmations = {
+        a.parent_id: confirmation_of(a.verdict, stored.banked.get(a.parent_id))
+        for a in stored.attempts
+        if a.role is AttemptRole.CONFIRM and a.parent_id is not None and a.verdict is not None
+    }
     state = SearchState(round=max((a.round for a in stored.attempts), default=0))
     for a in stored.attempts:
         if a.role is not AttemptRole.CODER:
@@ -65,6 +71,7 @@ def restore_state(stored: StoredSession) -> tuple[SearchState, Spend]:
         elif a.verdict is not None:
             item = history_item(a.round, a.source or "", a.verdict, a.config, a.id)
             item.feedback = feedback.get(a.id)
+            item.confirmation = confirmations.get(a.id)
             state.add(item)
             state.consider(a.id, a.source or "", a.verdict, a.config)
     # A session whose calls had no known price stored no cost: it stays unknown, never $0.
