@@ -118,3 +118,21 @@ def test_a_knob_changes_the_kernel_exactly_when_the_family_says_it_counts(op, ba
                     cfg = {**base, knob: value}
                     same = coder.canonical(cfg) == coder.canonical(base)
                     assert (family.render(recipe, cfg) == family.render(recipe, base)) == same, (base, cfg)
+
+
+def test_the_builtin_judge_says_where_a_kernel_stands_against_its_bound():
+    """Under 60% of its bound the search goes on, and a stop there says the configs ran out, not
+    that the kernel reached the machine's limit; past 80% it says little is left."""
+    from forge.agents.builtin.judge import _bottleneck, _stop_step
+    from forge.core.timing_records import Roofline
+
+    def passed(frac: float) -> Verdict:
+        roof = Roofline(bytes=1, bandwidth_gbs=1.0, bound_ms=1.0, fraction_candidate=frac, fraction_eager=0.1)
+        return Verdict(status=VerdictStatus.PASSED, roofline=roof)
+
+    assert "under 60% of it: far from the machine's limit, the search goes on" in _bottleneck(passed(0.3))
+    assert "close to the machine's limit" in _bottleneck(passed(0.9)) and "goes on" not in _bottleneck(passed(0.7))
+    assert "at 30% of the bound: the built-in coder's schedules for this op have nothing left" in _stop_step(
+        passed(0.3)
+    )
+    assert _stop_step(passed(0.7)) == "every neighbouring config of every passing one has been tried; stop"

@@ -25,7 +25,27 @@ def _bottleneck(verdict: Verdict) -> str:
     where = f"{kind}: at {frac:.0%} of the estimated bound ({roof.bound_ms or 0:.3f} ms)"
     if frac >= 0.8:
         return where + " — close to the machine's limit; little left to gain from launch configs"
+    if frac < TARGET_FRACTION:
+        return where + f" — under {TARGET_FRACTION:.0%} of it: far from the machine's limit, the search goes on"
     return where
+
+
+# Below this fraction of its bound a kernel is far from the machine's limit: the search goes on
+# while rounds and configs remain, and a stop says that it was the configs that ran out.
+TARGET_FRACTION = 0.6
+
+
+def _stop_step(verdict: Verdict) -> str:
+    """Why the search stops when every neighbouring config has been tried, against the bound."""
+    said = "every neighbouring config of every passing one has been tried; stop"
+    roof = verdict.roofline
+    frac = roof.fraction_candidate if roof is not None and roof.holds else None
+    if verdict.passed and frac is not None and frac < TARGET_FRACTION:
+        said += (
+            f", at {frac:.0%} of the bound: the built-in coder's schedules for this op have nothing left to try "
+            "(an LLM coder, --model, writes others)"
+        )
+    return said
 
 
 class BuiltinJudge:
@@ -50,7 +70,7 @@ class BuiltinJudge:
                     {
                         "diagnosis": diagnosis,
                         "bottleneck": bottleneck,
-                        "next_step": "every neighbouring config of every passing one has been tried; stop",
+                        "next_step": _stop_step(verdict),
                         "continue": False,
                     }
                 )
