@@ -176,13 +176,21 @@ def _resume_choice(given: list[str] | None) -> tuple[bool, list[int]]:
     return False, ids
 
 
+def _of_bound(r: harness.SessionResult) -> str:
+    """The kernel's fraction of its roofline bound, eager's beside it: "34% (eager 12%)"."""
+    if r.bound_fraction is None:
+        return "—"
+    eager = f" (eager {r.eager_bound_fraction:.0%})" if r.eager_bound_fraction is not None else ""
+    return f"{r.bound_fraction:.0%}{eager}"
+
+
 def _summary(run: harness.RunResult) -> None:
     if not run.results and not run.interrupted:
         left = f" ({len(run.skipped)} left alone, above)" if run.skipped else ""
         out.print(f"nothing to resume: no session in this bank was cut short with its driver gone{left}")
         return
     table = Table(show_header=True, header_style="bold")
-    for col in ("op", "kernel", "x eager", "x compile", "judged", "other regime", "attempts", "session"):
+    for col in ("op", "kernel", "x eager", "x compile", "judged", "of bound", "other regime", "attempts", "session"):
         table.add_column(col, no_wrap=col != "op")
     for r in run.results:
         kernel = f"[green]{r.kernel_id}[/] {r.backend or ''}" if r.accepted else "[red]none[/]"
@@ -194,6 +202,7 @@ def _summary(run: harness.RunResult) -> None:
             fmt_times(r.speedup_vs_eager),
             fmt_times(r.speedup_vs_compile) + (" eager only" if r.accepted and r.eager_only else ""),
             r.regime or "—",
+            _of_bound(r),
             shown,
             str(r.attempts),
             str(r.session_id),

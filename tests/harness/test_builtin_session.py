@@ -12,7 +12,7 @@ import pytest
 
 from forge.agents.llm.agents import LLMCoder
 from forge.agents.roles import CoderContext
-from forge.core.figures import fmt_seconds
+from forge.core.figures import fmt_seconds, judged_roofline
 from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
 from forge.db.kernels import list_kernels
@@ -125,6 +125,9 @@ def test_finalists_are_timed_again_and_only_a_confirmation_that_holds_is_banked(
         held = confirms[-1]
         assert held.held and held.attempt_id == attempt_id and speedup == held.speedup_vs_eager
         assert json.loads(evidence)["confirmed"] is True and result.speedup_vs_eager == speedup
+        roof = judged_roofline(Verdict.from_json(json.loads(evidence)))  # the summary's "of bound": the kernel's own
+        assert roof is not None and roof.holds and result.bound_fraction == roof.fraction_candidate > 0, roof
+        assert result.eager_bound_fraction == roof.fraction_eager and result.to_json()["bound_fraction"] > 0
     else:
         assert kernels == [] and "no finalist held up" in (result.reason or "")
     _a_resumed_round_is_told_the_confirmation(bank, result, confirms[-1])

@@ -17,6 +17,7 @@ from typing import Any
 from forge.agents import AgentKind, Agents, CoderContext, HistoryItem, MachineFacts
 from forge.core.acceptance import TrainingStanding, beats_compile, training_standing
 from forge.core.errors import UsageError
+from forge.core.figures import judged_roofline
 from forge.core.op_brief import OpBrief
 from forge.core.problem import ProblemSource
 from forge.core.settings import ForgeSettings
@@ -77,6 +78,10 @@ class SessionResult:
     share_usd: float | None = None
     training: TrainingStanding | None = None  # a training session's banked kernel: used under autograd?
     seconds: float | None = None  # the session's wall time in this run, its confirmation included
+    # the banked kernel's fraction of its roofline bound in the judged regime, and eager's (None:
+    # no bound that holds for the op, e.g. judged warm with only DRAM's)
+    bound_fraction: float | None = None
+    eager_bound_fraction: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The op's entry in ``forge optimize --json``."""
@@ -86,6 +91,7 @@ class SessionResult:
         out.update(attempts=self.attempts, session_id=self.session_id, status=str(self.status))
         out.update(share_s=self.share_s, share_usd=self.share_usd, tokens=self.tokens, cost_usd=self.cost_usd)
         out["seconds"] = self.seconds
+        out.update(bound_fraction=self.bound_fraction, eager_bound_fraction=self.eager_bound_fraction)
         out["training"] = self.training.model_dump() if self.training is not None else None
         out["reason"] = None if self.accepted else self.reason
         return out
@@ -360,6 +366,9 @@ class Session:
         result.accepted, result.kernel_id, result.backend = True, kid, v.backend
         result.speedup_vs_eager, result.speedup_vs_compile = v.speedup_vs_eager, v.speedup_vs_compile
         result.regime, result.regimes = regime_figures(v)
+        roof = judged_roofline(v)
+        if roof is not None and roof.holds:
+            result.bound_fraction, result.eager_bound_fraction = roof.fraction_candidate, roof.fraction_eager
         standing = beats_compile(v)
         result.eager_only, result.compile_why = not standing.beats, standing.why
         result.training = training_standing(v) if self.options.train else None
