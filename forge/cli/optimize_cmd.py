@@ -208,7 +208,7 @@ def _summary(run: harness.RunResult) -> None:
             str(r.session_id),
         )
     # Piped output gets rich's 80 columns, too narrow for this table; a terminal keeps its own width.
-    print_wide(table)
+    print_wide(table, whole=True)
     for r in run.results:
         if not r.accepted:
             out.print(f"{r.problem}: {r.reason}", soft_wrap=True)
