@@ -1,7 +1,7 @@
 """Eager's (and torch.compile's) time for the brief, taken as the verifier's workers take it: the
 same trial (``timing.worker_loop.TimedCalls``) in the regime the verdicts judge the op in. Warm:
-the same buffers, the next set's values written into them before each timed call, after an
-untimed call on a CPU; cold: the last-level cache flushed first, each call on another input set.
+the same buffers, the next set's values written into them before each timed call; cold: the
+last-level cache flushed first, each call on another input set.
 Timed back to back on one input instead, the brief's eager read 0.5-0.8x what every verdict then
 compared against (layernorm 0.85 ms against 1.69 ms, 2-core VM): a coder told the first figure
 aimed at a target no verdict would confirm."""
