@@ -22,8 +22,9 @@ from forge.db import open_for_writing
 from forge.harness import events as ev
 from forge.harness.model_run.choose import MIN_SHARE, ClassChoice, choose_classes, names_class
 from forge.harness.model_run.compile_evidence import demote_slowing_kernels
-from forge.harness.model_run.searches import CarvedOp, SearchPlan, carve, search_ops
+from forge.harness.model_run.searches import CarvedOp, SearchPlan, carve
 from forge.harness.model_run.training_evidence import demote_slowing_training_kernels
+from forge.harness.model_run.whole_model import search_parts_then_whole
 from forge.harness.runs.control import RunControl
 from forge.harness.runs.options import OptimizeOptions
 from forge.harness.runs.run import RunResult
@@ -136,8 +137,13 @@ def optimize_model(
     result = ModelRunResult(model, profile, picked, carved)
     if carved:
         _stage(emit, model, "carved", f"{len(carved)} op file(s) in {folder}")
-        searched = search_ops(carved, plan)
+        root = next((c for c in picked if c.cls.key == profile.root), None)
+        forced = root is not None and names_class(root.cls, set(choices.include))
+        searched = search_parts_then_whole(carved, profile.root, forced, plan)
         result.ops, result.run = searched.ops, searched.run
+        for op in result.ops:  # the class table says why the model was not searched whole
+            if root is not None and op.left_out is not None and op.group.cls.key == root.cls.key:
+                root.reason = op.left_out
     if result.run.interrupted:
         return result
     ways = "eager, kernelized, compiled, both" + ("; and a training step" if options.train else "")

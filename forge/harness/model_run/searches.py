@@ -52,6 +52,7 @@ class CarvedOp:
     path: Path
     twins: dict[str, str]  # per instance, the first built and called exactly as it (``carve.twins``)
     split_from: str | None = None  # the op whose kernel failed on these instances
+    left_out: str | None = None  # why it was not searched (a whole model its parts' kernels cover)
     result: SessionResult | None = None
     instances: InstanceRun | None = None  # None: its kernel not checked on its instances (none banked)
 
@@ -101,7 +102,7 @@ class CarvedOp:
             "speedup_vs_compile": r.speedup_vs_compile if r and r.accepted else None,
             "eager_only": r.eager_only if r else None,
             "expected_model_gain": self.model_gain,
-            "reason": None if r is None or r.accepted else r.reason,
+            "reason": self.left_out if r is None else (None if r.accepted else r.reason),
             "runs_on": self.runs_on,
             "instance_checks": [c.model_dump(mode="json") for c in checks],
             "search_s": r.seconds if r else None,
@@ -128,7 +129,7 @@ class SearchPlan:
     def said(self, detail: str) -> None:
         """One instance check's outcome, as a stage of the model's run ("instance"; the op's
         summary after its checks is "instances")."""
-        _stage(self, "instance", detail)
+        model_stage(self, "instance", detail)
 
 
 @dataclass
@@ -145,19 +146,25 @@ def carve(groups: list[OpGroup], plan: SearchPlan, split_from: str | None = None
     return [CarvedOp(g, p, twins(g, plan.recorded), split_from) for g, p in zip(groups, paths, strict=True)]
 
 
-def search_ops(first: list[CarvedOp], plan: SearchPlan) -> Searched:
-    """The waves: search ``first``, check each banked kernel on its instances, search those it
-    failed on as ops of their own, until none is left, a limit is reached (those instances keep
-    their reference, their checks say why) or the run is stopped."""
-    options = plan.options
-    limits = Limits(budget_usd=options.budget_usd, time_limit_s=options.time_limit_s)
+def run_limits(plan: SearchPlan) -> Limits:
+    """The run's limits, shared by all its waves (a Ctrl-C or the control's stop ends them)."""
+    limits = Limits(budget_usd=plan.options.budget_usd, time_limit_s=plan.options.time_limit_s)
     if plan.control is not None:
         limits.stop_requested = plan.control.stop_requested
+    return limits
+
+
+def search_ops(first: list[CarvedOp], plan: SearchPlan, limits: Limits | None = None) -> Searched:
+    """The waves: search ``first``, check each banked kernel on its instances, search those it
+    failed on as ops of their own, until none is left, a limit is reached (those instances keep
+    their reference, their checks say why) or the run is stopped. ``limits``: the run's, where
+    its ops are searched in more than one call (``whole_model``)."""
+    limits = limits or run_limits(plan)
     done, pending = Searched(), list(first)
     while pending:
         if done.ops and (reached := limits.exceeded()) is not None:
             names = ", ".join(c.group.name for c in pending)
-            _stage(plan, "carved", f"not searched ({str(reached).replace('_', ' ')} reached): {names}")
+            model_stage(plan, "carved", f"not searched ({str(reached).replace('_', ' ')} reached): {names}")
             break
         done.ops += pending
         if not _search_wave(pending, plan, limits, done.run):
@@ -183,7 +190,7 @@ def _search_wave(wave: list[CarvedOp], plan: SearchPlan, limits: Limits, run: Ru
     except ForgeError as exc:
         if wave[0].split_from is None:  # the run's own op files: the user's mistake, said as one
             raise
-        _stage(plan, "carved", f"the ops split off could not be searched: {exc.message}")
+        model_stage(plan, "carved", f"the ops split off could not be searched: {exc.message}")
         return False
     run.results += found.results
     run.skipped += found.skipped
@@ -209,15 +216,19 @@ def _check_wave(wave: list[CarvedOp], plan: SearchPlan, taken: set[str], stop: t
             try:
                 check_instances(c.group, c.twins, c.result.kernel_id, scope, c.instances)
             except ForgeError as exc:  # its kernel then runs where it was checked (kernelize reads the bank)
-                _stage(plan, "instances", f"{c.group.name}: its kernel could not be checked on its instances: {exc}")
+                model_stage(
+                    plan, "instances", f"{c.group.name}: its kernel could not be checked on its instances: {exc}"
+                )
                 continue
-            _stage(plan, "instances", _checked(c, c.result.kernel_id))
+            model_stage(plan, "instances", _checked(c, c.result.kernel_id))
             failed = [m for m in c.group.members if m.path in set(c.instances.failed)]
             if failed:
                 group = op_group(c.group.cls, _next_name(c.group.name, taken), failed)
                 taken.add(group.name)
                 split += carve([group], plan, split_from=c.group.name)
-                _stage(plan, "carved", f"{group.name}: the {len(failed)} instance(s) {c.group.name}'s kernel failed on")
+                model_stage(
+                    plan, "carved", f"{group.name}: the {len(failed)} instance(s) {c.group.name}'s kernel failed on"
+                )
     finally:
         engine.dispose()
     return split
@@ -245,8 +256,18 @@ def _next_name(name: str, taken: set[str]) -> str:
     return f"{name}_{n}"
 
 
-def _stage(plan: SearchPlan, stage: str, detail: str) -> None:
+def model_stage(plan: SearchPlan, stage: str, detail: str) -> None:
     plan.emit(ev.ModelStage(problem=plan.profile.source, session_id=0, stage=stage, detail=detail))
 
 
-__all__ = ["WEIGHT_FLOOR", "CarvedOp", "SearchPlan", "Searched", "amdahl", "carve", "search_ops"]
+__all__ = [
+    "WEIGHT_FLOOR",
+    "CarvedOp",
+    "SearchPlan",
+    "Searched",
+    "amdahl",
+    "carve",
+    "model_stage",
+    "run_limits",
+    "search_ops",
+]
