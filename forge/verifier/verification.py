@@ -49,6 +49,7 @@ from forge.verifier.messages import (
     RooflineRequest,
     SetupRequest,
 )
+from forge.verifier.processes.preload import PRELOAD, preload_spec
 from forge.verifier.processes.sandboxing import sandboxed
 from forge.verifier.processes.worker_env import worker_env
 from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
@@ -130,6 +131,7 @@ class _Run:
         # Workers start first and get their first request at once: they import torch while the
         # parent does, and the candidate imports (and compiles) while the reference draws cases.
         env = self.env = worker_env(self.device, self.threads, self.cache, self.settings.gpu)
+        env[PRELOAD] = preload_spec(self.spec.path)  # the op's libraries, imported once in the template
         env["FORGE_WORKER_MEMORY_MB"] = str(self.settings.memory_limit_mb)
         cwd = Path.cwd()
         kept = self.references.take(env) if self.references is not None else None

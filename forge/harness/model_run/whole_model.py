@@ -17,7 +17,10 @@ from dataclasses import dataclass
 
 from forge.harness.model_run.searches import CarvedOp, Searched, SearchPlan, model_stage, run_limits, search_ops
 
-COVERED = 0.9  # of the model's time, the share its parts' kernels must run on
+# of the model's time, the share its parts' kernels must run on: the rest, even 1.5x faster under
+# a whole-model kernel (Inductor's gain on glue; it gains nothing on a head's matmul), would move
+# the model by at most 1 / (0.8 + 0.2 / 1.5) = 1.07x, about the bar a null control sets here
+COVERED = 0.8
 AT_COMPILE = 0.95  # a part's kernel against torch.compile of its part, at least (within the noise)
 
 

@@ -152,11 +152,15 @@ class WorkerTemplate:
         self._ready.set()
         self._replies.put({"error": "the worker template ended"})
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether the template is ready to fork within ``timeout`` seconds (False: it ended)."""
+        return self._ready.wait(timeout) and self.alive
+
     def spawn(
         self, role: str, env: dict[str, str], cwd: Path, memory_limit_mb: int, chan_fd: int, out_fd: int
     ) -> ForkedProcess:
         """Fork a worker for ``role``; raises TemplateUnavailable when the template cannot."""
-        if not self._ready.wait(_START_S) or not self.alive:
+        if not self.wait_ready(_START_S):
             raise TemplateUnavailable("the worker template did not start")
         request = {"role": role, "env": env, "cwd": str(cwd), "memory_limit_mb": memory_limit_mb}
         with self._ask:

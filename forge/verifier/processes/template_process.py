@@ -26,6 +26,7 @@ import sys
 from typing import Any
 
 import forge.verifier.worker as worker  # first: binds the clocks before torch is imported
+from forge.verifier.processes.preload import PRELOAD, preload, thread_count
 from forge.verifier.processes.template import worker_limits
 
 
@@ -75,9 +76,23 @@ def _reap(control: socket.socket) -> None:
         control.send(json.dumps({"exit": pid, "status": code}).encode())
 
 
+def _preload_libraries(argv: list[str]) -> None:
+    """The op's installed libraries (``preload``); one that started a thread makes forking
+    unsafe, so the template then starts again without them (the same socket, a clean process)."""
+    extras = os.environ.get(PRELOAD, "")
+    if not extras:
+        return
+    before = thread_count()
+    preload(extras)
+    if thread_count() > before:
+        env = {k: v for k, v in os.environ.items() if k != PRELOAD}
+        os.execve(sys.executable, [sys.executable, "-m", "forge.verifier.processes.template_process", *argv], env)
+
+
 def main(argv: list[str]) -> int:
     control = socket.socket(fileno=int(argv[0]))
     _preload()
+    _preload_libraries(argv)
     gc.collect()
     gc.freeze()  # what the template holds is never scanned again in a child (nor copied for it)
     control.send(b'{"ready": true}')
