@@ -54,7 +54,7 @@ def whole_model_call(parts: list[CarvedOp]) -> WholeModelCall:
     shares = outer_shares(parts)
     covered = min(1.0, sum(shares.values()))
     if covered < COVERED:
-        return WholeModelCall(True, f"its parts' kernels run on {covered:.0%} of its time, below {COVERED:.0%}")
+        return WholeModelCall(True, f"its parts' kernels run on {covered:.1%} of its time, below {COVERED:.0%}")
     by_name = {p.group.name: p for p in parts}
     ratios = {n: r.speedup_vs_compile if (r := by_name[n].result) is not None else None for n in shares}
     unknown = [name for name, r in ratios.items() if r is None]
