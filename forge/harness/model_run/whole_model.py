@@ -75,8 +75,8 @@ def whole_model_call(parts: list[CarvedOp]) -> WholeModelCall:
 
 def search_parts_then_whole(carved: list[CarvedOp], root: str, forced: bool, plan: SearchPlan) -> Searched:
     """The run's searches: ``carved`` but its whole-model op (class ``root``) first, then that op
-    where the parts leave room for it (``forced``: the user named the model's class, or no part
-    was carved: searched regardless), under one set of limits."""
+    where the parts leave room for it (``forced``: the user named the model's class, searched
+    regardless), under one set of limits; with no part carved, the model alone is searched."""
     whole = next((c for c in carved if c.group.cls.key == root), None)
     parts = [c for c in carved if c is not whole]
     if whole is None or not parts:

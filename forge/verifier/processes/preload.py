@@ -59,16 +59,16 @@ def _imports(source: str) -> list[str]:
 def _model_file(source: str) -> Path | None:
     """The model file an op carved from one imports (its ``_MODEL_FILE`` constant)."""
     for node in ast.parse(source).body:
-        named = isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "_MODEL_FILE" for t in node.targets
-        )
-        if named and isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Constant):
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "_MODEL_FILE" for t in node.targets):
             value = node.value.value
             return Path(value) if isinstance(value, str) else None
     return None
 
 
 def _top(entry: str) -> str:
+    """An entry's top-level package ("transformers" of "transformers.models:X")."""
     return entry.partition(":")[0].split(".")[0]
 
 
@@ -83,9 +83,7 @@ def preload_spec(op_path: Path) -> str:
         entries = _imports(source)
     except (OSError, SyntaxError, ValueError):
         return ""
-    kept = [
-        e for e in entries if e.split(".")[0].split(":")[0] not in _OWN and _installed(e.split(".")[0].split(":")[0])
-    ]
+    kept = [e for e in entries if _top(e) not in _OWN and _installed(_top(e))]
     return ";".join(dict.fromkeys(kept))
 
 
