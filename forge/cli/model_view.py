@@ -46,15 +46,13 @@ def model_summary(result: harness.ModelRunResult) -> None:
             ops.add_column(col, no_wrap=True)
         for o in result.ops:
             cells = list(op_cells(o))
-            colour = "green" if o.accepted else "dim" if o.left_out else "red"
+            colour = "green" if o.accepted else "red"
             cells[3] = f"[{colour}]{cells[3]}[/]"
             ops.add_row(*cells)
         print_wide(ops)
         for o in result.ops:
             if o.result is not None and not o.result.accepted:
                 out.print(f"{o.group.name}: {o.result.reason}", soft_wrap=True)
-            elif o.left_out is not None:
-                out.print(f"{o.group.name}: [dim]{o.left_out}[/]", soft_wrap=True)
             for c in o.instances.checks if o.instances is not None else []:
                 if not c.outcome.binds:
                     out.print(f"{o.group.name}: [red]{c.outcome} on {c.path}[/]: {c.detail}", soft_wrap=True)

@@ -62,7 +62,7 @@ def op_cells(op: CarvedOp) -> tuple[str, ...]:
         op.group.name,
         f"{op.group.share:.1%}",
         op_runs_on(op),
-        str(r.kernel_id) if r is not None and accepted else ("not searched" if op.left_out else "none"),
+        str(r.kernel_id) if r is not None and accepted else "none",
         fmt_times(op.speedup_vs_eager),
         fmt_times(r.speedup_vs_compile if r is not None and accepted else None) + only,
         f"{gain:.3f}x" if gain else "—",

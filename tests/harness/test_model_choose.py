@@ -225,7 +225,7 @@ def test_a_model_with_nothing_of_its_own_worth_optimizing_is_optimized_whole():
     assert choices["Norm"].chosen and choices["Model"].chosen
     assert choices["Model"].reason == "optimized whole beside its parts (one call where they make many)"
     excluded = _by_name(choose_classes(profile, "toy", exclude={"Model"}, whole_model=True))
-    assert not excluded["Model"].chosen
+    assert not excluded["Model"].chosen and excluded["Model"].reason == "excluded (--exclude)"
 
 
 def test_a_model_slowed_when_compiled_beyond_its_null_demotes_its_kernels(tmp_path):

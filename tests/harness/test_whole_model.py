@@ -1,6 +1,7 @@
-"""Whether a model run searches the model whole after its parts (pure logic over records): only
-where its parts' kernels leave room for a whole-model kernel, since each of that op's attempts
-compiles and times the whole model, a cost that grows with the model's depth."""
+"""How a model run searches the model whole after its parts (pure logic over records): with the
+run's rounds only where its parts' kernels leave room for a whole-model kernel, since each of that
+op's attempts compiles and times the whole model, a cost that grows with the model's depth; with
+one round otherwise, so that every depth makes the same searches."""
 
 from __future__ import annotations
 
@@ -54,9 +55,9 @@ def test_a_kernel_inside_another_counts_only_where_it_runs_outside_it():
     assert shares["toy_Norm"] == pytest.approx(0.09 * 0.4 / (8 * 0.2 + 0.4))
 
 
-def test_parts_that_cover_the_model_at_compile_speed_leave_the_whole_model_out():
+def test_parts_that_cover_the_model_at_compile_speed_leave_the_whole_model_no_room():
     call = whole_model_call(_ops())
-    assert not call.search
+    assert not call.room
     assert "92% of its time" in call.reason and "1.02x-1.30x compile" in call.reason and "--include" in call.reason
 
 
@@ -68,9 +69,9 @@ def test_parts_that_cover_the_model_at_compile_speed_leave_the_whole_model_out()
         (_ops(layer_vs_compile=None), "toy_Layer: not timed against torch.compile"),
     ],
 )
-def test_parts_that_leave_room_have_the_whole_model_searched(ops, said):
+def test_parts_that_leave_room_give_the_whole_model_room(ops, said):
     call = whole_model_call(ops)
-    assert call.search and said in call.reason
+    assert call.room and said in call.reason
 
 
 def _model_op() -> CarvedOp:
@@ -80,25 +81,26 @@ def _model_op() -> CarvedOp:
 
 
 @pytest.mark.parametrize("layer_vs_compile", [1.02, 0.8])
-def test_the_model_is_searched_after_its_parts_and_only_where_they_leave_room(monkeypatch, layer_vs_compile):
-    """The order and the decision, not the sessions: ``search_ops`` here hands back the parts as
-    a real search would have left them, and records which ops each call was asked to search."""
+def test_the_model_is_searched_after_its_parts_in_one_round_where_they_leave_no_room(monkeypatch, layer_vs_compile):
+    """The order and the rounds, not the sessions: ``search_ops`` here hands back the parts as a
+    real search would have left them, and records which ops each call was asked to search, with
+    how many rounds."""
     parts, model = _ops(layer_vs_compile), _model_op()
-    asked: list[list[str]] = []
+    asked: list[tuple[list[str], int]] = []
 
     def searched(first, plan, limits=None):
-        asked.append([c.group.name for c in first])
+        asked.append(([c.group.name for c in first], plan.options.round_limit))
         return Searched(ops=list(first))
 
     monkeypatch.setattr(whole_model, "search_ops", searched)
-    plan = SearchPlan(_profile(), Path("."), {}, OptimizeOptions(), ForgeSettings(), "cpu", lambda _e: None, None)
+    options = OptimizeOptions(rounds=3)
+    plan = SearchPlan(_profile(), Path("."), {}, options, ForgeSettings(), "cpu", lambda _e: None, None)
     done = search_parts_then_whole([model, *parts], "toy:Model", False, plan)
-    if layer_vs_compile >= whole_model.AT_COMPILE:
-        assert asked == [["toy_Layer", "toy_Norm"]]
-        assert model.left_out is not None and "not searched whole" in model.left_out
-        assert done.ops[0] is model and model.to_json()["reason"] == model.left_out
-        assert op_cells(model)[3] == "not searched"
-    else:
-        assert asked == [["toy_Layer", "toy_Norm"], ["toy_Model"]] and model.left_out is None
+    room = layer_vs_compile < whole_model.AT_COMPILE
+    assert asked == [(["toy_Layer", "toy_Norm"], 3), (["toy_Model"], 3 if room else 1)]
+    assert done.ops[0] is model and model.search_note is not None
+    assert ("the run's rounds" if room else "one round: its parts' kernels run on 92%") in model.search_note
+    assert model.to_json()["search_note"] == model.search_note and op_cells(model)[3] == "none"
     forced = search_parts_then_whole([_model_op(), *parts], "toy:Model", True, plan)
-    assert forced.ops[0].group.name == "toy_Model" and asked[-1] == ["toy_Model"]
+    assert forced.ops[0].group.name == "toy_Model" and asked[-1] == (["toy_Model"], 3)
+    assert "--include names the model's class" in (forced.ops[0].search_note or "")

@@ -229,7 +229,8 @@ def choose_classes(
     root = next((c for c in choices if c.cls.key == profile.root), None)
     for c in choices:
         if c is root:
-            c.reason = "the model itself: optimized whole when no class inside it is"
+            itself = "the model itself: optimized whole when no class inside it is"
+            c.reason = "excluded (--exclude)" if names_class(c.cls, exclude) else itself
             continue
         if names_class(c.cls, exclude):
             c.reason = "excluded (--exclude)"

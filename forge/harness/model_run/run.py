@@ -141,9 +141,9 @@ def optimize_model(
         forced = root is not None and names_class(root.cls, set(choices.include))
         searched = search_parts_then_whole(carved, profile.root, forced, plan)
         result.ops, result.run = searched.ops, searched.run
-        for op in result.ops:  # the class table says why the model was not searched whole
-            if root is not None and op.left_out is not None and op.group.cls.key == root.cls.key:
-                root.reason = op.left_out
+        for op in result.ops:  # the class table says how the model was searched whole, and why
+            if root is not None and op.search_note is not None and op.group.cls.key == root.cls.key:
+                root.reason = op.search_note
     if result.run.interrupted:
         return result
     ways = "eager, kernelized, compiled, both" + ("; and a training step" if options.train else "")

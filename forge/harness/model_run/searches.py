@@ -52,7 +52,7 @@ class CarvedOp:
     path: Path
     twins: dict[str, str]  # per instance, the first built and called exactly as it (``carve.twins``)
     split_from: str | None = None  # the op whose kernel failed on these instances
-    left_out: str | None = None  # why it was not searched (a whole model its parts' kernels cover)
+    search_note: str | None = None  # how the run chose to search it (a whole model: the rounds it got, and why)
     result: SessionResult | None = None
     instances: InstanceRun | None = None  # None: its kernel not checked on its instances (none banked)
 
@@ -102,7 +102,8 @@ class CarvedOp:
             "speedup_vs_compile": r.speedup_vs_compile if r and r.accepted else None,
             "eager_only": r.eager_only if r else None,
             "expected_model_gain": self.model_gain,
-            "reason": self.left_out if r is None else (None if r.accepted else r.reason),
+            "reason": None if r is None or r.accepted else r.reason,
+            "search_note": self.search_note,
             "runs_on": self.runs_on,
             "instance_checks": [c.model_dump(mode="json") for c in checks],
             "search_s": r.seconds if r else None,

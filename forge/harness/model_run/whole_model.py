@@ -1,19 +1,20 @@
-"""Whether a model-level run searches the model whole, beside its parts (pure logic).
+"""How a model-level run searches the model whole, beside its parts (pure logic).
 
 The built-in agent can capture a whole model as one call (Inductor's code for all of it), which
 fuses across its parts' boundaries. But each of that op's attempts compiles and times the whole
 model, so its search costs what the model's depth costs, while its parts' searches cost what
-their distinct layers cost. So the parts are searched first, and the model whole only where
-their kernels leave room for it: where they run on less than ``COVERED`` of the model's time, or
-where one of them is slower than torch.compile's code for its part beyond ``AT_COMPILE``. Where
-they cover the model at torch.compile's speed, a whole-model kernel could add only the glue
-between them, and the run leaves it out, saying so (``--include`` with the model's class searches
-it regardless).
+their distinct layers cost. So the parts are searched first, and the model whole after them: with
+the run's rounds where their kernels leave room for it (they run on less than ``COVERED`` of the
+model's time, or one of them is slower than torch.compile's code for its part beyond
+``AT_COMPILE``), and with one round where they cover the model at torch.compile's speed (a
+whole-model kernel could add only the glue between them; the built-in agent's first attempt is
+Inductor's code, the one that can). Every depth makes the same searches: whether the parts leave
+room is a measured share near a threshold, and decides what a search costs, never whether it runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from forge.harness.model_run.searches import CarvedOp, Searched, SearchPlan, model_stage, run_limits, search_ops
 
@@ -26,9 +27,10 @@ AT_COMPILE = 0.95  # a part's kernel against torch.compile of its part, at least
 
 @dataclass(frozen=True)
 class WholeModelCall:
-    """Whether the model is searched whole after its parts, and why."""
+    """Whether the model's search after its parts takes the run's rounds (``room``: its parts
+    leave room for it) or one round, and why."""
 
-    search: bool
+    room: bool
     reason: str
 
 
@@ -66,17 +68,18 @@ def whole_model_call(parts: list[CarvedOp]) -> WholeModelCall:
         return WholeModelCall(True, f"slower than torch.compile's code for their part: {', '.join(slow)}")
     return WholeModelCall(
         False,
-        f"not searched whole: its parts' kernels run on {covered:.0%} of its time at torch.compile's speed or "
-        f"better ({min(known.values()):.2f}x-{max(known.values()):.2f}x compile), so a whole-model kernel could "
-        "add only the glue between them, and each of its attempts compiles and times the whole model (a cost "
-        "that grows with its depth); --include with the model's class searches it",
+        f"its parts' kernels run on {covered:.0%} of its time at torch.compile's speed or better "
+        f"({min(known.values()):.2f}x-{max(known.values()):.2f}x compile): a whole-model kernel could add only the "
+        "glue between them, and each of its attempts compiles and times the whole model (a cost that grows with "
+        "its depth); --include with the model's class gives it the run's rounds",
     )
 
 
 def search_parts_then_whole(carved: list[CarvedOp], root: str, forced: bool, plan: SearchPlan) -> Searched:
-    """The run's searches: ``carved`` but its whole-model op (class ``root``) first, then that op
-    where the parts leave room for it (``forced``: the user named the model's class, searched
-    regardless), under one set of limits; with no part carved, the model alone is searched."""
+    """The run's searches: ``carved`` but its whole-model op (class ``root``) first, then that op,
+    with the run's rounds where the parts leave room for it (or ``forced``: the user named the
+    model's class) and one round where they do not, under one set of limits; with no part carved,
+    the model alone is searched."""
     whole = next((c for c in carved if c.group.cls.key == root), None)
     parts = [c for c in carved if c is not whole]
     if whole is None or not parts:
@@ -86,12 +89,12 @@ def search_parts_then_whole(carved: list[CarvedOp], root: str, forced: bool, pla
     if done.run.interrupted:
         return done
     call = WholeModelCall(True, "--include names the model's class") if forced else whole_model_call(done.ops)
-    if not call.search:
-        whole.left_out = call.reason
-        model_stage(plan, "carved", f"{whole.group.name}: {call.reason}")
-        done.ops.insert(0, whole)
-        return done
-    model_stage(plan, "carved", f"{whole.group.name}: searched whole after its parts ({call.reason})")
+    if call.room:
+        whole.search_note = f"searched whole after its parts, the run's rounds: {call.reason}"
+    else:
+        whole.search_note = f"searched whole after its parts, one round: {call.reason}"
+        plan = replace(plan, options=replace(plan.options, rounds=1))
+    model_stage(plan, "carved", f"{whole.group.name}: {whole.search_note}")
     more = search_ops([whole], plan, limits)
     done.ops = more.ops + done.ops
     done.run.results += more.run.results
