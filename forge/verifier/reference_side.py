@@ -338,10 +338,9 @@ class ReferenceSide:
         base = self.base
         model = self.models["base/0"]
         inputs = self._draw(base, self.timing_seed)
-        nbytes, flops, transcendentals = roofline.estimate(model, inputs, self._run(base, model, inputs))
-        read = roofline.bytes_read(model, inputs)
+        call = roofline.estimate(model, inputs, self._run(base, model, inputs))
         f = machine.measured_figures(self.device, torch.get_num_threads(), Path(request.cache_dir))
-        return RooflineReply(estimate=roofline.record(nbytes, read, flops, transcendentals, f))
+        return RooflineReply(estimate=roofline.record(call, f, machine.last_level_cache_bytes(self.device)))
 
     def baselines_begin(self, request: BaselinesBeginRequest) -> BaselinesReadyReply:
         """Prepare to time eager (and torch.compile, compiled once per run) on the current batch,

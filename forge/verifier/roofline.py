@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from forge.core.timing_records import Roofline, memory_s
 from forge.verifier.call_form import invoke
 from forge.verifier.machine_figures import MachineFigures
+from forge.verifier.passes import Reread, RereadTracer, reread_bytes
 
 aten = torch.ops.aten
 
@@ -86,14 +88,29 @@ def _macs_x2(packet: Any, args: Any, out: Any) -> Any:
     return 0
 
 
-def estimate(model: torch.nn.Module, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> tuple[int, int, int]:
-    """(bytes, flops, transcendentals) of one call: inputs read, outputs written, parameters read
-    once; matmul FLOPs; elements through a transcendental function."""
-    counter = FlopCounter()
-    with counter, torch.no_grad():
+@dataclass(frozen=True)
+class CallEstimate:
+    """What one call of the op must move and do: ``bytes`` (inputs and state read, outputs
+    written), ``bytes_read`` of them, matmul ``flops``, elements through a transcendental function,
+    and the tensors its math needs again after a reduction over them (``passes``)."""
+
+    bytes: int
+    bytes_read: int
+    flops: int
+    transcendentals: int
+    rereads: tuple[Reread, ...] = ()
+
+
+def estimate(model: torch.nn.Module, inputs: list[Any], outputs: list[Any]) -> CallEstimate:
+    """The op's ``CallEstimate``, from one call of ``model`` on ``inputs`` (``outputs``: its
+    outputs): parameters and buffers read once, each input read once, each output written once."""
+    counter, tracer = FlopCounter(), RereadTracer()
+    tracer.add_sources([*inputs, *model.state_dict().values()])
+    with counter, tracer, torch.no_grad():
         invoke(model, inputs)
-    nbytes = bytes_read(model, inputs) + sum(o.numel() * o.element_size() for o in outputs)
-    return nbytes, counter.flops, counter.transcendentals
+    read = bytes_read(model, inputs)
+    nbytes = read + sum(o.numel() * o.element_size() for o in outputs)
+    return CallEstimate(nbytes, read, counter.flops, counter.transcendentals, tracer.rereads())
 
 
 def bytes_read(model: torch.nn.Module, inputs: list[Any]) -> int:
@@ -124,19 +141,39 @@ def _warm_bandwidths(nbytes: int, f: MachineFigures) -> tuple[float | None, floa
     return f.cache_bandwidth_gbs, f.cache_read_bandwidth_gbs, None
 
 
-def record(nbytes: int, read: int, flops: int, transcendentals: int, f: MachineFigures) -> Roofline:
+def cache_holds(f: MachineFigures, llc: int | None) -> tuple[int | None, int | None]:
+    """(what a cache keeps between a reduction's two reads of data that came from DRAM, what the
+    fastest measured level keeps of data already in cache), in bytes; None: unknown, no second read
+    counted. A CPU's: the largest working set whose copy runs at 1.5x DRAM's bandwidth or more (a
+    VM's guest may be told of a cache far larger than its share), and the smallest measured; else
+    half the last-level cache (a GPU's L2), and nothing for warm data."""
+    if not f.working_sets:
+        return (llc // 2 if llc else None), None
+    fast = [w.bytes for w in f.working_sets if w.copy_gbs >= 1.5 * f.bandwidth_gbs]
+    return max(fast, default=f.working_sets[0].bytes), f.working_sets[0].bytes
+
+
+def record(call: CallEstimate, f: MachineFigures, llc: int | None) -> Roofline:
     """The estimate with this machine's figures and both bounds: ``bound_ms`` DRAM's (the
     verdict takes the warm one where it judges the op warm), the warm bandwidths those at the
     op's working set (``MachineFigures.at_working_set``; an older forge's figures: the last-level
-    cache's) where they were measured."""
-    bound = bound_ms(nbytes, flops, f.bandwidth_gbs, f.peak_gflops, read, f.read_bandwidth_gbs)
+    cache's) where they were measured. Each bound counts the second read of the data its math
+    needs again after a reduction whose groups the cache it prices does not keep (``cache_holds``;
+    ``llc``: the last-level cache's bytes, where known)."""
+    dram_holds, warm_holds = cache_holds(f, llc)
+    again, group = reread_bytes(call.rereads, dram_holds)
+    warm_again, _ = reread_bytes(call.rereads, warm_holds)
+    nbytes, read, flops = call.bytes, call.bytes_read, call.flops
+    bound = bound_ms(nbytes + again, flops, f.bandwidth_gbs, f.peak_gflops, read + again, f.read_bandwidth_gbs)
     copy_gbs, read_gbs, working_set = _warm_bandwidths(nbytes, f)
-    warm = bound_ms(nbytes, flops, copy_gbs, f.peak_gflops, read, read_gbs) if copy_gbs else None
+    warm = None
+    if copy_gbs:
+        warm = bound_ms(nbytes + warm_again, flops, copy_gbs, f.peak_gflops, read + warm_again, read_gbs)
     return Roofline(
         bytes=nbytes,
         bytes_read=read,
         flops=flops,
-        transcendentals=transcendentals,
+        transcendentals=call.transcendentals,
         device_name=f.device_name,
         bandwidth_gbs=f.bandwidth_gbs,
         peak_gflops=f.peak_gflops,
@@ -146,4 +183,7 @@ def record(nbytes: int, read: int, flops: int, transcendentals: int, f: MachineF
         cache_read_bandwidth_gbs=read_gbs,
         cache_working_set=working_set,
         cache_bound_ms=round(warm, 6) if warm is not None else None,
+        reread_bytes=again or None,
+        reread_group_bytes=group or None,
+        cache_reread_bytes=warm_again or None,
     )

@@ -230,12 +230,12 @@ def test_a_warm_op_is_bound_by_the_bandwidth_at_its_own_working_set():
     assert f.at_working_set(5 << 20) == f.working_sets[1]
     assert f.at_working_set(16 << 20) == f.working_sets[2]
     assert f.at_working_set(1000) == f.working_sets[0]
-    est = roofline.record(6 << 20, 3 << 20, 0, 0, f)
+    est = roofline.record(roofline.CallEstimate(6 << 20, 3 << 20, 0, 0), f, None)
     assert (est.cache_bandwidth_gbs, est.cache_read_bandwidth_gbs, est.cache_working_set) == (100.0, 150.0, 4 << 20)
     assert est.cache_bound_ms == pytest.approx(roofline.bound_ms(6 << 20, 0, 100.0, 300.0, 3 << 20, 150.0), abs=1e-6)
     assert est.bound_ms == pytest.approx(roofline.bound_ms(6 << 20, 0, 20.0, 300.0, 3 << 20, 25.0), abs=1e-6)
     assert est.cache_measured == "a copy of 4 MiB kept in cache (the largest measured not above this op's 6.29 MB)"
-    older = roofline.record(6 << 20, 3 << 20, 0, 0, _ladder())
+    older = roofline.record(roofline.CallEstimate(6 << 20, 3 << 20, 0, 0), _ladder(), None)
     assert (older.cache_bandwidth_gbs, older.cache_working_set) == (21.0, None)
     assert older.cache_measured == "a copy that stays in the last-level cache"
     back = machine.MachineFigures.from_json(json.loads(json.dumps(f.to_json())))

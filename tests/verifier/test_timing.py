@@ -160,7 +160,7 @@ def test_the_flop_count_does_not_import_dynamo():
         "from forge.verifier import roofline\n"
         "m = torch.nn.Linear(8, 4)\n"
         "x = torch.randn(3, 8)\n"
-        "nbytes, flops, _ = roofline.estimate(m, [x], [m(x)])\n"
+        "flops = roofline.estimate(m, [x], [m(x)]).flops\n"
         "assert flops == 2 * 3 * 8 * 4, flops\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
@@ -221,7 +221,8 @@ def test_transcendental_work_is_counted_apart_from_matmul_flops():
 
     x = torch.randn(64, 128)
     model = SoftCE()
-    nbytes, flops, transcendentals = roofline.estimate(model, [x], [model(x)])
+    call = roofline.estimate(model, [x], [model(x)])
+    nbytes, flops, transcendentals = call.bytes, call.flops, call.transcendentals
     assert flops == 0 and transcendentals == 3 * 64 * 128, transcendentals  # gelu, log_softmax, exp
     note = Roofline(bytes=nbytes, flops=flops, transcendentals=transcendentals).transcendental_note
     assert note == ", 0.02 M transcendental evaluations (exp, log, tanh, ...: not in the bound)", note
@@ -280,7 +281,7 @@ def test_an_op_that_only_reads_is_bound_by_the_read_bandwidth_and_a_copy_by_a_co
 
     x = torch.randn(256, 64)
     model = RowRange()
-    nbytes, _, _ = roofline.estimate(model, [x], [model(x)])
+    nbytes = roofline.estimate(model, [x], [model(x)]).bytes
     assert roofline.bytes_read(model, [x]) == 256 * 64 * 4 and nbytes == 256 * 64 * 4 + 256 * 4
     # what bounds an op follows the same model: 16 MB read at 50 GB/s (0.32 ms) is under 150 MFLOP at
     # 300 GFLOP/s (0.5 ms), where a copy's 25 GB/s alone (0.64 ms) said memory

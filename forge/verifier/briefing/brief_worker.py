@@ -167,13 +167,13 @@ def _roofline(
 
     from forge.verifier import roofline
 
-    nbytes, flops, transcendentals = roofline.estimate(model, inputs, outputs)
+    call = roofline.estimate(model, inputs, outputs)
+    nbytes = call.bytes
     if figures is None:  # run by hand: the figures of the cache this process writes
         cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
         figures = machine.measured_figures(device, torch.get_num_threads(), cache)
-    estimate = roofline.record(nbytes, roofline.bytes_read(model, inputs), flops, transcendentals, figures)
-    estimate = estimate.beside_eager(eager_ms)
     llc = machine.last_level_cache_bytes(device)
+    estimate = roofline.record(call, figures, llc).beside_eager(eager_ms)
     # judged warm (one call's data fits in half the last-level cache), its data comes from there
     warm = estimate.cache_bound_ms is not None and bool(llc) and nbytes <= (llc or 0) // 2
     bound = estimate.cache_bound_ms if warm and estimate.cache_bound_ms is not None else estimate.bound_ms or 0.0

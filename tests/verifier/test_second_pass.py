@@ -1,0 +1,113 @@
+"""The bound counts the second read an op's math forces: a reduction whose result is used beside
+the data it reduced, over groups larger than the cache keeps between the two reads (a normalization
+by a whole-tensor norm), and only there (a row's LayerNorm or softmax reads its input once)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from forge.core.timing_records import Roofline
+from forge.verifier import roofline
+from forge.verifier.machine_figures import MachineFigures
+from forge.verifier.machine_readings import WorkingSetBandwidth
+from forge.verifier.passes import Reread
+
+MIB = 1 << 20
+
+
+def _figures(fast_up_to_mib: int) -> MachineFigures:
+    """DRAM at 20 GB/s; copies at 1-16 MiB run at 200 GB/s up to ``fast_up_to_mib``, at DRAM's past it."""
+    fast = {mib: mib <= fast_up_to_mib for mib in (1, 2, 4, 8, 16)}
+    sets = tuple(WorkingSetBandwidth(m * MIB, 200.0 if f else 21.0, 300.0 if f else 25.0) for m, f in fast.items())
+    return MachineFigures("cpu", 20.0, 300.0, 100.0, 25.0, 150.0, working_sets=sets)
+
+
+class Frobenius(torch.nn.Module):
+    def forward(self, x):
+        return x / torch.linalg.vector_norm(x)
+
+
+class HandLayerNorm(torch.nn.Module):
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        return (x - mean) / ((x - mean) ** 2).mean(-1, keepdim=True).add(1e-5).sqrt()
+
+
+def _call(model: torch.nn.Module, x: torch.Tensor) -> roofline.CallEstimate:
+    return roofline.estimate(model, [x], [model(x)])
+
+
+def test_a_whole_tensor_normalization_reads_its_input_twice_past_the_cache():
+    x = torch.randn(1 << 20)  # 4 MiB: the norm covers all of it before any output
+    call = _call(Frobenius(), x)
+    assert call.rereads == (Reread(4 * MIB, 4 * MIB),)
+    small_cache = roofline.record(call, _figures(fast_up_to_mib=2), None)
+    assert (small_cache.reread_bytes, small_cache.reread_group_bytes) == (4 * MIB, 4 * MIB)
+    twice = roofline.bound_ms(call.bytes + 4 * MIB, 0, 20.0, 300.0, call.bytes_read + 4 * MIB, 25.0)
+    assert small_cache.bound_ms == pytest.approx(twice, abs=1e-6)
+    once = roofline.bound_ms(call.bytes, 0, 20.0, 300.0, call.bytes_read, 25.0)
+    assert small_cache.bound_ms > 1.4 * once  # 4 MiB read twice, 4 MiB written: half again
+    assert "reads 4.19 MB of it a second time" in small_cache.second_read_note
+    # the same op where a cache keeps its 4 MiB between the reads: one read from DRAM
+    big_cache = roofline.record(call, _figures(fast_up_to_mib=8), None)
+    assert big_cache.reread_bytes is None and big_cache.bound_ms == pytest.approx(once, abs=1e-6)
+    assert big_cache.second_read_note == ""
+    # warm, its data in cache already, past the fastest level measured (1 MiB): read again from there
+    assert big_cache.cache_reread_bytes == 4 * MIB
+
+
+@pytest.mark.parametrize(
+    "model",
+    [torch.nn.LayerNorm(256, elementwise_affine=False), torch.nn.Softmax(dim=-1), HandLayerNorm()],
+    ids=["layernorm", "softmax", "hand-written layernorm"],
+)
+def test_a_rows_normalization_reads_its_input_once(model):
+    x = torch.randn(4096, 256)  # 4 MiB in rows of 1 KiB: a row stays in cache between its passes
+    call = _call(model, x)
+    assert call.rereads == (Reread(4 * MIB, 1024),)  # seen, in groups of one row
+    rec = roofline.record(call, _figures(fast_up_to_mib=2), None)
+    assert rec.reread_bytes is None and rec.cache_reread_bytes is None
+    assert rec.bound_ms == pytest.approx(roofline.bound_ms(call.bytes, 0, 20.0, 300.0, call.bytes_read, 25.0))
+
+
+def test_a_rows_normalization_with_rows_past_the_cache_reads_twice():
+    x = torch.randn(2, 1 << 20)  # rows of 4 MiB
+    rec = roofline.record(_call(HandLayerNorm(), x), _figures(fast_up_to_mib=2), None)
+    assert (rec.reread_bytes, rec.reread_group_bytes) == (8 * MIB, 4 * MIB)  # read again once, not per statistic
+
+
+class SumTimesTwo(torch.nn.Module):
+    def forward(self, x, y):
+        return x.sum() * 2 + y
+
+
+class MatMul(torch.nn.Module):
+    def forward(self, x, w):
+        return x @ w
+
+
+@pytest.mark.parametrize(
+    ("model", "shapes"),
+    [(SumTimesTwo(), [(1 << 20,), (1 << 20,)]), (MatMul(), [(512, 512), (512, 512)])],
+    ids=["a sum used beside another tensor", "a matmul"],
+)
+def test_no_second_read_where_the_reduced_data_is_not_used_again(model, shapes):
+    inputs = [torch.randn(*s) for s in shapes]
+    assert roofline.estimate(model, inputs, [model(*inputs)]).rereads == ()
+
+
+def test_the_verdicts_bound_says_it_counts_the_second_read():
+    """The roofline check's detail (which the verdict, CLI and prompts show) names the second read."""
+    from forge.core.verdict import Verdict
+    from forge.verifier.timing.statistics import record_regimes, record_roofline, record_speedups
+
+    call = _call(Frobenius(), torch.randn(1 << 20))
+    rec = roofline.record(call, _figures(fast_up_to_mib=2), None)
+    v = Verdict.from_json({"status": "passed"})
+    record_speedups(v, [1_000_000] * 20, [2_000_000] * 20, [], None)
+    record_regimes(v, [1_000_000] * 20, [2_000_000] * 20, [], working_set=call.bytes, cache=4 * MIB)
+    record_roofline(v, rec)
+    (check,) = [c for c in v.checks if c.name == "roofline"]
+    assert "a second time" in check.detail, check.detail
+    assert isinstance(v.roofline, Roofline) and v.roofline.reread_bytes == 4 * MIB
