@@ -19,7 +19,8 @@ The map:
   ``reference_cases`` and ``cases`` (the op, its drawn cases, the expected outputs),
   ``candidate_side`` with ``output_copies``, ``custom_op_checks`` and ``candidate_watch`` (its
   threads and errors), and for both ``call_form``, ``gradients`` and ``model_state``;
-- ``machine`` and ``roofline``: the machine's facts, and the op's speed-of-light bound on it;
+- ``machine``, ``roofline`` and ``passes``: the machine's facts, and the op's speed-of-light bound on it
+  (``passes``: the second read its math forces where a reduction's result meets the data it reduced);
 - ``messages``: what the parent and its workers say to each other, as typed records;
 - ``processes``: how every worker process is started (forked from a pre-imported template), with
   what environment, in what sandbox, and how the parent talks to it;
