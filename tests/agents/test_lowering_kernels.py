@@ -135,8 +135,14 @@ def test_first_extreme_and_first_nan_win_in_arg_reductions():
         lambda x: torch.cumsum(x.flip(1), 1).flip(1),
     ],
 )
-def test_scans_along_any_axis(fn):
-    check(Op(fn), [specials((17, 40))])
+@pytest.mark.parametrize("rows", [8, 1], ids=["eight scans together", "one at a time"])
+def test_scans_along_any_axis(fn, rows):
+    check(Op(fn), [specials((17, 40))], {**program.DEFAULT, "rows": rows})
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_a_scan_with_a_float_accumulator_along_any_axis_of_three(dim):
+    check(Op(lambda x: torch.cumsum(x, dim)), [torch.randn(5, 9, 12)], {**program.DEFAULT, "acc": "float"})
 
 
 @pytest.mark.parametrize(

@@ -98,6 +98,8 @@ class LoweredGraph:
         space: dict[str, list[Any]] = {"threads": [0, 1]}
         if kinds & {StepKind.REDUCE, StepKind.SCAN}:
             space["acc"] = ["double", "float"]
+        if StepKind.SCAN in kinds:
+            space["rows"] = [8, 1]  # neighbouring scans advanced together, or one at a time
         if StepKind.REDUCE in kinds:
             space["tile"] = [256, 64, 1024]
         if any(isinstance(u, RowGroup) for g in self.scheduled for u in row_groups(g.sched.steps)):
@@ -123,6 +125,7 @@ DEFAULT: dict[str, Any] = {
     "threads": 0,
     "acc": "double",
     "tile": 256,
+    "rows": 8,
     "chunk": 4096,
     "erf": "torch",
     "fuse": True,
