@@ -12,7 +12,7 @@ from forge.agents.factory import (
     make_agents,
     make_plan_agents,
 )
-from forge.agents.parsing import Extracted, extract_candidate, parse_feedback
+from forge.agents.parsing import Extracted, extract_candidate, extract_candidates, parse_feedback
 from forge.agents.plan_roles import PlanAdvice, PlanContext, PlanProposal, PlanTried, parse_plan
 from forge.agents.roles import Coder, CoderContext, Confirmation, HistoryItem, Judge, MachineFacts, Proposal, Review
 from forge.core.feedback import JudgeFeedback
@@ -38,6 +38,7 @@ __all__ = [
     "Review",
     "check_provider",
     "extract_candidate",
+    "extract_candidates",
     "make_agents",
     "make_plan_agents",
     "parse_feedback",

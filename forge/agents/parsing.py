@@ -56,6 +56,20 @@ def extract_candidate(reply: str) -> Extracted:
     return Extracted(None, "the reply contains no code block and no class ModelNew")
 
 
+def extract_candidates(reply: str, most: int) -> list[Extracted]:
+    """Up to ``most`` candidates in ``reply``: each fenced Python block defining ModelNew, in the
+    order written (one that repeats an earlier block is dropped); where it holds none, one
+    ``Extracted`` with the reason (``extract_candidate``'s)."""
+    if most <= 1:
+        return [extract_candidate(reply)]
+    blocks = [body.strip() + "\n" for tag, body in _FENCE.findall(reply or "") if tag.lower() in _PY_TAGS]
+    found: list[Extracted] = []
+    for body in blocks:
+        if _defines_modelnew(body) and all(e.source != body for e in found):
+            found.append(Extracted(body))
+    return found[:most] or [extract_candidate(reply)]
+
+
 def parse_feedback(reply: str) -> tuple[JudgeFeedback | None, str | None]:
     """(feedback, None) or (None, why): the first JSON object in the reply, validated."""
     candidates = [body for _tag, body in _FENCE.findall(reply or "")] + [reply or ""]

@@ -93,6 +93,7 @@ class CoderContext:
     machine: MachineFacts | None = None  # None: only the device is known (the built-in coder needs no more)
     history: list[HistoryItem] = field(default_factory=list)
     want: int = 1  # how many candidates to propose (evolve asks for several)
+    best_of: int = 1  # an LLM coder: how many candidates one reply may hold (``--best-of``)
     parent: HistoryItem | None = None  # the attempt to improve on (None: start from scratch)
     # Told (role, the reply so far) while an LLM's reply streams in; None: replies are not streamed.
     on_reply: Callable[[str, str], None] | None = None

@@ -47,6 +47,13 @@ def optimize_command(
             "--rounds", "--max-rounds", min=1, help=f"rounds (evolve: generations); default {harness.DEFAULT_ROUNDS}"
         ),
     ] = None,
+    best_of: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="an LLM coder's candidates a reply, verified in its round; the round goes on from the fastest",
+        ),
+    ] = 2,
     budget_usd: Annotated[float | None, typer.Option(help="stop once the LLM cost reaches this")] = None,
     time_limit: Annotated[float | None, typer.Option(help="stop after this many seconds")] = None,
     workers: Annotated[int, typer.Option(min=1, help="verifications run in parallel")] = 1,
@@ -133,6 +140,7 @@ def optimize_command(
             backend=backend,
             strategy=strategy,
             rounds=rounds,
+            best_of=best_of,
             workers=workers,
             bank=bank,
             budget_usd=budget_usd,

@@ -60,3 +60,21 @@ def test_judge_json_in_prose_or_fence():
 def test_bad_judge_replies(reply, reason):
     fb, why = parse_feedback(reply)
     assert fb is None and reason in (why or "")
+
+
+def _block(body: str) -> str:
+    return f"```python\nfrom forge_reference import Model\n\n\nclass ModelNew(Model):\n    {body}\n```\n"
+
+
+def test_several_candidates_in_one_reply_come_in_order_up_to_the_limit_without_repeats():
+    from forge.agents.parsing import extract_candidates
+
+    a, b, c = (_block(f"scale = {k}") for k in (1, 2, 3))
+    reply = f"First:\n{a}\nthe same again:\n{a}\nthen:\n{b}\n```cpp\nint x;\n```\nand {c}"
+    got = extract_candidates(reply, 2)
+    assert [e.source and e.source.split("scale = ")[1].strip() for e in got] == ["1", "2"]
+    assert len(extract_candidates(reply, 5)) == 3  # the repeat dropped, the C++ block not a candidate
+    (only,) = extract_candidates(reply, 1)  # one asked for: the single-candidate rule (the longest)
+    assert only.source is not None and only.reason is None
+    (none,) = extract_candidates("no code here", 3)
+    assert none.source is None and none.reason == "the reply contains no code block and no class ModelNew"

@@ -116,6 +116,69 @@ def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
     assert status == "finished" and tokens == run.tokens
 
 
+TWO_IN_ONE = """Two ways; the plain one first:
+
+```python
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        return x.sum(dim=1)
+```
+
+and one that keeps a scale I am not sure of:
+
+```python
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        # scaled: the row sums, times a factor I am not sure of
+        return x.sum(dim=1) * 1.01
+```
+"""
+
+
+def test_one_reply_with_two_candidates_verifies_both_in_its_round_and_goes_on_from_the_passing_one(
+    tmp_path, fast_settings
+):
+    """Best of k: a reply holding a wrong and a right candidate (k = 2, the default) verifies both
+    in round 1, charges the request once, has the judge review the one that passed alone, and the
+    next round's prompt builds on that one."""
+    script = Script(coder=[TWO_IN_ONE, RIGHT], judge=[judge_json("keep it"), judge_json("done", go_on=False)])
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        run = optimize([OP], _options(url, bank, rounds=2), fast_settings)
+    (result,) = run.results
+    assert result.accepted, result.reason
+    with sqlite3.connect(bank) as db:
+        rows = db.execute("SELECT round, role, status FROM attempts ORDER BY id").fetchall()
+    coder_rows = [(r, s) for r, role, s in rows if role == "coder"]
+    assert coder_rows[:2] == [(1, "passed"), (1, "failed_correctness")], rows
+    judged = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "judge"]
+    assert len(judged) == 2 and "Verdict: passed" in judged[0]  # round 1: the passing one alone
+    coder_prompts = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
+    assert "Reply with up to 2 complete files" in coder_prompts[0]
+    # round 2 goes on from the passing candidate (the last one verified failed): its source is shown
+    shown = coder_prompts[1].split("Its source", 1)[1].split("```", 2)[1]
+    assert "x.sum(dim=1)" in shown and "1.01" not in shown, shown
+    assert run.tokens == 150 * (len(coder_prompts) + len(judged))  # one charge per request, not per candidate
+
+
+def test_best_of_one_asks_for_one_file_and_takes_the_longest_block(tmp_path, fast_settings):
+    script = Script(coder=[TWO_IN_ONE])
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        run = optimize([OP], replace(_options(url, bank, rounds=1), best_of=1), fast_settings)
+    (prompt,) = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
+    assert "Reply with the complete file in one ```python block." in prompt
+    assert [t.status for t in run.results[0].trace] == ["failed_correctness"]  # WRONG's block is the longer
+
+
 def test_garbage_replies_are_failed_attempts_not_crashes(tmp_path, fast_settings):
     garbage = [
         "",

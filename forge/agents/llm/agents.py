@@ -20,7 +20,7 @@ from forge.agents.llm.prompts import (
     source_limit,
     standing,
 )
-from forge.agents.parsing import extract_candidate, parse_feedback
+from forge.agents.parsing import extract_candidates, parse_feedback
 from forge.agents.roles import CoderContext, MachineFacts, Proposal, Review
 from forge.core.figures import AttemptFigures, judged_roofline
 from forge.core.verdict import Verdict
@@ -47,7 +47,10 @@ class LLMCoder:
     def prompt(self, ctx: CoderContext) -> list[dict[str, str]]:
         facts = ctx.machine or MachineFacts(ctx.device)
         history = ctx.history[-6:]  # the recent trajectory; older attempts add tokens, not insight
-        last = history[-1] if history else None
+        # the attempt to build on, its source shown whole: the session's parent (a round's best of
+        # several candidates), else the last
+        chosen = [h for h in history if h is ctx.parent]
+        last = chosen[0] if chosen else history[-1] if history else None
         user = render(
             "coder.j2",
             op_name=ctx.op_name,
@@ -59,32 +62,38 @@ class LLMCoder:
             history=history,
             brief=ctx.brief,
             last_source=fit_source(last.source, source_limit(self.client.model), last.error_text) if last else None,
+            shown_item=last,
             standing=standing(ctx.history, ctx.brief),
             round=ctx.round,
             rounds=ctx.rounds,
+            best_of=ctx.best_of,
             train=ctx.train,
         )
         return [{"role": "system", "content": render("coder_system.j2")}, {"role": "user", "content": user}]
 
     def propose(self, context: CoderContext) -> list[Proposal]:
+        """``context.want`` requests; each reply's candidates (up to ``context.best_of`` of them),
+        the request's tokens and cost carried by its first."""
         out = []
         for _ in range(context.want):
             messages = self.prompt(context)
             reply = self.client.complete(messages, on_text=_streamed_to(context, "coder"))
-            got = extract_candidate(reply.text)
-            out.append(
-                Proposal(
-                    got.source,
-                    context.backend,
-                    prompt=messages[-1]["content"],
-                    response=reply.text,
-                    error=got.reason,
-                    tokens=reply.tokens,
-                    cost_usd=reply.cost_usd,
-                    cost_known=reply.cost_known,
-                    note=f"{self.client.model}",
+            got = extract_candidates(reply.text, context.best_of)
+            for k, one in enumerate(got):
+                of = f", candidate {k + 1} of {len(got)} in one reply" if len(got) > 1 else ""
+                out.append(
+                    Proposal(
+                        one.source,
+                        context.backend,
+                        prompt=messages[-1]["content"],
+                        response=reply.text,
+                        error=one.reason,
+                        tokens=reply.tokens if k == 0 else 0,
+                        cost_usd=reply.cost_usd if k == 0 else 0.0,
+                        cost_known=reply.cost_known,
+                        note=f"{self.client.model}{of}",
+                    )
                 )
-            )
         return out
 
 

@@ -32,6 +32,9 @@ class SessionChoices:
     rounds: int | None = None
     population: int = 4  # evolve: children per generation
     top_k: int = 2  # evolve: parents per generation
+    # an LLM coder: candidates one reply may hold, verified in the same round (the round goes on
+    # from the fastest that passes, and the judge reviews that one)
+    best_of: int = 2
     train: bool = False  # kernels for training: their backward verified too (``session_settings``)
 
     def __post_init__(self) -> None:
@@ -87,7 +90,7 @@ class OptimizeOptions(SessionChoices):
         """UsageError naming the bad option."""
         if self.strategy not in SEARCH_STRATEGIES:
             raise UsageError(f"--strategy {self.strategy}: choose {' or '.join(SEARCH_STRATEGIES)}")
-        for name in ("rounds", "workers", "population", "top_k"):
+        for name in ("rounds", "workers", "population", "top_k", "best_of"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")

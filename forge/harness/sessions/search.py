@@ -1,7 +1,8 @@
 """Search strategies over a ``Session``: what to ask the coder next, and when to stop.
 
-- ``refine``: one trajectory. Each round the coder sees the previous attempt (with its verdict and
-  the judge's feedback) and proposes one candidate.
+- ``refine``: one trajectory. Each round the coder sees the previous round's best attempt (with
+  its verdict and the judge's feedback) and proposes a candidate (an LLM coder up to ``best_of``
+  in one reply: all verified, the judge reviews the fastest that passed).
 - ``evolve``: a population. Each generation takes the top-k passing attempts as parents and asks
   for children of each; a generation is verified in parallel (``--workers``).
 Both stop when the rounds are spent, the judge says stop, or a run-wide limit is reached.
@@ -65,17 +66,21 @@ def _judge_says_stop(items: list[HistoryItem]) -> bool:
 def refine(session: Session) -> Outcome:
     """(status, reason): finished | budget | time_limit | interrupted | unsupported."""
     history = session.state.history
+    parent = history[-1] if history else None
     while session.state.round < session.options.round_limit:
         stop = _start_round(session, "round")
         if stop:
             return stop
-        got = session.propose(history[-1] if history else None)
+        got = session.propose(parent)
         if got.fatal:
             return SessionStatus.UNSUPPORTED, got.fatal
         if not got.candidates and history and history[-1].status != AttemptStatus.INVALID_REPLY:
             break  # the coder has nothing left to try
-        if _judge_says_stop(session.evaluate(got.candidates)):
+        reviewed = session.evaluate(got.candidates, review_best=True)
+        if _judge_says_stop(reviewed):
             break
+        # the next round goes on from this round's best (of one reply's candidates), or its last
+        parent = reviewed[-1] if reviewed else history[-1] if history else None
     return _ended(session, "round")
 
 

@@ -21,7 +21,7 @@ from forge.core.figures import judged_roofline
 from forge.core.op_brief import OpBrief
 from forge.core.problem import ProblemSource
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import SessionStatus
+from forge.core.statuses import AttemptStatus, SessionStatus
 from forge.core.verdict import Verdict
 from forge.db import remove_provisional
 from forge.harness import events as ev
@@ -97,6 +97,12 @@ class SessionResult:
         return out
 
 
+def round_best(items: list[HistoryItem]) -> HistoryItem:
+    """Of one round's items, the passing one fastest against eager, else the last."""
+    passed = [i for i in items if i.status == AttemptStatus.PASSED and i.speedup_vs_eager]
+    return max(passed, key=lambda i: i.speedup_vs_eager or 0.0) if passed else items[-1]
+
+
 def regime_figures(v: Verdict) -> tuple[str | None, dict[str, dict[str, float | None]]]:
     """The verdict's judged regime, and its speedups in each regime that was timed."""
     ts = v.timing_stats
@@ -159,6 +165,7 @@ class Session:
             rounds=self.options.round_limit,
             history=list(self.state.history),
             want=want,
+            best_of=self.options.best_of,
             parent=parent,
             on_reply=self._reply_progress if self.options.stream_replies else None,
             train=self.options.train,
@@ -190,17 +197,28 @@ class Session:
             self.state.add(item)
         return got
 
-    def evaluate(self, candidates: list[Candidate]) -> list[HistoryItem]:
-        """Verify a batch (in parallel with --workers), record each verdict, ask the judge; first,
-        when the last verdict was timed on a busy machine, wait (bounded) for a quiet one."""
+    def evaluate(self, candidates: list[Candidate], review_best: bool = False) -> list[HistoryItem]:
+        """Verify a batch (in parallel with --workers), record each verdict, ask the judge about
+        each (``review_best``: about the batch's best alone, ``round_best``: the candidates of one
+        reply, whose figures decide between them) and return the items reviewed; first, when the
+        last verdict was timed on a busy machine, wait (bounded) for a quiet one."""
         self._quiet_before_verifying()
         verdicts = steps.verify(self.verifier, candidates)
-        return [self._judged(c, v) for c, v in zip(candidates, verdicts, strict=True)]
+        items = [self._recorded(c, v) for c, v in zip(candidates, verdicts, strict=True)]
+        chosen = [round_best(items)] if review_best and items else items
+        for item in chosen:
+            verdict = verdicts[items.index(item)]
+            steps.review(self.agents.judge, self.context(item), item, verdict, self.io)
+        return chosen
 
-    def _judged(self, candidate: Candidate, verdict: Verdict) -> HistoryItem:
+    def _recorded(self, candidate: Candidate, verdict: Verdict) -> HistoryItem:
         item = steps.record_verdict(candidate, verdict, self.io)
         self.state.add(item)
         self.state.consider(candidate.attempt_id, candidate.source, verdict, candidate.config)
+        return item
+
+    def _judged(self, candidate: Candidate, verdict: Verdict) -> HistoryItem:
+        item = self._recorded(candidate, verdict)
         steps.review(self.agents.judge, self.context(item), item, verdict, self.io)
         return item
 
