@@ -390,7 +390,7 @@ def test_a_stop_asked_for_during_the_last_round_ends_the_session_interrupted():
     limits = Limits()
     state = SimpleNamespace(round=0, history=[])
 
-    def evaluate(candidates: list[object]) -> list[object]:
+    def evaluate(candidates: list[object], review_best: bool = False) -> list[object]:
         limits.stop_requested.set()  # the user presses stop while the round verifies
         return []
 
@@ -409,7 +409,8 @@ def test_a_stop_asked_for_during_the_last_round_ends_the_session_interrupted():
         "stopped after 1 round(s); `--resume 7` continues the session",
     )
     limits.stop_requested.clear()
-    state.round, session.evaluate, session.clock = 0, lambda candidates: [], RoundClock()  # no stop: it finished
+    state.round, session.clock = 0, RoundClock()  # no stop: it finished
+    session.evaluate = lambda candidates, review_best=False: []
     assert refine(session) == (SessionStatus.FINISHED, None)  # type: ignore[arg-type]
 
 
