@@ -185,11 +185,16 @@ def _resume_choice(given: list[str] | None) -> tuple[bool, list[int]]:
 
 
 def _of_bound(r: harness.SessionResult) -> str:
-    """The kernel's fraction of its roofline bound, eager's beside it: "34% (eager 12%)"."""
+    """The kernel's fraction of its roofline bound, eager's and torch.compile's beside it:
+    "34% (eager 12%, compile 20%)"."""
     if r.bound_fraction is None:
         return "—"
-    eager = f" (eager {r.eager_bound_fraction:.0%})" if r.eager_bound_fraction is not None else ""
-    return f"{r.bound_fraction:.0%}{eager}"
+    others = [
+        f"{who} {f:.0%}"
+        for who, f in (("eager", r.eager_bound_fraction), ("compile", r.compile_bound_fraction))
+        if f is not None
+    ]
+    return f"{r.bound_fraction:.0%}" + (f" ({', '.join(others)})" if others else "")
 
 
 def _summary(run: harness.RunResult) -> None:

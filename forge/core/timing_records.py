@@ -300,6 +300,7 @@ class Roofline(BaseModel):
     bound_ms: float | None = None
     fraction_candidate: float | None = None
     fraction_eager: float | None = None
+    fraction_compile: float | None = None  # torch.compile's code for the op, in the same regime
     # a copy's measured bandwidth where one call's data stays in a cache: at the working set
     # ``cache_working_set`` (the largest measured not above ``bytes``), or (None) half the last-level cache
     cache_bandwidth_gbs: float | None = None
@@ -331,7 +332,7 @@ class Roofline(BaseModel):
         """False when eager or the candidate runs faster than the bound allows: the estimate is
         then wrong for this op (data that stays in cache, the bytes or FLOPs it counts, or the
         measured peak), and no fraction of it is a fact."""
-        return all(f is None or f <= 1.0 for f in (self.fraction_eager, self.fraction_candidate))
+        return all(f is None or f <= 1.0 for f in (self.fraction_eager, self.fraction_candidate, self.fraction_compile))
 
     @property
     def second_read_note(self) -> str:

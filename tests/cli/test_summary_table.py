@@ -24,9 +24,10 @@ def test_the_piped_summary_keeps_every_column_whole(capsys):
         eager_only=True,
         bound_fraction=0.5,
         eager_bound_fraction=0.21,
+        compile_bound_fraction=0.4,
     )
     unbounded = SessionResult("softmax", 2, SessionStatus.NO_GAIN, reason="no kernel faster than eager")
     optimize_cmd._summary(RunResult(results=[banked, unbounded]))
     text = capsys.readouterr().out
-    assert "│ residual_rmsnorm_long_name │" in text and "│ 50% (eager 21%) │" in text, text
+    assert "│ residual_rmsnorm_long_name │" in text and "│ 50% (eager 21%, compile 40%) │" in text, text
     assert "│ softmax " in text and "softmax: no kernel faster than eager" in text, text

@@ -128,6 +128,7 @@ def test_finalists_are_timed_again_and_only_a_confirmation_that_holds_is_banked(
         roof = judged_roofline(Verdict.from_json(json.loads(evidence)))  # the summary's "of bound": the kernel's own
         assert roof is not None and roof.holds and result.bound_fraction == roof.fraction_candidate > 0, roof
         assert result.eager_bound_fraction == roof.fraction_eager and result.to_json()["bound_fraction"] > 0
+        assert result.compile_bound_fraction == roof.fraction_compile
     else:
         assert kernels == [] and "no finalist held up" in (result.reason or "")
     _a_resumed_round_is_told_the_confirmation(bank, result, confirms[-1])

@@ -111,3 +111,28 @@ def test_the_verdicts_bound_says_it_counts_the_second_read():
     (check,) = [c for c in v.checks if c.name == "roofline"]
     assert "a second time" in check.detail, check.detail
     assert isinstance(v.roofline, Roofline) and v.roofline.reread_bytes == 4 * MIB
+
+
+@pytest.mark.parametrize("judged", ["cold", "warm"])
+def test_the_bound_gives_torch_compiles_fraction_beside_eagers_in_the_judged_regime(judged):
+    """Eager's and torch.compile's fractions of the bound come from the regime the verdict is
+    judged in: cold, their own medians; warm, their ratios to the candidate's warm calls."""
+    from forge.core.verdict import Verdict
+    from forge.verifier.timing.statistics import record_regimes, record_roofline, record_speedups
+
+    v = Verdict.from_json({"status": "passed"})
+    ms = 1_000_000
+    record_speedups(v, [ms] * 20, [2 * ms] * 20, [ms * 3 // 2] * 20, None)  # cold: 1, 2 and 1.5 ms
+    warm_cand, warm_eager, warm_compile = [ms // 2] * 20, [ms] * 20, [ms * 3 // 4] * 20  # warm: 0.5, 1, 0.75 ms
+    working_set = 1 * MIB if judged == "warm" else 64 * MIB
+    record_regimes(v, warm_cand, warm_eager, warm_compile, working_set=working_set, cache=32 * MIB)
+    roof = Roofline(bytes=working_set, bandwidth_gbs=20.0, bound_ms=0.3, cache_bound_ms=0.15, cache_bandwidth_gbs=100.0)
+    record_roofline(v, roof)
+    roof = v.roofline
+    assert roof is not None
+    if judged == "warm":
+        assert roof.level == "cache"
+        assert (roof.fraction_candidate, roof.fraction_eager, roof.fraction_compile) == (0.3, 0.15, 0.2)
+    else:
+        assert roof.level is None
+        assert (roof.fraction_candidate, roof.fraction_eager, roof.fraction_compile) == (0.3, 0.15, 0.2)

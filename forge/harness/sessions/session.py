@@ -82,6 +82,7 @@ class SessionResult:
     # no bound that holds for the op, e.g. judged warm with only DRAM's)
     bound_fraction: float | None = None
     eager_bound_fraction: float | None = None
+    compile_bound_fraction: float | None = None  # torch.compile's code's, in the same regime
 
     def to_json(self) -> dict[str, Any]:
         """The op's entry in ``forge optimize --json``."""
@@ -91,7 +92,11 @@ class SessionResult:
         out.update(attempts=self.attempts, session_id=self.session_id, status=str(self.status))
         out.update(share_s=self.share_s, share_usd=self.share_usd, tokens=self.tokens, cost_usd=self.cost_usd)
         out["seconds"] = self.seconds
-        out.update(bound_fraction=self.bound_fraction, eager_bound_fraction=self.eager_bound_fraction)
+        out.update(
+            bound_fraction=self.bound_fraction,
+            eager_bound_fraction=self.eager_bound_fraction,
+            compile_bound_fraction=self.compile_bound_fraction,
+        )
         out["training"] = self.training.model_dump() if self.training is not None else None
         out["reason"] = None if self.accepted else self.reason
         return out
@@ -387,6 +392,7 @@ class Session:
         roof = judged_roofline(v)
         if roof is not None and roof.holds:
             result.bound_fraction, result.eager_bound_fraction = roof.fraction_candidate, roof.fraction_eager
+            result.compile_bound_fraction = roof.fraction_compile
         standing = beats_compile(v)
         result.eager_only, result.compile_why = not standing.beats, standing.why
         result.training = training_standing(v) if self.options.train else None

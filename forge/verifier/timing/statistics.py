@@ -128,11 +128,15 @@ def record_roofline(v: Verdict, roofline: Roofline | None) -> None:
     ts = v.timing_stats
     cand_ms = v.timings_ms.candidate
     eager_ms = ts.eager.median_ms if ts.eager is not None else None
+    compile_ms = ts.compile.median_ms if ts.compile is not None else None
     warm, pairs = ts.warm_candidate, ts.warm_paired_eager
     cached = ts.regime is TimingRegime.WARM and bool(roof.cache_bound_ms)
     if cached and warm is not None and pairs is not None:
-        # eager's warm calls are kept only as ratios to the candidate's: its time from the pairs
+        # eager's (and torch.compile's) warm calls are kept only as ratios to the candidate's: their
+        # times from the pairs
         cand_ms, eager_ms = warm.median_ms, warm.median_ms * pairs.median
+        compiled = ts.warm_paired_compile
+        compile_ms = warm.median_ms * compiled.median if compiled is not None else None
     roof = roof.beside_eager(eager_ms)
     v.roofline = roof
     if cached and warm is not None and pairs is not None and roof.cache_bound_ms:
@@ -140,6 +144,7 @@ def record_roofline(v: Verdict, roofline: Roofline | None) -> None:
     bound = roof.bound_ms or 0.0
     roof.fraction_candidate = round(bound / cand_ms, 4) if cand_ms else None
     roof.fraction_eager = round(bound / eager_ms, 4) if eager_ms else None
+    roof.fraction_compile = round(bound / compile_ms, 4) if compile_ms else None
     reads = f", {roof.cache_read_bandwidth_gbs:.1f} GB/s reading alone" if roof.cache_read_bandwidth_gbs else ""
     where = ""
     if roof.level:
