@@ -151,8 +151,9 @@ def test_one_reply_with_two_candidates_verifies_both_in_its_round_and_goes_on_fr
     next round's prompt builds on that one."""
     script = Script(coder=[TWO_IN_ONE, RIGHT], judge=[judge_json("keep it"), judge_json("done", go_on=False)])
     bank = tmp_path / "bank.db"
+    seen: list[ev.Event] = []
     with serve(script) as url:
-        run = optimize([OP], _options(url, bank, rounds=2), fast_settings)
+        run = optimize([OP], _options(url, bank, rounds=2), fast_settings, seen.append)
     (result,) = run.results
     assert result.accepted, result.reason
     with sqlite3.connect(bank) as db:
@@ -167,6 +168,7 @@ def test_one_reply_with_two_candidates_verifies_both_in_its_round_and_goes_on_fr
     shown = coder_prompts[1].split("Its source", 1)[1].split("```", 2)[1]
     assert "x.sum(dim=1)" in shown and "1.01" not in shown, shown
     assert run.tokens == 150 * (len(coder_prompts) + len(judged))  # one charge per request, not per candidate
+    assert sum(isinstance(e, ev.CostUpdated) for e in seen) == len(coder_prompts) + len(judged)
 
 
 def test_best_of_one_asks_for_one_file_and_takes_the_longest_block(tmp_path, fast_settings):

@@ -88,9 +88,10 @@ class LLMCoder:
                         prompt=messages[-1]["content"],
                         response=reply.text,
                         error=one.reason,
+                        # the request is charged once, with its first candidate
                         tokens=reply.tokens if k == 0 else 0,
-                        cost_usd=reply.cost_usd if k == 0 else 0.0,
-                        cost_known=reply.cost_known,
+                        cost_usd=reply.cost_usd if k == 0 else None,
+                        cost_known=reply.cost_known if k == 0 else True,
                         note=f"{self.client.model}{of}",
                     )
                 )
