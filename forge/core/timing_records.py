@@ -342,11 +342,12 @@ class Roofline(BaseModel):
         again = self.cache_reread_bytes if cache else self.reread_bytes
         if not again:
             return ""
-        keeps = "the fastest cache level measured keeps" if cache else "the cache keeps"
+        keeps = "the fastest cache level measured keeps" if cache else "the last-level cache keeps"
         groups = f" of {self.reread_group_bytes / 1e6:.2f} MB" if self.reread_group_bytes and not cache else ""
         return (
             f"; its math reads {again / 1e6:.2f} MB of it a second time (it uses a reduction's result beside "
-            f"the data reduced, in groups{groups} larger than {keeps} between the two reads): the bound counts both"
+            f"the data reduced, in groups{groups} larger than {keeps} between the two reads; what it keeps is "
+            "not counted again): the bound counts that second read"
         )
 
     @property

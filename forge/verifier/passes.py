@@ -2,8 +2,9 @@
 
 A normalization by a whole-tensor norm (``x / x.norm()``) needs the norm before any output
 element, so a kernel reads ``x`` twice, unless what one reduction covers (its *group*: the whole
-tensor here, a row for a LayerNorm) stays in a cache between the two reads. A bound that counts one
-read is then unreachable by construction. ``RereadTracer`` follows one call of the op through aten
+tensor here, a row for a LayerNorm) stays in a cache between the two reads; of a group larger
+than the cache, the part the cache keeps is read from it (the second pass walking backward), the
+rest from memory again. A bound that counts one read is then unreachable by construction. ``RereadTracer`` follows one call of the op through aten
 and finds, per tensor the op reads (an input or the module's state), the largest group of a
 reduction over it whose result is used together with that tensor again; ``record`` in
 ``roofline`` counts the second read where the group is larger than the cache the bound prices.
@@ -159,9 +160,12 @@ def _storage(t: torch.Tensor) -> int:
 
 
 def reread_bytes(rereads: tuple[Reread, ...], held: int | None) -> tuple[int, int]:
-    """(bytes read a second time, the largest group that forces it) where a cache holds ``held``
-    bytes between a reduction's two reads (None: unknown, nothing counted)."""
+    """(bytes read a second time, the largest group that forces it) where a cache keeps at most
+    ``held`` bytes between a reduction's two reads (None: unknown, nothing counted). Of each
+    group, what the cache keeps is read again from it (a second pass that walks the group backward
+    finds its last ``held`` bytes there), so only the rest counts: a lower bound."""
     if held is None:
         return 0, 0
     over = [r for r in rereads if r.group_bytes > held]
-    return sum(r.bytes for r in over), max((r.group_bytes for r in over), default=0)
+    again = sum((r.group_bytes - held) * (r.bytes // r.group_bytes) for r in over)
+    return again, max((r.group_bytes for r in over), default=0)

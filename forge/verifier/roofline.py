@@ -142,15 +142,12 @@ def _warm_bandwidths(nbytes: int, f: MachineFigures) -> tuple[float | None, floa
 
 
 def cache_holds(f: MachineFigures, llc: int | None) -> tuple[int | None, int | None]:
-    """(what a cache keeps between a reduction's two reads of data that came from DRAM, what the
-    fastest measured level keeps of data already in cache), in bytes; None: unknown, no second read
-    counted. A CPU's: the largest working set whose copy runs at 1.5x DRAM's bandwidth or more (a
-    VM's guest may be told of a cache far larger than its share), and the smallest measured; else
-    half the last-level cache (a GPU's L2), and nothing for warm data."""
-    if not f.working_sets:
-        return (llc // 2 if llc else None), None
-    fast = [w.bytes for w in f.working_sets if w.copy_gbs >= 1.5 * f.bandwidth_gbs]
-    return max(fast, default=f.working_sets[0].bytes), f.working_sets[0].bytes
+    """(what a cache can keep between a reduction's two reads of data that came from DRAM, what
+    the fastest measured level keeps of data already in cache), in bytes; None: unknown, no second
+    read counted. The first is the last-level cache's reported size (the most any cache could
+    keep: the bound stays a bound where a VM's guest is told of more than its share); the second a
+    CPU's smallest measured working set (the core's own cache), nothing on a GPU."""
+    return llc, (f.working_sets[0].bytes if f.working_sets else None)
 
 
 def record(call: CallEstimate, f: MachineFigures, llc: int | None) -> Roofline:

@@ -158,6 +158,15 @@ def test_the_prompts_say_stop_near_the_roofline_only_where_the_bound_holds():
     assert said is not None and "Attempt 5 already runs at 90%" in said and '"continue": false' in said
     far = HistoryItem(1, "src", AttemptStatus.PASSED, attempt_id=5, figures=figures, roofline_fraction=0.4)
     assert standing([far], None) is None
+    # near the bound but not clear of the noise (its interval reaches 1.0x): no kernel to bank, no stop
+    unclear = Verdict.from_json(
+        {**v.to_json(), "timing_stats": {"paired_eager": {"pairs": 12, "median": 1.21, "low": 0.92, "high": 1.62}}}
+    )
+    noisy = HistoryItem(
+        1, "s", AttemptStatus.PASSED, attempt_id=2, figures=AttemptFigures.of(unclear), roofline_fraction=0.96
+    )
+    said = standing([noisy], None)
+    assert said is not None and "does not count yet" in said and '"continue": false' not in said, said
     warm = Verdict.from_json(
         {
             **v.to_json(),

@@ -171,6 +171,21 @@ def test_one_reply_with_two_candidates_verifies_both_in_its_round_and_goes_on_fr
     assert sum(isinstance(e, ev.CostUpdated) for e in seen) == len(coder_prompts) + len(judged)
 
 
+def test_a_later_prompt_shows_the_fastest_attempt_whole_when_the_last_round_went_elsewhere(tmp_path, fast_settings):
+    """Round 1 passes, round 2's only candidate fails: round 3's prompt shows round 2's source (the
+    attempt the round went on from) and, under its own heading, round 1's, the fastest so far (a
+    judge's "go back to attempt N" needs it); round 2's prompt, built on the fastest, has no such heading."""
+    script = Script(coder=[RIGHT, WRONG, RIGHT], judge=[judge_json("go on")] * 3)
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        optimize([OP], _options(url, bank, rounds=3), fast_settings)
+    prompts = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
+    assert len(prompts) == 3 and "The fastest attempt so far" not in prompts[1]
+    assert "the last one" in prompts[2] and "is banked if it beats the best so far" in prompts[2]
+    fastest = prompts[2].split("The fastest attempt so far", 1)[1].split("```", 2)[1]
+    assert "x.sum(dim=1)" in fastest and "1.01" not in fastest, fastest
+
+
 def test_best_of_one_asks_for_one_file_and_takes_the_longest_block(tmp_path, fast_settings):
     script = Script(coder=[TWO_IN_ONE])
     bank = tmp_path / "bank.db"

@@ -23,6 +23,7 @@ from forge.agents.llm.prompts import (
 from forge.agents.parsing import extract_candidates, parse_feedback
 from forge.agents.roles import CoderContext, MachineFacts, Proposal, Review
 from forge.core.figures import AttemptFigures, judged_roofline
+from forge.core.statuses import AttemptStatus
 from forge.core.verdict import Verdict
 
 
@@ -51,6 +52,12 @@ class LLMCoder:
         # several candidates), else the last
         chosen = [h for h in history if h is ctx.parent]
         last = chosen[0] if chosen else history[-1] if history else None
+        # the fastest passing attempt of the whole session, shown whole where it is not that one
+        # (a judge's "go back to attempt N" needs its source)
+        timed = [h for h in ctx.history if h.status == AttemptStatus.PASSED and h.speedup_vs_eager]
+        fastest = max(timed, key=lambda h: h.speedup_vs_eager or 0.0) if timed else None
+        fastest = None if fastest is None or fastest is last else fastest
+        limit = source_limit(self.client.model)
         user = render(
             "coder.j2",
             op_name=ctx.op_name,
@@ -61,8 +68,10 @@ class LLMCoder:
             example=example(ctx.backend, ctx.op_source),
             history=history,
             brief=ctx.brief,
-            last_source=fit_source(last.source, source_limit(self.client.model), last.error_text) if last else None,
+            last_source=fit_source(last.source, limit, last.error_text) if last else None,
             shown_item=last,
+            fastest=fastest,
+            fastest_source=fit_source(fastest.source, limit) if fastest else None,
             standing=standing(ctx.history, ctx.brief),
             round=ctx.round,
             rounds=ctx.rounds,
