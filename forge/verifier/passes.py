@@ -4,10 +4,11 @@ A normalization by a whole-tensor norm (``x / x.norm()``) needs the norm before 
 element, so a kernel reads ``x`` twice, unless what one reduction covers (its *group*: the whole
 tensor here, a row for a LayerNorm) stays in a cache between the two reads; of a group larger
 than the cache, the part the cache keeps is read from it (the second pass walking backward), the
-rest from memory again. A bound that counts one read is then unreachable by construction. ``RereadTracer`` follows one call of the op through aten
-and finds, per tensor the op reads (an input or the module's state), the largest group of a
-reduction over it whose result is used together with that tensor again; ``record`` in
-``roofline`` counts the second read where the group is larger than the cache the bound prices.
+rest from memory again. A bound that counts one read is then unreachable by construction.
+``RereadTracer`` follows one call of the op through aten and finds, per tensor the op reads (an
+input or the module's state), the largest group of a reduction over it whose result is used
+together with that tensor again; ``record`` in ``roofline`` counts the second read of what the
+cache the bound prices cannot keep of each group.
 
 The count is a lower bound: a tensor is read again at most once, however many reductions need it
 (a mean and a variance fold into one pass), and a group is the tensor's bytes over the reduction's
