@@ -218,7 +218,7 @@ class BuiltinCoder:
         if self.inductor_candidate and not self.train and self.backend in FAMILIES:
             # on a copy: the capture compiles the module in eval mode
             device = "cuda" if self.backend == "triton" else "cpu"
-            captured = inductor.analyze(copy.deepcopy(model), inputs, template, device=device)
+            captured = inductor.analyze(copy.deepcopy(model), inputs, template, device=device, op_path=self.op_path)
             if not isinstance(captured, str):
                 if self._family is None:
                     self._family, self._recipe = INDUCTOR, captured

@@ -1,6 +1,7 @@
 """The built-in coder's ``inductor`` family: the op's first candidate is what torch.compile's
-Inductor generates for it (C++/OpenMP on a CPU, Triton on a GPU), captured once in the coder's
-process (``capture``) and written as a candidate that runs the generated kernels with no
+Inductor generates for it (C++/OpenMP on a CPU, Triton on a GPU), captured once per set of options
+(``capture``; in a process of its own where the op has a file, ``capture_apart``: some of that code
+corrupts the memory of the process it runs in) and written as a candidate that runs the generated kernels with no
 torch.compile at run time (``program``). The search varies the options Inductor exposes for the
 device (``space``); in a session it competes with the hand-tuned families and the general
 lowering (``forge.agents.builtin.coder``), and the judge ranks them on one table."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,6 +24,7 @@ from forge.agents.builtin.inductor.capture import (
     capture,
     train_mode,
 )
+from forge.agents.builtin.inductor.capture_apart import capture_apart
 from forge.agents.builtin.inductor.program import render as render_program
 from forge.core.module_call import output_layout, rebuildable
 
@@ -58,6 +61,9 @@ class InductorRecipe:
     op: OpCall
     train: TrainMode
     device: str
+    # where the op's file is: its captures run in a process of their own (``capture_apart``);
+    # None: in this one (an op given as a module)
+    op_path: Path | None = None
     # by (Inductor's options, sorted; training mode)
     captured: dict[tuple[tuple[tuple[str, Any], ...], bool], Captured] = field(default_factory=dict)
 
@@ -73,28 +79,38 @@ def _captured(recipe: InductorRecipe, config: dict[str, Any] | None, training: b
     options = _options(recipe, config)
     key = (tuple(sorted(options.items())), training)
     if key not in recipe.captured:
-        recipe.captured[key] = capture(recipe.model, recipe.inputs, recipe.op.call, options, training=training)
+        if recipe.op_path is not None:
+            recipe.captured[key] = capture_apart(recipe.op_path, recipe.device, options, training=training)
+        else:
+            recipe.captured[key] = capture(recipe.model, recipe.inputs, recipe.op.call, options, training=training)
     return recipe.captured[key]
 
 
 def analyze(
-    model: torch.nn.Module, inputs: list[Any], call: str | None = None, device: str = "cpu"
+    model: torch.nn.Module,
+    inputs: list[Any],
+    call: str | None = None,
+    device: str = "cpu",
+    op_path: Path | None = None,
 ) -> InductorRecipe | str:
     """The recipe, Inductor's code for ``device`` at its defaults captured and checked; or why
-    it cannot be (``model`` is moved there; the recipe keeps it)."""
+    it cannot be (``model`` is moved there; the recipe keeps it). With ``op_path`` (the file
+    ``model`` and ``inputs`` were built from), every capture runs in a process of its own."""
     if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
         return "Inductor's code is captured for ops whose inputs are all tensors"
     if device == "cuda" and not torch.cuda.is_available():
         return "Inductor's Triton code is captured on a GPU, and this machine has none"
     try:
-        return _recipe(model.to(device), [x.to(device) for x in inputs], call, device)
+        return _recipe(model.to(device), [x.to(device) for x in inputs], call, device, op_path)
     except InductorRefused as exc:
         return f"Inductor's code cannot run as a candidate: {exc}"
     except Exception as exc:  # the op's own code raising in a mode the capture tries (a batch of one in training)
         return f"Inductor's code cannot run as a candidate: {type(exc).__name__}: {exc}"
 
 
-def _recipe(model: torch.nn.Module, inputs: list[Any], call: str | None, device: str) -> InductorRecipe:
+def _recipe(
+    model: torch.nn.Module, inputs: list[Any], call: str | None, device: str, op_path: Path | None
+) -> InductorRecipe:
     with torch.no_grad():
         out = call_op(model.eval(), inputs, call)
     layout = output_layout(out)
@@ -106,7 +122,7 @@ def _recipe(model: torch.nn.Module, inputs: list[Any], call: str | None, device:
             trained = output_layout(call_op(copy.deepcopy(model).train(), inputs, call))
         if trained != layout:
             raise InductorRefused(f"its output is {trained} in training mode and {layout} in eval mode")
-    recipe = InductorRecipe(model, inputs, OpCall(call, layout), train, device)
+    recipe = InductorRecipe(model, inputs, OpCall(call, layout), train, device, op_path)
     _captured(recipe, None)
     if train is TrainMode.OTHER:
         _captured(recipe, None, training=True)

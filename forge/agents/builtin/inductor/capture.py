@@ -1,6 +1,7 @@
 """Inductor's code for an op, captured so that a candidate can run it without torch.compile.
 
-The op's reference is compiled once, here, in the coder's process (``fullgraph=True``, static
+The op's reference is compiled once, in the process that calls ``capture`` (the coder's own, or
+a child of it: ``capture_apart``) (``fullgraph=True``, static
 shapes, no gradients), through a backend that records which tensor each of the graph's inputs
 is: a parameter, buffer or plain tensor attribute of the module (by its path), or one of the
 op's inputs. Inductor's output module (its generated kernels and the ``call(args)`` that runs
