@@ -1,7 +1,7 @@
 """The built-in coder's ``inductor`` family: the op's first candidate is what torch.compile's
 Inductor generates for it (C++/OpenMP on a CPU, Triton on a GPU), captured once per set of options
-(``capture``; in a process of its own where the op has a file, ``capture_apart``: some of that code
-corrupts the memory of the process it runs in) and written as a candidate that runs the generated kernels with no
+(``capture``; in a process of its own where the op has a file, ``capture_apart``: a capture can
+corrupt the memory of the process it runs in) and written as a candidate that runs the generated kernels with no
 torch.compile at run time (``program``). The search varies the options Inductor exposes for the
 device (``space``); in a session it competes with the hand-tuned families and the general
 lowering (``forge.agents.builtin.coder``), and the judge ranks them on one table."""

@@ -1,12 +1,13 @@
 """Inductor's code for an op captured in a process of its own.
 
 A capture compiles the op and runs the code Inductor made for it (to read its output modules, and
-to check that they reproduce the op). Some of that code corrupts the heap of the process it runs
-in: on a 2-core AMD EPYC, rmsnorm's kernels built with ``cpp.simdlen=256`` aborted the process a
-few calls later ("double free or corruption", "free(): invalid pointer"), one ``forge optimize`` run
-in three or four. In the coder's process that was forge's own, and the run died with it. So a
-coder that knows its op file captures in a child process that loads the op as the coder does: a
-child that dies refuses the capture with the reason, and forge goes on.
+to check that they reproduce the op). That sequence can corrupt the heap of the process it runs
+in: on a 2-core AMD EPYC (AVX-512), capturing rmsnorm with ``cpp.simdlen=256`` aborted its process
+every time ("double free or corruption", "free(): invalid pointer"), while the same kernels run
+by torch.compile alone, or by the candidate in its worker, did not. In the coder's process that
+was forge's own, and ``forge optimize`` died with it (one run in three or four). So a coder that
+knows its op file captures in a child process that loads the op as the coder does: a child that
+dies refuses the capture with the reason, and forge goes on.
 
 The child runs ``main``: a ``CaptureJob`` (JSON) on standard input; the ``CaptureResult``'s
 fields, pickled, written to the job's ``out`` file.
@@ -83,7 +84,7 @@ def _died(done: subprocess.CompletedProcess[str]) -> str:
     how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
     last = [line for line in (done.stderr or "").splitlines() if line.strip()][-3:]
     said = f": {' / '.join(last)[:400]}" if last else ""
-    return f"the process that compiled and ran Inductor's code for it {how} (a kernel that corrupts memory){said}"
+    return f"the process that compiled and ran Inductor's code for it {how} (its memory corrupted){said}"
 
 
 def _run(job: CaptureJob) -> CaptureResult:
