@@ -13,7 +13,8 @@ extern "C" void gelu_half_inplace(float* y, int64_t n) {
     #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
         float v = y[i];
-        y[i] = 0.25f * v * (1.0f + std::erf(v * 0.70710678118654752f));
+        // torch's GELU gives NaN for an infinite input, as for a NaN: the reference is the spec
+        y[i] = std::isfinite(v) ? 0.25f * v * (1.0f + std::erf(v * 0.70710678118654752f)) : NAN;
     }
 }
 """

@@ -20,8 +20,11 @@ extern "C" void scale_bias_gelu(const float* x, const float* s, const float* b, 
             #pragma omp simd
             for (int64_t p = 0; p < plane; ++p) {
                 float v = xp[p] * sk + bk;
+                // torch's GELU gives NaN for an infinite input, and its clamp keeps a NaN: the
+                // reference is the spec (std::min/max would turn both into a bound)
+                const bool finite = std::isfinite(v);
                 v = 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));
-                yp[p] = std::min(std::max(v, -1.0f), 4.0f);
+                yp[p] = finite ? std::min(std::max(v, -1.0f), 4.0f) : NAN;
             }
         }
     }

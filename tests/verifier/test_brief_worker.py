@@ -65,9 +65,10 @@ def test_the_briefs_roofline_reads_the_sessions_figures_not_the_workers_own(tmp_
 
 
 def test_the_brief_times_eager_in_the_regime_its_verdicts_are_judged_in(monkeypatch):
-    """Warm: every call on the same buffers, the next set's values written into them (as the
-    workers' warm trial); cold: each call on a set of its own. The regime is the verifier's rule:
-    warm when one call's inputs and outputs fit in half the last-level cache."""
+    """Warm: every call on the same buffers, the next set's values written into them and an
+    untimed call on them negated just before (as the workers' warm trial); cold: each call on a set
+    of its own. The regime is the verifier's rule: warm when one call's inputs and outputs fit in
+    half the last-level cache."""
     import torch
 
     from forge.verifier.briefing import brief_worker
@@ -82,8 +83,10 @@ def test_the_brief_times_eager_in_the_regime_its_verdicts_are_judged_in(monkeypa
     for warm in (True, False):
         seen.clear()
         regime_times_ms({"eager": eager}, sets, warm, "cpu", 6)
-        timed = seen[-6:]  # after the warm-up calls
+        timed = seen[-11::2] if warm else seen[-6:]  # after the warm-up calls (and, warm, each call before)
         assert [v for _, v in timed] == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+        if warm:
+            assert [v for _, v in seen[-12::2]] == [-0.0, -1.0, -2.0, -0.0, -1.0, -2.0]
         pointers = {p for p, _ in timed}
         assert (
             (pointers.isdisjoint({s[0].data_ptr() for s in sets}) and len(pointers) == 1)

@@ -25,4 +25,5 @@ def test_the_brief_says_the_fixed_cost_in_words():
     said = CppCallCost(tensors=3, call_us=1.84, region_us=2.5, region_after_idle_us=31.0, threads=2).said()
     assert said.startswith("forge.cpp's fixed cost here: 1.8 µs a call passing 3 tensors and an int")
     assert "region on 2 threads 2.5 µs called back to back, 31 µs after 5 ms idle" in said
-    assert "do not). A candidate profile's time in no row is Python" in said and "measured while" not in said
+    assert "a warm call follows an untimed call of its own, back to back" in said
+    assert "and does not). A candidate profile's time in no row is Python" in said and "measured while" not in said

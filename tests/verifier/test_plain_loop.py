@@ -35,11 +35,15 @@ def test_each_round_calls_every_side_once_with_the_first_side_rotating():
     assert [v for _, _, v in timed[:3]] == [1.0, 1.0, 1.0] and [v for _, _, v in timed[3:6]] == [2.0] * 3
 
 
-def test_warm_rounds_write_their_values_into_the_same_buffers():
+def test_warm_rounds_write_their_values_into_the_same_buffers_and_call_each_side_back_to_back():
     seen, _ = _recording(3, cold=False)
     timed = seen[3 * WARMUP_CALLS :]
     assert len({ident for _, ident, _ in seen}) == 1  # one set of buffers throughout
-    assert [v for _, _, v in timed] == [1.0] * 3 + [2.0] * 3 + [3.0] * 3
+    # each timed call follows an untimed call of its own side on the round's values negated
+    first_round = [(name, v) for name, _, v in timed[:6]]
+    assert first_round == [("a", -1.0), ("a", 1.0), ("b", -1.0), ("b", 1.0), ("c", -1.0), ("c", 1.0)]
+    assert [v for _, _, v in timed[1::2]] == [1.0] * 3 + [2.0] * 3 + [3.0] * 3
+    assert [v for _, _, v in timed[::2]] == [-1.0] * 3 + [-2.0] * 3 + [-3.0] * 3
 
 
 def test_hooks_run_outside_the_clock_around_every_timed_call():
@@ -80,3 +84,22 @@ def test_the_hooks_time_is_not_counted_and_after_call_gets_every_output():
     assert all(ns < 20_000_000 for ns in times["a"]), times
     kept = time_sides({"a": lambda x: x[0] + 1}, draw, 2, False, 1 << 16, after_call=lambda o: sizes.append(o.numel()))
     assert len(kept["a"]) == 2 and sizes == [4, 4]
+
+
+def test_the_warm_call_before_leaves_integer_inputs_and_gives_way_when_it_raises():
+    seen: list[tuple[float, int]] = []
+    draws = iter(range(1, 1000))
+
+    def draw() -> list[torch.Tensor]:
+        k = next(draws)
+        return [torch.full((4,), float(k)), torch.full((2,), k)]
+
+    def positive_only(x: list[torch.Tensor]) -> None:
+        if float(x[0][0]) < 0:  # an op defined for positive inputs: its call before raises
+            raise ValueError("negative")
+        seen.append((float(x[0][0]), int(x[1][0])))
+
+    times = time_sides({"a": positive_only}, draw, 2, False, 1 << 16)
+    assert len(times["a"]) == 2
+    # the warm-up calls, then one timed call a round: the raised calls before left nothing behind
+    assert seen[WARMUP_CALLS:] == [(2.0, 2), (3.0, 3)]

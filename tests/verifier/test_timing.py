@@ -9,7 +9,7 @@ import torch
 
 from forge.core.timing_records import TimingStats
 from forge.verifier.output_copies import OutputPool
-from forge.verifier.timing.worker_loop import Clocks, timed_loop
+from forge.verifier.timing.worker_loop import Clocks, TimedCalls, timed_loop
 
 
 def test_quartiles_are_the_real_ones_for_a_skewed_sample():
@@ -289,3 +289,53 @@ def test_an_op_that_only_reads_is_bound_by_the_read_bandwidth_and_a_copy_by_a_co
     assert roof.bound_by == "measured memory bandwidth"
     roof.read_bandwidth_gbs = 50.0
     assert roof.bound_by == "measured matmul peak"
+
+
+class _ContentMemo:
+    """A candidate that keeps its last result and returns it again when its input's contents
+    are unchanged (keyed on the bytes: pointers and versions would be easier to fool)."""
+
+    def __init__(self) -> None:
+        self.key: bytes | None = None
+        self.result: torch.Tensor | None = None
+        self.seen: list[float] = []
+        self.computed = 0
+
+    def __call__(self, inputs: list[torch.Tensor]) -> torch.Tensor:
+        x = inputs[0]
+        self.seen.append(float(x[0]))
+        key = x.numpy().tobytes()
+        if key != self.key or self.result is None:
+            self.key, self.result = key, x * 2
+            self.computed += 1
+        return self.result.clone()
+
+
+def test_a_warm_trial_is_called_back_to_back_and_a_result_kept_from_the_call_before_is_not_its_own():
+    clocks = Clocks(host_ns=lambda: 0, sync=lambda: None)
+    memo = _ContentMemo()
+    calls = TimedCalls(memo, lambda: None, clocks, keep=lambda out: out.clone(), warm=True)
+    sets = [[torch.full((8,), float(k))] for k in (1, 2, 3)]
+    calls.begin(sets, [])
+    warmup_calls, computed_before = len(memo.seen), memo.computed
+    for s in sets:
+        calls.one(s)
+    run = calls.end()
+    # each trial: its values negated for the untimed call before, then its own values, timed
+    assert memo.seen[warmup_calls:] == [-1.0, 1.0, -2.0, 2.0, -3.0, 3.0]
+    assert memo.computed - computed_before == 6  # no timed call found the call before's result
+    assert [float(o[0]) for o in run.outputs] == [2.0, 4.0, 6.0]  # the trials' own values, back in place
+    assert calls.buffers is not None and torch.equal(calls.buffers[0], sets[-1][0])
+
+
+def test_a_cold_trial_has_no_call_before():
+    clocks = Clocks(host_ns=lambda: 0, sync=lambda: None)
+    memo = _ContentMemo()
+    calls = TimedCalls(memo, lambda: None, clocks, warm=False)
+    sets = [[torch.full((8,), float(k))] for k in (1, 2)]
+    calls.begin(sets, sets[:1])
+    warmup_calls = len(memo.seen)
+    for s in sets:
+        calls.one(s)
+    calls.end()
+    assert memo.seen[warmup_calls:] == [1.0, 2.0]

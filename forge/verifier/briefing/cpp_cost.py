@@ -57,8 +57,9 @@ class CppCallCost:
             f"to a C function that does nothing (its argument checks and ctypes); an empty `#pragma omp parallel` "
             f"region on {self.threads} threads {self.region_us:.1f} µs called back to back, "
             f"{self.region_after_idle_us:.0f} µs after {_IDLE_S * 1e3:.0f} ms idle (the pool's threads woken: the "
-            "paired timing's calls pay it, eager's too, since each worker waits for the parent between calls and its "
-            "threads sleep after about 0.2 ms; the user loop's back-to-back calls do not)",
+            "paired timing's cold calls can pay it, eager's too, since each worker waits for the parent between calls "
+            "and its threads sleep after about 0.2 ms; a warm call follows an untimed call of its own, back to back, "
+            "as the user loop's calls do, and does not)",
             ". A candidate profile's time in no row is Python, torch's allocations and these",
         )
 

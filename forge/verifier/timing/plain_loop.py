@@ -7,7 +7,8 @@ Each round calls every side once, the order rotating from round to round, so loa
 goes lands on all of them; the ratio of two sides is taken per round (``pairing.paired_ratio``).
 
 * warm: the same buffers every call, the round's values written into them first (as the layer
-  before writes a model's activations), no cache flush;
+  before writes a model's activations), then one untimed call of the same side, back to back, as
+  the verifier's warm trials run (``worker_loop.call_before``), no cache flush;
 * cold: the last-level cache flushed before each call, on inputs drawn for that round. On a CPU
   the flush reads a buffer twice the cache's size, as the verifier's workers do: a flush that
   writes leaves the cache full of dirty lines whose write-back the next call then pays (measured
@@ -26,6 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+from forge.verifier.timing.worker_loop import call_before
 
 Side = Callable[[Sequence[torch.Tensor]], Any]
 WARMUP_CALLS = 3  # untimed calls a side first (torch.compile's graph is built by the first)
@@ -46,8 +49,11 @@ def time_sides(
     *,
     before_call: Callable[[], object] | None = None,
     after_call: Callable[[object], object] | None = None,
+    back_to_back: bool = True,
 ) -> dict[str, list[int]]:
     """Per-call nanoseconds of each side, ``rounds`` calls a side, interleaved call by call.
+    ``back_to_back``: warm calls follow an untimed call of their own side (``call_before``);
+    False only for ``benchmarks.claims.back_to_back``, which shows what it changes.
 
     ``before_call`` runs just before the clock starts (after the flush or the refill) and
     ``after_call`` gets each output once the clock stopped: ``benchmarks.claims.loop_conditions``
@@ -72,6 +78,8 @@ def time_sides(
                     for buf, x in zip(buffers, fresh, strict=True):
                         buf.copy_(x)
                     inputs = buffers
+                    if back_to_back:
+                        call_before(sides[name], inputs)
                 _sync(device)
                 if before_call is not None:
                     before_call()
