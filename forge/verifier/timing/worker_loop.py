@@ -192,10 +192,10 @@ def call_before(call: Callable[[Sequence[Any]], Any], inputs: Sequence[Any]) -> 
     Each warm trial first writes its values into the buffers, and a call timed right after a call
     of another side read slow and scattered: its threads, its heap and its data in the cores' caches
     were as that call left them. On the quarter-size RMSNorm, in a plain loop in the workers'
-    environment (2-core VM, ``benchmarks.claims.back_to_back``), eager read 0.31-0.47 ms that way
-    and 0.24-0.26 ms back to back; the reference against a copy of itself 0.65-1.54x (95% interval)
-    against 0.92-1.07x; and with torch.compile's calls in the rotation, as the user loop has them,
-    eager read 1.36-1.51x slower than its copy at the median, against 1.04-1.08x. A user times a
+    environment (2-core VM, ``benchmarks.claims.back_to_back``), eager read 0.41-0.44 ms that way
+    and 0.24-0.29 ms back to back; the reference against a copy of itself 0.56-1.88x (95% interval)
+    against 0.84-1.20x; and with torch.compile's calls in the rotation, as the user loop has them,
+    eager read 1.24-1.48x slower than its copy at the median, against 1.06-1.08x. A user times a
     kernel back to back. The call before sees other values (the negation), so a result kept from
     it, keyed on the inputs' pointers, versions or contents, is not the timed call's; integer and
     boolean inputs stay as they are (indices, masks). A call before that raises (an op defined for
