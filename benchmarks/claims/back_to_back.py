@@ -18,7 +18,9 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchmarks.support.page import add_page_option, run_with_page
 from benchmarks.support.paths import ROOT
@@ -48,7 +50,7 @@ def measure(op: Path, rounds: int, repeats: int) -> None:
     with torch.no_grad():
         invoke(compiled, problem.inputs())
 
-    def side(m: torch.nn.Module) -> Side:
+    def side(m: Callable[..., Any]) -> Side:
         return lambda x: invoke(m, x)
 
     print("| variant | sides | eager / twin median (95%) | eager ms | twin ms | compile ms |")
