@@ -17,7 +17,7 @@ from forge.agents.llm.prompts import (
 )
 from forge.agents.roles import CoderContext, HistoryItem, JudgeFeedback, MachineFacts
 from forge.core.figures import AttemptFigures, judged_roofline
-from forge.core.op_brief import OpBrief
+from forge.core.op_brief import CompiledBaseline, OpBrief
 from forge.core.statuses import AttemptStatus
 from forge.core.timing_records import Roofline, Timings
 from forge.core.verdict import Verdict
@@ -458,3 +458,24 @@ def test_a_carved_op_of_many_instances_is_shown_with_its_table_cut_short():
     ast.parse(op_shown(source))  # still Python: the cut keeps the table's braces
     small = op_source(choose_classes(_profile(_cls("Layer", 0.8, *layers[:4])), "toy")[0].groups[0], profile)
     assert op_shown(small) == small
+
+
+def test_inductors_listing_is_the_coders_and_not_repeated_to_the_judge():
+    listing = "def call(args):\n    kernel_cpp_0(buf0, arg0_1)  # the listing's own line"
+    compiled = CompiledBaseline(
+        speedup_vs_eager=1.5, pairs=10, eager_ms=0.3, compiled_ms=0.2, code=listing, code_chars=len(listing)
+    )
+    brief = OpBrief(device="cpu", compiled=compiled)
+    ctx = _ctx()
+    ctx.brief = brief
+    coder = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
+    assert "kernel_cpp_0(buf0, arg0_1)" in coder and "1.50x eager. Its generated code (kernels and call" in coder
+    verdict = Verdict.from_json({"status": "passed", "reason": None, "checks": [], "timings_ms": {"candidate": 1.0}})
+    item = HistoryItem(round=1, source="a = 1\n", status=AttemptStatus.PASSED, attempt_id=1)
+    judged_ctx = _with_parent(_ctx([item]), item)
+    judged_ctx.brief = brief
+    client = FakeClient(['{"next_step": "tile it", "continue": false}'])
+    LLMJudge(client).review(judged_ctx, verdict)  # type: ignore[arg-type]
+    judged = client.seen[0][-1]["content"]
+    assert "0.2000 ms a call in the same alternating calls: 1.50x eager." in judged  # the figure stays
+    assert "kernel_cpp_0" not in judged and "Its generated code is in the coder's brief, not repeated here" in judged

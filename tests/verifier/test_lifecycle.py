@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from forge.verifier.processes.worker_process import without_profiler_lines
 from tests.conftest import CANDIDATES, OPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,3 +75,13 @@ def test_killed_parent_takes_workers_with_it(cache_dir):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_the_profilers_own_lines_are_not_the_candidates_output():
+    printed = (
+        "candidate says hi\n"
+        "USDT:2026-12-06 06:55:55 4209:4209 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+        "USDT:2026-12-06 06:55:55 4209:4209 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
+        "USDT is in my own line, profiler_start too\n"
+    )
+    assert without_profiler_lines(printed) == "candidate says hi\nUSDT is in my own line, profiler_start too\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -38,7 +39,16 @@ from forge.verifier.processes.channel import Channel, ChannelClosed, ChannelTime
 from forge.verifier.processes.template import ForkedProcess, TemplateUnavailable, template_for, worker_limits
 
 _OUTPUT_KEEP = 8000
+# What torch's profiler prints itself when forge profiles a candidate in its worker (Kineto's
+# "USDT:<date> <time> <pid>:<tid> <file>.cpp:<line>] profiler_start"): forge's doing, not the
+# candidate's output, and shown as the candidate's it misled a model reading the verdict.
+_PROFILER_LINE = re.compile(r"^USDT:\S+ \S+ \d+:\d+ \w+\.cpp:\d+\] profiler_(?:start|stop)\n?", re.MULTILINE)
 R = TypeVar("R", bound=Message)
+
+
+def without_profiler_lines(text: str) -> str:
+    """``text`` without the lines torch's profiler printed itself (``_PROFILER_LINE``)."""
+    return _PROFILER_LINE.sub("", text)
 
 
 @dataclass
@@ -229,7 +239,7 @@ class WorkerProcess:
                 data = f.read()
         except OSError:
             return ""
-        text = data.decode("utf-8", errors="replace")
+        text = without_profiler_lines(data.decode("utf-8", errors="replace"))
         return ("[... earlier output trimmed ...]\n" + text) if size > _OUTPUT_KEEP else text
 
     def close(self) -> None:
