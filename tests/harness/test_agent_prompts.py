@@ -96,8 +96,11 @@ def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_s
         assert "|yours - reference| <= atol + rtol * |reference|, elementwise, atol 0.0001, rtol 0.0001" in prompt
         assert "| large (x * 100) |" in prompt and "the reference's own error: largest / rms" in prompt
         assert "| op | ms | share | calls | vendor library |" in prompt and "aten::sum" in prompt
-        assert "torch.compile (Inductor, default mode):" in prompt and "def call(" in prompt
+        assert "torch.compile (Inductor, default mode):" in prompt
         assert "OpenMP runtime loaded" in prompt
+    # Inductor's listing is the coder's; the judge is told where it is
+    assert "def call(" in coder[0] and "def call(" in coder[1] and "def call(" not in judge[0]
+    assert "Its generated code is in the coder's brief, not repeated here" in judge[0]
     # the whole long candidate, to the judge and back to the coder; the bank's attempt ids
     assert MARKER in judge[0] and MARKER in coder[1]
     assert f"attempt {first}, round 1" in judge[0] and f"Attempt {first} (round 1)" in coder[1]
