@@ -6,7 +6,6 @@ to the trusted parent only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -383,15 +382,7 @@ class ReferenceSide:
                 self.compile_error = f"{type(exc).__name__}: {str(exc)[:500]}"
         return BaselinesReadyReply()
 
-    def baseline_call(self, request: BaselineCallRequest, tick: Callable[[], None] | None = None) -> BaselineCallReply:
-        """Eager's timed call (and torch.compile's) on one timing set. ``tick`` is sent just before
-        and after each, as the candidate's worker sends its own (``TimedCalls.one``): the parent
-        wakes to read a tick while a timed call runs, and on a 2-core VM that cost only the
-        candidate's calls a slice of a core, which read the reference timed against itself
-        0.52-0.96x (quarter-size RMSNorm, warm)."""
-        self.eager_calls.tick = tick
-        if self.compiled_calls is not None:
-            self.compiled_calls.tick = tick
+    def baseline_call(self, request: BaselineCallRequest) -> BaselineCallReply:
         inputs = (self.timing_sets or [])[request.index]
         reply = BaselineCallReply(
             eager_ns=self.eager_calls.one(inputs), eager_launch_ns=self.eager_calls.run.launch[-1]

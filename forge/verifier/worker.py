@@ -168,7 +168,6 @@ def _serve(chan: Channel, side: CandidateSide | ReferenceSide) -> int:
     from forge.core.errors import ProblemError
     from forge.verifier.candidate_side import CandidateSide, StageError
     from forge.verifier.messages import (
-        BaselineCallRequest,
         ErrorReply,
         ExitRequest,
         MalformedMessage,
@@ -196,8 +195,6 @@ def _serve(chan: Channel, side: CandidateSide | ReferenceSide) -> int:
         try:
             if isinstance(request, TimeCallRequest) and isinstance(side, CandidateSide):
                 reply = side.time_call(request, lambda: chan.send(tick))
-            elif isinstance(request, BaselineCallRequest) and not isinstance(side, CandidateSide):
-                reply = side.baseline_call(request, lambda: chan.send(tick))
             else:
                 reply = getattr(side, request.kind)(request)
         except ProblemError as exc:

@@ -224,7 +224,7 @@ class PairedTimer:
 
     def _baseline_call(self, i: int, batch: BatchTimes) -> None:
         self.ref.send(BaselineCallRequest(index=i))
-        reply = self._expect_ref(BaselineCallReply, ticks=True)
+        reply = self._expect_ref(BaselineCallReply)
         batch.eager.append(reply.eager_ns)
         batch.eager_launch.append(reply.eager_launch_ns)
         if reply.compile_ns is not None:
@@ -242,12 +242,8 @@ class PairedTimer:
             batch.ticks.append(t)
         self._candidate_said(reply, TimedCallReply)
 
-    def _expect_ref(self, expect: type[R], ticks: bool = False) -> R:
-        """The reference worker's reply; ``ticks``: past the ticks it sends around its timed calls
-        (read, as the candidate's are, so both workers' calls pay the parent's wake-up alike)."""
+    def _expect_ref(self, expect: type[R]) -> R:
         reply = self.ref_reply("failed while being timed")
-        while ticks and isinstance(reply, TickReply):
-            reply = self.ref_reply("failed while being timed")
         if not isinstance(reply, expect):
             said = getattr(reply, "message", reply)
             raise ProblemError(f"{self.op}: the reference failed while being timed: {said}")
