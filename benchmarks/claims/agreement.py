@@ -71,16 +71,16 @@ def verify_row(op: str, candidate: str) -> Row:
     if not lines:
         return Row(op, failed=f"forge verify exited {done.returncode}: {done.stderr.strip()[-300:]}")
     v = Verdict.from_json(json.loads(lines[-1]))
-    if v.status.value != "passed":
+    if not v.passed:
         return Row(op, failed=f"{v.status.value}: {(v.reason or '')[:200]}")
     stats, loop = v.timing_stats, v.user_loop
-    warm = stats.regime is not None and stats.regime.value == "warm"
+    isolated, isolated_compile = stats.headline_pairs()  # the judged regime's
     return Row(
         op,
         regime=stats.regime.value if stats.regime else "-",
-        isolated=stats.warm_paired_eager if warm else stats.paired_eager,
+        isolated=isolated,
         loop=loop.eager if loop else None,
-        isolated_compile=stats.warm_paired_compile if warm else stats.paired_compile,
+        isolated_compile=isolated_compile,
         loop_compile=loop.compiled if loop else None,
         null=stats.null_eager,
         loop_null=loop.null if loop else None,

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from forge.verifier.memory import MMAP_THRESHOLD_BYTES, resident_bytes
 
 _ROOM_BLOCK_BYTES = 24 << 20  # under the workers' 32 MiB mmap threshold: the blocks come from the heap
@@ -55,8 +57,6 @@ def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> N
     0.84-1.03x and 1.03-1.12x with 24 MiB blocks (2-core VM, benchmarks.claims.timing_stability --null).
     A fault now and then widens both sides' spread; a bias would accept kernels that are not faster.
     """
-    import torch
-
     # Tensors above the mmap threshold are mapped fresh by every call whatever the heap holds (on
     # both sides alike): room for them would only add to the peak (1 GiB inputs: +0.7 GiB a worker).
     mapped = int(os.environ.get("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD_BYTES))
@@ -200,8 +200,6 @@ def call_before(call: Callable[[Sequence[Any]], Any], inputs: Sequence[Any]) -> 
     it, keyed on the inputs' pointers, versions or contents, is not the timed call's; integer and
     boolean inputs stay as they are (indices, masks). A call before that raises (an op defined for
     positive inputs only) leaves the trial without one."""
-    import torch
-
     flipped = [x for x in inputs if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())]
     with torch.no_grad():  # inputs that require grad (a training step's) are negated in place too
         for x in flipped:
