@@ -56,7 +56,15 @@ def check_case(case: DrawnCase, result: CaseResultReply, device: str, tol: dict[
     reduced = input_elements(data.inputs)
     devices = result.facts.devices
     found.correctness = compare(
-        data.expected, result.outputs, devices, device, tol, scale_atol=stress, reduced=reduced, exact=data.exact
+        data.expected,
+        result.outputs,
+        devices,
+        device,
+        tol,
+        scale_atol=stress,
+        reduced=reduced,
+        exact=data.exact,
+        behind=data.behind,
     )
     if found.correctness is None and data.layout != result.facts.layout:
         from forge.verifier.compare import Mismatch
@@ -66,7 +74,15 @@ def check_case(case: DrawnCase, result: CaseResultReply, device: str, tol: dict[
         )
     if found.correctness is None:
         m2 = compare(
-            data.expected, result.outputs2, None, device, tol, scale_atol=stress, reduced=reduced, exact=data.exact
+            data.expected,
+            result.outputs2,
+            None,
+            device,
+            tol,
+            scale_atol=stress,
+            reduced=reduced,
+            exact=data.exact,
+            behind=data.behind,
         )
         if m2 is not None:
             m2.detail = "second call on the same inputs: " + m2.detail
@@ -89,15 +105,25 @@ def _refill_check(
         return None
     reduced = input_elements(case.data.inputs)
     stressed = partner.kind != "normal"
-    exact = partner.exact
-    m3 = compare(partner.expected, refilled, None, device, tol, scale_atol=stressed, reduced=reduced, exact=exact)
+    exact, behind = partner.exact, case.data.behind  # the partner is a case of the same model
+    m3 = compare(
+        partner.expected, refilled, None, device, tol, scale_atol=stressed, reduced=reduced, exact=exact, behind=behind
+    )
     if m3 is None:
         return None
     # Only a result that still matches the *old* values is a cached one; any other miss on the new
     # values is an ordinary correctness failure (e.g. too little precision).
     stress = case.plan.kind != "normal"
     old = compare(
-        case.data.expected, refilled, None, device, tol, scale_atol=stress, reduced=reduced, exact=case.data.exact
+        case.data.expected,
+        refilled,
+        None,
+        device,
+        tol,
+        scale_atol=stress,
+        reduced=reduced,
+        exact=case.data.exact,
+        behind=behind,
     )
     if old is None:
         integ["no_stale_results"] = (
@@ -195,13 +221,15 @@ def timed_outputs_mismatch(
     got: list[list[Any]],
     tol: dict[str, float] | None,
     sets: list[list[Any]] | None = None,
+    behind: list[int] | None = None,
 ) -> str | None:
-    """``sets``: the timed calls' inputs, so that reductions get the tolerance correctness gave them."""
+    """``sets`` and ``behind`` (``CaseDataReply.behind``): the timed calls' inputs and reduction
+    lengths, so that reductions get the tolerance correctness gave them."""
     if len(got) != len(expected):
         return f"returned outputs for {len(got)} timed calls, expected {len(expected)}"
     for k, (e, g) in enumerate(zip(expected, got, strict=True)):
         reduced = input_elements(sets[k]) if sets is not None and k < len(sets) else 1
-        m = compare(e, g, None, "", tol, reduced=reduced)
+        m = compare(e, g, None, "", tol, reduced=reduced, behind=behind or ())
         if m is not None:
             return f"timed call {k + 1} (fresh inputs): {m.detail}"
     return None

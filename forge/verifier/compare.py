@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ class Slack:
 
     atol: float
     rtol: float
-    per_element: int  # input elements behind each output element (elements read / elements written)
+    per_element: int  # input elements behind each output element (``reduction_lengths``, or read / written)
     scaled_by: float = 1.0  # the stress case's magnitude factor on atol (1: no scaling)
 
     def reduction_atol(self, dtype: torch.dtype, expected: torch.Tensor) -> float:
@@ -56,13 +57,19 @@ class Slack:
 
 
 def slack(
-    dtype: torch.dtype, work: torch.Tensor, override: dict[str, float] | None, scale_atol: bool, reduced: int
+    dtype: torch.dtype,
+    work: torch.Tensor,
+    override: dict[str, float] | None,
+    scale_atol: bool,
+    reduced: int,
+    behind: int = 1,
 ) -> Slack:
     """The slack for an expected output ``work`` (in its comparison dtype) of ``dtype``, reducing
-    ``reduced`` input elements in all. A tolerance the op declares is taken as it is, scaled on
-    stress cases like any other."""
+    ``reduced`` input elements in all, each of its elements depending on up to ``behind`` of them
+    (``reduction_lengths``). A tolerance the op declares is taken as it is, scaled on stress cases
+    like any other."""
     atol, rtol = tolerance(dtype, override)
-    per_element = max(1, reduced // max(1, work.numel()))
+    per_element = max(1, reduced // max(1, work.numel()), behind)
     scaled_by = 1.0
     if scale_atol:
         finite = work.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
@@ -83,12 +90,15 @@ def compare(
     scale_atol: bool = False,
     reduced: int = 1,
     exact: list[torch.Tensor] | None = None,
+    behind: Sequence[int] = (),
 ) -> Mismatch | None:
     """The first difference between outputs, or None. ``scale_atol`` widens atol by the output's
     magnitude (used for stress inputs, where legitimate reordering errors scale with the values).
     ``reduced``: how many input elements the op reads. An output of n elements is taken as a
     reduction of ``reduced // n`` elements each, and its tolerance grows with that reduction's
     rounding: a scalar's rtol (``scalar_rtol``), a tensor's atol (``reduction_atol``).
+    ``behind``: per output, the input elements each of its elements depends on where that is
+    more (``reduction_lengths``: a scan, an attention, a square matmul).
     ``exact``: the reference's outputs in float64, for a stress case (see ``beside_exact``)."""
     if len(got) != len(expected):
         return Mismatch(-1, "count", f"returned {len(got)} outputs, the reference returns {len(expected)}")
@@ -103,7 +113,7 @@ def compare(
             return Mismatch(i, "device", f"output {i} is on {devices[i]}, expected {want_device}")
         if r.is_complex():  # as (real, imaginary) pairs: a cast to a real dtype drops the imaginary part
             r, c = torch.view_as_real(r.resolve_conj()), torch.view_as_real(c.resolve_conj())
-        m = _compare_values(i, r, c, override, scale_atol, reduced)
+        m = _compare_values(i, r, c, override, scale_atol, reduced, behind[i] if i < len(behind) else 1)
         if m and m.kind == "values" and exact is not None and i < len(exact):
             ex = exact[i]
             m = beside_exact(m, r, torch.view_as_real(ex.resolve_conj()) if ex.is_complex() else ex, c, override)
@@ -231,7 +241,13 @@ def _all_close_and_finite(c: torch.Tensor, r: torch.Tensor, rtol: float, atol: f
 
 
 def _compare_values(
-    i: int, r: torch.Tensor, c: torch.Tensor, override: dict[str, float] | None, scale_atol: bool, reduced: int = 1
+    i: int,
+    r: torch.Tensor,
+    c: torch.Tensor,
+    override: dict[str, float] | None,
+    scale_atol: bool,
+    reduced: int = 1,
+    behind: int = 1,
 ) -> Mismatch | None:
     if not (r.is_floating_point() or r.is_complex()):
         # integer outputs (argmax indices, counts) are exact: a tie must resolve as the reference's does
@@ -240,7 +256,7 @@ def _compare_values(
     # fp16/bf16 are compared in fp32 (isclose in half precision would round the tolerance itself).
     work = torch.float64 if r.dtype == torch.float64 else torch.float32
     rw, cw = r.to(work), c.to(work)
-    given = slack(r.dtype, rw, override, scale_atol, reduced)
+    given = slack(r.dtype, rw, override, scale_atol, reduced, behind)
     atol, rtol = given.atol, given.rtol
     if _all_close_and_finite(cw, rw, rtol, atol):  # most outputs, every timed call's among them
         return _beside_own_scale(i, rw, cw, atol) if override is None else None

@@ -23,6 +23,7 @@ from forge.core.problem import Problem
 from forge.verifier import cases
 from forge.verifier.call_form import invoke
 from forge.verifier.messages import CaseDataReply, CaseDescriptor, InputShape, PartnerCase
+from forge.verifier.reduction_lengths import reduction_lengths
 
 # The reference's draw and run, as ReferenceSide does them (seeded draw; no_grad run on clones).
 Draw = Callable[[Problem, int], list[torch.Tensor]]
@@ -157,6 +158,7 @@ class CaseBook:
         self.models: dict[str, torch.nn.Module] = {}
         self.initial: dict[str, dict[str, torch.Tensor]] = {}
         self._kept: dict[str, _Drawn] = {}
+        self._lengths: dict[str, list[int]] = {}
 
     def plan(
         self, key: str, problem: Problem, model: torch.nn.Module, seed: int, kinds: list[str]
@@ -175,6 +177,19 @@ class CaseBook:
             shape = shapes.describe(sizes)
             found.append(CaseDescriptor(id=case_id, model=key, kind=kind, shape=shape, specs=specs, input_bytes=nbytes))
         return found
+
+    def lengths(self, key: str, inputs: list[torch.Tensor]) -> list[int]:
+        """``reduction_lengths`` of the model ``key``, its buffers as they were before. Found once
+        for the models of one shape (the op's own ``base/*`` and ``bound``, each variant's
+        ``name/*``): they depend on the shapes, not on the weights or values."""
+        shape = "base" if key == "bound" else key.split("/")[0]
+        if shape not in self._lengths:
+            model = self.models[key]
+            try:
+                self._lengths[shape] = reduction_lengths(model, inputs)
+            finally:
+                restore_buffers(model, self.initial[key])
+        return self._lengths[shape]
 
     def _make(self, case_id: str) -> _Drawn:
         kept = self._kept.pop(case_id, None)
@@ -228,6 +243,7 @@ class CaseBook:
             inputs=made.inputs,
             expected=made.expected,
             exact=made.exact,
+            behind=self.lengths(plan.key, made.inputs),
             state_before=made.state_before,
             expected_state=made.expected_state,
             partner=partner,

@@ -331,7 +331,9 @@ class ReferenceSide:
             sets.append(inputs)
             expected.append(self._run(self.base, model, inputs) if step is None else list(step(inputs)))
         self.timing_sets = sets
-        return TimingBatchReply(sets=sets, expected=expected, warmup=self.timing_warmup if index == 0 else None)
+        behind = self.book.lengths("base/0", sets[0]) if step is None and sets else []
+        warmup = self.timing_warmup if index == 0 else None
+        return TimingBatchReply(sets=sets, expected=expected, warmup=warmup, behind=behind)
 
     def roofline(self, request: RooflineRequest) -> RooflineReply:
         """Asked for while the candidate runs its correctness cases (nothing is timed then)."""

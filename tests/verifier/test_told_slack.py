@@ -18,6 +18,7 @@ from forge.verifier.briefing.slack_brief import output_slacks
 from forge.verifier.cases import stress_inputs
 from forge.verifier.checks import input_elements
 from forge.verifier.compare import compare
+from forge.verifier.reduction_lengths import reduction_lengths
 from forge.verifier.reference_cases import run_in_float64
 
 
@@ -52,6 +53,7 @@ def test_the_brief_states_the_slack_compare_applies_in_each_case(model):
     inputs = _inputs(model)
     (told,) = output_slacks(model, inputs, None, frozenset())
     assert [c.case for c in told.cases] == ["normal", "large", "heavy_tail", "mixed_sign", "specials"]
+    behind = reduction_lengths(model, inputs)  # as the reference's worker finds them
     for c in told.cases:
         case_inputs, expected, exact = _drawn(model, inputs, c.case)
         if not bool(torch.isfinite(expected).any()):  # NaN everywhere (attention's rows): nothing to weigh
@@ -62,10 +64,11 @@ def test_the_brief_states_the_slack_compare_applies_in_each_case(model):
         atol = c.reduction_atol if c.reduction_atol is not None else c.atol
         # off by a tenth of the told atol everywhere: within it
         inside = expected + 0.1 * c.atol * torch.sign(torch.randn_like(expected))
-        assert compare([expected], [inside], None, "", None, scale_atol=stress, reduced=reduced, exact=exact) is None
+        told_as = {"scale_atol": stress, "reduced": reduced, "exact": exact, "behind": behind}
+        assert compare([expected], [inside], None, "", None, **told_as) is None
         # off by 5% everywhere: outside, and the verdict's slack is the one the brief told
         wrong = expected * 1.05 + atol
-        m = compare([expected], [wrong], None, "", None, scale_atol=stress, reduced=reduced, exact=exact)
+        m = compare([expected], [wrong], None, "", None, **told_as)
         assert m is not None and m.kind == "values", (c, m)
         assert m.atol == pytest.approx(atol) and m.rtol == pytest.approx(c.rtol), (c, m)
         assert c.beside_exact == stress, c  # the float64 run stands for the truth here
@@ -73,6 +76,8 @@ def test_the_brief_states_the_slack_compare_applies_in_each_case(model):
         assert told.cases[0].per_element == 4096 and told.cases[0].reduction_atol > 5 * told.cases[0].atol
     else:  # attention's x * 100: its own rounding grows with the logits, and so does the slack
         normal, large = told.cases[0], told.cases[1]
+        # its query's row, every key's, and the values' column it sums
+        assert normal.per_element == 64 + 256 * 64 + 256, normal
         assert large.own_largest > 100 * normal.own_largest and large.atol > 100 * normal.atol, told.cases
 
 
@@ -201,3 +206,91 @@ def test_an_op_of_many_outputs_shows_the_first_three_tables():
     many = [told.model_copy(update={"output": i}) for i in range(5)]
     text = render("brief.j2", brief=OpBrief(device="cpu", tolerances=many))
     assert text.count("| case | atol | rtol |") == 3 and text.count("as the outputs above, at its own magnitude") == 2
+
+
+SCAN_OP = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(32, 8192)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# torch's CPU cumsum accumulates a float32 row in float64; numpy's accumulates in float32, one
+# element after another: an honest kernel's rounding, up to 8192 additions deep
+FLOAT32_SCAN = """
+import numpy as np
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return torch.from_numpy(np.cumsum(x.numpy(), axis=1))
+"""
+
+# the same, with the element in the middle of each row counted twice from there on
+COUNTED_TWICE = """
+import numpy as np
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        out = torch.from_numpy(np.cumsum(x.numpy(), axis=1))
+        middle = x.shape[1] // 2
+        out[:, middle:] += x[:, middle:middle + 1]
+        return out
+"""
+
+
+def test_a_scan_is_a_reduction_as_long_as_its_row():
+    """Elements read over elements written is 1 for a cumsum; the brief's n is the row's length
+    (its last element sums all of it), and a reversed scan's the same (its first does)."""
+
+    class Reversed(torch.nn.Module):
+        def forward(self, x):
+            return x.flip(1).cumsum(1).flip(1)
+
+    x = torch.randn(8, 2048)
+    for model in (Reversed(), torch.nn.Linear(2048, 2048)):
+        assert reduction_lengths(model, [x]) == [2048], model
+        (told,) = output_slacks(model, [x], None, frozenset())
+        assert told.cases[0].per_element == 2048, told.cases[0]
+
+
+def test_a_scan_compare_passes_only_with_its_length():
+    """The float32 scan 8192 additions deep is off by more than the elementwise 1e-4 near the
+    row's zero crossings: it fails without the scan's length and passes with it; one term counted
+    twice fails with it."""
+    np = pytest.importorskip("numpy")
+    torch.manual_seed(0)
+    x = torch.randn(32, 8192)
+    expected = torch.cumsum(x, 1)
+    honest = torch.from_numpy(np.cumsum(x.numpy(), axis=1))
+    wrong = honest.clone()
+    wrong[:, 4096:] += x[:, 4096:4097]
+    reduced = x.numel()
+    assert compare([expected], [honest], None, "", None, reduced=reduced) is not None
+    assert compare([expected], [honest], None, "", None, reduced=reduced, behind=[8192]) is None
+    m = compare([expected], [wrong], None, "", None, reduced=reduced, behind=[8192])
+    assert m is not None and m.kind == "values", m
+
+
+@pytest.mark.parametrize(("source", "passes"), [(FLOAT32_SCAN, True), (COUNTED_TWICE, False)], ids=["float32", "off"])
+def test_a_float32_scan_passes_the_verifier_and_one_off_by_a_term_fails(tmp_path, fast_settings, source, passes):
+    op, candidate = tmp_path / "scan.py", tmp_path / "candidate.py"
+    op.write_text(SCAN_OP)
+    candidate.write_text(source)
+    v = verify(op, candidate, fast_settings, timed=False)
+    assert (v.status.value == "passed") == passes, v.reason
+    if not passes:
+        assert v.status.value == "failed_correctness" and "outside atol" in (v.reason or ""), v.reason

@@ -17,6 +17,7 @@ from forge.verifier.call_form import invoke
 from forge.verifier.cases import STRESS_KINDS, stress_inputs
 from forge.verifier.checks import input_elements
 from forge.verifier.compare import exact_errors, slack, tolerance
+from forge.verifier.reduction_lengths import reduction_lengths
 from forge.verifier.reference_cases import run_in_float64
 
 # The brief's own draw: any seed does (the verifier draws fresh ones); one fixed seed keeps two
@@ -25,10 +26,15 @@ _SEED = 0
 
 
 def _case_slack(
-    case: str, out: torch.Tensor, exact: torch.Tensor | None, override: dict[str, float] | None, reduced: int
+    case: str,
+    out: torch.Tensor,
+    exact: torch.Tensor | None,
+    override: dict[str, float] | None,
+    reduced: tuple[int, int],
 ) -> CaseSlack:
+    """``reduced``: the input elements of the call, and those behind each element of ``out``."""
     work = out.to(torch.float64 if out.dtype == torch.float64 else torch.float32)
-    given = slack(out.dtype, work, override, case != "normal", reduced)
+    given = slack(out.dtype, work, override, case != "normal", *reduced)
     widened = given.reduction_atol(out.dtype, work) if given.per_element > 1 else None
     own = exact_errors(out, exact) if exact is not None else None
     finite = work.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
@@ -59,6 +65,7 @@ def output_slacks(
     drawn = {"normal": inputs}
     drawn.update({kind: stress_inputs(inputs, kind, _SEED, fixed) for kind in STRESS_KINDS})
     found: dict[int, OutputTolerance] = {}
+    behind = reduction_lengths(model, inputs)
     for case, case_inputs in drawn.items():
         outs, exact = _outputs(model, case_inputs)
         reduced = input_elements(case_inputs)
@@ -70,5 +77,6 @@ def output_slacks(
                 dtype = str(out.dtype).removeprefix("torch.")
                 found[i] = OutputTolerance(output=i, dtype=dtype, shape=list(out.shape), atol=atol, rtol=rtol)
             wide = exact[i] if exact is not None and i < len(exact) else None
-            found[i].cases.append(_case_slack(case, out, wide, override, reduced))
+            lengths = (reduced, behind[i] if i < len(behind) else 1)
+            found[i].cases.append(_case_slack(case, out, wide, override, lengths))
     return list(found.values())

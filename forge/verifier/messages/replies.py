@@ -82,6 +82,9 @@ class CaseDataReply(Message):
     # a stress case's outputs from the reference run in float64 (None: not a stress case, or the
     # reference does not run in float64): how far the float32 reference itself is from exact
     exact: Tensors | None = None
+    # per output, the input elements each of its elements depends on (``reduction_lengths``;
+    # empty: not found, elements read over elements written stand for it)
+    behind: list[int] = Field(default_factory=list)
     state_before: dict[str, Any] | None = None
     expected_state: dict[str, Any] | None = None
     partner: PartnerCase | None = None
@@ -101,6 +104,7 @@ class TimingBatchReply(Message):
     sets: list[Tensors]
     expected: list[Tensors]
     warmup: list[Tensors] | None = None
+    behind: list[int] = Field(default_factory=list)  # as CaseDataReply.behind, for the forward's outputs
 
 
 class BaselinesReadyReply(Message):

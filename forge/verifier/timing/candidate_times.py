@@ -41,7 +41,7 @@ class CandidateTimes:
         self.window += reply.window_ns
         self.launch += reply.launch_ns
         self.ticks += batch.ticks
-        bad = checks.timed_outputs_mismatch(inputs.expected, reply.outputs, self.tol, inputs.sets)
+        bad = checks.timed_outputs_mismatch(inputs.expected, reply.outputs, self.tol, inputs.sets, inputs.behind)
         self.tampered.update(reply.facts.clock_tampering)
         self.threads = max(self.threads, reply.facts.new_native_threads)
         self.thread_names.update(reply.facts.new_thread_names)
