@@ -6,8 +6,10 @@ on a GPU, and prints one JSON line: case id -> "ok" or the error.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import json
+import shutil
 import sys
 import tempfile
 import traceback
@@ -129,6 +131,7 @@ def joint_candidate(model: nn.Module, inputs: list[torch.Tensor], analyze: Analy
     sys.modules["forge_reference"] = reference
     # from a file, as the verifier loads it: Triton's @jit reads a kernel's source from its file
     path = Path(tempfile.mkdtemp(prefix="forge-joint-")) / "candidate.py"
+    atexit.register(shutil.rmtree, path.parent, True)  # kept while the test process may still compile it
     path.write_text(render(lowered, None))
     new_class = import_file(f"forge_joint_{path.parent.name}", path).ModelNew
     candidate = new_class.__new__(new_class)

@@ -11,8 +11,10 @@ Each case renders a kernel, loads it as a candidate module (the reference import
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +36,7 @@ from forge.core.importing import import_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
 TMP = Path(tempfile.mkdtemp(prefix="forge-triton-check-"))
+atexit.register(shutil.rmtree, TMP, True)
 DEVICE = "cpu"  # where the cases put models and inputs; set by run_cases
 ROW_OPS = {
     "softmax": ("torch.softmax(x, dim=-1)", ""),

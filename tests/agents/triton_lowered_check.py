@@ -10,7 +10,9 @@ the ragged last tiles run. Outputs and module buffers after the call must match 
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -23,6 +25,7 @@ from forge.agents.builtin.lowering import triton_program
 from forge.core.importing import import_file
 
 TMP = Path(tempfile.mkdtemp(prefix="forge-triton-lowered-"))
+atexit.register(shutil.rmtree, TMP, True)
 # name: (forward's return expression, __init__ lines, get_inputs' list items)
 CASES: dict[str, tuple[str, str, str]] = {
     "pointwise_chain": ("torch.sigmoid(x * 1.5 + 0.25).tanh() * x.abs().sqrt()", "", "torch.randn(5, 37)"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -40,6 +42,7 @@ def resumed_options(stored: StoredSession, given: OptimizeOptions) -> tuple[Opti
     path = Path(saved.op_path)
     if not (path.is_file() and path.read_text() == stored.problem_source):
         path = Path(tempfile.mkdtemp(prefix="forge-resume-")) / f"{stored.problem_name}.py"
+        atexit.register(shutil.rmtree, path.parent, True)  # the bank keeps the source; the copy is the run's
         path.write_text(stored.problem_source)
     return saved.resumed(given), path
 

@@ -108,8 +108,10 @@ class WorkerProcess:
     def __init__(self, role: str, env: dict[str, str], memory_limit_mb: int, cwd: Path | None = None) -> None:
         self.role = role
         self.memory_limit_mb = memory_limit_mb
-        # The capture file lives as long as the worker, so no context manager.
-        self._out = tempfile.NamedTemporaryFile(prefix=f"forge-{role}-", suffix=".log", delete=False)  # noqa: SIM115
+        # The capture file lives as long as the worker, so no context manager; its name goes at
+        # once (the worker writes to the descriptor, the parent reads it with pread): a parent
+        # killed before ``close`` leaves no file behind.
+        self._out = tempfile.TemporaryFile(prefix=f"forge-{role}-", suffix=".log")  # noqa: SIM115
         parent_sock, child_sock = socket.socketpair()
         limit = memory_limit_mb * 1024 * 1024
         self.proc = self._start(role, env, cwd or Path.cwd(), child_sock)
@@ -232,12 +234,11 @@ class WorkerProcess:
 
     def output(self) -> str:
         """What the worker (the candidate included) printed, trimmed to the last few KB."""
-        try:
-            with open(self._out.name, "rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                f.seek(max(0, size - _OUTPUT_KEEP))
-                data = f.read()
-        except OSError:
+        try:  # pread: the worker's stdout shares this file's offset, which must not move
+            fd = self._out.fileno()
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, _OUTPUT_KEEP, max(0, size - _OUTPUT_KEEP))
+        except (OSError, ValueError):
             return ""
         text = without_profiler_lines(data.decode("utf-8", errors="replace"))
         return ("[... earlier output trimmed ...]\n" + text) if size > _OUTPUT_KEEP else text
@@ -255,8 +256,6 @@ class WorkerProcess:
             self.proc.wait(timeout=5)
         self.channel.sock.close()
         self._out.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self._out.name)
 
 
 def expect_reply(reply: Reply, expect: type[R], case_id: str | None = None) -> R | ErrorReply:
