@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge.core.timing_records import Roofline
+from forge.core.timing_records import PairedRatio, Roofline
 
 _LENIENT = ConfigDict(extra="ignore")
 
@@ -97,6 +97,23 @@ class OutputTolerance(BaseModel):
     cases: list[CaseSlack] = Field(default_factory=list)
 
 
+class PairedBaseline(BaseModel):
+    """Eager's (and torch.compile's) time a call as every verdict measures it: the reference
+    verified against itself (the null control) when the brief is measured, its calls alternating
+    with the same reference in another worker, in the regime the verdicts judge. In one process
+    with no other side's calls between, eager read 0.62-0.69x the pairs' figure on a cold
+    LayerNorm (2-core VM): the brief's ``eager`` and ``compiled`` carry this figure, and
+    ``alone_ms`` keeps the other."""
+
+    model_config = _LENIENT
+    regime: str  # "cold" or "warm": the judged regime
+    pairs: int
+    eager_ms: float
+    compiled_ms: float | None = None
+    alone_ms: float | None = None  # eager in the brief's own process (``EagerProfile`` as measured)
+    null: PairedRatio | None = None  # the reference in one worker over the same in another
+
+
 class OpBrief(BaseModel):
     """The brief; a part that could not be measured is None and its reason is in ``missing``."""
 
@@ -110,6 +127,7 @@ class OpBrief(BaseModel):
     integer_inputs: list[int] = Field(default_factory=list)  # indices of inputs that are not floating (targets, ids)
     eager: EagerProfile | None = None
     compiled: CompiledBaseline | None = None
+    paired: PairedBaseline | None = None  # where eager's and compile's figures above come from the pairs
     roofline: Roofline | None = None  # the op's bytes and FLOPs against this machine's figures, eager's fraction
     # warm when one call's data fits in half the last-level cache (the verifier judges that regime,
     # where data comes from cache and the DRAM roofline bounds nothing), cold otherwise

@@ -116,7 +116,7 @@ def open_session(
     """``work``'s session (a new one, or the stored one it resumes), ready to run, with its share
     of the run's limits (what is left, over the ``ops_left`` ops not yet done, its weight's part
     of ``weight_left``, theirs together, ``placement.at_once`` of them running at a time)."""
-    limits, engine, emit, control = scope.limits, scope.engine, scope.emit, scope.control
+    limits, control = scope.limits, scope.control
     op_path, options = work.op_path, work.options
     settings = session_settings(scope.settings, options)
     device = placement.device or resolve_device(settings.device)
@@ -129,11 +129,37 @@ def open_session(
     inductor = settings.inductor_candidate and placement.verifier is None
     agents = make_agents(op_path, options.agents, backend, options.train, inductor)
     op_hash = reference_hash(problem)
-    brief = measure_op_brief(op_path, op_hash, device, settings) if options.model and figures else None
-    plan = SessionPlan(
-        op_path, problem.spec, op_hash, problem.target_class_path, device, backend, options, facts, brief
+    local: VerifierService | None = None
+    verifier = placement.verifier
+    if verifier is None:
+        verifier = local = VerifierService(op_path, settings, device, options.workers, limits.stop_requested)
+    try:
+        # the brief's eager and compile figures come from this verifier's own pairs (a null control)
+        brief = measure_op_brief(op_path, op_hash, device, settings, local) if options.model and figures else None
+        plan = SessionPlan(
+            op_path, problem.spec, op_hash, problem.target_class_path, device, backend, options, facts, brief
+        )
+        stored = StoredOptions.of(options, op_path, device, backend)
+        io, state = _session_io(work, scope, plan, agents.kind, stored)
+    except BaseException:
+        if local is not None:
+            local.close()
+        raise
+    # taken last: opening the session is not its own time; released when it ends (run_session)
+    io.share = limits.share(
+        ops_left, placement.at_once, spent_before=io.spend.cost_usd, weight=work.weight, weight_left=weight_left
     )
-    state: SearchState | None = None
+    if control is not None:
+        control.attach(verifier)
+    return Session(plan, agents, io, verifier, settings, state)
+
+
+def _session_io(
+    work: SessionWork, scope: RunScope, plan: SessionPlan, agent: AgentKind, stored: StoredOptions
+) -> tuple[SessionIO, SearchState | None]:
+    """The session's row (started with its ``stored`` options, or the stored one reopened) and
+    what it writes through; a resumed session's search state."""
+    engine, emit, limits, options = scope.engine, scope.emit, scope.limits, work.options
     if options.resume is None:
         recorder = SessionRecorder.start(
             engine,
@@ -141,24 +167,15 @@ def open_session(
             plan.op_hash,
             plan.target,
             strategy=options.strategy,
-            agent=str(agents.kind),
-            model=options.model if agents.kind is AgentKind.LLM else None,
-            settings=StoredOptions.of(options, op_path, device, backend).to_json(),
+            agent=str(agent),
+            model=options.model if agent is AgentKind.LLM else None,
+            settings=stored.to_json(),
         )
-        io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits)
-    else:
-        assert work.lease is not None and work.lease.session_id == options.resume  # taken when the run began
-        state, spend = restore_state(load_session(engine, options.resume))
-        recorder = SessionRecorder.reopen(engine, work.lease, options.round_limit)
-        io = SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits, spend)
-    # taken last: opening the session is not its own time; released when it ends (run_session)
-    io.share = limits.share(
-        ops_left, placement.at_once, spent_before=io.spend.cost_usd, weight=work.weight, weight_left=weight_left
-    )
-    verifier = placement.verifier or VerifierService(op_path, settings, device, options.workers, limits.stop_requested)
-    if control is not None:
-        control.attach(verifier)
-    return Session(plan, agents, io, verifier, settings, state)
+        return SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits), None
+    assert work.lease is not None and work.lease.session_id == options.resume  # taken when the run began
+    state, spend = restore_state(load_session(engine, options.resume))
+    recorder = SessionRecorder.reopen(engine, work.lease, options.round_limit)
+    return SessionIO(recorder, SessionEvents(emit, plan.spec.name, recorder.session_id), limits, spend), state
 
 
 def run_session(session: Session, stored_status: SessionStatus | None = None) -> SessionResult:

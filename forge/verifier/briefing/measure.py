@@ -16,17 +16,22 @@ from forge.core.op_brief import OpBrief
 from forge.core.sandbox import python_argv
 from forge.core.settings import ForgeSettings
 from forge.verifier import machine
+from forge.verifier.briefing.paired_baseline import PAIRED_TRIALS, paired_baseline, with_paired
 from forge.verifier.processes.sandboxing import sandboxed
 from forge.verifier.processes.worker_env import worker_env
+from forge.verifier.service import Verifier
 
 BRIEF_TIMEOUT_S = 240.0
-_VERSION = 8  # what the brief holds: a brief cached by an older forge is measured again
+_VERSION = 9  # what the brief holds: a brief cached by an older forge is measured again
 
 
-def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSettings) -> OpBrief:
+def measure_op_brief(
+    op_path: Path, op_hash: str, device: str, settings: ForgeSettings, service: Verifier | None = None
+) -> OpBrief:
     """The op's brief on this machine, measured in a fresh process with the verification workers'
     environment (threads, allocator), or read back from the cache when this op was measured on
-    this machine and torch before."""
+    this machine and torch before. With ``service`` (the session's verifier), eager's and
+    torch.compile's figures are those of the verifier's own pairs (``paired_baseline``)."""
     import torch
 
     threads = settings.threads or machine.available_cores()
@@ -49,9 +54,18 @@ def measure_op_brief(op_path: Path, op_hash: str, device: str, settings: ForgeSe
         "--figures",
         json.dumps(figures.to_json()),
     )
-    return _brief(
-        argv + ([] if compiled else ["--no-compile"]), device, env, settings.cache_path() / "briefs" / f"{key}.json"
-    )
+    cached = settings.cache_path() / "briefs" / f"{key}.json"
+    brief = _brief(argv + ([] if compiled else ["--no-compile"]), device, env, cached)
+    if service is None or brief.paired is not None or brief.eager is None:
+        return brief
+    null = service.verify_null(PAIRED_TRIALS, settings.timeout)
+    paired = paired_baseline(null)
+    if isinstance(paired, str):
+        brief = brief.model_copy(update={"missing": [*brief.missing, f"eager in the verifier's pairs: {paired}"]})
+        return brief  # not cached: the next session asks again
+    brief = with_paired(brief, paired)
+    _store(brief, cached)
+    return brief
 
 
 def _brief(argv: list[str], device: str, env: dict[str, str], cached: Path) -> OpBrief:
@@ -69,8 +83,12 @@ def _brief(argv: list[str], device: str, env: dict[str, str], cached: Path) -> O
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return OpBrief(device=device, missing=[f"the brief's process failed: {tail[:300]}"])
     brief = OpBrief.model_validate_json(lines[-1])
+    _store(brief, cached)
+    return brief
+
+
+def _store(brief: OpBrief, cached: Path) -> None:
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(".tmp")
     tmp.write_text(brief.model_dump_json())
     tmp.replace(cached)
-    return brief
