@@ -27,3 +27,9 @@ CASE_NAMES = {
     "mixed_sign": "mixed-sign (random signs * 10^U(-3, 3))",
     "specials": "NaN and inf (one element in 4096)",
 }
+
+# A reduction's widened atol counts the input elements behind an output element up to this many
+# (``verifier.reduction_lengths``): a cumsum's row or an attention's keys, not a LayerNorm over a
+# whole 4M-element tensor, whose sqrt(n) widening (4.9e-4) let an eps 30x too large through. A
+# longer reduction is summed in blocks or pairwise, as torch's own are (error growing as log n).
+LONGEST_WIDENED = 65536

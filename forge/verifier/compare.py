@@ -9,7 +9,13 @@ from typing import Any
 
 import torch
 
-from forge.core.slack_rules import EXACT_MARGIN, EXACT_TRUSTED, TINY_OUTPUT_ATOLS, TINY_OUTPUT_REL_ERROR
+from forge.core.slack_rules import (
+    EXACT_MARGIN,
+    EXACT_TRUSTED,
+    LONGEST_WIDENED,
+    TINY_OUTPUT_ATOLS,
+    TINY_OUTPUT_REL_ERROR,
+)
 
 _DEFAULT_TOL = {torch.float16: 1e-2, torch.bfloat16: 1e-2}
 _FP32_TOL = 1e-4
@@ -66,10 +72,10 @@ def slack(
 ) -> Slack:
     """The slack for an expected output ``work`` (in its comparison dtype) of ``dtype``, reducing
     ``reduced`` input elements in all, each of its elements depending on up to ``behind`` of them
-    (``reduction_lengths``). A tolerance the op declares is taken as it is, scaled on stress cases
-    like any other."""
+    (``reduction_lengths``, counted up to ``LONGEST_WIDENED``). A tolerance the op declares is
+    taken as it is, scaled on stress cases like any other."""
     atol, rtol = tolerance(dtype, override)
-    per_element = max(1, reduced // max(1, work.numel()), behind)
+    per_element = max(1, reduced // max(1, work.numel()), min(behind, LONGEST_WIDENED))
     scaled_by = 1.0
     if scale_atol:
         finite = work.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)

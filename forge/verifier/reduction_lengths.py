@@ -41,7 +41,9 @@ def reduction_lengths(model: torch.nn.Module, inputs: Sequence[Any]) -> list[int
     depends on none (an integer output, one computed outside autograd). An empty list where the
     reference cannot be differentiated (an in-place write into a leaf, a custom function without
     a backward): the caller keeps elements read over elements written."""
-    leaves = [x.detach().clone().requires_grad_(True) if _differentiable(x) else x for x in inputs]
+    # every tensor cloned: a reference that writes into an input (an integer target's ignore
+    # index) must not change the case's inputs, which the candidate gets next
+    leaves = [_leaf(x) for x in inputs]
     wrt = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
     if not wrt:
         return []
@@ -51,6 +53,13 @@ def reduction_lengths(model: torch.nn.Module, inputs: Sequence[Any]) -> list[int
             return [_longest(out, wrt) for out in outs]
     except Exception:  # the user's forward under autograd, whatever it raises: no count, not a failure
         return []
+
+
+def _leaf(x: Any) -> Any:
+    if not isinstance(x, torch.Tensor):
+        return x
+    copy = x.detach().clone()
+    return copy.requires_grad_(True) if _differentiable(copy) else copy
 
 
 def _differentiable(x: Any) -> bool:

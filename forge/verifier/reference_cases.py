@@ -22,6 +22,7 @@ from forge.core.module_call import output_tensors
 from forge.core.problem import Problem
 from forge.verifier import cases
 from forge.verifier.call_form import invoke
+from forge.verifier.checks import TRAIN_KEY
 from forge.verifier.messages import CaseDataReply, CaseDescriptor, InputShape, PartnerCase
 from forge.verifier.reduction_lengths import reduction_lengths
 
@@ -181,8 +182,9 @@ class CaseBook:
     def lengths(self, key: str, inputs: list[torch.Tensor]) -> list[int]:
         """``reduction_lengths`` of the model ``key``, its buffers as they were before. Found once
         for the models of one shape (the op's own ``base/*`` and ``bound``, each variant's
-        ``name/*``): they depend on the shapes, not on the weights or values."""
-        shape = "base" if key == "bound" else key.split("/")[0]
+        ``name/*``; training mode apart): they depend on the shapes and the mode, not on the
+        weights or values."""
+        shape = {"bound": "base", TRAIN_KEY: TRAIN_KEY}.get(key, key.split("/")[0])
         if shape not in self._lengths:
             model = self.models[key]
             try:

@@ -294,3 +294,21 @@ def test_a_float32_scan_passes_the_verifier_and_one_off_by_a_term_fails(tmp_path
     assert (v.status.value == "passed") == passes, v.reason
     if not passes:
         assert v.status.value == "failed_correctness" and "outside atol" in (v.reason or ""), v.reason
+
+
+def test_a_normalization_over_a_whole_tensor_is_widened_no_further_than_the_longest_counted():
+    """Each output of a LayerNorm over a whole 4M-element tensor depends on all of it; widened by
+    sqrt(4M) its atol let an eps 30x too large through (an error the size of the widening, not of
+    a summation order). Counted up to LONGEST_WIDENED, it fails; summed in float64 it passes."""
+    torch.manual_seed(0)
+    shape = (64, 256, 256)
+    model = torch.nn.LayerNorm(shape, elementwise_affine=False)
+    x = torch.randn(shape)
+    behind = reduction_lengths(model, [x])
+    assert behind == [x.numel()]
+    expected = model(x).detach()
+    wrong_eps = torch.nn.functional.layer_norm(x, shape, eps=3e-4)
+    in_float64 = torch.nn.functional.layer_norm(x.double(), shape, eps=1e-5).float()
+    reduced = x.numel()
+    assert compare([expected], [wrong_eps], None, "", None, reduced=reduced, behind=behind) is not None
+    assert compare([expected], [in_float64], None, "", None, reduced=reduced, behind=behind) is None

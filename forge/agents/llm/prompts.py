@@ -13,7 +13,13 @@ from typing import Any
 from forge.agents.llm.client import context_tokens
 from forge.agents.roles import HistoryItem
 from forge.core.op_brief import OpBrief
-from forge.core.slack_rules import CASE_NAMES, EXACT_MARGIN, TINY_OUTPUT_ATOLS, TINY_OUTPUT_REL_ERROR
+from forge.core.slack_rules import (
+    CASE_NAMES,
+    EXACT_MARGIN,
+    LONGEST_WIDENED,
+    TINY_OUTPUT_ATOLS,
+    TINY_OUTPUT_REL_ERROR,
+)
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 _ROWWISE = re.compile(r"softmax|norm|\.sum\(|\.mean\(|amax|logsumexp|torch\.(sum|mean|max|var)\b")
@@ -31,7 +37,11 @@ def _env() -> Any:
     )
     # the verifier's own constants, so the brief states the rule it applies
     env.globals.update(
-        case_names=CASE_NAMES, exact_margin=EXACT_MARGIN, tiny_atols=TINY_OUTPUT_ATOLS, tiny_error=TINY_OUTPUT_REL_ERROR
+        case_names=CASE_NAMES,
+        exact_margin=EXACT_MARGIN,
+        longest_widened=LONGEST_WIDENED,
+        tiny_atols=TINY_OUTPUT_ATOLS,
+        tiny_error=TINY_OUTPUT_REL_ERROR,
     )
     return env
 

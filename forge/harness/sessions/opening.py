@@ -133,6 +133,8 @@ def open_session(
     verifier = placement.verifier
     if verifier is None:
         verifier = local = VerifierService(op_path, settings, device, options.workers, limits.stop_requested)
+    if control is not None:  # a stop ends the workers of the brief's null control too
+        control.attach(verifier)
     try:
         # the brief's eager and compile figures come from this verifier's own pairs (a null control)
         brief = measure_op_brief(op_path, op_hash, device, settings, local) if options.model and figures else None
@@ -149,8 +151,6 @@ def open_session(
     io.share = limits.share(
         ops_left, placement.at_once, spent_before=io.spend.cost_usd, weight=work.weight, weight_left=weight_left
     )
-    if control is not None:
-        control.attach(verifier)
     return Session(plan, agents, io, verifier, settings, state)
 
 

@@ -12,7 +12,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from forge.core.op_brief import OpBrief
+from forge.core.errors import ForgeError
+from forge.core.op_brief import OpBrief, PairedBaseline
 from forge.core.sandbox import python_argv
 from forge.core.settings import ForgeSettings
 from forge.verifier import machine
@@ -58,14 +59,26 @@ def measure_op_brief(
     brief = _brief(argv + ([] if compiled else ["--no-compile"]), device, env, cached)
     if service is None or brief.paired is not None or brief.eager is None:
         return brief
-    null = service.verify_null(PAIRED_TRIALS, settings.timeout)
-    paired = paired_baseline(null)
+    paired = _paired(service, settings)
     if isinstance(paired, str):
         brief = brief.model_copy(update={"missing": [*brief.missing, f"eager in the verifier's pairs: {paired}"]})
         return brief  # not cached: the next session asks again
     brief = with_paired(brief, paired)
     _store(brief, cached)
     return brief
+
+
+def _paired(service: Verifier, settings: ForgeSettings) -> PairedBaseline | str:
+    """The null control's figures, or why there are none: the brief informs, it never ends a
+    session (a stop asked for during it is the search's to honour: its first round sees it)."""
+    try:
+        return paired_baseline(service.verify_null(PAIRED_TRIALS, settings.timeout))
+    except ForgeError as exc:
+        return f"the reference verified against itself failed: {exc}"
+    except KeyboardInterrupt:
+        if not service.stop.is_set():
+            raise
+        return "stopped before the reference was timed against itself"
 
 
 def _brief(argv: list[str], device: str, env: dict[str, str], cached: Path) -> OpBrief:

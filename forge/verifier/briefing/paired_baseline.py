@@ -12,6 +12,7 @@ a finalist's null is) and states the pairs' figures; the process's own stays bes
 
 from __future__ import annotations
 
+from forge.core.acceptance import timed_while_busy
 from forge.core.op_brief import CompiledBaseline, EagerProfile, OpBrief, PairedBaseline
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import TimingSides
@@ -26,6 +27,8 @@ def paired_baseline(null: Verdict) -> PairedBaseline | str:
     in its judged regime, or why there are none."""
     if not null.passed or not null.timing_meaningful:
         return f"the reference verified against itself did not pass or was not timed ({null.reason or null.status})"
+    if timed_while_busy(null):  # not cached: the next session on the op measures it again
+        return "the reference verified against itself was timed while other processes loaded the machine"
     ts = null.timing_stats
     warm = ts.regime is TimingRegime.WARM
     eager = ts.warm_eager_time if warm else ts.eager
