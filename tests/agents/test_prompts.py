@@ -479,3 +479,28 @@ def test_inductors_listing_is_the_coders_and_not_repeated_to_the_judge():
     judged = client.seen[0][-1]["content"]
     assert "0.2000 ms a call in the same alternating calls: 1.50x eager." in judged  # the figure stays
     assert "kernel_cpp_0" not in judged and "Its generated code is in the coder's brief, not repeated here" in judged
+
+
+def _kernel(variant: str) -> str:
+    body = "\n".join(f"        acc{i} = x[..., {i}] * {i} + acc{i - 1 if i else 0}" for i in range(60))
+    head = "import torch\nfrom forge_reference import Model\n\n\nclass ModelNew(Model):\n    def forward(self, x):\n"
+    return f"{head}{body}\n        return x.softmax(-1){variant}\n"
+
+
+def test_a_refinement_of_the_fastest_attempt_is_shown_as_a_diff_from_it():
+    """Round 3 builds on round 2's attempt, a small change of round 1's, the fastest so far: the
+    fastest is shown whole once, round 2's as a unified diff from it (two copies of one kernel made
+    a 64k-character prompt on an attention op); a rewrite, whose diff is no shorter, stays whole."""
+    fastest = HistoryItem(1, _kernel(""), AttemptStatus.PASSED, attempt_id=1, speedup_vs_eager=2.0)
+    tweak = HistoryItem(2, _kernel(" * 1.0"), AttemptStatus.PASSED, attempt_id=3, speedup_vs_eager=1.5)
+    ctx = replace(_ctx([fastest, tweak]), parent=tweak)
+    text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
+    assert "Its source, as a unified diff from attempt 1's (shown whole below" in text
+    assert "-        return x.softmax(-1)\n+        return x.softmax(-1) * 1.0" in text
+    assert text.count("acc30 = x[..., 30]") == 1  # the kernel once, not twice
+    assert "### The fastest attempt so far: attempt 1" in text
+
+    rewrite = HistoryItem(2, "import torch\n" + _kernel("").replace("acc", "part"), AttemptStatus.PASSED)
+    rewrite.attempt_id, rewrite.speedup_vs_eager = 3, 1.5
+    text = LLMCoder(FakeClient([])).prompt(replace(_ctx([fastest, rewrite]), parent=rewrite))[-1]["content"]  # type: ignore[arg-type]
+    assert "as a unified diff" not in text and text.count("part30 = x[..., 30]") == 1

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 from forge.agents.llm.client import LLMClient
 from forge.agents.llm.prompts import (
+    FittedSource,
+    as_diff_from,
     change_from_previous,
     example,
     fit_source,
@@ -21,7 +23,7 @@ from forge.agents.llm.prompts import (
     standing,
 )
 from forge.agents.parsing import extract_candidates, parse_feedback
-from forge.agents.roles import CoderContext, MachineFacts, Proposal, Review
+from forge.agents.roles import CoderContext, HistoryItem, MachineFacts, Proposal, Review
 from forge.core.figures import AttemptFigures, judged_roofline
 from forge.core.statuses import AttemptStatus
 from forge.core.verdict import Verdict
@@ -39,6 +41,15 @@ def _streamed_to(context: CoderContext, role: str) -> Callable[[str], None] | No
     if listener is None:
         return None
     return lambda text: listener(role, text)
+
+
+def _last_source(last: HistoryItem | None, fastest: HistoryItem | None, limit: int) -> FittedSource | None:
+    """The source of the attempt to build on: whole, or as a diff from the session's fastest
+    attempt's where that one is shown whole too and the diff is the shorter."""
+    if last is None:
+        return None
+    shown = fit_source(last.source, limit, last.error_text)
+    return as_diff_from(fastest, last, shown) if fastest is not None else shown
 
 
 class LLMCoder:
@@ -68,7 +79,7 @@ class LLMCoder:
             example=example(ctx.backend, ctx.op_source),
             history=history,
             brief=ctx.brief,
-            last_source=fit_source(last.source, limit, last.error_text) if last else None,
+            last_source=_last_source(last, fastest, limit),
             shown_item=last,
             fastest=fastest,
             fastest_source=fit_source(fastest.source, limit) if fastest else None,

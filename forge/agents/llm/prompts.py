@@ -107,11 +107,13 @@ _AROUND_ERROR = 40  # lines kept on each side of the line the last error names
 
 @dataclass(frozen=True)
 class FittedSource:
-    """A source as a prompt shows it: whole, or cut with a note saying how."""
+    """A source as a prompt shows it: whole, cut with a note saying how, or as a unified diff
+    from another attempt's source the prompt shows whole (``diff_of``: that attempt's id)."""
 
     text: str
     cut: bool = False
     note: str = ""
+    diff_of: int | None = None
 
 
 def source_limit(model: str) -> int:
@@ -144,6 +146,19 @@ def fit_source(source: str, limit: int, error_text: str | None = None) -> Fitted
         return FittedSource("\n".join(kept), True, note)
     head = _lines_within(lines, limit)
     return FittedSource("\n".join(head), True, f"{len(lines)} lines, cut to its first {len(head)}")
+
+
+def as_diff_from(base: HistoryItem, item: HistoryItem, shown: FittedSource) -> FittedSource:
+    """``item``'s source as a unified diff from ``base``'s (shown whole in the same prompt) where
+    that is at most half as long as ``shown``: a round that refines the session's fastest attempt
+    restated both whole, two copies of one kernel (64k characters a prompt on an attention op)."""
+    if not (base.source and item.source and base.attempt_id) or shown.cut:
+        return shown
+    lines = difflib.unified_diff(base.source.splitlines(), item.source.splitlines(), lineterm="", n=3)
+    diff = "\n".join(list(lines)[2:])  # no file header lines
+    if not diff or 2 * len(diff) > len(shown.text):
+        return shown
+    return FittedSource(diff, diff_of=base.attempt_id)
 
 
 def _lines_within(lines: list[str], limit: int) -> list[str]:
