@@ -98,3 +98,32 @@ def test_the_brief_times_eager_in_the_regime_its_verdicts_are_judged_in(monkeypa
     assert brief_worker._judged_warm([x], [y], "cpu")
     monkeypatch.setattr(brief_worker.machine, "last_level_cache_bytes", lambda device: 8 << 10)
     assert not brief_worker._judged_warm([x], [y], "cpu")
+
+
+def test_the_briefs_regime_is_the_verifiers_whatever_state_the_module_holds(monkeypatch):
+    """Inputs and outputs exactly half the last-level cache, and a 128-byte buffer beside them (a
+    rotary op's frequencies): the verifier judges it warm (its rule counts inputs and outputs), and
+    so must the brief's regime and its roofline's level (it said cold and charged DRAM)."""
+    import torch
+
+    from forge.verifier.briefing import brief_worker
+
+    class Rotary(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("inv_freq", torch.ones(32))
+
+        def forward(self, x):
+            return x * self.inv_freq[0]
+
+    x = torch.randn(64, 64)
+    out = Rotary()(x)
+    half = x.numel() * 4 + out.numel() * 4
+    monkeypatch.setattr(brief_worker.machine, "last_level_cache_bytes", lambda device: 2 * half)
+    at_1mib = WorkingSetBandwidth(1 << 20, copy_gbs=31.0, read_gbs=33.0)
+    figures = MachineFigures("this machine|2", 12.5, 250.0, cache_bandwidth_gbs=30.0, working_sets=(at_1mib,))
+    brief = brief_worker.OpBrief(device="cpu")
+    brief_worker._add_roofline(brief, Rotary(), [x], [out], figures)
+    assert brief.roofline is not None, brief.missing
+    assert brief.roofline.bytes is not None and brief.roofline.bytes > half  # the buffer is counted as traffic
+    assert brief.regime == "warm" and brief.roofline.level == "cache", (brief.regime, brief.roofline)

@@ -168,14 +168,14 @@ def _roofline(
     from forge.verifier import roofline
 
     call = roofline.estimate(model, inputs, outputs)
-    nbytes = call.bytes
     if figures is None:  # run by hand: the figures of the cache this process writes
         cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
         figures = machine.measured_figures(device, torch.get_num_threads(), cache)
     llc = machine.last_level_cache_bytes(device)
     estimate = roofline.record(call, figures, llc).beside_eager(eager_ms)
-    # judged warm (one call's data fits in half the last-level cache), its data comes from there
-    warm = estimate.cache_bound_ms is not None and bool(llc) and nbytes <= (llc or 0) // 2
+    # judged warm by the verifier's rule (inputs and outputs, not the module's state: a rotary
+    # op's 128-byte buffer put it 128 bytes over the line, cold in the brief, warm in its verdicts)
+    warm = estimate.cache_bound_ms is not None and _judged_warm(inputs, outputs, device)
     bound = estimate.cache_bound_ms if warm and estimate.cache_bound_ms is not None else estimate.bound_ms or 0.0
     return estimate.model_copy(
         update={
@@ -261,9 +261,8 @@ def _add_roofline(brief: OpBrief, model: Any, inputs: list[Any], outputs: list[A
     try:
         eager_ms = brief.eager.median_ms if brief.eager else None
         brief.roofline = _roofline(model, inputs, outputs, brief.device, eager_ms, figures)
-        cache = machine.last_level_cache_bytes(brief.device)
-        if cache and brief.roofline.bytes is not None:
-            brief.regime = "warm" if brief.roofline.bytes <= cache // 2 else "cold"
+        if machine.last_level_cache_bytes(brief.device):
+            brief.regime = "warm" if _judged_warm(inputs, outputs, brief.device) else "cold"
     except Exception as exc:
         brief.missing.append(f"roofline: {_said(exc)}")
 
