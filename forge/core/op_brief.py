@@ -85,6 +85,22 @@ class CaseSlack(BaseModel):
     own_rms: float | None = None
     beside_exact: bool = False  # a value outside the atol is judged again against the float64 run
     tiny: bool = False  # the output's largest value is under TINY_OUTPUT_ATOLS x atol: judged at its own scale too
+    # the NaN and inf case: what the reference made of its non-finite inputs (None: another case)
+    nonfinite: NonFinite | None = None
+
+
+class NonFinite(BaseModel):
+    """How NaN and inf went through the reference on the stress case that plants them: how many
+    input elements were non-finite, and how many of the output's elements came out NaN, +inf or
+    -inf (a row-wise op turns one NaN into a row of them; an attention's masked 0 x inf, into
+    more). A candidate must put them where the reference does."""
+
+    model_config = _LENIENT
+    inputs: int
+    nan: int
+    pos_inf: int
+    neg_inf: int
+    elements: int  # of the output
 
 
 class OutputTolerance(BaseModel):

@@ -312,3 +312,24 @@ def test_a_normalization_over_a_whole_tensor_is_widened_no_further_than_the_long
     reduced = x.numel()
     assert compare([expected], [wrong_eps], None, "", None, reduced=reduced, behind=behind) is not None
     assert compare([expected], [in_float64], None, "", None, reduced=reduced, behind=behind) is None
+
+
+def test_the_brief_says_where_the_references_nan_and_inf_went():
+    """The NaN and inf case's counts are the reference's own on the brief's draw: a row-wise
+    softmax turns each planted NaN into a row of them; the prompt states them."""
+
+    class RowSoftmax(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, dim=-1)
+
+    x = torch.randn(64, 512)
+    (told,) = output_slacks(RowSoftmax(), [x], None, frozenset())
+    (specials,) = [c for c in told.cases if c.case == "specials"]
+    assert [c.nonfinite for c in told.cases if c.case != "specials"] == [None] * 4
+    found = specials.nonfinite
+    assert found is not None and found.elements == x.numel() and found.inputs >= 3
+    planted = stress_inputs([x], "specials", 0)[0]  # the brief's draw
+    expected = torch.softmax(planted, dim=-1)
+    assert found.nan == int(torch.isnan(expected).sum()) and found.nan % 512 == 0 and found.nan > 0
+    text = render("brief.j2", brief=OpBrief(device="cpu", tolerances=[told]))
+    assert f"non-finite input elements made {found.nan} NaN" in text

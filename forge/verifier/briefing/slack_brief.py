@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from forge.core.module_call import output_tensors
-from forge.core.op_brief import CaseSlack, OutputTolerance
+from forge.core.op_brief import CaseSlack, NonFinite, OutputTolerance
 from forge.core.slack_rules import TINY_OUTPUT_ATOLS
 from forge.verifier.call_form import invoke
 from forge.verifier.cases import STRESS_KINDS, stress_inputs
@@ -52,6 +52,19 @@ def _case_slack(
     )
 
 
+def _nonfinite(inputs: list[Any], out: torch.Tensor) -> NonFinite:
+    planted = sum(
+        int((~torch.isfinite(x)).sum()) for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()
+    )
+    return NonFinite(
+        inputs=planted,
+        nan=int(torch.isnan(out).sum()),
+        pos_inf=int(torch.isposinf(out).sum()),
+        neg_inf=int(torch.isneginf(out).sum()),
+        elements=out.numel(),
+    )
+
+
 def _outputs(model: Any, inputs: list[Any]) -> tuple[list[Any], list[Any] | None]:
     with torch.no_grad():
         outs = output_tensors(invoke(model, inputs))
@@ -78,5 +91,8 @@ def output_slacks(
                 found[i] = OutputTolerance(output=i, dtype=dtype, shape=list(out.shape), atol=atol, rtol=rtol)
             wide = exact[i] if exact is not None and i < len(exact) else None
             lengths = (reduced, behind[i] if i < len(behind) else 1)
-            found[i].cases.append(_case_slack(case, out, wide, override, lengths))
+            told = _case_slack(case, out, wide, override, lengths)
+            if case == "specials":
+                told.nonfinite = _nonfinite(case_inputs, out)
+            found[i].cases.append(told)
     return list(found.values())
