@@ -55,17 +55,9 @@ def check_case(case: DrawnCase, result: CaseResultReply, device: str, tol: dict[
     data, stress = case.data, case.plan.kind != "normal"
     reduced = input_elements(data.inputs)
     devices = result.facts.devices
-    found.correctness = compare(
-        data.expected,
-        result.outputs,
-        devices,
-        device,
-        tol,
-        scale_atol=stress,
-        reduced=reduced,
-        exact=data.exact,
-        behind=data.behind,
-    )
+    # the case's slack, for the first call and the second alike
+    slack = {"scale_atol": stress, "reduced": reduced, "exact": data.exact, "behind": data.behind}
+    found.correctness = compare(data.expected, result.outputs, devices, device, tol, **slack)
     if found.correctness is None and data.layout != result.facts.layout:
         from forge.verifier.compare import Mismatch
 
@@ -73,17 +65,7 @@ def check_case(case: DrawnCase, result: CaseResultReply, device: str, tol: dict[
             -1, "structure", f"returned {result.facts.layout}, the reference returns {data.layout}"
         )
     if found.correctness is None:
-        m2 = compare(
-            data.expected,
-            result.outputs2,
-            None,
-            device,
-            tol,
-            scale_atol=stress,
-            reduced=reduced,
-            exact=data.exact,
-            behind=data.behind,
-        )
+        m2 = compare(data.expected, result.outputs2, None, device, tol, **slack)
         if m2 is not None:
             m2.detail = "second call on the same inputs: " + m2.detail
             found.determinism = m2

@@ -181,6 +181,18 @@ class ModelNew(Model):
 """
 
 
+def _assert_verified(tmp_path, settings, op_source: str, source: str, passes: bool) -> None:
+    """``source`` verified (untimed) against the op ``op_source``: it passes, or fails on values
+    outside the tolerance, as ``passes`` says."""
+    op, candidate = tmp_path / "op.py", tmp_path / "candidate.py"
+    op.write_text(op_source)
+    candidate.write_text(source)
+    v = verify(op, candidate, settings, timed=False)
+    assert (v.status.value == "passed") == passes, v.reason
+    if not passes:
+        assert v.status.value == "failed_correctness" and "outside atol" in (v.reason or ""), v.reason
+
+
 @pytest.mark.parametrize(
     ("source", "passes"),
     [(REORDERED, True), (WIDE, True), (EXP2, True), (OFF, False)],
@@ -189,13 +201,7 @@ class ModelNew(Model):
 def test_an_attention_summed_otherwise_passes_and_one_off_by_a_real_error_fails(
     tmp_path, fast_settings, source, passes
 ):
-    op, candidate = tmp_path / "attention.py", tmp_path / "candidate.py"
-    op.write_text(OP)
-    candidate.write_text(source)
-    v = verify(op, candidate, fast_settings, timed=False)
-    assert (v.status.value == "passed") == passes, v.reason
-    if not passes:
-        assert v.status.value == "failed_correctness" and "outside atol" in (v.reason or ""), v.reason
+    _assert_verified(tmp_path, fast_settings, OP, source, passes)
 
 
 def test_an_op_of_many_outputs_shows_the_first_three_tables():
@@ -287,13 +293,7 @@ def test_a_scan_compare_passes_only_with_its_length():
 
 @pytest.mark.parametrize(("source", "passes"), [(FLOAT32_SCAN, True), (COUNTED_TWICE, False)], ids=["float32", "off"])
 def test_a_float32_scan_passes_the_verifier_and_one_off_by_a_term_fails(tmp_path, fast_settings, source, passes):
-    op, candidate = tmp_path / "scan.py", tmp_path / "candidate.py"
-    op.write_text(SCAN_OP)
-    candidate.write_text(source)
-    v = verify(op, candidate, fast_settings, timed=False)
-    assert (v.status.value == "passed") == passes, v.reason
-    if not passes:
-        assert v.status.value == "failed_correctness" and "outside atol" in (v.reason or ""), v.reason
+    _assert_verified(tmp_path, fast_settings, SCAN_OP, source, passes)
 
 
 def test_a_normalization_over_a_whole_tensor_is_widened_no_further_than_the_longest_counted():

@@ -26,6 +26,7 @@ from forge.verifier.call_form import invoke, use_op
 from forge.verifier.call_profile import profiled, profiled_ops
 from forge.verifier.compare import tolerance
 from forge.verifier.machine_figures import MachineFigures
+from forge.verifier.timing.statistics import fits_half_cache
 
 _PROFILED_CALLS = 5
 _TIMED_PAIRS = 21
@@ -95,9 +96,8 @@ def _compiled(timing: BriefTiming) -> CompiledBaseline:
 def _judged_warm(inputs: list[Any], outputs: list[Any], device: str) -> bool:
     """The verifier's rule (``timing.statistics.record_regimes``): warm when one call's inputs and
     outputs fit in half the last-level cache."""
-    llc = machine.last_level_cache_bytes(device)
     nbytes = sum(t.numel() * t.element_size() for t in [*inputs, *outputs] if hasattr(t, "element_size"))
-    return bool(llc) and nbytes <= (llc or 0) // 2
+    return fits_half_cache(nbytes, machine.last_level_cache_bytes(device) or None)
 
 
 def _runtime(device: str) -> list[str]:

@@ -30,11 +30,12 @@ def _case_slack(
     out: torch.Tensor,
     exact: torch.Tensor | None,
     override: dict[str, float] | None,
-    reduced: tuple[int, int],
+    reduced: int,
+    behind: int,
 ) -> CaseSlack:
-    """``reduced``: the input elements of the call, and those behind each element of ``out``."""
+    """``reduced``: the input elements of the call; ``behind``: those behind each element of ``out``."""
     work = out.to(torch.float64 if out.dtype == torch.float64 else torch.float32)
-    given = slack(out.dtype, work, override, case != "normal", *reduced)
+    given = slack(out.dtype, work, override, case != "normal", reduced, behind)
     widened = given.reduction_atol(out.dtype, work) if given.per_element > 1 else None
     own = exact_errors(out, exact) if exact is not None else None
     finite = work.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
@@ -90,8 +91,7 @@ def output_slacks(
                 dtype = str(out.dtype).removeprefix("torch.")
                 found[i] = OutputTolerance(output=i, dtype=dtype, shape=list(out.shape), atol=atol, rtol=rtol)
             wide = exact[i] if exact is not None and i < len(exact) else None
-            lengths = (reduced, behind[i] if i < len(behind) else 1)
-            told = _case_slack(case, out, wide, override, lengths)
+            told = _case_slack(case, out, wide, override, reduced, behind[i] if i < len(behind) else 1)
             if case == "specials":
                 told.nonfinite = _nonfinite(case_inputs, out)
             found[i].cases.append(told)

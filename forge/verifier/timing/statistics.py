@@ -71,6 +71,13 @@ def record_pairs(
             v.speedup_vs_compile = v.timing_stats.paired_compile.median
 
 
+def fits_half_cache(working_set: int | None, cache: int | None) -> bool:
+    """The warm regime's rule: one call's inputs and outputs (``working_set``) fit in half the
+    last-level cache (``cache``), as a model's activations of that size are still there when the
+    op runs. The verdicts and the op brief both judge by it."""
+    return working_set is not None and cache is not None and working_set <= cache // 2
+
+
 def record_regimes(
     v: Verdict,
     cand_ns: list[int],
@@ -92,7 +99,7 @@ def record_regimes(
     ts.warm_eager_time = TimingStats.from_ns(eager_ns).rounded()
     if compile_ns and len(compile_ns) == len(cand_ns):
         ts.warm_paired_compile = paired_ratio(compile_ns, cand_ns)
-    fits = working_set is not None and cache is not None and working_set <= cache // 2
+    fits = fits_half_cache(working_set, cache)
     ts.regime = TimingRegime.WARM if fits and ts.warm_paired_eager is not None else TimingRegime.COLD
     eager, compiled = ts.headline_pairs()
     if eager is not None:
