@@ -292,7 +292,9 @@ class Roofline(BaseModel):
     model_config = _LENIENT
     bytes: int | None = None
     bytes_read: int | None = None  # of ``bytes``: the inputs and the state read (the rest is written)
-    flops: int | None = None  # matmul and convolution multiply-adds, 2 per MAC
+    flops: int | None = None  # matmul and convolution multiply-adds some output needs, 2 per MAC
+    # matmul work the reference does that no output needs (a causal mask's half: see needed_matmul)
+    unneeded_flops: int | None = None
     transcendentals: int | None = None  # elements through exp, log, tanh, erf, ... (no peak prices them)
     device_name: str | None = None
     bandwidth_gbs: float | None = None
@@ -357,6 +359,16 @@ class Roofline(BaseModel):
             return ""
         return (
             f", {self.transcendentals / 1e6:.2f} M transcendental evaluations (exp, log, tanh, ...: not in the bound)"
+        )
+
+    @property
+    def unneeded_note(self) -> str:
+        """ " (and 0.27 GFLOP no output needs, left out: ...)" where the reference does such work."""
+        if not self.unneeded_flops:
+            return ""
+        return (
+            f" (its reference does {self.unneeded_flops / 1e9:.3f} GFLOP more that no output needs, left out: "
+            "scores a mask removes, products with weights that are zero on every draw)"
         )
 
     @property

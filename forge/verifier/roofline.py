@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from forge.core.timing_records import Roofline, memory_s
 from forge.verifier.call_form import invoke
 from forge.verifier.machine_figures import MachineFigures
+from forge.verifier.needed_matmul import unneeded_flops
 from forge.verifier.passes import Reread, RereadTracer, reread_bytes
 
 aten = torch.ops.aten
@@ -41,14 +42,27 @@ _TRANSCENDENTAL = frozenset(
     if hasattr(aten, name)
 )  # fmt: skip
 
+# the fused attentions torch's scaled_dot_product_attention dispatches to: two matmuls each
+_ATTENTION = frozenset(
+    getattr(aten, name)
+    for name in (
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_fused_attention_overrideable",
+    )
+    if hasattr(aten, name)
+)  # fmt: skip
+
 
 class FlopCounter(TorchDispatchMode):
-    """Counts multiply-add FLOPs (2 per MAC) of the aten calls made under it, and the elements
-    that pass through a transcendental function."""
+    """Counts multiply-add FLOPs (2 per MAC) of the aten calls made under it, of them those a fused
+    attention's mask or causal flag lets a kernel skip (``masked_flops``), and the elements that
+    pass through a transcendental function."""
 
     def __init__(self) -> None:
         super().__init__()
         self.flops = 0
+        self.masked_flops = 0
         self.transcendentals = 0
 
     @classmethod
@@ -61,8 +75,11 @@ class FlopCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         packet = getattr(func, "overloadpacket", None)
-        with contextlib.suppress(IndexError, TypeError, AttributeError):
+        with contextlib.suppress(IndexError, TypeError, AttributeError, KeyError):
             self.flops += _flops(packet, args, out)
+            if packet in _ATTENTION:
+                counted, masked = attention_flops(func, args, kwargs or {})
+                self.flops, self.masked_flops = self.flops + counted, self.masked_flops + masked
         if packet in _TRANSCENDENTAL and isinstance(out, torch.Tensor):
             self.transcendentals += out.numel()
         return out
@@ -88,29 +105,60 @@ def _macs_x2(packet: Any, args: Any, out: Any) -> Any:
     return 0
 
 
+def attention_flops(func: Any, args: Any, kwargs: dict[str, Any]) -> tuple[int, int]:
+    """(FLOPs, of them masked) of a fused attention call: a query row's dot product with each key
+    and its weighted sum of each value; masked, the pairs its causal flag or mask removes (a
+    boolean mask's False, a float mask's -inf), which a kernel need not compute."""
+    named = dict(zip((a.name for a in func._schema.arguments), args, strict=False))  # the rest by default
+    named.update(kwargs)
+    q, k, v = named["query"], named["key"], named["value"]
+    rows, keys = _numel(q.shape[:-1]), int(k.shape[-2])
+    counted = 2 * rows * keys * (int(q.shape[-1]) + int(v.shape[-1]))
+    kept = 1.0
+    if named.get("is_causal"):
+        length = int(q.shape[-2])  # torch's causal mask is the top-left triangle of (length, keys)
+        kept = sum(min(i + 1, keys) for i in range(length)) / (length * keys)
+    mask = named.get("attn_mask", named.get("attn_bias"))
+    if isinstance(mask, torch.Tensor) and mask.numel():
+        off = ~mask if mask.dtype == torch.bool else torch.isneginf(mask)
+        kept *= 1.0 - float(off.float().mean())  # a mask's share is the same broadcast to every row
+    return counted, round(counted * (1.0 - kept))
+
+
 @dataclass(frozen=True)
 class CallEstimate:
     """What one call of the op must move and do: ``bytes`` (inputs and state read, outputs
-    written), ``bytes_read`` of them, matmul ``flops``, elements through a transcendental function,
-    and the tensors its math needs again after a reduction over them (``passes``)."""
+    written), ``bytes_read`` of them, the matmul ``flops`` some output needs and ``unneeded_flops``
+    (counted apart: see ``needed_matmul``), elements through a transcendental function, and the
+    tensors its math needs again after a reduction over them (``passes``)."""
 
     bytes: int
     bytes_read: int
     flops: int
     transcendentals: int
     rereads: tuple[Reread, ...] = ()
+    unneeded_flops: int = 0
 
 
-def estimate(model: torch.nn.Module, inputs: list[Any], outputs: list[Any]) -> CallEstimate:
+def estimate(
+    model: torch.nn.Module, inputs: list[Any], outputs: list[Any], other_draw: list[Any] | None = None
+) -> CallEstimate:
     """The op's ``CallEstimate``, from one call of ``model`` on ``inputs`` (``outputs``: its
-    outputs): parameters and buffers read once, each input read once, each output written once."""
+    outputs): parameters and buffers read once, each input read once, each output written once.
+    With ``other_draw`` (a second draw of the inputs), the matmul work no output needs is found
+    and left out of ``flops`` (``needed_matmul``)."""
     counter, tracer = FlopCounter(), RereadTracer()
     tracer.add_sources([*inputs, *model.state_dict().values()])
     with counter, tracer, torch.no_grad():
         invoke(model, inputs)
     read = bytes_read(model, inputs)
     nbytes = read + sum(o.numel() * o.element_size() for o in outputs)
-    return CallEstimate(nbytes, read, counter.flops, counter.transcendentals, tracer.rereads())
+    unneeded = counter.masked_flops
+    if other_draw is not None and counter.flops > counter.masked_flops:
+        unneeded += unneeded_flops(model, [inputs, other_draw])
+    unneeded = min(unneeded, counter.flops)
+    needed = counter.flops - unneeded
+    return CallEstimate(nbytes, read, needed, counter.transcendentals, tracer.rereads(), unneeded)
 
 
 def bytes_read(model: torch.nn.Module, inputs: list[Any]) -> int:
@@ -165,6 +213,7 @@ def record(call: CallEstimate, f: MachineFigures, llc: int | None) -> Roofline:
         bytes=call.bytes,
         bytes_read=call.bytes_read,
         flops=call.flops,
+        unneeded_flops=call.unneeded_flops or None,
         transcendentals=call.transcendentals,
         device_name=f.device_name,
         bandwidth_gbs=f.bandwidth_gbs,

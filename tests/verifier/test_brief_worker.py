@@ -123,7 +123,7 @@ def test_the_briefs_regime_is_the_verifiers_whatever_state_the_module_holds(monk
     at_1mib = WorkingSetBandwidth(1 << 20, copy_gbs=31.0, read_gbs=33.0)
     figures = MachineFigures("this machine|2", 12.5, 250.0, cache_bandwidth_gbs=30.0, working_sets=(at_1mib,))
     brief = brief_worker.OpBrief(device="cpu")
-    brief_worker._add_roofline(brief, Rotary(), [x], [out], figures)
+    brief_worker._add_roofline(brief, Rotary(), ([x], [torch.randn(64, 64)]), [out], figures)
     assert brief.roofline is not None, brief.missing
     assert brief.roofline.bytes is not None and brief.roofline.bytes > half  # the buffer is counted as traffic
     assert brief.regime == "warm" and brief.roofline.level == "cache", (brief.regime, brief.roofline)

@@ -157,7 +157,7 @@ def _tolerances(
 
 def _roofline(
     model: Any,
-    inputs: list[Any],
+    draws: tuple[list[Any], list[Any]],
     outputs: list[Any],
     device: str,
     eager_ms: float | None,
@@ -167,7 +167,8 @@ def _roofline(
 
     from forge.verifier import roofline
 
-    call = roofline.estimate(model, inputs, outputs)
+    inputs = draws[0]
+    call = roofline.estimate(model, inputs, outputs, draws[1])
     if figures is None:  # run by hand: the figures of the cache this process writes
         cache = Path(os.environ.get("FORGE_CACHE_DIR") or Path.home() / ".cache" / "forge")
         figures = machine.measured_figures(device, torch.get_num_threads(), cache)
@@ -241,7 +242,7 @@ def measure(op_path: Path, device: str, compiled: bool = True, figures: MachineF
                 setattr(brief, part, run())
             except Exception as exc:  # a part the agents go without
                 brief.missing.append(f"{part}: {_said(exc)}")
-        _add_roofline(brief, model, inputs, outputs, figures)
+        _add_roofline(brief, model, (inputs, timing.sets[1]), outputs, figures)
     if device == "cpu":
         _add_cpp_cost(brief, sum(isinstance(t, torch.Tensor) for t in inputs) + len(outputs))
     return brief
@@ -256,11 +257,15 @@ def _timing_sets(problem: Any, inputs: list[Any], device: str) -> list[list[Any]
     return [inputs, *more]
 
 
-def _add_roofline(brief: OpBrief, model: Any, inputs: list[Any], outputs: list[Any], figures: Any) -> None:
-    """The roofline and the regime the verdicts judge the op in, or what kept them from the brief."""
+def _add_roofline(
+    brief: OpBrief, model: Any, draws: tuple[list[Any], list[Any]], outputs: list[Any], figures: Any
+) -> None:
+    """The roofline and the regime the verdicts judge the op in, or what kept them from the brief
+    (``draws``: the inputs ``outputs`` came from, and another draw of them)."""
+    inputs = draws[0]
     try:
         eager_ms = brief.eager.median_ms if brief.eager else None
-        brief.roofline = _roofline(model, inputs, outputs, brief.device, eager_ms, figures)
+        brief.roofline = _roofline(model, draws, outputs, brief.device, eager_ms, figures)
         if machine.last_level_cache_bytes(brief.device):
             brief.regime = "warm" if _judged_warm(inputs, outputs, brief.device) else "cold"
     except Exception as exc:
