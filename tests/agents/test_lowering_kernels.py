@@ -137,7 +137,35 @@ def test_first_extreme_and_first_nan_win_in_arg_reductions():
 )
 @pytest.mark.parametrize("rows", [8, 1], ids=["eight scans together", "one at a time"])
 def test_scans_along_any_axis(fn, rows):
-    check(Op(fn), [specials((17, 40))], {**program.DEFAULT, "rows": rows})
+    check(Op(fn), [specials((17, 40))], {**program.DEFAULT, "rows": rows, "scan": "rows"})
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.cumsum(x, -1),
+        lambda x: torch.cumsum(x.flip(-1) * 2.0 - 1.0, -1),  # a pointwise chain read into the vectors
+        lambda x: torch.cumsum(x.transpose(0, 1), -1),  # rows read strided
+    ],
+    ids=["row", "fused read", "strided read"],
+)
+@pytest.mark.parametrize("length", [16, 43], ids=["whole vectors", "with a tail"])
+def test_a_float32_row_cumsum_eight_at_a_time_matches(fn, length):
+    x = specials((length, length))
+    lowered = program.analyze(Op(fn), [x])
+    assert isinstance(lowered, LoweredGraph)
+    assert "_mm256_permute2f128_ps" in program.render(lowered, {**program.DEFAULT, "scan": "vector"})
+    assert "_mm256_permute2f128_ps" not in program.render(lowered, {**program.DEFAULT, "scan": "rows"})
+    check(Op(fn), [x], {**program.DEFAULT, "scan": "vector"})
+
+
+def test_the_vector_scan_is_offered_only_where_it_fits():
+    row = program.analyze(Op(lambda x: torch.cumsum(x, 1)), [torch.randn(4, 64)])
+    column = program.analyze(Op(lambda x: torch.cumsum(x, 0)), [torch.randn(4, 64)])
+    product = program.analyze(Op(lambda x: torch.cumprod(x, 1)), [torch.randn(4, 64)])
+    assert isinstance(row, LoweredGraph) and isinstance(column, LoweredGraph) and isinstance(product, LoweredGraph)
+    assert row.knobs()["scan"] == ["vector", "rows"]
+    assert "scan" not in column.knobs() and "scan" not in product.knobs()
 
 
 @pytest.mark.parametrize("dim", [0, 1, 2])

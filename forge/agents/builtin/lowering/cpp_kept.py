@@ -61,13 +61,24 @@ def _decl_writes(outs: dict[int, str]) -> dict[int, str]:
     return {int(v.split(":")[1]): v.split(":")[0] for v in outs.values()}
 
 
+def vector_scan_fits(node: fx.Node) -> bool:
+    """A float32 cumsum along its innermost dim, long enough for 8-wide vectors: ``vector_scan``'s."""
+    shape = list(shape_of(node.args[0])) if isinstance(node.args[0], fx.Node) else []
+    if packet_name(node) != "aten.cumsum" or not shape or ctype_of(dtype_of(node)) != "float":
+        return False
+    return int(arguments(node)[1]) % len(shape) == len(shape) - 1 and shape[-1] >= 16
+
+
 def scan_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
     """cumsum/cumprod along one dim, ``cfg["rows"]`` scans at a time: each scan is a chain of
     dependent adds (a few cycles each), so one at a time leaves the core waiting on its own
     latency (eager's row cumsum ran at 8% of its bound here); a block of neighbouring scans
     advanced together is that many independent chains, and where the scanned dim is not the
-    innermost, one contiguous vector. Each scan still adds in order, as ATen's does."""
+    innermost, one contiguous vector. Each scan still adds in order, as ATen's does. A float32
+    row cumsum takes ``vector_scan`` unless ``cfg["scan"]`` says ``rows``."""
     node = step.node
+    if cfg.get("scan", "vector") == "vector" and vector_scan_fits(node):
+        return vector_scan(name, step, sched, cfg)
     args = arguments(node)
     x = args[0]
     shape = list(shape_of(x)) or [1]
@@ -97,6 +108,63 @@ def scan_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
             code.lines(reader.lines)
             code.line(f"acc[r] {op} ({acc}){v};")
             code.line(f"y0[{linear(names, shape)}] = ({out_ct})acc[r];")
+    return step_function(name, sched, reader.reads, writes, code)
+
+
+# an 8-float prefix sum in registers: each 128-bit half by two shifted adds, then the low half's
+# total into the high half (AVX shifts within halves only)
+_PREFIX8 = (
+    "s = _mm256_add_ps(s, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(s), 4)));",
+    "s = _mm256_add_ps(s, _mm256_castsi256_ps(_mm256_slli_si256(_mm256_castps_si256(s), 8)));",
+    "h = _mm256_permute_ps(s, 0xFF);",
+    "s = _mm256_add_ps(_mm256_add_ps(s, _mm256_permute2f128_ps(h, h, 0x08)), carry);",
+)
+
+
+def vector_scan(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
+    """A float32 cumsum along the innermost dim, one scan (row) per iteration of the parallel
+    loop: 8 elements at a time summed in registers (``_PREFIX8``) and the running total carried
+    as a broadcast vector, the row's tail one element at a time. The chain of dependent adds is
+    one per 8 elements, not one per element; the sums are float32's, in a tree of 8 rather than
+    in order, which the verifier's slack for a scan's length allows (its row cumsum: ~2.4x eager
+    on this 2-core CPU, where 8 rows at a time ran at 1.0-1.1x)."""
+    node = step.node
+    x = arguments(node)[0]
+    shape = list(shape_of(x))
+    nd, length = len(shape), shape[-1]
+    names = [f"i{k}" for k in range(nd)]
+    outer = math.prod(shape[:-1])
+    reader = cpp_reader(sched)
+    v = reader.value(x, names)
+    writes = _decl_writes(_outputs(step, sched))
+    at_row = linear([*names[:-1], "0"], shape)
+    code = CodeBuffer()
+    code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
+    with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
+        delinear_into(code, "o", names[:-1], shape[:-1])
+        code.line(f"float* __restrict__ row = y0 + {at_row};")
+        code.line("int64_t d = 0;")
+        code.line("float acc = 0.0f;")
+        code.line("#ifdef __AVX__")
+        code.line("__m256 carry = _mm256_setzero_ps(), s, h;")
+        with code.block(f"for (; d + 8 <= {length}; d += 8)"):
+            code.line("alignas(32) float t[8];")
+            with code.block("for (int64_t l = 0; l < 8; ++l)"):
+                code.line(f"const int64_t {names[-1]} = d + l;")
+                code.lines(reader.lines)
+                code.line(f"t[l] = (float){v};")
+            code.line("s = _mm256_load_ps(t);")
+            code.lines(_PREFIX8)
+            code.line("_mm256_storeu_ps(row + d, s);")
+            code.line("h = _mm256_permute_ps(s, 0xFF);")
+            code.line("carry = _mm256_permute2f128_ps(h, h, 0x11);")
+        code.line("acc = _mm256_cvtss_f32(carry);")
+        code.line("#endif")
+        with code.block(f"for (; d < {length}; ++d)"):
+            code.line(f"const int64_t {names[-1]} = d;")
+            code.lines(reader.lines)
+            code.line(f"acc += (float){v};")
+            code.line("row[d] = acc;")
     return step_function(name, sched, reader.reads, writes, code)
 
 
