@@ -141,4 +141,8 @@ class Coder(Protocol):
 
 
 class Judge(Protocol):
+    # whether a review is a model call that costs tokens: a session skips those whose advice no
+    # later round would read (its last round's)
+    costs_tokens: bool
+
     def review(self, context: CoderContext, verdict: Verdict) -> Review: ...

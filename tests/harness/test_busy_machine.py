@@ -130,6 +130,8 @@ class Coder:
 
 
 class Judge:
+    costs_tokens = False
+
     def review(self, context: Any, verdict: Verdict) -> Review:
         return Review(feedback=JudgeFeedback(next_step="go on", continue_search=True))
 

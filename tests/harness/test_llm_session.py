@@ -77,37 +77,41 @@ def _attempts(bank: Path) -> list[tuple[str, str]]:
 
 
 def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
+    """Four rounds: the judge reviews the first three; the last round's review, which no coder call
+    would read, is not asked for (nor charged)."""
     script = Script(
-        coder=[COMPILE_ERROR, WRONG, RIGHT],
+        coder=[COMPILE_ERROR, WRONG, RIGHT, RIGHT],
         # the first judge answer is prose: it is asked once more and answers JSON
         judge=["Looks like a typo.", judge_json("fix the C++ syntax"), judge_json("drop the 1.01"), judge_json("done")],
     )
     bank = tmp_path / "bank.db"
     with serve(script) as url:
-        run = optimize([OP], _options(url, bank), fast_settings)
+        run = optimize([OP], _options(url, bank, rounds=4), fast_settings)
     (result,) = run.results
     assert result.accepted and result.kernel_id is not None, result.reason
-    assert [t.status for t in result.trace] == ["compile_error", "failed_correctness", "passed"]
+    assert [t.status for t in result.trace] == ["compile_error", "failed_correctness", "passed", "passed"]
     assert result.speedup_vs_eager and result.speedup_vs_eager > 1.0
-    assert run.exit_code == 0 and run.tokens == 150 * (3 + 4)  # pings are not charged
+    assert run.exit_code == 0 and run.tokens == 150 * (4 + 4)  # pings are not charged
     assert run.cost_usd is None  # the local model has no price: reported as unknown, not as $0
     (entry,) = run.to_json()["problems"]  # what --json prints for the op: its own tokens and cost
     assert entry["tokens"] == run.tokens and entry["cost_usd"] is None
 
     coder_prompts = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
-    assert len(coder_prompts) == 3
+    assert len(coder_prompts) == 4
     assert "Earlier attempts" not in coder_prompts[0]
     assert "compile_error" in coder_prompts[1] and "fix the C++ syntax" in coder_prompts[1]
     assert "compile_error" in coder_prompts[2] and "failed_correctness" in coder_prompts[2]
     assert "drop the 1.01" in coder_prompts[2]
-    assert sum(r["role"] == "judge" for r in script.requests) == 4  # one retry after the prose answer
+    roles = [r["role"] for r in script.requests if r["role"] != "ping"]
+    # one retry after the prose answer; nothing asked of the judge after the last coder call
+    assert roles == ["coder", "judge", "judge", "coder", "judge", "coder", "judge", "coder"], roles
     judged = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "judge"]
     assert "Verdict: compile_error" in judged[0]
     # an LLM session profiles each passing candidate: its judge reads where the time goes
     assert "where its time goes" in judged[-1] and "where its time goes" not in judged[0]
 
     rows = _attempts(bank)
-    assert [s for r, s in rows if r == "coder"] == ["compile_error", "failed_correctness", "passed"]
+    assert [s for r, s in rows if r == "coder"] == ["compile_error", "failed_correctness", "passed", "passed"]
     assert [s for r, s in rows if r == "judge"] == ["reviewed"] * 3
     with sqlite3.connect(bank) as db:
         (src,) = db.execute("SELECT source FROM kernels WHERE id = ?", (result.kernel_id,)).fetchone()
@@ -161,7 +165,8 @@ def test_one_reply_with_two_candidates_verifies_both_in_its_round_and_goes_on_fr
     coder_rows = [(r, s) for r, role, s in rows if role == "coder"]
     assert coder_rows[:2] == [(1, "passed"), (1, "failed_correctness")], rows
     judged = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "judge"]
-    assert len(judged) == 2 and "Verdict: passed" in judged[0]  # round 1: the passing one alone
+    # round 1: the passing one alone; round 2, the last, is not reviewed
+    assert len(judged) == 1 and "Verdict: passed" in judged[0]
     coder_prompts = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
     assert "Reply with up to 2 complete files" in coder_prompts[0]
     # round 2 goes on from the passing candidate (the last one verified failed): its source is shown
@@ -256,8 +261,8 @@ def test_streamed_replies_arrive_as_they_grow_and_are_stored_whole(tmp_path, fas
     script = Script(coder=[RIGHT], judge=[judge_json("done", go_on=False)], chunk_chars=8, chunk_delay_s=0.03)
     seen: list[ev.Event] = []
     bank = tmp_path / "bank.db"
-    with serve(script) as url:
-        options = OptimizeOptions(model="openai/test-model", api_base=url, rounds=1, bank=bank, stream_replies=True)
+    with serve(script) as url:  # two rounds: the judge is asked after the first (and says stop)
+        options = OptimizeOptions(model="openai/test-model", api_base=url, rounds=2, bank=bank, stream_replies=True)
         run = optimize([OP], options, fast_settings, seen.append)
     progress = [e for e in seen if isinstance(e, ev.ReplyProgress)]
     coder = [e.text for e in progress if e.role == "coder"]

@@ -51,6 +51,8 @@ def _stop_step(verdict: Verdict) -> str:
 class BuiltinJudge:
     """Coordinate-descent tuner over the built-in coder's knobs."""
 
+    costs_tokens = False  # its reviews are free, and say why the search stops, in the last round too
+
     def __init__(self, coder: BuiltinCoder) -> None:
         self.coder = coder
 

@@ -119,6 +119,8 @@ class LLMCoder:
 
 
 class LLMJudge:
+    costs_tokens = True
+
     def __init__(self, client: LLMClient) -> None:
         self.client = client
 

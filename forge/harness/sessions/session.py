@@ -205,12 +205,15 @@ class Session:
     def evaluate(self, candidates: list[Candidate], review_best: bool = False) -> list[HistoryItem]:
         """Verify a batch (in parallel with --workers), record each verdict, ask the judge about
         each (``review_best``: about the batch's best alone, ``round_best``: the candidates of one
-        reply, whose figures decide between them) and return the items reviewed; first, when the
-        last verdict was timed on a busy machine, wait (bounded) for a quiet one."""
+        reply, whose figures decide between them) and return the items chosen; first, when the
+        last verdict was timed on a busy machine, wait (bounded) for a quiet one. A judge whose
+        reviews cost tokens is not asked in the last round: no coder call would read its advice."""
         self._quiet_before_verifying()
         verdicts = steps.verify(self.verifier, candidates)
         items = [self._recorded(c, v) for c, v in zip(candidates, verdicts, strict=True)]
         chosen = [round_best(items)] if review_best and items else items
+        if self.agents.judge.costs_tokens and self.state.round >= self.options.round_limit:
+            return chosen
         for item in chosen:
             verdict = verdicts[items.index(item)]
             steps.review(self.agents.judge, self.context(item), item, verdict, self.io)
