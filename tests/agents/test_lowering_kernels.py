@@ -133,6 +133,8 @@ def test_first_extreme_and_first_nan_win_in_arg_reductions():
         lambda x: torch.cumsum(x, 0),
         lambda x: torch.cumprod(x * 0.1 + 1, -1),
         lambda x: torch.cumsum(x.flip(1), 1).flip(1),
+        lambda x: torch.logcumsumexp(x, 1),
+        lambda x: torch.logcumsumexp(x * 3.0, 0),
     ],
 )
 @pytest.mark.parametrize("rows", [8, 1], ids=["eight scans together", "one at a time"])
@@ -171,6 +173,17 @@ def test_the_vector_scan_is_offered_only_where_it_fits():
 @pytest.mark.parametrize("dim", [0, 1, 2])
 def test_a_scan_with_a_float_accumulator_along_any_axis_of_three(dim):
     check(Op(lambda x: torch.cumsum(x, dim)), [torch.randn(5, 9, 12)], {**program.DEFAULT, "acc": "float"})
+    check(Op(lambda x: torch.logcumsumexp(x, dim)), [specials((5, 9, 12))], {**program.DEFAULT, "acc": "float"})
+
+
+def test_logcumsumexp_keeps_atens_infinities_and_nans():
+    """Where the running value and the new one are the same infinity, ATen keeps the new value;
+    a NaN met stays; -inf alone adds nothing."""
+    inf = float("inf")
+    rows = [[-inf, -inf, 1.0, -inf], [inf, inf, 0.0, -inf], [-inf, inf, -inf, 2.0], [0.5, float("nan"), 1.0, 3.0]]
+    x = torch.tensor(rows).repeat(1, 5)
+    for acc in ("double", "float"):
+        check(Op(lambda t: torch.logcumsumexp(t, 1)), [x], {**program.DEFAULT, "acc": acc})
 
 
 @pytest.mark.parametrize(

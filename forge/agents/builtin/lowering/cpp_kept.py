@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from torch import fx
@@ -89,8 +89,7 @@ def scan_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
     outer = math.prod(shape[k] for k in others)
     out_ct = ctype_of(dtype_of(node))
     acc = _scan_acc(node, cfg)
-    op = "+=" if packet_name(node) == "aten.cumsum" else "*="
-    init = "0" if op == "+=" else "1"
+    update, init = _scan_update(packet_name(node), acc)
     reader = cpp_reader(sched)
     v = reader.value(x, names if shape_of(x) else [])
     writes = _decl_writes(_outputs(step, sched))
@@ -106,7 +105,7 @@ def scan_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
             code.line(f"const int64_t o = b * {rows} + r;")
             delinear_into(code, "o", [names[k] for k in others], [shape[k] for k in others])
             code.lines(reader.lines)
-            code.line(f"acc[r] {op} ({acc}){v};")
+            code.lines(update(f"({acc}){v}"))
             code.line(f"y0[{linear(names, shape)}] = ({out_ct})acc[r];")
     return step_function(name, sched, reader.reads, writes, code)
 
@@ -166,6 +165,27 @@ def vector_scan(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> 
             code.line(f"acc += (float){v};")
             code.line("row[d] = acc;")
     return step_function(name, sched, reader.reads, writes, code)
+
+
+def _scan_update(op: str, acc: str) -> tuple[Callable[[str], list[str]], str]:
+    """(the lines that fold a value into ``acc[r]``, the accumulator's start) for a scan op.
+    logcumsumexp folds as ATen's ``_log_add_exp_helper(x, acc)`` does, the accumulator second:
+    NaN in it stays, and where both are the same infinity the new value is kept; in double with
+    libm's exp/log1p (ATen's CPU accumulator), in float with the vectorizable forge_exp/log1p."""
+    if op == "aten.cumsum":
+        return (lambda v: [f"acc[r] += {v};"]), "0"
+    if op == "aten.cumprod":
+        return (lambda v: [f"acc[r] *= {v};"]), "1"
+    exp, log1p = ("forge_exp", "forge_log1p") if acc == "float" else ("std::exp", "std::log1p")
+
+    def fold(v: str) -> list[str]:
+        return [
+            f"const {acc} x = {v}, y = acc[r];",
+            f"const {acc} lo = y != y ? y : std::min(x, y), hi = y != y ? y : std::max(x, y);",
+            f"acc[r] = (lo != hi || std::isfinite(lo)) ? {log1p}({exp}(lo - hi)) + hi : x;",
+        ]
+
+    return fold, "-INFINITY"
 
 
 def _scan_acc(node: fx.Node, cfg: dict[str, Any]) -> str:

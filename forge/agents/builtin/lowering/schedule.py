@@ -28,7 +28,7 @@ from forge.agents.builtin.lowering.layout import channels_last_slots
 from forge.agents.builtin.lowering.trace import OTHER, NodeKind, Traced, kind_of, packet_name
 
 REDUCE_OPS = frozenset({"prims.sum", "prims.amax", "prims.amin", "prims.prod", "prims.var"})
-SCAN_OPS = frozenset({"aten.cumsum", "aten.cumprod"})
+SCAN_OPS = frozenset({"aten.cumsum", "aten.cumprod", "aten.logcumsumexp"})
 ARG_OPS = frozenset({"aten.argmax", "aten.argmin"})
 POOL_OPS = frozenset({f"aten.max_pool{d}d_with_indices" for d in (1, 2, 3)} | {f"aten.avg_pool{d}d" for d in (1, 2, 3)})
 LIBRARY_OPS = frozenset(

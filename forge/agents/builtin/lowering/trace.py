@@ -6,7 +6,7 @@ composite ops (softmax, layer/group/batch norm, GELU, losses) break down into pr
 ``amax``, ``amin``, ``prod``), views and dtype conversions. Some ops are kept whole because their
 decomposition is worse than a kernel of their own:
 
-- scans (``cumsum``, ``cumprod``): the table turns them into an O(n^2) masked sum;
+- scans (``cumsum``, ``cumprod``, ``logcumsumexp``): the table turns them into an O(n^2) masked sum;
 - windowed reductions (pooling): the table turns them into ``as_strided`` and gathers;
 - arg-reductions (``argmax``/``argmin``, ``max.dim``/``min.dim``): one pass with the index;
 - library producers (``mm``, ``bmm``, ``addmm``, ``convolution``, SDPA, and the backwards of the
@@ -42,6 +42,7 @@ aten = torch.ops.aten
 KEPT: tuple[Any, ...] = (
     aten.cumsum,
     aten.cumprod,
+    aten.logcumsumexp,
     aten.max_pool1d_with_indices,
     aten.max_pool2d_with_indices,
     aten.max_pool3d_with_indices,
