@@ -70,6 +70,11 @@ class CumSum(nn.Module):
         return torch.cumsum(x.exp(), dim=1)
 
 
+class LogCumSumExp(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.logcumsumexp(x * 2.0, dim=1)
+
+
 class Rotary(nn.Module):
     """Rotary embeddings over interleaved pairs: strided slices (their backward scatters through an
     index), position tables as buffers, a stack flattened back."""
@@ -117,6 +122,7 @@ def cases() -> dict[str, tuple[nn.Module, list[torch.Tensor]]]:
         "residual_layernorm": (ResidualNorm(), [randn(12, 40), randn(12, 40)]),
         "conv": (nn.Conv2d(3, 4, 3), [randn(2, 3, 9, 9)]),
         "cumsum": (CumSum(), [randn(6, 30)]),
+        "logcumsumexp": (LogCumSumExp(), [randn(6, 30)]),
         "two_outputs": (TwoOutputs(), [randn(12, 40)]),
         "rotary": (Rotary(), [randn(2, 3, 10, 16)]),
     }
