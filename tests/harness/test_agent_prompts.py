@@ -68,7 +68,8 @@ def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_s
     monkeypatch.setattr("forge.verifier.timing.paired._QUIET_WAIT_S", 1.0)  # the verifier's own retries, short
     settings = fast_settings.model_copy(update={"compile_baseline": True, "quiet_wait_s": 60.0, "load_check": True})
     assert len(LONG) > 12_000
-    script = Script(coder=[LONG, RIGHT], judge=[judge_json("vectorise it"), judge_json("done", go_on=False)])
+    # three rounds: the judge reviews the first two (the last round's review is not asked for)
+    script = Script(coder=[LONG, RIGHT, RIGHT], judge=[judge_json("vectorise it"), judge_json("go on")])
     seen: list[ev.Event] = []
 
     running, start_load = burners
@@ -85,11 +86,11 @@ def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_s
 
     bank = tmp_path / "bank.db"
     with serve(script) as url:
-        optimize([OP], OptimizeOptions(model="openai/test-model", api_base=url, rounds=2, bank=bank), settings, emit)
-    first, second = _coder_ids(bank)
+        optimize([OP], OptimizeOptions(model="openai/test-model", api_base=url, rounds=3, bank=bank), settings, emit)
+    first, second, _third = _coder_ids(bank)
     coder = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
     judge = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "judge"]
-    assert len(coder) == 2 and len(judge) == 2
+    assert len(coder) == 3 and len(judge) == 2
 
     # the brief, measured for this op on this machine, in both roles' prompts
     for prompt in (coder[0], coder[1], judge[0]):
@@ -106,7 +107,7 @@ def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_s
     assert f"attempt {first}, round 1" in judge[0] and f"Attempt {first} (round 1)" in coder[1]
     assert f"attempt {second}, round 2" in judge[1]
     # the round and the limit, so the last round is known to be the last
-    assert "This is round 1 of at most 2." in coder[0] and "This is round 2 of at most 2: the last one" in coder[1]
+    assert "This is round 1 of at most 3." in coder[0] and "This is round 3 of at most 3: the last one" in coder[2]
     assert "the machine while it was timed:" in judge[1] and "the op's own (get_inputs)" in judge[1]
     # a C++ session: no Triton or CUDA launch vocabulary anywhere
     for prompt in coder + judge:
