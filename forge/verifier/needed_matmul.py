@@ -22,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from forge.core.module_call import output_tensors
 from forge.verifier.call_form import invoke
+from forge.verifier.reduction_lengths import gradient_leaf
 
 aten = torch.ops.aten
 
@@ -70,17 +71,10 @@ class _Use:
     b_nonzero: torch.Tensor
 
 
-def _leaf(x: Any) -> Any:
-    if not isinstance(x, torch.Tensor):
-        return x
-    copy = x.detach().clone()  # a reference that writes into its inputs must not change the case's
-    return copy.requires_grad_(True) if copy.is_floating_point() else copy
-
-
 def _uses(model: torch.nn.Module, inputs: Sequence[Any]) -> list[_Use] | None:
     """Each matmul's ``_Use`` on one draw; None where the reference cannot be differentiated."""
     recorder = _MatmulRecorder()
-    leaves = [_leaf(x) for x in inputs]
+    leaves = [gradient_leaf(x) for x in inputs]  # copies: the case's inputs stay as they were
     try:
         with torch.enable_grad():
             with recorder:
@@ -123,14 +117,18 @@ def _all_macs(use: _Use) -> int:
     return use.live.numel() * int(use.a_nonzero.shape[-1])
 
 
-def unneeded_flops(model: torch.nn.Module, draws: Sequence[Sequence[Any]]) -> int:
+def unneeded_flops(model: torch.nn.Module, draws: Sequence[Sequence[Any]], counted: int) -> int:
     """FLOPs (2 per MAC) of the reference's matmuls that no output needs, from two draws of its
     inputs; 0 where it cannot be told (the reference not differentiable, the draws calling
-    different matmuls): every MAC stays counted."""
+    different matmuls, or differentiating it calling others than the ``counted`` FLOPs of a call
+    without gradients: a scaled_dot_product_attention with a float mask runs fused without them
+    and as two bmm with them, and its masked pairs were already left out): every MAC stays counted."""
     if len(draws) != 2:
         raise ValueError("unneeded_flops compares two draws of the inputs")
     first, second = (_uses(model, d) for d in draws)
     if first is None or second is None or len(first) != len(second):
+        return 0
+    if 2 * sum(_all_macs(u) for u in first) != counted:
         return 0
     pairs = list(zip(first, second, strict=True))
     if any(u.live.shape != v.live.shape or u.a_nonzero.shape != v.a_nonzero.shape for u, v in pairs):

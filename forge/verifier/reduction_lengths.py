@@ -43,7 +43,7 @@ def reduction_lengths(model: torch.nn.Module, inputs: Sequence[Any]) -> list[int
     a backward): the caller keeps elements read over elements written."""
     # every tensor cloned: a reference that writes into an input (an integer target's ignore
     # index) must not change the case's inputs, which the candidate gets next
-    leaves = [_leaf(x) for x in inputs]
+    leaves = [gradient_leaf(x) for x in inputs]
     wrt = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
     if not wrt:
         return []
@@ -55,7 +55,9 @@ def reduction_lengths(model: torch.nn.Module, inputs: Sequence[Any]) -> list[int
         return []
 
 
-def _leaf(x: Any) -> Any:
+def gradient_leaf(x: Any) -> Any:
+    """A copy of an input to differentiate the reference at: a floating tensor's requires grad;
+    other values as they are."""
     if not isinstance(x, torch.Tensor):
         return x
     copy = x.detach().clone()
@@ -79,4 +81,4 @@ def _longest(out: Any, wrt: list[torch.Tensor]) -> int:
     return most
 
 
-__all__ = ["reduction_lengths"]
+__all__ = ["gradient_leaf", "reduction_lengths"]

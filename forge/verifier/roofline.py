@@ -42,6 +42,7 @@ _TRANSCENDENTAL = frozenset(
     if hasattr(aten, name)
 )  # fmt: skip
 
+_PRODUCTS = frozenset((aten.mm, aten.addmm, aten.bmm, aten.baddbmm))
 # the fused attentions torch's scaled_dot_product_attention dispatches to: two matmuls each
 _ATTENTION = frozenset(
     getattr(aten, name)
@@ -63,6 +64,7 @@ class FlopCounter(TorchDispatchMode):
         super().__init__()
         self.flops = 0
         self.masked_flops = 0
+        self.product_flops = 0  # of ``flops``, the mm/bmm/addmm/baddbmm calls' (``needed_matmul`` reads those)
         self.transcendentals = 0
 
     @classmethod
@@ -76,7 +78,10 @@ class FlopCounter(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         packet = getattr(func, "overloadpacket", None)
         with contextlib.suppress(IndexError, TypeError, AttributeError, KeyError):
-            self.flops += _flops(packet, args, out)
+            found = _flops(packet, args, out)
+            self.flops += found
+            if packet in _PRODUCTS:
+                self.product_flops += found
             if packet in _ATTENTION:
                 counted, masked = attention_flops(func, args, kwargs or {})
                 self.flops, self.masked_flops = self.flops + counted, self.masked_flops + masked
@@ -154,8 +159,8 @@ def estimate(
     read = bytes_read(model, inputs)
     nbytes = read + sum(o.numel() * o.element_size() for o in outputs)
     unneeded = counter.masked_flops
-    if other_draw is not None and counter.flops > counter.masked_flops:
-        unneeded += unneeded_flops(model, [inputs, other_draw])
+    if other_draw is not None and counter.product_flops:
+        unneeded += unneeded_flops(model, [inputs, other_draw], counter.product_flops)
     unneeded = min(unneeded, counter.flops)
     needed = counter.flops - unneeded
     return CallEstimate(nbytes, read, needed, counter.transcendentals, tracer.rereads(), unneeded)

@@ -56,6 +56,9 @@ class OutsideAutograd(nn.Module):
             return WrittenOutCausal()(q, k, v)
 
 
+_WHOLE = 2 * (2 * B * H * N * N * E)  # both products of an attention written out, every MAC
+
+
 def _qkv() -> list[torch.Tensor]:
     return [torch.randn(B, H, N, E) for _ in range(3)]
 
@@ -72,30 +75,31 @@ def _first_score_flops() -> int:
 
 
 def test_a_written_out_causal_attentions_masked_half_is_unneeded_exactly():
-    assert unneeded_flops(WrittenOutCausal(), [_qkv(), _qkv()]) == _masked_half_flops() + _first_score_flops()
+    assert unneeded_flops(WrittenOutCausal(), [_qkv(), _qkv()], _WHOLE) == _masked_half_flops() + _first_score_flops()
 
 
 def test_without_the_mask_every_product_is_needed():
-    assert unneeded_flops(WrittenOutFull(), [_qkv(), _qkv()]) == 0
+    assert unneeded_flops(WrittenOutFull(), [_qkv(), _qkv()], _WHOLE) == 0
 
 
 def test_zeros_that_move_with_the_data_stay_counted():
     # a ReLU zeroes about half of the Linear's input on each draw, in other places each time
     model = ReluThenLinear()
-    assert unneeded_flops(model, [[torch.randn(16, 64)], [torch.randn(16, 64)]]) == 0
+    assert unneeded_flops(model, [[torch.randn(16, 64)], [torch.randn(16, 64)]], 2 * 16 * 64 * 64) == 0
 
 
 def test_output_columns_no_output_uses_are_unneeded():
-    assert unneeded_flops(HalfUsed(), [[torch.randn(16, 64)], [torch.randn(16, 64)]]) == 2 * 16 * 32 * 64
+    draws = [[torch.randn(16, 64)], [torch.randn(16, 64)]]
+    assert unneeded_flops(HalfUsed(), draws, 2 * 16 * 64 * 64) == 2 * 16 * 32 * 64
 
 
 def test_a_matmul_outside_autograd_is_counted_whole():
-    assert unneeded_flops(OutsideAutograd(), [_qkv(), _qkv()]) == 0
+    assert unneeded_flops(OutsideAutograd(), [_qkv(), _qkv()], _WHOLE) == 0
 
 
 def test_the_estimate_counts_the_needed_work_and_says_what_it_left_out():
     model, inputs = WrittenOutCausal(), _qkv()
-    whole = 2 * (2 * B * H * N * N * E)
+    whole = _WHOLE
     one_draw = roofline.estimate(model, inputs, [model(*inputs)])
     assert (one_draw.flops, one_draw.unneeded_flops) == (whole, 0)
     two_draws = roofline.estimate(model, inputs, [model(*inputs)], _qkv())
@@ -120,3 +124,24 @@ def test_a_fused_attention_is_counted_and_its_causal_flag_or_mask_left_out():
     assert _fused_counts(is_causal=True) == (whole, _masked_half_flops())
     tril = torch.ones(N, N, dtype=torch.bool).tril()
     assert _fused_counts(attn_mask=tril) == (whole, _masked_half_flops())
+
+
+class ProjectedFusedWithFloatMask(nn.Module):
+    """A projection (a matmul), then an attention fused without gradients, which torch runs as two
+    bmm (its math path) when differentiated."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(E, E, bias=False)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(self.proj(q), k, v, attn_mask=mask)
+
+
+def test_a_masked_pair_is_left_out_once_where_differentiating_runs_other_matmuls():
+    causal = torch.zeros(N, N).masked_fill(~torch.ones(N, N, dtype=torch.bool).tril(), float("-inf"))
+    model, inputs = ProjectedFusedWithFloatMask(), [*_qkv(), causal]
+    got = roofline.estimate(model, inputs, [model(*inputs)], [*_qkv(), causal])
+    assert got.unneeded_flops == _masked_half_flops()  # the mask's, counted by the fused call alone
+    projection = 2 * B * H * N * E * E
+    assert got.flops == projection + 2 * B * H * N * N * (E + E) - _masked_half_flops()
