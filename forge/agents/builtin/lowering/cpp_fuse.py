@@ -7,20 +7,28 @@ writes its output while the row is still in cache, so the input comes from memor
 A fusion is taken only when it cannot change a result: every read of a member's result inside
 the kernel must be at the task's own kept index (checked on the generated loads), and the tuner's
 ``fuse`` knob can still turn it off where it measures slower.
+
+The output pass may write another shape than the reductions read (a GroupNorm reduces
+``x.view(N, G, C // G, H * W)`` and writes ``(N, C, H, W)``): where the kept axes lead, each task's
+rows are one contiguous run of the input, and the output's run at the same place is a box of its
+own indices (``task_box``), which the task writes. Its reads of the members' results are then
+checked by evaluating each load's offset at every output index (``offset_is_task``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import fx
 
 from forge.agents.builtin.lowering.code import CodeBuffer, Statement, delinear_into
 from forge.agents.builtin.lowering.cpp_emit import cpp_reader, simd_loop, step_function, threads_clause
-from forge.agents.builtin.lowering.cpp_reduce import reduction_of, row_block
-from forge.agents.builtin.lowering.ir import dtype_of, linear, shape_of
+from forge.agents.builtin.lowering.cpp_reduce import first_pass_sum, reduction_of, row_block
+from forge.agents.builtin.lowering.ir import ctype_of, dtype_of, linear, shape_of
 from forge.agents.builtin.lowering.reader import Reader, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind, inlined_region
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
@@ -63,11 +71,7 @@ def row_groups(steps: list[Step]) -> list[RowGroup | Step]:
         while key is not None and j < len(steps) and _row_key(steps[j]) == key:
             j += 1
         after = steps[j] if j < len(steps) else None
-        tail = (
-            after
-            if after is not None and key and after.kind is StepKind.POINTWISE and shape_of(after.node) == key[0]
-            else None
-        )
+        tail = after if after is not None and key and _tail_fits(after, key) else None
         if key is not None and (j - k >= 2 or tail is not None):
             out.append(RowGroup(tuple(steps[k:j]), tail))
             k = j + (1 if tail is not None else 0)
@@ -75,6 +79,56 @@ def row_groups(steps: list[Step]) -> list[RowGroup | Step]:
             out.append(steps[k])
             k += 1
     return out
+
+
+def _tail_fits(after: Step, key: tuple[tuple[int, ...], tuple[int, ...]]) -> bool:
+    """Whether a pointwise step can be the output pass of the reductions keyed ``key``: over
+    their input's shape, or a shape whose elements each task's run of the input covers."""
+    if after.kind is not StepKind.POINTWISE:
+        return False
+    shape, dims = key
+    out = shape_of(after.node)
+    return out == shape or task_box(shape, [k for k in range(len(shape)) if k not in dims], out) is not None
+
+
+def task_box(shape: tuple[int, ...], kept: list[int], out: tuple[int, ...]) -> tuple[int, int] | None:
+    """Where ``kept`` are the leading axes of ``shape``, task ``o`` (a kept index) covers the
+    contiguous run [o * R, (o + 1) * R) of it, R the reduced axes' size; in ``out`` (as many
+    elements) that run is the box: axes before ``p`` fixed, ``m`` consecutive values of axis
+    ``p``, every value of the axes after it. (p, m), or None where no axis splits the run so."""
+    if kept != list(range(len(kept))) or math.prod(out) != math.prod(shape) or not out:
+        return None
+    run = math.prod(shape[len(kept) :])
+    inner = 1
+    for p in range(len(out) - 1, -1, -1):
+        if inner > run:
+            return None
+        if run % inner == 0 and out[p] % (run // inner) == 0:
+            return p, run // inner
+        inner *= out[p]
+    return None
+
+
+_OFFSET_CHARS = re.compile(r"[0-9a-z_ ()+*/%]*")
+CHECK_MAX = 1 << 22  # output elements an offset is evaluated at (beyond: the steps run unfused)
+
+
+def offset_is_task(offset: str, names: list[str], shape: list[int], run: int) -> bool:
+    """Whether the C offset expression ``offset`` (over the index variables ``names`` of a
+    row-major ``shape``) equals, at every index, the index of the task whose run holds that
+    element (its flat index // ``run``). Evaluated exactly, over every index; an expression with
+    anything but indices, integers, + * / % and parentheses (a subtraction, a select) is not
+    taken, so C's truncating division is Python's floor division on what remains."""
+    expr = re.sub(r"\((?:int32_t|int64_t)\)", "", offset)
+    if not _OFFSET_CHARS.fullmatch(expr) or math.prod(shape) > CHECK_MAX:
+        return False
+    grids = torch.meshgrid(*[torch.arange(n) for n in shape], indexing="ij")
+    try:
+        got = eval(expr.replace("/", "//"), {"__builtins__": {}}, dict(zip(names, grids, strict=True)))
+    except (NameError, SyntaxError, TypeError, ZeroDivisionError):
+        return False
+    flat = torch.arange(math.prod(shape)).reshape(shape)
+    return bool(torch.equal(torch.as_tensor(got).expand(shape), flat // run))
 
 
 def fused_row_step(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, Any]) -> str | None:
@@ -115,30 +169,35 @@ def _fused(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, Any], sta
     names = [f"i{k}" for k in range(nd)]
     own = linear([names[k] for k in kept], [shape[k] for k in kept])
     reader = cpp_reader(sched)
-    blocks, types = CodeBuffer(), []
     stash_to = f"b{sched.slot(group.output.node)}" if stash is not None and group.output is not None else None
-    for n, step in enumerate(group.reductions):
-        into = stash_to if n == len(group.reductions) - 1 else None
-        with blocks.block():
-            acc_t = row_block(step.node, reader.fresh(), cfg, f"b{sched.slot(step.node)}", blocks, f"ACC{n}", into)
-        types.append(f"typedef {acc_t} ACC{n};")
+    blocks, types = _reduction_blocks(group, sched, cfg, reader, own, stash_to)
     writes = {sched.slot(s.node): f"b{sched.slot(s.node)}" for s in group.reductions}
     tail = CodeBuffer()
+    out_shape = list(shape_of(group.output.node)) if group.output is not None else shape
+    out_names = names if out_shape == shape else [f"u{k}" for k in range(len(out_shape))]
     if group.output is not None:
         node = group.output.node
         out_reader = Reader(without_buffer(sched, node), reader.dialect, reader.reads, reader.loads)
         if stash is not None:
             out_reader.stash[stash] = sched.slot(node)
-        lin = linear(names, shape)
-        value = out_reader.value(node, names, lin)
+        box = task_box(tuple(shape), kept, tuple(out_shape)) if out_shape != shape else None
+        lin = linear(out_names, out_shape) if box is None else _box_flat(box, out_names, out_shape)
+        value = out_reader.value(node, out_names, lin)
         if out_reader.stash_loads - {lin}:
             return None  # read elsewhere than where this place's pass stored it
         body = [*out_reader.lines, Statement(f"b{sched.slot(node)}[{lin}] = {value};")]
-        _nest(tail, [k for k in dims if k != nd - 1], names, shape, body)
+        if out_shape == shape:
+            _nest(tail, [k for k in dims if k != nd - 1], names, shape, body)
+        elif box is not None:
+            _box_nest(tail, box, out_names, out_shape, body)
+        else:
+            return None
         writes[sched.slot(node)] = f"b{sched.slot(node)}"
     members = {sched.slot(s.node) for s in group.reductions}
-    if any(slot in members and offset != own for slot, offset in reader.loads):
-        return None
+    run = math.prod(shape[k] for k in dims)
+    for slot, offset in reader.loads:
+        if slot in members and offset != own and not offset_is_task(offset, out_names, out_shape, run):
+            return None
     outer = math.prod(shape[k] for k in kept)
     code = CodeBuffer()
     code.lines(types)
@@ -148,6 +207,78 @@ def _fused(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, Any], sta
         code.splice(blocks)
         code.splice(tail)
     return step_function(name, sched, reader.reads, writes, code)
+
+
+def _reduction_blocks(
+    group: RowGroup, sched: Schedule, cfg: dict[str, Any], reader: Reader, own: str, stash_to: str | None
+) -> tuple[CodeBuffer, list[str]]:
+    """Each reduction's block for one task (storing its result at ``own``), and the typedefs of
+    their accumulators. A sum that is a var's first pass (a GroupNorm's decomposition asks for
+    both) is stored from that pass, not summed again."""
+    blocks, types = CodeBuffer(), []
+    reduced = [s.node for s in group.reductions]
+    shared = {n: j for n, node in enumerate(reduced) for j in range(n) if first_pass_sum(node, reduced[j], cfg)}
+    if stash_to is not None:
+        shared.pop(len(reduced) - 1, None)  # the last one's pass also stores the stash: it runs
+    for n, node in enumerate(reduced):
+        if n in shared:
+            blocks.line(f"b{sched.slot(node)}[{own}] = ({ctype_of(dtype_of(node))})S{shared[n]};")
+            continue
+        if n in shared.values():
+            blocks.line(f"ACC{n} S{n};")
+        into = stash_to if n == len(reduced) - 1 else None
+        with blocks.block():
+            acc_t = row_block(node, reader.fresh(), cfg, f"b{sched.slot(node)}", blocks, f"ACC{n}", into)
+            if n in shared.values():
+                blocks.line(f"S{n} = acc;")
+        types.append(f"typedef {acc_t} ACC{n};")
+    return blocks, types
+
+
+_MERGED = "f"  # the SIMD loop over the box's whole trailing axes, as one run
+
+
+def _box_flat(box: tuple[int, int], names: list[str], shape: list[int]) -> str:
+    """The output's flat offset inside the box's loops (``_box_nest``): through the merged
+    trailing loop where axes follow ``p``, so a contiguous load or store needs no div/mod."""
+    p, _ = box
+    if p == len(shape) - 1:
+        return linear(names, shape)
+    return linear([*names[: p + 1], _MERGED], [*shape[: p + 1], math.prod(shape[p + 1 :])])
+
+
+def _box_nest(
+    code: CodeBuffer, box: tuple[int, int], names: list[str], shape: list[int], body: list[Statement]
+) -> None:
+    """Loops over task ``o``'s box of the output (``task_box``): the axes before ``p`` set from
+    where its run starts, ``m`` values of axis ``p`` from there, and the axes after it whole, as
+    one SIMD loop (their indices derived from it for the reads that need them)."""
+    p, m = box
+    after = math.prod(shape[p + 1 :])
+    run = m * after
+    if p > 0:
+        delinear_into(code, f"(o * {run} / {shape[p] * after})", names[:p], shape[:p])
+    start = f"s{names[p]}"
+    code.line(f"const int64_t {start} = (o * {run} / {after}) % {shape[p]};")
+    if p == len(shape) - 1:
+        simd_loop(code, names[p], start, f"{start} + {m}", body)
+        return
+    merged = set(names[p + 1 :])
+    at = frozenset({_MERGED})
+    defs, rest = [], _MERGED
+    for k in range(len(shape) - 1, p, -1):
+        if k == p + 1:
+            defs.append(Statement(f"const int64_t {names[k]} = {rest};", at))
+        else:
+            defs.append(Statement(f"const int64_t {names[k]} = {rest} % {shape[k]};", at))
+            defs.append(Statement(f"const int64_t q{names[k]} = {rest} / {shape[k]};", at))
+            rest = f"q{names[k]}"
+    moved = [
+        s if s.uses is None else Statement(s.line, frozenset(_MERGED if u in merged else u for u in s.uses))
+        for s in body
+    ]
+    with code.block(f"for (int64_t {names[p]} = {start}; {names[p]} < {start} + {m}; ++{names[p]})"):
+        simd_loop(code, _MERGED, "0", str(after), [*defs, *moved])
 
 
 def _nest(code: CodeBuffer, mid: list[int], names: list[str], shape: list[int], body: list[Statement]) -> None:

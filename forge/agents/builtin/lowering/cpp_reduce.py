@@ -44,6 +44,30 @@ def reduction_of(node: fx.Node) -> Reduction:
     return Reduction(op, dims, correction)
 
 
+# The longest float32 sum or var a float accumulator is tried first for. The SIMD loop keeps 8-16
+# partial sums, so each adds at most 2048 values: its rounding stays near 1e-4 of the sum of
+# magnitudes at worst (~1e-6 typically), within the verifier's float32 slack, and as eager's own
+# float accumulation. Longer sums start in double; the tuner still tries float, and the verifier,
+# not this guess, decides whether it passes.
+FLOAT_ACC_MAX = 16384
+
+
+def float_acc_first(reductions: list[fx.Node]) -> bool:
+    """Whether the ``acc`` knob should offer float first for these reduction nodes: every sum and
+    var among them (max/min accumulate in the input's type anyway) is over float32 and at most
+    ``FLOAT_ACC_MAX`` values long."""
+    for node in reductions:
+        red = reduction_of(node)
+        x = node.args[0]
+        assert isinstance(x, fx.Node)
+        if red.op in ("amax", "amin"):
+            continue
+        shape = shape_of(x) or (1,)
+        if dtype_of(node) != torch.float32 or math.prod(shape[d] for d in red.dims) > FLOAT_ACC_MAX:
+            return False
+    return True
+
+
 def _acc_type(node: fx.Node, red: Reduction, cfg: dict[str, Any]) -> str:
     x = node.args[0]
     assert isinstance(x, fx.Node)
@@ -52,6 +76,16 @@ def _acc_type(node: fx.Node, red: Reduction, cfg: dict[str, Any]) -> str:
     if is_float(dtype_of(node)):
         return "double" if cfg.get("acc", "double") == "double" or dtype_of(node) == torch.float64 else "float"
     return "int64_t"
+
+
+def first_pass_sum(node: fx.Node, var: fx.Node, cfg: dict[str, Any]) -> bool:
+    """Whether the sum ``node`` is exactly the first pass of the var ``var`` (its mean's
+    accumulator before the division): the same input node, axes and accumulator type, so the
+    same additions in the same order."""
+    a, b = reduction_of(node), reduction_of(var)
+    if a.op != "sum" or b.op != "var" or node.args[0] is not var.args[0] or a.dims != b.dims:
+        return False
+    return _acc_type(node, a, cfg) == _acc_type(var, b, cfg)
 
 
 def _init(red: Reduction, acc: str) -> str:

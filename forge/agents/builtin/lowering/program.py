@@ -29,7 +29,7 @@ from forge.agents.builtin.lowering.code import CodeBuffer
 from forge.agents.builtin.lowering.cpp_emit import pointwise_step
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row_groups
 from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step, vector_scan_fits
-from forge.agents.builtin.lowering.cpp_reduce import reduce_step
+from forge.agents.builtin.lowering.cpp_reduce import float_acc_first, reduce_step
 from forge.agents.builtin.lowering.cpp_stack import stacked_parts, stacked_step
 from forge.agents.builtin.lowering.cpp_winograd import WINOGRAD, favours_winograd, winograd_conv, winograd_step
 from forge.agents.builtin.lowering.ir import Unsupported
@@ -97,7 +97,9 @@ class LoweredGraph:
         kinds = {s.kind for s in steps}
         space: dict[str, list[Any]] = {"threads": [0, 1]}
         if kinds & {StepKind.REDUCE, StepKind.SCAN}:
-            space["acc"] = ["double", "float"]
+            reduced = [s.node for s in steps if s.kind is StepKind.REDUCE]
+            short = StepKind.SCAN not in kinds and float_acc_first(reduced)
+            space["acc"] = ["float", "double"] if short else ["double", "float"]
         if StepKind.SCAN in kinds:
             space["rows"] = [8, 1]  # neighbouring scans advanced together, or one at a time
         if any(s.kind is StepKind.SCAN and vector_scan_fits(s.node) for s in steps):
