@@ -24,6 +24,19 @@ def _stats_read_at_another_task(x: torch.Tensor) -> torch.Tensor:
     return x.view(8, 6) * s.repeat_interleave(2, 0)
 
 
+def _stats_repeated_not_interleaved(x: torch.Tensor) -> torch.Tensor:
+    # output row r reads row r % 4's sum, where the task writing it summed row r // 2: an offset
+    # made of indices, + * / % only, so the check evaluates it (and finds it off)
+    s = x.view(4, 12).sum(-1, keepdim=True)
+    return x.view(8, 6) * s.repeat(2, 1)
+
+
+def _stats_read_across_a_leading_axis(x: torch.Tensor) -> torch.Tensor:
+    # the kept axis is not the first: the read is flat // 8 (another task's, at i0 = 1), not i1
+    s = x.sum((0, 2))
+    return x * s[:, None].expand(3, 8).reshape(2, 3, 4)
+
+
 def _run_straddles_output_rows(x: torch.Tensor) -> torch.Tensor:
     y = x.view(6, 10)
     return torch.sigmoid((y - y.mean(-1, keepdim=True)).view(4, 15))
@@ -51,6 +64,33 @@ def test_an_output_pass_reading_another_tasks_result_runs_unfused():
     source = _source(_stats_read_at_another_task, x, {"fuse": True})
     assert source.count("static void step") == 2, source
     check(Op(_stats_read_at_another_task), [x], {"fuse": True})
+
+
+def _rows_of(rows: int, out: tuple[int, int]):  # type: ignore[no-untyped-def]
+    # each row of x.view(rows, -1) scaled by its own sum, written as ``out``: the box's axis p is
+    # the output's first (two output rows a task) or its last (half an output row a task)
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = x.view(rows, -1)
+        return x.view(*out) * y.sum(-1, keepdim=True).expand(y.shape).reshape(out)
+
+    return fn
+
+
+@pytest.mark.parametrize(("rows", "out"), [(4, (8, 6)), (4, (2, 24))])
+def test_a_box_at_the_first_or_the_last_axis_is_fused_and_matches(rows, out):
+    fn, x = _rows_of(rows, out), torch.randn(48)
+    assert _source(fn, x, {"fuse": True}).count("static void step") == 1
+    check(Op(fn), [x], {"fuse": True})
+
+
+@pytest.mark.parametrize(
+    ("fn", "shape"), [(_stats_repeated_not_interleaved, (48,)), (_stats_read_across_a_leading_axis, (2, 3, 4))]
+)
+@pytest.mark.parametrize("threads", [0, 1])
+def test_a_read_of_another_tasks_statistics_is_found_and_runs_unfused(fn, shape, threads):
+    x = torch.randn(*shape)
+    assert _source(fn, x, {"fuse": True}).count("static void step") == 2
+    check(Op(fn), [x], {"fuse": True, "threads": threads})
 
 
 def test_an_output_whose_rows_cut_across_the_tasks_runs_unfused():

@@ -175,12 +175,12 @@ def _fused(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, Any], sta
     tail = CodeBuffer()
     out_shape = list(shape_of(group.output.node)) if group.output is not None else shape
     out_names = names if out_shape == shape else [f"u{k}" for k in range(len(out_shape))]
+    box = task_box(tuple(shape), kept, tuple(out_shape)) if out_shape != shape else None
     if group.output is not None:
         node = group.output.node
         out_reader = Reader(without_buffer(sched, node), reader.dialect, reader.reads, reader.loads)
         if stash is not None:
             out_reader.stash[stash] = sched.slot(node)
-        box = task_box(tuple(shape), kept, tuple(out_shape)) if out_shape != shape else None
         lin = linear(out_names, out_shape) if box is None else _box_flat(box, out_names, out_shape)
         value = out_reader.value(node, out_names, lin)
         if out_reader.stash_loads - {lin}:
@@ -196,7 +196,10 @@ def _fused(name: str, group: RowGroup, sched: Schedule, cfg: dict[str, Any], sta
     members = {sched.slot(s.node) for s in group.reductions}
     run = math.prod(shape[k] for k in dims)
     for slot, offset in reader.loads:
-        if slot in members and offset != own and not offset_is_task(offset, out_names, out_shape, run):
+        # a box's reads are in its own indices: evaluated (a task's run is flat // run only there,
+        # where the kept axes lead); elsewhere the read must be the task's own offset as written
+        at_task = box is not None and offset_is_task(offset, out_names, out_shape, run)
+        if slot in members and offset != own and not at_task:
             return None
     outer = math.prod(shape[k] for k in kept)
     code = CodeBuffer()

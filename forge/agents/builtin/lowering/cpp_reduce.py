@@ -44,24 +44,24 @@ def reduction_of(node: fx.Node) -> Reduction:
     return Reduction(op, dims, correction)
 
 
-# The longest float32 sum or var a float accumulator is tried first for. The SIMD loop keeps 8-16
-# partial sums, so each adds at most 2048 values: its rounding stays near 1e-4 of the sum of
-# magnitudes at worst (~1e-6 typically), within the verifier's float32 slack, and as eager's own
-# float accumulation. Longer sums start in double; the tuner still tries float, and the verifier,
-# not this guess, decides whether it passes.
+# The longest float32 sum or var a float accumulator is tried first for. Over the last axis the
+# SIMD loop keeps 8-16 partial sums, each adding at most 2048 values; with the last axis kept, each
+# accumulator adds its values one after another. Either way the rounding of such a sum stays near
+# 1e-5 of the sum of magnitudes typically (as eager's own float accumulation), within the
+# verifier's float32 slack for its length. Longer sums start in double; the tuner still tries float,
+# and the verifier, not this guess, decides whether it passes.
 FLOAT_ACC_MAX = 16384
 
 
 def float_acc_first(reductions: list[fx.Node]) -> bool:
-    """Whether the ``acc`` knob should offer float first for these reduction nodes: every sum and
-    var among them (max/min accumulate in the input's type anyway) is over float32 and at most
-    ``FLOAT_ACC_MAX`` values long."""
+    """Whether the ``acc`` knob should offer float first for these reduction nodes: every float
+    sum and var among them is float32 and at most ``FLOAT_ACC_MAX`` values long."""
     for node in reductions:
         red = reduction_of(node)
         x = node.args[0]
         assert isinstance(x, fx.Node)
-        if red.op in ("amax", "amin"):
-            continue
+        if red.op in ("amax", "amin") or not is_float(dtype_of(node)):
+            continue  # max/min accumulate in the input's type, integer sums in int64: acc is not theirs
         shape = shape_of(x) or (1,)
         if dtype_of(node) != torch.float32 or math.prod(shape[d] for d in red.dims) > FLOAT_ACC_MAX:
             return False
