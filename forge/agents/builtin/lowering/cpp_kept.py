@@ -1,14 +1,11 @@
-"""C++ for the ops the lowering keeps whole: scans, arg-reductions and pooling.
+"""C++ for the ops the lowering keeps whole: scans and arg-reductions (pooling: ``cpp_pool``).
 
 Each reads its input through ``reader.Reader`` (so a pointwise chain before it is fused into the read)
 and follows torch's CPU semantics where they are observable:
 
 - cumsum/cumprod accumulate in double for float inputs (ATen's CPU accumulator type);
 - argmax/argmin and max/min over a dim take the first extreme, and the first NaN wins (torch
-  treats NaN as the extreme);
-- max pooling keeps the last NaN of a window, and its index is the flat position in the input
-  plane, as ATen's CPU kernel does; average pooling divides as ``count_include_pad`` and
-  ``divisor_override`` say.
+  treats NaN as the extreme).
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ from torch import fx
 from forge.agents.builtin.lowering.code import CodeBuffer, delinear_into
 from forge.agents.builtin.lowering.cpp_emit import cpp_reader, step_function, threads_clause
 from forge.agents.builtin.lowering.ir import (
-    Unsupported,
     ctype_of,
     delinear,
     dtype_of,
@@ -50,14 +46,14 @@ def arguments(node: fx.Node) -> list[Any]:
     return out
 
 
-def _outputs(step: Step, sched: Schedule) -> dict[int, str]:
+def step_outputs(step: Step, sched: Schedule) -> dict[int, str]:
     """Which of the step's results are written: result position -> pointer name (y0, y1)."""
     if step.writes == (step.node,):
         return {0: f"y0:{sched.slot(step.node)}"}
     return {int_arg(w, 1): f"y{int_arg(w, 1)}:{sched.slot(w)}" for w in step.writes}
 
 
-def _decl_writes(outs: dict[int, str]) -> dict[int, str]:
+def written(outs: dict[int, str]) -> dict[int, str]:
     return {int(v.split(":")[1]): v.split(":")[0] for v in outs.values()}
 
 
@@ -92,7 +88,7 @@ def scan_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
     update, init = _scan_update(packet_name(node), acc)
     reader = cpp_reader(sched)
     v = reader.value(x, names if shape_of(x) else [])
-    writes = _decl_writes(_outputs(step, sched))
+    writes = written(step_outputs(step, sched))
     rows = max(1, min(int(cfg.get("rows", 1)), outer))
     code = CodeBuffer()
     code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
@@ -135,7 +131,7 @@ def vector_scan(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> 
     outer = math.prod(shape[:-1])
     reader = cpp_reader(sched)
     v = reader.value(x, names)
-    writes = _decl_writes(_outputs(step, sched))
+    writes = written(step_outputs(step, sched))
     at_row = linear([*names[:-1], "0"], shape)
     code = CodeBuffer()
     code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
@@ -216,7 +212,7 @@ def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str
     outer = math.prod(shape[k] for k in others)
     reader = cpp_reader(sched)
     v = reader.value(x, idx_of(names))
-    outs = _outputs(step, sched)
+    outs = step_outputs(step, sched)
     vals_only = packet_name(node) in ("aten.argmax", "aten.argmin")
     yv = None if vals_only else ("y0" if 0 in outs else None)
     yi = ("y0" if 0 in outs else None) if vals_only else ("y1" if 1 in outs else None)
@@ -228,9 +224,9 @@ def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str
     better = f"({v} > best || ({v} != {v}))" if is_max else f"({v} < best || ({v} != {v}))"
     if not is_float(dtype_of(x)):
         better = f"({v} > best)" if is_max else f"({v} < best)"
-    writes = _decl_writes(outs)
+    writes = written(outs)
     code = CodeBuffer()
-    with _task_loop(code, cfg, outer, [names[k] for k in others], [shape[k] for k in others]):
+    with task_loop(code, cfg, outer, [names[k] for k in others], [shape[k] for k in others]):
         code.line(f"{ct} best = 0;")
         code.line("int64_t bi = -1;")
         with code.block(f"for (int64_t {names[dim]} = 0; {names[dim]} < {shape[dim]}; ++{names[dim]})"):
@@ -244,110 +240,10 @@ def arg_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str
     return step_function(name, sched, reader.reads, writes, code)
 
 
-def _expand(value: Any, n: int, default: int) -> list[int]:
-    if value is None or value == []:
-        return [default] * n
-    vals = [int(v) for v in (value if isinstance(value, list | tuple) else [value])]
-    return vals * n if len(vals) == 1 else vals
-
-
-def pool_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
-    node = step.node
-    op = packet_name(node)
-    is_max = op.startswith("aten.max_pool")
-    nsp = int(op.split("pool")[1][0])
-    args = arguments(node)
-    x = args[0]
-    xshape = list(shape_of(x))
-    out_node = step.writes[0]
-    oshape = list(shape_of(out_node))
-    kernel = _expand(args[1], nsp, 1)
-    stride = _expand(args[2], nsp, 0) if args[2] not in (None, []) else list(kernel)
-    pad = _expand(args[3], nsp, 0)
-    dil = _expand(args[4], nsp, 1) if is_max else [1] * nsp
-    if any(d == 0 for d in stride):
-        raise Unsupported(f"{op}: a zero stride")
-    lead = len(xshape) - nsp
-    names = [f"o{k}" for k in range(len(oshape))]
-    sp_in = xshape[lead:]
-    win = [f"w{s}" for s in range(nsp)]
-    pos = [f"p{s}" for s in range(nsp)]
-    reader = cpp_reader(sched)
-    v = reader.value(x, [*names[:lead], *pos])
-    outs = _outputs(step, sched)
-    lin = linear(names, oshape)
-    writes = _decl_writes(outs)
-    code = CodeBuffer()
-    with _task_loop(code, cfg, math.prod(oshape[:-1]), names[:-1], oshape[:-1]):
-        last = names[-1]
-        with code.block(f"for (int64_t {last} = 0; {last} < {oshape[-1]}; {last}++)"):
-            if is_max:
-                code.line(f"{ctype_of(dtype_of(x))} best = -INFINITY;")
-                code.line("int64_t bi = -1;")
-            else:
-                code.line("double acc = 0;")
-                code.line("int64_t valid = 0;")
-            with _windows(code, win, pos, names[lead:], kernel, stride, pad, dil, sp_in):
-                code.lines(reader.lines)
-                if is_max:
-                    plane = linear(pos, sp_in)
-                    code.line(f"if (bi < 0 || {v} > best || {v} != {v}) {{ best = {v}; bi = {plane}; }}")
-                else:
-                    code.line(f"acc += (double){v};")
-                    code.line("++valid;")
-            if is_max:
-                code.lines([f"y0[{lin}] = best;"] if 0 in outs else [])
-                code.lines([f"y1[{lin}] = bi;"] if 1 in outs else [])
-            else:
-                divisor = _divisor(args, names[lead:], kernel, stride, pad, sp_in)
-                code.line(f"y0[{lin}] = ({ctype_of(dtype_of(out_node))})(acc / (double)({divisor}));")
-    return step_function(name, sched, reader.reads, writes, code)
-
-
 @contextlib.contextmanager
-def _windows(
-    code: CodeBuffer,
-    win: list[str],
-    pos: list[str],
-    onames: list[str],
-    kernel: list[int],
-    stride: list[int],
-    pad: list[int],
-    dil: list[int],
-    sp_in: list[int],
-) -> Iterator[None]:
-    """Nested loops over a pooling window's positions inside the input (padding skipped)."""
-    with contextlib.ExitStack() as stack:
-        for s in range(len(win)):
-            stack.enter_context(code.block(f"for (int64_t {win[s]} = 0; {win[s]} < {kernel[s]}; ++{win[s]})"))
-            code.line(f"const int64_t {pos[s]} = {onames[s]} * {stride[s]} - {pad[s]} + {win[s]} * {dil[s]};")
-            code.line(f"if ({pos[s]} < 0 || {pos[s]} >= {sp_in[s]}) continue;")
-        yield
-
-
-@contextlib.contextmanager
-def _task_loop(code: CodeBuffer, cfg: dict[str, Any], outer: int, names: list[str], shape: list[int]) -> Iterator[None]:
+def task_loop(code: CodeBuffer, cfg: dict[str, Any], outer: int, names: list[str], shape: list[int]) -> Iterator[None]:
     """The parallel loop over the step's outer indices (``names``, set from the task ``o``)."""
     code.line(f"#pragma omp parallel for schedule(static){threads_clause(cfg)}")
     with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
         delinear_into(code, "o", names, shape)
         yield
-
-
-def _divisor(
-    args: list[Any], onames: list[str], kernel: list[int], stride: list[int], pad: list[int], sp_in: list[int]
-) -> str:
-    """avg_pool's divisor as ATen computes it (the window clipped to the padded input, or only
-    to the input when count_include_pad is false, or the override)."""
-    if len(args) > 6 and args[6] is not None:
-        return str(int(args[6]))
-    include_pad = args[5] if len(args) > 5 and args[5] is not None else True
-    terms = []
-    for s, o in enumerate(onames):
-        lo = f"({o} * {stride[s]} - {pad[s]})"
-        hi = f"std::min<int64_t>({lo} + {kernel[s]}, {sp_in[s] + pad[s]})"
-        if include_pad:
-            terms.append(f"({hi} - {lo})")
-        else:
-            terms.append(f"(std::min<int64_t>({hi}, {sp_in[s]}) - std::max<int64_t>({lo}, 0))")
-    return " * ".join(terms)

@@ -28,7 +28,8 @@ from forge.agents.builtin.cpp_snippets import HEADER
 from forge.agents.builtin.lowering.code import CodeBuffer
 from forge.agents.builtin.lowering.cpp_emit import pointwise_step
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row_groups
-from forge.agents.builtin.lowering.cpp_kept import arg_step, pool_step, scan_step, vector_scan_fits
+from forge.agents.builtin.lowering.cpp_kept import arg_step, scan_step, vector_scan_fits
+from forge.agents.builtin.lowering.cpp_pool import by_rows_fits, pool_step
 from forge.agents.builtin.lowering.cpp_reduce import float_acc_first, reduce_step
 from forge.agents.builtin.lowering.cpp_stack import stacked_parts, stacked_step
 from forge.agents.builtin.lowering.cpp_winograd import WINOGRAD, favours_winograd, winograd_conv, winograd_step
@@ -104,6 +105,8 @@ class LoweredGraph:
             space["rows"] = [8, 1]  # neighbouring scans advanced together, or one at a time
         if any(s.kind is StepKind.SCAN and vector_scan_fits(s.node) for s in steps):
             space["scan"] = ["vector", "rows"]  # a float32 row cumsum 8 elements at a time, or by rows
+        if any(s.kind is StepKind.POOL and by_rows_fits(s.node) for s in steps):
+            space["pool"] = ["rows", "points"]  # an average pooling by rows of outputs, or point by point
         if StepKind.REDUCE in kinds:
             space["tile"] = [256, 64, 1024]
         if any(isinstance(u, RowGroup) for g in self.scheduled for u in row_groups(g.sched.steps)):
@@ -131,6 +134,7 @@ DEFAULT: dict[str, Any] = {
     "tile": 256,
     "rows": 8,
     "scan": "vector",
+    "pool": "rows",
     "chunk": 4096,
     "erf": "torch",
     "fuse": True,

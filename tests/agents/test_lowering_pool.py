@@ -1,0 +1,63 @@
+"""Average pooling by rows of outputs (the ``pool`` knob's ``rows``) against point by point and
+the reference: the run of outputs each window position reaches (padding, stride, ceil_mode), the
+divisor's rules, NaN and inf, 1-3 spatial dims, and where each form is offered."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from forge.agents.builtin.lowering import program
+from forge.agents.builtin.lowering.program import LoweredGraph
+from tests.agents.test_lowering_kernels import Op, check, lowered_candidate, specials
+
+AVERAGE_POOLS = {
+    "3x3 stride 1, padding not counted": (
+        lambda x: nn.functional.avg_pool2d(x, 3, 1, padding=1, count_include_pad=False),
+        (2, 3, 11, 13),
+    ),
+    "3x3 stride 2, padding counted": (lambda x: nn.functional.avg_pool2d(x, 3, 2, padding=1), (2, 3, 11, 13)),
+    "ceil_mode, last windows cut": (
+        lambda x: nn.functional.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False, ceil_mode=True),
+        (2, 3, 12, 14),
+    ),
+    "divisor override": (lambda x: nn.functional.avg_pool2d(x, 2, divisor_override=3), (2, 3, 11, 13)),
+    "stride 3 over a window of 5": (lambda x: nn.functional.avg_pool2d(x, 5, 3, padding=2), (1, 2, 9, 16)),
+    "1-D, then a residual": (lambda x: x[..., ::2] + nn.functional.avg_pool1d(x, 2, 2), (2, 4, 17 * 2)),
+    "3-D": (lambda x: nn.functional.avg_pool3d(x, 3, 2, padding=1, count_include_pad=False), (1, 2, 5, 7, 9)),
+    "wider than the input": (lambda x: nn.functional.avg_pool1d(x, 5, 1, padding=2), (1, 2, 3)),
+}
+
+
+@pytest.mark.parametrize("form", ["rows", "points"])
+@pytest.mark.parametrize("case", list(AVERAGE_POOLS))
+def test_average_pooling_by_rows_and_by_points_matches(case, form):
+    fn, shape = AVERAGE_POOLS[case]
+    check(Op(fn), [specials(shape)], {"pool": form})
+
+
+def test_by_rows_adds_each_output_as_point_by_point_does():
+    # the same additions in the same order, in double: the two forms' results are bit for bit equal
+    fn, shape = AVERAGE_POOLS["3x3 stride 1, padding not counted"]
+    x = torch.randn(shape) * 1e4 + 3
+    lowered = program.analyze(Op(fn), [x])
+    assert isinstance(lowered, LoweredGraph), lowered
+    outs = []
+    for form in ("rows", "points"):
+        source = program.render(lowered, {"pool": form})
+        assert ("double acc[13];" in source) is (form == "rows"), source
+        with torch.no_grad():
+            outs.append(lowered_candidate(Op(fn), [x], {"pool": form})(x))
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_the_pool_knob_is_offered_for_average_pooling_only():
+    def space(fn, x):  # type: ignore[no-untyped-def]
+        lowered = program.analyze(Op(fn), [x])
+        assert isinstance(lowered, LoweredGraph), lowered
+        return program.space(lowered)
+
+    x = torch.randn(1, 2, 8, 8)
+    assert space(lambda t: nn.functional.avg_pool2d(t, 2), x)["pool"] == ["rows", "points"]
+    assert "pool" not in space(lambda t: nn.functional.max_pool2d(t, 2), x)
