@@ -4,6 +4,7 @@ the reason."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -42,11 +43,18 @@ def op(tmp_path: Path) -> Path:
     return path
 
 
+def _unnumbered(code: str) -> str:
+    return re.sub(r"^# AOT ID: \['\d+_", "# AOT ID: ['N_", code, flags=re.MULTILINE)
+
+
 def test_a_capture_apart_gives_the_code_a_capture_here_gives(op):
     problem = load_problem(op)
     here = capture(problem.build_model(), problem.inputs(), None, {})
     apart = capture_apart(op, "cpu", {})
-    assert apart.code == here.code and apart.args == here.args and apart.inputs == here.inputs
+    # Inductor numbers each process's compilations in a comment ("# AOT ID: ['0_inference']"): a
+    # test worker that compiled before this test counts on from there, the fresh process from 0
+    assert _unnumbered(apart.code) == _unnumbered(here.code)
+    assert apart.args == here.args and apart.inputs == here.inputs
 
 
 def test_a_capture_whose_process_dies_is_refused_and_forge_goes_on(op, monkeypatch):
