@@ -60,3 +60,30 @@ def test_the_pool_knob_is_offered_for_average_pooling_only():
     x = torch.randn(1, 2, 8, 8)
     assert space(lambda t: nn.functional.avg_pool2d(t, 2), x)["pool"] == ["rows", "points"]
     assert "pool" not in space(lambda t: nn.functional.max_pool2d(t, 2), x)
+
+
+def _pool_then(tail):  # type: ignore[no-untyped-def]
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return tail(x, nn.functional.avg_pool2d(x, 3, 1, padding=1, count_include_pad=False))
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    ("tail", "steps"),
+    [
+        (lambda x, p: x + p, 1),  # a residual: run on each row the pooling has just written
+        (lambda x, p: torch.relu(p) * 2, 1),
+        (lambda x, p: x + p.flip(-1), 2),  # reads another element of the row: the two run apart
+    ],
+)
+def test_the_pointwise_step_after_a_pooling_runs_in_its_task_where_it_reads_its_own_element(tail, steps):
+    fn, x = _pool_then(tail), specials((2, 3, 9, 10))
+    lowered = program.analyze(Op(fn), [x])
+    assert isinstance(lowered, LoweredGraph), lowered
+    assert program.render(lowered, {"pool": "rows"}).count("static void step") == steps
+    assert program.render(lowered, {"pool": "rows", "fuse": False}).count("static void step") == 2
+    check(Op(fn), [x], {"pool": "rows"})
+    y = torch.randn(2, 3, 9, 10)
+    with torch.no_grad():
+        assert torch.equal(lowered_candidate(Op(fn), [y], {"pool": "rows"})(y), fn(y))

@@ -29,7 +29,7 @@ from forge.agents.builtin.lowering.code import CodeBuffer
 from forge.agents.builtin.lowering.cpp_emit import pointwise_step
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row_groups
 from forge.agents.builtin.lowering.cpp_kept import arg_step, scan_step, vector_scan_fits
-from forge.agents.builtin.lowering.cpp_pool import by_rows_fits, pool_step
+from forge.agents.builtin.lowering.cpp_pool import PoolTail, by_rows_fits, pool_step, pool_tails, pool_with_tail
 from forge.agents.builtin.lowering.cpp_reduce import float_acc_first, reduce_step
 from forge.agents.builtin.lowering.cpp_stack import stacked_parts, stacked_step
 from forge.agents.builtin.lowering.cpp_winograd import WINOGRAD, favours_winograd, winograd_conv, winograd_step
@@ -315,6 +315,7 @@ def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
         for unit in units
         for part in (unit.steps if isinstance(unit, RowGroup) and _writes_laid_out(unit, sched) else (unit,))
     ]
+    units = pool_tails(units, sched, cfg) if cfg.get("fuse", True) else units
     for k, unit in enumerate(units):
         conv = winograd_conv(unit, sched) if isinstance(unit, Step) and cfg["conv_algo"] == "winograd" else None
         if isinstance(unit, Step) and conv is not None:
@@ -327,9 +328,9 @@ def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
             onednn = onednn_linear_lines(unit, sched) if cfg["matmul"] == "onednn" else None
             lines.extend(onednn or library_lines(unit, sched))
             continue
-        members = unit.steps if isinstance(unit, RowGroup) else (unit,)
+        members = unit.steps if isinstance(unit, RowGroup | PoolTail) else (unit,)
         lines.extend(allocation(w, sched) for s in members for w in s.writes if w not in sched.overwrites)
-        fused = fused_row_step(f"{prefix}step{k}", unit, sched, cfg) if isinstance(unit, RowGroup) else None
+        fused = _fused_unit(f"{prefix}step{k}", unit, sched, cfg)
         if fused is not None:
             cpp_parts.append(fused)
             stage.append(f"{prefix}step{k}")
@@ -339,6 +340,13 @@ def _program(graph: ModeGraph, cfg: dict[str, Any], prefix: str) -> tuple[str, l
             stage.append(f"{prefix}step{k}_{j}")
     close_stage()
     return "".join(cpp_parts), lines
+
+
+def _fused_unit(name: str, unit: RowGroup | PoolTail | Step, sched: Schedule, cfg: dict[str, Any]) -> str | None:
+    """A group's one kernel, or None (a lone step, or a group whose fusion could change a result)."""
+    if isinstance(unit, RowGroup):
+        return fused_row_step(name, unit, sched, cfg)
+    return pool_with_tail(name, unit, sched, cfg) if isinstance(unit, PoolTail) else None
 
 
 def _writes_laid_out(group: RowGroup, sched: Schedule) -> bool:
