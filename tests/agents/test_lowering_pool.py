@@ -87,3 +87,24 @@ def test_the_pointwise_step_after_a_pooling_runs_in_its_task_where_it_reads_its_
     y = torch.randn(2, 3, 9, 10)
     with torch.no_grad():
         assert torch.equal(lowered_candidate(Op(fn), [y], {"pool": "rows"})(y), fn(y))
+
+
+class _PoolAddConv(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x + nn.functional.avg_pool2d(x, 3, 1, padding=1, count_include_pad=False)))
+
+
+def test_a_tail_whose_buffer_a_convolution_reads_channels_last_runs_in_its_own_step():
+    model, x = _PoolAddConv(), specials((2, 3, 8, 8))
+    lowered = program.analyze(model, [x])
+    assert isinstance(lowered, LoweredGraph), lowered
+    laid = {"pool": "rows", "conv_layout": "channels_last", "conv_algo": "library"}  # the residual: NHWC
+    assert program.render(lowered, laid).count("static void step") == 3  # pooling, residual, ReLU
+    check(model, [x], laid)
+    row_major = {"pool": "rows", "conv_layout": "row_major", "conv_algo": "library"}
+    assert program.render(lowered, row_major).count("static void step") == 2  # the residual in the pooling's
+    check(model, [x], row_major)

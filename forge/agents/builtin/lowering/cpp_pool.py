@@ -110,6 +110,8 @@ def pool_tails(units: list[Any], sched: Schedule, cfg: dict[str, Any]) -> list[A
             and by_rows_fits(last.node)
             and shape_of(unit.node) == shape_of(last.writes[0])
             and unit.node not in sched.overwrites
+            # both write row-major here: a buffer laid out for a convolution is left to its own step
+            and not {sched.slot(unit.node), sched.slot(last.writes[0])} & set(sched.layouts)
         ):
             out[-1] = PoolTail(last, unit)
         else:
