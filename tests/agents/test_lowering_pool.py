@@ -75,6 +75,7 @@ def _pool_then(tail):  # type: ignore[no-untyped-def]
         (lambda x, p: x + p, 1),  # a residual: run on each row the pooling has just written
         (lambda x, p: torch.relu(p) * 2, 1),
         (lambda x, p: x + p.flip(-1), 2),  # reads another element of the row: the two run apart
+        (lambda x, p: x + p.roll(1, -2), 2),  # reads another task's row
     ],
 )
 def test_the_pointwise_step_after_a_pooling_runs_in_its_task_where_it_reads_its_own_element(tail, steps):
@@ -108,3 +109,15 @@ def test_a_tail_whose_buffer_a_convolution_reads_channels_last_runs_in_its_own_s
     row_major = {"pool": "rows", "conv_layout": "row_major", "conv_algo": "library"}
     assert program.render(lowered, row_major).count("static void step") == 2  # the residual in the pooling's
     check(model, [x], row_major)
+
+
+def test_a_pooling_whose_padded_row_would_not_fit_a_tasks_stack_runs_point_by_point():
+    def fn(x: torch.Tensor) -> torch.Tensor:  # 8 outputs, each window 20001 wide: a padded row of 20008
+        return nn.functional.avg_pool1d(x, 20001, 1, padding=10000)
+
+    x = torch.randn(1, 2, 8)
+    lowered = program.analyze(Op(fn), [x])
+    assert isinstance(lowered, LoweredGraph), lowered
+    assert "pool" not in program.space(lowered)
+    assert "row[" not in program.render(lowered, {"pool": "rows"})
+    check(Op(fn), [x], {"pool": "rows"})

@@ -138,6 +138,7 @@ def test_offset_is_task(offset, holds):
         (lambda x: x.double().sum(-1), torch.randn(4, 8), "double"),  # a float64 sum
         (lambda x: x.cumsum(-1) + x.sum(-1, keepdim=True), torch.randn(4, 8), "double"),  # scans start in double
         (lambda x: x.amax(-1) + x.sum(-1), torch.randn(4, 8), "float"),  # max keeps the input's type anyway
+        (lambda x: x - x.sum(0, keepdim=True), torch.randn(1024, 8), "double"),  # last axis kept: one after another
     ],
 )
 def test_the_accumulator_tried_first(fn, x, first):

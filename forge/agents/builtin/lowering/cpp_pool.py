@@ -64,12 +64,23 @@ class _Pool:
         self.sp_in = self.xshape[self.lead :]
 
 
+def _span(pool: _Pool) -> int:
+    """The padded row's length: every input position of the last axis plus the padding on both
+    sides, or as far as the last output's window reaches (ceil_mode)."""
+    s, pad, k, w_in = pool.stride[-1], pool.pad[-1], pool.kernel[-1], pool.sp_in[-1]
+    return max(w_in + pad, (pool.oshape[-1] - 1) * s - pad + k) + pad
+
+
 def by_rows_fits(node: fx.Node) -> bool:
-    """Whether ``node`` is an average pooling ``rows`` can write (a row of outputs that fits)."""
+    """Whether ``node`` is an average pooling ``rows`` can write: its row of outputs and its
+    padded input row fit a task's stack (``ROW_MAX`` each)."""
     if not packet_name(node).startswith("aten.avg_pool"):
         return False
-    x = node.args[0]
-    return isinstance(x, fx.Node) and shape_of(node)[-1] <= ROW_MAX and 2 * shape_of(x)[-1] <= ROW_MAX
+    try:
+        pool = _Pool(node, node)
+    except Unsupported:
+        return False
+    return pool.oshape[-1] <= ROW_MAX and _span(pool) <= ROW_MAX
 
 
 def pool_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> str:
@@ -179,7 +190,7 @@ def _avg_by_rows(
     v = reader.value(pool.x, [*names[:lead], *pos])
     last, width, out = nsp - 1, oshape[-1], names[-1]
     s, pad, k, w_in = pool.stride[last], pool.pad[last], pool.kernel[last], pool.sp_in[last]
-    span = max(w_in + pad, (width - 1) * s - pad + k) + pad  # the padded row's length
+    span = _span(pool)
     acc_t = "float" if dtype_of(pool.x) == torch.float32 else "double"
     # with a tail, the output pointer is named as the tail's reads of it are
     yname = f"b{sched.slot(step.writes[0])}" if tail is not None else "y0"
