@@ -136,14 +136,21 @@ def pool_with_tail(name: str, unit: PoolTail, sched: Schedule, cfg: dict[str, An
     return _avg_by_rows(name, unit.pool, sched, cfg, _Pool(unit.pool.node, unit.pool.writes[0]), unit.tail)
 
 
-def _by_points(name: str, step: Step, sched: Schedule, cfg: dict[str, Any], pool: _Pool) -> str:
-    """One output at a time, its window's loops inside (padding skipped)."""
-    oshape, lead, nsp = pool.oshape, pool.lead, len(pool.kernel)
-    names = [f"o{k}" for k in range(len(oshape))]
+def _input_read(pool: _Pool, sched: Schedule) -> tuple[list[str], list[str], list[str], Reader, str]:
+    """The output's index names, the window's and the input position's per spatial axis, and the
+    reader with the input's value at (leading output indices, positions)."""
+    nsp = len(pool.kernel)
+    names = [f"o{k}" for k in range(len(pool.oshape))]
     win = [f"w{s}" for s in range(nsp)]
     pos = [f"p{s}" for s in range(nsp)]
     reader = cpp_reader(sched)
-    v = reader.value(pool.x, [*names[:lead], *pos])
+    return names, win, pos, reader, reader.value(pool.x, [*names[: pool.lead], *pos])
+
+
+def _by_points(name: str, step: Step, sched: Schedule, cfg: dict[str, Any], pool: _Pool) -> str:
+    """One output at a time, its window's loops inside (padding skipped)."""
+    oshape, lead = pool.oshape, pool.lead
+    names, win, pos, reader, v = _input_read(pool, sched)
     outs = step_outputs(step, sched)
     lin = linear(names, oshape)
     code = CodeBuffer()
@@ -156,7 +163,7 @@ def _by_points(name: str, step: Step, sched: Schedule, cfg: dict[str, Any], pool
             else:
                 code.line("double acc = 0;")
                 code.line("int64_t valid = 0;")
-            with _windows(code, win, pos, names[lead:], pool, range(nsp)):
+            with _windows(code, win, pos, names[lead:], pool, range(len(win))):
                 code.lines(reader.lines)
                 if pool.is_max:
                     plane = linear(pos, pool.sp_in)
@@ -182,13 +189,9 @@ def _avg_by_rows(
     divisions. A float32 input accumulates in float, as ATen's CPU kernel does, adding each
     output's values in ATen's order (a padding zero added leaves a sum that began at +0 as it
     was), so the result is eager's to the bit."""
-    oshape, lead, nsp = pool.oshape, pool.lead, len(pool.kernel)
-    names = [f"o{k}" for k in range(len(oshape))]
-    win = [f"w{s}" for s in range(nsp)]
-    pos = [f"p{s}" for s in range(nsp)]
-    reader = cpp_reader(sched)
-    v = reader.value(pool.x, [*names[:lead], *pos])
-    last, width, out = nsp - 1, oshape[-1], names[-1]
+    oshape, lead = pool.oshape, pool.lead
+    names, win, pos, reader, v = _input_read(pool, sched)
+    last, width, out = len(win) - 1, oshape[-1], names[-1]
     s, pad, k, w_in = pool.stride[last], pool.pad[last], pool.kernel[last], pool.sp_in[last]
     span = _span(pool)
     acc_t = "float" if dtype_of(pool.x) == torch.float32 else "double"
