@@ -248,17 +248,16 @@ class CandidateSide:
         self.calls += 1
         modified = [j for j, (x, p) in enumerate(zip(inputs, pristine, strict=True)) if not bitwise_equal(x, p)]
         second = self._call_copied(model, inputs, "second call on the same inputs")
-        changed = [
-            i
-            for i, (o, f) in enumerate(zip(outs, first, strict=True))
-            if isinstance(o, torch.Tensor) and f is not None and not same_now(o, f)
-        ]
-        refilled = None
+        changed = _changed(outs, first)
+        refilled, overwritten = None, []
         if request.refill is not None:
-            # Same buffers, new values: a result cached on pointers or shapes shows up here.
+            # Same buffers, new values: a result cached on pointers or shapes shows up here, and
+            # so does one buffer of the candidate's returned by every call (the first call's
+            # outputs are still alive, as a caller keeping a residual keeps them).
             for x, new in zip(inputs, request.refill, strict=True):
                 x.copy_(new)
             refilled = self._call_copied(model, inputs, "a call on refilled inputs")
+            overwritten = [i for i in _changed(outs, first) if i not in changed]
         facts = CaseFacts(
             layout=output_layout(out),
             types=[type(o).__module__ + "." + type(o).__qualname__ for o in outs],
@@ -276,6 +275,7 @@ class CandidateSide:
             inputs_modified=modified,
             changed_after_return=changed,
             clock_tampering=self.clock_check(),
+            overwritten_by_later_call=overwritten,
         )
         return CaseResultReply(
             id=request.id,
@@ -310,6 +310,7 @@ class CandidateSide:
             self.warmup = [[_fresh(x, self.device) for x in s] for s in request.warmup]
         self.tids_before = native_threads()
         pool = OutputPool()
+        self.first_output = _FirstOutput(pool)
         call = (
             gradients.training_step(model) if request.train_step else (lambda inp: self._call(model, inp, sync=False))
         )
@@ -317,7 +318,7 @@ class CandidateSide:
             call,
             self.flush,
             self.clocks,
-            keep=lambda out: [pool.copy(o) for o in output_tensors(out)],
+            keep=self.first_output.keep,
             warm=request.warm,
         )
         if request.warmup is not None:
@@ -346,6 +347,7 @@ class CandidateSide:
             new_native_threads=len(new_tids),
             new_thread_names=thread_names(new_tids),
             clock_tampering=self.clock_check(),
+            first_output_overwritten=self.first_output.overwritten(),
         )
         return TimingReply(
             times_ns=run.times,
@@ -367,6 +369,37 @@ class CandidateSide:
         except Exception as exc:
             raise StageError("profile", "a profiled call raised:\n" + candidate_trace(exc, self.path)) from exc
         return ProfileReply(profile=found)
+
+
+def _changed(outs: Sequence[Any], copies: Sequence[Any]) -> list[int]:
+    """The outputs whose values now differ from the copies taken when they were returned."""
+    return [
+        i
+        for i, (o, f) in enumerate(zip(outs, copies, strict=True))
+        if isinstance(o, torch.Tensor) and f is not None and not same_now(o, f)
+    ]
+
+
+class _FirstOutput:
+    """Copies each timed call's outputs (``keep``); the batch's first outputs themselves are kept
+    alive to its end, when ``overwritten`` says whether a later call wrote into them."""
+
+    def __init__(self, pool: OutputPool) -> None:
+        self.pool = pool
+        self.live: list[Any] | None = None
+        self.copies: list[Any] = []
+
+    def keep(self, out: Any) -> list[Any]:
+        tensors = output_tensors(out)
+        copies = [self.pool.copy(o) for o in tensors]
+        if self.live is None:
+            self.live, self.copies = list(tensors), copies
+        return copies
+
+    def overwritten(self) -> bool:
+        found = self.live is not None and bool(_changed(self.live, self.copies))
+        self.live, self.copies = None, []
+        return found
 
 
 def _set_buffers(model: torch.nn.Module, state: dict[str, torch.Tensor], device: str) -> None:

@@ -24,6 +24,7 @@ INTEGRITY_CHECKS = (
     "no_aliasing",
     "plain_tensor_outputs",
     "no_lazy_outputs",
+    "fresh_outputs",
     "no_background_threads",
     "clock_integrity",
     "runs_kernel",

@@ -133,6 +133,11 @@ def _integrity(case: DrawnCase, facts: CaseFacts, integ: dict[str, str]) -> None
         integ["no_lazy_outputs"] = (
             f"output(s) {facts.changed_after_return} changed after the call returned (work finished in the background)"
         )
+    if facts.overwritten_by_later_call:
+        integ["fresh_outputs"] = (
+            f"output(s) {facts.overwritten_by_later_call} changed when the next call ran on other inputs: every call "
+            "returns one buffer of the candidate's, so an output a caller keeps (a residual, a cache) changes under it"
+        )
     if facts.busy_python_threads:
         busy = ", ".join(facts.busy_python_threads)
         integ["no_background_threads"] = f"Python thread(s) still running after the call: {busy}"
@@ -242,6 +247,7 @@ PASS_TEXT = {
     "no_aliasing": "no output shares memory with an input",
     "plain_tensor_outputs": "every output is a plain torch.Tensor with real storage",
     "no_lazy_outputs": "outputs did not change after the call returned",
+    "fresh_outputs": "an output kept alive did not change when the next call ran on other inputs",
     "no_background_threads": "no thread started by a call was left running",
     "clock_integrity": "timing functions untouched",
     "runs_kernel": "the kernel ran (not the reference's forward) on the op's own shapes in the modes verified: {modes}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import TypeVar
 from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
 from forge.core.figures import AttemptFigures
 from forge.core.problem import read_problem_source
+from forge.core.redaction import REDACTED_NOTE, redacted
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import BindMode, ModuleMode, VerdictStatus
 from forge.core.verdict import Binding, InputVariant, TensorSpec, Verdict
@@ -140,7 +142,7 @@ class _Run:
         else:
             self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
         self.ref_guard = SchedGuard(self.ref.pid)  # before any candidate code can run
-        reads = [self.spec.path.parent, self.cand_path.parent, cwd]
+        reads = [self.spec.path, self.cand_path, self.spec.path.parent, self.cand_path.parent, cwd]
         cand_env = sandboxed(env, self.settings.sandbox, reads, self.device)
         self.cand = WorkerProcess("candidate", cand_env, self.settings.memory_limit_mb, cwd)
         self.ref.send(
@@ -395,6 +397,10 @@ class _Run:
             self._keep_or_close(ref, tampered is None)
         record_versions(self.v)
         self.v.elapsed_s = round(time.monotonic() - self.t0, 3)
+        folders = [self.spec.path.resolve().parent, self.cand_path.resolve().parent, Path.cwd()]
+        self.v, n = redacted(self.v, os.environ, folders)
+        if n:
+            self.v.warnings.append(REDACTED_NOTE.format(n=n))
         return self.v
 
 

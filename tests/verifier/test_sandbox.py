@@ -140,7 +140,7 @@ def _leftovers() -> list[int]:
     return found
 
 
-@pytest.mark.skipif(not sandbox.pid_namespace_available(), reason="needs unprivileged user namespaces")
+@pytest.mark.skipif(not sandbox.namespaces_available().pid, reason="needs unprivileged user namespaces")
 @pytest.mark.parametrize("template", ["1", "0"], ids=["forked", "execd"])
 def test_a_child_left_behind_ends_with_its_worker(fast_settings, tmp_path, monkeypatch, template):
     monkeypatch.setenv("FORGE_WORKER_TEMPLATE", template)
@@ -157,7 +157,7 @@ def test_a_child_left_behind_ends_with_its_worker(fast_settings, tmp_path, monke
         assert unconfined.passed and left, unconfined.reason
 
 
-@pytest.mark.skipif(not sandbox.pid_namespace_available(), reason="needs unprivileged user namespaces")
+@pytest.mark.skipif(not sandbox.namespaces_available().pid, reason="needs unprivileged user namespaces")
 @pytest.mark.parametrize("template", ["1", "0"], ids=["forked", "execd"])
 def test_a_worker_killed_behind_its_relays_is_named_as_killed(fast_settings, tmp_path, monkeypatch, template):
     monkeypatch.setenv("FORGE_WORKER_TEMPLATE", template)

@@ -155,14 +155,22 @@ def _sandbox(settings: ForgeSettings) -> Finding:
     if abi == 0:
         said = "no Landlock in this kernel: verifying refuses to run candidates unless --unsandboxed"
         return Finding("sandbox", False, said, "a Linux 5.13+ kernel with Landlock enabled (lsm=...,landlock)")
+    made = sandbox.namespaces_available()
     layers = [
-        "Landlock ABI " + str(abi) + ": files (read: the system, Python, the op's and candidate's folders; "
-        "write: the workers' own cache), ptrace outside refused",
-        "TCP bind and connect refused" if abi >= 4 else "network NOT confined (ABI < 4)",
+        "Landlock ABI " + str(abi) + ": files (read: the system, Python, the Python of the op's and candidate's "
+        "projects, never their dotfiles, keys or credentials; write: the workers' own cache), ptrace outside refused",
+        "TCP bind and connect refused" if abi >= 4 else "TCP NOT confined by Landlock (ABI < 4)",
         "signals and abstract sockets outside refused" if abi >= 6 else "signals NOT confined (ABI < 6)",
+        "sockets: none can be made, of any family (a seccomp filter)"
+        if sandbox.filter_available()
+        else "sockets NOT filtered (no seccomp here): verifying refuses to start a sandboxed worker",
+        "network: a namespace of the worker's own, no interface up"
+        if made.network
+        else "network namespace refused here (the socket filter alone holds)",
+        "shared memory: a /dev/shm of the worker's own" if made.private_shm else "/dev/shm shared between workers",
         "environment: an allowlist (no keys, tokens, bank or cluster address)",
         "processes: a PID namespace of the worker's own (what it starts ends with it)"
-        if sandbox.pid_namespace_available()
+        if made.pid
         else "processes NOT contained (no unprivileged user namespaces): a child a candidate leaves in "
         "a session of its own outlives its worker",
     ]

@@ -94,6 +94,9 @@ class CaseFacts(Message):
     inputs_modified: list[int]
     changed_after_return: list[int]
     clock_tampering: list[str]
+    # outputs of this call (kept alive) whose values a later call on other inputs changed: the
+    # candidate writes every call's result into one buffer of its own
+    overwritten_by_later_call: list[int] = Field(default_factory=list)
 
 
 class TimingFacts(Message):
@@ -102,3 +105,5 @@ class TimingFacts(Message):
     new_native_threads: int = 0
     new_thread_names: list[str] = Field(default_factory=list)
     clock_tampering: list[str] = Field(default_factory=list)
+    # the batch's first output, kept alive through the batch, read other values at its end
+    first_output_overwritten: bool = False

@@ -43,6 +43,11 @@ class CandidateTimes:
         self.ticks += batch.ticks
         bad = checks.timed_outputs_mismatch(inputs.expected, reply.outputs, self.tol, inputs.sets, inputs.behind)
         self.tampered.update(reply.facts.clock_tampering)
+        if reply.facts.first_output_overwritten and self.bad_outputs is None:
+            self.bad_outputs = (
+                f"batch {self.batches}: the first timed call's output, still held, changed as later calls ran "
+                "(every call returns one buffer of the candidate's)"
+            )
         self.threads = max(self.threads, reply.facts.new_native_threads)
         self.thread_names.update(reply.facts.new_thread_names)
         if bad and self.bad_outputs is None:

@@ -26,6 +26,7 @@ import threading
 from pathlib import Path
 from typing import Literal
 
+from forge.core.redaction import REDACTED_NOTE, redacted
 from forge.core.sandbox import python_argv
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import TimingRegime, VerdictStatus
@@ -64,7 +65,7 @@ def measure_user_loop(
     t = verdict.timings_ms
     per_round_s = sum(float(ms or 0.0) for ms in (t.candidate, t.eager, t.compile, t.eager)) / 1000 + 0.01
     limit = settings.timeout + _START_S + 3 * rounds * per_round_s
-    reads = [op_path.resolve().parent, candidate_path.resolve().parent, Path.cwd()]
+    reads = [op_path, candidate_path, op_path.resolve().parent, candidate_path.resolve().parent, Path.cwd()]
     env = user_env(verdict.device or "cpu", threads, settings, reads)
     job = UserLoopRequest(
         op_path=str(op_path.resolve()),
@@ -290,7 +291,11 @@ def with_user_loop(verdict: Verdict, loop: UserLoop) -> Verdict:
     measurements, ``Verdict.claim_pairs``); a fallback, a change to the loop's process or a loop
     that failed fails it."""
     v = verdict.model_copy(deep=True)
-    v.user_loop = loop
+    folders = [Path(verdict.candidate).resolve().parent, Path.cwd()]
+    v.user_loop, n = redacted(loop, os.environ, folders)  # its failure may quote the candidate's text
+    if n:
+        v.warnings.append(REDACTED_NOTE.format(n=n))
+    loop = v.user_loop
     failure = _failure(loop)
     if failure is not None:
         status = VerdictStatus.RUNTIME_ERROR if loop.failed else VerdictStatus.FAILED_INTEGRITY

@@ -1,4 +1,6 @@
-"""A PID namespace for the candidate's processes, so none of them outlives its worker.
+"""Namespaces of the worker's own: a PID namespace, so none of the candidate's processes outlives
+its worker; a network namespace, so it has no network at all; a mount namespace, so its
+``/dev/shm`` is its own.
 
 A process the candidate starts can leave the worker's session (``setsid``, a double fork), and
 then no kill of the worker's process group reaches it. In a PID namespace the kernel ends every
@@ -17,8 +19,16 @@ Inside, the worker sees no process outside by number; the user namespace maps it
 group to themselves (files keep their owners) and the worker drops the capabilities the new
 namespace gave it. The relays stay outside the Landlock domain the worker enters, out of its reach.
 
+The same step makes a network namespace: the worker has no interface but a loopback of its own,
+down, so no datagram, raw or packet socket and no connection reaches any address (the socket
+filter, ``syscall_filter``, refuses the sockets themselves as well). And a mount namespace, in
+which a fresh tmpfs covers ``/dev/shm``: POSIX shared memory a candidate leaves there is gone with
+its worker, and nothing another verification left is in sight. Mounts made here never reach the
+machine's own (a namespace made with a user namespace receives mount events, never sends them).
+
 Where the machine refuses unprivileged user namespaces, nothing is made and the worker runs as it
-would without (``pid_namespace_available`` says so for ``forge doctor``).
+would without; where it refuses the network and mount namespaces alone, the PID namespace is made
+without them (``namespaces_available`` says which for ``forge doctor``).
 """
 
 from __future__ import annotations
@@ -27,10 +37,15 @@ import contextlib
 import ctypes
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 
+_CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x2, 0x4, 0x8
+_SHM = "/dev/shm"
 _PR_SET_PDEATHSIG = 1
 _CAPABILITY_VERSION_3 = 0x20080522
 
@@ -43,22 +58,48 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
+@dataclass(frozen=True)
+class Namespaces:
+    """Which of the worker's own namespaces were made."""
+
+    pid: bool = False  # and the user namespace it needs
+    network: bool = False
+    private_shm: bool = False  # a mount namespace, with a tmpfs of its own on /dev/shm
+
+
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _unshare(libc: ctypes.CDLL) -> bool:
-    """A new user and PID namespace for this process's children, its ids mapped to themselves."""
+def _unshare(libc: ctypes.CDLL) -> Namespaces:
+    """A new user, network and mount namespace for this process and a PID namespace for its
+    children, its ids mapped to themselves; the user and PID namespaces alone where the machine
+    refuses the others; none (all False) where it refuses those too."""
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
-        return False
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWNS) == 0:
+        made = Namespaces(pid=True, network=True, private_shm=True)
+    elif libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) == 0:
+        made = Namespaces(pid=True)
+    else:
+        return Namespaces()
     try:
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
         Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
     except OSError as exc:  # the namespace exists: this process cannot go back to what it was
         raise OSError(exc.errno, f"the user namespace's id maps were refused ({exc.strerror})") from exc
-    return True
+    if made.private_shm and not _private_shm(libc):
+        made = Namespaces(pid=True, network=True)
+    return made
+
+
+def _private_shm(libc: ctypes.CDLL) -> bool:
+    """A tmpfs of this mount namespace's own over /dev/shm (False where it has none or the mount is
+    refused: the machine's /dev/shm then stays in sight)."""
+    if not Path(_SHM).is_dir():
+        return False
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    return libc.mount(b"tmpfs", _SHM.encode(), b"tmpfs", flags, b"mode=1777") == 0
 
 
 def _drop_capabilities(libc: ctypes.CDLL) -> None:
@@ -124,14 +165,15 @@ def _number_after(host_pid: int) -> None:
         Path("/proc/sys/kernel/ns_last_pid").write_text(str(host_pid))
 
 
-def born_contained() -> bool:
-    """Make this process's children a PID namespace and fork its first process, which forks the
-    worker: returns in the worker (True), while this process and the namespace's first process
-    relay its ending and never return. False, with nothing changed, where the machine refuses the
-    namespaces. Call it with one thread running."""
+def born_contained() -> Namespaces:
+    """Make this process's namespaces and fork the PID namespace's first process, which forks the
+    worker: returns in the worker (what was made), while this process and the namespace's first
+    process relay its ending and never return. Nothing made (all False), with nothing changed,
+    where the machine refuses the namespaces. Call it with one thread running."""
     libc = _libc()
-    if not _unshare(libc):
-        return False
+    made = _unshare(libc)
+    if not made.pid:
+        return made
     host_pid = os.getpid()
     said, tell = os.pipe()
     first = os.fork()
@@ -147,18 +189,24 @@ def born_contained() -> bool:
     os.close(tell)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     _drop_capabilities(libc)
-    return True
+    return made
 
 
-def pid_namespace_available() -> bool:
-    """Whether this machine lets an unprivileged process make a user and PID namespace and map its
-    ids in it (some refuse the maps alone), tried in a child that exits at once."""
+def namespaces_available() -> Namespaces:
+    """Which namespaces this machine lets an unprivileged process make (and map its ids in: some
+    refuse the maps alone), tried in a child that exits at once."""
     libc = _libc()
+    said, tell = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            os._exit(0 if _unshare(libc) else 1)
+            os.close(said)
+            made = _unshare(libc)
+            os.write(tell, bytes([made.pid, made.network, made.private_shm]))
         finally:
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+            os._exit(0)
+    os.close(tell)
+    with os.fdopen(said, "rb") as pipe:
+        report = pipe.read(3)
+    os.waitpid(pid, 0)
+    return Namespaces(*(bool(b) for b in report)) if len(report) == 3 else Namespaces()

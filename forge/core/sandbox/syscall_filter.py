@@ -1,0 +1,114 @@
+"""A seccomp filter that refuses every new socket, whatever the network namespace allows.
+
+Landlock's network rights cover TCP alone, and a pathname Unix socket (a database server's, a
+container engine's, an agent's) is reached through ``connect``, which Landlock's file rights do
+not cover. A candidate needs no socket of its own: the worker's channel to forge is a socket pair
+made before the fork and inherited, and the compilers it runs talk over pipes. So this filter
+refuses the ``socket`` system call for every family (inet, inet6, packet, netlink, Unix) with
+``EACCES`` ("Permission denied"), and ``io_uring_setup``, whose requests make sockets and connect
+them without the ``socket`` call. ``socketpair`` stays: two sockets joined to each other reach
+nothing outside. A system call made through another architecture's entry (a 32-bit ``int 0x80``
+from a 64-bit process, whose ``socketcall`` would slip past) is refused whole, as is the x32 ABI.
+
+The filter is a classic BPF program over ``struct seccomp_data`` (``nr`` at offset 0, ``arch`` at
+4), installed with ``prctl(PR_SET_SECCOMP)`` after ``PR_SET_NO_NEW_PRIVS``; it holds for the
+calling thread and every process it starts, for good.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+from dataclasses import dataclass
+
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_ERRNO = 0x00050000
+_X32_SYSCALL_BIT = 0x40000000
+
+# classic BPF opcodes
+_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JGE_K = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_RET_K = 0x06  # BPF_RET | BPF_K
+
+
+@dataclass(frozen=True)
+class _Arch:
+    audit: int  # AUDIT_ARCH_* as seccomp_data.arch reads it
+    socket: int
+    io_uring_setup: int
+
+
+_ARCHES = {
+    "x86_64": _Arch(audit=0xC000003E, socket=41, io_uring_setup=425),
+    "aarch64": _Arch(audit=0xC00000B7, socket=198, io_uring_setup=425),
+}
+
+
+class SyscallFilterError(OSError):
+    """The kernel refused the filter (no seccomp, or a step of installing it failed)."""
+
+
+class _Instruction(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Instruction))]
+
+
+def _program(arch: _Arch) -> list[tuple[int, int, int, int]]:
+    """(code, jump if true, jump if false, k), jumps counted from the next instruction."""
+    refuse = _SECCOMP_RET_ERRNO | errno.EACCES
+    return [
+        (_LD_W_ABS, 0, 0, 4),  # 0: arch
+        (_JEQ_K, 0, 5, arch.audit),  # 1: another architecture's entry -> 7 (refused)
+        (_LD_W_ABS, 0, 0, 0),  # 2: the system call's number
+        (_JGE_K, 3, 0, _X32_SYSCALL_BIT),  # 3: the x32 ABI -> 7
+        (_JEQ_K, 2, 0, arch.socket),  # 4: socket -> 7
+        (_JEQ_K, 1, 0, arch.io_uring_setup),  # 5: io_uring_setup -> 7
+        (_RET_K, 0, 0, _SECCOMP_RET_ALLOW),  # 6
+        (_RET_K, 0, 0, refuse),  # 7
+    ]
+
+
+def supported() -> bool:
+    """Whether this machine's architecture has a filter here (the kernel may still refuse it)."""
+    return platform.system() == "Linux" and platform.machine() in _ARCHES
+
+
+def refuse_sockets() -> None:
+    """Install the filter on this process (its calling thread and what it starts), for good."""
+    arch = _ARCHES.get(platform.machine())
+    if platform.system() != "Linux" or arch is None:
+        raise SyscallFilterError(errno.ENOSYS, f"no socket filter for {platform.machine()}")
+    steps = _program(arch)
+    code = (_Instruction * len(steps))(*(_Instruction(*s) for s in steps))
+    program = _Program(len(steps), code)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise SyscallFilterError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise SyscallFilterError(err, f"prctl(PR_SET_SECCOMP): {os.strerror(err)}")
+
+
+def filter_available() -> bool:
+    """Whether the filter installs here, tried in a child that exits at once (for ``forge doctor``)."""
+    if not supported():
+        return False
+    pid = os.fork()
+    if pid == 0:
+        try:
+            refuse_sockets()
+            os._exit(0)
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

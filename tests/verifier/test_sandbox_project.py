@@ -1,0 +1,164 @@
+"""The sandbox from a user's project folder, by the real verifier: the folder holds the op, a
+``.env`` with a canary key, a TLS key, a ``.git`` and a bank, and forge runs from it. A candidate
+that stays correct and does one more thing (reads the key, sends it over UDP or a Unix socket,
+leaves shared memory for the next verification) is refused with the refusal named, and the
+canary never appears in the verdict; the op's own helper module beside it still imports."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from forge.core import sandbox
+from forge.verifier import verify
+from tests.conftest import CANDIDATES, OPS
+
+CANARY = "zq9" + secrets.token_hex(12)  # in the project's .env, a value shaped like a token
+FORWARD = """
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        e = torch.exp(x - x.amax(dim=1, keepdim=True))
+        return e / e.sum(dim=1, keepdim=True)
+"""
+
+pytestmark = pytest.mark.skipif(sandbox.abi_version() < 6, reason="needs Landlock ABI 6 (Linux 6.12)")
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder, the working directory: the op (importing a helper module beside it), a
+    .env, a key, a .git, a bank."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    op = (OPS / "small_softmax.py").read_text()
+    (folder / "softmax_op.py").write_text("import op_helpers  # a module of the project\n" + op)
+    (folder / "op_helpers.py").write_text("SCALE = 1.0\n")
+    (folder / ".env").write_text(f"OPENAI_API_KEY={CANARY}\nDEBUG=1\n")
+    (folder / "server.pem").write_text("-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "config").write_text("[remote]\nurl = https://user:pat@example.com\n")
+    (folder / "bank.db").write_bytes(b"SQLite format 3\x00")
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def _candidate(project: Path, at_import: str) -> Path:
+    path = project / "attempt.py"
+    path.write_text("import os, socket, sys\nimport torch\n" + at_import + "\n" + FORWARD)
+    return path
+
+
+def _verify(project: Path, at_import: str, settings):
+    return verify(project / "softmax_op.py", _candidate(project, at_import), settings)
+
+
+def _refused(v, fragment: str) -> None:
+    assert not v.passed, v.reason
+    assert "Permission denied" in (v.reason or ""), v.reason
+    assert fragment in (v.reason or ""), v.reason
+
+
+def _no_canary(v) -> None:
+    assert CANARY not in v.model_dump_json(), "the canary key reached the verdict"
+
+
+def test_the_projects_own_module_imports_and_an_honest_candidate_passes(project, fast_settings):
+    v = _verify(project, "import op_helpers\nassert op_helpers.SCALE == 1.0", fast_settings)
+    assert v.passed, (v.status, v.reason, [c for c in v.checks if not c.passed], v.warnings)
+
+
+@pytest.mark.parametrize("secret", [".env", "server.pem", ".git/config", "bank.db"])
+def test_what_the_project_keeps_beside_the_op_is_not_readable(project, fast_settings, secret):
+    v = _verify(project, f"print(open({str(project / secret)!r}).read())", fast_settings)
+    _refused(v, secret.split("/")[-1])
+    _no_canary(v)
+
+
+def test_a_key_the_candidate_prints_or_raises_is_redacted(project, fast_settings):
+    # the canary is known to forge from the project's .env; the sk- key by its shape alone
+    shaped = "sk-" + "proj" + secrets.token_hex(12)
+    v = _verify(project, f"print({CANARY[:6]!r} + {CANARY[6:]!r}, {shaped[:5]!r} + {shaped[5:]!r})", fast_settings)
+    assert v.passed, v.reason
+    assert "[redacted:" in v.candidate_output and shaped not in v.model_dump_json(), v.candidate_output
+    _no_canary(v)
+    assert any("redacted" in w for w in v.warnings), v.warnings
+    v = _verify(project, f"raise RuntimeError('key ' + {CANARY[:6]!r} + {CANARY[6:]!r})", fast_settings)
+    assert not v.passed and "[redacted:" in (v.reason or ""), v.reason
+    _no_canary(v)
+
+
+def test_no_udp_datagram_leaves(project, fast_settings):
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    send = f"socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {port}))"
+    v = _verify(project, send, fast_settings)
+    try:
+        got = listener.recv(64)
+    except TimeoutError:
+        got = None
+    listener.close()
+    _refused(v, "Permission denied")
+    assert got is None, got
+
+
+def test_no_unix_socket_by_its_path(project, fast_settings, tmp_path):
+    path = tmp_path / "agent.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+    accepted: list[object] = []
+    done = threading.Event()
+    thread = threading.Thread(target=_accept_until, args=(server, done, accepted), daemon=True)
+    thread.start()
+    connect = f"s = socket.socket(socket.AF_UNIX); s.connect({str(path)!r}); s.sendall(b'leak')"
+    v = _verify(project, connect, fast_settings)
+    done.set()
+    thread.join(5)
+    server.close()
+    _refused(v, "Permission denied")
+    assert accepted == []
+
+
+def _accept_until(server: socket.socket, done: threading.Event, accepted: list[object]) -> None:
+    server.settimeout(0.1)
+    while not done.is_set():
+        try:
+            accepted.append(server.accept())
+        except TimeoutError:
+            continue
+
+
+@pytest.mark.skipif(not sandbox.namespaces_available().private_shm, reason="needs unprivileged mount namespaces")
+def test_shared_memory_is_the_workers_own(project, fast_settings):
+    name = f"forge-planted-{secrets.token_hex(6)}"
+    plant = f"open('/dev/shm/{name}', 'w').write('state for the next verification')"
+    v = _verify(project, plant, fast_settings)
+    assert v.passed, v.reason
+    assert not (Path("/dev/shm") / name).exists()  # it was the worker's own /dev/shm
+    host = Path("/dev/shm") / f"forge-host-{secrets.token_hex(6)}"
+    host.write_text("the machine's")
+    try:
+        look = f"assert not os.path.exists({str(host)!r}), 'the host /dev/shm is in sight'"
+        v = _verify(project, look, fast_settings)
+    finally:
+        host.unlink()
+    assert v.passed, v.reason
+
+
+def test_honest_cpp_and_load_inline_candidates_pass_from_the_project(project, fast_settings):
+    for name in ("honest_cpp.py", "honest_load_inline.py"):
+        shutil.copy(CANDIDATES / "softmax" / name, project / name)
+        v = verify(project / "softmax_op.py", project / name, fast_settings)
+        assert v.passed, (name, v.reason)
+    assert os.getcwd() == str(project)
