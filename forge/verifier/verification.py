@@ -53,7 +53,7 @@ from forge.verifier.messages import (
 )
 from forge.verifier.processes.preload import PRELOAD, preload_spec
 from forge.verifier.processes.sandboxing import sandboxed
-from forge.verifier.processes.worker_env import worker_env
+from forge.verifier.processes.worker_env import candidate_folder, worker_env
 from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
 from forge.verifier.timing.candidate_times import CandidateTimes, record_timing_checks
@@ -143,7 +143,10 @@ class _Run:
             self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
         self.ref_guard = SchedGuard(self.ref.pid)  # before any candidate code can run
         reads = [self.spec.path, self.cand_path, self.spec.path.parent, self.cand_path.parent, cwd]
-        cand_env = sandboxed(env, self.settings.sandbox, reads, self.device)
+        own = candidate_folder(self.source)
+        cand_env = {**worker_env(self.device, self.threads, self.cache, self.settings.gpu, own)}
+        cand_env.update({k: env[k] for k in (PRELOAD, "FORGE_WORKER_MEMORY_MB")})
+        cand_env = sandboxed(cand_env, self.settings.sandbox, reads, self.device)
         self.cand = WorkerProcess("candidate", cand_env, self.settings.memory_limit_mb, cwd)
         self.ref.send(
             SetupRequest(

@@ -110,10 +110,12 @@ def test_a_project_folder_grants_its_python_and_clean_packages_alone(tmp_path: P
 
 def test_a_policy_reads_the_op_file_but_no_secret_beside_it(tmp_path: Path):
     (tmp_path / "op.py").write_text("")
+    (tmp_path / "op.inputs.pt").write_text("")  # an op carved from a model: its recorded inputs
     (tmp_path / "id_ed25519").write_text("")
     (tmp_path / ".env").write_text("")
     policy = policy_for([tmp_path / "op.py", tmp_path], [tmp_path / "cache"], gpu=False)
     assert str(tmp_path / "op.py") in policy.read and str(tmp_path) in policy.listable
+    assert str(tmp_path / "op.inputs.pt") in policy.read
     assert not any(r in (str(tmp_path), str(tmp_path / ".env"), str(tmp_path / "id_ed25519")) for r in policy.read)
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from forge.core import sandbox
 from forge.verifier import verify
+from forge.verifier.processes.worker_env import REFERENCE, workers_cache
 from tests.conftest import CANDIDATES, OPS
 
 CANARY = "zq9" + secrets.token_hex(12)  # in the project's .env, a value shaped like a token
@@ -162,3 +163,19 @@ def test_honest_cpp_and_load_inline_candidates_pass_from_the_project(project, fa
         v = verify(project / "softmax_op.py", project / name, fast_settings)
         assert v.passed, (name, v.reason)
     assert os.getcwd() == str(project)
+
+
+def test_a_candidate_writes_its_own_folder_alone_and_no_other_reads_it(project, fast_settings):
+    workers = workers_cache(fast_settings.cache_path())
+    plant = "p = os.path.join(os.environ['FORGE_CACHE_DIR'], 'planted.txt'); open(p, 'w').write('x'); print('AT', p)"
+    v = _verify(project, plant, fast_settings)
+    assert v.passed, v.reason
+    planted = Path(v.candidate_output.split("AT ", 1)[1].split()[0])
+    assert planted.is_file() and planted.parent.parent == workers / "candidates"
+    v = _verify(project, f"print(open({str(planted)!r}).read())  # another source", fast_settings)
+    _refused(v, "planted.txt")
+    target = workers / REFERENCE / "inductor" / "planted.py"  # the reference's torch.compile cache
+    target.parent.mkdir(parents=True, exist_ok=True)
+    v = _verify(project, f"open({str(target)!r}, 'w').write('import os')", fast_settings)
+    _refused(v, "planted.py")
+    assert not target.exists()

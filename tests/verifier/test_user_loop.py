@@ -16,6 +16,7 @@ from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
 from forge.core.verdict import Verdict
 from forge.verifier import Job, VerifierService
 from forge.verifier.messages import UserLoopRequest
+from forge.verifier.processes.worker_env import candidate_folder
 from forge.verifier.timing import user_loop
 from forge.verifier.timing.slowdown import slowed
 from forge.verifier.timing.user_loop import with_user_loop
@@ -175,7 +176,8 @@ def _request(cand: str, settings) -> tuple[UserLoopRequest, dict[str, str], User
         seed=0,
         device="cpu",
     )
-    env = user_loop.user_env("cpu", 2, settings, [Path(cand).parent])  # the sandbox reads the candidate's folder
+    own = candidate_folder(Path(cand).read_text())
+    env = user_loop.user_env("cpu", 2, settings, [Path(cand).parent], own)  # the sandbox reads the candidate's folder
     return job, env, UserLoop(regime=TimingRegime.WARM, rounds=10, threads=2)
 
 

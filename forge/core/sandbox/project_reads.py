@@ -7,7 +7,8 @@ and the Python the op imports from beside it. So a project folder is granted as:
 
 - the folder itself listable (Python's import system lists a folder on its path before it finds a
   module there; a name is all a listing shows);
-- its Python files (``.py``, ``.pyi``, compiled extensions), each by a rule on that file;
+- its Python files (``.py``, ``.pyi``, compiled extensions), each by a rule on that file, and the
+  files named after the op (``NAME.inputs.pt`` beside ``NAME.py``);
 - its packages (a folder holding ``__init__.py``): whole where nothing beneath is hidden or named
   like a key, a credential or a bank (other than Python's own files); else file by file, without
   those.
@@ -72,9 +73,16 @@ class ProjectReads:
                 self._add_package(entry.path)
 
     def add_file(self, path: Path) -> None:
-        """One file the candidate needs (the op, its own source), whatever its name."""
-        if path.is_file():
-            self.files.add(str(path))
+        """One file the candidate needs (the op, its own source), whatever its name, and the files
+        beside it named after it (an op carved from a model keeps its recorded inputs in
+        ``NAME.inputs.pt`` beside ``NAME.py``), unless hidden or named like a secret."""
+        if not path.is_file():
+            return
+        self.files.add(str(path))
+        with os.scandir(path.parent) as entries:
+            for entry in entries:
+                if entry.name.startswith(path.stem + ".") and _readable(entry.name) and entry.is_file():
+                    self.files.add(entry.path)
 
     def _add_package(self, package: str) -> None:
         """A package whole where nothing beneath is withheld (one rule: a project's large packages

@@ -19,7 +19,7 @@ from forge.core.settings import ForgeSettings
 from forge.verifier import machine
 from forge.verifier.briefing.paired_baseline import PAIRED_TRIALS, paired_baseline, with_paired
 from forge.verifier.processes.sandboxing import sandboxed
-from forge.verifier.processes.worker_env import worker_env
+from forge.verifier.processes.worker_env import BRIEF, worker_env
 from forge.verifier.service import Verifier
 
 BRIEF_TIMEOUT_S = 240.0
@@ -42,7 +42,7 @@ def measure_op_brief(
     figures = machine.measured_figures(device, threads, settings.cache_path())
     said = f"{op_hash}|{device}|{ident}|{torch.__version__}|{compiled}|{_VERSION}|{figures}"
     key = hashlib.sha256(said.encode()).hexdigest()[:24]
-    env = worker_env(device, threads, settings.cache_path(), settings.gpu)
+    env = worker_env(device, threads, settings.cache_path(), settings.gpu, BRIEF)
     # the op's own code, run before any candidate: confined as the candidates are all the same
     env = sandboxed(env, settings.sandbox, [op_path, op_path.resolve().parent, Path.cwd()], device)
     # the worker's own cache holds figures of its own (measured in its process, perhaps under load):

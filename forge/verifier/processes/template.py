@@ -28,7 +28,13 @@ from typing import Any
 # (glibc's malloc settings, OpenMP's thread count, the import path) and keys the template.
 _PER_WORKER = {
     "PYTEST_CURRENT_TEST",
-    "FORGE_CACHE_DIR",
+    "FORGE_CACHE_DIR",  # and the folders in it, each worker's own (``worker_env.candidate_folder``)
+    "HOME",
+    "TMPDIR",
+    "XDG_CACHE_HOME",
+    "TRITON_CACHE_DIR",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "TORCH_EXTENSIONS_DIR",
     "FORGE_WORKER_DEVICE",
     "FORGE_WORKER_MEMORY_MB",
     "CUDA_VISIBLE_DEVICES",

@@ -23,6 +23,7 @@ import os
 import select
 import socket
 import sys
+import tempfile
 from typing import Any
 
 import forge.verifier.worker as worker  # first: binds the clocks before torch is imported
@@ -53,6 +54,7 @@ def _child(request: dict[str, Any], chan_fd: int, out_fd: int, control: socket.s
         sys.path[0] = request["cwd"]
         os.environ.clear()
         os.environ.update(request["env"])
+        tempfile.tempdir = None  # read again from this worker's TMPDIR, not the template's
         sys.argv = ["-m", str(request["role"]), str(chan_fd)]
         code = worker.main([str(request["role"]), str(chan_fd)])
     except BaseException:  # the child must never return into the template's loop

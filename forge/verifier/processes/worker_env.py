@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 from forge.core.sandbox import scrubbed
 from forge.verifier import memory
+
+REFERENCE = "reference"  # the reference worker's folder: no candidate writes there
+BRIEF = "brief"  # the op brief's process (the op's own code, confined)
 
 
 def workers_cache(cache: Path) -> Path:
@@ -15,26 +19,35 @@ def workers_cache(cache: Path) -> Path:
     return cache / "workers"
 
 
-def worker_env(device: str, threads: int, cache: Path, gpu: str | None = None) -> dict[str, str]:
+def candidate_folder(source: str) -> str:
+    """A candidate's own folder under ``workers_cache``, named by its source: it writes there and
+    nowhere else, so no candidate plants a compiled module, a counter or a file that another
+    candidate's verification (or the reference's compile) would load; the same source verified
+    again (its confirmation, its user loop) finds what it compiled before."""
+    return "candidates/" + hashlib.sha256(source.encode()).hexdigest()[:20]
+
+
+def worker_env(device: str, threads: int, cache: Path, gpu: str | None = None, own: str = REFERENCE) -> dict[str, str]:
     """The environment of a worker: the allowlist of ``sandbox.scrubbed`` (no keys, tokens, bank or
-    cluster addresses), its compilers' caches, home and temporary files under ``workers_cache``."""
+    cluster addresses), its compilers' caches, home and temporary files in its ``own`` folder of
+    ``workers_cache`` (``REFERENCE``, ``BRIEF``, or ``candidate_folder``)."""
     env = scrubbed(os.environ)
     root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    own = workers_cache(cache)
+    own_dir = workers_cache(cache) / own
     for sub in ("home", "tmp"):
-        (own / sub).mkdir(parents=True, exist_ok=True)
+        (own_dir / sub).mkdir(parents=True, exist_ok=True)
     env.update(
         {
-            "HOME": str(own / "home"),
-            "TMPDIR": str(own / "tmp"),
-            "XDG_CACHE_HOME": str(own),
-            "TRITON_CACHE_DIR": str(own / "triton"),
-            "TORCHINDUCTOR_CACHE_DIR": str(own / "inductor"),
-            "TORCH_EXTENSIONS_DIR": str(own / "torch_extensions"),
+            "HOME": str(own_dir / "home"),
+            "TMPDIR": str(own_dir / "tmp"),
+            "XDG_CACHE_HOME": str(own_dir),
+            "TRITON_CACHE_DIR": str(own_dir / "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": str(own_dir / "inductor"),
+            "TORCH_EXTENSIONS_DIR": str(own_dir / "torch_extensions"),
             "FORGE_WORKER_DEVICE": device,
             "FORGE_WORKER_THREADS": str(threads),
-            "FORGE_CACHE_DIR": str(own),
+            "FORGE_CACHE_DIR": str(own_dir),
             "OMP_NUM_THREADS": str(threads),
             "MKL_NUM_THREADS": str(threads),
             "PYTHONUNBUFFERED": "1",

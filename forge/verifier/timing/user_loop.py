@@ -36,7 +36,7 @@ from forge.verifier.machine import available_cores
 from forge.verifier.messages import Turns, TurnTimes, UserLoopRequest
 from forge.verifier.processes.sandboxing import sandboxed
 from forge.verifier.processes.template import worker_limits
-from forge.verifier.processes.worker_env import worker_env
+from forge.verifier.processes.worker_env import candidate_folder, worker_env
 from forge.verifier.processes.worker_process import track
 from forge.verifier.timing.slowdown import slowed
 from forge.verifier.timing.user_loop_turns import BLOCK_ROUNDS, OTHER_ENDED, turn_blocks
@@ -66,7 +66,8 @@ def measure_user_loop(
     per_round_s = sum(float(ms or 0.0) for ms in (t.candidate, t.eager, t.compile, t.eager)) / 1000 + 0.01
     limit = settings.timeout + _START_S + 3 * rounds * per_round_s
     reads = [op_path, candidate_path, op_path.resolve().parent, candidate_path.resolve().parent, Path.cwd()]
-    env = user_env(verdict.device or "cpu", threads, settings, reads)
+    own = candidate_folder(candidate_path.read_text(errors="replace"))
+    env = user_env(verdict.device or "cpu", threads, settings, reads, own)
     job = UserLoopRequest(
         op_path=str(op_path.resolve()),
         candidate_path=str(candidate_path.resolve()),
@@ -271,14 +272,14 @@ def _collect(child: _LoopChild, result: Path, limit: float, said: UserLoop) -> U
     return found.model_copy(update={"threads": said.threads, "regime": said.regime, "rounds": said.rounds})
 
 
-def user_env(device: str, threads: int, settings: ForgeSettings, reads: list[Path] | None = None) -> dict[str, str]:
+def user_env(device: str, threads: int, settings: ForgeSettings, reads: list[Path], own: str) -> dict[str, str]:
     """A user's process: the workers' threads and allocator regime (heap kept), but libgomp's own
     spinning (the workers' short spin keeps two of them from taking each other's cores; one user
     process has no such neighbour, and ``reproduce.py`` runs with the default too). It runs the
-    candidate: sandboxed as its worker is, reading ``reads`` (its files and folders, written in
-    its own temporary folder under the workers' cache)."""
-    env = worker_env(device, threads, settings.cache_path(), settings.gpu)
-    env = sandboxed(env, settings.sandbox, reads or [], device)
+    candidate: sandboxed as its worker is, reading ``reads`` (its files and folders) and writing
+    its ``own`` folder of the workers' cache (``worker_env.candidate_folder``)."""
+    env = worker_env(device, threads, settings.cache_path(), settings.gpu, own)
+    env = sandboxed(env, settings.sandbox, reads, device)
     if "GOMP_SPINCOUNT" in os.environ:
         env["GOMP_SPINCOUNT"] = os.environ["GOMP_SPINCOUNT"]
     else:
