@@ -43,6 +43,7 @@ _ASSIGNED = re.compile(
     r"(?P<name>\b[A-Z][A-Z0-9_]*)(?P<sep>[\"']?\s*[=:]\s*)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;}]+)"
 )
 _TOKEN_LIKE = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])[A-Za-z0-9_\-+=.:]{16,}")
+_NUMBER = re.compile(r"[-+]?[0-9][0-9_.eE+-]*")
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
 M = TypeVar("M", bound=BaseModel)
@@ -71,7 +72,14 @@ class Redactor:
 
     def _assigned(self, m: re.Match[str]) -> str:
         value = m.group("value")
-        if not SECRET_NAME.search(m.group("name")) or value.startswith("[redacted") or len(value.strip("\"'")) < 4:
+        bare = value.strip("\"'")
+        # a number is a setting (MAX_TOKENS = 4096, BLOCK_KEYS: 1024), not a credential
+        if (
+            not SECRET_NAME.search(m.group("name"))
+            or value.startswith("[redacted")
+            or len(bare) < 4
+            or _NUMBER.fullmatch(bare)
+        ):
             return m.group(0)
         self.replaced += 1
         return f"{m.group('name')}{m.group('sep')}[redacted: a value named like a secret]"

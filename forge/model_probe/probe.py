@@ -24,6 +24,8 @@ from pydantic import BaseModel, ValidationError
 
 from forge.core.errors import ForgeError, first_said
 from forge.core.model_records import ModelProfile, ModelProof, TrainingProof
+from forge.core.redaction import Redactor, known_secrets
+from forge.core.sandbox import scrubbed
 from forge.model_probe.profiling import profile_model
 from forge.model_probe.proving import prove_model
 from forge.model_probe.source import load_model
@@ -86,18 +88,33 @@ def _probe(
         argv = [sys.executable, "-m", "forge.model_probe.probe", step, model, *extra, "--out", str(out)]
         log = Path(tmp) / "log.txt"
         with log.open("w") as sink:
-            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=_environment(step, env))
             _wait(proc, model, step, timeout_s, stop)
         if not out.exists():
-            said = log.read_text(errors="replace").strip()[-1500:]
+            said = _redacted(log.read_text(errors="replace").strip()[-1500:])
             raise ModelRunError(f"{model}: the {step} process ended (exit {proc.returncode}) without a result:\n{said}")
         data = json.loads(out.read_text())
     if "error" in data:
-        raise ModelRunError(f"{model}: {data['error']}".rstrip())
+        raise ModelRunError(f"{model}: {_redacted(data['error'])}".rstrip())
     try:
         return record.model_validate(data)
     except ValidationError as exc:
         raise ModelRunError(f"{model}: the {step} process wrote a malformed record: {exc}") from exc
+
+
+def _environment(step: str, extra: dict[str, str] | None) -> dict[str, str]:
+    """The probe's environment: forge's own, but the prove step runs banked kernels (an LLM's code
+    among them), so it gets the allowlist a candidate's process gets (no provider keys, tokens or
+    database passwords beyond the bank's location it is handed) and its home for the model's
+    caches."""
+    if step != "prove":
+        return {**os.environ, **(extra or {})}
+    return {**scrubbed(os.environ), "HOME": str(Path.home()), **(extra or {})}
+
+
+def _redacted(text: str) -> str:
+    """What the probe said, which may quote the banked kernels' text, without credentials."""
+    return Redactor(known_secrets(os.environ, [Path.cwd()])).text(text)
 
 
 def _wait(proc: subprocess.Popen[bytes], model: str, step: str, timeout_s: float, stop: threading.Event | None) -> None:

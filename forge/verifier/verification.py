@@ -52,7 +52,7 @@ from forge.verifier.messages import (
     SetupRequest,
 )
 from forge.verifier.processes.preload import PRELOAD, preload_spec
-from forge.verifier.processes.sandboxing import sandboxed
+from forge.verifier.processes.sandboxing import op_reads, sandboxed
 from forge.verifier.processes.worker_env import candidate_folder, worker_env
 from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
@@ -142,7 +142,7 @@ class _Run:
         else:
             self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
         self.ref_guard = SchedGuard(self.ref.pid)  # before any candidate code can run
-        reads = [self.spec.path, self.cand_path, self.spec.path.parent, self.cand_path.parent, cwd]
+        reads = [*op_reads(self.spec.path), self.cand_path, self.cand_path.parent, cwd]
         own = candidate_folder(self.source)
         cand_env = {**worker_env(self.device, self.threads, self.cache, self.settings.gpu, own)}
         cand_env.update({k: env[k] for k in (PRELOAD, "FORGE_WORKER_MEMORY_MB")})

@@ -219,3 +219,30 @@ def test_train_checks_the_candidates_backward(cache_dir, tmp_path):
     assert r.returncode != 0
     assert "provides no backward" in r.stdout + r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_from_a_project_folder_the_dotenv_stays_unread_and_a_printed_key_is_redacted(cache_dir, tmp_path):
+    """`forge verify` run in a project that keeps its key in .env: a candidate that reads it is
+    refused with the path named; one that prints the key (it was handed it) has it redacted, in
+    the JSON verdict and in the text a user reads."""
+    canary = "zq9" + "f00dfeed" * 3
+    (tmp_path / ".env").write_text(f"OPENAI_API_KEY={canary}\n")
+    (tmp_path / "softmax_op.py").write_text((OPS / "small_softmax.py").read_text())
+    honest = (CANDIDATES / "softmax" / "honest_torch.py").read_text()
+    (tmp_path / "reads.py").write_text("print(open('.env').read())\n" + honest)
+    (tmp_path / "prints.py").write_text(f"print('key', {canary[:8]!r} + {canary[8:]!r})\n" + honest)
+    env = {**os.environ, "FORGE_CACHE_DIR": str(cache_dir), "FORGE_TIMING_BUDGET_S": "0.2"}
+
+    def run(cand: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "forge", "verify", "softmax_op.py", cand, "--no-compile-baseline", *extra]
+        return subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+
+    read = run("reads.py", "--json")
+    data = json.loads(read.stdout)
+    assert read.returncode != 0 and not data["passed"], read.stdout[-800:]
+    assert "Permission denied" in data["reason"] and ".env" in data["reason"], data["reason"]
+    for extra in (("--json",), ()):
+        printed = run("prints.py", *extra)
+        assert printed.returncode == 0, printed.stdout[-800:] + printed.stderr[-800:]
+        assert canary not in printed.stdout + printed.stderr
+    assert "[redacted:" in json.loads(run("prints.py", "--json").stdout)["candidate_output"]

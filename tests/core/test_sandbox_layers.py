@@ -51,6 +51,11 @@ def test_the_filter_refuses_every_new_socket_and_keeps_inherited_ones_and_pairs(
         a.send(b"x")
         if b.recv(1) != b"x":
             return 3
+        try:  # a datagram pair could sendto() any Unix datagram socket by its path
+            socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            return 4
+        except PermissionError:
+            pass
         theirs.send(b"channel")  # the worker's channel: made before, inherited
         return 0
 
@@ -96,8 +101,8 @@ def test_a_project_folder_grants_its_python_and_clean_packages_alone(tmp_path: P
     (mixed / "deploy.pem").write_text("")
     (mixed / "inner" / "mod.py").write_text("")
     (mixed / "inner" / ".secrets").write_text("")
-    (tmp_path / "data").mkdir()  # not a package
-    (tmp_path / "data" / "x.py").write_text("")
+    (tmp_path / "data").mkdir()  # no module in it: not a package
+    (tmp_path / "data" / "table.csv").write_text("")
     reads = ProjectReads()
     reads.add_folder(tmp_path)
     assert reads.trees == {str(clean)}
@@ -125,3 +130,36 @@ def test_a_policy_reads_the_op_file_but_no_secret_beside_it(tmp_path: Path):
 )
 def test_secret_looking_names(name: str, secret: bool):
     assert looks_secret(name) is secret
+
+
+def test_a_namespace_package_is_granted_and_a_secret_named_module_is_not(tmp_path: Path):
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "helpers.py").write_text("")  # no __init__.py: a namespace package
+    (tmp_path / "secrets.py").write_text("API_KEY = '...'")
+    (tmp_path / "tokenizer.py").write_text("")
+    reads = ProjectReads()
+    reads.add_folder(tmp_path)
+    assert str(tmp_path / "utils") in reads.trees
+    assert str(tmp_path / "tokenizer.py") in reads.files and str(tmp_path / "secrets.py") not in reads.files
+
+
+def test_a_link_at_a_projects_top_is_not_followed(tmp_path: Path):
+    outside = tmp_path / "home" / "credentials"
+    outside.parent.mkdir()
+    outside.write_text("")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "innocent.py").symlink_to(outside)
+    reads = ProjectReads()
+    reads.add_folder(project)
+    assert reads.files == set()
+
+
+def test_no_worker_reads_a_user_site_packages():
+    """A worker's home is a folder it writes: a .pth left in its user site would run in the next
+    process before the sandbox. Every worker starts with -s and PYTHONNOUSERSITE."""
+    from forge.core.sandbox import python_argv
+    from forge.verifier.processes.worker_env import worker_env
+
+    assert python_argv("m")[1] == "-s"
+    assert worker_env("cpu", 1, Path("/tmp/forge-test-cache"))["PYTHONNOUSERSITE"] == "1"

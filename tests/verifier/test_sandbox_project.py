@@ -48,6 +48,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (folder / ".git").mkdir()
     (folder / ".git" / "config").write_text("[remote]\nurl = https://user:pat@example.com\n")
     (folder / "bank.db").write_bytes(b"SQLite format 3\x00")
+    (folder / "secrets.py").write_text(f"API_KEY = {CANARY!r}\n")  # a common idiom, gitignored
     monkeypatch.chdir(folder)
     return folder
 
@@ -77,7 +78,7 @@ def test_the_projects_own_module_imports_and_an_honest_candidate_passes(project,
     assert v.passed, (v.status, v.reason, [c for c in v.checks if not c.passed], v.warnings)
 
 
-@pytest.mark.parametrize("secret", [".env", "server.pem", ".git/config", "bank.db"])
+@pytest.mark.parametrize("secret", [".env", "server.pem", ".git/config", "bank.db", "secrets.py"])
 def test_what_the_project_keeps_beside_the_op_is_not_readable(project, fast_settings, secret):
     v = _verify(project, f"print(open({str(project / secret)!r}).read())", fast_settings)
     _refused(v, secret.split("/")[-1])
@@ -179,3 +180,28 @@ def test_a_candidate_writes_its_own_folder_alone_and_no_other_reads_it(project, 
     v = _verify(project, f"open({str(target)!r}, 'w').write('import os')", fast_settings)
     _refused(v, "planted.py")
     assert not target.exists()
+
+
+def test_no_datagram_reaches_a_unix_socket_by_its_path(project, fast_settings, tmp_path):
+    """A socket pair of datagrams, made without socket(), could sendto() any path (/dev/log)."""
+    path = tmp_path / "log.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(str(path))
+    server.settimeout(0.5)
+    send = f"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b'leak', {str(path)!r})"
+    v = _verify(project, send, fast_settings)
+    try:
+        got = server.recv(64)
+    except TimeoutError:
+        got = None
+    server.close()
+    _refused(v, "Permission denied")
+    assert got is None, got
+
+
+def test_a_project_module_named_as_the_standard_librarys_is_not_imported_for_it(project, fast_settings):
+    """The project's secrets.py is not imported (unconfined, by the worker template started in the
+    project) in place of the standard library's: no candidate finds its values in memory."""
+    look = "import secrets as _s\nassert hasattr(_s, 'token_hex') and not hasattr(_s, 'API_KEY'), _s"
+    v = _verify(project, look, fast_settings)
+    assert v.passed, v.reason

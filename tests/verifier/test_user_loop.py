@@ -5,6 +5,7 @@ slower than eager there is not accepted. The real verifier and the real loop pro
 
 from __future__ import annotations
 
+import socket
 import threading
 from pathlib import Path
 
@@ -234,3 +235,27 @@ def test_eager_read_slower_once_is_measured_again_and_twice_is_a_change(fast_set
     )
     assert loop.tampered == [f"process 2 of 2: {twice}"]
     assert with_user_loop(v, loop).status == "failed_integrity"
+
+
+def test_the_users_loop_processes_are_confined_as_the_worker_is(fast_settings):
+    """A finalist that tries a datagram in every process it runs in (and stays correct): nothing
+    arrives, from the worker or from either of the user's processes."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    source = (CANDIDATES / "affine" / "honest.py").read_text() + (
+        "\nimport socket\ntry:\n"
+        f"    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {port}))\n"
+        "except OSError as exc:\n    print('refused:', exc)\n"
+    )
+    on = fast_settings.model_copy(update={"user_loop": True, "user_loop_processes": 2})
+    with VerifierService(AFFINE, on, "cpu") as service:
+        v = service.verify_alone(Job("finalist", source), 10, 120)
+    try:
+        got = listener.recv(64)
+    except TimeoutError:
+        got = None
+    listener.close()
+    assert v.passed and v.user_loop is not None and len(v.user_loop.processes) == 2, v.reason
+    assert got is None, got

@@ -7,6 +7,7 @@ process while it still has one thread. It imports nothing of forge's above this 
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 
@@ -14,8 +15,12 @@ from forge.core.sandbox.policy import SandboxError, enter_from_env
 
 
 def python_argv(module: str, *args: str) -> list[str]:
-    """The command line that runs ``module`` as ``__main__`` in a fresh interpreter, confined first."""
-    return [sys.executable, "-m", "forge.core.sandbox.entry", module, *args]
+    """The command line that runs ``module`` as ``__main__`` in a fresh interpreter, confined first.
+    ``-s``: no user site-packages (a worker's home is its own folder, which it writes, and a
+    ``.pth`` it left there would run in the next process before the confinement). ``-P``: the
+    working directory is not put first on the import path, where a project's ``secrets.py``
+    would be imported for the standard library's, unconfined (``main`` puts it last)."""
+    return [sys.executable, "-s", "-P", "-m", "forge.core.sandbox.entry", module, *args]
 
 
 def main() -> None:
@@ -25,6 +30,7 @@ def main() -> None:
         print(f"forge: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     module, sys.argv = sys.argv[1], sys.argv[1:]
+    sys.path.append(os.getcwd())  # the user's modules beside the op, after the installation's
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 

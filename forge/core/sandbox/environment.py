@@ -22,6 +22,7 @@ _NAMES = frozenset(
         "PYTHONHASHSEED",
         "PYTHONUNBUFFERED",
         "PYTHONDONTWRITEBYTECODE",
+        "PYTHONNOUSERSITE",
         "VIRTUAL_ENV",
         "CONDA_PREFIX",
         "LD_LIBRARY_PATH",

@@ -99,7 +99,11 @@ def _private_shm(libc: ctypes.CDLL) -> bool:
     if not Path(_SHM).is_dir():
         return False
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-    return libc.mount(b"tmpfs", _SHM.encode(), b"tmpfs", flags, b"mode=1777") == 0
+    # its pages are not the process's own (RLIMIT_DATA does not count them): bounded by the
+    # worker's memory limit where the parent set one
+    limit = os.environ.get("FORGE_WORKER_MEMORY_MB", "")
+    options = b"mode=1777" + (f",size={int(limit)}m".encode() if limit.isdigit() else b"")
+    return libc.mount(b"tmpfs", _SHM.encode(), b"tmpfs", flags, options) == 0
 
 
 def _drop_capabilities(libc: ctypes.CDLL) -> None:

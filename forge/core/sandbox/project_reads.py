@@ -9,9 +9,12 @@ and the Python the op imports from beside it. So a project folder is granted as:
   module there; a name is all a listing shows);
 - its Python files (``.py``, ``.pyi``, compiled extensions), each by a rule on that file, and the
   files named after the op (``NAME.inputs.pt`` beside ``NAME.py``);
-- its packages (a folder holding ``__init__.py``): whole where nothing beneath is hidden or named
-  like a key, a credential or a bank (other than Python's own files); else file by file, without
-  those.
+- its packages (a folder holding ``__init__.py`` or, a namespace package, any module): whole where
+  nothing beneath is hidden or named like a key, a credential or a bank; else file by file,
+  without those. A Python file named so (``secrets.py``, ``credentials.py``) is withheld too.
+
+Symbolic links are not followed out of a project: a link at its top is not granted, and a
+package's links are granted where the package is whole (Landlock checks a link's target by path).
 
 A hidden file or folder, a secret-looking name, and anything else in the folder (data, a bank, a
 README) stay unreadable: a candidate that opens one is refused with the path named.
@@ -41,7 +44,14 @@ SECRET_NAMES = (
     "*credential*",
     "*secret*",
     "*password*",
-    "*token*",
+    "*passwd*",
+    "*api_key*",
+    "*apikey*",
+    "*_token",
+    "*_token.*",
+    "token",
+    "token.*",
+    "*.token",
     "*.env",
     "*.db",
     "*.sqlite",
@@ -65,11 +75,11 @@ class ProjectReads:
             return
         self.listable.add(str(folder))
         for entry in entries:
-            if entry.name.startswith("."):
+            if not _readable(entry.name) or entry.is_symlink():  # a link may lead out of the project
                 continue
             if entry.is_file() and entry.name.endswith(PYTHON_SUFFIXES):
                 self.files.add(entry.path)
-            elif entry.is_dir(follow_symlinks=False) and (Path(entry.path) / "__init__.py").is_file():
+            elif entry.is_dir() and _is_package(Path(entry.path)):
                 self._add_package(entry.path)
 
     def add_file(self, path: Path) -> None:
@@ -81,7 +91,8 @@ class ProjectReads:
         self.files.add(str(path))
         with os.scandir(path.parent) as entries:
             for entry in entries:
-                if entry.name.startswith(path.stem + ".") and _readable(entry.name) and entry.is_file():
+                named = entry.name.startswith(path.stem + ".") and _readable(entry.name)
+                if named and entry.is_file(follow_symlinks=False):
                     self.files.add(entry.path)
 
     def _add_package(self, package: str) -> None:
@@ -101,13 +112,21 @@ class ProjectReads:
                         continue
                     if entry.is_dir(follow_symlinks=False):
                         todo.append(entry.path)
-                    elif entry.is_file():
+                    elif entry.is_file(follow_symlinks=False):
                         self.files.add(entry.path)
 
 
 def _readable(name: str) -> bool:
-    """Not hidden, and (other than Python's own files) not named like a key, a credential or a bank."""
-    return not name.startswith(".") and (name.endswith(PYTHON_SUFFIXES) or not looks_secret(name))
+    """Not hidden, and not named like a key, a credential or a bank (``secrets.py`` neither)."""
+    return not name.startswith(".") and not looks_secret(name)
+
+
+def _is_package(folder: Path) -> bool:
+    """A folder Python imports from: ``__init__.py`` in it, or (a namespace package) a module."""
+    try:
+        return any(e.name.endswith(PYTHON_SUFFIXES) and e.is_file() for e in os.scandir(folder))
+    except OSError:
+        return False
 
 
 def _clean_folders(top: str) -> dict[str, bool]:

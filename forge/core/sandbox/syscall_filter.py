@@ -6,13 +6,16 @@ not cover. A candidate needs no socket of its own: the worker's channel to forge
 made before the fork and inherited, and the compilers it runs talk over pipes. So this filter
 refuses the ``socket`` system call for every family (inet, inet6, packet, netlink, Unix) with
 ``EACCES`` ("Permission denied"), and ``io_uring_setup``, whose requests make sockets and connect
-them without the ``socket`` call. ``socketpair`` stays: two sockets joined to each other reach
-nothing outside. A system call made through another architecture's entry (a 32-bit ``int 0x80``
-from a 64-bit process, whose ``socketcall`` would slip past) is refused whole, as is the x32 ABI.
+them without the ``socket`` call. ``socketpair`` stays for stream and packet pairs, which are
+connected to each other for good (``connect`` says already connected, an address given to
+``sendto`` is refused or ignored); a datagram pair is refused, since ``sendto`` a path on it
+reaches any Unix datagram socket (``/dev/log``, the journal's). A system call made through
+another architecture's entry (a 32-bit ``int 0x80`` from a 64-bit process, whose ``socketcall``
+would slip past) is refused whole, as is the x32 ABI.
 
 The filter is a classic BPF program over ``struct seccomp_data`` (``nr`` at offset 0, ``arch`` at
-4), installed with ``prctl(PR_SET_SECCOMP)`` after ``PR_SET_NO_NEW_PRIVS``; it holds for the
-calling thread and every process it starts, for good.
+4, the low half of ``args[1]`` at 24), installed with ``prctl(PR_SET_SECCOMP)`` after
+``PR_SET_NO_NEW_PRIVS``; it holds for the calling thread and every process it starts, for good.
 """
 
 from __future__ import annotations
@@ -41,13 +44,18 @@ _RET_K = 0x06  # BPF_RET | BPF_K
 class _Arch:
     audit: int  # AUDIT_ARCH_* as seccomp_data.arch reads it
     socket: int
+    socketpair: int
     io_uring_setup: int
 
 
 _ARCHES = {
-    "x86_64": _Arch(audit=0xC000003E, socket=41, io_uring_setup=425),
-    "aarch64": _Arch(audit=0xC00000B7, socket=198, io_uring_setup=425),
+    "x86_64": _Arch(audit=0xC000003E, socket=41, socketpair=53, io_uring_setup=425),
+    "aarch64": _Arch(audit=0xC00000B7, socket=198, socketpair=199, io_uring_setup=425),
 }
+_SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
+_SOCK_TYPE_MASK = 0xF  # the type's bits of socketpair's second argument (the rest: SOCK_CLOEXEC, ...)
+_ARG1_LOW = 24  # seccomp_data.args[1], its low 32 bits (little-endian)
+_ALU_AND_K = 0x54  # BPF_ALU | BPF_AND | BPF_K
 
 
 class SyscallFilterError(OSError):
@@ -67,13 +75,18 @@ def _program(arch: _Arch) -> list[tuple[int, int, int, int]]:
     refuse = _SECCOMP_RET_ERRNO | errno.EACCES
     return [
         (_LD_W_ABS, 0, 0, 4),  # 0: arch
-        (_JEQ_K, 0, 5, arch.audit),  # 1: another architecture's entry -> 7 (refused)
+        (_JEQ_K, 0, 10, arch.audit),  # 1: another architecture's entry -> 12 (refused)
         (_LD_W_ABS, 0, 0, 0),  # 2: the system call's number
-        (_JGE_K, 3, 0, _X32_SYSCALL_BIT),  # 3: the x32 ABI -> 7
-        (_JEQ_K, 2, 0, arch.socket),  # 4: socket -> 7
-        (_JEQ_K, 1, 0, arch.io_uring_setup),  # 5: io_uring_setup -> 7
-        (_RET_K, 0, 0, _SECCOMP_RET_ALLOW),  # 6
-        (_RET_K, 0, 0, refuse),  # 7
+        (_JGE_K, 8, 0, _X32_SYSCALL_BIT),  # 3: the x32 ABI -> 12
+        (_JEQ_K, 7, 0, arch.socket),  # 4: socket -> 12
+        (_JEQ_K, 6, 0, arch.io_uring_setup),  # 5: io_uring_setup -> 12
+        (_JEQ_K, 0, 4, arch.socketpair),  # 6: anything else -> 11 (allowed)
+        (_LD_W_ABS, 0, 0, _ARG1_LOW),  # 7: socketpair's type
+        (_ALU_AND_K, 0, 0, _SOCK_TYPE_MASK),  # 8
+        (_JEQ_K, 1, 0, _SOCK_STREAM),  # 9: a stream pair -> 11
+        (_JEQ_K, 0, 1, _SOCK_SEQPACKET),  # 10: a packet pair -> 11, a datagram pair -> 12
+        (_RET_K, 0, 0, _SECCOMP_RET_ALLOW),  # 11
+        (_RET_K, 0, 0, refuse),  # 12
     ]
 
 

@@ -18,7 +18,7 @@ from forge.core.sandbox import python_argv
 from forge.core.settings import ForgeSettings
 from forge.verifier import machine
 from forge.verifier.briefing.paired_baseline import PAIRED_TRIALS, paired_baseline, with_paired
-from forge.verifier.processes.sandboxing import sandboxed
+from forge.verifier.processes.sandboxing import op_reads, sandboxed
 from forge.verifier.processes.worker_env import BRIEF, worker_env
 from forge.verifier.service import Verifier
 
@@ -44,7 +44,7 @@ def measure_op_brief(
     key = hashlib.sha256(said.encode()).hexdigest()[:24]
     env = worker_env(device, threads, settings.cache_path(), settings.gpu, BRIEF)
     # the op's own code, run before any candidate: confined as the candidates are all the same
-    env = sandboxed(env, settings.sandbox, [op_path, op_path.resolve().parent, Path.cwd()], device)
+    env = sandboxed(env, settings.sandbox, [*op_reads(op_path), Path.cwd()], device)
     # the worker's own cache holds figures of its own (measured in its process, perhaps under load):
     # the brief's roofline reads the session's, as the verdicts' do
     argv = python_argv(

@@ -56,7 +56,7 @@ def _imports(source: str) -> list[str]:
     return entries
 
 
-def _model_file(source: str) -> Path | None:
+def model_file(source: str) -> Path | None:
     """The model file an op carved from one imports (its ``_MODEL_FILE`` constant)."""
     for node in ast.parse(source).body:
         if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Constant):
@@ -77,7 +77,7 @@ def preload_spec(op_path: Path) -> str:
     libraries its model file imports (an op carved from a model), else those it imports."""
     try:
         source = op_path.read_text()
-        model = _model_file(source)
+        model = model_file(source)
         if model is not None and model.is_file():
             source = model.read_text()
         entries = _imports(source)

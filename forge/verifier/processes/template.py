@@ -119,7 +119,7 @@ class WorkerTemplate:
     def _run(self, env: dict[str, str], theirs: socket.socket) -> None:
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "forge.verifier.processes.template_process", str(theirs.fileno())],
+                [sys.executable, "-s", "-P", "-m", "forge.verifier.processes.template_process", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

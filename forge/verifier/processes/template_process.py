@@ -51,7 +51,9 @@ def _child(request: dict[str, Any], chan_fd: int, out_fd: int, control: socket.s
         os.close(null)
         os.close(out_fd)
         os.chdir(request["cwd"])
-        sys.path[0] = request["cwd"]
+        # the user's modules beside the op, after the installation's (the template runs with -P:
+        # a project's secrets.py must not be imported for the standard library's)
+        sys.path.append(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
         tempfile.tempdir = None  # read again from this worker's TMPDIR, not the template's
@@ -88,7 +90,8 @@ def _preload_libraries(argv: list[str]) -> None:
     preload(extras)
     if thread_count() > before:
         env = {k: v for k, v in os.environ.items() if k != PRELOAD}
-        os.execve(sys.executable, [sys.executable, "-m", "forge.verifier.processes.template_process", *argv], env)
+        command = [sys.executable, "-s", "-P", "-m", "forge.verifier.processes.template_process", *argv]
+        os.execve(sys.executable, command, env)
 
 
 def main(argv: list[str]) -> int:

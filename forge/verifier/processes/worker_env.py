@@ -51,6 +51,9 @@ def worker_env(device: str, threads: int, cache: Path, gpu: str | None = None, o
             "OMP_NUM_THREADS": str(threads),
             "MKL_NUM_THREADS": str(threads),
             "PYTHONUNBUFFERED": "1",
+            # no user site-packages: the home above is a folder the candidate writes (a .pth there
+            # would run in the next process of the same candidate before it is confined)
+            "PYTHONNOUSERSITE": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
         }
     )

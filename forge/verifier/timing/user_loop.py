@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-from forge.core.redaction import REDACTED_NOTE, redacted
+from forge.core.redaction import redacted
 from forge.core.sandbox import python_argv
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import TimingRegime, VerdictStatus
@@ -34,7 +34,7 @@ from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
 from forge.core.verdict import Verdict
 from forge.verifier.machine import available_cores
 from forge.verifier.messages import Turns, TurnTimes, UserLoopRequest
-from forge.verifier.processes.sandboxing import sandboxed
+from forge.verifier.processes.sandboxing import op_reads, sandboxed
 from forge.verifier.processes.template import worker_limits
 from forge.verifier.processes.worker_env import candidate_folder, worker_env
 from forge.verifier.processes.worker_process import track
@@ -65,7 +65,7 @@ def measure_user_loop(
     t = verdict.timings_ms
     per_round_s = sum(float(ms or 0.0) for ms in (t.candidate, t.eager, t.compile, t.eager)) / 1000 + 0.01
     limit = settings.timeout + _START_S + 3 * rounds * per_round_s
-    reads = [op_path, candidate_path, op_path.resolve().parent, candidate_path.resolve().parent, Path.cwd()]
+    reads = [*op_reads(op_path), candidate_path, candidate_path.resolve().parent, Path.cwd()]
     own = candidate_folder(candidate_path.read_text(errors="replace"))
     env = user_env(verdict.device or "cpu", threads, settings, reads, own)
     job = UserLoopRequest(
@@ -84,6 +84,8 @@ def measure_user_loop(
         if stop is not None and stop.is_set():
             return said.model_copy(update={"processes": processes, "failed": "stopped before it was done"})
         one = _process_measured_twice_if_slowed(job, env, limit, settings.memory_limit_mb, said)
+        # what it failed with may quote the candidate's text
+        one, _ = redacted(one, os.environ, [p for p in reads if p.is_dir()])
         if one.failed or one.fallbacks or one.tampered or one.eager is None:
             where = f"process {k} of {count}: " if count > 1 else ""
             findings = {
@@ -292,11 +294,7 @@ def with_user_loop(verdict: Verdict, loop: UserLoop) -> Verdict:
     measurements, ``Verdict.claim_pairs``); a fallback, a change to the loop's process or a loop
     that failed fails it."""
     v = verdict.model_copy(deep=True)
-    folders = [Path(verdict.candidate).resolve().parent, Path.cwd()]
-    v.user_loop, n = redacted(loop, os.environ, folders)  # its failure may quote the candidate's text
-    if n:
-        v.warnings.append(REDACTED_NOTE.format(n=n))
-    loop = v.user_loop
+    v.user_loop = loop
     failure = _failure(loop)
     if failure is not None:
         status = VerdictStatus.RUNTIME_ERROR if loop.failed else VerdictStatus.FAILED_INTEGRITY
