@@ -2,10 +2,12 @@
 session, sandboxed and with `--unsandboxed`, taking turns (so drift hits both alike).
 
 Prints per case the median seconds of each (a fresh CLI process each time, warm caches: a first
-untimed run of each fills them) and their ratio, then the session's wall time both ways (its
-second run each way: the first fills the compile caches).
+untimed run of each fills them) and their ratio, then the session's median wall time both ways
+(after an untimed run each way, which fills the compile caches; which way goes first alternates,
+since the first of a pair read 10-15% slower on the 2-core VM whichever way it was).
 
-Usage: python -m benchmarks.costs.sandbox_cost [--runs N] [--rounds N] [--page docs/benchmarks/sandbox-cost.md]
+Usage: python -m benchmarks.costs.sandbox_cost [--runs N] [--rounds N] [--session-runs N]
+       [--page docs/benchmarks/sandbox-cost.md]
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ CASES = [
     ("examples/ops/layernorm.py", "examples/candidates/layernorm_cpp.py"),
     ("examples/ops/softmax.py", "examples/candidates/softmax_torch.py"),
 ]
-SESSION_OP = "examples/ops/softmax.py"
+SESSION_OP = "examples/ops/rmsnorm.py"  # one whose session banks a kernel (confirmation included) both ways
 
 
 def _seconds(args: list[str], env: dict[str, str]) -> float:
@@ -58,6 +60,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the optimize session")
+    ap.add_argument("--session-runs", type=int, default=2, help="timed sessions each way")
     add_page_option(ap)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,16 +76,21 @@ def main() -> None:
                 f"{max(boxed):.2f}) | {statistics.median(free):.2f} ({min(free):.2f}-{max(free):.2f}) | {ratio:.2f} |"
             )
         args = ["optimize", SESSION_OP, "--rounds", str(a.rounds), "--no-compile-baseline", "--json"]
-        took = {}
-        for k in range(2):  # the first of each fills the compile caches both share: untimed
-            for way, extra in (("sandboxed", []), ("unsandboxed", ["--unsandboxed"])):
-                took[way] = _seconds([*args, *extra, "--bank", str(Path(tmp) / f"{way}{k}.db")], env)
+        took: dict[str, list[float]] = {"sandboxed": [], "unsandboxed": []}
+        ways = [("sandboxed", []), ("unsandboxed", ["--unsandboxed"])]
+        for k in range(a.session_runs + 1):  # the first of each fills the compile caches both share: untimed
+            for way, extra in ways if k % 2 == 0 else ways[::-1]:  # which goes first alternates
+                s = _seconds([*args, *extra, "--bank", str(Path(tmp) / f"{way}{k}.db")], env)
+                if k:
+                    took[way].append(s)
+        boxed, free = statistics.median(took["sandboxed"]), statistics.median(took["unsandboxed"])
         print(
-            f"\n`forge {' '.join(args[:-1])}` (built-in agent, a fresh bank each run), after one untimed run each way:"
+            f"\n`forge {' '.join(args[:-1])}` (built-in agent, a fresh bank each run), {a.session_runs} runs each "
+            "way after one untimed run each, which goes first alternating:"
         )
         print(
-            f"sandboxed {took['sandboxed']:.1f} s, unsandboxed {took['unsandboxed']:.1f} s, ratio "
-            f"{took['sandboxed'] / took['unsandboxed']:.2f}"
+            f"sandboxed {boxed:.1f} s ({', '.join(f'{t:.1f}' for t in took['sandboxed'])}), unsandboxed {free:.1f} s "
+            f"({', '.join(f'{t:.1f}' for t in took['unsandboxed'])}), ratio of the medians {boxed / free:.2f}"
         )
 
 
