@@ -221,6 +221,7 @@ def test_train_checks_the_candidates_backward(cache_dir, tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.e2e  # four CLI processes (25 s on 2 cores): .ci/run's heavy run
 def test_from_a_project_folder_the_dotenv_stays_unread_and_a_printed_key_is_redacted(cache_dir, tmp_path):
     """`forge verify` run in a project that keeps its key in .env: a candidate that reads it is
     refused with the path named; one that prints the key (it was handed it) has it redacted, in

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from benchmarks.support.llm_server import Script, serve
 from forge.harness import OptimizeOptions, optimize
 from tests.conftest import OPS
@@ -76,6 +78,7 @@ class ModelNew(Model):
 """
 
 
+@pytest.mark.e2e  # a whole two-round session: .ci/run's heavy run
 def test_from_a_project_folder_the_dotenv_is_refused_and_a_printed_key_reaches_no_prompt_or_bank(
     tmp_path, fast_settings, monkeypatch
 ):

@@ -158,6 +158,7 @@ def test_shared_memory_is_the_workers_own(project, fast_settings):
     assert v.passed, v.reason
 
 
+@pytest.mark.e2e  # a cold cpp_extension build (25-30 s on 2 cores): .ci/run's heavy run
 def test_honest_cpp_and_load_inline_candidates_pass_from_the_project(project, fast_settings):
     for name in ("honest_cpp.py", "honest_load_inline.py"):
         shutil.copy(CANDIDATES / "softmax" / name, project / name)

@@ -237,6 +237,7 @@ def test_eager_read_slower_once_is_measured_again_and_twice_is_a_change(fast_set
     assert with_user_loop(v, loop).status == "failed_integrity"
 
 
+@pytest.mark.e2e  # a confirmation with two user-loop processes (20 s on 2 cores): .ci/run's heavy run
 def test_the_users_loop_processes_are_confined_as_the_worker_is(fast_settings):
     """A finalist that tries a datagram in every process it runs in (and stays correct): nothing
     arrives, from the worker or from either of the user's processes."""
