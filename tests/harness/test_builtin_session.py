@@ -478,6 +478,7 @@ def test_a_busy_machine_banks_nothing_and_resume_times_the_finalists_again(tmp_p
     bank = tmp_path / "bank.db"
     options = OptimizeOptions(rounds=1, bank=bank)
     with monkeypatch.context() as m:
+        _rounds_read_as_contenders(m)  # a loaded machine may time the round within the noise
         m.setattr(VerifierService, "verify_alone", busy)
         # the load is the stand-in's: the real machine's is not waited for between finalists
         m.setattr("forge.harness.sessions.session.wait_for_quiet_machine", lambda limit_s, stop: (None, 0.0))
