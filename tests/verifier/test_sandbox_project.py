@@ -19,18 +19,9 @@ from forge.core import sandbox
 from forge.verifier import verify
 from forge.verifier.processes.worker_env import REFERENCE, workers_cache
 from tests.conftest import CANDIDATES, OPS
+from tests.verifier.test_sandbox import FORWARD, _accept_until
 
 CANARY = "zq9" + secrets.token_hex(12)  # in the project's .env, a value shaped like a token
-FORWARD = """
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        e = torch.exp(x - x.amax(dim=1, keepdim=True))
-        return e / e.sum(dim=1, keepdim=True)
-"""
-
 pytestmark = pytest.mark.skipif(sandbox.abi_version() < 6, reason="needs Landlock ABI 6 (Linux 6.12)")
 
 
@@ -61,6 +52,16 @@ def _candidate(project: Path, at_import: str) -> Path:
 
 def _verify(project: Path, at_import: str, settings):
     return verify(project / "softmax_op.py", _candidate(project, at_import), settings)
+
+
+def _received(sock: socket.socket) -> bytes | None:
+    """What reached ``sock`` (a datagram listener with a timeout), closing it; None: nothing."""
+    try:
+        return sock.recv(64)
+    except TimeoutError:
+        return None
+    finally:
+        sock.close()
 
 
 def _refused(v, fragment: str) -> None:
@@ -105,11 +106,7 @@ def test_no_udp_datagram_leaves(project, fast_settings):
     port = listener.getsockname()[1]
     send = f"socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {port}))"
     v = _verify(project, send, fast_settings)
-    try:
-        got = listener.recv(64)
-    except TimeoutError:
-        got = None
-    listener.close()
+    got = _received(listener)
     _refused(v, "Permission denied")
     assert got is None, got
 
@@ -130,15 +127,6 @@ def test_no_unix_socket_by_its_path(project, fast_settings, tmp_path):
     server.close()
     _refused(v, "Permission denied")
     assert accepted == []
-
-
-def _accept_until(server: socket.socket, done: threading.Event, accepted: list[object]) -> None:
-    server.settimeout(0.1)
-    while not done.is_set():
-        try:
-            accepted.append(server.accept())
-        except TimeoutError:
-            continue
 
 
 @pytest.mark.skipif(not sandbox.namespaces_available().private_shm, reason="needs unprivileged mount namespaces")
@@ -191,11 +179,7 @@ def test_no_datagram_reaches_a_unix_socket_by_its_path(project, fast_settings, t
     server.settimeout(0.5)
     send = f"a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b'leak', {str(path)!r})"
     v = _verify(project, send, fast_settings)
-    try:
-        got = server.recv(64)
-    except TimeoutError:
-        got = None
-    server.close()
+    got = _received(server)
     _refused(v, "Permission denied")
     assert got is None, got
 
