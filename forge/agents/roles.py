@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from forge.core.feedback import JudgeFeedback
 from forge.core.figures import AttemptFigures
 from forge.core.op_brief import CandidateProfile, OpBrief
+from forge.core.round_match import RoundMatch
 from forge.core.statuses import AttemptStatus
 from forge.core.timing_records import Timings
 from forge.core.verdict import Verdict
@@ -82,6 +83,7 @@ class HistoryItem:
     training: str | None = None  # a training session: whether it would be used under autograd, and why
     profile: CandidateProfile | None = None  # where its time went (a passing, timed attempt, profiled)
     confirmation: Confirmation | None = None  # a finalist's: its confirmation (a resumed session's history)
+    matched: RoundMatch | None = None  # its round's candidates timed together (on the one the round chose)
 
 
 @dataclass

@@ -55,6 +55,8 @@ class EventPrinter:
         elif isinstance(e, events.CostUpdated):
             cost = "unknown" if e.cost_usd is None else f"${e.cost_usd:.4f}"
             err.print(f"  [dim]tokens {e.tokens}, cost {cost}[/]")
+        elif isinstance(e, events.RoundMatched):
+            err.print(f"  {e.summary}", soft_wrap=True)
         elif isinstance(e, events.ConfirmStarted):
             err.print(f"{name}: timing attempt {e.attempt_id} again, alone, {e.trials} calls a side")
         elif isinstance(e, events.ConfirmFinished):

@@ -74,6 +74,9 @@ class VerifierNode:
     def verify_null(self, trials: int, timeout: float) -> str:
         return self._out(self.service.verify_null(trials, timeout))
 
+    def time_together(self, jobs: list[tuple[str, str]]) -> str:
+        return self.service.time_together([Job(name, source) for name, source in jobs]).model_dump_json()
+
     def end_workers(self) -> int:
         return self.service.end_workers()
 

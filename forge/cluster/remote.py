@@ -29,6 +29,7 @@ from ray.exceptions import RayActorError, RayError, WorkerCrashedError
 from forge.cluster.node_actor import VerifierNode
 from forge.cluster.plan import ClusterPlan
 from forge.core.errors import ForgeError
+from forge.core.round_match import RoundMatch
 from forge.core.settings import ForgeSettings
 from forge.core.statuses import VerdictStatus
 from forge.core.verdict import NodeSpec, Verdict
@@ -173,6 +174,18 @@ class RemoteVerifier:
 
     def verify_null(self, trials: int, timeout: float) -> Verdict:
         return self._one(Job("null_control", ""), timeout, "verify_null", trials, timeout)
+
+    def time_together(self, jobs: list[Job]) -> RoundMatch:
+        limit = self.settings.timeout + _MARGIN_S
+        try:
+            reply, _ = self._call("time_together", [(j.name, j.source) for j in jobs], limit_s=limit)
+        except _Overdue:
+            return RoundMatch(failed=f"no answer from {self._host} within {limit:g} s")
+        except _ActorDied as exc:
+            return RoundMatch(failed=f"the verifier on {self._host} died: {exc}")
+        if not isinstance(reply, str) or len(reply) > _MAX_REPLY_CHARS:
+            raise ForgeError(f"{self.op_path.name}: a cluster node sent something that is not a round's match")
+        return RoundMatch.model_validate_json(reply)
 
     def _one(self, job: Job, timeout: float, method: str, *args: Any) -> Verdict:
         """One verdict from the actor's ``method``, within ``timeout`` and the margin."""

@@ -140,6 +140,18 @@ class JudgeReviewed(Event):
 
 
 @dataclass
+class RoundMatched(Event):
+    """A round's passing candidates timed together in one verification (``time_together``):
+    ``chosen`` goes on (None: the match decided nothing, ``summary`` says why)."""
+
+    round: int
+    attempts: list[int]
+    chosen: int | None
+    decisive: bool
+    summary: str
+
+
+@dataclass
 class ConfirmStarted(Event):
     """The session times a finalist again, alone, before banking it."""
 

@@ -26,13 +26,14 @@ from typing import Protocol
 
 from forge.core.acceptance import timed_while_busy
 from forge.core.errors import ForgeError
+from forge.core.round_match import RoundMatch
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import NodeSpec, Verdict
 from forge.verifier.machine import available_cores, gpu_slots, visible_gpus
 from forge.verifier.processes.worker_process import Killable, kill_all, worker_group
 from forge.verifier.reference_pool import ReferencePool
 from forge.verifier.timing.user_loop import measure_user_loop, with_user_loop
-from forge.verifier.verification import verify
+from forge.verifier.verification import time_together, verify
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class Verifier(Protocol):
     def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict: ...
 
     def verify_null(self, trials: int, timeout: float) -> Verdict: ...
+
+    def time_together(self, jobs: list[Job]) -> RoundMatch: ...
 
     def end_workers(self) -> int: ...
 
@@ -171,6 +174,24 @@ class VerifierService:
         # what the reference worker does between eager calls is part of the offset measured.
         update = {"timing_trials": trials, "timeout": timeout}
         return self._verify(self._write(NULL_CONTROL), self.settings.model_copy(update=update), is_reference=True)
+
+    def time_together(self, jobs: list[Job]) -> RoundMatch:
+        """A round's passing candidates timed in one verification, on the whole machine (the
+        first verified again as the candidate, the others as its rivals, call by call in the same
+        batches): what the round's choice reads, within one noise. One timed while the machine
+        was busy decides nothing."""
+        paths = [self._write(j) for j in jobs]
+        token = worker_group.set(self._workers)
+        try:
+            refs = self._references
+            verdict, match = time_together(self.op_path, paths[0], paths[1:], self.settings, references=refs)
+        finally:
+            worker_group.reset(token)
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        if match.failed is None and timed_while_busy(verdict):
+            return match.model_copy(update={"failed": "timed while the machine was busy"})
+        return match
 
     def verify_instance(self, job: Job, instance: str) -> Verdict:
         """``job`` verified on another instance of a carved op (``FORGE_INSTANCES``: its own

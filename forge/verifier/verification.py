@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -12,8 +13,9 @@ from forge.core.errors import CandidateFileError, ProblemError, UsageError, Work
 from forge.core.figures import AttemptFigures
 from forge.core.problem import read_problem_source
 from forge.core.redaction import REDACTED_NOTE, redacted
+from forge.core.round_match import RoundMatch
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import BindMode, ModuleMode, VerdictStatus
+from forge.core.statuses import BindMode, ModuleMode, TimingRegime, VerdictStatus
 from forge.core.verdict import Binding, InputVariant, TensorSpec, Verdict
 from forge.verifier import checks, memory
 from forge.verifier.bound_check import check_binding
@@ -50,14 +52,23 @@ from forge.verifier.messages import (
     RooflineReply,
     RooflineRequest,
     SetupRequest,
+    TimingBatchReply,
 )
 from forge.verifier.processes.preload import PRELOAD, preload_spec
 from forge.verifier.processes.sandboxing import op_reads, sandboxed
 from forge.verifier.processes.worker_env import candidate_folder, worker_env
 from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
+from forge.verifier.rivals import Rivals
 from forge.verifier.timing.candidate_times import CandidateTimes, record_timing_checks
-from forge.verifier.timing.paired import CandidateFailed, PairedTimer, PairedTimes, ProgressNote, ReferenceTampered
+from forge.verifier.timing.paired import (
+    BatchTimes,
+    CandidateFailed,
+    PairedTimer,
+    PairedTimes,
+    ProgressNote,
+    ReferenceTampered,
+)
 from forge.verifier.timing.sched_guard import SchedGuard, record_reference_sched
 from forge.verifier.timing.statistics import (
     record_launch_cost,
@@ -85,8 +96,11 @@ class _Run:
         is_reference: bool = False,
         instance: str | None = None,
         timed: bool = True,
+        rivals: Sequence[Path] = (),
     ) -> None:
         self.settings = settings
+        self.rivals = Rivals(rivals, lambda: self.tol)  # a round's other candidates, timed beside this one
+        self.timed_sides: tuple[CandidateTimes, PairedTimes] | None = None
         self.instance = instance  # a carved op's other instance, built instead of the one it names
         self.timed = timed  # False: correctness, gradients and the bound form only (an instance check)
         self.references = references
@@ -142,12 +156,7 @@ class _Run:
         else:
             self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
         self.ref_guard = SchedGuard(self.ref.pid)  # before any candidate code can run
-        reads = [*op_reads(self.spec.path), self.cand_path, self.cand_path.parent, cwd]
-        own = candidate_folder(self.source)
-        cand_env = {**worker_env(self.device, self.threads, self.cache, self.settings.gpu, own)}
-        cand_env.update({k: env[k] for k in (PRELOAD, "FORGE_WORKER_MEMORY_MB")})
-        cand_env = sandboxed(cand_env, self.settings.sandbox, reads, self.device)
-        self.cand = WorkerProcess("candidate", cand_env, self.settings.memory_limit_mb, cwd)
+        self.cand = self._candidate_worker(self.cand_path, self.source)
         self.ref.send(
             SetupRequest(
                 op_path=str(self.spec.path),
@@ -160,12 +169,28 @@ class _Run:
             )
         )
         self.cand.send(LoadRequest(op_path=str(self.spec.path), candidate_path=str(self.cand_path)))
+        self.rivals.start(self._rival_worker)
         hello = self.hello = self.hello or self._ref_hello()
         if hello.error or hello.device is None:
             raise UsageError(hello.error or "the reference worker named no device")
         self.device = self.v.device = hello.device
         self.v.capability = hello.capability
         self.v.timing_meaningful = not (self.device == "cpu" and self.v.backend == "triton")
+
+    def _candidate_worker(self, path: Path, source: str) -> WorkerProcess:
+        """A sandboxed worker for the candidate file at ``path``: it reads the op's and the
+        candidate's folders, and writes only its own compile folder."""
+        cwd = Path.cwd()
+        reads = [*op_reads(self.spec.path), path, path.parent, cwd]
+        env = worker_env(self.device, self.threads, self.cache, self.settings.gpu, candidate_folder(source))
+        env.update({k: self.env[k] for k in (PRELOAD, "FORGE_WORKER_MEMORY_MB")})
+        env = sandboxed(env, self.settings.sandbox, reads, self.device)
+        return WorkerProcess("candidate", env, self.settings.memory_limit_mb, cwd)
+
+    def _rival_worker(self, path: Path) -> WorkerProcess:
+        worker = self._candidate_worker(path, path.read_text(errors="replace"))
+        worker.send(LoadRequest(op_path=str(self.spec.path), candidate_path=str(path)))
+        return worker
 
     def _ref_hello(self) -> HelloReply:
         hello = self._ref_reply("did not start")
@@ -219,6 +244,7 @@ class _Run:
             self.v.fail(VerdictStatus.COMPILE_ERROR, f"interface: {checks.first_line(ready.message)}")
             return False
         self.v.add("interface", True, f"ModelNew built and loaded the reference weights ({len(models)} inits/shapes)")
+        self.rivals.load(self.deadline, models)
         return True
 
     def correctness(self) -> bool:
@@ -285,7 +311,7 @@ class _Run:
             self.ref.send(RooflineRequest(cache_dir=str(self.cache)))
         return True
 
-    def _timer(self, train_step: bool = False) -> PairedTimer:
+    def _timer(self, train_step: bool = False, live: Sequence[int] = ()) -> PairedTimer:
         return PairedTimer(
             self.ref,
             self.cand,
@@ -297,6 +323,7 @@ class _Run:
             str(self.spec.path),
             self.ref_guard.check,
             train_step,
+            rivals=[self.rivals.workers[j] for j in live],
         )
 
     def training_timing(self) -> None:
@@ -312,8 +339,17 @@ class _Run:
         """Every timing batch (forward calls, or training steps), or None when the verdict failed
         on the way: a candidate call that raised (named ``check``), a tampered reference."""
         kept = CandidateTimes(self.tol)
+        live = [] if train_step else self.rivals.live
+
+        def take(inputs: TimingBatchReply, batch: BatchTimes, regime: TimingRegime) -> None:
+            kept.take(inputs, batch, regime)
+            self.rivals.take(inputs, batch, regime, live)
+
+        timer = self._timer(train_step, live)
         try:
-            return kept, self._timer(train_step).run(self.plan.timing, self.progress, kept.take)
+            paired = timer.run(self.plan.timing, self.progress, take)
+            self.rivals.dropped(timer.rival_failed, live)
+            return kept, paired
         except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
             return None
         except CandidateFailed as exc:
@@ -327,7 +363,7 @@ class _Run:
         timed = self._timed(False, "timed_outputs", "a timed call")
         if timed is None:
             return
-        kept, paired = timed
+        kept, paired = self.timed_sides = timed
         record_timing_checks(self.v, kept, self.device)
         cold, warm = paired.cold, paired.warm
         record_speedups(self.v, kept.times, cold.eager, cold.compiled, paired.compile_error)
@@ -396,6 +432,7 @@ class _Run:
         if cand is not None:
             self.v.candidate_output = cand.output()
             cand.close()
+        self.rivals.close()
         if ref is not None:
             self._keep_or_close(ref, tampered is None)
         record_versions(self.v)
@@ -432,6 +469,32 @@ def verify(
         )
     progress = progress or (lambda _m: None)
     run = _Run(Path(op_path), cand, settings or ForgeSettings(), progress, references, is_reference, instance, timed)
+    return _executed(run)
+
+
+def time_together(
+    op_path: Path,
+    leader: Path,
+    rivals: Sequence[Path],
+    settings: ForgeSettings,
+    progress: ProgressNote | None = None,
+    references: ReferencePool | None = None,
+) -> tuple[Verdict, RoundMatch]:
+    """A round's candidates timed in one verification: ``leader`` verified as the candidate
+    (correctness again, then timing), each of ``rivals`` (files whose own verification passed)
+    timed call by call in the same batches; the leader's verdict and what the batches read
+    (``rivals.Rivals.match``). Forward calls only: no profile, no training step, no binding."""
+    quick = settings.model_copy(update={"profile_candidate": False, "verify_gradients": False})
+    run = _Run(op_path, leader, quick, progress or (lambda _m: None), references, rivals=rivals)
+    verdict = _executed(run, bind=False)
+    kept, paired = run.timed_sides or (None, None)
+    folders = [op_path.resolve().parent, leader.resolve().parent, Path.cwd()]
+    match, _ = redacted(run.rivals.match(leader.stem, verdict, kept, paired), os.environ, folders)
+    return verdict, match
+
+
+def _executed(run: _Run, bind: bool = True) -> Verdict:
+    """The verification's phases in order, and its verdict (a worker's death fails it)."""
     try:
         run.start()
         run.reference()
@@ -443,7 +506,8 @@ def verify(
             else:
                 run.v.timing_meaningful = False
                 run.v.add("timing", True, "not timed: correctness, gradients and the bound form only", fatal=False)
-            run.bind()
+            if bind:
+                run.bind()
     except WorkerGone as exc:
         timed_out = exc.ending.kind == "timeout"
         status = VerdictStatus.TIMEOUT if timed_out else VerdictStatus.CRASHED

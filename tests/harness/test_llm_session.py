@@ -147,31 +147,62 @@ class ModelNew(Model):
 """
 
 
-def test_one_reply_with_two_candidates_verifies_both_in_its_round_and_goes_on_from_the_passing_one(
+TWO_THAT_PASS = """Two ways, both right; the chunked one first:
+```python
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        # chunks of two rows: 32 small sums where one would do
+        return torch.cat([c.sum(dim=1) for c in x.split(2)])
+```
+and the one-call form:
+```python
+import torch
+from forge_reference import Model
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        return x.sum(dim=1)
+```
+"""
+
+
+def test_one_reply_with_three_candidates_verifies_each_times_the_passing_ones_together_and_goes_on_from_the_faster(
     tmp_path, fast_settings
 ):
-    """Best of k: a reply holding a wrong and a right candidate (k = 2, the default) verifies both
-    in round 1, charges the request once, has the judge review the one that passed alone, and the
-    next round's prompt builds on that one."""
-    script = Script(coder=[TWO_IN_ONE, RIGHT], judge=[judge_json("keep it"), judge_json("done", go_on=False)])
-    bank = tmp_path / "bank.db"
-    seen: list[ev.Event] = []
+    """Best of k (k = 3): a reply holding two right candidates and a wrong one verifies all three in
+    round 1 and charges the request once. The two that passed are timed again together, call by
+    call in the same batches: the one-call row sum (faster by construction than 32 chunked sums)
+    is chosen beyond the noise, the judge reviews it alone, and the next prompt builds on it and
+    shows the match."""
+    wrong = WRONG.split("```python", 1)[1].split("```", 1)[0]
+    reply = TWO_THAT_PASS + f"and a scaled one I am not sure of:\n```python{wrong}```\n"
+    script = Script(coder=[reply, RIGHT], judge=[judge_json("keep it"), judge_json("done", go_on=False)])
+    bank, seen = tmp_path / "bank.db", list[ev.Event]()
     with serve(script) as url:
-        run = optimize([OP], _options(url, bank, rounds=2), fast_settings, seen.append)
-    (result,) = run.results
-    assert result.accepted, result.reason
+        options = replace(_options(url, bank, rounds=2), best_of=3)
+        run = optimize([OP], options, fast_settings, seen.append)
     with sqlite3.connect(bank) as db:
-        rows = db.execute("SELECT round, role, status FROM attempts ORDER BY id").fetchall()
-    coder_rows = [(r, s) for r, role, s in rows if role == "coder"]
-    assert coder_rows[:2] == [(1, "passed"), (1, "failed_correctness")], rows
+        rows = db.execute("SELECT id, round, status FROM attempts WHERE role = 'coder' ORDER BY id").fetchall()
+    (chunked, _, s1), (one_call, _, s2), (_, _, s3) = [r for r in rows if r[1] == 1]
+    assert (s1, s2, s3) == ("passed", "passed", "failed_correctness"), rows
+    (matched,) = [e for e in seen if isinstance(e, ev.RoundMatched)]
+    assert sorted(matched.attempts) == [chunked, one_call] and matched.round == 1
+    assert matched.chosen == one_call and matched.decisive, matched.summary
     judged = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "judge"]
-    # round 1: the passing one alone; round 2, the last, is not reviewed
-    assert len(judged) == 1 and "Verdict: passed" in judged[0]
+    # round 1: the chosen one alone; round 2, the last, is not reviewed
+    assert len(judged) == 1 and f"## Candidate (attempt {one_call}," in judged[0]
+    said = judged[0].split("its round's candidates, timed together", 1)[1].split("\n", 1)[0]
+    assert f"attempt {chunked} " in said and f"attempt {one_call} chosen beyond the noise" in said, said
     coder_prompts = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
-    assert "Reply with up to 2 complete files" in coder_prompts[0]
-    # round 2 goes on from the passing candidate (the last one verified failed): its source is shown
+    assert "Reply with up to 3 complete files" in coder_prompts[0]
+    assert f"attempt {one_call} chosen beyond the noise" in coder_prompts[1]
     shown = coder_prompts[1].split("Its source", 1)[1].split("```", 2)[1]
-    assert "x.sum(dim=1)" in shown and "1.01" not in shown, shown
+    assert "x.sum(dim=1)" in shown and "split(2)" not in shown, shown
     assert run.tokens == 150 * (len(coder_prompts) + len(judged))  # one charge per request, not per candidate
     assert sum(isinstance(e, ev.CostUpdated) for e in seen) == len(coder_prompts) + len(judged)
 

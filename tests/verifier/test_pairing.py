@@ -11,7 +11,13 @@ from forge.core.acceptance import beats_eager, timed_while_busy
 from forge.core.timing_records import Contention
 from forge.core.verdict import Verdict
 from forge.verifier.timing.contention import BUSY_OTHER_CORES, CpuSample, LoadMonitor, combined, judged
-from forge.verifier.timing.pairing import baseline_first, call_order, median_interval_ranks, paired_ratio
+from forge.verifier.timing.pairing import (
+    baseline_first,
+    call_order,
+    median_interval_ranks,
+    paired_ratio,
+    side_orders,
+)
 
 
 def test_pairs_alternate_abba():
@@ -157,3 +163,24 @@ def test_a_warm_verdict_is_accepted_on_its_warm_pairs_alone():
     assert ok and "1.60x" in why and "warm" in why
     data["timing_stats"]["regime"] = "cold"
     assert not beats_eager(Verdict.from_json(data))[0]
+
+
+def test_two_sides_keep_abba_in_the_order_a_round_match_uses():
+    for batch in (0, 1):
+        flat = "".join("bc"[s] for order in side_orders(6, batch, 2) for s in order)
+        assert flat == call_order(6, batch)
+
+
+@pytest.mark.parametrize("sides", [3, 4])
+@pytest.mark.parametrize("batch", [0, 1, 2])
+def test_with_rivals_no_call_follows_its_own_side_and_every_side_opens_equally_often(sides, batch):
+    """A round's candidates timed together: a call after its own worker's would run faster (its
+    threads awake), so none does; over ``sides`` pairs each side opens one and closes one."""
+    orders = side_orders(3 * sides, batch, sides)
+    flat = [s for order in orders for s in order]
+    assert all(sorted(order) == list(range(sides)) for order in orders)
+    assert not [i for i, (a, b) in enumerate(itertools.pairwise(flat)) if a == b]
+    for start in range(0, len(orders), sides):
+        block = orders[start : start + sides]
+        assert sorted(o[0] for o in block) == list(range(sides))
+        assert sorted(o[-1] for o in block) == list(range(sides))

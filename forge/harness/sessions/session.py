@@ -21,7 +21,7 @@ from forge.core.figures import judged_roofline
 from forge.core.op_brief import OpBrief
 from forge.core.problem import ProblemSource
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import AttemptStatus, SessionStatus
+from forge.core.statuses import SessionStatus
 from forge.core.verdict import Verdict
 from forge.db import remove_provisional
 from forge.harness import events as ev
@@ -30,6 +30,7 @@ from forge.harness.runs.options import OptimizeOptions
 from forge.harness.sessions import steps
 from forge.harness.sessions.banking import bank_kernel
 from forge.harness.sessions.confirm import Contender, confirm_finalists, finalists
+from forge.harness.sessions.matching import round_choice
 from forge.harness.sessions.search_state import SearchState, TracePoint, no_gain_reason
 from forge.harness.sessions.steps import Candidate, Proposed, QuietWaiter, SessionIO
 from forge.verifier import Verifier, wait_for_quiet_machine
@@ -100,12 +101,6 @@ class SessionResult:
         out["training"] = self.training.model_dump() if self.training is not None else None
         out["reason"] = None if self.accepted else self.reason
         return out
-
-
-def round_best(items: list[HistoryItem]) -> HistoryItem:
-    """Of one round's items, the passing one fastest against eager, else the last."""
-    passed = [i for i in items if i.status == AttemptStatus.PASSED and i.speedup_vs_eager]
-    return max(passed, key=lambda i: i.speedup_vs_eager or 0.0) if passed else items[-1]
 
 
 def regime_figures(v: Verdict) -> tuple[str | None, dict[str, dict[str, float | None]]]:
@@ -204,14 +199,15 @@ class Session:
 
     def evaluate(self, candidates: list[Candidate], review_best: bool = False) -> list[HistoryItem]:
         """Verify a batch (in parallel with --workers), record each verdict, ask the judge about
-        each (``review_best``: about the batch's best alone, ``round_best``: the candidates of one
-        reply, whose figures decide between them) and return the items chosen; first, when the
+        each (``review_best``: about the batch's best alone, ``round_choice``: the candidates of one
+        reply, timed together when several passed, whose figures decide between them) and return
+        the items chosen; first, when the
         last verdict was timed on a busy machine, wait (bounded) for a quiet one. A judge whose
         reviews cost tokens is not asked in the last round: no coder call would read its advice."""
         self._quiet_before_verifying()
         verdicts = steps.verify(self.verifier, candidates)
         items = [self._recorded(c, v) for c, v in zip(candidates, verdicts, strict=True)]
-        chosen = [round_best(items)] if review_best and items else items
+        chosen = [round_choice(self.verifier, candidates, items, self.io)] if review_best and items else items
         if self.agents.judge.costs_tokens and self.state.round >= self.options.round_limit:
             return chosen
         for item in chosen:

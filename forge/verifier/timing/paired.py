@@ -20,8 +20,9 @@ after that is kept and the verdict says the machine was busy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeVar
 
 from forge.core.errors import ProblemError
@@ -48,9 +49,9 @@ from forge.verifier.messages import (
     TimingPlan,
     TimingReply,
 )
-from forge.verifier.processes.worker_process import WorkerProcess, expect_reply
+from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
 from forge.verifier.timing.contention import LoadMonitor, combined
-from forge.verifier.timing.pairing import call_order
+from forge.verifier.timing.pairing import side_orders
 
 _RETRIES, _QUIET_WAIT_S = 3, 10.0
 
@@ -83,6 +84,12 @@ class BatchTimes:
     cand: TimingReply | None = None  # the candidate's end-of-batch reply
     ticks: list[float] = field(default_factory=list)
     compile_error: str | None = None
+    rivals: dict[int, TimingReply] = field(default_factory=dict)  # each live rival's end-of-batch reply
+    rival_ticks: dict[int, list[float]] = field(default_factory=dict)
+
+    def rival(self, index: int) -> BatchTimes:
+        """Rival ``index``'s side of this batch, in the form a candidate's side has."""
+        return BatchTimes(cand=self.rivals.get(index), ticks=self.rival_ticks.get(index, []))
 
 
 @dataclass
@@ -127,6 +134,7 @@ class PairedTimer:
         op: str,
         guard: Callable[[], str | None] = lambda: None,
         train_step: bool = False,
+        rivals: Sequence[WorkerProcess] = (),
     ) -> None:
         self.train_step = train_step  # time training steps (``gradients.training_step``), not forward calls
         self.what = "training steps" if train_step else "pairs of calls"
@@ -136,7 +144,11 @@ class PairedTimer:
         self.ref_reply = ref_reply
         self.compile_baseline = compile_baseline
         self.load_check = load_check
-        self.monitor = LoadMonitor([ref.pid, cand.pid], cores)
+        # A round's other candidates, timed call by call in the same batches (``side_orders``); one
+        # that fails is dropped (``rival_failed``) and the others go on.
+        self.rivals = list(rivals)
+        self.rival_failed: dict[int, str] = {}
+        self.monitor = LoadMonitor([ref.pid, cand.pid, *(r.pid for r in self.rivals)], cores)
         self.retries_left = _RETRIES if load_check else 0
         # Batches timed so far in each regime: every other one is mirrored (``baseline_first``).
         self.batches_timed = {TimingRegime.COLD: 0, TimingRegime.WARM: 0}
@@ -171,7 +183,8 @@ class PairedTimer:
         """One batch in one regime, timed again (same inputs) while the machine is busy and retries last."""
         retried = 0
         while True:
-            progress(f"timing: {len(inputs.sets)} {self.what}, eager and candidate, {regime}{where}")
+            sides = f"candidate and {len(self.rivals)} rival(s)" if self.rivals else "candidate"
+            progress(f"timing: {len(inputs.sets)} {self.what}, eager and {sides}, {regime}{where}")
             first = index == 0 and retried == 0 and regime is TimingRegime.COLD
             batch, load = self._batch(plan, inputs, first, retried, regime)
             if load is None or not load.busy or self.retries_left == 0:
@@ -208,19 +221,71 @@ class PairedTimer:
             train_step=self.train_step,
         )
         self.cand.send(request)
+        self._to_rivals(request, TimeReadyReply)
         self._expect_ref(BaselinesReadyReply)
         self._expect_cand(TimeReadyReply)
         batch = BatchTimes()
         start = self.monitor.sample()
-        for k, side in enumerate(call_order(len(sets), self.batches_timed[regime])):
-            (self._baseline_call if side == "b" else self._candidate_call)(k // 2, batch)
+        orders = side_orders(len(sets), self.batches_timed[regime], 2 + len(self.rivals))
+        for i, order in enumerate(orders):
+            for side in order:
+                if side == 0:
+                    self._baseline_call(i, batch)
+                elif side == 1:
+                    self._candidate_call(i, batch)
+                else:
+                    self._rival_call(side - 2, i, batch)
         self.batches_timed[regime] += 1
         load = self.monitor.between(start, self.monitor.sample(), retried)
         self.ref.send(BaselinesEndRequest())
         batch.compile_error = self._expect_ref(BaselinesEndReply).compile_error
         self.cand.send(TimeEndRequest())
         batch.cand = self._expect_cand(TimingReply)
+        batch.rivals = self._to_rivals(TimeEndRequest(), TimingReply)
         return batch, load
+
+    def _to_rivals(self, request: Message, expect: type[R]) -> dict[int, R]:
+        """``request`` to every live rival, and each one's reply (a rival that fails is dropped)."""
+        replies: dict[int, R] = {}
+        for j, rival in enumerate(self.rivals):
+            if j not in self.rival_failed:
+                said = self._from_rival(j, partial(self._sent, rival, request, expect))
+                if said is not None:
+                    replies[j] = said
+        return replies
+
+    def _sent(self, worker: WorkerProcess, request: Message, expect: type[R]) -> R:
+        worker.send(request)
+        reply, _ = worker.recv(self.deadline)
+        return self._candidate_said(reply, expect)
+
+    def _from_rival(self, j: int, ask: Callable[[], R]) -> R | None:
+        """``ask`` of rival ``j``; its error or death drops it from the rest of the timing."""
+        try:
+            return ask()
+        except CandidateFailed as exc:
+            said = exc.reply.message.strip().splitlines()
+            self.rival_failed[j] = f"raised: {said[-1] if said else exc.reply.stage}"[:300]
+        except WorkerGone as exc:
+            self.rival_failed[j] = f"its worker ended: {exc.ending.detail}"
+        self.rivals[j].kill()
+        return None
+
+    def _rival_call(self, j: int, i: int, batch: BatchTimes) -> None:
+        if j in self.rival_failed:
+            return
+        rival = self.rivals[j]
+
+        def call() -> TimedCallReply:
+            rival.send(TimeCallRequest(index=i))
+            ticks = batch.rival_ticks.setdefault(j, [])
+            while True:
+                reply, t = rival.recv(self.deadline)
+                if not isinstance(reply, TickReply):
+                    return self._candidate_said(reply, TimedCallReply)
+                ticks.append(t)
+
+        self._from_rival(j, call)
 
     def _baseline_call(self, i: int, batch: BatchTimes) -> None:
         self.ref.send(BaselineCallRequest(index=i))

@@ -38,6 +38,18 @@ def call_order(pairs: int, batch_index: int) -> str:
     return "".join("bc" if baseline_first(i, batch_index) else "cb" for i in range(pairs))
 
 
+def side_orders(pairs: int, batch_index: int, sides: int) -> list[list[int]]:
+    """For each pair (a round of calls, one a side), the sides in the order it times them: 0 the
+    baseline, 1 the candidate, 2... its rivals (a round's other candidates timed in the same
+    batches). Two sides keep ``call_order``'s ABBA. More rotate by one each pair (pair i starts with
+    side ``(i + batch_index) % sides``): every side opens a pair, and closes one, equally often over
+    ``sides`` pairs, and no call ever follows its own worker's (which runs faster: its threads are
+    still awake), since a pair ends with the side two before the next pair's first."""
+    if sides == 2:
+        return [[0, 1] if side == "b" else [1, 0] for side in call_order(pairs, batch_index)[::2]]
+    return [[(i + batch_index + j) % sides for j in range(sides)] for i in range(pairs)]
+
+
 def _binomial_cdf(k: int, n: int) -> float:
     """P(X <= k) for X ~ Binomial(n, 1/2)."""
     return float(sum(math.comb(n, i) for i in range(k + 1)) / 2**n)

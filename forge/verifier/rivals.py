@@ -1,0 +1,151 @@
+"""A verification's rivals: a round's other candidates, timed in the candidate's own batches.
+
+A session whose round produced several passing candidates verifies the fastest again with the
+others beside it (``verification.time_together``). Each rival runs in a sandboxed worker of its
+own, like the candidate's; it is loaded and built on the reference's weights, then timed call by
+call next to eager and the candidate (``PairedTimer``'s ``rivals``). Its correctness was decided
+by its own verification; here its timed outputs, its clock and the threads it leaves are checked
+as the candidate's are, and a rival that fails them voids the match (it could have slowed the
+others). One that raises or dies is only dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from forge.core.round_match import MatchedPair, MatchedSide, RoundMatch
+from forge.core.statuses import TimingRegime
+from forge.core.verdict import Verdict
+from forge.verifier import checks
+from forge.verifier.messages import (
+    HelloReply,
+    InstantiateRequest,
+    LoadedReply,
+    ModelBuild,
+    ReadyReply,
+    TimingBatchReply,
+)
+from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
+from forge.verifier.timing.candidate_times import CandidateTimes
+from forge.verifier.timing.paired import BatchTimes, PairedTimes
+from forge.verifier.timing.pairing import paired_ratio
+
+StartWorker = Callable[[Path], WorkerProcess]  # a sandboxed candidate worker for a file, sent its LoadRequest
+
+
+class Rivals:
+    """The rivals of one verification, by the name their file gives them."""
+
+    def __init__(self, paths: Sequence[Path], tol: Callable[[], dict[str, float] | None]) -> None:
+        self.paths = list(paths)
+        self.names = [p.stem for p in self.paths]
+        self.workers: list[WorkerProcess] = []
+        self.failed: dict[int, str] = {}
+        self._tol = tol
+        self.times: list[CandidateTimes] = []
+
+    def start(self, start_worker: StartWorker) -> None:
+        self.workers = [start_worker(p) for p in self.paths]
+
+    def load(self, deadline: float, models: list[ModelBuild]) -> None:
+        """Each rival's hello, import and build (on the reference's weights); one that fails is dropped."""
+        for j, worker in enumerate(self.workers):
+            try:
+                said = _loaded(worker, deadline, models)
+            except WorkerGone as exc:
+                said = f"its worker ended while loading: {exc.ending.detail}"
+            if said is not None:
+                self.failed[j] = said
+                worker.kill()
+        self.times = [CandidateTimes(self._tol()) for _ in self.workers]
+
+    @property
+    def live(self) -> list[int]:
+        return [j for j in range(len(self.workers)) if j not in self.failed]
+
+    def take(self, inputs: TimingBatchReply, batch: BatchTimes, regime: TimingRegime, live: list[int]) -> None:
+        """Each live rival's side of a kept batch (``live[k]`` is the timer's rival ``k``)."""
+        for k, j in enumerate(live):
+            if k in batch.rivals:
+                self.times[j].take(inputs, batch.rival(k), regime)
+
+    def dropped(self, timer_failed: dict[int, str], live: list[int]) -> None:
+        """The rivals the timer dropped (``timer_failed`` by the timer's index)."""
+        for k, why in timer_failed.items():
+            self.failed[live[k]] = why
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
+
+    def match(self, leader: str, v: Verdict, kept: CandidateTimes | None, paired: PairedTimes | None) -> RoundMatch:
+        """What the batches read: each side's speedup over eager in the verdict's judged regime,
+        and each pair's head-to-head ratio."""
+        if kept is None or paired is None or not v.passed or not v.timing_meaningful:
+            return RoundMatch(failed=f"the leader's verification {v.status}: {v.reason or 'not timed'}")
+        warm = v.timing_stats.regime is TimingRegime.WARM
+        eager = paired.warm.eager if warm else paired.cold.eager
+        series = {leader: kept.warm if warm else kept.times}
+        sides = [MatchedSide(name=leader, vs_eager=paired_ratio(eager, series[leader]))]
+        integrity: list[str] = []
+        for j, name in enumerate(self.names):
+            times = self.times[j] if j < len(self.times) else None
+            why = self.failed.get(j) or (_integrity(times) if times is not None else "not loaded")
+            ns = (times.warm if warm else times.times) if times is not None else []
+            if why is None and len(ns) != len(eager):
+                why = "not timed in every batch"
+            if why is not None:
+                sides.append(MatchedSide(name=name, failed=why))
+                if j not in self.failed:
+                    integrity.append(f"{name}: {why}")
+                continue
+            series[name] = ns
+            sides.append(MatchedSide(name=name, vs_eager=paired_ratio(eager, ns)))
+        failed = f"a rival failed its checks ({'; '.join(integrity)})" if integrity else None
+        regime = "warm" if warm else "cold"
+        return RoundMatch(sides=sides, pairs=_head_to_head(series), regime=regime, failed=failed)
+
+
+def _loaded(worker: WorkerProcess, deadline: float, models: list[ModelBuild]) -> str | None:
+    """None when the rival imported and built; else why not."""
+    hello, _ = worker.recv(deadline)
+    expect_reply(hello, HelloReply)
+    reply, _ = worker.recv(deadline)
+    loaded = expect_reply(reply, LoadedReply)
+    if not isinstance(loaded, LoadedReply):
+        return f"{loaded.stage}: {checks.first_line(loaded.message)}"
+    worker.send(InstantiateRequest(models=models))
+    reply, _ = worker.recv(deadline)
+    ready = expect_reply(reply, ReadyReply)
+    return None if isinstance(ready, ReadyReply) else f"interface: {checks.first_line(ready.message)}"
+
+
+def _integrity(t: CandidateTimes) -> str | None:
+    """What a rival's timed replies showed that would fail a candidate's verdict."""
+    if t.bad_outputs is not None:
+        return f"timed outputs: {t.bad_outputs}"
+    clock = checks.wall_clock_discrepancy(t.ticks, t.called)
+    if t.tampered or clock is not None:
+        return f"clock: {', '.join(sorted(t.tampered)) or clock}"
+    if t.threads:
+        return f"{t.threads} native thread(s) left running"
+    return None
+
+
+def _head_to_head(series: dict[str, list[int]]) -> list[MatchedPair]:
+    """Every pair of timed sides: the slower's time over the faster's, call by call."""
+    names = list(series)
+    out: list[MatchedPair] = []
+    for a_i, a in enumerate(names):
+        for b in names[a_i + 1 :]:
+            a_over_b = paired_ratio(series[a], series[b])  # > 1: b ran faster
+            if a_over_b is None:
+                continue
+            if a_over_b.median >= 1.0:
+                out.append(MatchedPair(faster=b, slower=a, ratio=a_over_b))
+            else:
+                b_over_a = paired_ratio(series[b], series[a])
+                if b_over_a is not None:
+                    out.append(MatchedPair(faster=a, slower=b, ratio=b_over_a))
+    return out

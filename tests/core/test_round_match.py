@@ -1,0 +1,43 @@
+"""What a round's match decides: the fastest side over eager wins; it wins beyond the noise only
+when every head-to-head interval it has is above 1.0; a failed match, or one with a single timed
+side, decides nothing."""
+
+from __future__ import annotations
+
+from forge.core.round_match import MatchedPair, MatchedSide, RoundMatch
+from forge.core.timing_records import PairedRatio
+
+
+def _r(median: float, low: float, high: float) -> PairedRatio:
+    return PairedRatio(pairs=20, median=median, low=low, high=high)
+
+
+def _match(b_over_a: PairedRatio, failed: str | None = None) -> RoundMatch:
+    sides = [
+        MatchedSide(name="attempt_1", vs_eager=_r(1.2, 1.1, 1.3)),
+        MatchedSide(name="attempt_2", vs_eager=_r(1.5, 1.4, 1.6)),
+        MatchedSide(name="attempt_3", failed="raised: boom"),
+    ]
+    pairs = [MatchedPair(faster="attempt_2", slower="attempt_1", ratio=b_over_a)]
+    return RoundMatch(sides=sides, pairs=pairs, regime="cold", failed=failed)
+
+
+def test_the_fastest_over_eager_wins_beyond_the_noise_when_its_head_to_head_interval_clears_one():
+    match = _match(_r(1.25, 1.1, 1.4))
+    assert match.winner == "attempt_2" and match.decisive
+    said = match.summary()
+    assert "attempt 2 chosen beyond the noise" in said and "attempt 3: no figure (raised: boom)" in said
+
+
+def test_a_head_to_head_interval_reaching_one_ranks_by_the_median_only():
+    match = _match(_r(1.05, 0.97, 1.12))
+    assert match.winner == "attempt_2" and not match.decisive
+    assert "within the noise" in match.summary()
+
+
+def test_a_failed_match_or_a_lone_timed_side_decides_nothing():
+    failed = _match(_r(1.25, 1.1, 1.4), failed="timed while the machine was busy")
+    assert failed.winner is None and not failed.decisive
+    assert failed.summary() == "timed together: decided nothing (timed while the machine was busy)"
+    lone = RoundMatch(sides=[MatchedSide(name="a", vs_eager=_r(2.0, 1.9, 2.1)), MatchedSide(name="b", failed="x")])
+    assert lone.winner == "a" and not lone.decisive
