@@ -56,7 +56,7 @@ class EventPrinter:
             cost = "unknown" if e.cost_usd is None else f"${e.cost_usd:.4f}"
             err.print(f"  [dim]tokens {e.tokens}, cost {cost}[/]")
         elif isinstance(e, events.RoundMatched):
-            err.print(f"  {e.summary}", soft_wrap=True)
+            err.print(f"  {e.summary}", soft_wrap=True, markup=False)  # names and errors the candidates wrote
         elif isinstance(e, events.ConfirmStarted):
             err.print(f"{name}: timing attempt {e.attempt_id} again, alone, {e.trials} calls a side")
         elif isinstance(e, events.ConfirmFinished):

@@ -180,7 +180,9 @@ class RemoteVerifier:
         try:
             reply, _ = self._call("time_together", [(j.name, j.source) for j in jobs], limit_s=limit)
         except _Overdue:
-            return RoundMatch(failed=f"no answer from {self._host} within {limit:g} s")
+            host = self._host
+            self._abandon(self._actor)  # the next verification starts a fresh actor, not one still timing
+            return RoundMatch(failed=f"no answer from {host} within {limit:g} s")
         except _ActorDied as exc:
             return RoundMatch(failed=f"the verifier on {self._host} died: {exc}")
         if not isinstance(reply, str) or len(reply) > _MAX_REPLY_CHARS:

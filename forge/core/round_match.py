@@ -46,6 +46,7 @@ class RoundMatch(BaseModel):
     pairs: list[MatchedPair] = Field(default_factory=list)
     regime: str | None = None
     failed: str | None = None
+    leader_failed: bool = False  # the leader's own verification failed this time (not the load, not a rival)
 
     @property
     def ranked(self) -> list[MatchedSide]:
@@ -55,20 +56,25 @@ class RoundMatch(BaseModel):
 
     @property
     def winner(self) -> str | None:
-        """The fastest side by its median over eager in the match, when the match decided anything."""
+        """The side that ran faster than every other beyond the noise head to head (eager's noise
+        left out), else the fastest by its median over eager; None when the match decided nothing."""
         ranked = self.ranked
-        return ranked[0].name if self.failed is None and ranked else None
+        if self.failed is not None or not ranked:
+            return None
+        clear = [s.name for s in ranked if self._beats_all(s.name)]
+        return clear[0] if clear else ranked[0].name
 
     @property
     def decisive(self) -> bool:
         """The winner ran faster than every other timed side beyond the noise (each head-to-head
         interval above 1.0); otherwise the match only ranks them by their medians."""
         winner = self.winner
-        others = [s.name for s in self.ranked if s.name != winner]
-        if winner is None or not others:
-            return False
-        beaten = {p.slower for p in self.pairs if p.faster == winner and p.ratio.low > 1.0}
-        return all(o in beaten for o in others)
+        return winner is not None and len(self.ranked) > 1 and self._beats_all(winner)
+
+    def _beats_all(self, name: str) -> bool:
+        others = [s.name for s in self.ranked if s.name != name]
+        beaten = {p.slower for p in self.pairs if p.faster == name and p.ratio.low > 1.0}
+        return bool(others) and all(o in beaten for o in others)
 
     def summary(self, label: dict[str, str] | None = None) -> str:
         """One line for a prompt, an event or a log: each side's figure, and the decision."""

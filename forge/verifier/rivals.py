@@ -5,12 +5,14 @@ others beside it (``verification.time_together``). Each rival runs in a sandboxe
 own, like the candidate's; it is loaded and built on the reference's weights, then timed call by
 call next to eager and the candidate (``PairedTimer``'s ``rivals``). Its correctness was decided
 by its own verification; here its timed outputs, its clock and the threads it leaves are checked
-as the candidate's are, and a rival that fails them voids the match (it could have slowed the
-others). One that raises or dies is only dropped.
+as the candidate's are, and a rival that fails them, or fails in any way once timing began,
+voids the match (it could have slowed the others, or been slowed to lose). One that fails to load
+or build is only dropped.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -27,10 +29,11 @@ from forge.verifier.messages import (
     TimingBatchReply,
 )
 from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
-from forge.verifier.timing.candidate_times import CandidateTimes
+from forge.verifier.timing.candidate_times import CandidateTimes, clock_failure
 from forge.verifier.timing.paired import BatchTimes, PairedTimes
 from forge.verifier.timing.pairing import paired_ratio
 
+_LOAD_S = 120.0  # the longest a rival may take to import and build (its compile is cached by its own verification)
 StartWorker = Callable[[Path], WorkerProcess]  # a sandboxed candidate worker for a file, sent its LoadRequest
 
 
@@ -42,17 +45,19 @@ class Rivals:
         self.names = [p.stem for p in self.paths]
         self.workers: list[WorkerProcess] = []
         self.failed: dict[int, str] = {}
+        self.voiding: set[int] = set()  # failed once timing began: the match decides nothing
         self._tol = tol
         self.times: list[CandidateTimes] = []
 
     def start(self, start_worker: StartWorker) -> None:
-        self.workers = [start_worker(p) for p in self.paths]
+        for path in self.paths:  # one at a time: a failed start leaves the ones before it to close
+            self.workers.append(start_worker(path))
 
     def load(self, deadline: float, models: list[ModelBuild]) -> None:
         """Each rival's hello, import and build (on the reference's weights); one that fails is dropped."""
         for j, worker in enumerate(self.workers):
             try:
-                said = _loaded(worker, deadline, models)
+                said = _loaded(worker, min(deadline, time.monotonic() + _LOAD_S), models)
             except WorkerGone as exc:
                 said = f"its worker ended while loading: {exc.ending.detail}"
             if said is not None:
@@ -67,13 +72,19 @@ class Rivals:
     def take(self, inputs: TimingBatchReply, batch: BatchTimes, regime: TimingRegime, live: list[int]) -> None:
         """Each live rival's side of a kept batch (``live[k]`` is the timer's rival ``k``)."""
         for k, j in enumerate(live):
-            if k in batch.rivals:
-                self.times[j].take(inputs, batch.rival(k), regime)
+            if k in batch.rivals and j not in self.failed:
+                try:
+                    self.times[j].take(inputs, batch.rival(k), regime)
+                except WorkerGone as exc:  # a malformed reply: the rival's, not the candidate's
+                    self.failed[j] = f"timing: {exc.ending.detail}"[:300]
+                    self.voiding.add(j)
+                    self.workers[j].kill()
 
     def dropped(self, timer_failed: dict[int, str], live: list[int]) -> None:
-        """The rivals the timer dropped (``timer_failed`` by the timer's index)."""
+        """The rivals the timer dropped (``timer_failed`` by the timer's index): each voids the match."""
         for k, why in timer_failed.items():
-            self.failed[live[k]] = why
+            self.failed.setdefault(live[k], why)
+            self.voiding.add(live[k])
 
     def close(self) -> None:
         for w in self.workers:
@@ -83,7 +94,8 @@ class Rivals:
         """What the batches read: each side's speedup over eager in the verdict's judged regime,
         and each pair's head-to-head ratio."""
         if kept is None or paired is None or not v.passed or not v.timing_meaningful:
-            return RoundMatch(failed=f"the leader's verification {v.status}: {v.reason or 'not timed'}")
+            said = f"the leader's verification {v.status}: {v.reason or 'not timed'}"[:400]
+            return RoundMatch(failed=said, leader_failed=not v.passed)
         warm = v.timing_stats.regime is TimingRegime.WARM
         eager = paired.warm.eager if warm else paired.cold.eager
         series = {leader: kept.warm if warm else kept.times}
@@ -91,18 +103,18 @@ class Rivals:
         integrity: list[str] = []
         for j, name in enumerate(self.names):
             times = self.times[j] if j < len(self.times) else None
-            why = self.failed.get(j) or (_integrity(times) if times is not None else "not loaded")
+            why = self.failed.get(j) or (_integrity(times, v.device) if times is not None else "not loaded")
             ns = (times.warm if warm else times.times) if times is not None else []
             if why is None and len(ns) != len(eager):
                 why = "not timed in every batch"
             if why is not None:
                 sides.append(MatchedSide(name=name, failed=why))
-                if j not in self.failed:
+                if j not in self.failed or j in self.voiding:
                     integrity.append(f"{name}: {why}")
                 continue
             series[name] = ns
             sides.append(MatchedSide(name=name, vs_eager=paired_ratio(eager, ns)))
-        failed = f"a rival failed its checks ({'; '.join(integrity)})" if integrity else None
+        failed = f"a rival failed once timed ({'; '.join(integrity)})"[:600] if integrity else None
         regime = "warm" if warm else "cold"
         return RoundMatch(sides=sides, pairs=_head_to_head(series), regime=regime, failed=failed)
 
@@ -114,20 +126,21 @@ def _loaded(worker: WorkerProcess, deadline: float, models: list[ModelBuild]) ->
     reply, _ = worker.recv(deadline)
     loaded = expect_reply(reply, LoadedReply)
     if not isinstance(loaded, LoadedReply):
-        return f"{loaded.stage}: {checks.first_line(loaded.message)}"
+        return f"{loaded.stage}: {checks.first_line(loaded.message)}"[:300]
     worker.send(InstantiateRequest(models=models))
     reply, _ = worker.recv(deadline)
     ready = expect_reply(reply, ReadyReply)
-    return None if isinstance(ready, ReadyReply) else f"interface: {checks.first_line(ready.message)}"
+    return None if isinstance(ready, ReadyReply) else f"interface: {checks.first_line(ready.message)}"[:300]
 
 
-def _integrity(t: CandidateTimes) -> str | None:
-    """What a rival's timed replies showed that would fail a candidate's verdict."""
+def _integrity(t: CandidateTimes, device: str) -> str | None:
+    """What a rival's timed replies showed that would fail a candidate's verdict (the same checks
+    ``record_timing_checks`` makes of the candidate's)."""
     if t.bad_outputs is not None:
         return f"timed outputs: {t.bad_outputs}"
-    clock = checks.wall_clock_discrepancy(t.ticks, t.called)
-    if t.tampered or clock is not None:
-        return f"clock: {', '.join(sorted(t.tampered)) or clock}"
+    clock = clock_failure(t, device)
+    if clock is not None:
+        return f"clock: {clock}"
     if t.threads:
         return f"{t.threads} native thread(s) left running"
     return None

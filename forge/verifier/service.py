@@ -185,6 +185,10 @@ class VerifierService:
         try:
             refs = self._references
             verdict, match = time_together(self.op_path, paths[0], paths[1:], self.settings, references=refs)
+        except ForgeError as exc:  # the round's verdicts stand: the match only decides nothing
+            if self.stop.is_set():
+                raise KeyboardInterrupt from None
+            return RoundMatch(failed=f"the match could not run: {exc}"[:600])
         finally:
             worker_group.reset(token)
         if self.stop.is_set():

@@ -63,7 +63,6 @@ from forge.verifier.rivals import Rivals
 from forge.verifier.timing.candidate_times import CandidateTimes, record_timing_checks
 from forge.verifier.timing.paired import (
     BatchTimes,
-    CandidateFailed,
     PairedTimer,
     PairedTimes,
     ProgressNote,
@@ -77,6 +76,7 @@ from forge.verifier.timing.statistics import (
     record_roofline,
     record_speedups,
 )
+from forge.verifier.timing.timed_replies import CandidateFailed
 from forge.verifier.timing.training import record_training_step
 
 R = TypeVar("R", bound=Message)
@@ -348,7 +348,7 @@ class _Run:
         timer = self._timer(train_step, live)
         try:
             paired = timer.run(self.plan.timing, self.progress, take)
-            self.rivals.dropped(timer.rival_failed, live)
+            self.rivals.dropped(timer.rivals.failed, live)
             return kept, paired
         except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
             return None

@@ -41,3 +41,12 @@ def test_a_failed_match_or_a_lone_timed_side_decides_nothing():
     assert failed.summary() == "timed together: decided nothing (timed while the machine was busy)"
     lone = RoundMatch(sides=[MatchedSide(name="a", vs_eager=_r(2.0, 1.9, 2.1)), MatchedSide(name="b", failed="x")])
     assert lone.winner == "a" and not lone.decisive
+
+
+def test_a_side_that_wins_head_to_head_beyond_the_noise_wins_over_a_better_median_against_eager():
+    """Eager's noise is in each side's figure over eager, not in their ratio to each other: a side
+    clearly faster head to head is chosen even where the other's median over eager reads higher."""
+    sides = [MatchedSide(name="a", vs_eager=_r(1.6, 1.0, 2.2)), MatchedSide(name="b", vs_eager=_r(1.5, 1.3, 1.7))]
+    pairs = [MatchedPair(faster="b", slower="a", ratio=_r(1.1, 1.04, 1.2))]
+    match = RoundMatch(sides=sides, pairs=pairs)
+    assert match.winner == "b" and match.decisive

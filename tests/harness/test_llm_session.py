@@ -178,10 +178,10 @@ def test_one_reply_with_three_candidates_verifies_each_times_the_passing_ones_to
     round 1 and charges the request once. The two that passed are timed again together, call by
     call in the same batches: the one-call row sum (faster by construction than 32 chunked sums)
     is chosen beyond the noise, the judge reviews it alone, and the next prompt builds on it and
-    shows the match."""
+    shows the match. The last round's two, with no next round to go on, are not matched."""
     wrong = WRONG.split("```python", 1)[1].split("```", 1)[0]
     reply = TWO_THAT_PASS + f"and a scaled one I am not sure of:\n```python{wrong}```\n"
-    script = Script(coder=[reply, RIGHT], judge=[judge_json("keep it"), judge_json("done", go_on=False)])
+    script = Script(coder=[reply, TWO_THAT_PASS], judge=[judge_json("keep it"), judge_json("done", go_on=False)])
     bank, seen = tmp_path / "bank.db", list[ev.Event]()
     with serve(script) as url:
         options = replace(_options(url, bank, rounds=2), best_of=3)

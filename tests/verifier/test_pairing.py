@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -173,14 +174,29 @@ def test_two_sides_keep_abba_in_the_order_a_round_match_uses():
 
 @pytest.mark.parametrize("sides", [3, 4])
 @pytest.mark.parametrize("batch", [0, 1, 2])
-def test_with_rivals_no_call_follows_its_own_side_and_every_side_opens_equally_often(sides, batch):
+@pytest.mark.parametrize("pairs", [7, 12])
+def test_with_rivals_no_call_follows_its_own_side_and_every_side_opens_equally_often(sides, batch, pairs):
     """A round's candidates timed together: a call after its own worker's would run faster (its
-    threads awake), so none does; over ``sides`` pairs each side opens one and closes one."""
-    orders = side_orders(3 * sides, batch, sides)
+    threads awake), so none does; over each run of ``sides`` pairs each side opens one and closes one."""
+    orders = side_orders(pairs, batch, sides)
     flat = [s for order in orders for s in order]
-    assert all(sorted(order) == list(range(sides)) for order in orders)
+    assert len(orders) == pairs and all(sorted(order) == list(range(sides)) for order in orders)
     assert not [i for i, (a, b) in enumerate(itertools.pairwise(flat)) if a == b]
-    for start in range(0, len(orders), sides):
+    for start in range(0, pairs - sides + 1, sides):
         block = orders[start : start + sides]
         assert sorted(o[0] for o in block) == list(range(sides))
         assert sorted(o[-1] for o in block) == list(range(sides))
+
+
+def test_a_worker_killed_between_two_samples_is_not_read_as_other_load():
+    """A rival dropped mid-batch is killed: its /proc entry goes, and the end sample has no figure
+    for it. Its whole lifetime's CPU must not turn into "other processes" (a busy machine)."""
+    monitor = LoadMonitor([], cores=2)
+    start = CpuSample(0.0, 10.0, 0.0, 20.0, 9.0, 1, ((1, 1.0), (2, 8.0)))
+    # over 1 s: 1.0 s of CPU on the machine, all of it process 1's; process 2 (8 s so far) was killed
+    end = CpuSample(1.0, 11.0, 0.0, 22.0, 2.0, 1, ((1, 2.0),))
+    load = monitor.between(start, end)
+    assert load is not None and load.other_cores == 0.0 and not load.busy
+    # the old reading (sums only) would have read 8 s of other load in that second
+    legacy = monitor.between(replace(start, per_pid=()), replace(end, per_pid=()))
+    assert legacy is not None and legacy.busy

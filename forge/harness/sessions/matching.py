@@ -30,20 +30,23 @@ def _timed(items: list[HistoryItem]) -> list[HistoryItem]:
 
 
 def round_choice(
-    verifier: Verifier, candidates: list[Candidate], items: list[HistoryItem], io: SessionIO
+    verifier: Verifier, candidates: list[Candidate], items: list[HistoryItem], io: SessionIO, last_round: bool
 ) -> HistoryItem:
     """The round's item to go on from: by the match when two or more candidates passed and were
-    timed (the match is kept on the chosen item, for the next prompt), else ``round_best``."""
+    timed (the match is kept on the chosen item, for the next prompt), else ``round_best``. The
+    last round has no next round to go on: its candidates are not matched (the finalists are
+    chosen, and timed again, by the confirm step)."""
     best = round_best(items)
-    timed = sorted(_timed(items), key=lambda i: -(i.speedup_vs_eager or 0.0))[:MATCHED]
-    if len(timed) < 2:
-        return best
     by_id = {c.attempt_id: c for c in candidates}
-    jobs = [by_id[i.attempt_id].job() for i in timed if i.attempt_id in by_id]
-    match = verifier.time_together(jobs)
-    names = {job.name: item for job, item in zip(jobs, timed, strict=True)}
-    chosen = names.get(match.winner) if match.winner is not None else None
-    kept = chosen or best
+    timed = [i for i in sorted(_timed(items), key=lambda i: -(i.speedup_vs_eager or 0.0)) if i.attempt_id in by_id]
+    timed = timed[:MATCHED]
+    if len(timed) < 2 or last_round:
+        return best
+    named = {by_id[i.attempt_id].job().name: i for i in timed if i.attempt_id is not None}
+    match = verifier.time_together([by_id[i.attempt_id].job() for i in timed if i.attempt_id is not None])
+    chosen = named.get(match.winner) if match.winner is not None else None
+    # a leader that failed its verification this time gives way to the next by its verdict
+    kept = chosen or (timed[1] if match.leader_failed else best)
     kept.matched = match
     io.events(
         ev.RoundMatched,

@@ -207,7 +207,8 @@ class Session:
         self._quiet_before_verifying()
         verdicts = steps.verify(self.verifier, candidates)
         items = [self._recorded(c, v) for c, v in zip(candidates, verdicts, strict=True)]
-        chosen = [round_choice(self.verifier, candidates, items, self.io)] if review_best and items else items
+        last = self.state.round >= self.options.round_limit
+        chosen = [round_choice(self.verifier, candidates, items, self.io, last)] if review_best and items else items
         if self.agents.judge.costs_tokens and self.state.round >= self.options.round_limit:
             return chosen
         for item in chosen:

@@ -54,6 +54,17 @@ class CandidateTimes:
             self.bad_outputs = f"batch {self.batches}: {bad}"
 
 
+def clock_failure(kept: CandidateTimes, device: str) -> str | None:
+    """What the worker's own timings show against the parent's clock (and, on CUDA, against the
+    events' window), or timing functions it replaced; None when they agree."""
+    clock = checks.wall_clock_discrepancy(kept.ticks, kept.called)
+    if clock is None and device == "cuda":
+        clock = checks.escaped_events(kept.window, kept.host)
+    if kept.tampered:
+        clock = f"timing functions replaced: {', '.join(sorted(kept.tampered))}" + (f"; {clock}" if clock else "")
+    return clock
+
+
 def record_timing_checks(v: Verdict, kept: CandidateTimes, device: str) -> None:
     """What the candidate's timed replies showed, as the verdict's checks: its outputs, its clocks
     against the parent's, threads it left running."""
@@ -62,11 +73,7 @@ def record_timing_checks(v: Verdict, kept: CandidateTimes, device: str) -> None:
         kept.bad_outputs is None,
         kept.bad_outputs or f"all {len(kept.called)} timed calls (fresh inputs, cold and warm) correct",
     )
-    clock = checks.wall_clock_discrepancy(kept.ticks, kept.called)
-    if clock is None and device == "cuda":
-        clock = checks.escaped_events(kept.window, kept.host)
-    if kept.tampered:
-        clock = f"timing functions replaced: {', '.join(sorted(kept.tampered))}" + (f"; {clock}" if clock else "")
+    clock = clock_failure(kept, device)
     v.add("wall_clock", clock is None, clock or "worker timings agree with the parent's clock")
     named = f" ({', '.join(sorted(kept.thread_names))})" if kept.thread_names else ""
     threads = f"{kept.threads} new native thread(s){named} left running after the timed calls"

@@ -35,6 +35,9 @@ class CpuSample:
     total_s: float  # all accounted time, idle included
     ours_s: float  # forge's own processes
     running: int  # runnable tasks now (procs_running), forge's included
+    # each of forge's live processes' own figure (one that ended is left out: ``between`` counts
+    # those alive at both ends, so a worker killed mid-span is not read as its lifetime's load)
+    per_pid: tuple[tuple[int, float], ...] = ()
 
 
 def _machine() -> tuple[float, float, float, int] | None:
@@ -52,12 +55,13 @@ def _machine() -> tuple[float, float, float, int] | None:
     return busy / _TICKS, steal / _TICKS, total / _TICKS, running
 
 
-def _process_cpu_s(pid: int) -> float:
+def _process_cpu_s(pid: int) -> float | None:
+    """A process's CPU seconds so far; None once it has ended."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             after_name = f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return 0.0
+        return None
     return (int(after_name[11]) + int(after_name[12])) / _TICKS  # utime, stime
 
 
@@ -73,15 +77,17 @@ class LoadMonitor:
         if machine is None:
             return None
         busy, steal, total, running = machine
-        ours = sum(_process_cpu_s(p) for p in self.pids)
-        return CpuSample(time.monotonic(), busy, steal, total, ours, running)
+        read = ((p, _process_cpu_s(p)) for p in self.pids)
+        per_pid = tuple((p, s) for p, s in read if s is not None)
+        ours = sum(s for _, s in per_pid)
+        return CpuSample(time.monotonic(), busy, steal, total, ours, running, per_pid)
 
     def between(self, start: CpuSample | None, end: CpuSample | None, retried: int = 0) -> Contention | None:
         """The load over a span; None where /proc is unavailable."""
         if start is None or end is None or end.wall_s <= start.wall_s:
             return None
         wall = end.wall_s - start.wall_s
-        other_s = max(0.0, (end.busy_s - start.busy_s) - (end.ours_s - start.ours_s))
+        other_s = max(0.0, (end.busy_s - start.busy_s) - _ours_between(start, end))
         other = other_s / wall if other_s * _TICKS >= _MIN_TICKS else 0.0
         accounted = end.total_s - start.total_s
         steal_s = end.steal_s - start.steal_s
@@ -109,6 +115,15 @@ class LoadMonitor:
             last = self.between(start, self.sample())
             if last is None or not last.busy or time.monotonic() >= deadline or (stop is not None and stop()):
                 return last
+
+
+def _ours_between(start: CpuSample, end: CpuSample) -> float:
+    """forge's own CPU seconds over a span, process by process where both samples read it: one
+    killed in between (a dropped rival) leaves the sum, not its whole lifetime's CPU with it."""
+    if not start.per_pid or not end.per_pid:
+        return end.ours_s - start.ours_s
+    began = dict(start.per_pid)
+    return sum(max(0.0, s - began[p]) for p, s in end.per_pid if p in began)
 
 
 def wait_for_quiet_machine(limit_s: float, stop: Callable[[], bool]) -> tuple[Contention | None, float]:

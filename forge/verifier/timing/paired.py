@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TypeVar
 
 from forge.core.errors import ProblemError
@@ -35,7 +34,6 @@ from forge.verifier.messages import (
     BaselinesEndReply,
     BaselinesEndRequest,
     BaselinesReadyReply,
-    ErrorReply,
     Message,
     Reply,
     TickReply,
@@ -49,9 +47,11 @@ from forge.verifier.messages import (
     TimingPlan,
     TimingReply,
 )
-from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
+from forge.verifier.processes.worker_process import WorkerProcess
 from forge.verifier.timing.contention import LoadMonitor, combined
 from forge.verifier.timing.pairing import side_orders
+from forge.verifier.timing.rival_sides import RivalSides
+from forge.verifier.timing.timed_replies import candidate_said
 
 _RETRIES, _QUIET_WAIT_S = 3, 10.0
 
@@ -64,14 +64,6 @@ R = TypeVar("R", bound=Message)
 class ReferenceTampered(Exception):
     """The reference worker's threads were rescheduled while the candidate lived (``sched_guard``):
     eager's timings from then on are not eager's."""
-
-
-class CandidateFailed(Exception):
-    """A timed candidate call raised (the worker's error reply is attached)."""
-
-    def __init__(self, reply: ErrorReply) -> None:
-        super().__init__(reply.message)
-        self.reply = reply
 
 
 @dataclass
@@ -145,10 +137,9 @@ class PairedTimer:
         self.compile_baseline = compile_baseline
         self.load_check = load_check
         # A round's other candidates, timed call by call in the same batches (``side_orders``); one
-        # that fails is dropped (``rival_failed``) and the others go on.
-        self.rivals = list(rivals)
-        self.rival_failed: dict[int, str] = {}
-        self.monitor = LoadMonitor([ref.pid, cand.pid, *(r.pid for r in self.rivals)], cores)
+        # that fails is dropped (``rivals.failed``) and the others go on.
+        self.rivals = RivalSides(rivals, deadline)
+        self.monitor = LoadMonitor([ref.pid, cand.pid, *(r.pid for r in rivals)], cores)
         self.retries_left = _RETRIES if load_check else 0
         # Batches timed so far in each regime: every other one is mirrored (``baseline_first``).
         self.batches_timed = {TimingRegime.COLD: 0, TimingRegime.WARM: 0}
@@ -183,7 +174,8 @@ class PairedTimer:
         """One batch in one regime, timed again (same inputs) while the machine is busy and retries last."""
         retried = 0
         while True:
-            sides = f"candidate and {len(self.rivals)} rival(s)" if self.rivals else "candidate"
+            rivals = len(self.rivals.live())
+            sides = f"candidate and {rivals} rival(s)" if rivals else "candidate"
             progress(f"timing: {len(inputs.sets)} {self.what}, eager and {sides}, {regime}{where}")
             first = index == 0 and retried == 0 and regime is TimingRegime.COLD
             batch, load = self._batch(plan, inputs, first, retried, regime)
@@ -221,71 +213,29 @@ class PairedTimer:
             train_step=self.train_step,
         )
         self.cand.send(request)
-        self._to_rivals(request, TimeReadyReply)
+        self.rivals.ask_all(request, TimeReadyReply)
         self._expect_ref(BaselinesReadyReply)
         self._expect_cand(TimeReadyReply)
         batch = BatchTimes()
         start = self.monitor.sample()
-        orders = side_orders(len(sets), self.batches_timed[regime], 2 + len(self.rivals))
-        for i, order in enumerate(orders):
+        live = self.rivals.live()
+        for i, order in enumerate(side_orders(len(sets), self.batches_timed[regime], 2 + len(live))):
             for side in order:
                 if side == 0:
                     self._baseline_call(i, batch)
                 elif side == 1:
                     self._candidate_call(i, batch)
                 else:
-                    self._rival_call(side - 2, i, batch)
+                    j = live[side - 2]
+                    self.rivals.call(j, i, batch.rival_ticks.setdefault(j, []))
         self.batches_timed[regime] += 1
         load = self.monitor.between(start, self.monitor.sample(), retried)
         self.ref.send(BaselinesEndRequest())
         batch.compile_error = self._expect_ref(BaselinesEndReply).compile_error
         self.cand.send(TimeEndRequest())
         batch.cand = self._expect_cand(TimingReply)
-        batch.rivals = self._to_rivals(TimeEndRequest(), TimingReply)
+        batch.rivals = self.rivals.ask_all(TimeEndRequest(), TimingReply)
         return batch, load
-
-    def _to_rivals(self, request: Message, expect: type[R]) -> dict[int, R]:
-        """``request`` to every live rival, and each one's reply (a rival that fails is dropped)."""
-        replies: dict[int, R] = {}
-        for j, rival in enumerate(self.rivals):
-            if j not in self.rival_failed:
-                said = self._from_rival(j, partial(self._sent, rival, request, expect))
-                if said is not None:
-                    replies[j] = said
-        return replies
-
-    def _sent(self, worker: WorkerProcess, request: Message, expect: type[R]) -> R:
-        worker.send(request)
-        reply, _ = worker.recv(self.deadline)
-        return self._candidate_said(reply, expect)
-
-    def _from_rival(self, j: int, ask: Callable[[], R]) -> R | None:
-        """``ask`` of rival ``j``; its error or death drops it from the rest of the timing."""
-        try:
-            return ask()
-        except CandidateFailed as exc:
-            said = exc.reply.message.strip().splitlines()
-            self.rival_failed[j] = f"raised: {said[-1] if said else exc.reply.stage}"[:300]
-        except WorkerGone as exc:
-            self.rival_failed[j] = f"its worker ended: {exc.ending.detail}"
-        self.rivals[j].kill()
-        return None
-
-    def _rival_call(self, j: int, i: int, batch: BatchTimes) -> None:
-        if j in self.rival_failed:
-            return
-        rival = self.rivals[j]
-
-        def call() -> TimedCallReply:
-            rival.send(TimeCallRequest(index=i))
-            ticks = batch.rival_ticks.setdefault(j, [])
-            while True:
-                reply, t = rival.recv(self.deadline)
-                if not isinstance(reply, TickReply):
-                    return self._candidate_said(reply, TimedCallReply)
-                ticks.append(t)
-
-        self._from_rival(j, call)
 
     def _baseline_call(self, i: int, batch: BatchTimes) -> None:
         self.ref.send(BaselineCallRequest(index=i))
@@ -305,7 +255,7 @@ class PairedTimer:
             if not isinstance(reply, TickReply):
                 break
             batch.ticks.append(t)
-        self._candidate_said(reply, TimedCallReply)
+        candidate_said(reply, TimedCallReply)
 
     def _expect_ref(self, expect: type[R]) -> R:
         reply = self.ref_reply("failed while being timed")
@@ -316,11 +266,4 @@ class PairedTimer:
 
     def _expect_cand(self, expect: type[R]) -> R:
         reply, _ = self.cand.recv(self.deadline)
-        return self._candidate_said(reply, expect)
-
-    @staticmethod
-    def _candidate_said(reply: Reply, expect: type[R]) -> R:
-        said = expect_reply(reply, expect)
-        if isinstance(said, ErrorReply):
-            raise CandidateFailed(said)
-        return said
+        return candidate_said(reply, expect)

@@ -1,0 +1,28 @@
+"""A candidate worker's replies while it is timed (the candidate's, or a rival's): the reply asked
+for, or ``CandidateFailed`` with the worker's error."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from forge.verifier.messages import ErrorReply, Message, Reply
+from forge.verifier.processes.worker_process import expect_reply
+
+R = TypeVar("R", bound=Message)
+
+
+class CandidateFailed(Exception):
+    """A timed candidate call raised (the worker's error reply is attached)."""
+
+    def __init__(self, reply: ErrorReply) -> None:
+        super().__init__(reply.message)
+        self.reply = reply
+
+
+def candidate_said(reply: Reply, expect: type[R]) -> R:
+    """``reply`` as an ``expect`` (a worker that sent anything else broke the protocol: its
+    ``WorkerGone``), or ``CandidateFailed`` when it is the worker's error."""
+    said = expect_reply(reply, expect)
+    if isinstance(said, ErrorReply):
+        raise CandidateFailed(said)
+    return said
