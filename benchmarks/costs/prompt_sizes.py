@@ -1,6 +1,9 @@
 """How big the coder's and the judge's prompts are, in tokens: a two-round LLM session on an op
 against a scripted OpenAI-protocol server (the one the tests use) that answers with a fixed
-candidate, its prompts counted with litellm's tokenizer for gpt-4o.
+candidate, its prompts counted with litellm's tokenizer for gpt-4o. Beside each request's tokens:
+how many of them open with a prefix an earlier request of the session already sent (what a
+provider's automatic prompt cache can serve: OpenAI's caches prefixes of 1024 tokens and more, in
+steps of 128), and the rest, which are new.
 
     python -m benchmarks.costs.prompt_sizes examples/ops/layernorm.py examples/candidates/layernorm_cpp.py
     python -m benchmarks.costs.prompt_sizes OP CANDIDATE --forge /path/to/other/checkout   # a before/after
@@ -52,6 +55,23 @@ def run_session(op: Path, candidate: Path, forge_root: Path, rounds: int) -> Scr
     return script
 
 
+def _serialized(messages: list[dict[str, str]]) -> str:
+    return "".join(f"<{m['role']}>{m['content']}" for m in messages)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _cacheable(tokens: int) -> int:
+    """The part of a shared prefix an automatic cache serves: none under 1024 tokens, else whole 128-token steps."""
+    return 0 if tokens < 1024 else tokens - tokens % 128
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("op", type=Path)
@@ -67,7 +87,9 @@ def main() -> int:
     script = run_session(args.op, args.candidate, args.forge.resolve(), args.rounds)
     counts: dict[str, int] = {}
     print(f"{args.op.name} with {args.candidate.name}, forge at {args.forge}")
-    print(f"{'request':<10} {'tokens':>7} {'chars':>7}")
+    print(f"{'request':<10} {'tokens':>7} {'chars':>7} {'cached':>7} {'new':>7}")
+    sent: list[str] = []
+    totals = [0, 0]
     for request in script.requests:
         role = request["role"]
         if role == "ping":
@@ -76,11 +98,18 @@ def main() -> int:
         name = f"{role}_{counts[role]}"
         tokens = litellm.token_counter(model="gpt-4o", messages=request["messages"])
         chars = sum(len(m["content"]) for m in request["messages"])
-        print(f"{name:<10} {tokens:>7} {chars:>7}")
+        text = _serialized(request["messages"])
+        prefix = max((_common_prefix(text, earlier) for earlier in sent), default=0)
+        cached = _cacheable(litellm.token_counter(model="gpt-4o", text=text[:prefix]) if prefix else 0)
+        sent.append(text)
+        totals[0] += tokens
+        totals[1] += tokens - cached
+        print(f"{name:<10} {tokens:>7} {chars:>7} {cached:>7} {tokens - cached:>7}")
         if args.save is not None:
             args.save.mkdir(parents=True, exist_ok=True)
-            text = "\n\n".join(f"=== {m['role']} ===\n{m['content']}" for m in request["messages"])
-            (args.save / f"{name}.md").write_text(text)
+            shown = "\n\n".join(f"=== {m['role']} ===\n{m['content']}" for m in request["messages"])
+            (args.save / f"{name}.md").write_text(shown)
+    print(f"{'all':<10} {totals[0]:>7} {'':>7} {totals[0] - totals[1]:>7} {totals[1]:>7}")
     return 0
 
 

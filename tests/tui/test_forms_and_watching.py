@@ -71,6 +71,7 @@ async def test_the_forms_training_box_starts_a_training_session(tmp_path, fast_s
     assert run.options.train and run.ops == [OP] and run.model_run is None
 
 
+@pytest.mark.tui_live  # a whole session behind the TUI (15-25 s): in .ci/run's heavy run
 @pytest.mark.asyncio
 async def test_a_session_run_by_another_process_shows_up_and_updates(tmp_path, fast_settings):
     bank = tmp_path / "bank.db"
@@ -131,6 +132,7 @@ async def test_a_crash_in_a_session_worker_is_a_notification_and_a_crashed_row(t
         assert app.is_running
 
 
+@pytest.mark.tui_live  # a whole session behind the TUI (15-25 s): in .ci/run's heavy run
 @pytest.mark.asyncio
 async def test_an_llm_sessions_reply_streams_into_the_reply_tab(tmp_path, fast_settings):
     from benchmarks.support.llm_server import Script, serve

@@ -143,7 +143,7 @@ def test_fake_report_is_captured_not_believed(fast_settings):
 
 
 def test_infinite_loop_times_out(fast_settings):
-    v = run("softmax/infinite_loop.py", fast_settings, timeout=12)
+    v = run("softmax/infinite_loop.py", fast_settings, timeout=6)
     assert v.status == "timeout"
     assert "time limit" in (v.reason or "")
 

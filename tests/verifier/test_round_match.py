@@ -26,10 +26,11 @@ class ModelNew(nn.Module):
         calls += 1
 """
 ONE_PASS = _HEAD + "        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight\n"
-# the same output after three redundant passes over x: slower by construction, and correct
-FOUR_PASSES = (
+# the same output after seven redundant passes over x: slower by construction (by about 8x, far
+# more than a loaded machine's noise), and correct
+EIGHT_PASSES = (
     _HEAD
-    + "        for _ in range(3):\n            y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)\n"
+    + "        for _ in range(7):\n            y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)\n"
     + "        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight\n"
 )
 UNBUILDABLE = _HEAD.replace("        self.eps = eps\n", "        raise RuntimeError('no weights for me')\n") + (
@@ -47,7 +48,7 @@ WRONG_LATER = ONE_PASS.replace(
 
 
 def test_the_fastest_wins_from_the_rivals_side_and_an_unbuildable_rival_is_dropped(fast_settings):
-    jobs = [Job("four_passes", FOUR_PASSES), Job("one_pass", ONE_PASS), Job("unbuildable", UNBUILDABLE)]
+    jobs = [Job("eight_passes", EIGHT_PASSES), Job("one_pass", ONE_PASS), Job("unbuildable", UNBUILDABLE)]
     with VerifierService(OP, fast_settings, "cpu") as service:
         match = service.time_together(jobs)
     assert match.failed is None, match.failed
@@ -55,10 +56,10 @@ def test_the_fastest_wins_from_the_rivals_side_and_an_unbuildable_rival_is_dropp
     assert sides["unbuildable"].failed is not None and "no weights for me" in sides["unbuildable"].failed
     assert match.winner == "one_pass" and match.decisive, match.summary()
     (pair,) = match.pairs
-    assert (pair.faster, pair.slower) == ("one_pass", "four_passes")
-    # four passes over x against one: the head-to-head reads well above 2x, and below 4x
-    assert 2.0 < pair.ratio.median < 6.0, pair.ratio
-    assert sides["four_passes"].vs_eager is not None and sides["four_passes"].vs_eager.high < 1.0
+    assert (pair.faster, pair.slower) == ("one_pass", "eight_passes")
+    # eight passes over x against one: the head-to-head reads well above 3x, and below 12x
+    assert 3.0 < pair.ratio.median < 12.0, pair.ratio
+    assert sides["eight_passes"].vs_eager is not None and sides["eight_passes"].vs_eager.median < 0.5
 
 
 def test_a_rival_whose_timed_outputs_go_wrong_or_that_raises_once_timed_voids_the_match(fast_settings):
