@@ -234,6 +234,39 @@ def test_inductor_code_is_trimmed_to_its_kernels_and_call():
     assert "cpp_fused_0(arg0_1)" in long and "more characters of Inductor's code left out" in long
 
 
+def test_inductor_cpp_is_condensed_to_the_same_loops_and_arithmetic():
+    kernel = "\n".join(
+        [
+            "cpp_fused_0 = async_compile.cpp_pybinding(['float*'], r'''",
+            'extern "C" void kernel(float* out_ptr0)',
+            "{",
+            "    std::atomic<int> inductor_cpu_integer_div_error{0};",
+            "    #pragma omp parallel",
+            "    {",
+            "        int tid = omp_get_thread_num();",
+            "        for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(4096L);"
+            " x0+=static_cast<int64_t>(16L))",
+            "        {",
+            "            if(C10_LIKELY(x0 >= static_cast<int64_t>(0) && x0 < static_cast<int64_t>(4096L)))",
+            "            {",
+            "                auto tmp0 = static_cast<float>(1024.0);",
+            "                out_ptr0[static_cast<int64_t>(x0 + 8L*(static_cast<int64_t>(x0) / 2L))] = tmp0;",
+            "            }",
+            "        }",
+            "    }",
+            "}",
+            "''')",
+        ]
+    )
+    short = trim_output_code(kernel + "\ndef call(args):\n    cpp_fused_0(buf0)\n")
+    assert "for(int64_t x0=0; x0<4096; x0+=16)" in short
+    assert "if(C10_LIKELY(x0 >= 0 && x0 < 4096))" in short  # a guard is kept: it bounds a tail
+    assert "out_ptr0[(x0 + 8*(x0 / 2))] = tmp0;" in short and "static_cast<float>(1024.0)" in short
+    assert "static_cast<int64_t>" not in short and "omp_get_thread_num" not in short
+    assert "integer_div_error" not in short and not [ln for ln in short.splitlines() if ln.strip() in ("{", "}")]
+    assert "    #pragma omp parallel\n        for(" in short  # the nesting is in the indentation
+
+
 def test_the_judge_sees_what_changed_and_the_advice_it_gave():
     older = HistoryItem(
         round=1,

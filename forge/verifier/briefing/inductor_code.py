@@ -1,7 +1,9 @@
 """Inductor's output code trimmed to what a kernel writer competes with: the kernels it generated
 (C++ or Triton sources inside ``async_compile`` calls) and the ``call`` that launches them and the
 library routines (``extern_kernels.mm`` ...) between them. Imports, guards, the benchmark harness
-and the argument generators are dropped."""
+and the argument generators are dropped, and C++ kernels are condensed (``condensed_cpp``): the
+casts, lone braces and bookkeeping Inductor writes around every index take a third of a
+listing that a coder reads for its loops and arithmetic, and pays for in tokens every round."""
 
 from __future__ import annotations
 
@@ -12,6 +14,38 @@ _CALL_START = re.compile(r"^(\s*)def call\(")
 _KERNEL_END = re.compile(r"^'{3}(\)|, device_str=)")  # the end of the source string a kernel is built from
 _NOISE = re.compile(r"^\s*(assert_size_stride|assert_alignment|del |args\.clear\(\))")  # guards and frees
 CODE_LIMIT_CHARS = 12_000
+_CAST = re.compile(r"static_cast<(?:int64_t|int32_t|long)>\(")
+_PLAIN = re.compile(r"[\w.\[\]]*")  # a name, a literal or an element: no parentheses needed
+_LONG = re.compile(r"\b(\d+)L\b")
+_DROPPED = re.compile(r"^\s*([{}]|int tid = omp_get_thread_num\(\);|.*inductor_cpu_integer_div_error.*)\s*$")
+
+
+def condensed_cpp(kernel: str) -> str:
+    """A C++ kernel as Inductor wrote it, shorter and the same program to read: ``static_cast`` of
+    an index to a 64-bit integer and the ``L`` of integer literals dropped, and lines that are a
+    lone brace (Inductor indents every block, so the indentation keeps the nesting), the unused
+    thread id or the integer-division error flag, removed."""
+    out = []
+    for line in kernel.splitlines():
+        if _DROPPED.match(line):
+            continue
+        out.append(_LONG.sub(r"\1", _uncast(line)))
+    return "\n".join(out)
+
+
+def _uncast(line: str) -> str:
+    """``line`` with each integer ``static_cast<...>(e)`` written ``e`` (``(e)`` where ``e`` is an
+    expression), nested ones too."""
+    while (m := _CAST.search(line)) is not None:
+        depth, j = 1, m.end()
+        while j < len(line) and depth:
+            depth += {"(": 1, ")": -1}.get(line[j], 0)
+            j += 1
+        if depth:  # unbalanced (a line cut short): left as it is
+            return line
+        inner = line[m.end() : j - 1]
+        line = line[: m.start()] + (inner if _PLAIN.fullmatch(inner) else f"({inner})") + line[j:]
+    return line
 
 
 def _kernel_block(lines: list[str], i: int) -> int:
@@ -47,7 +81,8 @@ def trim_output_code(code: str, limit: int = CODE_LIMIT_CHARS) -> str:
         else:
             i += 1
             continue
-        into.append("\n".join(ln for ln in lines[i:end] if not _NOISE.match(ln)).rstrip())
+        block = "\n".join(ln for ln in lines[i:end] if not _NOISE.match(ln)).rstrip()
+        into.append(condensed_cpp(block) if "cpp_pybinding" in line else block)
         i = end
     if not kernels and not calls:
         return _cut("\n".join(lines), limit)
