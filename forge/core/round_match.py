@@ -56,13 +56,17 @@ class RoundMatch(BaseModel):
 
     @property
     def winner(self) -> str | None:
-        """The side that ran faster than every other beyond the noise head to head (eager's noise
-        left out), else the fastest by its median over eager; None when the match decided nothing."""
+        """The side that ran faster than every other beyond the noise head to head; else the one
+        faster head to head (at the median) than the most others, ties going to the better median
+        over eager. Head to head, eager's noise is left out. None when the match decided nothing."""
         ranked = self.ranked
         if self.failed is not None or not ranked:
             return None
         clear = [s.name for s in ranked if self._beats_all(s.name)]
-        return clear[0] if clear else ranked[0].name
+        if clear:
+            return clear[0]
+        wins = {s.name: sum(p.faster == s.name for p in self.pairs) for s in ranked}
+        return max(ranked, key=lambda s: wins[s.name]).name  # max keeps the first of equals: ranked's order
 
     @property
     def decisive(self) -> bool:
@@ -77,19 +81,30 @@ class RoundMatch(BaseModel):
         return bool(others) and all(o in beaten for o in others)
 
     def summary(self, label: dict[str, str] | None = None) -> str:
-        """One line for a prompt, an event or a log: each side's figure, and the decision."""
-        label = label or {}
-        parts = []
-        for s in self.sides:
-            name = label.get(s.name, s.name.replace("_", " "))
-            if s.failed is not None or s.vs_eager is None:
-                parts.append(f"{name}: no figure ({s.failed or 'not timed'})")
-            else:
-                r = s.vs_eager
-                parts.append(f"{name} {r.median:.2f}x eager [{r.low:.2f}-{r.high:.2f}]")
+        """One line for a prompt, an event or a log: the head-to-head ratios (what decides), the
+        decision, and each side's figure over eager in the match. Those can read lower than the
+        sides' own verdicts: the workers take turns, and with three or four of them less of each
+        one's data is still in cache when its turn comes."""
         if self.failed is not None:
             return f"timed together: decided nothing ({self.failed})"
+        label = label or {}
+
+        def named(name: str) -> str:
+            return label.get(name, name.replace("_", " "))
+
+        heads = [
+            f"{named(p.faster)} ran {p.ratio.median:.2f}x as fast as {named(p.slower)} "
+            f"[{p.ratio.low:.2f}-{p.ratio.high:.2f}]"
+            for p in self.pairs
+        ]
         winner = self.winner
-        how = "beyond the noise" if self.decisive else "by the median only (within the noise)"
-        chosen = f"; {label.get(winner, winner.replace('_', ' '))} chosen {how}" if winner is not None else ""
-        return f"timed together ({self.regime or 'cold'}): " + ", ".join(parts) + chosen
+        how = "beyond the noise" if self.decisive else "within the noise, by the median"
+        chosen = f"{named(winner)} chosen {how}" if winner is not None else "none chosen"
+        figures = []
+        for s in self.sides:
+            if s.failed is not None or s.vs_eager is None:
+                figures.append(f"{named(s.name)}: no figure ({s.failed or 'not timed'})")
+            else:
+                figures.append(f"{named(s.name)} {s.vs_eager.median:.2f}x")
+        in_match = f"over eager in the match (workers taking turns): {', '.join(figures)}"
+        return f"timed together ({self.regime or 'cold'}): {'; '.join(heads) or 'no pair timed'}; {chosen}; {in_match}"

@@ -50,3 +50,23 @@ def test_a_side_that_wins_head_to_head_beyond_the_noise_wins_over_a_better_media
     pairs = [MatchedPair(faster="b", slower="a", ratio=_r(1.1, 1.04, 1.2))]
     match = RoundMatch(sides=sides, pairs=pairs)
     assert match.winner == "b" and match.decisive
+
+
+def test_within_the_noise_the_side_faster_head_to_head_than_the_most_others_wins():
+    """No side beats every other beyond the noise: the one faster head to head (at the median) than
+    the most others is chosen, even where another's median over eager reads higher."""
+    sides = [
+        MatchedSide(name="a", vs_eager=_r(1.9, 1.0, 2.5)),
+        MatchedSide(name="b", vs_eager=_r(1.7, 1.5, 1.9)),
+        MatchedSide(name="c", vs_eager=_r(1.6, 1.5, 1.7)),
+    ]
+    pairs = [
+        MatchedPair(faster="b", slower="a", ratio=_r(1.04, 0.97, 1.1)),
+        MatchedPair(faster="b", slower="c", ratio=_r(1.03, 0.98, 1.09)),
+        MatchedPair(faster="a", slower="c", ratio=_r(1.02, 0.95, 1.1)),
+    ]
+    match = RoundMatch(sides=sides, pairs=pairs, regime="warm")
+    assert match.winner == "b" and not match.decisive
+    said = match.summary()
+    assert said.startswith("timed together (warm): b ran 1.04x as fast as a [0.97-1.10]; ")
+    assert "b chosen within the noise, by the median; over eager in the match" in said
