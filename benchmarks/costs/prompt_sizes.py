@@ -3,7 +3,9 @@ against a scripted OpenAI-protocol server (the one the tests use) that answers w
 candidate, its prompts counted with litellm's tokenizer for gpt-4o. Beside each request's tokens:
 how many of them open with a prefix an earlier request of the session already sent (what a
 provider's automatic prompt cache can serve: OpenAI's caches prefixes of 1024 tokens and more, in
-steps of 128), and the rest, which are new.
+steps of 128), and the rest, which are new. The shared prefix is counted on the token ids of the
+messages written out in order; the total is litellm's count for the chat request, a few tokens a
+message more.
 
     python -m benchmarks.costs.prompt_sizes examples/ops/layernorm.py examples/candidates/layernorm_cpp.py
     python -m benchmarks.costs.prompt_sizes OP CANDIDATE --forge /path/to/other/checkout   # a before/after
@@ -59,7 +61,8 @@ def _serialized(messages: list[dict[str, str]]) -> str:
     return "".join(f"<{m['role']}>{m['content']}" for m in messages)
 
 
-def _common_prefix(a: str, b: str) -> int:
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """How many tokens two requests' encodings share from their start."""
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -88,7 +91,7 @@ def main() -> int:
     counts: dict[str, int] = {}
     print(f"{args.op.name} with {args.candidate.name}, forge at {args.forge}")
     print(f"{'request':<10} {'tokens':>7} {'chars':>7} {'cached':>7} {'new':>7}")
-    sent: list[str] = []
+    sent: list[list[int]] = []
     totals = [0, 0]
     for request in script.requests:
         role = request["role"]
@@ -98,10 +101,9 @@ def main() -> int:
         name = f"{role}_{counts[role]}"
         tokens = litellm.token_counter(model="gpt-4o", messages=request["messages"])
         chars = sum(len(m["content"]) for m in request["messages"])
-        text = _serialized(request["messages"])
-        prefix = max((_common_prefix(text, earlier) for earlier in sent), default=0)
-        cached = _cacheable(litellm.token_counter(model="gpt-4o", text=text[:prefix]) if prefix else 0)
-        sent.append(text)
+        ids = litellm.encode(model="gpt-4o", text=_serialized(request["messages"]))
+        cached = _cacheable(max((_common_prefix(ids, earlier) for earlier in sent), default=0))
+        sent.append(ids)
         totals[0] += tokens
         totals[1] += tokens - cached
         print(f"{name:<10} {tokens:>7} {chars:>7} {cached:>7} {tokens - cached:>7}")

@@ -57,16 +57,19 @@ class RoundMatch(BaseModel):
     @property
     def winner(self) -> str | None:
         """The side that ran faster than every other beyond the noise head to head; else the one
-        faster head to head (at the median) than the most others, ties going to the better median
-        over eager. Head to head, eager's noise is left out. None when the match decided nothing."""
+        faster head to head (at the median, a dead heat no win) than the most others, then the one
+        beaten beyond the noise by the fewest, then the better median over eager. Head to head,
+        eager's noise is left out. None when the match decided nothing."""
         ranked = self.ranked
         if self.failed is not None or not ranked:
             return None
         clear = [s.name for s in ranked if self._beats_all(s.name)]
         if clear:
             return clear[0]
-        wins = {s.name: sum(p.faster == s.name for p in self.pairs) for s in ranked}
-        return max(ranked, key=lambda s: wins[s.name]).name  # max keeps the first of equals: ranked's order
+        wins = {s.name: sum(p.faster == s.name and p.ratio.median > 1.0 for p in self.pairs) for s in ranked}
+        lost = {s.name: sum(p.slower == s.name and p.ratio.low > 1.0 for p in self.pairs) for s in ranked}
+        # max keeps the first of equals: ranked's order, the better median over eager
+        return max(ranked, key=lambda s: (wins[s.name], -lost[s.name])).name
 
     @property
     def decisive(self) -> bool:
@@ -99,6 +102,8 @@ class RoundMatch(BaseModel):
         ]
         winner = self.winner
         how = "beyond the noise" if self.decisive else "within the noise, by the median"
+        if len(self.ranked) == 1:
+            how = "as the only side timed"
         chosen = f"{named(winner)} chosen {how}" if winner is not None else "none chosen"
         figures = []
         for s in self.sides:

@@ -21,7 +21,7 @@ from forge.core.op_brief import CompiledBaseline, OpBrief
 from forge.core.statuses import AttemptStatus
 from forge.core.timing_records import Roofline, Timings
 from forge.core.verdict import Verdict
-from forge.verifier.briefing.inductor_code import trim_output_code
+from forge.verifier.briefing.inductor_code import condensed_cpp, trim_output_code
 from tests.conftest import EXAMPLES
 
 
@@ -265,6 +265,13 @@ def test_inductor_cpp_is_condensed_to_the_same_loops_and_arithmetic():
     assert "static_cast<int64_t>" not in short and "omp_get_thread_num" not in short
     assert "integer_div_error" not in short and not [ln for ln in short.splitlines() if ln.strip() in ("{", "}")]
     assert "    #pragma omp parallel\n        for(" in short  # the nesting is in the indentation
+    reduction = condensed_cpp(
+        "    int tid = omp_get_thread_num();\n    tmp_acc0_arr[tid] = tmp_acc0_local;\n"
+        "    auto tmp1 = static_cast<int64_t>(0);\n    auto tmp2 = static_cast<int64_t>(std::floor(tmp3)) / 2L;"
+    )
+    assert "int tid = omp_get_thread_num();" in reduction  # read by the per-thread accumulators: kept
+    assert "auto tmp1 = static_cast<int64_t>(0);" in reduction  # it types tmp1
+    assert "static_cast<int64_t>(std::floor(tmp3)) / 2;" in reduction  # it converts
 
 
 def test_the_judge_sees_what_changed_and_the_advice_it_gave():

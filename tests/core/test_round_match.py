@@ -1,6 +1,7 @@
-"""What a round's match decides: the fastest side over eager wins; it wins beyond the noise only
-when every head-to-head interval it has is above 1.0; a failed match, or one with a single timed
-side, decides nothing."""
+"""What a round's match decides: a side whose every head-to-head interval is above 1.0 wins beyond
+the noise; otherwise the side faster head to head than the most others wins within the noise
+(then the one beaten beyond the noise by the fewest, then the better median over eager); a failed
+match decides nothing, and a lone timed side is chosen as the only one."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def test_a_failed_match_or_a_lone_timed_side_decides_nothing():
     assert failed.summary() == "timed together: decided nothing (timed while the machine was busy)"
     lone = RoundMatch(sides=[MatchedSide(name="a", vs_eager=_r(2.0, 1.9, 2.1)), MatchedSide(name="b", failed="x")])
     assert lone.winner == "a" and not lone.decisive
+    assert "a chosen as the only side timed" in lone.summary()
 
 
 def test_a_side_that_wins_head_to_head_beyond_the_noise_wins_over_a_better_median_against_eager():
@@ -70,3 +72,19 @@ def test_within_the_noise_the_side_faster_head_to_head_than_the_most_others_wins
     said = match.summary()
     assert said.startswith("timed together (warm): b ran 1.04x as fast as a [0.97-1.10]; ")
     assert "b chosen within the noise, by the median; over eager in the match" in said
+
+
+def test_a_cycle_goes_to_the_side_not_beaten_beyond_the_noise_and_a_dead_heat_is_no_win():
+    sides = [
+        MatchedSide(name="b", vs_eager=_r(1.9, 1.8, 2.0)),
+        MatchedSide(name="a", vs_eager=_r(1.8, 1.7, 1.9)),
+        MatchedSide(name="c", vs_eager=_r(1.7, 1.6, 1.8)),
+    ]
+    cycle = [
+        MatchedPair(faster="a", slower="b", ratio=_r(1.2, 1.1, 1.3)),  # beyond the noise
+        MatchedPair(faster="b", slower="c", ratio=_r(1.05, 0.95, 1.15)),
+        MatchedPair(faster="c", slower="a", ratio=_r(1.03, 0.96, 1.1)),
+    ]
+    assert RoundMatch(sides=sides, pairs=cycle).winner == "a"  # one win each: b lost beyond the noise
+    heat = [MatchedPair(faster="a", slower="b", ratio=_r(1.0, 0.9, 1.1))]  # medians rounded to a tie
+    assert RoundMatch(sides=sides[:2], pairs=heat).winner == "b"  # no win: the better median over eager

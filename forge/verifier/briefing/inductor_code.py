@@ -14,29 +14,35 @@ _CALL_START = re.compile(r"^(\s*)def call\(")
 _KERNEL_END = re.compile(r"^'{3}(\)|, device_str=)")  # the end of the source string a kernel is built from
 _NOISE = re.compile(r"^\s*(assert_size_stride|assert_alignment|del |args\.clear\(\))")  # guards and frees
 CODE_LIMIT_CHARS = 12_000
-_CAST = re.compile(r"static_cast<(?:int64_t|int32_t|long)>\(")
+_CAST = re.compile(r"static_cast<int64_t>\(")
 _PLAIN = re.compile(r"[\w.\[\]]*")  # a name, a literal or an element: no parentheses needed
+_KEPT_CAST = re.compile(r"std::|\d\.\d|\d\.?[eE]|\d\.\b")  # floor, ceil, a float: the cast converts
+_INITIALIZER = re.compile(r"\bauto\s+\w+\s*=\s*$")  # ``auto x = static_cast<int64_t>(0)``: the cast types x
 _LONG = re.compile(r"\b(\d+)L\b")
-_DROPPED = re.compile(r"^\s*([{}]|int tid = omp_get_thread_num\(\);|.*inductor_cpu_integer_div_error.*)\s*$")
+_DROPPED = re.compile(r"^\s*([{}]|.*inductor_cpu_integer_div_error.*)\s*$")
+_THREAD_ID = re.compile(r"^\s*int tid = omp_get_thread_num\(\);\s*$")
 
 
 def condensed_cpp(kernel: str) -> str:
     """A C++ kernel as Inductor wrote it, shorter and the same program to read: ``static_cast`` of
-    an index to a 64-bit integer and the ``L`` of integer literals dropped, and lines that are a
-    lone brace (Inductor indents every block, so the indentation keeps the nesting), the unused
-    thread id or the integer-division error flag, removed."""
+    an integer expression to ``int64_t`` and the ``L`` of integer literals dropped, and lines that
+    are a lone brace (Inductor indents every block, so the indentation keeps the nesting), the
+    integer-division error flag's bookkeeping, or the thread id where nothing reads it, removed. A
+    cast that converts (of ``std::floor``, of a float) or that types an ``auto`` variable is kept."""
+    tid_read = len(re.findall(r"\btid\b", kernel)) > len(re.findall(r"\bint tid\b", kernel))
     out = []
     for line in kernel.splitlines():
-        if _DROPPED.match(line):
+        if _DROPPED.match(line) or (_THREAD_ID.match(line) and not tid_read):
             continue
         out.append(_LONG.sub(r"\1", _uncast(line)))
     return "\n".join(out)
 
 
 def _uncast(line: str) -> str:
-    """``line`` with each integer ``static_cast<...>(e)`` written ``e`` (``(e)`` where ``e`` is an
-    expression), nested ones too."""
-    while (m := _CAST.search(line)) is not None:
+    """``line`` with each ``static_cast<int64_t>(e)`` of an integer expression written ``e``
+    (``(e)`` where ``e`` is an expression), nested ones too; the others kept."""
+    pos = 0
+    while (m := _CAST.search(line, pos)) is not None:
         depth, j = 1, m.end()
         while j < len(line) and depth:
             depth += {"(": 1, ")": -1}.get(line[j], 0)
@@ -44,6 +50,9 @@ def _uncast(line: str) -> str:
         if depth:  # unbalanced (a line cut short): left as it is
             return line
         inner = line[m.end() : j - 1]
+        if _KEPT_CAST.search(inner) or _INITIALIZER.search(line[: m.start()]):
+            pos = m.end()  # kept; the casts inside it are still looked at
+            continue
         line = line[: m.start()] + (inner if _PLAIN.fullmatch(inner) else f"({inner})") + line[j:]
     return line
 
