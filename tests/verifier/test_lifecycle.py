@@ -82,6 +82,7 @@ def test_the_profilers_own_lines_are_not_the_candidates_output():
         "candidate says hi\n"
         "USDT:2026-12-06 06:55:55 4209:4209 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
         "USDT:2026-12-06 06:55:55 4209:4209 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
+        "Failed to read process name for pid 18970\n"
         "USDT is in my own line, profiler_start too\n"
     )
     assert without_profiler_lines(printed) == "candidate says hi\nUSDT is in my own line, profiler_start too\n"

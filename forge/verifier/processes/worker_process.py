@@ -40,9 +40,14 @@ from forge.verifier.processes.template import ForkedProcess, TemplateUnavailable
 
 _OUTPUT_KEEP = 8000
 # What torch's profiler prints itself when forge profiles a candidate in its worker (Kineto's
-# "USDT:<date> <time> <pid>:<tid> <file>.cpp:<line>] profiler_start"): forge's doing, not the
-# candidate's output, and shown as the candidate's it misled a model reading the verdict.
-_PROFILER_LINE = re.compile(r"^USDT:\S+ \S+ \d+:\d+ \w+\.cpp:\d+\] profiler_(?:start|stop)\n?", re.MULTILINE)
+# "USDT:<date> <time> <pid>:<tid> <file>.cpp:<line>] profiler_start", and, in the sandbox where it
+# cannot read /proc for the process's name, "Failed to read process name for pid <pid>"): forge's
+# doing, not the candidate's output, and shown as the candidate's it misled a model reading the
+# verdict (a relayed model took it for noise in every verdict of a session).
+_PROFILER_LINE = re.compile(
+    r"^(USDT:\S+ \S+ \d+:\d+ \w+\.cpp:\d+\] profiler_(?:start|stop)|Failed to read process name for pid \d+)\n?",
+    re.MULTILINE,
+)
 R = TypeVar("R", bound=Message)
 
 
