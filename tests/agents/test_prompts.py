@@ -76,6 +76,21 @@ def test_coder_prompt_has_source_contract_device_example_and_history():
     assert proposal.source and proposal.tokens == 10 and proposal.cost_usd == 0.001
 
 
+def test_the_contract_names_the_shapes_the_brief_says_are_verified():
+    coder = LLMCoder(FakeClient([]))  # type: ignore[arg-type]
+    fixed = OpBrief(device="cpu", regime="cold")
+    varied = OpBrief(device="cpu", regime="cold", shape_variants=["rows=32, cols=128"])
+    contract = [
+        coder.prompt(replace(_ctx(), brief=b))[-1]["content"].split("- It is verified on", 1)[1]
+        for b in (fixed, varied)
+    ]
+    assert contract[0].startswith(
+        " fresh random inputs and weights, on the op's own shapes (it declares no shape variants)"
+    )
+    assert contract[1].startswith(" fresh random inputs and weights, on other shapes than the ones in `get_inputs`")
+    assert "rows=32, cols=128" in contract[1] and "rows=32, cols=128" not in contract[0]
+
+
 def test_triton_prompt_and_category_examples():
     coder = LLMCoder(FakeClient([]))  # type: ignore[arg-type]
     text = coder.prompt(_ctx(backend="triton", device="cuda"))[-1]["content"]
