@@ -20,15 +20,12 @@ from forge.core.round_match import MatchedPair, MatchedSide, RoundMatch
 from forge.core.statuses import TimingRegime
 from forge.core.verdict import Verdict
 from forge.verifier import checks
+from forge.verifier.candidate_build import build_candidate
 from forge.verifier.messages import (
-    HelloReply,
-    InstantiateRequest,
-    LoadedReply,
     ModelBuild,
-    ReadyReply,
     TimingBatchReply,
 )
-from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
+from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess
 from forge.verifier.timing.candidate_times import CandidateTimes, clock_failure
 from forge.verifier.timing.paired import BatchTimes, PairedTimes
 from forge.verifier.timing.pairing import paired_ratio
@@ -57,7 +54,8 @@ class Rivals:
         """Each rival's hello, import and build (on the reference's weights); one that fails is dropped."""
         for j, worker in enumerate(self.workers):
             try:
-                said = _loaded(worker, min(deadline, time.monotonic() + _LOAD_S), models)
+                failure = build_candidate(worker, min(deadline, time.monotonic() + _LOAD_S), models)
+                said = None if failure is None else f"{failure.check}: {checks.first_line(failure.message)}"[:300]
             except WorkerGone as exc:
                 said = f"its worker ended while loading: {exc.ending.detail}"
             if said is not None:
@@ -65,26 +63,24 @@ class Rivals:
                 worker.kill()
         self.times = [CandidateTimes(self._tol()) for _ in self.workers]
 
-    @property
-    def live(self) -> list[int]:
-        return [j for j in range(len(self.workers)) if j not in self.failed]
-
-    def take(self, inputs: TimingBatchReply, batch: BatchTimes, regime: TimingRegime, live: list[int]) -> None:
-        """Each live rival's side of a kept batch (``live[k]`` is the timer's rival ``k``)."""
-        for k, j in enumerate(live):
-            if k in batch.rivals and j not in self.failed:
+    def take(self, inputs: TimingBatchReply, batch: BatchTimes, regime: TimingRegime) -> None:
+        """Each live rival's side of a kept batch."""
+        for j in batch.rivals:
+            if j not in self.failed:
                 try:
-                    self.times[j].take(inputs, batch.rival(k), regime)
+                    self.times[j].take(inputs, batch.rival(j), regime)
                 except WorkerGone as exc:  # a malformed reply: the rival's, not the candidate's
                     self.failed[j] = f"timing: {exc.ending.detail}"[:300]
                     self.voiding.add(j)
                     self.workers[j].kill()
 
-    def dropped(self, timer_failed: dict[int, str], live: list[int]) -> None:
-        """The rivals the timer dropped (``timer_failed`` by the timer's index): each voids the match."""
-        for k, why in timer_failed.items():
-            self.failed.setdefault(live[k], why)
-            self.voiding.add(live[k])
+    def dropped(self, timer_failed: dict[int, str]) -> None:
+        """The rivals the timer dropped while timing (not those that never loaded, which it was
+        told of): each voids the match."""
+        for j, why in timer_failed.items():
+            if j not in self.failed:
+                self.failed[j] = why
+                self.voiding.add(j)
 
     def close(self) -> None:
         for w in self.workers:
@@ -117,20 +113,6 @@ class Rivals:
         failed = f"a rival failed once timed ({'; '.join(integrity)})"[:600] if integrity else None
         regime = "warm" if warm else "cold"
         return RoundMatch(sides=sides, pairs=_head_to_head(series), regime=regime, failed=failed)
-
-
-def _loaded(worker: WorkerProcess, deadline: float, models: list[ModelBuild]) -> str | None:
-    """None when the rival imported and built; else why not."""
-    hello, _ = worker.recv(deadline)
-    expect_reply(hello, HelloReply)
-    reply, _ = worker.recv(deadline)
-    loaded = expect_reply(reply, LoadedReply)
-    if not isinstance(loaded, LoadedReply):
-        return f"{loaded.stage}: {checks.first_line(loaded.message)}"[:300]
-    worker.send(InstantiateRequest(models=models))
-    reply, _ = worker.recv(deadline)
-    ready = expect_reply(reply, ReadyReply)
-    return None if isinstance(ready, ReadyReply) else f"interface: {checks.first_line(ready.message)}"[:300]
 
 
 def _integrity(t: CandidateTimes, device: str) -> str | None:

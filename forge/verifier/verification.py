@@ -19,6 +19,7 @@ from forge.core.statuses import BindMode, ModuleMode, TimingRegime, VerdictStatu
 from forge.core.verdict import Binding, InputVariant, TensorSpec, Verdict
 from forge.verifier import checks, memory
 from forge.verifier.bound_check import check_binding
+from forge.verifier.candidate_build import build_candidate
 from forge.verifier.case_stream import CaseStream
 from forge.verifier.case_verdicts import (
     CaseTally,
@@ -38,15 +39,12 @@ from forge.verifier.messages import (
     GradRunReply,
     GradRunRequest,
     HelloReply,
-    InstantiateRequest,
-    LoadedReply,
     LoadRequest,
     Message,
     ProblemErrorReply,
     ProblemReply,
     ProfileReply,
     ProfileRequest,
-    ReadyReply,
     Reply,
     Request,
     RooflineReply,
@@ -228,20 +226,13 @@ class _Run:
 
     def load(self) -> bool:
         self.progress("candidate: loading")
-        hello, _ = self.cand.recv(self.deadline)
-        expect_reply(hello, HelloReply)
-        reply, _ = self.cand.recv(self.deadline)
-        loaded = expect_reply(reply, LoadedReply)
-        if isinstance(loaded, ErrorReply):
-            self.v.add(loaded.stage, False, loaded.message)
-            self.v.fail(VerdictStatus.COMPILE_ERROR, f"{loaded.stage}: {checks.first_line(loaded.message)}")
-            return False
-        self.v.add("load", True, "candidate imported")
         models = self.plan.models
-        ready = self._ask_candidate(InstantiateRequest(models=models), ReadyReply)
-        if isinstance(ready, ErrorReply):
-            self.v.add("interface", False, ready.message)
-            self.v.fail(VerdictStatus.COMPILE_ERROR, f"interface: {checks.first_line(ready.message)}")
+        failure = build_candidate(self.cand, self.deadline, models)
+        if failure is None or failure.check == "interface":
+            self.v.add("load", True, "candidate imported")
+        if failure is not None:
+            self.v.add(failure.check, False, failure.message)
+            self.v.fail(VerdictStatus.COMPILE_ERROR, f"{failure.check}: {checks.first_line(failure.message)}")
             return False
         self.v.add("interface", True, f"ModelNew built and loaded the reference weights ({len(models)} inits/shapes)")
         self.rivals.load(self.deadline, models)
@@ -311,7 +302,7 @@ class _Run:
             self.ref.send(RooflineRequest(cache_dir=str(self.cache)))
         return True
 
-    def _timer(self, train_step: bool = False, live: Sequence[int] = ()) -> PairedTimer:
+    def _timer(self, train_step: bool = False) -> PairedTimer:
         return PairedTimer(
             self.ref,
             self.cand,
@@ -323,7 +314,8 @@ class _Run:
             str(self.spec.path),
             self.ref_guard.check,
             train_step,
-            rivals=[self.rivals.workers[j] for j in live],
+            rivals=() if train_step else self.rivals.workers,  # a training step is timed alone
+            rivals_out=self.rivals.failed,
         )
 
     def training_timing(self) -> None:
@@ -339,16 +331,15 @@ class _Run:
         """Every timing batch (forward calls, or training steps), or None when the verdict failed
         on the way: a candidate call that raised (named ``check``), a tampered reference."""
         kept = CandidateTimes(self.tol)
-        live = [] if train_step else self.rivals.live
 
         def take(inputs: TimingBatchReply, batch: BatchTimes, regime: TimingRegime) -> None:
             kept.take(inputs, batch, regime)
-            self.rivals.take(inputs, batch, regime, live)
+            self.rivals.take(inputs, batch, regime)
 
-        timer = self._timer(train_step, live)
+        timer = self._timer(train_step)
         try:
             paired = timer.run(self.plan.timing, self.progress, take)
-            self.rivals.dropped(timer.rivals.failed, live)
+            self.rivals.dropped(timer.rivals.failed)
             return kept, paired
         except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
             return None
@@ -421,6 +412,11 @@ class _Run:
         else:
             ref.close()
 
+    def project_folders(self) -> list[Path]:
+        """Where the op, the candidate and the user's project are: their ``.env`` files name
+        secrets that no string leaving the verification may carry (``redacted``)."""
+        return [self.spec.path.resolve().parent, self.cand_path.resolve().parent, Path.cwd()]
+
     def finish(self) -> Verdict:
         ref: WorkerProcess | None = getattr(self, "ref", None)
         cand: WorkerProcess | None = getattr(self, "cand", None)
@@ -437,8 +433,7 @@ class _Run:
             self._keep_or_close(ref, tampered is None)
         record_versions(self.v)
         self.v.elapsed_s = round(time.monotonic() - self.t0, 3)
-        folders = [self.spec.path.resolve().parent, self.cand_path.resolve().parent, Path.cwd()]
-        self.v, n = redacted(self.v, os.environ, folders)
+        self.v, n = redacted(self.v, os.environ, self.project_folders())
         if n:
             self.v.warnings.append(REDACTED_NOTE.format(n=n))
         return self.v
@@ -488,8 +483,7 @@ def time_together(
     run = _Run(op_path, leader, quick, progress or (lambda _m: None), references, rivals=rivals)
     verdict = _executed(run, bind=False)
     kept, paired = run.timed_sides or (None, None)
-    folders = [op_path.resolve().parent, leader.resolve().parent, Path.cwd()]
-    match, _ = redacted(run.rivals.match(leader.stem, verdict, kept, paired), os.environ, folders)
+    match, _ = redacted(run.rivals.match(leader.stem, verdict, kept, paired), os.environ, run.project_folders())
     return verdict, match
 
 

@@ -20,7 +20,7 @@ after that is kept and the verdict says the machine was busy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -36,10 +36,7 @@ from forge.verifier.messages import (
     BaselinesReadyReply,
     Message,
     Reply,
-    TickReply,
     TimeBeginRequest,
-    TimeCallRequest,
-    TimedCallReply,
     TimeEndRequest,
     TimeReadyReply,
     TimingBatchReply,
@@ -51,7 +48,7 @@ from forge.verifier.processes.worker_process import WorkerProcess
 from forge.verifier.timing.contention import LoadMonitor, combined
 from forge.verifier.timing.pairing import side_orders
 from forge.verifier.timing.rival_sides import RivalSides
-from forge.verifier.timing.timed_replies import candidate_said
+from forge.verifier.timing.timed_replies import candidate_said, timed_call
 
 _RETRIES, _QUIET_WAIT_S = 3, 10.0
 
@@ -127,6 +124,7 @@ class PairedTimer:
         guard: Callable[[], str | None] = lambda: None,
         train_step: bool = False,
         rivals: Sequence[WorkerProcess] = (),
+        rivals_out: Mapping[int, str] | None = None,
     ) -> None:
         self.train_step = train_step  # time training steps (``gradients.training_step``), not forward calls
         self.what = "training steps" if train_step else "pairs of calls"
@@ -137,8 +135,9 @@ class PairedTimer:
         self.compile_baseline = compile_baseline
         self.load_check = load_check
         # A round's other candidates, timed call by call in the same batches (``side_orders``); one
-        # that fails is dropped (``rivals.failed``) and the others go on.
-        self.rivals = RivalSides(rivals, deadline)
+        # that fails is dropped (``rivals.failed``, which starts from ``rivals_out``: those that
+        # never started) and the others go on.
+        self.rivals = RivalSides(rivals, deadline, rivals_out)
         self.monitor = LoadMonitor([ref.pid, cand.pid, *(r.pid for r in rivals)], cores)
         self.retries_left = _RETRIES if load_check else 0
         # Batches timed so far in each regime: every other one is mirrored (``baseline_first``).
@@ -249,13 +248,7 @@ class PairedTimer:
             raise ReferenceTampered(changed)
 
     def _candidate_call(self, i: int, batch: BatchTimes) -> None:
-        self.cand.send(TimeCallRequest(index=i))
-        while True:
-            reply, t = self.cand.recv(self.deadline)
-            if not isinstance(reply, TickReply):
-                break
-            batch.ticks.append(t)
-        candidate_said(reply, TimedCallReply)
+        timed_call(self.cand, i, self.deadline, batch.ticks)
 
     def _expect_ref(self, expect: type[R]) -> R:
         reply = self.ref_reply("failed while being timed")

@@ -10,13 +10,13 @@ the rest of the timing (``failed`` says why), while the others go on.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TypeVar
 
-from forge.verifier.messages import Message, TickReply, TimeCallRequest, TimedCallReply
+from forge.verifier.messages import Message
 from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess
-from forge.verifier.timing.timed_replies import CandidateFailed, candidate_said
+from forge.verifier.timing.timed_replies import CandidateFailed, candidate_said, timed_call
 
 R = TypeVar("R", bound=Message)
 RIVAL_CALL_S = 30.0  # the longest a rival may take over one request before it is dropped
@@ -27,10 +27,12 @@ __all__ = ["RIVAL_CALL_S", "CandidateFailed", "RivalSides"]
 class RivalSides:
     """Rival ``j`` is ``workers[j]``; ``failed[j]`` why one was dropped."""
 
-    def __init__(self, workers: Sequence[WorkerProcess], deadline: float) -> None:
+    def __init__(
+        self, workers: Sequence[WorkerProcess], deadline: float, failed: Mapping[int, str] | None = None
+    ) -> None:
         self.workers = list(workers)
         self.deadline = deadline
-        self.failed: dict[int, str] = {}
+        self.failed: dict[int, str] = dict(failed or {})
 
     def live(self) -> list[int]:
         return [j for j in range(len(self.workers)) if j not in self.failed]
@@ -56,18 +58,7 @@ class RivalSides:
         """Rival ``j``'s timed call ``i`` of a batch (the ticks it sends while it runs into ``ticks``)."""
         if j in self.failed:
             return
-        worker = self.workers[j]
-
-        def timed() -> TimedCallReply:
-            worker.send(TimeCallRequest(index=i))
-            limit = self._limit()
-            while True:
-                reply, t = worker.recv(limit)
-                if not isinstance(reply, TickReply):
-                    return candidate_said(reply, TimedCallReply)
-                ticks.append(t)
-
-        self._guarded(j, timed)
+        self._guarded(j, partial(timed_call, self.workers[j], i, self._limit(), ticks))
 
     def _guarded(self, j: int, ask: Callable[[], R]) -> R | None:
         """``ask`` of rival ``j``; its error, death or overrun drops it."""
