@@ -120,7 +120,11 @@ def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_s
     said = re.search(rf"### Attempt {first} \(round 1\): passed\n(.*?)\n\n", coder[1], re.S)
     assert said is not None and "not timed: the machine was busy" in said.group(1) and "x eager" not in said.group(1)
     waits = [e for e in seen if isinstance(e, ev.MachineBusy)]
-    assert [w.waited_s is None for w in waits] == [True, False] and waits[1].quiet
+    # the load's wait, before round 2's candidate, ended quiet once it went; a 2-core CI machine may
+    # make the session wait again later (its own noise), and every such wait ends quiet too
+    assert [(w.round, w.waited_s is None) for w in waits[:2]] == [(2, True), (2, False)] and waits[1].quiet
+    assert [w.waited_s is None for w in waits] == [True, False] * (len(waits) // 2)
+    assert all(w.quiet for w in waits[1::2])
 
     # the second, timed on a quiet machine: one statistic, as the bank's verdict holds it
     figures = AttemptFigures.of(_verdict(bank, second))
