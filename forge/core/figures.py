@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from forge.core.acceptance import beats_eager, timed_while_busy
+from forge.core.roofline_record import Roofline
 from forge.core.statuses import TimingRegime
-from forge.core.timing_records import PairedRatio, Roofline
+from forge.core.timing_records import PairedRatio
 from forge.core.verdict import Verdict
 
 

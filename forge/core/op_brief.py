@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge.core.timing_records import PairedRatio, Roofline
+from forge.core.roofline_record import Roofline
+from forge.core.timing_records import PairedRatio
 
 _LENIENT = ConfigDict(extra="ignore")
 

@@ -17,10 +17,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from forge.core.op_brief import CandidateProfile
+from forge.core.roofline_record import Roofline
 from forge.core.statuses import BindMode, ModuleMode, VerdictStatus
 from forge.core.timing_records import (
     PairedRatio,
-    Roofline,
     Timings,
     TimingSides,
     TrainingStepTimes,

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from forge.core.timing_records import Roofline, memory_s
+from forge.core.roofline_record import Roofline, memory_s
 from forge.verifier.call_form import invoke
 from forge.verifier.machine_figures import MachineFigures
 from forge.verifier.needed_matmul import unneeded_flops

@@ -124,7 +124,7 @@ def test_the_builtin_judge_says_where_a_kernel_stands_against_its_bound():
     """Under 60% of its bound the search goes on, and a stop there says the configs ran out, not
     that the kernel reached the machine's limit; past 80% it says little is left."""
     from forge.agents.builtin.judge import _bottleneck, _stop_step
-    from forge.core.timing_records import Roofline
+    from forge.core.roofline_record import Roofline
 
     def passed(frac: float) -> Verdict:
         roof = Roofline(bytes=1, bandwidth_gbs=1.0, bound_ms=1.0, fraction_candidate=frac, fraction_eager=0.1)

@@ -18,8 +18,9 @@ from forge.agents.llm.prompts import (
 from forge.agents.roles import CoderContext, HistoryItem, JudgeFeedback, MachineFacts
 from forge.core.figures import AttemptFigures, judged_roofline
 from forge.core.op_brief import CompiledBaseline, OpBrief
+from forge.core.roofline_record import Roofline
 from forge.core.statuses import AttemptStatus
-from forge.core.timing_records import Roofline, Timings
+from forge.core.timing_records import Timings
 from forge.core.verdict import Verdict
 from forge.verifier.briefing.inductor_code import condensed_cpp, trim_output_code
 from tests.conftest import EXAMPLES
@@ -417,6 +418,15 @@ def test_the_cpp_helpers_contract_is_written_out():
         "streaming stores (`_mm512_stream_ps`",
     ):
         assert said in text, said
+
+
+def test_the_wider_vectors_are_named_on_an_avx512_cpu_only():
+    hint = '#pragma GCC target("prefer-vector-width=512")'
+    coder = LLMCoder(FakeClient([]))  # type: ignore[arg-type]
+    assert hint not in coder.prompt(_ctx())[-1]["content"]  # AVX2 only
+    ctx = _ctx()
+    ctx.machine = MachineFacts("cpu", cpu_model="Xeon", cores=2, isa=["avx2", "fma", "avx512f"])
+    assert hint in coder.prompt(ctx)[-1]["content"]
 
 
 def test_both_prompts_show_where_a_candidates_time_goes():

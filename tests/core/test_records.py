@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from forge.core.roofline_record import Roofline
 from forge.core.statuses import AttemptStatus, SessionStatus, VerdictStatus
-from forge.core.timing_records import Roofline, TimingStats
+from forge.core.timing_records import TimingStats
 from forge.core.verdict import FailingCase, Verdict
 
 

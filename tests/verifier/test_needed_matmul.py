@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from forge.core.timing_records import Roofline
+from forge.core.roofline_record import Roofline
 from forge.verifier import roofline
 from forge.verifier.needed_matmul import unneeded_flops
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from forge.agents.llm.prompts import render
 from forge.core.op_brief import CompiledBaseline, EagerProfile, OpBrief, ProfiledOp
+from forge.core.roofline_record import Roofline
 from forge.core.statuses import TimingRegime, VerdictStatus
-from forge.core.timing_records import PairedRatio, Roofline, TimingSides, TimingStats
+from forge.core.timing_records import PairedRatio, TimingSides, TimingStats
 from forge.core.verdict import Verdict
 from forge.verifier import VerifierService
 from forge.verifier.briefing.measure import measure_op_brief

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from forge.core.timing_records import Roofline
+from forge.core.roofline_record import Roofline
 from forge.verifier import roofline
 from forge.verifier.machine_figures import MachineFigures
 from forge.verifier.machine_readings import WorkingSetBandwidth

@@ -172,7 +172,7 @@ def test_the_flop_count_does_not_import_dynamo():
 def test_a_verified_candidate_past_the_bound_blames_the_estimate_not_its_result():
     """A candidate 2.5x past a DRAM bound on cache-resident data: the model of the machine is wrong
     there (its outputs were checked in every timed call), never "check the result"."""
-    from forge.core.timing_records import Roofline
+    from forge.core.roofline_record import Roofline
     from forge.core.verdict import Verdict
     from forge.verifier.timing.statistics import record_roofline, record_speedups
 
@@ -190,7 +190,7 @@ def test_a_peak_eagers_own_call_beats_is_raised_to_eagers_rate():
     """A GEMM benchmark that missed the library's best kernel: eager's whole call did the op's
     FLOPs faster than the measured peak allows. The bound then takes eager's rate (a peak that a
     library call exceeds bounds nothing) and says so; a peak eager stays under is kept."""
-    from forge.core.timing_records import Roofline
+    from forge.core.roofline_record import Roofline
     from forge.core.verdict import Verdict
     from forge.verifier.timing.statistics import record_roofline, record_speedups
 
@@ -212,7 +212,7 @@ def test_a_peak_eagers_own_call_beats_is_raised_to_eagers_rate():
 def test_transcendental_work_is_counted_apart_from_matmul_flops():
     """A cross-entropy-like op makes one exp per element: 0 matmul FLOPs is not 0 work, and the
     verdict's roofline line and the brief say how many transcendental evaluations one call makes."""
-    from forge.core.timing_records import Roofline
+    from forge.core.roofline_record import Roofline
     from forge.verifier import roofline
 
     class SoftCE(torch.nn.Module):
@@ -232,7 +232,7 @@ def test_judged_warm_the_bound_is_the_last_level_caches():
     """One call's data fits in half the last-level cache: judged warm, the bound is the cache's
     copy bandwidth (measured with the figures), not DRAM's, and the prompts may use it."""
     from forge.core.figures import judged_roofline
-    from forge.core.timing_records import Roofline
+    from forge.core.roofline_record import Roofline
     from forge.core.verdict import Verdict
     from forge.verifier.timing.statistics import record_regimes, record_roofline, record_speedups
 
@@ -263,7 +263,7 @@ def test_an_op_that_only_reads_is_bound_by_the_read_bandwidth_and_a_copy_by_a_co
     reduction) ran at 93% of a bound built from it while reading its input twice, and a kernel then
     beat that bound's "at most 1.08x" by 1.82x. With the read bandwidth measured, reads are charged
     at it and each written byte at what a copy's write costs beyond its read."""
-    from forge.core.timing_records import Roofline
+    from forge.core.roofline_record import Roofline
     from forge.verifier import roofline
 
     copy_gbs, read_gbs, mb = 25.0, 50.0, 16_000_000

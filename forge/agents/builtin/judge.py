@@ -10,7 +10,7 @@ from forge.agents.builtin.coder import BuiltinCoder
 from forge.agents.builtin.tuner import effective_config, next_configs, trials_from
 from forge.agents.roles import CoderContext, Review
 from forge.core.feedback import JudgeFeedback
-from forge.core.timing_records import Roofline
+from forge.core.roofline_record import Roofline
 from forge.core.verdict import Verdict
 
 

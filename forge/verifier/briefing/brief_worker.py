@@ -16,7 +16,7 @@ from typing import Any
 
 from forge.core.class_source import imported_source
 from forge.core.op_brief import CompiledBaseline, EagerProfile, ImportedClass, OpBrief, OutputTolerance
-from forge.core.timing_records import Roofline
+from forge.core.roofline_record import Roofline
 from forge.verifier import machine
 from forge.verifier.briefing.cpp_cost import measure_cpp_cost
 from forge.verifier.briefing.inductor_code import trim_output_code

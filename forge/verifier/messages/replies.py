@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter, model_validator
 
 from forge.core.op_brief import CandidateProfile
-from forge.core.timing_records import Roofline
+from forge.core.roofline_record import Roofline
 from forge.verifier.messages.records import (
     BoundPlan,
     CaseDescriptor,

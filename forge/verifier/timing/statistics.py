@@ -3,8 +3,9 @@ ratios per cache regime, the roofline fraction and the launch cost, written into
 
 from __future__ import annotations
 
+from forge.core.roofline_record import Roofline
 from forge.core.statuses import TimingRegime
-from forge.core.timing_records import Contention, PairedRatio, Roofline, TimingStats
+from forge.core.timing_records import Contention, PairedRatio, TimingStats
 from forge.core.verdict import Verdict
 from forge.verifier.timing.pairing import paired_ratio
 

@@ -28,11 +28,12 @@ from forge.agents.builtin.cpp_snippets import HEADER
 from forge.agents.builtin.lowering.code import CodeBuffer
 from forge.agents.builtin.lowering.cpp_emit import pointwise_step
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row_groups
-from forge.agents.builtin.lowering.cpp_kept import arg_step, scan_step, vector_scan_fits
-from forge.agents.builtin.lowering.cpp_pool import PoolTail, by_rows_fits, pool_step, pool_tails, pool_with_tail
-from forge.agents.builtin.lowering.cpp_reduce import float_acc_first, reduce_step
+from forge.agents.builtin.lowering.cpp_kept import arg_step, scan_step
+from forge.agents.builtin.lowering.cpp_pool import PoolTail, pool_step, pool_tails, pool_with_tail
+from forge.agents.builtin.lowering.cpp_reduce import reduce_step
 from forge.agents.builtin.lowering.cpp_stack import stacked_parts, stacked_step
-from forge.agents.builtin.lowering.cpp_winograd import WINOGRAD, favours_winograd, winograd_conv, winograd_step
+from forge.agents.builtin.lowering.cpp_winograd import WINOGRAD, winograd_conv, winograd_step
+from forge.agents.builtin.lowering.cpu_knobs import DEFAULT, WIDE_SIMD, cpu_knobs
 from forge.agents.builtin.lowering.ir import Unsupported
 from forge.agents.builtin.lowering.joint import JointLowered, lower_joint
 from forge.agents.builtin.lowering.joint_source import JOINT_NAMES, joint_entry, joint_method_body, joint_tables
@@ -46,12 +47,12 @@ from forge.agents.builtin.lowering.py_side import (
     library_lines,
     load_lines,
     model_new_class,
-    onednn_linear,
     onednn_linear_lines,
     state_check,
 )
 from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind, schedule
 from forge.agents.builtin.lowering.trace import Traced, is_random, packet_name, trace, unloweable
+from forge.agents.builtin.op_table import COSTLY
 from forge.agents.builtin.py_snippets import ATTR_SOURCE
 from forge.agents.builtin.tuner import effective_config
 from forge.core.module_call import rebuildable
@@ -75,6 +76,8 @@ class LoweredGraph:
     out_kind: str  # single | tuple | the torch.return_types record the reference returns
     inputs: tuple[tuple[tuple[int, ...], torch.dtype], ...]  # the op's inputs' shapes and dtypes
     uses_erf: bool = False  # an exact GELU: the erf knob (see cpp_ops.ERF) applies
+    # a transcendental (exp, log, tanh, erf, ...) in its math: the SIMD width knob applies (``WIDE_SIMD``)
+    costly: bool = False
     train: ModeGraph | None = None  # training mode's graph, when it is another op (BatchNorm)
     train_random: bool = False  # random in training mode (dropout): the reference runs there
     joint: JointLowered | None = None  # the training kernels (forward and backward), when asked for
@@ -94,54 +97,7 @@ class LoweredGraph:
         return (*self.graphs, *joint)
 
     def knobs(self) -> dict[str, list[Any]]:
-        steps = [s for g in self.scheduled for s in g.sched.steps]
-        kinds = {s.kind for s in steps}
-        space: dict[str, list[Any]] = {"threads": [0, 1]}
-        if kinds & {StepKind.REDUCE, StepKind.SCAN}:
-            reduced = [s.node for s in steps if s.kind is StepKind.REDUCE]
-            short = StepKind.SCAN not in kinds and float_acc_first(reduced)
-            space["acc"] = ["float", "double"] if short else ["double", "float"]
-        if StepKind.SCAN in kinds:
-            space["rows"] = [8, 1]  # neighbouring scans advanced together, or one at a time
-        if any(s.kind is StepKind.SCAN and vector_scan_fits(s.node) for s in steps):
-            space["scan"] = ["vector", "rows"]  # a float32 row cumsum 8 elements at a time, or by rows
-        if any(s.kind is StepKind.POOL and by_rows_fits(s.node) for s in steps):
-            space["pool"] = ["rows", "points"]  # an average pooling by rows of outputs, or point by point
-        if StepKind.REDUCE in kinds:
-            space["tile"] = [256, 64, 1024]
-        if any(isinstance(u, RowGroup) for g in self.scheduled for u in row_groups(g.sched.steps)):
-            space["fuse"] = [True, False]
-        if kinds & {StepKind.POINTWISE, StepKind.REDUCE}:
-            space["chunk"] = [4096, 16384]
-        if self.uses_erf:
-            space["erf"] = list(ERF)
-        convs = [c for g in self.scheduled for s in g.sched.steps if (c := winograd_conv(s, g.sched))]
-        if convs:
-            favoured = all(favours_winograd(c) for c in convs)
-            space["conv_algo"] = ["winograd", "library"] if favoured else ["library", "winograd"]
-        if any(s.kind is StepKind.LIBRARY and conv2d_parts(s.node) for s in steps):
-            space["conv_layout"] = ["row_major", "channels_last"]
-        if any(s.kind is StepKind.LIBRARY and onednn_linear(s, g.sched) for g in self.scheduled for s in g.sched.steps):
-            # first, so the search's first move measures the other library: in a linear layer's
-            # op the products are most of the time
-            space = {"matmul": ["onednn", "aten"], **space}
-        return space
-
-
-DEFAULT: dict[str, Any] = {
-    "threads": 0,
-    "acc": "double",
-    "tile": 256,
-    "rows": 8,
-    "scan": "vector",
-    "pool": "rows",
-    "chunk": 4096,
-    "erf": "torch",
-    "fuse": True,
-    "conv_algo": "winograd",
-    "conv_layout": "row_major",
-    "matmul": "onednn",
-}
+        return cpu_knobs([g.sched for g in self.scheduled], uses_erf=self.uses_erf, costly=self.costly)
 
 
 def analyze(model: torch.nn.Module, inputs: list[Any], call: str | None = None) -> LoweredGraph | str:
@@ -195,10 +151,20 @@ def lower(
     try:
         sched = schedule(traced, run_by_torch)
         train_graph = ModeGraph(in_training, schedule(in_training, run_by_torch)) if differs else None
-        uses_erf = any(packet_name(n) == "prims.erf" for g in (traced, in_training) for n in g.graph.graph.nodes)
+        names = {packet_name(n) for g in (traced, in_training) for n in g.graph.graph.nodes}
+        uses_erf, costly = "prims.erf" in names, bool(names & COSTLY)
         specs = tuple((tuple(x.shape), x.dtype) for x in inputs)
         lowered = LoweredGraph(
-            traced, sched, out_kind, specs, uses_erf, train_graph, train_random, call=call, layout=traced.layout
+            traced,
+            sched,
+            out_kind,
+            specs,
+            uses_erf,
+            costly,
+            train_graph,
+            train_random,
+            call=call,
+            layout=traced.layout,
         )
         with_joint = _with_joint(lowered, model, inputs, run_by_torch) if train else lowered
         if isinstance(with_joint, str):
@@ -377,6 +343,8 @@ MODE_NAMES = (("", "_CONSTANTS", "_kernel"), ("train_", "_CONSTANTS_TRAIN", "_ke
 def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     cfg = {**DEFAULT, **(config or {})}
     header = HEADER + "#include <algorithm>\n#include <limits>\n" + FMATH + VECTOR_MATH
+    if lowered.costly and int(cfg["simd_width"]) == 512:
+        header = WIDE_SIMD + header
     cpp_src = header + ERF[str(cfg.get("erf", "torch"))]
     tables, methods = "", ""
     for given, (prefix, constants, name) in zip(lowered.graphs, MODE_NAMES, strict=False):
