@@ -36,9 +36,17 @@ class Agents:
     kind: AgentKind
 
 
-def make_agents(op_path: Path, choice: AgentChoice, backend: str, train: bool = False, inductor: bool = True) -> Agents:
+def make_agents(
+    op_path: Path,
+    choice: AgentChoice,
+    backend: str,
+    train: bool = False,
+    inductor: bool = True,
+    wide_simd: bool = True,
+) -> Agents:
     """The coder and judge for one op (``train``: kernels with their backward; ``inductor``: the
-    built-in coder starts from Inductor's code for the op)."""
+    built-in coder starts from Inductor's code for the op; ``wide_simd``: the CPU that verifies
+    may run 512-bit vectors, or is not known)."""
     if choice.model:
         from forge.agents.llm import LLMClient, LLMCoder, LLMJudge
 
@@ -47,7 +55,7 @@ def make_agents(op_path: Path, choice: AgentChoice, backend: str, train: bool = 
         return Agents(coder, judge, AgentKind.LLM)
     from forge.agents.builtin import BuiltinCoder, BuiltinJudge
 
-    builtin = BuiltinCoder(op_path, backend, train, inductor_candidate=inductor)
+    builtin = BuiltinCoder(op_path, backend, train, inductor_candidate=inductor, wide_simd=wide_simd)
     return Agents(builtin, BuiltinJudge(builtin), AgentKind.BUILTIN)
 
 

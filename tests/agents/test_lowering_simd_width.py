@@ -64,3 +64,30 @@ def test_both_widths_compute_the_reference(width):
     x[0, :5] = torch.tensor([float("nan"), float("inf"), -float("inf"), 80.0, -90.0])
     check(Op(_mish), [x], {**program.DEFAULT, "simd_width": width})
     check(Op(lambda t: torch.log_softmax(t, -1) * torch.sigmoid(t)), [x], {**program.DEFAULT, "simd_width": width})
+
+
+MISH_OP = '''
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * torch.tanh(torch.nn.functional.softplus(x))
+
+def get_inputs():
+    return [torch.randn(64, 256)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_the_builtin_coder_offers_the_knob_only_where_the_verifying_cpu_runs_512_bit_vectors(tmp_path, wide):
+    from forge.agents.builtin import BuiltinCoder
+
+    op = tmp_path / "mish.py"
+    op.write_text(MISH_OP)
+    coder = BuiltinCoder(op, "cpp", inductor_candidate=False, wide_simd=wide)
+    space = coder.space()
+    assert space is not None
+    assert ("simd_width" in space) is wide

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -171,10 +171,18 @@ class BuiltinCoder:
     """Proposes C++ kernels (CPU) or Triton kernels (CUDA) from a trace of the reference."""
 
     def __init__(
-        self, op_path: Path, backend: str = "cpp", train: bool = False, inductor_candidate: bool = True
+        self,
+        op_path: Path,
+        backend: str = "cpp",
+        train: bool = False,
+        inductor_candidate: bool = True,
+        wide_simd: bool = True,
     ) -> None:
         self.op_path = op_path
         self.backend = backend
+        # whether the CPU that verifies may run 512-bit vectors (AVX-512; True where not known, a
+        # cluster's): where it cannot, the lowering's simd_width knob is the same code both ways
+        self.wide_simd = wide_simd
         self.inductor_candidate = inductor_candidate  # Inductor's code for the op as a candidate
         self._inductor_why: str | None = None  # why it is not one, where another family took the op
         self.train = train  # kernels with their backward (see the module docstring)
@@ -213,6 +221,8 @@ class BuiltinCoder:
             if isinstance(recipe, str):
                 reasons.append(recipe)
                 continue
+            if isinstance(recipe, lowered.LoweredGraph) and not self.wide_simd:
+                recipe = replace(recipe, wide_simd=False)
             self._family, self._recipe = family, recipe
             break
         if self.inductor_candidate and not self.train and self.backend in FAMILIES:

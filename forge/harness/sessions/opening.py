@@ -127,7 +127,9 @@ def open_session(
     facts = machine_facts(device, figures) if options.model and figures is not None else MachineFacts(device)
     # Inductor's code is generated for the machine that captures it: not where a cluster verifies
     inductor = settings.inductor_candidate and placement.verifier is None
-    agents = make_agents(op_path, options.agents, backend, options.train, inductor)
+    # where this machine verifies, whether its CPU runs 512-bit vectors; a cluster's: not known
+    wide_simd = placement.verifier is not None or "avx512f" in machine.cpu_flags()
+    agents = make_agents(op_path, options.agents, backend, options.train, inductor, wide_simd)
     op_hash = reference_hash(problem)
     local: VerifierService | None = None
     verifier = placement.verifier

@@ -76,8 +76,10 @@ class LoweredGraph:
     out_kind: str  # single | tuple | the torch.return_types record the reference returns
     inputs: tuple[tuple[tuple[int, ...], torch.dtype], ...]  # the op's inputs' shapes and dtypes
     uses_erf: bool = False  # an exact GELU: the erf knob (see cpp_ops.ERF) applies
-    # a transcendental (exp, log, tanh, erf, ...) in its math: the SIMD width knob applies (``WIDE_SIMD``)
-    costly: bool = False
+    # the SIMD width knob applies (``WIDE_SIMD``): a transcendental (exp, log, tanh, erf, pow, ...) in
+    # its math; the built-in coder clears it where the CPU that verifies has no AVX-512 (the knob's
+    # two settings are the same code there)
+    wide_simd: bool = False
     train: ModeGraph | None = None  # training mode's graph, when it is another op (BatchNorm)
     train_random: bool = False  # random in training mode (dropout): the reference runs there
     joint: JointLowered | None = None  # the training kernels (forward and backward), when asked for
@@ -97,7 +99,7 @@ class LoweredGraph:
         return (*self.graphs, *joint)
 
     def knobs(self) -> dict[str, list[Any]]:
-        return cpu_knobs([g.sched for g in self.scheduled], uses_erf=self.uses_erf, costly=self.costly)
+        return cpu_knobs([g.sched for g in self.scheduled], uses_erf=self.uses_erf, wide_simd=self.wide_simd)
 
 
 def analyze(model: torch.nn.Module, inputs: list[Any], call: str | None = None) -> LoweredGraph | str:
@@ -152,7 +154,7 @@ def lower(
         sched = schedule(traced, run_by_torch)
         train_graph = ModeGraph(in_training, schedule(in_training, run_by_torch)) if differs else None
         names = {packet_name(n) for g in (traced, in_training) for n in g.graph.graph.nodes}
-        uses_erf, costly = "prims.erf" in names, bool(names & COSTLY)
+        uses_erf, wide_simd = "prims.erf" in names, bool(names & COSTLY)
         specs = tuple((tuple(x.shape), x.dtype) for x in inputs)
         lowered = LoweredGraph(
             traced,
@@ -160,7 +162,7 @@ def lower(
             out_kind,
             specs,
             uses_erf,
-            costly,
+            wide_simd,
             train_graph,
             train_random,
             call=call,
@@ -200,9 +202,9 @@ def _with_joint(
     joint = lower_joint(model, inputs, run_by_torch)
     if isinstance(joint, str):
         return f"for training: {joint}"
-    nodes = [n for traced, _ in joint.graphs for n in traced.graph.graph.nodes]
-    uses_erf = lowered.uses_erf or any(packet_name(n) == "prims.erf" for n in nodes)
-    return replace(lowered, joint=joint, uses_erf=uses_erf)
+    names = {packet_name(n) for traced, _ in joint.graphs for n in traced.graph.graph.nodes}
+    uses_erf = lowered.uses_erf or "prims.erf" in names
+    return replace(lowered, joint=joint, uses_erf=uses_erf, wide_simd=lowered.wide_simd or bool(names & COSTLY))
 
 
 def mode_dispatch(lowered: LoweredGraph, run: str) -> list[str]:
@@ -343,7 +345,7 @@ MODE_NAMES = (("", "_CONSTANTS", "_kernel"), ("train_", "_CONSTANTS_TRAIN", "_ke
 def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     cfg = {**DEFAULT, **(config or {})}
     header = HEADER + "#include <algorithm>\n#include <limits>\n" + FMATH + VECTOR_MATH
-    if lowered.costly and int(cfg["simd_width"]) == 512:
+    if lowered.wide_simd and int(cfg["simd_width"]) == 512:
         header = WIDE_SIMD + header
     cpp_src = header + ERF[str(cfg.get("erf", "torch"))]
     tables, methods = "", ""
