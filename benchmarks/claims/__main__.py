@@ -97,16 +97,39 @@ def _family(bank: Path, kernel_id: int) -> str:
     return "inductor" if any(k.startswith("ind_") for k in config) else "built-in"
 
 
+def _of_bound(bank: Path, kernel_ids: list[int]) -> str:
+    """The geomean of the kernels' fractions of their roofline bound, as their verdicts judged them
+    (the judged regime's bound), beside eager's and torch.compile's in the same verdicts; kernels
+    whose verdict has no fraction (no bound that holds) are left out and counted."""
+    found: dict[str, list[float]] = {"kernel": [], "eager": [], "compile": []}
+    for kid in kernel_ids:
+        roof = harness.bank_show(BankLocation(path=bank), kid).evidence.roofline
+        if roof is None or not roof.fraction_candidate or not roof.holds:
+            continue
+        fractions = {"kernel": roof.fraction_candidate, "eager": roof.fraction_eager, "compile": roof.fraction_compile}
+        for who, f in fractions.items():
+            if f:
+                found[who].append(f)
+    if not found["kernel"]:
+        return "-"
+    others = ", ".join(f"{who} {_geomean(fs):.0%}" for who, fs in found.items() if who != "kernel" and fs)
+    missing = len(kernel_ids) - len(found["kernel"])
+    return f"{_geomean(found['kernel']):.0%} ({others})" + (f"; {missing} without a bound" if missing else "")
+
+
 def _against_compile(kept: dict[str, Any], bank: Path, sets: dict[str, str]) -> list[str]:
     """Per set of ops: the geomean of the banked kernels' claims vs torch.compile (and of the
-    reproduction in the user's loop), and the kernels slower than torch.compile beyond the noise
-    (the claim's interval wholly below 1.0x)."""
-    lines = ["| set | banked | geomean claim x compile | geomean loop x compile | slower than compile | sources |"]
-    lines.append("|---|---|---|---|---|---|")
+    reproduction in the user's loop), the kernels slower than torch.compile beyond the noise (the
+    claim's interval wholly below 1.0x), and the geomean of their fractions of the roofline bound."""
+    lines = [
+        "| set | banked | geomean claim x compile | geomean loop x compile | slower than compile | sources "
+        "| geomean of the bound |"
+    ]
+    lines.append("|---|---|---|---|---|---|---|")
     for name in sorted(set(sets.values())):
         ks = [k for k in kept["kernels"] if sets.get(k["op"]) == name and k.get("claim_compile")]
         if not ks:
-            lines.append(f"| {name} | 0 | - | - | - | - |")
+            lines.append(f"| {name} | 0 | - | - | - | - | - |")
             continue
         claims = [k["claim_compile"][0] for k in ks]
         loops = [k[k["judged"] + "_compile"][0] for k in ks if k.get(k["judged"] + "_compile")]
@@ -117,7 +140,8 @@ def _against_compile(kept: dict[str, Any], bank: Path, sets: dict[str, str]) -> 
             sources[family] = sources.get(family, 0) + 1
         lines.append(
             f"| {name} | {len(ks)} | {_geomean(claims):.2f}x | {_geomean(loops) if loops else 0:.2f}x "
-            f"| {', '.join(slower) or 'none'} | {', '.join(f'{f} {n}' for f, n in sorted(sources.items()))} |"
+            f"| {', '.join(slower) or 'none'} | {', '.join(f'{f} {n}' for f, n in sorted(sources.items()))} "
+            f"| {_of_bound(bank, [k['kernel'] for k in ks])} |"
         )
     return lines
 
