@@ -4,6 +4,8 @@ constructor made them, and the machine figures its roofline reads."""
 
 from __future__ import annotations
 
+import re
+
 from forge.verifier import machine
 from forge.verifier.briefing.measure import measure_op_brief
 from forge.verifier.machine_figures import MachineFigures
@@ -43,6 +45,41 @@ def test_the_brief_counts_the_weights_and_names_the_loaded_floating_buffers(tmp_
     # measured in the brief's (sandboxed) process: a C++ call passing the op's input and output
     (cost,) = [fact for fact in brief.runtime if fact.startswith("forge.cpp's fixed cost here")]
     assert "a call passing 2 tensors and an int" in cost, cost
+    # no exp, log, tanh, ... in its math: no transcendental rates
+    assert not [fact for fact in brief.runtime if fact.startswith("transcendental functions here")]
+
+
+EXPS = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * torch.exp(x)
+
+
+def get_inputs():
+    return [torch.randn(64, 128)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_an_op_of_exps_is_told_this_cpus_transcendental_rates_and_its_own_evaluations_cost(tmp_path, fast_settings):
+    op = tmp_path / "exps.py"
+    op.write_text(EXPS)
+    brief = measure_op_brief(op, "exps-op", "cpu", fast_settings.model_copy(update={"compile_baseline": False}))
+    assert brief.roofline is not None and brief.roofline.transcendentals == 2 * 64 * 128, brief.missing
+    (said,) = [fact for fact in brief.runtime if fact.startswith("transcendental functions here")]
+    rates = dict(re.findall(r"\b(exp|tanh|sigmoid|erf|log1p|log) (\d+\.\d+)\b", said))
+    assert set(rates) == {"exp", "tanh", "sigmoid", "erf", "log", "log1p"}, said
+    # the floor is the op's evaluations at the fastest rate listed
+    fastest = max(float(r) for r in rates.values())
+    floor = float(re.search(r"a call \(the reference's count\), (\d+\.\d+) ms", said).group(1))
+    assert "this op evaluates 0.02 M a call" in said
+    assert abs(floor - 2 * 64 * 128 / (fastest * 1e9) * 1e3) <= 0.0001 + 0.06 * floor, said
 
 
 def test_the_briefs_roofline_reads_the_sessions_figures_not_the_workers_own(tmp_path, fast_settings, monkeypatch):

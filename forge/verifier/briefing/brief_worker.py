@@ -22,6 +22,7 @@ from forge.verifier.briefing.cpp_cost import measure_cpp_cost
 from forge.verifier.briefing.inductor_code import trim_output_code
 from forge.verifier.briefing.regime_timing import regime_times_ms
 from forge.verifier.briefing.slack_brief import output_slacks
+from forge.verifier.briefing.transcendental_rates import measure_transcendental_rates
 from forge.verifier.call_form import invoke, use_op
 from forge.verifier.call_profile import profiled, profiled_ops
 from forge.verifier.compare import tolerance
@@ -245,6 +246,8 @@ def measure(op_path: Path, device: str, compiled: bool = True, figures: MachineF
         _add_roofline(brief, model, (inputs, timing.sets[1]), outputs, figures)
     if device == "cpu":
         _add_cpp_cost(brief, sum(isinstance(t, torch.Tensor) for t in inputs) + len(outputs))
+        if brief.roofline is not None and brief.roofline.transcendentals:
+            _add_transcendental_rates(brief, brief.roofline.transcendentals)
     return brief
 
 
@@ -278,6 +281,14 @@ def _add_cpp_cost(brief: OpBrief, tensors: int) -> None:
         brief.runtime.append(measure_cpp_cost(tensors).said())
     except Exception as exc:  # no compiler here: a C++ candidate fails with its own error anyway
         brief.missing.append(f"forge.cpp's fixed cost: {_said(exc)}")
+
+
+def _add_transcendental_rates(brief: OpBrief, evaluations: int) -> None:
+    """How fast this CPU evaluates exp, tanh, ... and what the op's own evaluations cost at that."""
+    try:
+        brief.runtime.append(measure_transcendental_rates(evaluations).said())
+    except Exception as exc:  # a fact the agents go without
+        brief.missing.append(f"transcendental rates: {_said(exc)}")
 
 
 def _said(exc: BaseException) -> str:

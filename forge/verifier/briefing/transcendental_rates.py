@@ -1,0 +1,85 @@
+"""How fast this machine evaluates transcendental functions: torch's own vectorised exp, tanh,
+sigmoid, erf, log and log1p over float32 data in cache, on the brief's threads. The roofline's
+bound prices bytes and matmul FLOPs only, so an op of exps (a mish, a softmax, a GELU) can sit at
+a tenth of it while its exps take all of its time; a model told neither rate went on tuning its
+memory traffic. The brief states these rates, and the least time the op's own evaluations take at
+the fastest of them, where the op evaluates any (on a CPU; a GPU's special-function units are
+another ceiling, not measured here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from forge.verifier.machine_readings import best_call_seconds
+from forge.verifier.timing.contention import LoadMonitor
+
+ELEMENTS = 1 << 18  # 1 MiB of float32 read and as much written: in a core's L2, so the rate is the math's
+_INNER = 20  # calls a timed loop
+
+
+@dataclass(frozen=True)
+class TranscendentalRates:
+    """Billions of elements a second per function (``rates``: name and rate, fastest first) on
+    ``threads`` threads, and the op's evaluations a call (the roofline's count)."""
+
+    rates: tuple[tuple[str, float], ...]
+    threads: int
+    evaluations: int
+    load: str | None = None  # other processes' use of the cores while it was measured, where they were busy
+
+    def floor_ms(self) -> float:
+        """The op's evaluations at the fastest rate measured, in ms."""
+        return self.evaluations / (self.rates[0][1] * 1e9) * 1e3
+
+    def said(self) -> str:
+        """The runtime fact the brief states."""
+        rates = ", ".join(f"{name} {rate:.1f}" for name, rate in self.rates)
+        loaded = f" (measured while {self.load}: they read low)" if self.load else ""
+        return (
+            f"transcendental functions here: torch's vectorised float32 {rates} G elements/s over data in cache on "
+            f"{self.threads} threads{loaded}; this op evaluates {self.evaluations / 1e6:.2f} M a call (the reference's "
+            f"count), {self.floor_ms():.4f} ms at the fastest of those rates. The roofline's bound counts none of "
+            "this: where that time is most of the bound or more, the math is the limit, and a kernel goes under it "
+            "only by evaluating fewer (one exp where the reference takes an exp, a log1p and a tanh) or cheaper ones "
+            "(a polynomial accurate to a few ulp, wider vectors)"
+        )
+
+
+def _functions() -> tuple[tuple[str, Callable[..., Any]], ...]:
+    import torch
+
+    return (
+        ("exp", torch.exp),
+        ("tanh", torch.tanh),
+        ("sigmoid", torch.sigmoid),
+        ("erf", torch.erf),
+        ("log", torch.log),
+        ("log1p", torch.log1p),
+    )
+
+
+def measure_transcendental_rates(evaluations: int) -> TranscendentalRates:
+    """Each function over ``ELEMENTS`` positive floats into a preallocated output, the best of five
+    loops of ``_INNER`` calls: a few tens of ms in all."""
+    import torch
+
+    x = torch.rand(ELEMENTS) + 0.5  # inside every function's domain, away from its special cases
+    y = torch.empty_like(x)
+    monitor = LoadMonitor([])  # this process's own threads are not load
+    start = monitor.sample()
+    rates = []
+    for name, fn in _functions():
+        seconds = best_call_seconds("cpu", lambda fn=fn: fn(x, out=y), reps=5, inner=_INNER)
+        rates.append((name, round(ELEMENTS / seconds / 1e9, 2)))
+    load = monitor.between(start, monitor.sample())
+    return TranscendentalRates(
+        tuple(sorted(rates, key=lambda r: -r[1])),
+        torch.get_num_threads(),
+        evaluations,
+        load.detail if load is not None and load.busy else None,
+    )
+
+
+__all__ = ["ELEMENTS", "TranscendentalRates", "measure_transcendental_rates"]
