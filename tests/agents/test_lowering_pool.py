@@ -1,6 +1,8 @@
-"""Average pooling by rows of outputs (the ``pool`` knob's ``rows``) against point by point and
-the reference: the run of outputs each window position reaches (padding, stride, ceil_mode), the
-divisor's rules, NaN and inf, 1-3 spatial dims, and where each form is offered."""
+"""Average pooling by rows of outputs (the ``pool`` knob's ``rows``) and with each input row's
+horizontal sums made once for the output rows they serve (``separable``, 2-D windows that overlap
+along the rows) against point by point and the reference: the run of outputs each window position
+reaches (padding, stride, ceil_mode), the divisor's rules, NaN and inf, 1-3 spatial dims, and
+where each form is offered."""
 
 from __future__ import annotations
 
@@ -27,14 +29,30 @@ AVERAGE_POOLS = {
     "1-D, then a residual": (lambda x: x[..., ::2] + nn.functional.avg_pool1d(x, 2, 2), (2, 4, 17 * 2)),
     "3-D": (lambda x: nn.functional.avg_pool3d(x, 3, 2, padding=1, count_include_pad=False), (1, 2, 5, 7, 9)),
     "wider than the input": (lambda x: nn.functional.avg_pool1d(x, 5, 1, padding=2), (1, 2, 3)),
+    "5x3 stride (2, 1), rows of one plane in more than one block": (
+        lambda x: nn.functional.avg_pool2d(torch.tanh(x), (5, 3), (2, 1), padding=(2, 1)),
+        (1, 3, 37, 6),
+    ),
+}
+SEPARABLE = {
+    "3x3 stride 1, padding not counted",
+    "3x3 stride 2, padding counted",
+    "ceil_mode, last windows cut",
+    "stride 3 over a window of 5",
+    "5x3 stride (2, 1), rows of one plane in more than one block",
 }
 
 
-@pytest.mark.parametrize("form", ["rows", "points"])
+@pytest.mark.parametrize("form", ["separable", "rows", "points"])
 @pytest.mark.parametrize("case", list(AVERAGE_POOLS))
-def test_average_pooling_by_rows_and_by_points_matches(case, form):
+def test_average_pooling_separable_by_rows_and_by_points_matches(case, form):
     fn, shape = AVERAGE_POOLS[case]
-    check(Op(fn), [specials(shape)], {"pool": form})
+    x = specials(shape)
+    lowered = program.analyze(Op(fn), [x])
+    assert isinstance(lowered, LoweredGraph), lowered
+    # the separable form where the windows overlap along a 2-D pooling's rows; elsewhere by rows
+    assert ("held[" in program.render(lowered, {"pool": form})) == (form == "separable" and case in SEPARABLE)
+    check(Op(fn), [x], {"pool": form})
 
 
 @pytest.mark.parametrize("case", list(AVERAGE_POOLS))
@@ -58,7 +76,9 @@ def test_the_pool_knob_is_offered_for_average_pooling_only():
         return program.space(lowered)
 
     x = torch.randn(1, 2, 8, 8)
-    assert space(lambda t: nn.functional.avg_pool2d(t, 2), x)["pool"] == ["rows", "points"]
+    assert space(lambda t: nn.functional.avg_pool2d(t, 2), x)["pool"] == ["rows", "points"]  # no overlap
+    assert space(lambda t: nn.functional.avg_pool2d(t, 3, 1, 1), x)["pool"] == ["separable", "rows", "points"]
+    assert space(lambda t: nn.functional.avg_pool1d(t, 3, 1), x[0])["pool"] == ["rows", "points"]  # 1-D
     assert "pool" not in space(lambda t: nn.functional.max_pool2d(t, 2), x)
 
 
@@ -88,6 +108,9 @@ def test_the_pointwise_step_after_a_pooling_runs_in_its_task_where_it_reads_its_
     y = torch.randn(2, 3, 9, 10)
     with torch.no_grad():
         assert torch.equal(lowered_candidate(Op(fn), [y], {"pool": "rows"})(y), fn(y))
+    # separable: the same fusion, the sums in another order (within float rounding)
+    assert program.render(lowered, {"pool": "separable"}).count("static void step") == steps
+    check(Op(fn), [x], {"pool": "separable"})
 
 
 class _PoolAddConv(nn.Module):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from forge.verifier.machine_readings import best_call_seconds
@@ -71,7 +72,7 @@ def measure_transcendental_rates(evaluations: int) -> TranscendentalRates:
     start = monitor.sample()
     rates = []
     for name, fn in _functions():
-        seconds = best_call_seconds("cpu", lambda fn=fn: fn(x, out=y), reps=5, inner=_INNER)
+        seconds = best_call_seconds("cpu", partial(fn, x, out=y), reps=5, inner=_INNER)
         rates.append((name, round(ELEMENTS / seconds / 1e9, 2)))
     load = monitor.between(start, monitor.sample())
     return TranscendentalRates(

@@ -10,7 +10,7 @@ from typing import Any
 from forge.agents.builtin.cpp_ops import ERF
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, row_groups
 from forge.agents.builtin.lowering.cpp_kept import vector_scan_fits
-from forge.agents.builtin.lowering.cpp_pool import by_rows_fits
+from forge.agents.builtin.lowering.cpp_pool import by_rows_fits, separable_fits
 from forge.agents.builtin.lowering.cpp_reduce import float_acc_first
 from forge.agents.builtin.lowering.cpp_winograd import favours_winograd, winograd_conv
 from forge.agents.builtin.lowering.layout import conv2d_parts
@@ -32,7 +32,10 @@ def cpu_knobs(schedules: Sequence[Schedule], *, uses_erf: bool, wide_simd: bool)
         space["rows"] = [8, 1]  # neighbouring scans advanced together, or one at a time
     if any(s.kind is StepKind.SCAN and vector_scan_fits(s.node) for s in steps):
         space["scan"] = ["vector", "rows"]  # a float32 row cumsum 8 elements at a time, or by rows
-    if any(s.kind is StepKind.POOL and by_rows_fits(s.node) for s in steps):
+    if any(s.kind is StepKind.POOL and separable_fits(s.node) for s in steps):
+        # a 2-D average pooling's input rows summed once for the output rows they serve, by rows, or point by point
+        space["pool"] = ["separable", "rows", "points"]
+    elif any(s.kind is StepKind.POOL and by_rows_fits(s.node) for s in steps):
         space["pool"] = ["rows", "points"]  # an average pooling by rows of outputs, or point by point
     if StepKind.REDUCE in kinds:
         space["tile"] = [256, 64, 1024]
