@@ -66,7 +66,7 @@ def test_both_widths_compute_the_reference(width):
     check(Op(lambda t: torch.log_softmax(t, -1) * torch.sigmoid(t)), [x], {**program.DEFAULT, "simd_width": width})
 
 
-MISH_OP = '''
+MISH_OP = """
 import torch
 
 class Model(torch.nn.Module):
@@ -78,7 +78,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 @pytest.mark.parametrize("wide", [True, False])
