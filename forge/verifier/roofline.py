@@ -85,9 +85,18 @@ class FlopCounter(TorchDispatchMode):
             if packet in _ATTENTION:
                 counted, masked = attention_flops(func, args, kwargs or {})
                 self.flops, self.masked_flops = self.flops + counted, self.masked_flops + masked
-        if packet in _TRANSCENDENTAL and isinstance(out, torch.Tensor):
+        if packet in _TRANSCENDENTAL and isinstance(out, torch.Tensor) and not _polynomial_pow(packet, args):
             self.transcendentals += out.numel()
         return out
+
+
+def _polynomial_pow(packet: Any, args: Any) -> bool:
+    """A power a kernel computes with multiplies, a division or a square root (``x.pow(2)``, an
+    RMSNorm's; ``x ** -1``, ``x ** 0.5``), not with an exp and a log: no transcendental."""
+    if packet is not aten.pow or len(args) < 2 or isinstance(args[1], torch.Tensor):
+        return False
+    exponent = float(args[1])
+    return abs(exponent) <= 4 and (exponent.is_integer() or abs(exponent) == 0.5)
 
 
 def _flops(packet: Any, args: Any, out: Any) -> int:

@@ -4,7 +4,7 @@ Max pooling keeps the last NaN of a window, and its index is the flat position i
 plane, as ATen's CPU kernel does; average pooling divides as ``count_include_pad`` and
 ``divisor_override`` say. Both can run output point by point (``points``: the window's loops
 inside, testing the input's bounds, which keeps the loop scalar). Average pooling also runs by
-rows (``rows``, the ``pool`` knob's first value): per output row, each input row its window
+rows (``rows``, the ``pool`` knob's first value where ``separable`` does not fit): per output row, each input row its window
 reaches is read once into a row padded with zeros, and one SIMD loop over the outputs adds their
 window's run of it. A float32 input accumulates in float in ATen's order, so its result is
 eager's to the bit. A 2-D average pooling whose windows overlap along its rows also runs
@@ -120,9 +120,9 @@ def pool_step(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> st
 
 @dataclass(frozen=True)
 class PoolTail:
-    """An average pooling by rows and the pointwise step after it over its output's shape (a
-    residual added, an activation): the tail runs in the pooling's task, on the row it has just
-    written, while it is in cache."""
+    """An average pooling by rows (or separable) and the pointwise step after it over its
+    output's shape (a residual added, an activation): the tail runs in the pooling's task, on the
+    row it has just written, while it is in cache."""
 
     pool: Step
     tail: Step
