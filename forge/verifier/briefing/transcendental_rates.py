@@ -43,11 +43,12 @@ class TranscendentalRates:
         loaded = f" (measured while {self.load}: they read low)" if self.load else ""
         return (
             f"transcendental functions here: torch's vectorised float32 {rates} G elements/s on {self.threads} "
-            f"threads, each over 256 KiB of its own (in cache){loaded}; this op evaluates {self.evaluations / 1e6:.2f} M a call (the reference's "
-            f"count), {self.floor_ms():.4f} ms at the fastest of those rates. The roofline's bound counts none of "
-            "this: where that time is most of the bound or more, the math is the limit, and a kernel goes under it "
-            "only by evaluating fewer (one exp where the reference takes an exp, a log1p and a tanh) or cheaper ones "
-            "(a polynomial accurate to a few ulp, wider vectors)"
+            f"threads, each over 256 KiB of its own (in cache){loaded}; this op evaluates "
+            f"{self.evaluations / 1e6:.2f} M a call (the reference's count), {self.floor_ms():.4f} ms at the fastest "
+            "of those rates. The roofline's bound counts none of this: where that time is most of the bound or "
+            "more, the math is the limit, and a kernel goes under it only by evaluating fewer (one exp where the "
+            "reference takes an exp, a log1p and a tanh) or cheaper ones (a polynomial accurate to a few ulp, wider "
+            "vectors)"
         )
 
 

@@ -4,17 +4,17 @@ Max pooling keeps the last NaN of a window, and its index is the flat position i
 plane, as ATen's CPU kernel does; average pooling divides as ``count_include_pad`` and
 ``divisor_override`` say. Both can run output point by point (``points``: the window's loops
 inside, testing the input's bounds, which keeps the loop scalar). Average pooling also runs by
-rows (``rows``, the ``pool`` knob's first value where ``separable`` does not fit): per output row, each input row its window
-reaches is read once into a row padded with zeros, and one SIMD loop over the outputs adds their
-window's run of it. A float32 input accumulates in float in ATen's order, so its result is
-eager's to the bit. A 2-D average pooling whose windows overlap along its rows also runs
-``separable`` (tried first): a task writes a block of output rows, each input row's horizontal
-window sums are made once and kept for the output rows they serve (within the float rounding the
-verifier allows a sum, not to the bit). The pointwise step after it over its output's shape (a residual added, an
-activation) runs in the same task on the row just written (``PoolTail``), where it reads the
-pooling's result only at the element it writes. A 3x3 average pool of 8x32x56x56 floats with a
-residual added took 0.89 ms point by point, 0.66 ms by rows and 0.58 ms with the residual in the
-pooling's task on the 2-core VM (eager 3.62 ms).
+rows (``rows``, the ``pool`` knob's first value where ``separable`` does not fit): per output
+row, each input row its window reaches is read once into a row padded with zeros, and one SIMD
+loop over the outputs adds their window's run of it. A float32 input accumulates in float in
+ATen's order, so its result is eager's to the bit. A 2-D average pooling whose windows overlap
+along its rows also runs ``separable`` (tried first): a task writes a block of output rows, each
+input row's horizontal window sums are made once and kept for the output rows they serve (within
+the float rounding the verifier allows a sum, not to the bit). The pointwise step after it over
+its output's shape (a residual added, an activation) runs in the same task on the row just
+written (``PoolTail``), where it reads the pooling's result only at the element it writes. A 3x3
+average pool of 8x32x56x56 floats with a residual added took 0.89 ms point by point, 0.66 ms by
+rows and 0.58 ms with the residual in the pooling's task on the 2-core VM (eager 3.62 ms).
 """
 
 from __future__ import annotations
