@@ -226,7 +226,6 @@ def _avg_by_rows(
     acc_t = "float" if dtype_of(pool.x) == torch.float32 else "double"
     # with a tail, the output pointer is named as the tail's reads of it are
     yname = f"b{sched.slot(step.writes[0])}" if tail is not None else "y0"
-    writes = {sched.slot(step.writes[0]): yname}
     code = CodeBuffer()
     with task_loop(code, cfg, math.prod(oshape[:-1]), names[:-1], oshape[:-1]):
         code.line(f"{acc_t} acc[{width}];")
@@ -242,16 +241,9 @@ def _avg_by_rows(
             with code.block(f"for (int64_t {out} = 0; {out} < {width}; ++{out})"):
                 wl = win[last]
                 code.line(f"for (int64_t {wl} = 0; {wl} < {k}; ++{wl}) acc[{out}] += row[{out} * {s} + {wl}];")
-        divisor = _divisor(pool, names[lead:])
-        ct = ctype_of(dtype_of(step.writes[0]))
-        code.line("#pragma omp simd")
-        with code.block(f"for (int64_t {out} = 0; {out} < {width}; ++{out})"):
-            code.line(f"{yname}[{linear(names, oshape)}] = ({ct})(acc[{out}] / ({acc_t})({divisor}));")
-        if tail is not None and not _tail_row(code, tail, sched, reader, names, oshape, step.writes[0]):
+        if not _finish_row(code, pool, step, sched, reader, names, yname, acc_t, tail):
             return None
-    if tail is not None:
-        writes[sched.slot(tail.node)] = f"b{sched.slot(tail.node)}"
-    return step_function(name, sched, reader.reads, writes, code)
+    return _closed(name, step, sched, reader, yname, tail, code)
 
 
 BLOCK_ROWS = 8  # output rows a separable task writes: each input row's sums are made once for them
@@ -267,14 +259,13 @@ def _avg_separable(
     sums are made once, not once per output row its window covers: a 3x3 window's nine additions
     an output become about four. The order of the additions is not ATen's (rows of three, then
     the rows' sums): within the float rounding the verifier allows a sum, not eager's to the bit."""
-    oshape, lead = pool.oshape, pool.lead
+    oshape = pool.oshape
     names, _, pos, reader, v = _input_read(pool, sched)
     width, out, rows = oshape[-1], names[-1], oshape[-2]
     (s0, s1), (pad0, pad1), (k0, k1), (h_in, w_in) = pool.stride, pool.pad, pool.kernel, pool.sp_in
     span, blocks = _span(pool), -(-rows // BLOCK_ROWS)
     acc_t = "float" if dtype_of(pool.x) == torch.float32 else "double"
     yname = f"b{sched.slot(step.writes[0])}" if tail is not None else "y0"
-    writes = {sched.slot(step.writes[0]): yname}
     block, o2 = "ob", names[-2]
     code = CodeBuffer()
     with task_loop(code, cfg, math.prod(oshape[:-2]) * blocks, [*names[:-2], block], [*oshape[:-2], blocks]):
@@ -305,13 +296,38 @@ def _avg_separable(
                 code.line("#pragma omp simd")
                 with code.block(f"for (int64_t {out} = 0; {out} < {width}; ++{out})"):
                     code.line(f"acc[{out}] += hs[{out}];")
-            divisor = _divisor(pool, names[lead:])
-            ct = ctype_of(dtype_of(step.writes[0]))
-            code.line("#pragma omp simd")
-            with code.block(f"for (int64_t {out} = 0; {out} < {width}; ++{out})"):
-                code.line(f"{yname}[{linear(names, oshape)}] = ({ct})(acc[{out}] / ({acc_t})({divisor}));")
-            if tail is not None and not _tail_row(code, tail, sched, reader, names, oshape, step.writes[0]):
+            if not _finish_row(code, pool, step, sched, reader, names, yname, acc_t, tail):
                 return None
+    return _closed(name, step, sched, reader, yname, tail, code)
+
+
+def _finish_row(
+    code: CodeBuffer,
+    pool: _Pool,
+    step: Step,
+    sched: Schedule,
+    reader: Reader,
+    names: list[str],
+    yname: str,
+    acc_t: str,
+    tail: Step | None,
+) -> bool:
+    """The row's divisions into ``yname``, then the tail on it (``_tail_row``); False where the
+    tail reads the pooling's result anywhere but at the element it writes."""
+    oshape, out = pool.oshape, names[-1]
+    divisor = _divisor(pool, names[pool.lead :])
+    ct = ctype_of(dtype_of(step.writes[0]))
+    code.line("#pragma omp simd")
+    with code.block(f"for (int64_t {out} = 0; {out} < {oshape[-1]}; ++{out})"):
+        code.line(f"{yname}[{linear(names, oshape)}] = ({ct})(acc[{out}] / ({acc_t})({divisor}));")
+    return tail is None or _tail_row(code, tail, sched, reader, names, oshape, step.writes[0])
+
+
+def _closed(
+    name: str, step: Step, sched: Schedule, reader: Reader, yname: str, tail: Step | None, code: CodeBuffer
+) -> str:
+    """The step function: the pooling's buffer written as ``yname``, and the tail's where it runs."""
+    writes = {sched.slot(step.writes[0]): yname}
     if tail is not None:
         writes[sched.slot(tail.node)] = f"b{sched.slot(tail.node)}"
     return step_function(name, sched, reader.reads, writes, code)
