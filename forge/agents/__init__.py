@@ -3,6 +3,7 @@ agents (LLMs through litellm with a model, else the built-in offline pair), repl
 planner and advisor roles of a parallel-plan session (``plan_roles``).
 Implementations: ``agents.llm`` and ``agents.builtin`` (imported when chosen)."""
 
+from forge.agents.edits import Edited, apply_edits
 from forge.agents.factory import (
     AgentChoice,
     AgentKind,
@@ -24,6 +25,7 @@ __all__ = [
     "Coder",
     "CoderContext",
     "Confirmation",
+    "Edited",
     "Extracted",
     "HistoryItem",
     "Judge",
@@ -36,6 +38,7 @@ __all__ = [
     "PlanTried",
     "Proposal",
     "Review",
+    "apply_edits",
     "check_provider",
     "extract_candidate",
     "extract_candidates",

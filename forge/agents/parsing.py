@@ -10,14 +10,17 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from forge.agents.edits import edit_target, edited_candidate
 from forge.core.feedback import JudgeFeedback
 from forge.core.importing import parse_python
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+# a fence: its tag, the rest of its line (an edit's attempt), its body
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)([^\n]*)\n(.*?)(?:```|\Z)", re.DOTALL)
 _PY_TAGS = {"", "python", "py", "python3"}
 
 
@@ -25,6 +28,7 @@ _PY_TAGS = {"", "python", "py", "python3"}
 class Extracted:
     source: str | None
     reason: str | None = None
+    edit_of: int | None = None  # the attempt whose source an ```edit block changed
 
 
 def _defines_modelnew(src: str) -> bool:
@@ -40,7 +44,7 @@ def extract_candidate(reply: str) -> Extracted:
     if several do), else the whole reply if it parses as Python and defines ModelNew."""
     if not reply or not reply.strip():
         return Extracted(None, "the reply was empty")
-    blocks = [(tag.lower(), body) for tag, body in _FENCE.findall(reply)]
+    blocks = [(tag.lower(), body) for tag, _info, body in _FENCE.findall(reply)]
     python = [body for tag, body in blocks if tag in _PY_TAGS]
     with_model = [b for b in python if _defines_modelnew(b)]
     if with_model:
@@ -56,23 +60,43 @@ def extract_candidate(reply: str) -> Extracted:
     return Extracted(None, "the reply contains no code block and no class ModelNew")
 
 
-def extract_candidates(reply: str, most: int) -> list[Extracted]:
-    """Up to ``most`` candidates in ``reply``: each fenced Python block defining ModelNew, in the
-    order written (one that repeats an earlier block is dropped); where it holds none, one
-    ``Extracted`` with the reason (``extract_candidate``'s)."""
-    if most <= 1:
-        return [extract_candidate(reply)]
-    blocks = [body.strip() + "\n" for tag, body in _FENCE.findall(reply or "") if tag.lower() in _PY_TAGS]
+def _fenced(reply: str, sources: Mapping[int, str]) -> list[Extracted]:
+    """Each fenced block that makes a candidate, in the order written: a Python block defining
+    ModelNew as it is, an ```edit N block as attempt N's source with its hunks applied (or the
+    reason they do not apply)."""
+    out = []
+    for tag, info, body in _FENCE.findall(reply or ""):
+        target = edit_target(info) if tag.lower() == "edit" else None
+        if target is not None:
+            edited = edited_candidate(target, body, sources)
+            if edited.source is not None and not _defines_modelnew(edited.source):
+                out.append(Extracted(None, f"the edit of attempt {target} leaves no class ModelNew", target))
+            else:
+                out.append(Extracted(edited.source, edited.reason, target))
+        elif tag.lower() in _PY_TAGS and _defines_modelnew(body):
+            out.append(Extracted(body.strip() + "\n"))
+    return out
+
+
+def extract_candidates(reply: str, most: int, sources: Mapping[int, str] | None = None) -> list[Extracted]:
+    """Up to ``most`` candidates in ``reply``: each fenced Python block defining ModelNew, and each
+    ```edit block of an attempt in ``sources`` (attempt id to source), in the order written (one
+    that repeats an earlier candidate is dropped; an edit that does not apply is kept as its
+    reason); where it holds none, one ``Extracted`` with the reason (``extract_candidate``'s)."""
     found: list[Extracted] = []
-    for body in blocks:
-        if _defines_modelnew(body) and all(e.source != body for e in found):
-            found.append(Extracted(body))
+    for one in _fenced(reply, sources or {}):
+        if one.source is None or all(e.source != one.source for e in found):
+            found.append(one)
+    if most <= 1:
+        # one file: the longest Python block (extract_candidate's rule), else the first edit
+        whole = extract_candidate(reply)
+        return [whole] if whole.source is not None or not found else found[:1]
     return found[:most] or [extract_candidate(reply)]
 
 
 def parse_feedback(reply: str) -> tuple[JudgeFeedback | None, str | None]:
     """(feedback, None) or (None, why): the first JSON object in the reply, validated."""
-    candidates = [body for _tag, body in _FENCE.findall(reply or "")] + [reply or ""]
+    candidates = [body for _tag, _info, body in _FENCE.findall(reply or "")] + [reply or ""]
     for text in candidates:
         start = text.find("{")
         while start != -1:

@@ -4,9 +4,11 @@ replays scripted replies, real verifier workers, a real SQLite bank."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,21 +79,23 @@ def _attempts(bank: Path) -> list[tuple[str, str]]:
 
 
 def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
-    """Four rounds: the judge reviews the first three; the last round's review, which no coder call
-    would read, is not asked for (nor charged)."""
+    """Four rounds: the judge reviews the third alone. A failed attempt's check and error reach the
+    coder's next prompt as they are, with no judge's request; the last round's review, which no
+    coder call would read, is not asked for (nor charged)."""
     script = Script(
         coder=[COMPILE_ERROR, WRONG, RIGHT, RIGHT],
         # the first judge answer is prose: it is asked once more and answers JSON
-        judge=["Looks like a typo.", judge_json("fix the C++ syntax"), judge_json("drop the 1.01"), judge_json("done")],
+        judge=["Looks like it works.", judge_json("unroll the row loop")],
     )
     bank = tmp_path / "bank.db"
+    settings = fast_settings.model_copy(update={"profile_candidate": True})
     with serve(script) as url:
-        run = optimize([OP], _options(url, bank, rounds=4), fast_settings)
+        run = optimize([OP], _options(url, bank, rounds=4), settings)
     (result,) = run.results
     assert result.accepted and result.kernel_id is not None, result.reason
     assert [t.status for t in result.trace] == ["compile_error", "failed_correctness", "passed", "passed"]
     assert result.speedup_vs_eager and result.speedup_vs_eager > 1.0
-    assert run.exit_code == 0 and run.tokens == 150 * (4 + 4)  # pings are not charged
+    assert run.exit_code == 0 and run.tokens == 150 * (4 + 2)  # pings are not charged
     assert run.cost_usd is None  # the local model has no price: reported as unknown, not as $0
     (entry,) = run.to_json()["problems"]  # what --json prints for the op: its own tokens and cost
     assert entry["tokens"] == run.tokens and entry["cost_usd"] is None
@@ -99,20 +103,21 @@ def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
     coder_prompts = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
     assert len(coder_prompts) == 4
     assert "Earlier attempts" not in coder_prompts[0]
-    assert "compile_error" in coder_prompts[1] and "fix the C++ syntax" in coder_prompts[1]
+    assert "compile_error" in coder_prompts[1] and "this is not C++" in coder_prompts[1]
     assert "compile_error" in coder_prompts[2] and "failed_correctness" in coder_prompts[2]
-    assert "drop the 1.01" in coder_prompts[2]
+    assert "max abs error" in coder_prompts[2] and "- the judge's review:" not in coder_prompts[2]
+    assert "- the judge's review:" in coder_prompts[3] and "unroll the row loop" in coder_prompts[3]
     roles = [r["role"] for r in script.requests if r["role"] != "ping"]
-    # one retry after the prose answer; nothing asked of the judge after the last coder call
-    assert roles == ["coder", "judge", "judge", "coder", "judge", "coder", "judge", "coder"], roles
+    # no judge for the failures; one retry after the prose answer; nothing after the last coder call
+    assert roles == ["coder", "coder", "coder", "judge", "judge", "coder"], roles
     judged = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "judge"]
-    assert "Verdict: compile_error" in judged[0]
-    # an LLM session profiles each passing candidate: its judge reads where the time goes
-    assert "where its time goes" in judged[-1] and "where its time goes" not in judged[0]
+    assert "Verdict: passed" in judged[0]
+    # an LLM session profiles each passing candidate (profile_candidate): its judge reads where the time goes
+    assert "where its time goes" in judged[0]
 
     rows = _attempts(bank)
     assert [s for r, s in rows if r == "coder"] == ["compile_error", "failed_correctness", "passed", "passed"]
-    assert [s for r, s in rows if r == "judge"] == ["reviewed"] * 3
+    assert [s for r, s in rows if r == "judge"] == ["reviewed"]
     with sqlite3.connect(bank) as db:
         (src,) = db.execute("SELECT source FROM kernels WHERE id = ?", (result.kernel_id,)).fetchone()
         (status, tokens) = db.execute("SELECT status, tokens FROM sessions").fetchone()
@@ -220,6 +225,41 @@ def test_a_later_prompt_shows_the_fastest_attempt_whole_when_the_last_round_went
     assert "the last one" in prompts[2] and "is banked if it beats the best so far" in prompts[2]
     fastest = prompts[2].split("The fastest attempt so far", 1)[1].split("```", 2)[1]
     assert "x.sum(dim=1)" in fastest and "1.01" not in fastest, fastest
+
+
+class EditingScript(Script):
+    """A model that answers round 2 with an edit of the attempt its prompt offers to have edited
+    (its number read from the prompt, as a model reads it)."""
+
+    def reply(self, body: dict[str, Any]) -> str:
+        text = super().reply(body)
+        offered = re.search(r"changes a few lines of attempt (\d+)", body["messages"][-1]["content"])
+        return text.replace("EDITED", offered.group(1)) if offered else text
+
+
+def test_a_reply_of_edits_is_verified_and_banked_as_the_whole_file_they_give(tmp_path, fast_settings):
+    """Round 1's file is off by a scale; round 2 answers with an edit of it that drops the scale:
+    the whole file the edit gives is verified, passes and is banked, and its attempt's row holds
+    that file, not the edit."""
+    edit = (
+        "```edit EDITED\n<<<<<<< SEARCH\n        return x.sum(dim=1) * 1.01\n"
+        "=======\n        return x.sum(dim=1)\n>>>>>>> REPLACE\n```"
+    )
+    script = EditingScript(coder=[WRONG, f"Dropping the scale:\n{edit}"], judge=[judge_json("drop the 1.01")])
+    bank = tmp_path / "bank.db"
+    with serve(script) as url:
+        run = optimize([OP], _options(url, bank, rounds=2), fast_settings)
+    (result,) = run.results
+    prompts = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "coder"]
+    assert "```edit" not in prompts[0] and "changes a few lines of attempt" in prompts[1]
+    assert [t.status for t in result.trace] == ["failed_correctness", "passed"], result.trace
+    assert result.accepted, result.reason
+    with sqlite3.connect(bank) as db:
+        (src,) = db.execute("SELECT source FROM kernels WHERE id = ?", (result.kernel_id,)).fetchone()
+        rows = db.execute("SELECT candidate_source, response FROM attempts WHERE role = 'coder' ORDER BY id")
+        edited = rows.fetchall()[-1]
+    assert src == edited[0] == WRONG.split("```python\n")[1].split("```")[0].replace(" * 1.01", "")
+    assert "<<<<<<< SEARCH" in edited[1]  # the reply is kept as it was written
 
 
 def test_best_of_one_asks_for_one_file_and_takes_the_longest_block(tmp_path, fast_settings):

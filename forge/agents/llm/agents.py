@@ -52,6 +52,19 @@ def _last_source(last: HistoryItem | None, fastest: HistoryItem | None, limit: i
     return as_diff_from(fastest, last, shown) if fastest is not None else shown
 
 
+def _shown_ids(*items: HistoryItem | None) -> list[int]:
+    """The attempts whose sources a coder prompt shows (whole or as a diff): what it may edit."""
+    shown = [h for h in items if h is not None and h.source and h.status != AttemptStatus.INVALID_REPLY]
+    return [h.attempt_id for h in shown if h.attempt_id is not None]
+
+
+def _editable(context: CoderContext) -> dict[int, str]:
+    """The sources an ```edit block may change: every earlier attempt of the session with one (the
+    prompt shows the one built on and the fastest; an edit of another applies where its SEARCH
+    texts match)."""
+    return {h.attempt_id: h.source for h in context.history if h.attempt_id is not None and h.source}
+
+
 class LLMCoder:
     def __init__(self, client: LLMClient) -> None:
         self.client = client
@@ -88,6 +101,7 @@ class LLMCoder:
             rounds=ctx.rounds,
             best_of=ctx.best_of,
             train=ctx.train,
+            editable=_shown_ids(last, fastest),
         )
         return [{"role": "system", "content": render("coder_system.j2")}, {"role": "user", "content": user}]
 
@@ -98,9 +112,10 @@ class LLMCoder:
         for _ in range(context.want):
             messages = self.prompt(context)
             reply = self.client.complete(messages, on_text=_streamed_to(context, "coder"))
-            got = extract_candidates(reply.text, context.best_of)
+            got = extract_candidates(reply.text, context.best_of, _editable(context))
             for k, one in enumerate(got):
                 of = f", candidate {k + 1} of {len(got)} in one reply" if len(got) > 1 else ""
+                of += f", edits of attempt {one.edit_of}" if one.edit_of is not None else ""
                 out.append(
                     Proposal(
                         one.source,

@@ -21,7 +21,7 @@ from forge.core.figures import judged_roofline
 from forge.core.op_brief import OpBrief
 from forge.core.problem import ProblemSource
 from forge.core.settings import ForgeSettings
-from forge.core.statuses import SessionStatus
+from forge.core.statuses import AttemptStatus, SessionStatus
 from forge.core.verdict import Verdict
 from forge.db import remove_provisional
 from forge.harness import events as ev
@@ -203,7 +203,10 @@ class Session:
         reply, timed together when several passed, whose figures decide between them) and return
         the items chosen; first, when the
         last verdict was timed on a busy machine, wait (bounded) for a quiet one. A judge whose
-        reviews cost tokens is not asked in the last round: no coder call would read its advice."""
+        reviews cost tokens is not asked in the last round (no coder call would read its advice),
+        nor about an attempt that failed: its failing check, error and largest error reach the
+        coder's next prompt as they are, and a second model's reading of them cost a request of
+        5-10k tokens a round."""
         self._quiet_before_verifying()
         verdicts = steps.verify(self.verifier, candidates)
         items = [self._recorded(c, v) for c, v in zip(candidates, verdicts, strict=True)]
@@ -212,6 +215,8 @@ class Session:
         if self.agents.judge.costs_tokens and self.state.round >= self.options.round_limit:
             return chosen
         for item in chosen:
+            if self.agents.judge.costs_tokens and item.status != AttemptStatus.PASSED:
+                continue
             verdict = verdicts[items.index(item)]
             steps.review(self.agents.judge, self.context(item), item, verdict, self.io)
         return chosen
