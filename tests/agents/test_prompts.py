@@ -569,3 +569,23 @@ def test_a_refinement_of_the_fastest_attempt_is_shown_as_a_diff_from_it():
     rewrite.attempt_id, rewrite.speedup_vs_eager = 3, 1.5
     text = LLMCoder(FakeClient([])).prompt(replace(_ctx([fastest, rewrite]), parent=rewrite))[-1]["content"]  # type: ignore[arg-type]
     assert "as a unified diff" not in text and text.count("part30 = x[..., 30]") == 1
+
+
+def test_the_fastest_so_far_is_the_one_its_rounds_match_chose_not_a_loser_with_a_higher_verdict():
+    """Round 1's two candidates were timed together and the match chose attempt 1 (its own verdict
+    3.5x) over attempt 2 (5.2x in its own noise): round 2's attempt builds on attempt 1, and no
+    "fastest so far" names attempt 2 and shows its kernel whole beside it; a match that decided
+    nothing leaves the verdicts to rank."""
+    from forge.core.round_match import MatchedSide, RoundMatch
+
+    match = RoundMatch(sides=[MatchedSide(name="attempt 1"), MatchedSide(name="attempt 2")], regime="warm")
+    chosen = HistoryItem(1, _kernel(""), AttemptStatus.PASSED, attempt_id=1, speedup_vs_eager=3.5, matched=match)
+    loser = HistoryItem(1, _kernel(" + 0"), AttemptStatus.PASSED, attempt_id=2, speedup_vs_eager=5.2)
+    later = HistoryItem(2, _kernel(" * 1.0"), AttemptStatus.PASSED, attempt_id=4, speedup_vs_eager=3.0)
+    text = LLMCoder(FakeClient([])).prompt(replace(_ctx([chosen, loser, later]), parent=later))[-1]["content"]  # type: ignore[arg-type]
+    assert "### The fastest attempt so far: attempt 1 (round 1, 3.50x eager)" in text
+    assert "attempt 2 (round 1" not in text
+
+    chosen.matched = RoundMatch(sides=[], failed="the match's verification failed")
+    text = LLMCoder(FakeClient([])).prompt(replace(_ctx([chosen, loser, later]), parent=later))[-1]["content"]  # type: ignore[arg-type]
+    assert "### The fastest attempt so far: attempt 2 (round 1, 5.20x eager)" in text

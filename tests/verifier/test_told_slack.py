@@ -333,3 +333,39 @@ def test_the_brief_says_where_the_references_nan_and_inf_went():
     assert found.nan == int(torch.isnan(expected).sum()) and found.nan % 512 == 0 and found.nan > 0
     text = render("brief.j2", brief=OpBrief(device="cpu", tolerances=[told]))
     assert f"non-finite input elements made {found.nan} NaN" in text
+
+
+def test_the_judge_of_a_passing_candidate_is_told_the_freedoms_and_not_the_slack_table():
+    """The judge reads passing candidates: the per-case slack and how it is applied (a failure's
+    business) are the coder's; what the slack leaves free stays, so its advice keeps within it.
+    A failed candidate's judge (a resumed session's) gets the table."""
+    from forge.agents.llm.agents import LLMJudge
+    from forge.agents.llm.client import Completion
+    from forge.agents.roles import CoderContext, HistoryItem
+    from forge.core.statuses import AttemptStatus
+    from forge.core.verdict import Verdict
+
+    class Client:
+        model = "fake/model"
+
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def complete(self, messages, max_tokens=None, retries=4, on_text=None):  # type: ignore[no-untyped-def]
+            self.seen.append(messages[-1]["content"])
+            return Completion('{"next_step": "fuse", "continue": true}', 10, None, True)
+
+    model = RowSum()
+    brief = OpBrief(device="cpu", tolerances=output_slacks(model, _inputs(model), None, frozenset()))
+    prompts = []
+    for status in ("passed", "failed_correctness"):
+        item = HistoryItem(round=1, source="a = 1\n", status=AttemptStatus(status), attempt_id=1)
+        ctx = CoderContext("rowsum", "x = 1\n", "cpu", "cpp", None, [item], brief=brief, parent=item)
+        verdict = Verdict.from_json({"status": status, "reason": None, "checks": [], "timings_ms": {}})
+        client = Client()
+        LLMJudge(client).review(ctx, verdict)  # type: ignore[arg-type]
+        prompts.append(client.seen[-1])
+    passed, failed = prompts
+    assert "| case | atol |" not in passed and "how those columns are applied" not in passed
+    assert "sum in any order" in passed and "widened for reductions and stress cases" in passed
+    assert "| case | atol |" in failed and "how those columns are applied" in failed and "sum in any order" in failed

@@ -52,6 +52,20 @@ def _last_source(last: HistoryItem | None, fastest: HistoryItem | None, limit: i
     return as_diff_from(fastest, last, shown) if fastest is not None else shown
 
 
+def _fastest(history: list[HistoryItem]) -> HistoryItem | None:
+    """The session's fastest passing attempt by its verdict's speedup, of those no match put
+    behind another: where a round's candidates were timed together, the one the match chose
+    stands for its round (each verdict is timed in its own noise, the match in one: a loser's
+    own 5.2x beside the winner's 3.5x named the loser the fastest, and showed both kernels whole)."""
+    decided = {h.round for h in history if h.matched is not None and h.matched.failed is None}
+    timed = [
+        h
+        for h in history
+        if h.status == AttemptStatus.PASSED and h.speedup_vs_eager and (h.round not in decided or h.matched is not None)
+    ]
+    return max(timed, key=lambda h: h.speedup_vs_eager or 0.0) if timed else None
+
+
 def _shown_ids(*items: HistoryItem | None) -> list[int]:
     """The attempts whose sources a coder prompt shows (whole or as a diff): what it may edit."""
     shown = [h for h in items if h is not None and h.source and h.status != AttemptStatus.INVALID_REPLY]
@@ -78,8 +92,7 @@ class LLMCoder:
         last = chosen[0] if chosen else history[-1] if history else None
         # the fastest passing attempt of the whole session, shown whole where it is not that one
         # (a judge's "go back to attempt N" needs its source)
-        timed = [h for h in ctx.history if h.status == AttemptStatus.PASSED and h.speedup_vs_eager]
-        fastest = max(timed, key=lambda h: h.speedup_vs_eager or 0.0) if timed else None
+        fastest = _fastest(ctx.history)
         fastest = None if fastest is None or fastest is last else fastest
         limit = source_limit(self.client.model)
         user = render(
