@@ -62,10 +62,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # compiles the op (seconds each, on every session of the suite). The inductor family is tested
     # in tests/agents/test_inductor_family.py, which turns it on.
     os.environ.setdefault("FORGE_INDUCTOR_CANDIDATE", "false")
-    # A passing candidate's profile (torch.profiler over more calls, in its worker) is read by the
-    # agents, not by what a session decides: it cost the suite a sixth of its time. The tests of
-    # the profile and of the prompts that show it turn it on.
-    os.environ.setdefault("FORGE_PROFILE_CANDIDATE", "false")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 # the rest of an ```edit fence's line: ```edit 12, ```edit attempt 12
 _TARGET = re.compile(r"[ \t]*(?:attempt[ \t]*)?#?(\d+)\b", re.IGNORECASE)
+_MARKER = re.compile(r"^(?:<{5,9} ?SEARCH|={5,9}[ \t]*$|>{5,9} ?REPLACE)", re.MULTILINE)
 _HUNK = re.compile(r"^<{5,9} ?SEARCH[^\n]*\n(.*?)^={5,9}[ \t]*\n(.*?)^>{5,9} ?REPLACE[^\n]*$", re.DOTALL | re.MULTILINE)
 
 
@@ -81,6 +82,9 @@ def apply_edits(base: str, body: str) -> Edited:
         return Edited(None, "it holds no SEARCH/REPLACE hunk (<<<<<<< SEARCH, =======, >>>>>>> REPLACE)")
     text = base
     for k, (search, replace) in enumerate(hunks, start=1):
+        if _MARKER.search(search) or _MARKER.search(replace):
+            # a hunk whose ======= or >>>>>>> REPLACE line is missing ran on into the next one
+            return Edited(None, f"hunk {k} of {len(hunks)} is not closed (SEARCH, =======, REPLACE, each once)")
         done, why = _apply_hunk(text, search, replace)
         if done is None:
             return Edited(None, f"hunk {k} of {len(hunks)} does not apply: {why}")

@@ -66,8 +66,11 @@ def _fenced(reply: str, sources: Mapping[int, str]) -> list[Extracted]:
     reason they do not apply)."""
     out = []
     for tag, info, body in _FENCE.findall(reply or ""):
-        target = edit_target(info) if tag.lower() == "edit" else None
-        if target is not None:
+        is_edit = tag.lower().startswith("edit") and (tag[4:].isdigit() or not tag[4:])
+        target = edit_target(tag[4:] + info) if is_edit else None
+        if is_edit and target is None:
+            out.append(Extracted(None, "an ```edit block must name the attempt it edits on its fence line (```edit N)"))
+        elif target is not None:
             edited = edited_candidate(target, body, sources)
             if edited.source is not None and not _defines_modelnew(edited.source):
                 out.append(Extracted(None, f"the edit of attempt {target} leaves no class ModelNew", target))
@@ -83,10 +86,14 @@ def extract_candidates(reply: str, most: int, sources: Mapping[int, str] | None 
     ```edit block of an attempt in ``sources`` (attempt id to source), in the order written (one
     that repeats an earlier candidate is dropped; an edit that does not apply is kept as its
     reason); where it holds none, one ``Extracted`` with the reason (``extract_candidate``'s)."""
+    reply = (reply or "").replace("\r\n", "\n")  # a reply with CRLF line ends: its hunks' marker lines too
     found: list[Extracted] = []
     for one in _fenced(reply, sources or {}):
         if one.source is None or all(e.source != one.source for e in found):
             found.append(one)
+    # candidates before reasons, each in the order written: an edit that did not apply takes no
+    # place from a good block after it
+    found = [e for e in found if e.source is not None] + [e for e in found if e.source is None]
     if most <= 1:
         # one file: the longest Python block (extract_candidate's rule), else the first edit
         whole = extract_candidate(reply)

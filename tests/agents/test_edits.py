@@ -76,3 +76,29 @@ def test_best_of_one_takes_a_whole_file_before_an_edit_and_an_edit_where_there_i
     assert only.source is not None and "BLOCK = 8" in only.source
     (whole,) = extract_candidates(f"{edit}\n```python\n{BASE}```", 1, {12: BASE})
     assert whole.source == BASE
+
+
+def test_a_reply_with_crlf_line_ends_still_gives_its_edit():
+    reply = f"```edit 12\n{hunk('BLOCK = 64' + chr(10), 'BLOCK = 16' + chr(10))}```".replace("\n", "\r\n")
+    (got,) = extract_candidates(reply, 2, {12: BASE})
+    assert got.source is not None and "BLOCK = 16" in got.source, got.reason
+
+
+def test_an_edit_fence_without_its_attempt_or_with_a_hunk_left_open_says_so():
+    body = hunk("BLOCK = 64\n", "BLOCK = 16\n")
+    (unnamed,) = extract_candidates(f"```edit\n{body}```", 2, {12: BASE})
+    assert unnamed.source is None and "must name the attempt" in (unnamed.reason or "")
+    (glued,) = extract_candidates(f"```edit12\n{body}```", 2, {12: BASE})
+    assert glued.source is not None and "BLOCK = 16" in glued.source
+    unclosed = "<<<<<<< SEARCH\nBLOCK = 64\n=======\nBLOCK = 16\n" + hunk("        y = x * 2\n", "        y = x + x\n")
+    left_open = apply_edits(BASE, unclosed)
+    assert left_open.source is None and "hunk 1 of 1 is not closed" in (left_open.reason or "")
+
+
+def test_a_failed_edit_takes_no_place_from_a_good_candidate_after_it():
+    bad = f"```edit 12\n{hunk('z = 1' + chr(10), 'z = 2' + chr(10))}```"
+    good = f"```edit 12\n{hunk('BLOCK = 64' + chr(10), 'BLOCK = 8' + chr(10))}```"
+    (one,) = extract_candidates(f"{bad}\n{good}", 1, {12: BASE})
+    assert one.source is not None and "BLOCK = 8" in one.source
+    first, second = extract_candidates(f"{bad}\n{good}\n```python\n{BASE.replace('64', '32')}```", 2, {12: BASE})
+    assert first.source is not None and second.source is not None and "BLOCK = 32" in second.source

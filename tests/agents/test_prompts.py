@@ -589,3 +589,19 @@ def test_the_fastest_so_far_is_the_one_its_rounds_match_chose_not_a_loser_with_a
     chosen.matched = RoundMatch(sides=[], failed="the match's verification failed")
     text = LLMCoder(FakeClient([])).prompt(replace(_ctx([chosen, loser, later]), parent=later))[-1]["content"]  # type: ignore[arg-type]
     assert "### The fastest attempt so far: attempt 2 (round 1, 5.20x eager)" in text
+
+
+def test_after_an_edit_that_did_not_apply_the_prompt_shows_the_source_it_was_meant_for():
+    """The round after a reply with no candidate (its edit's SEARCH text not found) shows the
+    attempt before it whole, and offers it for editing again, with the reason the edit failed."""
+    passed = HistoryItem(1, _kernel(""), AttemptStatus.PASSED, attempt_id=1, speedup_vs_eager=2.0)
+    failed = HistoryItem(
+        2,
+        "```edit 1\n...\n```",
+        AttemptStatus.INVALID_REPLY,
+        reason="the edit of attempt 1: hunk 1 of 1 does not apply",
+        attempt_id=3,
+    )
+    text = LLMCoder(FakeClient([])).prompt(replace(_ctx([passed, failed]), parent=failed))[-1]["content"]  # type: ignore[arg-type]
+    assert "hunk 1 of 1 does not apply" in text
+    assert text.count("acc30 = x[..., 30]") == 1 and "changes a few lines of attempt 1 above" in text

@@ -95,7 +95,10 @@ def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_s
     # the brief, measured for this op on this machine, in both roles' prompts
     for prompt in (coder[0], coder[1], judge[0]):
         assert "|yours - reference| <= atol + rtol * |reference|, elementwise, atol 0.0001, rtol 0.0001" in prompt
-        assert "| large (x * 100) |" in prompt and "the reference's own error: largest / rms" in prompt
+        assert "sum in any order" in prompt  # what the slack leaves free
+        # the per-case slack is the coder's; the judge reads a passing candidate, which met it
+        has_table = "| large (x * 100) |" in prompt and "the reference's own error: largest / rms" in prompt
+        assert has_table == (prompt is not judge[0]), prompt
         assert "| op | ms | share | calls | vendor library |" in prompt and "aten::sum" in prompt
         assert "torch.compile (Inductor, default mode):" in prompt
         assert "OpenMP runtime loaded" in prompt

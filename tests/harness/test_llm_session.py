@@ -88,9 +88,8 @@ def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
         judge=["Looks like it works.", judge_json("unroll the row loop")],
     )
     bank = tmp_path / "bank.db"
-    settings = fast_settings.model_copy(update={"profile_candidate": True})
     with serve(script) as url:
-        run = optimize([OP], _options(url, bank, rounds=4), settings)
+        run = optimize([OP], _options(url, bank, rounds=4), fast_settings)
     (result,) = run.results
     assert result.accepted and result.kernel_id is not None, result.reason
     assert [t.status for t in result.trace] == ["compile_error", "failed_correctness", "passed", "passed"]
@@ -112,7 +111,7 @@ def test_compile_error_then_wrong_then_right(tmp_path, fast_settings):
     assert roles == ["coder", "coder", "coder", "judge", "judge", "coder"], roles
     judged = [r["messages"][-1]["content"] for r in script.requests if r["role"] == "judge"]
     assert "Verdict: passed" in judged[0]
-    # an LLM session profiles each passing candidate (profile_candidate): its judge reads where the time goes
+    # an LLM session profiles each passing candidate: its judge reads where the time goes
     assert "where its time goes" in judged[0]
 
     rows = _attempts(bank)
@@ -245,7 +244,7 @@ def test_a_reply_of_edits_is_verified_and_banked_as_the_whole_file_they_give(tmp
         "```edit EDITED\n<<<<<<< SEARCH\n        return x.sum(dim=1) * 1.01\n"
         "=======\n        return x.sum(dim=1)\n>>>>>>> REPLACE\n```"
     )
-    script = EditingScript(coder=[WRONG, f"Dropping the scale:\n{edit}"], judge=[judge_json("drop the 1.01")])
+    script = EditingScript(coder=[WRONG, f"Dropping the scale:\n{edit}"])  # round 1 failed: no judge
     bank = tmp_path / "bank.db"
     with serve(script) as url:
         run = optimize([OP], _options(url, bank, rounds=2), fast_settings)
@@ -368,7 +367,8 @@ def test_a_training_session_tells_the_coder_to_write_the_backward_and_feeds_back
         + "```"
     )
     none = "```python\n" + NO_BACKWARD + "```"
-    script = Script(coder=[none, right, right], judge=[judge_json("write a backward"), judge_json("go on")] * 2)
+    # the judge reviews the passing attempts (rounds 2 and 3 have no failure to review)
+    script = Script(coder=[none, right, right], judge=[judge_json("go on")] * 2)
     bank = tmp_path / "bank.db"
     with serve(script) as url:
         options = replace(_options(url, bank, rounds=3), train=True)

@@ -72,11 +72,27 @@ def _shown_ids(*items: HistoryItem | None) -> list[int]:
     return [h.attempt_id for h in shown if h.attempt_id is not None]
 
 
+def _built_on(history: list[HistoryItem], parent: HistoryItem | None) -> HistoryItem | None:
+    """The attempt the prompt shows whole, to build on: the session's parent (a round's best of
+    several candidates), else the last; where that is a reply with no candidate (an edit that did
+    not apply), the attempt before it that has a source, so the next reply can edit it again."""
+    chosen = [h for h in history if h is parent]
+    last = chosen[0] if chosen else history[-1] if history else None
+    if last is not None and last.status == AttemptStatus.INVALID_REPLY:
+        sourced = [h for h in history if h.status != AttemptStatus.INVALID_REPLY and h.source]
+        return sourced[-1] if sourced else last
+    return last
+
+
 def _editable(context: CoderContext) -> dict[int, str]:
     """The sources an ```edit block may change: every earlier attempt of the session with one (the
     prompt shows the one built on and the fastest; an edit of another applies where its SEARCH
     texts match)."""
-    return {h.attempt_id: h.source for h in context.history if h.attempt_id is not None and h.source}
+    return {
+        h.attempt_id: h.source
+        for h in context.history
+        if h.attempt_id is not None and h.source and h.status != AttemptStatus.INVALID_REPLY
+    }
 
 
 class LLMCoder:
@@ -86,10 +102,7 @@ class LLMCoder:
     def prompt(self, ctx: CoderContext) -> list[dict[str, str]]:
         facts = ctx.machine or MachineFacts(ctx.device)
         history = ctx.history[-6:]  # the recent trajectory; older attempts add tokens, not insight
-        # the attempt to build on, its source shown whole: the session's parent (a round's best of
-        # several candidates), else the last
-        chosen = [h for h in history if h is ctx.parent]
-        last = chosen[0] if chosen else history[-1] if history else None
+        last = _built_on(history, ctx.parent)
         # the fastest passing attempt of the whole session, shown whole where it is not that one
         # (a judge's "go back to attempt N" needs its source)
         fastest = _fastest(ctx.history)

@@ -60,7 +60,10 @@ def _interrupted(session: Session, unit: str) -> Outcome:
 
 
 def _judge_says_stop(items: list[HistoryItem]) -> bool:
-    return bool(items) and all(i.feedback is not None and not i.feedback.continue_search for i in items)
+    """Every review of the step says stop (an LLM judge reviews passing attempts only: a failed
+    one carries no review, and neither keeps the search going nor stops it)."""
+    reviewed = [i for i in items if i.feedback is not None]
+    return bool(reviewed) and all(i.feedback is not None and not i.feedback.continue_search for i in reviewed)
 
 
 def refine(session: Session) -> Outcome:

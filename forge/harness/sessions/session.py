@@ -215,11 +215,14 @@ class Session:
         if self.agents.judge.costs_tokens and self.state.round >= self.options.round_limit:
             return chosen
         for item in chosen:
-            if self.agents.judge.costs_tokens and item.status != AttemptStatus.PASSED:
-                continue
-            verdict = verdicts[items.index(item)]
-            steps.review(self.agents.judge, self.context(item), item, verdict, self.io)
+            self._review(item, verdicts[items.index(item)])
         return chosen
+
+    def _review(self, item: HistoryItem, verdict: Verdict) -> None:
+        """The judge's review of ``item``, unless it failed and the judge's reviews cost tokens."""
+        if self.agents.judge.costs_tokens and item.status != AttemptStatus.PASSED:
+            return
+        steps.review(self.agents.judge, self.context(item), item, verdict, self.io)
 
     def _recorded(self, candidate: Candidate, verdict: Verdict) -> HistoryItem:
         item = steps.record_verdict(candidate, verdict, self.io)
@@ -229,7 +232,7 @@ class Session:
 
     def _judged(self, candidate: Candidate, verdict: Verdict) -> HistoryItem:
         item = self._recorded(candidate, verdict)
-        steps.review(self.agents.judge, self.context(item), item, verdict, self.io)
+        self._review(item, verdict)
         return item
 
     def _quiet_before_verifying(self) -> None:
