@@ -55,23 +55,23 @@ def _loose_matches(text: str, search: str) -> list[tuple[int, int]]:
     return found
 
 
-def _apply_hunk(text: str, search: str, replace: str) -> tuple[str | None, str | None]:
-    """``text`` with ``search`` replaced, or (None, why)."""
+def _apply_hunk(text: str, search: str, replace: str) -> Edited:
+    """``text`` with ``search`` replaced, or why it could not be."""
     if not search.strip():
-        return None, "its SEARCH text is empty (name the lines the change goes beside)"
+        return Edited(None, "its SEARCH text is empty (name the lines the change goes beside)")
     count = text.count(search)
     if count == 1:
-        return text.replace(search, replace, 1), None
+        return Edited(text.replace(search, replace, 1))
     if count > 1:
-        return None, f"its SEARCH text occurs {count} times (add lines around it so it names one place)"
+        return Edited(None, f"its SEARCH text occurs {count} times (add lines around it so it names one place)")
     loose = _loose_matches(text, search)
     if len(loose) == 1:
         (start, end), body = loose[0], replace.strip("\n")
-        return text[:start] + body + text[end:], None
+        return Edited(text[:start] + body + text[end:])
     first = search.strip("\n").split("\n")[0].strip()[:80]
     if loose:
-        return None, f"its SEARCH text occurs {len(loose)} times (add lines around it so it names one place)"
-    return None, f"its SEARCH text is not in the source (its first line: {first!r})"
+        return Edited(None, f"its SEARCH text occurs {len(loose)} times (add lines around it so it names one place)")
+    return Edited(None, f"its SEARCH text is not in the source (its first line: {first!r})")
 
 
 def apply_edits(base: str, body: str) -> Edited:
@@ -85,10 +85,10 @@ def apply_edits(base: str, body: str) -> Edited:
         if _MARKER.search(search) or _MARKER.search(replace):
             # a hunk whose ======= or >>>>>>> REPLACE line is missing ran on into the next one
             return Edited(None, f"hunk {k} of {len(hunks)} is not closed (SEARCH, =======, REPLACE, each once)")
-        done, why = _apply_hunk(text, search, replace)
-        if done is None:
-            return Edited(None, f"hunk {k} of {len(hunks)} does not apply: {why}")
-        text = done
+        done = _apply_hunk(text, search, replace)
+        if done.source is None:
+            return Edited(None, f"hunk {k} of {len(hunks)} does not apply: {done.reason}")
+        text = done.source
     if text == base:
         return Edited(None, "its hunks leave the source unchanged")
     return Edited(text if text.endswith("\n") else text + "\n")

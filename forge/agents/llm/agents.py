@@ -66,10 +66,14 @@ def _fastest(history: list[HistoryItem]) -> HistoryItem | None:
     return max(timed, key=lambda h: h.speedup_vs_eager or 0.0) if timed else None
 
 
+def _sourced(h: HistoryItem) -> bool:
+    """Whether ``h`` holds a candidate's source (a reply with no candidate holds the reply)."""
+    return bool(h.source) and h.status != AttemptStatus.INVALID_REPLY
+
+
 def _shown_ids(*items: HistoryItem | None) -> list[int]:
     """The attempts whose sources a coder prompt shows (whole or as a diff): what it may edit."""
-    shown = [h for h in items if h is not None and h.source and h.status != AttemptStatus.INVALID_REPLY]
-    return [h.attempt_id for h in shown if h.attempt_id is not None]
+    return [h.attempt_id for h in items if h is not None and _sourced(h) and h.attempt_id is not None]
 
 
 def _built_on(history: list[HistoryItem], parent: HistoryItem | None) -> HistoryItem | None:
@@ -79,7 +83,7 @@ def _built_on(history: list[HistoryItem], parent: HistoryItem | None) -> History
     chosen = [h for h in history if h is parent]
     last = chosen[0] if chosen else history[-1] if history else None
     if last is not None and last.status == AttemptStatus.INVALID_REPLY:
-        sourced = [h for h in history if h.status != AttemptStatus.INVALID_REPLY and h.source]
+        sourced = [h for h in history if _sourced(h)]
         return sourced[-1] if sourced else last
     return last
 
@@ -88,11 +92,7 @@ def _editable(context: CoderContext) -> dict[int, str]:
     """The sources an ```edit block may change: every earlier attempt of the session with one (the
     prompt shows the one built on and the fastest; an edit of another applies where its SEARCH
     texts match)."""
-    return {
-        h.attempt_id: h.source
-        for h in context.history
-        if h.attempt_id is not None and h.source and h.status != AttemptStatus.INVALID_REPLY
-    }
+    return {h.attempt_id: h.source for h in context.history if h.attempt_id is not None and _sourced(h)}
 
 
 class LLMCoder:
