@@ -161,7 +161,7 @@ def _identity(device: str, threads: int) -> tuple[str, str]:
     import torch
 
     name = torch.cuda.get_device_name(0) if device == "cuda" else f"{cpu_model()}|{threads}"
-    return f"{device}|{name}|{torch.__version__}|gemm-best+llc+reads+working-sets", name
+    return f"{device}|{name}|{torch.__version__}|gemm-best+llc+reads+working-sets+fresh-writes", name
 
 
 def _instruments(device: str) -> Instruments:

@@ -57,6 +57,8 @@ class MachineFigures:
     read_bandwidth_gbs: float | None = None
     cache_read_bandwidth_gbs: float | None = None
     working_sets: tuple[WorkingSetBandwidth, ...] = ()
+    # a CPU's: writing a tensor the allocator maps fresh (``machine_readings.fresh_write_gbs``)
+    fresh_write_gbs: float | None = None
 
     def at_working_set(self, nbytes: int) -> WorkingSetBandwidth | None:
         """The bandwidths measured at the largest working set not above ``nbytes``: a cache level
@@ -81,7 +83,7 @@ class MachineFigures:
         KeyError, TypeError or ValueError where it holds none."""
         optional = {
             key: float(raw[key]) if raw.get(key) is not None else None
-            for key in ("cache_bandwidth_gbs", "read_bandwidth_gbs", "cache_read_bandwidth_gbs")
+            for key in ("cache_bandwidth_gbs", "read_bandwidth_gbs", "cache_read_bandwidth_gbs", "fresh_write_gbs")
         }
         sets = tuple(WorkingSetBandwidth(int(b), float(c), float(r)) for b, c, r in raw.get("working_sets") or ())
         return cls(
@@ -222,6 +224,7 @@ def measure_entry(device: str, device_name: str, tools: Instruments, wait_s: flo
         full.read_gbs,
         full.cache_read_gbs,
         full.working_sets,
+        full.fresh_write_gbs,
     )
     return FiguresEntry(figures, quiet=_quiet(load), measured_at=tools.now(), load=load, probe=probe)
 

@@ -5,6 +5,7 @@ earlier reading (``quick_probe``). ``machine_figures`` keeps what they read."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ class Readings:
     read_gbs: float | None = None
     cache_read_gbs: float | None = None
     working_sets: tuple[WorkingSetBandwidth, ...] = ()
+    fresh_write_gbs: float | None = None  # writing memory mapped fresh (a CPU's: ``fresh_write_gbs``)
 
     def off_from(self, other: Readings) -> float:
         """How far these readings are from ``other``'s: the larger relative difference of the two."""
@@ -74,6 +76,23 @@ def _read_only_gbs(device: str, nbytes: int, reps: int, inner: int = 1) -> float
 
     src = torch.ones(max(nbytes // 4, 1024), device=device)
     return src.numel() * 4 / best_call_seconds(device, src.sum, reps, inner) / 1e9
+
+
+FRESH_WRITE_BYTES = 64 << 20  # above glibc's largest mmap threshold (32 MiB): mapped anew by every call
+
+
+def fresh_write_gbs(reps: int) -> float:
+    """The bandwidth of writing a new 64 MiB tensor, best of ``reps``: glibc maps a block that
+    large fresh for every allocation, so each write first takes a page fault per 4 KiB page and the
+    kernel's zeroing of it (in a user's loop as in the workers: ``timing.heap_room``). An op's
+    output that large is written at this rate, not at a copy's."""
+    import torch
+
+    return (
+        FRESH_WRITE_BYTES
+        / best_call_seconds("cpu", lambda: torch.empty(FRESH_WRITE_BYTES, dtype=torch.uint8).fill_(1), reps)
+        / 1e9
+    )
 
 
 def working_set_sizes(cache_bytes: int, dram_bytes: int) -> list[int]:
@@ -129,9 +148,10 @@ def full_measurement(device: str, cache_bytes: int | None = None) -> Readings:
     large square GEMMs (oneDNN/MKL on CPU, cuBLAS on CUDA), the fastest size counted. One 1024
     matmul on the CPU read 2-3x under what an op's own GEMMs or convolutions reached, and eager then
     "ran at 237% of the peak". With ``cache_bytes``, the last-level cache's copy bandwidth too."""
-    if device == "cuda":
+    if device == "cuda":  # the caching allocator keeps freed memory: no output is mapped fresh
         return _read(device, 256, (4096, 8192), reps=5, cache_bytes=cache_bytes, reads=True)
-    return _read(device, 128, (1024, 2048), reps=5, cache_bytes=cache_bytes, reads=True)
+    found = _read(device, 128, (1024, 2048), reps=5, cache_bytes=cache_bytes, reads=True)
+    return dataclasses.replace(found, fresh_write_gbs=fresh_write_gbs(reps=5))
 
 
 def quick_probe(device: str) -> Readings:
@@ -145,6 +165,7 @@ __all__ = [
     "Readings",
     "WorkingSetBandwidth",
     "best_call_seconds",
+    "fresh_write_gbs",
     "full_measurement",
     "quick_probe",
     "working_set_sizes",

@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from forge.core.roofline_record import Roofline, memory_s
 from forge.verifier.call_form import invoke
 from forge.verifier.machine_figures import MachineFigures
+from forge.verifier.memory import MMAP_THRESHOLD_BYTES
 from forge.verifier.needed_matmul import unneeded_flops
 from forge.verifier.passes import Reread, RereadTracer, reread_bytes
 
@@ -152,6 +153,7 @@ class CallEstimate:
     transcendentals: int
     rereads: tuple[Reread, ...] = ()
     unneeded_flops: int = 0
+    fresh_bytes: int = 0  # of the bytes written, outputs the allocator maps anew every call (``fresh_output_bytes``)
 
 
 def estimate(
@@ -172,7 +174,16 @@ def estimate(
         unneeded += unneeded_flops(model, [inputs, other_draw], counter.product_flops)
     unneeded = min(unneeded, counter.flops)
     needed = counter.flops - unneeded
-    return CallEstimate(nbytes, read, needed, counter.transcendentals, tracer.rereads(), unneeded)
+    fresh = fresh_output_bytes(outputs)
+    return CallEstimate(nbytes, read, needed, counter.transcendentals, tracer.rereads(), unneeded, fresh)
+
+
+def fresh_output_bytes(outputs: list[Any]) -> int:
+    """The bytes of the CPU outputs at or above glibc's largest mmap threshold (32 MiB, the workers'
+    own): such a tensor is mapped anew by every call, in a user's process too, and its pages are
+    faulted in as it is written (``timing.heap_room``). A GPU's caching allocator keeps its memory."""
+    sizes = (o.numel() * o.element_size() for o in outputs if isinstance(o, torch.Tensor) and o.device.type == "cpu")
+    return sum(n for n in sizes if n >= MMAP_THRESHOLD_BYTES)
 
 
 def bytes_read(model: torch.nn.Module, inputs: list[Any]) -> int:
@@ -239,6 +250,8 @@ def record(call: CallEstimate, f: MachineFigures, llc: int | None) -> Roofline:
         reread_bytes=again or None,
         reread_group_bytes=group or None,
         cache_reread_bytes=warm_again or None,
+        fresh_bytes=(call.fresh_bytes or None) if f.fresh_write_gbs else None,
+        fresh_write_gbs=f.fresh_write_gbs if call.fresh_bytes else None,
     )
     # the bounds from the record's own memory time (its second reads counted), as ``beside_eager`` takes them
     compute_s = call.flops / (f.peak_gflops * 1e9)

@@ -147,7 +147,9 @@ def test_an_unreadable_machine_json_is_measured_again(tmp_path):
 def test_an_entry_round_trips_through_json():
     entry = FiguresEntry(machine.MachineFigures("gpu", 4000.0, 50000.0), True, WHEN, QUIET, Readings(3900.0, 40000.0))
     assert FiguresEntry.from_json(json.loads(json.dumps(entry.to_json()))) == entry
-    reads = machine.MachineFigures("cpu", 25.0, 300.0, 27.0, read_bandwidth_gbs=45.0, cache_read_bandwidth_gbs=60.0)
+    reads = machine.MachineFigures(
+        "cpu", 25.0, 300.0, 27.0, read_bandwidth_gbs=45.0, cache_read_bandwidth_gbs=60.0, fresh_write_gbs=4.5
+    )
     with_reads = FiguresEntry(reads, True, WHEN, QUIET, Readings(24.0, 280.0))
     assert FiguresEntry.from_json(json.loads(json.dumps(with_reads.to_json()))) == with_reads
     said = "measured 2025-06-01 14:02 UTC on a quiet machine (other processes used 0.00 of 2 cores)"

@@ -1,4 +1,6 @@
-"""prefault_heap: the heap room made before timed calls, sized from the inputs the heap holds.
+"""prefault_heap: the heap room made before timed calls, sized from the inputs the heap holds and
+shaped as a user's process has it: an output below the mmap threshold lands on touched memory, one
+at or above it is mapped fresh by every call (``timing.heap_room``).
 
 (Filling the holes malloc_trim leaves in the middle of the heap as well was tried and withdrawn:
 it biased the timing towards the candidate; see ``prefault_heap``.)"""
@@ -21,7 +23,7 @@ _ROOM_PROGRAM = textwrap.dedent(
     """
     import torch
     from forge.verifier.memory import resident_bytes
-    from forge.verifier.timing.worker_loop import prefault_heap
+    from forge.verifier.timing.heap_room import prefault_heap
     big = [[torch.ones(64 << 20, dtype=torch.uint8)]]  # above the mmap threshold
     before = resident_bytes()
     prefault_heap(big)
@@ -44,7 +46,7 @@ def test_no_heap_room_is_made_for_tensors_the_allocator_maps_on_their_own() -> N
 _TOP_PROGRAM = textwrap.dedent(
     """
     import resource, torch
-    from forge.verifier.timing.worker_loop import prefault_heap
+    from forge.verifier.timing.heap_room import prefault_heap
     prefault_heap([[torch.ones(8 << 20, dtype=torch.uint8)]])  # room: 3 x 8 MiB + 64 MiB
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     out = torch.empty(16 << 20, dtype=torch.uint8).fill_(1)
@@ -63,3 +65,110 @@ def test_an_output_at_the_top_of_the_heap_is_not_faulted_in_while_timed() -> Non
     )
     faults = int(done.stdout.strip().splitlines()[-1])
     assert faults < 64, f"the output took {faults} page faults"
+
+
+def _faults_per_call(program: str, threads: int = 1) -> list[int]:
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+    env["OMP_NUM_THREADS"] = str(threads)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(program)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return [int(n) for n in done.stdout.split()]
+
+
+_FAULTS = """
+    import resource
+    def faults(call):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        out = call()
+        taken = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+        del out
+        return taken
+"""
+
+
+def test_an_output_of_the_mmap_threshold_or_more_is_mapped_fresh_by_every_call_as_in_a_users_loop():
+    """The room made for two 64 MiB inputs was freed as one 72 MiB chunk, and their 64 MiB product
+    landed in it, on some calls: no page faults in the workers, 16,385 a call in a user's loop (a
+    SwiGLU's rounds read 3-4 ms where its user's loop read 15). Now each call faults its 16,384
+    pages in. (With two threads the old room served the first call; the next test shows the heap's
+    own state, whatever the threads.)"""
+    program = (
+        _FAULTS
+        + """
+    import torch
+    from forge.verifier.timing.heap_room import prefault_heap
+    x, y = torch.randn(16 << 20), torch.randn(16 << 20)
+    prefault_heap([[x, y]])
+    for _ in range(3):
+        print(faults(lambda: torch.mul(x, y)))
+    """
+    )
+    assert all(n >= 16_384 for n in _faults_per_call(program, threads=2))
+
+
+_HEAP_PROGRAM = """
+    import ctypes, torch
+    from forge.verifier.timing.heap_room import prefault_heap
+    prefault_heap([[torch.ones(8 << 20, dtype=torch.uint8)]])  # room: 3 x 8 MiB + 64 MiB
+    libc = ctypes.CDLL(None)
+    class Info(ctypes.Structure):
+        names = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+        _fields_ = [(n, ctypes.c_size_t) for n in names.split()]
+    libc.mallinfo2.restype = Info
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    before = libc.mallinfo2().hblks
+    libc.malloc(32 << 20)
+    print(libc.mallinfo2().hblks - before)
+"""
+
+
+def test_after_the_room_no_heap_chunk_serves_a_request_of_the_threshold():
+    """glibc serves a request from a free heap chunk large enough before it maps one: after the
+    room, a 32 MiB request is mapped (``mallinfo2``'s count of mapped blocks goes up by one)."""
+    assert _faults_per_call(_HEAP_PROGRAM) == [1]
+
+
+def test_the_room_serves_outputs_just_under_the_threshold_without_faults():
+    """A 30 MiB output (above the 24 MiB blocks the room was once made of) lands in the room."""
+    program = (
+        _FAULTS
+        + """
+    import torch
+    from forge.verifier.timing.heap_room import prefault_heap
+    prefault_heap([[torch.ones(8 << 20, dtype=torch.uint8)]])
+    for mib in (16, 30, 30, 16):
+        print(faults(lambda: torch.empty(mib << 20, dtype=torch.uint8).fill_(1)))
+    """
+    )
+    assert all(n < 64 for n in _faults_per_call(program))
+
+
+def test_a_free_heap_chunk_that_could_serve_a_threshold_sized_request_is_held():
+    """Free heap space of 60 MiB (three touched 20 MiB blocks freed together) would serve a 40 MiB
+    output without a fault; held, the output is mapped and faults in as in a user's loop."""
+    program = (
+        _FAULTS
+        + """
+    import ctypes, torch
+    from forge.verifier.timing import heap_room
+    libc = heap_room._libc()
+    blocks = [libc.malloc(20 << 20) for _ in range(3)]
+    for b in blocks:
+        ctypes.memset(b, 1, 20 << 20)
+    for b in blocks:
+        libc.free(b)
+    print(faults(lambda: torch.empty(40 << 20, dtype=torch.uint8).fill_(1)))
+    print(heap_room.hold_large_chunks(32 << 20))
+    print(faults(lambda: torch.empty(40 << 20, dtype=torch.uint8).fill_(1)))
+    """
+    )
+    before, held, after = _faults_per_call(program)
+    assert before < 64, f"the free space did not serve the output before ({before} faults): the test shows nothing"
+    assert held >= 1 and after >= 10_240

@@ -98,9 +98,12 @@ def _figures(device: str, settings: ForgeSettings) -> Finding:
     reads = f" (reading alone: {f.read_bandwidth_gbs:.1f} GB/s{in_cache})" if f.read_bandwidth_gbs else ""
     sets = ", ".join(f"{w.bytes >> 20} MiB {w.copy_gbs:.0f} ({w.read_gbs:.0f})" for w in f.working_sets)
     by_size = f"; kept in cache, a copy (a read) in GB/s by working set: {sets}" if sets else ""
+    fresh = (
+        f"; writing a tensor mapped fresh (32 MiB or more): {f.fresh_write_gbs:.1f} GB/s" if f.fresh_write_gbs else ""
+    )
     detail = (
         f"{f.bandwidth_gbs:.1f} GB/s memory bandwidth{cache} for a copy{reads}, {f.peak_gflops:.0f} GFLOP/s fp32 "
-        f"matmul ({device}){by_size}; "
+        f"matmul ({device}){by_size}{fresh}; "
         f"{entry.conditions()}; {check.said()}"
     )
     fix = "" if entry.quiet else "run `forge doctor` again on a quiet machine: it measures them again"

@@ -23,7 +23,7 @@ from forge.verifier.processes.worker_env import BRIEF, worker_env
 from forge.verifier.service import Verifier
 
 BRIEF_TIMEOUT_S = 240.0
-_VERSION = 14  # what the brief holds: a brief cached by an older forge is measured again
+_VERSION = 15  # what the brief holds: a brief cached by an older forge is measured again
 
 
 def measure_op_brief(

@@ -160,7 +160,7 @@ def record_roofline(v: Verdict, roofline: Roofline | None) -> None:
     said = (
         f"estimated bound {roof.bound_ms:.4f} ms{where} ({(roof.bytes or 0) / 1e6:.1f} MB, "
         f"{(roof.flops or 0) / 1e9:.2f} GFLOP of matmul{roof.unneeded_note}{roof.transcendental_note}"
-        f"{roof.second_read_note}); "
+        f"{roof.second_read_note}{roof.fresh_note}); "
         "candidate at "
         f"{roof.fraction_candidate or 0:.0%} of it"
     )

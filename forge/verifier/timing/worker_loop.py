@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,9 +17,7 @@ from typing import Any
 
 import torch
 
-from forge.verifier.memory import MMAP_THRESHOLD_BYTES, resident_bytes
-
-_ROOM_BLOCK_BYTES = 24 << 20  # under the workers' 32 MiB mmap threshold: the blocks come from the heap
+from forge.verifier.timing.heap_room import prefault_heap
 
 
 @dataclass
@@ -33,40 +30,6 @@ class Clocks:
     record: Callable[[Any], None] = lambda event: None
     elapsed: Callable[[Any, Any], float] = lambda start, end: 0.0
     cover: Callable[[], None] = lambda: None  # CUDA: device work queued after the flush (see timed_loop)
-
-
-def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> None:
-    """Fill the process heap with touched memory (three times the input sets' tensors that come
-    from the heap, plus 64 MiB), then free it (CPU workers, before each timed loop).
-
-    A new output that lands on memory never touched (fresh space at the top of the heap) takes its
-    first-touch page faults inside the timed call (~1 ms per 4 MB on a VM: 10x a memory-bound
-    kernel). The room is grown in 24 MiB blocks, under the 32 MiB mmap threshold the workers set,
-    so they come from the heap; the total stays under the 1 GiB trim threshold, so freeing it does
-    not hand it back. ``budget``: the bytes this process may hold (``memory.budget_bytes``); the
-    room grown stays within what is left of it.
-
-    Holes in the middle of the heap whose pages ``memory.release_free_memory`` handed back are
-    mostly not touched by blocks this large, and an output that lands in one faults in once. So
-    the workers trim once, before the first timing batch, not before every batch: the warm-up
-    calls take those faults, and later batches find the holes touched (trimmed before every batch,
-    a 16 MB output faulted in on about 1 timed call in 10, on either side). Filling the holes too,
-    with 1 MiB and 64 KiB blocks, removed those faults but made the reference worker's eager calls
-    systematically slower than the same code in the candidate worker: the reference timed against
-    itself read 1.13-1.51x (residual_rmsnorm) and 1.10-1.37x (row_sum) at 60 calls a side, against
-    0.84-1.03x and 1.03-1.12x with 24 MiB blocks (2-core VM, benchmarks.claims.timing_stability --null).
-    A fault now and then widens both sides' spread; a bias would accept kernels that are not faster.
-    """
-    # Tensors above the mmap threshold are mapped fresh by every call whatever the heap holds (on
-    # both sides alike): room for them would only add to the peak (1 GiB inputs: +0.7 GiB a worker).
-    mapped = int(os.environ.get("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD_BYTES))
-    sizes = [x.numel() * x.element_size() for s in sets for x in s]
-    nbytes = 3 * sum(n for n in sizes if n < mapped) + (64 << 20)
-    if budget is not None:
-        nbytes = min(nbytes, budget - resident_bytes() - (64 << 20))
-    count = -(-max(0, min(nbytes, 768 << 20)) // _ROOM_BLOCK_BYTES)  # whole blocks, rounded up
-    blocks = [torch.zeros(_ROOM_BLOCK_BYTES, dtype=torch.uint8) for _ in range(count)]
-    del blocks
 
 
 @dataclass
