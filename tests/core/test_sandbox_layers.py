@@ -3,8 +3,10 @@ namespace alone (no filter), and what a project folder grants a worker to read."
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import platform
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +63,39 @@ def test_the_filter_refuses_every_new_socket_and_keeps_inherited_ones_and_pairs(
 
     assert _in_child(body) == 0
     assert ours.recv(16) == b"channel"
+
+
+class _RecordingLibc:
+    """The process's libc, each ``syscall`` call's arguments and result noted."""
+
+    def __init__(self) -> None:
+        self.real = ctypes.CDLL(None, use_errno=True)
+        self.syscalls: list[tuple[list[int], int]] = []
+
+    def syscall(self, *args: object) -> int:
+        found = int(self.real.syscall(*args))
+        self.syscalls.append(([a.value for a in args if isinstance(a, ctypes.c_long)], found))
+        return found
+
+    def prctl(self, *args: object) -> int:
+        return int(self.real.prctl(*args))
+
+
+@pytest.mark.skipif(not syscall_filter.filter_available(), reason="needs seccomp")
+def test_the_filter_leaves_the_store_bypass_mitigation_as_the_process_had_it():
+    """Installed through seccomp(2) with SECCOMP_FILTER_FLAG_SPEC_ALLOW (4): a kernel whose
+    mitigation follows seccomp (before 5.16) would otherwise slow the candidate's worker alone."""
+    recording = _RecordingLibc()
+    arch = syscall_filter._ARCHES[platform.machine()]
+
+    def body() -> int:
+        recording.real.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as refuse_sockets sets it first
+        syscall_filter.install(recording, arch, syscall_filter.program_for(arch))
+        if recording.syscalls != [([arch.seccomp, 1, 4], 0)]:
+            return 1
+        return 0 if _socket_errno(socket.AF_INET, socket.SOCK_STREAM) == errno.EACCES else 2
+
+    assert _in_child(body) == 0
 
 
 @pytest.mark.skipif(not namespaces.namespaces_available().network, reason="needs unprivileged network namespaces")

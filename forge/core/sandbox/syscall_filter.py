@@ -14,8 +14,13 @@ another architecture's entry (a 32-bit ``int 0x80`` from a 64-bit process, whose
 would slip past) is refused whole, as is the x32 ABI.
 
 The filter is a classic BPF program over ``struct seccomp_data`` (``nr`` at offset 0, ``arch`` at
-4, the low half of ``args[1]`` at 24), installed with ``prctl(PR_SET_SECCOMP)`` after
-``PR_SET_NO_NEW_PRIVS``; it holds for the calling thread and every process it starts, for good.
+4, the low half of ``args[1]`` at 24), installed after ``PR_SET_NO_NEW_PRIVS``; it holds for the
+calling thread and every process it starts, for good. It is installed with the ``seccomp`` system
+call and ``SECCOMP_FILTER_FLAG_SPEC_ALLOW``: without it, a kernel whose store-bypass mitigation
+is in its ``seccomp`` mode (the default before Linux 5.16, as on many GPU clusters' distributions)
+turns Speculative Store Bypass Disable on for every filtered process, and the candidate's worker
+alone would run its loads and stores under it, slower than the reference's worker on the same
+code. A kernel too old for the flag (before 4.17) gets ``prctl(PR_SET_SECCOMP)``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import errno
 import os
 import platform
 from dataclasses import dataclass
+from typing import Any
 
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
@@ -32,6 +38,8 @@ _SECCOMP_MODE_FILTER = 2
 _SECCOMP_RET_ALLOW = 0x7FFF0000
 _SECCOMP_RET_ERRNO = 0x00050000
 _X32_SYSCALL_BIT = 0x40000000
+_SECCOMP_SET_MODE_FILTER = 1  # the seccomp system call's operation
+_SECCOMP_FILTER_FLAG_SPEC_ALLOW = 1 << 2
 
 # classic BPF opcodes
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -46,11 +54,12 @@ class _Arch:
     socket: int
     socketpair: int
     io_uring_setup: int
+    seccomp: int  # the seccomp system call's own number
 
 
 _ARCHES = {
-    "x86_64": _Arch(audit=0xC000003E, socket=41, socketpair=53, io_uring_setup=425),
-    "aarch64": _Arch(audit=0xC00000B7, socket=198, socketpair=199, io_uring_setup=425),
+    "x86_64": _Arch(audit=0xC000003E, socket=41, socketpair=53, io_uring_setup=425, seccomp=317),
+    "aarch64": _Arch(audit=0xC00000B7, socket=198, socketpair=199, io_uring_setup=425, seccomp=277),
 }
 _SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
 _SOCK_TYPE_MASK = 0xF  # the type's bits of socketpair's second argument (the rest: SOCK_CLOEXEC, ...)
@@ -100,13 +109,30 @@ def refuse_sockets() -> None:
     arch = _ARCHES.get(platform.machine())
     if platform.system() != "Linux" or arch is None:
         raise SyscallFilterError(errno.ENOSYS, f"no socket filter for {platform.machine()}")
-    steps = _program(arch)
-    code = (_Instruction * len(steps))(*(_Instruction(*s) for s in steps))
-    program = _Program(len(steps), code)
+    program = program_for(arch)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise SyscallFilterError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
+    install(libc, arch, program)
+
+
+def program_for(arch: _Arch) -> _Program:
+    """The filter's program for ``arch``, as the kernel takes it (the instructions kept alive by it)."""
+    steps = _program(arch)
+    code = (_Instruction * len(steps))(*(_Instruction(*s) for s in steps))
+    return _Program(len(steps), code)
+
+
+def install(libc: Any, arch: _Arch, program: _Program) -> None:
+    """The filter installed with the store-bypass mitigation left as the process had it (see the
+    module's doc); with ``prctl`` where the kernel does not know the flag (EINVAL)."""
+    operation, flags = ctypes.c_long(_SECCOMP_SET_MODE_FILTER), ctypes.c_long(_SECCOMP_FILTER_FLAG_SPEC_ALLOW)
+    if libc.syscall(ctypes.c_long(arch.seccomp), operation, flags, ctypes.byref(program)) == 0:
+        return
+    err = ctypes.get_errno()
+    if err not in (errno.EINVAL, errno.ENOSYS):
+        raise SyscallFilterError(err, f"seccomp(SECCOMP_SET_MODE_FILTER): {os.strerror(err)}")
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
         err = ctypes.get_errno()
         raise SyscallFilterError(err, f"prctl(PR_SET_SECCOMP): {os.strerror(err)}")
