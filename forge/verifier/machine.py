@@ -183,6 +183,12 @@ def measured_figures(device: str, threads: int, cache_dir: Path) -> MachineFigur
     return entry.figures
 
 
+def figures_wait_s(load_check: bool) -> float:
+    """How long a check waits for a quiet machine before it measures: none where the load is
+    recorded and not enforced (``ForgeSettings.load_check`` off), as a timed batch does not wait either."""
+    return QUIET_WAIT_S if load_check else 0.0
+
+
 def checked_figures(
     device: str, threads: int, cache_dir: Path, tools: Instruments | None = None, wait_s: float = QUIET_WAIT_S
 ) -> FiguresCheck:

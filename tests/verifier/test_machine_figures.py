@@ -13,7 +13,7 @@ import pytest
 
 from forge.core.timing_records import Contention
 from forge.verifier import machine
-from forge.verifier.machine_figures import FiguresEntry, Instruments, Recheck
+from forge.verifier.machine_figures import QUIET_WAIT_S, FiguresEntry, Instruments, Recheck
 from forge.verifier.machine_readings import Readings
 
 QUIET = Contention(cores=2, other_cores=0.0, busy=False, detail="other processes used 0.00 of 2 cores")
@@ -242,3 +242,10 @@ def test_a_warm_op_is_bound_by_the_bandwidth_at_its_own_working_set():
     assert older.cache_measured == "a copy that stays in the last-level cache"
     back = machine.MachineFigures.from_json(json.loads(json.dumps(f.to_json())))
     assert back == f
+
+
+def test_a_check_waits_for_a_quiet_machine_only_where_the_load_is_enforced():
+    """With the load check off (recorded, not enforced: the suite's own setting), a session's start
+    and forge doctor measure at once; on, they wait up to QUIET_WAIT_S for a quiet machine first."""
+    assert machine.figures_wait_s(load_check=False) == 0.0
+    assert machine.figures_wait_s(load_check=True) == QUIET_WAIT_S > 0

@@ -89,7 +89,8 @@ def _cpu(settings: ForgeSettings) -> list[Finding]:
 def _figures(device: str, settings: ForgeSettings) -> Finding:
     threads = settings.threads or machine.available_cores()
     try:
-        check = machine.checked_figures(device, threads, settings.cache_path())
+        wait_s = machine.figures_wait_s(settings.load_check)
+        check = machine.checked_figures(device, threads, settings.cache_path(), wait_s=wait_s)
     except Exception as exc:  # a broken device is a finding, not a crash
         return Finding("measured figures", False, f"could not measure on {device}: {exc}")
     f, entry = check.entry.figures, check.entry

@@ -36,7 +36,8 @@ def checked_figures(device: Device, settings: ForgeSettings) -> FiguresEntry:
     """This machine's measured figures for a session starting here: the cached ones checked
     against a quick probe, measured again where that says so (``machine.checked_figures``)."""
     threads = settings.threads or machine.available_cores()
-    return machine.checked_figures(device, threads, settings.cache_path()).entry
+    wait_s = machine.figures_wait_s(settings.load_check)
+    return machine.checked_figures(device, threads, settings.cache_path(), wait_s=wait_s).entry
 
 
 def machine_facts(device: Device, checked: FiguresEntry) -> MachineFacts:
