@@ -24,15 +24,13 @@ def memory_s(
     bytes read and the read bandwidth, the reads at that and each byte written at what a copy's
     write costs beyond its read (2/copy - 1/read): a copy's bound is then a copy's time, and an op
     that only reads is bound by reading (a copy's figure put it at half its speed or less). With
-    ``fresh_gbs``, the ``fresh`` bytes written (outputs the allocator maps anew every call) at that
-    rate instead (their first touch faults each page in), and the larger of that and the rest: a
-    kernel's reads overlapped its faults in part (an elementwise product of two 64 MiB tensors took
-    15.7 ms, its reads 3.5 ms and a fresh 64 MiB fill 13.7 ms on their own), so their sum bounds nothing."""
+    ``fresh_gbs``, the larger of that and the time of writing the ``fresh`` bytes (outputs the
+    allocator maps anew every call, each page faulted in on its first touch) at that rate: not their
+    sum, since a kernel's reads overlapped its faults in part (an elementwise product of two 64 MiB
+    tensors took 15.7 ms, its reads 3.5 ms and a fresh 64 MiB fill 13.7 ms on their own); a fresh
+    write costs at least a touched one, so the first term still counts them as written."""
     if fresh and fresh_gbs:
-        rest = memory_s(
-            nbytes - fresh, None if bytes_read is None else min(bytes_read, nbytes - fresh), copy_gbs, read_gbs
-        )
-        return max(rest, fresh / (fresh_gbs * 1e9))
+        return max(memory_s(nbytes, bytes_read, copy_gbs, read_gbs), fresh / (fresh_gbs * 1e9))
     if bytes_read is None or not read_gbs:
         return nbytes / (copy_gbs * 1e9)
     # a sum is a lower bound on what reading alone reaches: never below a copy's counted rate, so
@@ -188,17 +186,21 @@ class Roofline(BaseModel):
     @property
     def bound_by(self) -> str:
         """What limits the op on this machine: the larger of its bytes over the measured bandwidth
-        and its FLOPs over the measured matmul peak (the two terms of ``bound_ms``)."""
+        (or its outputs mapped fresh over the rate of writing them) and its FLOPs over the measured
+        matmul peak (the terms of ``bound_ms``)."""
         bandwidth = self.cache_bandwidth_gbs if self.level == "cache" else self.bandwidth_gbs
         read = self.cache_read_bandwidth_gbs if self.level == "cache" else self.read_bandwidth_gbs
         memory = self.memory_s(self.level == "cache", bandwidth, read) if self.bytes and bandwidth else 0.0
         compute = self.flops / (self.peak_gflops * 1e9) if self.flops and self.peak_gflops else 0.0
+        fresh = (self.fresh_bytes or 0) / (self.fresh_write_gbs * 1e9) if self.fresh_write_gbs else 0.0
         if memory < compute:
             return (
                 "eager's own matmul rate, above the measured peak"
                 if self.measured_peak_gflops
                 else "measured matmul peak"
             )
+        if fresh and fresh >= memory:
+            return "the measured rate of writing memory mapped fresh"
         return "measured in-cache bandwidth" if self.level == "cache" else "measured memory bandwidth"
 
     @model_serializer(mode="wrap")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import resource
 from pathlib import Path
 
@@ -23,6 +24,18 @@ MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = 1 << 30
 WORKING_SET_FACTOR = 8
 LIMIT_MARGIN_MIB = 256
+
+
+def mmap_threshold() -> int:
+    """The allocator's mmap threshold in this process: what ``MALLOC_MMAP_THRESHOLD_`` sets (the
+    workers set it: ``worker_env``), where glibc takes it (no more than 32 MiB on a 64-bit
+    machine); else the most glibc's own rising threshold reaches, 32 MiB. A tensor this large or
+    larger is mapped anew by every allocation (``timing.heap_room``)."""
+    try:
+        asked = int(os.environ.get("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD_BYTES))
+    except ValueError:
+        return MMAP_THRESHOLD_BYTES
+    return asked if 0 < asked <= MMAP_THRESHOLD_BYTES else MMAP_THRESHOLD_BYTES
 
 
 def budget_bytes(working_set: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from forge.core.roofline_record import Roofline, memory_s
 from forge.verifier.call_form import invoke
 from forge.verifier.machine_figures import MachineFigures
-from forge.verifier.memory import MMAP_THRESHOLD_BYTES
+from forge.verifier.memory import mmap_threshold
 from forge.verifier.needed_matmul import unneeded_flops
 from forge.verifier.passes import Reread, RereadTracer, reread_bytes
 
@@ -174,16 +175,25 @@ def estimate(
         unneeded += unneeded_flops(model, [inputs, other_draw], counter.product_flops)
     unneeded = min(unneeded, counter.flops)
     needed = counter.flops - unneeded
-    fresh = fresh_output_bytes(outputs)
+    fresh = fresh_output_bytes(outputs, [*inputs, *model.state_dict().values()])
     return CallEstimate(nbytes, read, needed, counter.transcendentals, tracer.rereads(), unneeded, fresh)
 
 
-def fresh_output_bytes(outputs: list[Any]) -> int:
-    """The bytes of the CPU outputs at or above glibc's largest mmap threshold (32 MiB, the workers'
-    own): such a tensor is mapped anew by every call, in a user's process too, and its pages are
-    faulted in as it is written (``timing.heap_room``). A GPU's caching allocator keeps its memory."""
-    sizes = (o.numel() * o.element_size() for o in outputs if isinstance(o, torch.Tensor) and o.device.type == "cpu")
-    return sum(n for n in sizes if n >= MMAP_THRESHOLD_BYTES)
+def fresh_output_bytes(outputs: list[Any], sources: Sequence[Any] = ()) -> int:
+    """The bytes of the CPU outputs' own storages at or above the allocator's mmap threshold (32 MiB
+    in the workers: ``memory.mmap_threshold``): such a storage is mapped anew by every call, in a
+    user's process too, and its pages are faulted in as it is written (``timing.heap_room``). A
+    storage counted once however many outputs view it; none that an input or the model's state
+    holds (an op that returns its input, or writes it in place, maps nothing). A GPU's caching
+    allocator keeps its memory."""
+    held = {s.untyped_storage().data_ptr() for s in sources if isinstance(s, torch.Tensor)}
+    storages = {
+        o.untyped_storage().data_ptr(): int(o.untyped_storage().nbytes())
+        for o in outputs
+        if isinstance(o, torch.Tensor) and o.device.type == "cpu"
+    }
+    threshold = mmap_threshold()
+    return sum(n for pointer, n in storages.items() if pointer not in held and n >= threshold)
 
 
 def bytes_read(model: torch.nn.Module, inputs: list[Any]) -> int:

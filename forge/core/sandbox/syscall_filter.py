@@ -131,7 +131,7 @@ def install(libc: Any, arch: _Arch, program: _Program) -> None:
     if libc.syscall(ctypes.c_long(arch.seccomp), operation, flags, ctypes.byref(program)) == 0:
         return
     err = ctypes.get_errno()
-    if err not in (errno.EINVAL, errno.ENOSYS):
+    if err not in (errno.EINVAL, errno.ENOSYS, errno.EPERM):  # too old a kernel, or an outer sandbox's rule
         raise SyscallFilterError(err, f"seccomp(SECCOMP_SET_MODE_FILTER): {os.strerror(err)}")
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
         err = ctypes.get_errno()

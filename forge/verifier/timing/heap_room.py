@@ -9,77 +9,99 @@ on a 2-core VM, where the same kernel writing touched memory takes ~7 ms. glibc 
 request from a free heap chunk large enough before it maps one, so a room freed as one block
 served those outputs too: the rounds' figures read the kernel without its faults (3-4 ms for a
 SwiGLU whose user's loop read 15 ms), and which calls faulted depended on what else the heap held.
-So the room is freed as blocks under the threshold, each pinned apart from the next by a small
-allocation kept for the process's life, and any free chunk that could still serve a request of
-the threshold's size is held (``hold_large_chunks``): such requests are then mapped, as in a
-user's loop.
+
+So the room is made of blocks just under the threshold, each shrunk in place to a small pin at
+its start (``realloc``), which parts its free rest from the next block's; an untouched block after
+the last keeps the room's end from joining the top of the heap. The room stays for the process's
+life: a later batch touches its free parts again (the trim between phases hands their pages back)
+and grows it only by what it lacks. Then any free chunk that could still serve a request of the
+threshold's size is held (``hold_large_chunks``, again after the warm-up calls): such requests are
+then mapped, as in a user's loop.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from forge.verifier.memory import MMAP_THRESHOLD_BYTES, resident_bytes
+from forge.verifier.memory import mmap_threshold, resident_bytes
 
 _PIN_BYTES = 4096
 # the fallback's blocks (not glibc: torch's tensors, freed whole), under the 32 MiB threshold
 _TENSOR_BLOCK_BYTES = 24 << 20
 _MOST_HELD = 64  # free chunks held at most (each is address space; its pages were handed back or kept anyway)
-_KEPT: list[int] = []  # the pins and held chunks, for the process's life (never freed: see the module's doc)
+_KEPT: list[int] = []  # pins, fences and held chunks, for the process's life (see the module's doc)
+_ROOM: list[int] = []  # the room's free parts made so far: the request size each one serves whole
 
 
-class _MallInfo2(ctypes.Structure):
+class _MallInfo(ctypes.Structure):
+    """glibc's ``mallinfo``: ``hblks`` is the count of blocks mapped on their own."""
+
     _fields_ = [
-        (name, ctypes.c_size_t)
+        (name, ctypes.c_int)
         for name in (
             "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
         )
     ]  # fmt: skip
 
 
-def _libc() -> ctypes.CDLL | None:
-    """glibc with ``mallinfo2`` (2.33 and later); None elsewhere (no room is shaped)."""
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``mallinfo2`` (2.33 and later): the same fields, as size_t."""
+
+    _fields_ = [(field[0], ctypes.c_size_t) for field in _MallInfo._fields_]
+
+
+class _Libc:
+    """The process's glibc: malloc, realloc, free, and the count of blocks mapped on their own."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        lib.malloc.restype, lib.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+        lib.realloc.restype, lib.realloc.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t]
+        lib.free.restype, lib.free.argtypes = None, [ctypes.c_void_p]
+        try:
+            lib.mallinfo2.restype = _MallInfo2
+            self._info: Any = lib.mallinfo2
+        except AttributeError:  # glibc before 2.33: mallinfo's int fields hold a count of blocks fine
+            lib.mallinfo.restype = _MallInfo
+            self._info = lib.mallinfo
+
+    def mapped_blocks(self) -> int:
+        return int(self._info().hblks)
+
+    def malloc(self, size: int) -> int:
+        return int(self.lib.malloc(size) or 0)
+
+
+def _libc() -> _Libc | None:
+    """glibc; None elsewhere (musl, another allocator: the room is made of tensors freed whole)."""
     try:
-        libc = ctypes.CDLL(None)
-        libc.mallinfo2.restype = _MallInfo2
-        libc.malloc.restype = ctypes.c_void_p
-        libc.malloc.argtypes = [ctypes.c_size_t]
-        libc.free.argtypes = [ctypes.c_void_p]
-        libc.realloc.restype = ctypes.c_void_p
-        libc.realloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    except (OSError, AttributeError):
+        lib = ctypes.CDLL(None)
+    except OSError:
         return None
-    return libc
+    return _Libc(lib) if hasattr(lib, "mallinfo") else None  # glibc's, where the others have none
 
 
-def mmap_threshold() -> int:
-    """The allocator's mmap threshold in this process: the workers set it (``worker_env``)."""
-    try:
-        return int(os.environ.get("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD_BYTES))
-    except ValueError:
-        return MMAP_THRESHOLD_BYTES
-
-
-def hold_large_chunks(threshold: int) -> int:
-    """Allocate ``threshold`` bytes again and again while the allocator serves them from the heap
-    (a free chunk, or the top of the heap, at least that large), keeping each: after it, a request
-    that large is mapped fresh, as in a user's process. Returns how many were held."""
+def hold_large_chunks(threshold: int | None = None) -> int:
+    """Allocate ``threshold`` bytes (the process's mmap threshold by default) again and again while
+    the allocator serves them from the heap (a free chunk, or the top of the heap, at least that
+    large), keeping each: after it, a request that large is mapped fresh, as in a user's process.
+    Returns how many were held."""
     libc = _libc()
     if libc is None:
         return 0
+    size = threshold or mmap_threshold()
     held = 0
     while held < _MOST_HELD:
-        mapped_before = libc.mallinfo2().hblks
-        pointer = libc.malloc(threshold)
+        mapped_before = libc.mapped_blocks()
+        pointer = libc.malloc(size)
         if not pointer:
             break
-        if libc.mallinfo2().hblks > mapped_before:  # mapped on its own: no heap chunk holds it
-            libc.free(pointer)
+        if libc.mapped_blocks() > mapped_before:  # mapped on its own: no heap chunk holds it
+            libc.lib.free(pointer)
             break
         _KEPT.append(pointer)
         held += 1
@@ -87,13 +109,13 @@ def hold_large_chunks(threshold: int) -> int:
 
 
 def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> None:
-    """Fill the process heap with touched memory (three times the input sets' tensors that come
-    from the heap, plus 64 MiB), then free it (CPU workers, before each timed loop).
+    """Make the room (three times the input sets' tensors that come from the heap, plus 64 MiB)
+    touched and free (CPU workers, before each timing batch).
 
     A new output that lands on memory never touched (fresh space at the top of the heap) takes its
     first-touch page faults inside the timed call (~1 ms per 4 MB on a VM: 10x a memory-bound
-    kernel). The room is grown in blocks just under the 32 MiB mmap threshold the workers set, so
-    they come from the heap, each parted from the next by a pin (see the module's doc); the total stays
+    kernel). The room's blocks are just under the 32 MiB mmap threshold the workers set, so they
+    come from the heap, each parted from the next by a pin (see the module's doc); the total stays
     under the 1 GiB trim threshold, so freeing it does not hand it back. ``budget``: the bytes
     this process may hold (``memory.budget_bytes``); the room grown stays within what is left of it.
 
@@ -115,7 +137,13 @@ def prefault_heap(sets: Sequence[Sequence[Any]], budget: int | None = None) -> N
     nbytes = 3 * sum(n for n in sizes if n < threshold) + (64 << 20)
     if budget is not None:
         nbytes = min(nbytes, budget - resident_bytes() - (64 << 20))
-    _make_room(max(0, min(nbytes, 768 << 20)), threshold)
+    nbytes = max(0, min(nbytes, 768 << 20))
+    libc = _libc()
+    if libc is None:  # not glibc: the room as blocks freed whole (that allocator's own rules)
+        blocks = [torch.zeros(_TENSOR_BLOCK_BYTES, dtype=torch.uint8) for _ in range(-(-nbytes // _TENSOR_BLOCK_BYTES))]
+        del blocks
+        return
+    _touch_room(libc, nbytes, threshold)
     hold_large_chunks(threshold)
 
 
@@ -126,19 +154,32 @@ def room_block_bytes(threshold: int) -> int:
     return max(threshold - 2 * _PIN_BYTES, 4 * _PIN_BYTES)
 
 
-def _make_room(nbytes: int, threshold: int) -> None:
-    """Blocks of ``nbytes`` in all touched, then each shrunk in place to its first few bytes: the
-    rest of each is free, and the part kept (a pin) parts it from the next block's free space."""
-    libc = _libc()
-    if libc is None:  # not glibc: the room as blocks freed whole (that allocator's own rules)
-        blocks = [torch.zeros(_TENSOR_BLOCK_BYTES, dtype=torch.uint8) for _ in range(-(-nbytes // _TENSOR_BLOCK_BYTES))]
-        del blocks
-        return
+def _touch_room(libc: _Libc, nbytes: int, threshold: int) -> None:
+    """The room's free parts made so far touched again (each request lands in one: they are the
+    heap's only free chunks that size), then new blocks for what the room still lacks of ``nbytes``."""
     block = room_block_bytes(threshold)
-    pointers = [libc.malloc(block) for _ in range(-(-nbytes // block))]  # whole blocks, rounded up
+    again = [libc.malloc(size) for size in _ROOM]
+    for pointer, size in zip(again, _ROOM, strict=True):
+        if pointer:
+            ctypes.memset(pointer, 0, size)
+    for pointer in again:
+        libc.lib.free(pointer)
+    lacking = nbytes - len(_ROOM) * block
+    if lacking > 0:
+        _grow_room(libc, -(-lacking // block), block)
+
+
+def _grow_room(libc: _Libc, count: int, block: int) -> None:
+    """``count`` blocks touched, then each shrunk in place to its pin (the rest freed), and an
+    untouched block after them, kept, so the last one's free rest does not join the top of the heap."""
+    pointers = [libc.malloc(block) for _ in range(count)]
+    fence = libc.malloc(block)  # address space only: never touched
+    if fence:
+        _KEPT.append(fence)
     for pointer in pointers:
         if pointer:
             ctypes.memset(pointer, 0, block)
     for pointer in pointers:
         if pointer:
-            _KEPT.append(libc.realloc(pointer, _PIN_BYTES))  # shrunk where it is; the rest freed
+            _KEPT.append(int(libc.lib.realloc(pointer, _PIN_BYTES) or 0))  # shrunk where it is; the rest freed
+            _ROOM.append(block - 2 * _PIN_BYTES)  # a request this size fits the freed rest, whatever its header
