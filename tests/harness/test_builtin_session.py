@@ -261,7 +261,11 @@ def test_an_inconclusive_confirmation_is_timed_once_more_with_more_calls(
     options = OptimizeOptions(rounds=1, bank=tmp_path / "bank.db")
     (result,) = optimize([QUICK_RMSNORM], options, fast_settings, seen.append).results
     confirms = [e for e in seen if isinstance(e, ev.ConfirmFinished)]
-    assert asked[:2] == [10, 30] and confirms[0].attempt_id == confirms[1].attempt_id
+    # CI once saw no confirmation asked for (not reproduced since): say what the session did instead
+    verdicts = [e for e in seen if isinstance(e, ev.VerdictReady)]
+    attempts = [(e.attempt_id, e.status, e.speedup_vs_eager, (e.reason or "")[:200]) for e in verdicts]
+    assert asked[:2] == [10, 30], f"confirmations asked {asked}; {result.reason}; attempts {attempts}"
+    assert confirms[0].attempt_id == confirms[1].attempt_id
     assert not confirms[0].held and "reaches 1.0x" in confirms[0].reason
     assert confirms[1].held is (second_low > 1) and result.accepted is (second_low > 1)
     # the null control is measured only for a finalist about to be banked, with its count of calls
