@@ -32,7 +32,7 @@ from forge.verifier.memory import mmap_threshold, resident_bytes
 _PIN_BYTES = 4096
 # the fallback's blocks (not glibc: torch's tensors, freed whole), under the 32 MiB threshold
 _TENSOR_BLOCK_BYTES = 24 << 20
-_MOST_HELD = 64  # free chunks held at most (each is address space; its pages were handed back or kept anyway)
+_MOST_HELD = 2  # chunks held a call at most: each is 32 MiB of address space, which a memory limit (RLIMIT_AS) counts
 _KEPT: list[int] = []  # pins, fences and held chunks, for the process's life (see the module's doc)
 _ROOM: list[int] = []  # the room's free parts made so far: the request size each one serves whole
 
@@ -72,6 +72,9 @@ class _Libc:
     def mapped_blocks(self) -> int:
         return int(self._info().hblks)
 
+    def heap_bytes(self) -> int:
+        return int(self._info().arena)
+
     def malloc(self, size: int) -> int:
         return int(self.lib.malloc(size) or 0)
 
@@ -96,11 +99,13 @@ def hold_large_chunks(threshold: int | None = None) -> int:
     size = threshold or mmap_threshold()
     held = 0
     while held < _MOST_HELD:
-        mapped_before = libc.mapped_blocks()
+        mapped_before, heap_before = libc.mapped_blocks(), libc.heap_bytes()
         pointer = libc.malloc(size)
         if not pointer:
             break
-        if libc.mapped_blocks() > mapped_before:  # mapped on its own: no heap chunk holds it
+        # mapped on its own (no heap chunk holds it), or the heap grown for it (where a memory
+        # limit refused the mapping): no free space was there to hold
+        if libc.mapped_blocks() > mapped_before or libc.heap_bytes() > heap_before:
             libc.lib.free(pointer)
             break
         _release_pages(libc, pointer, size)
