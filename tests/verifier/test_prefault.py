@@ -94,6 +94,19 @@ def _faults_per_call(program: str, threads: int = 1) -> list[int]:
     return [int(n) for n in done.stdout.split()]
 
 
+# touched 20 MiB blocks freed together: free heap space a threshold-sized request could land in
+_FREED = """
+    import ctypes
+    from forge.verifier.timing import heap_room as _room
+    def free_touched_blocks(count):
+        libc = _room._libc()
+        blocks = [libc.malloc(20 << 20) for _ in range(count)]
+        for b in blocks:
+            ctypes.memset(b, 1, 20 << 20)
+        for b in blocks:
+            libc.lib.free(b)
+"""
+
 _FAULTS = """
     import resource
     def faults(call):
@@ -165,14 +178,12 @@ def test_a_free_heap_chunk_that_could_serve_a_threshold_sized_request_is_held():
     program = (
         _FAULTS
         + """
-    import ctypes, torch
+    import torch
     from forge.verifier.timing import heap_room
-    libc = heap_room._libc()
-    blocks = [libc.malloc(20 << 20) for _ in range(3)]
-    for b in blocks:
-        ctypes.memset(b, 1, 20 << 20)
-    for b in blocks:
-        libc.lib.free(b)
+"""
+        + _FREED
+        + """
+    free_touched_blocks(3)
     print(faults(lambda: torch.empty(40 << 20, dtype=torch.uint8).fill_(1)))
     print(heap_room.hold_large_chunks(32 << 20))
     print(faults(lambda: torch.empty(40 << 20, dtype=torch.uint8).fill_(1)))
@@ -210,19 +221,18 @@ def test_later_batches_touch_the_same_room_again_and_grow_it_by_nothing():
     assert faults < 64
 
 
-_HELD_PAGES_PROGRAM = """
-    import ctypes
+_HELD_PAGES_PROGRAM = (
+    """
     from forge.verifier.memory import resident_bytes
     from forge.verifier.timing import heap_room
-    libc = heap_room._libc()
-    blocks = [libc.malloc(20 << 20) for _ in range(4)]
-    for b in blocks:
-        ctypes.memset(b, 1, 20 << 20)
-    for b in blocks:
-        libc.lib.free(b)
+"""
+    + _FREED
+    + """
+    free_touched_blocks(4)
     before = resident_bytes()
     print(heap_room.hold_large_chunks(32 << 20), (before - resident_bytes()) >> 20)
 """
+)
 
 
 def test_a_held_chunk_keeps_its_address_space_and_hands_back_its_pages():
