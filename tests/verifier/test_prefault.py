@@ -197,28 +197,36 @@ def test_a_free_heap_chunk_that_could_serve_a_threshold_sized_request_is_held():
 _BATCHES_PROGRAM = """
     import resource, torch
     from forge.verifier.memory import release_free_memory, resident_bytes
-    from forge.verifier.timing.heap_room import prefault_heap
+    from forge.verifier.timing import heap_room
     sets = [[torch.ones(8 << 20, dtype=torch.uint8)]]
     before = resident_bytes()
-    prefault_heap(sets)
+    heap_room.prefault_heap(sets)
     once = resident_bytes()
     for _ in range(4):  # four more batches, the heap trimmed before them as between phases
         release_free_memory()
-        prefault_heap(sets)
+        heap_room.prefault_heap(sets)
     print((once - before) >> 20, (resident_bytes() - before) >> 20)
+    libc = heap_room._libc()
+    mapped, heap = libc.mapped_blocks(), libc.heap_bytes()
     taken = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    out = torch.empty(16 << 20, dtype=torch.uint8).fill_(1)
+    # 30 MiB: only the room serves it (a 16 MiB one may land in another free chunk a trim emptied)
+    out = torch.empty(30 << 20, dtype=torch.uint8).fill_(1)
     print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - taken)
+    # where it landed, for the message: mapped on its own, the heap grown, its offset from the first pin
+    offset = out.data_ptr() - min(heap_room._KEPT)
+    print(libc.mapped_blocks() - mapped, (libc.heap_bytes() - heap) >> 20, offset >> 20)
 """
 
 
 def test_later_batches_touch_the_same_room_again_and_grow_it_by_nothing():
     """The room lives as long as the worker: each batch touches its free parts again (a trim
     handed their pages back) instead of taking new blocks past them, which freed parts a few KiB too
-    small to serve, so the heap grew by a room a batch."""
-    once, after, faults = _faults_per_call(_BATCHES_PROGRAM)
+    small to serve, so the heap grew by a room a batch. A 30 MiB output after them lands in the
+    room, touched."""
+    once, after, faults, mapped, grown_mib, offset_mib = _faults_per_call(_BATCHES_PROGRAM)
     assert 64 <= once < 160 and after < once + 16, f"one room {once} MiB, five {after} MiB"
-    assert faults < 64
+    where = f"mapped blocks +{mapped}, heap +{grown_mib} MiB, {offset_mib} MiB past the room's first pin"
+    assert faults < 64, f"a 30 MiB output took {faults} page faults ({where})"
 
 
 _HELD_PAGES_PROGRAM = (
