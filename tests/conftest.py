@@ -45,6 +45,21 @@ GELU_OVERFLOW_DIFFERS = pytest.mark.xfail(
 )
 
 
+def sweep(values: list, ids: list[str] | None = None) -> list:  # type: ignore[type-arg]
+    """A parametrized sweep of the built-in agent's kernels through the verifier: the first value in
+    the default run (each family verified there), the rest marked ``compiles`` (.ci/run runs them
+    spread over the cores), as they cost seconds of compiling each and the README's run has ten
+    minutes for the whole suite."""
+    return [
+        pytest.param(
+            *(v if isinstance(v, tuple) else (v,)),
+            id=None if ids is None else ids[i],
+            marks=() if i == 0 else pytest.mark.compiles,
+        )
+        for i, v in enumerate(values)
+    ]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # The CLI and TUI tests' sessions confirm finalists without the user loop (fresh processes that
     # each import torch and may compile the baseline: it more than doubled the suite's time). The

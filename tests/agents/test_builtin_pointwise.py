@@ -8,7 +8,7 @@ import torch
 from forge.agents.builtin import PointwiseRecipe, cpp_ops, pointwise
 from forge.core.problem import load_problem
 from forge.verifier import verify
-from tests.conftest import EXAMPLES, GELU_OVERFLOW_DIFFERS, OPS
+from tests.conftest import EXAMPLES, GELU_OVERFLOW_DIFFERS, OPS, sweep
 
 
 def _recipe(op):
@@ -71,7 +71,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", sweep(list(CASES), ids=list(CASES)))
 def test_generated_chains_pass_the_verifier(name, fast_settings, tmp_path):
     pshape, expr = CASES[name]
     op = tmp_path / f"{name}.py"

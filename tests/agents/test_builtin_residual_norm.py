@@ -11,7 +11,7 @@ import pytest
 from forge.agents.builtin.residual_norm import ResidualNormRecipe, analyze, render
 from forge.core.problem import load_problem
 from forge.verifier import verify
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, sweep
 
 OP = """
 import torch
@@ -102,16 +102,18 @@ def test_one_input_is_not_this_family():
 
 @pytest.mark.parametrize(
     ("body", "norm", "config"),
-    [
-        ("        h = x + residual\n        return h, self.norm(h)", LAYERNORM, None),
-        ("        h = residual + x\n" + MANUAL_RMS + "        return y", "None", None),
-        (
-            "        h = x + residual\n        return self.norm(h), h",
-            "nn.LayerNorm(cols, elementwise_affine=False)",
-            {"acc": "float", "stream": True, "threads": 1},
-        ),
-    ],
-    ids=["layernorm", "manual-rms-norm-only", "layernorm-streamed"],
+    sweep(
+        [
+            ("        h = x + residual\n        return h, self.norm(h)", LAYERNORM, None),
+            ("        h = residual + x\n" + MANUAL_RMS + "        return y", "None", None),
+            (
+                "        h = x + residual\n        return self.norm(h), h",
+                "nn.LayerNorm(cols, elementwise_affine=False)",
+                {"acc": "float", "stream": True, "threads": 1},
+            ),
+        ],
+        ids=["layernorm", "manual-rms-norm-only", "layernorm-streamed"],
+    ),
 )
 def test_generated_kernels_pass_the_verifier(tmp_path, fast_settings, body, norm, config):
     op = _op(tmp_path, body, norm, rows=40, cols=512)

@@ -10,7 +10,7 @@ import torch
 from forge.agents.builtin import RowRecipe, analyze, render
 from forge.core.problem import load_problem
 from forge.verifier import verify
-from tests.conftest import EXAMPLES, OPS
+from tests.conftest import EXAMPLES, OPS, sweep
 
 KERNELBANK = EXAMPLES / "kernelbank"
 
@@ -85,12 +85,14 @@ def get_init_inputs():
 
 @pytest.mark.parametrize(
     ("expr", "kind"),
-    [
-        ("torch.log_softmax(x, dim=-1)", "log_softmax"),
-        ("x.amax(dim=1)", "amax"),
-        ("x.mean(dim=-1, keepdim=True)", "mean"),
-        ("torch.logsumexp(x, dim=1)", "logsumexp"),
-    ],
+    sweep(
+        [
+            ("torch.log_softmax(x, dim=-1)", "log_softmax"),
+            ("x.amax(dim=1)", "amax"),
+            ("x.mean(dim=-1, keepdim=True)", "mean"),
+            ("torch.logsumexp(x, dim=1)", "logsumexp"),
+        ]
+    ),
 )
 def test_other_row_wise_kinds_pass_the_verifier(expr, kind, fast_settings, tmp_path):
     op = tmp_path / f"{kind}_op.py"
@@ -105,14 +107,16 @@ def test_other_row_wise_kinds_pass_the_verifier(expr, kind, fast_settings, tmp_p
 
 @pytest.mark.parametrize(
     ("expr", "config"),
-    [
-        ("torch.softmax(x, dim=1)", {"stream": True, "softmax": "recompute", "threads": 1}),
-        ("torch.softmax(x, dim=1)", {"stream": True, "prefetch": False}),
-        ("layernorm module", {"acc": "float", "stream": True}),
-        ("layernorm module", {"moments": "one_pass", "stream": True}),
-        ("x.sum(dim=-1)", {"interleave": 8, "acc": "float"}),
-        ("x.amax(dim=-1)", {"interleave": 2, "threads": 1}),
-    ],
+    sweep(
+        [
+            ("torch.softmax(x, dim=1)", {"stream": True, "softmax": "recompute", "threads": 1}),
+            ("torch.softmax(x, dim=1)", {"stream": True, "prefetch": False}),
+            ("layernorm module", {"acc": "float", "stream": True}),
+            ("layernorm module", {"moments": "one_pass", "stream": True}),
+            ("x.sum(dim=-1)", {"interleave": 8, "acc": "float"}),
+            ("x.amax(dim=-1)", {"interleave": 2, "threads": 1}),
+        ]
+    ),
 )
 def test_tuned_configs_are_correct_too(expr, config, fast_settings, tmp_path):
     """The tuner's non-default knob values generate different code; it must pass the same checks."""

@@ -120,7 +120,9 @@ def test_optimize_refuses_a_broken_op_file_before_any_session(tmp_path, cache_di
     op, bank = _write(tmp_path, name), tmp_path / "bank.db"
     code, said = _cli("optimize", str(op), "--bank", str(bank), "--rounds", "1", cache=cache_dir)
     _refused(code, said, str(op), OP_MISTAKES[name][1])
-    assert not bank.exists() or "sessions" not in said  # no session was started for it
+    with sqlite3.connect(bank) as db:  # no session was started for it (the bank may be made before)
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "sessions" not in tables or db.execute("SELECT count(*) FROM sessions").fetchone() == (0,), said
 
 
 @pytest.mark.parametrize("name", ["constructor_raises", "init_arguments_short", "forward_raises", "empty"])

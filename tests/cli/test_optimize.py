@@ -20,6 +20,7 @@ from forge.core.verdict import Verdict
 from tests.conftest import EXAMPLES, OPS
 
 ROOT = Path(__file__).resolve().parents[2]
+CHAIN = OPS / "pointwise_chain.py"  # one fused pass where eager makes eleven: ~8x eager, certain to bank
 
 
 def _env(cache: Path) -> dict[str, str]:
@@ -114,7 +115,7 @@ def test_builtin_agent_banks_faster_kernels_that_load(tmp_path, cache_dir):
 def test_a_batchs_time_limit_is_shared_among_its_ops(tmp_path, cache_dir):
     """--time-limit over two ops: the progress line and the JSON give each op's share; the second
     op still gets its attempts (the arithmetic is checked against a clock in tests/harness)."""
-    ops = [str(OPS / f"{name}.py") for name in ("small_affine", "small_softmax")]
+    ops = [str(OPS / f"{name}.py") for name in ("pointwise_chain", "weighted_chain")]  # each banks (5-8x eager)
     r = forge(
         "optimize",
         *ops,
@@ -128,10 +129,11 @@ def test_a_batchs_time_limit_is_shared_among_its_ops(tmp_path, cache_dir):
         str(tmp_path / "bank.db"),
         cache=cache_dir,
     )
-    assert r.returncode in (0, 1, 4), r.stderr
+    assert r.returncode == 0, r.stderr
     problems = json.loads(r.stdout)["problems"]
     shares = [p["share_s"] for p in problems]
-    assert len(problems) == 2 and all(p["attempts"] >= 1 for p in problems), problems
+    assert len(problems) == 2 and all(p["attempts"] >= 1 and p["accepted"] for p in problems), problems
+    assert [p["status"] for p in problems] == ["time_limit"] * 2, problems  # 40 rounds outlast any share
     # half of what the 30 s left once the first op started: the start-up (4 s on a slow CI machine)
     # comes off it first; the whole limit would be over 15 s, a third of it under 10 s
     assert 10.0 < shares[0] <= 15.0 and f"on cpu, share {shares[0]:.0f} s" in " ".join(r.stderr.split())
@@ -206,7 +208,7 @@ def test_ctrl_c_stops_cleanly_and_a_killed_session_resumes(tmp_path, cache_dir):
         "-m",
         "forge",
         "optimize",
-        str(OPS / "small_layernorm.py"),
+        str(CHAIN),
         "--rounds",
         "4",
         "--no-compile-baseline",
@@ -249,13 +251,12 @@ def test_ctrl_c_stops_cleanly_and_a_killed_session_resumes(tmp_path, cache_dir):
         "--no-compile-baseline",
         cache=cache_dir,
     )
-    assert r.returncode in (0, 1), r.stderr
+    assert r.returncode == 0, r.stderr  # the fused chain (~8x eager) banks
     assert "resuming" in r.stderr
     (p,) = json.loads(r.stdout)["problems"]
-    assert p["session_id"] == sid and p["attempts"] >= before[0]
+    assert p["session_id"] == sid and p["attempts"] >= before[0] and p["accepted"], p
     with sqlite3.connect(bank) as db:
-        finished = db.execute("SELECT status FROM sessions WHERE id=?", (sid,)).fetchone()
-        assert finished == (("finished",) if p["accepted"] else ("no_gain",))
+        assert db.execute("SELECT status FROM sessions WHERE id=?", (sid,)).fetchone() == ("finished",)
         pending = db.execute("SELECT count(*) FROM attempts WHERE session_id=? AND status='pending'", (sid,))
         assert pending.fetchone() == (0,)
         rounds = [r for (r,) in db.execute("SELECT round FROM attempts WHERE session_id=? AND role='coder'", (sid,))]
@@ -309,7 +310,7 @@ def test_a_live_drivers_session_is_left_alone_and_resume_all_takes_a_killed_ones
             "-m",
             "forge",
             "optimize",
-            str(OPS / "small_layernorm.py"),
+            str(CHAIN),
             "--rounds",
             "40",  # still running while the two resumes ask: 6 rounds finished first on a quiet VM
             "--no-compile-baseline",
@@ -345,13 +346,11 @@ def test_a_live_drivers_session_is_left_alone_and_resume_all_takes_a_killed_ones
         "--no-compile-baseline",
         cache=cache_dir,
     )
-    assert r.returncode in (0, 1), r.stderr
+    assert r.returncode == 0, r.stderr  # the fused chain (~8x eager) banks
     (p,) = json.loads(r.stdout)["problems"]
-    assert p["session_id"] == sid and f"resuming {sid}" in r.stderr
+    assert p["session_id"] == sid and f"resuming {sid}" in r.stderr and p["accepted"], p
     with sqlite3.connect(bank) as db:
-        assert db.execute("SELECT status, lease_token FROM sessions").fetchall() == [
-            ("finished" if p["accepted"] else "no_gain", None)
-        ]
+        assert db.execute("SELECT status, lease_token FROM sessions").fetchall() == [("finished", None)]
     r = forge("optimize", "--resume", "all", "--bank", str(bank), cache=cache_dir)
     assert r.returncode == 0 and "nothing to resume" in r.stdout, (r.stdout, r.stderr)
     r = forge("optimize", "--resume", "all", "--resume", "3", "--bank", str(bank), cache=cache_dir)
@@ -427,8 +426,8 @@ def test_train_banks_a_kernel_whose_backward_was_verified_and_is_used_under_grad
     assert evidence["gradients_verified"] is True and stored["train"] is True
     assert any(c["name"] == "gradients" and c["passed"] for c in evidence["checks"])
     assert evidence["training_step"]["eager"]["median"] > 1.0, evidence["training_step"]  # its steps timed too
-    if "busy" not in evidence["training_step"]:  # the confirmation's null control timed the reference's steps too
-        assert "null_eager" in evidence["training_step"], evidence["training_step"]
+    # the confirmation's null control timed the reference's steps too (the load is recorded, not enforced)
+    assert evidence["training_step"].get("null_eager") is not None, evidence["training_step"]
     listed = forge("bank", "list", "--bank", str(bank), cache=cache_dir)
     assert "+train" in listed.stdout, listed.stdout
     script = (

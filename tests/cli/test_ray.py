@@ -29,10 +29,10 @@ ray_cluster_utils = pytest.importorskip(
 )
 pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[2]
-# two ops, one session per node; small ones that bank clearly (~6x and ~2x eager): what is checked
-# is where sessions run and what survives a lost node or driver, and the shipped examples at full
-# size made these tests take ten minutes
-OP_NAMES = ["pointwise_chain", "quick_rmsnorm"]  # sorted: the reports are compared in order
+# two ops, one session per node; small ones that bank by construction (~8x and ~5x eager): what is
+# checked is where sessions run and what survives a lost node or driver, and the shipped examples at
+# full size made these tests take ten minutes
+OP_NAMES = ["pointwise_chain", "weighted_chain"]  # sorted: the reports are compared in order
 OPS = [str(TEST_OPS / f"{name}.py") for name in OP_NAMES]
 
 
@@ -117,7 +117,7 @@ def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cac
         env=_env(cache_dir),
         timeout=900,
     )
-    assert on_ray.returncode in (0, 1), on_ray.stderr
+    assert on_ray.returncode == 0, on_ray.stderr  # both ops bank
     said = " ".join(on_ray.stderr.split())
     assert "ray (" in said and "2 nodes, cpu; each session asks for 1 CPU, 2 at once" in said
     there = _attempts(tmp_path / "ray.db")
@@ -139,8 +139,7 @@ def test_sessions_spread_over_both_nodes_and_search_as_a_local_run(tmp_path, cac
     assert sorted(reports) == OP_NAMES
     with sqlite3.connect(tmp_path / "ray.db") as db:
         banked = {op: src for op, src in db.execute("SELECT op_name, source FROM kernels")}
-    assert set(banked) == {op for op, p in reports.items() if p["accepted"]}
-    assert "pointwise_chain" in banked  # ~6x eager on this machine, far beyond the noise
+    assert set(banked) == set(OP_NAMES) and all(p["accepted"] for p in reports.values()), reports
 
 
 def _start_on_cluster(bank: Path, cache: Path, rounds: int, address: str) -> subprocess.Popen[str]:
@@ -206,7 +205,7 @@ def test_a_node_killed_mid_run_loses_nothing(tmp_path, cache_dir, two_nodes_of_i
         time.sleep(0.1)
     two_nodes.remove_node(worker, allow_graceful=False)  # type: ignore[attr-defined]
     out, err = proc.communicate(timeout=900)
-    assert proc.returncode in (0, 1), err
+    assert proc.returncode == 0, err  # both ops bank, the lost node's too
     reports = json.loads(out)["problems"]
     assert sorted(p["problem"] for p in reports) == OP_NAMES
     with sqlite3.connect(bank) as db:
@@ -259,14 +258,14 @@ def test_a_killed_driver_s_sessions_all_resume(tmp_path, cache_dir, two_nodes):
         env=_env(cache_dir),
         timeout=900,
     )
-    assert r.returncode in (0, 1), r.stderr
+    assert r.returncode == 0, r.stderr  # the resumed sessions bank
     assert sorted(p["session_id"] for p in json.loads(r.stdout)["problems"]) == left, r.stderr
     with sqlite3.connect(bank) as db:
         statuses = dict(db.execute("SELECT id, status FROM sessions").fetchall())
         per_round = db.execute(
             "SELECT session_id, round, count(*) FROM attempts WHERE role = 'coder' GROUP BY session_id, round"
         ).fetchall()
-    assert all(statuses[sid] in ("finished", "no_gain", "unconfirmed", "busy") for sid in left), statuses
+    assert all(statuses[sid] == "finished" for sid in left), statuses
     assert all(n == 1 for *_, n in per_round) and {(s, r) for s, r, _ in per_round if s in left} == {
         (s, r) for s in left for r in (1, 2)
     }

@@ -75,9 +75,10 @@ def test_two_drivers_save_to_one_server_bank_at_once(pg_bank, cache_dir):
         ],
         cache=cache_dir,
     )
-    for r in runs:
-        assert r.returncode in (0, 1), r.stderr
+    for r in runs:  # both candidates are correct: each passes and is saved, whatever its speed
+        assert r.returncode == 0, r.stderr
     saved = [json.loads(r.stdout).get("kernel_id") for r in runs]
+    assert None not in saved, saved
     listed = subprocess.run(
         [sys.executable, "-m", "forge", "bank", "list", "--bank", pg_bank, "--json"],
         capture_output=True,
@@ -88,14 +89,13 @@ def test_two_drivers_save_to_one_server_bank_at_once(pg_bank, cache_dir):
     )
     assert listed.returncode == 0, listed.stderr
     kernels = json.loads(listed.stdout)
-    assert sorted(k["id"] for k in kernels) == sorted(k for k in saved if k is not None)
-    assert {k["op"] for k in kernels} == {op for (op, _), k in zip(pairs, saved, strict=True) if k is not None}
-    assert len(kernels) >= 1
+    assert sorted(k["id"] for k in kernels) == sorted(saved)
+    assert {k["op"] for k in kernels} == {op for op, _ in pairs}
 
 
 def test_two_optimize_drivers_share_one_server_bank(pg_bank, cache_dir):
-    # small ops that bank clearly (~2x and ~6x eager): the shipped examples at full size took ~4 min here
-    ops = ["pointwise_chain", "quick_rmsnorm"]  # sorted: the reports are compared in order
+    # small ops that bank by construction (~8x and ~5x eager): the shipped examples at full size took ~4 min here
+    ops = ["pointwise_chain", "weighted_chain"]  # sorted: the reports are compared in order
     runs = _at_once(
         *[
             [
@@ -114,9 +114,9 @@ def test_two_optimize_drivers_share_one_server_bank(pg_bank, cache_dir):
     )
     reports = []
     for r in runs:
-        assert r.returncode in (0, 1), r.stderr
+        assert r.returncode == 0, r.stderr
         reports += json.loads(r.stdout)["problems"]
-    assert sorted(p["problem"] for p in reports) == ops
+    assert sorted(p["problem"] for p in reports) == ops and all(p["accepted"] for p in reports), reports
     # every attempt either driver made is in the bank once, and every kernel a report claims
     assert _count(pg_bank, "SELECT count(*) FROM attempts WHERE role = 'coder'") == sum(p["attempts"] for p in reports)
     banked = sorted(p["kernel_id"] for p in reports if p["accepted"])
@@ -157,9 +157,9 @@ def test_two_optimize_drivers_share_one_server_bank(pg_bank, cache_dir):
         env=_env(cache_dir),
         timeout=900,
     )
-    assert resumed.returncode in (0, 1), resumed.stderr
+    assert resumed.returncode == 0, resumed.stderr  # its kernel stays banked
     (again,) = json.loads(resumed.stdout)["problems"]
-    assert again["session_id"] == sid and again["attempts"] == 3  # the stored two, and one more round
+    assert again["session_id"] == sid and again["attempts"] == 3 and again["accepted"], again  # two stored, one more
 
 
 def _kernels(url: str, cache: Path) -> list[dict[str, object]]:

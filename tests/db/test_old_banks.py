@@ -98,4 +98,5 @@ def test_an_interrupted_session_of_an_old_bank_resumes(old_bank, fast_settings):
         kernels = db.execute("SELECT id, json_extract(evidence, '$.confirmed') FROM kernels WHERE session_id = 3")
         kernels = kernels.fetchall()
     assert ("pending",) not in statuses and len(statuses) == 3
-    assert kernels == ([(result.kernel_id, 1)] if result.accepted else [])
+    # FINISHED is the state of a session that banked (one that did not ends no_gain): its kernel confirmed
+    assert result.accepted and kernels == [(result.kernel_id, 1)], result.reason

@@ -26,6 +26,7 @@ from tests.agents.test_prompts import FakeClient
 from tests.conftest import OPS
 
 QUICK_RMSNORM = OPS / "quick_rmsnorm.py"  # a session banks its kernel (~2x eager) in ~12 s
+CHAIN = OPS / "pointwise_chain.py"  # one fused pass where eager makes eleven: ~8x eager, certain to bank
 
 
 def _attempt_id(job: Job) -> int:
@@ -76,11 +77,23 @@ def test_time_limit_stops_before_the_next_round(tmp_path, fast_settings):
     assert [p.round for p in result.trace] == [1]
 
 
-def test_attempts_and_the_bank_record_a_kernel_without_its_inert_knobs(tmp_path, fast_settings):
+def test_attempts_and_the_bank_record_a_kernel_without_its_inert_knobs(tmp_path, fast_settings, monkeypatch):
     """The one-pass layernorm accumulates in double whatever ``acc`` says: its attempt keeps the
     tuner's full config (the search reasons over it) but records, and banks, the config without
-    ``acc``; every other attempt's kernel config is its whole config."""
+    ``acc``; every other attempt's kernel config is its whole config. (What is recorded is under
+    test, not whether it banks: the round's kernels are read as 2x eager and confirmed as clear
+    winners against a tight null.)"""
     bank = tmp_path / "bank.db"
+    _rounds_read_as_contenders(monkeypatch)
+    real = VerifierService.verify_alone
+
+    def confirmed_as_clear_winner(self, job, trials, timeout):  # type: ignore[no-untyped-def]
+        said = real(self, job, trials, timeout)  # the real confirmation (its config, its checks), read as 2x
+        clear = _confirm_verdict(0.5, 1.6, trials)
+        return said.model_copy(update={"speedup_vs_eager": 2.0, "timing_stats": clear.timing_stats})
+
+    monkeypatch.setattr(VerifierService, "verify_alone", confirmed_as_clear_winner)
+    monkeypatch.setattr(VerifierService, "verify_null", lambda self, trials, timeout: _null_verdict(0.98, 1.02))
     options = OptimizeOptions(strategy="evolve", rounds=1, population=4, workers=2, bank=bank)
     (result,) = optimize([OPS / "small_layernorm.py"], options, fast_settings).results
     with sqlite3.connect(bank) as db:
@@ -93,9 +106,9 @@ def test_attempts_and_the_bank_record_a_kernel_without_its_inert_knobs(tmp_path,
     config, kernel = one_pass[0]
     assert "acc" in config and kernel == {k: v for k, v in config.items() if k != "acc"}
     assert all(k == c for _, c, k in rows if c["moments"] != "one_pass")
-    if result.accepted:
-        ((aid,),), ((stored,),) = winner, banked
-        assert json.loads(stored) == next(k for a, _, k in rows if a == aid)
+    assert result.accepted, result.reason
+    ((aid,),), ((stored,),) = winner, banked
+    assert json.loads(stored) == next(k for a, _, k in rows if a == aid)
 
 
 @pytest.mark.e2e
@@ -105,8 +118,8 @@ def test_finalists_are_timed_again_and_only_a_confirmation_that_holds_is_banked(
     and the next fastest distinct one is tried before the session gives up."""
     bank = tmp_path / "bank.db"
     seen: list[ev.Event] = []
-    options = OptimizeOptions(rounds=1, bank=bank)  # ~2x eager from the first kernel
-    (result,) = optimize([QUICK_RMSNORM], options, fast_settings, seen.append).results
+    options = OptimizeOptions(rounds=1, bank=bank)  # ~8x eager from the first kernel: it holds up
+    (result,) = optimize([CHAIN], options, fast_settings, seen.append).results
     confirms = [e for e in seen if isinstance(e, ev.ConfirmFinished)]
     assert confirms and [type(e).__name__ for e in seen].index("ConfirmStarted") > max(
         i for i, e in enumerate(seen) if isinstance(e, ev.VerdictReady)
@@ -118,19 +131,17 @@ def test_finalists_are_timed_again_and_only_a_confirmation_that_holds_is_banked(
         ).fetchall()
         kernels = db.execute("SELECT attempt_id, speedup_vs_eager, evidence FROM kernels").fetchall()
     assert [(r[0], r[1]) for r in rows] == [(e.confirm_id, e.attempt_id) for e in confirms]
-    # confirm_trials, not the budget's; an inconclusive confirmation is timed once more with 3x the calls
-    assert all(trials in (10, 30) and timed >= trials for _, _, trials, _, timed in rows)
-    if result.accepted:
-        ((attempt_id, speedup, evidence),) = kernels
-        held = confirms[-1]
-        assert held.held and held.attempt_id == attempt_id and speedup == held.speedup_vs_eager
-        assert json.loads(evidence)["confirmed"] is True and result.speedup_vs_eager == speedup
-        roof = judged_roofline(Verdict.from_json(json.loads(evidence)))  # the summary's "of bound": the kernel's own
-        assert roof is not None and roof.holds and result.bound_fraction == roof.fraction_candidate > 0, roof
-        assert result.eager_bound_fraction == roof.fraction_eager and result.to_json()["bound_fraction"] > 0
-        assert result.compile_bound_fraction == roof.fraction_compile
-    else:
-        assert kernels == [] and "no finalist held up" in (result.reason or "")
+    # confirm_trials, not the budget's: a kernel ~8x eager is conclusive at once
+    assert [trials for _, _, trials, _, _ in rows] == [10] and all(timed >= 10 for *_, timed in rows)
+    assert result.accepted, result.reason
+    ((attempt_id, speedup, evidence),) = kernels
+    held = confirms[-1]
+    assert held.held and held.attempt_id == attempt_id and speedup == held.speedup_vs_eager
+    assert json.loads(evidence)["confirmed"] is True and result.speedup_vs_eager == speedup
+    roof = judged_roofline(Verdict.from_json(json.loads(evidence)))  # the summary's "of bound": the kernel's own
+    assert roof is not None and roof.holds and result.bound_fraction == roof.fraction_candidate > 0, roof
+    assert result.eager_bound_fraction == roof.fraction_eager and result.to_json()["bound_fraction"] > 0
+    assert result.compile_bound_fraction == roof.fraction_compile
     _a_resumed_round_is_told_the_confirmation(bank, result, confirms[-1])
 
 
@@ -142,15 +153,11 @@ def _a_resumed_round_is_told_the_confirmation(bank, result, last: ev.ConfirmFini
     engine.dispose()
     finalist = next(h for h in state.history if h.attempt_id == last.attempt_id)
     c = finalist.confirmation
-    assert c is not None and c.held == last.held and c.trials in (10, 30), c
-    assert c.kernel_id == (result.kernel_id if result.accepted else None), (c, result)
-    ctx = CoderContext("quick_rmsnorm", QUICK_RMSNORM.read_text(), "cpu", "cpp", history=state.history)
+    assert c is not None and c.held and c.held == last.held and c.trials == 10, c
+    assert c.kernel_id == result.kernel_id, (c, result)
+    ctx = CoderContext("pointwise_chain", CHAIN.read_text(), "cpu", "cpp", history=state.history)
     text = LLMCoder(FakeClient([])).prompt(ctx)[-1]["content"]  # type: ignore[arg-type]
-    said = (
-        f"banked as kernel {result.kernel_id}: the figure a new candidate must beat"
-        if result.accepted
-        else "not banked"
-    )
+    said = f"banked as kernel {result.kernel_id}: the figure a new candidate must beat"
     assert "- as a finalist, timed again alone (" in text and said in text, text
 
 
@@ -389,15 +396,12 @@ def test_each_op_gets_an_equal_part_of_the_time_left_when_it_opens(tmp_path, fas
     for i, (at, e) in enumerate(opened):
         expected = max(0.0, 24 - (at - t0)) / (3 - i)
         assert e.share_s is not None and expected - 0.1 <= e.share_s <= expected + 1.5 / (3 - i), (i, e, at - t0)
+    # 40 rounds cannot end in a share of 8 s or less: every search ends on its share, and says so
+    # (the load check is off in the tests: a loaded machine is recorded, not waited for)
     for r, (_, e) in zip(run.results, opened, strict=True):
-        assert r.share_s == e.share_s and r.attempts >= (1 if e.share_s and e.share_s > 1 else 0)
-        if "its share of the time limit" in (r.reason or ""):
-            # busy: the share ran out and the finalists' second timing met a loaded machine (a
-            # hypervisor stealing 28% of the CPU), which the reason says too; resume times them
-            assert r.status in ("time_limit", "busy") and f"({fmt_seconds(e.share_s or 0)}" in (r.reason or ""), (
-                r.reason
-            )
-            assert r.status == "time_limit" or "the machine was busy" in (r.reason or ""), r.reason
+        assert r.share_s == e.share_s and r.attempts >= 1
+        assert r.status == "time_limit", (r.status, r.reason)
+        assert f"its share of the time limit ({fmt_seconds(e.share_s or 0)}" in (r.reason or ""), r.reason
 
 
 @pytest.mark.e2e
@@ -458,8 +462,9 @@ def test_ctrl_c_while_confirming_banks_the_round_best_unconfirmed_and_resume_dec
     with sqlite3.connect(bank) as db:
         kernels = db.execute(query, (result.session_id,)).fetchall()
         (status,) = db.execute("SELECT status FROM sessions WHERE id = ?", (result.session_id,)).fetchone()
-    assert status == ("finished" if again.accepted else "no_gain")
-    assert kernels == ([(again.kernel_id, 1)] if again.accepted else [])
+    # the fused chain (~8x eager) holds up when timed again: the one state its bank allows
+    assert again.accepted and status == "finished", again.reason
+    assert kernels == [(again.kernel_id, 1)]
 
 
 @pytest.mark.e2e
@@ -493,9 +498,13 @@ def test_a_busy_machine_banks_nothing_and_resume_times_the_finalists_again(tmp_p
     assert f"--resume {result.session_id}" in (result.reason or "")
     with sqlite3.connect(bank) as db:
         assert db.execute("SELECT count(*) FROM kernels").fetchone() == (0,)
-    resumed = optimize([], replace(options, resume=result.session_id), fast_settings)
+    with monkeypatch.context() as m:  # the quiet machine's confirmation: a clear winner, a tight null
+        m.setattr(VerifierService, "verify_alone", _clear_winner)
+        m.setattr(VerifierService, "verify_null", lambda self, trials, timeout: _null_verdict(0.98, 1.02))
+        resumed = optimize([], replace(options, resume=result.session_id), fast_settings)
     (again,) = resumed.results
-    assert again.status == ("finished" if again.accepted else "no_gain")
+    assert again.status == "finished" and again.accepted, again.reason
     with sqlite3.connect(bank) as db:
         confirms = db.execute("SELECT count(*) FROM attempts WHERE role='confirm'").fetchone()[0]
-    assert confirms >= 2  # the finalist was timed again by the resumed run
+        kernels = db.execute("SELECT count(*) FROM kernels").fetchone()[0]
+    assert confirms >= 2 and kernels == 1  # the finalist was timed again by the resumed run, and banked

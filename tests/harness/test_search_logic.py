@@ -208,6 +208,22 @@ def test_a_null_control_that_failed_or_was_busy_sets_no_bar():
     assert unpaired is not None and "no paired calls" in unpaired.why
 
 
+def test_a_finalist_inside_its_null_controls_spread_is_refused():
+    """A session's judgement (``judged_against``): 1.06-1.15x clears 1.0x but not a null control
+    that read the reference 0.88-1.14x against itself, so it is refused; 1.2-1.4x clears it."""
+    from forge.harness.sessions.null_control import judged_against
+
+    null = _confirmed(_paired(0.88, 1.0, 1.14))
+    judged, ok, why, blocked = judged_against(_confirmed(_paired(1.06, 1.1, 1.15)), null)
+    assert blocked is None and not ok and "does not clear 1.14x" in why, why
+    assert judged.timing_stats.null_eager == null.timing_stats.paired_eager
+    judged, ok, why, blocked = judged_against(_confirmed(_paired(1.2, 1.3, 1.4)), null)
+    assert blocked is None and ok and judged.timing_stats.null_eager is not None, why
+    busy = _confirmed(_paired(0.88, 1.0, 1.14), busy=True)
+    _, ok, why, blocked = judged_against(_confirmed(_paired(1.2, 1.3, 1.4)), busy)
+    assert blocked is not None and not ok and "nothing is banked without its null control" in why
+
+
 def test_ctrl_c_sets_the_stop_flag_even_if_the_exception_is_swallowed():
     limits = Limits()
     before = signal.getsignal(signal.SIGINT)

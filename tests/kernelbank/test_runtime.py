@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import sqlite3
 import warnings
@@ -109,12 +110,21 @@ def test_kernel_actually_runs(bank_path, monkeypatch):
 
 
 def test_training_uses_the_reference_autograd(bank_path):
+    """A kernel not verified for training: where autograd needs gradients both norms run the
+    reference (watch() says so), and the gradients are the reference model's own."""
     bank = kb.open(bank_path)
+    torch.manual_seed(0)
     m = Block(256)
-    bank.kernelize(m)
-    out = m(torch.randn(8, 256))
-    out.sum().backward()
-    assert m.norm1.weight.grad is not None
+    original = copy.deepcopy(m)
+    assert bank.kernelize(m) == 2
+    x = torch.randn(8, 256)
+    with bank.watch() as seen:
+        m(x).square().sum().backward()
+    original(x).square().sum().backward()
+    usage = seen.usage("user_rmsnorm")
+    assert (usage.calls, usage.fallbacks, usage.kernel_calls) == (2, 2, 0), seen.report()
+    for (name, got), want in zip(m.named_parameters(), original.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, want.grad, msg=name)
 
 
 def test_stale_reference_falls_back_with_one_warning(tmp_path, monkeypatch):
@@ -204,15 +214,26 @@ def test_shape_buckets_pick_the_nearest_config(tmp_path):
 
 
 def test_compiles_fullgraph_through_the_custom_op(bank_path):
+    """Kept under torch.compile (mode="eager": this kernel has no compile baseline), both norms
+    are the bank's custom op in one graph, and the compiled model gives the reference's output."""
     bank = kb.open(bank_path)
     torch.manual_seed(0)
     m = Block(256)
     x = torch.randn(16, 256)
     with torch.no_grad():
         ref = m(x)
-        bank.kernelize(m)
-        compiled = torch.compile(m, fullgraph=True, dynamic=False)
-        assert torch.allclose(compiled(x), ref, atol=1e-5)
+    assert bank.kernelize(m, mode="eager") == 2
+    graphs: list[str] = []
+
+    def record(gm: torch.fx.GraphModule, _inputs: list[torch.Tensor]):  # type: ignore[no-untyped-def]
+        graphs.append(gm.code)
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(m, backend=record, fullgraph=True, dynamic=False)(x), ref)
+        assert torch.allclose(torch.compile(m, fullgraph=True, dynamic=False)(x), ref, atol=1e-5)
+    assert len(graphs) == 1 and graphs[0].count("forge_bank.call") == 2, graphs
 
 
 def test_exported_bank_opens_without_side_files(bank_path, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from forge.core.model_records import ModelProfile
 from forge.harness.model_run.carve import write_ops
-from forge.harness.model_run.choose import choose_classes
+from forge.harness.model_run.choose import MIN_CEILING, choose_classes
 from forge.model_probe import ModelRunError, profile_in_process, prove_in_process
 from tests.kernelbank.helpers import checked_on, make_bank
 
@@ -52,27 +52,24 @@ def test_profile_finds_classes_instances_and_constructor_arguments(normnet_profi
 def test_shipped_models_profile_with_their_hot_classes():
     decoder = profile_in_process(str(ROOT / "examples" / "models" / "decoder.py"), "cpu")
     choices = {c.cls.name: c for c in choose_classes(decoder, "decoder")}
-    # RMSNorm reads about 3% of the decoder's time, at the threshold: either way it says so
+    shares = {c.name: c for c in decoder.classes}
+    # RMSNorm reads about 3% of the decoder's time, at the threshold: chosen exactly when its
+    # measured share reaches it (each rule on hand-set shares: tests/harness/test_model_choose.py)
     norm = choices["RMSNorm"]
-    assert norm.chosen or "below the 3% threshold" in norm.reason
+    assert norm.chosen is (shares["RMSNorm"].share >= 0.03), (shares["RMSNorm"].share, norm.reason)
     assert {"SwiGLU", "Attention"} <= {n for n, c in choices.items() if c.chosen}
-    # optimized whole either way: a repeated block, or (where a loaded machine reads more of its time
-    # outside its parts) for its own work
-    block = choices["Block"]
-    assert block.chosen and ("a repeated block" in block.reason or "of the model's time" in block.reason), block
+    assert choices["Block"].chosen, choices["Block"].reason  # a repeated block, or for its own work
     cnn = profile_in_process(str(ROOT / "examples" / "models" / "cnn_block.py"), "cpu")
     chosen = {c.cls.name: c for c in choose_classes(cnn, "cnn_block") if c.chosen}
     # a residual block's own convolution, batch norm, addition and ReLU are half its time: it is
-    # optimized whole, and ConvBNReLU too (the stem's, and the blocks' where Residual banks no
-    # kernel). Its convolutions read 74-82% of its time here: a busier profile reads more, and the
-    # Amdahl rule leaves it out with that reason
-    residual = next(c for c in choose_classes(cnn, "cnn_block") if c.cls.name == "Residual")
-    if residual.chosen:
-        assert set(chosen) == {"ConvBNReLU", "Residual"}
-        assert sorted(g.paths for g in chosen["ConvBNReLU"].groups) == [["blocks.0.first", "blocks.1.first"], ["stem"]]
+    # optimized whole unless its convolutions (74-82% of its time here, more on a busier profile)
+    # leave the rest within the noise (Amdahl); ConvBNReLU is optimized in the stem and the blocks
+    library = next(c for c in cnn.classes if c.name == "Residual").library_share
+    assert ("Residual" in chosen) is not (library > 0 and 1 / library < MIN_CEILING), library
+    assert "ConvBNReLU" in chosen and set(chosen) <= {"ConvBNReLU", "Residual"}, chosen
+    if "Residual" in chosen:  # its groups, and the ConvBNReLU ones beside it
         assert [g.paths for g in chosen["Residual"].groups] == [["blocks.0", "blocks.1"]]
-    else:
-        assert "library producers" in residual.reason and set(chosen) <= {"ConvBNReLU"}
+        assert sorted(g.paths for g in chosen["ConvBNReLU"].groups) == [["blocks.0.first", "blocks.1.first"], ["stem"]]
 
 
 def test_a_model_that_raises_is_a_clear_error(tmp_path):
@@ -102,7 +99,7 @@ def test_prove_checks_every_kernel_in_place_and_times_four_ways(normnet_profile,
     assert [t.regime for t in proof.timings] == ["warm", "cold"]
     for t in proof.timings:
         assert t.rounds == 6 and t.kernelized_vs_eager is not None and t.eager_null is not None
-        assert proof.compile_error is not None or t.kernelized_compiled_vs_compiled is not None
+        assert proof.compile_error is None and t.kernelized_compiled_vs_compiled is not None, proof.compile_error
     # banked without a torch.compile baseline: left to Inductor under compile, and said so
     assert any("stay off" in w for w in proof.warnings)
 

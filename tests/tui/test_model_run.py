@@ -13,7 +13,8 @@ from forge.tui.screens.model_run import ModelRunScreen
 from tests.tui.helpers import make_app, record_notifications, text_of, wait_for
 
 pytestmark = pytest.mark.tui_live  # a real model run from the TUI (minutes): in .ci/run's heavy run
-NORMNET = Path(__file__).resolve().parents[1] / "model_probe" / "models" / "normnet.py"
+# one class, two instances built alike, a chain of elementwise steps a fused kernel beats by construction
+CHAINED = Path(__file__).resolve().parents[1] / "model_probe" / "models" / "chained.py"
 
 
 @pytest.mark.asyncio
@@ -25,7 +26,7 @@ async def test_a_model_run_started_from_the_form_ends_on_its_result_screen(tmp_p
         await pilot.press("n")
         form = app.screen
         assert isinstance(form, NewSessionScreen)
-        form.query_one("#f-ops", Input).value = str(NORMNET)
+        form.query_one("#f-ops", Input).value = str(CHAINED)
         form.query_one("#f-rounds", Input).value = "1"
         form.query_one("#f-modules", Checkbox).value = True
         form.submit()
@@ -34,13 +35,13 @@ async def test_a_model_run_started_from_the_form_ends_on_its_result_screen(tmp_p
         shown = app.screen
         assert isinstance(shown, ModelRunScreen), told
         line = text_of(shown.query_one("#model-line", Static))
-        assert "normnet.py:" in line and "of 1 ops banked" in line and "outputs match" in line
+        assert "chained.py:" in line and "1 of 1 ops banked" in line and "outputs match" in line, line
         classes = shown.query_one("#model-classes", DataTable)
         rows = [classes.get_row_at(i) for i in range(classes.row_count)]
-        assert rows[0][0] == "normnet:ScaleNorm" and rows[0][2] == "optimized"
+        assert rows[0][0] == "chained:Chain" and rows[0][2] == "optimized", rows
         assert shown.query_one("#model-timings", DataTable).row_count == 2  # warm and cold
         ops = shown.query_one("#model-ops", DataTable)
         (op,) = [ops.get_row_at(i) for i in range(ops.row_count)]
-        # its two norms are built alike: where a kernel banked, the one check stands for both
-        assert op[0] == "normnet_ScaleNorm" and op[2] == ("2" if op[3] == "none" else "2 of 2")
+        # its two chains are built alike: the one kernel banked, checked on both
+        assert op[0] == "chained_Chain" and op[2] == "2 of 2", op
     assert any(": profiled:" in t for t in told) and any(": proven:" in t for t in told)

@@ -79,7 +79,9 @@ def test_an_op_of_exps_is_told_this_cpus_transcendental_rates_and_its_own_evalua
     fastest = max(float(r) for r in rates.values())
     floor = float(re.search(r"a call \(the reference's count\), (\d+\.\d+) ms", said).group(1))
     assert "this op evaluates 0.02 M a call" in said
-    assert abs(floor - 2 * 64 * 128 / (fastest * 1e9) * 1e3) <= 0.0001 + 0.06 * floor, said
+    # the rates are said to one decimal (0.5 for 0.46 on a loaded machine): the floor is within that rounding
+    least, most = (2 * 64 * 128 / ((fastest + d) * 1e9) * 1e3 for d in (0.05, -0.05))
+    assert least - 0.0001 <= floor <= most + 0.0001, said
 
 
 def test_the_briefs_roofline_reads_the_sessions_figures_not_the_workers_own(tmp_path, fast_settings, monkeypatch):

@@ -10,7 +10,9 @@ def test_the_fixed_cost_of_a_cpp_call_and_an_openmp_region_is_measured():
     assert got.tensors == 3 and got.threads >= 1
     # how long each takes depends on the machine and its load (a test beside it makes a woken thread
     # wait for a core: 6 ms, where a quiet VM reads 0.1 ms): measured, and said with the load
-    assert got.call_us > 0 and got.region_us > 0 and got.region_after_idle_us > 0
+    # so the bands are wide; a figure off by a unit (ms read as µs, ns as µs) falls outside them
+    assert 0.1 < got.call_us < 1_000 and 0.1 < got.region_us < 20_000, got
+    assert 0.1 < got.region_after_idle_us < 100_000, got
     assert measure_cpp_cost(20).tensors == MOST_TENSORS  # an op with more tensors: as many as it takes
 
 

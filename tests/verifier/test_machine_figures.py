@@ -197,7 +197,10 @@ def test_a_full_measurement_reads_the_read_bandwidths_beside_the_copies():
     from forge.verifier.machine_readings import _read
 
     got = _read("cpu", 8, (64,), reps=1, cache_bytes=4 << 20, reads=True)
-    assert got.read_gbs is not None and got.read_gbs > 0 and got.cache_read_gbs is not None and got.cache_read_gbs > 0
+    # wide bands, as one read of a few MiB on a loaded machine can wait ms for a core (0.38 GB/s seen
+    # beside the suite, 160 quiet); a rate off by a unit (MB/s read as GB/s, or TB/s) leaves them
+    assert got.read_gbs is not None and 0.01 < got.read_gbs < 2_000, got
+    assert got.cache_read_gbs is not None and 0.01 < got.cache_read_gbs < 5_000, got
     assert _read("cpu", 8, (64,), reps=1).read_gbs is None  # the quick probe: copies and a matmul only
 
 
@@ -206,7 +209,7 @@ def test_a_full_measurement_reads_a_copy_and_a_read_at_each_working_set():
 
     got = _read("cpu", 8, (64,), reps=1, cache_bytes=4 << 20, reads=True)
     assert [w.bytes for w in got.working_sets] == [1 << 20, 2 << 20]  # up to half the cache
-    assert all(w.copy_gbs > 0 and w.read_gbs > 0 for w in got.working_sets)
+    assert all(0.01 < w.copy_gbs < 5_000 and 0.01 < w.read_gbs < 5_000 for w in got.working_sets), got.working_sets
     # a guest told of a 480 MiB cache: measured up to the DRAM copy's size, where DRAM is read anyway
     assert working_set_sizes(480 << 20, 128 << 20) == [1 << k << 20 for k in range(8)]
     assert working_set_sizes(1 << 20, 128 << 20) == []  # half the cache is below the smallest

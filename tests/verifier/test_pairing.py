@@ -86,10 +86,8 @@ def test_other_processes_load_is_busy_time_that_is_not_forges():
 
 def test_monitor_reads_this_machine():
     monitor = LoadMonitor([], cores=2)
-    a = monitor.sample()
-    if a is None:
-        pytest.skip("no /proc on this system")
-    assert a.total_s > 0 and a.ours_s >= 0 and a.running >= 1
+    a = monitor.sample()  # forge runs on Linux only: /proc is there
+    assert a is not None and a.total_s > 0 and a.ours_s >= 0 and a.running >= 1
 
 
 def test_the_busiest_batch_speaks_for_the_measurement():
