@@ -4,6 +4,7 @@ verification, what lands in the bank."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from dataclasses import replace
@@ -34,7 +35,12 @@ def _attempt_id(job: Job) -> int:
 
 
 @pytest.mark.e2e
-def test_evolve_verifies_generations_in_parallel_and_records_everything(tmp_path, fast_settings):
+def test_evolve_verifies_generations_in_parallel_and_records_everything(tmp_path, fast_settings, monkeypatch):
+    """Every generation verified for real and recorded; the finalist's confirmation, real, is read
+    as a clear winner, the rounds' passing kernels as contenders (what is recorded is under test
+    here, not whether small_softmax banks: its kernels read 0.46x eager on this machine)."""
+    _rounds_read_as_contenders(monkeypatch)
+    _confirmations_read_as_clear_winners(monkeypatch)
     seen: list[ev.Event] = []
     bank = tmp_path / "bank.db"
     options = OptimizeOptions(strategy="evolve", rounds=2, population=3, workers=2, bank=bank)
@@ -58,13 +64,10 @@ def test_evolve_verifies_generations_in_parallel_and_records_everything(tmp_path
         configs = [c for (c,) in db.execute(query)]
         (status,) = db.execute("SELECT status FROM sessions").fetchone()
     assert coder == [(1, "passed")] * 3 + [(2, "passed")] * (n - 3)
-    # a search whose passed kernels none beat eager beyond the noise ends no_gain (exit 1, reason measured)
-    assert judged == (n,) and status == ("finished" if result.accepted else "no_gain")
+    assert judged == (n,) and result.accepted and status == "finished", result.reason
     assert len(set(configs)) == n  # every child a different config
-    if result.accepted:  # the winner was timed again alone before it was banked
-        assert any(isinstance(e, ev.KernelAccepted) and e.kernel_id == result.kernel_id for e in seen)
-    else:
-        assert result.reason
+    # the winner was timed again alone before it was banked
+    assert any(isinstance(e, ev.KernelAccepted) and e.kernel_id == result.kernel_id for e in seen)
 
 
 def test_time_limit_stops_before_the_next_round(tmp_path, fast_settings):
@@ -85,15 +88,7 @@ def test_attempts_and_the_bank_record_a_kernel_without_its_inert_knobs(tmp_path,
     winners against a tight null.)"""
     bank = tmp_path / "bank.db"
     _rounds_read_as_contenders(monkeypatch)
-    real = VerifierService.verify_alone
-
-    def confirmed_as_clear_winner(self, job, trials, timeout):  # type: ignore[no-untyped-def]
-        said = real(self, job, trials, timeout)  # the real confirmation (its config, its checks), read as 2x
-        clear = _confirm_verdict(0.5, 1.6, trials)
-        return said.model_copy(update={"speedup_vs_eager": 2.0, "timing_stats": clear.timing_stats})
-
-    monkeypatch.setattr(VerifierService, "verify_alone", confirmed_as_clear_winner)
-    monkeypatch.setattr(VerifierService, "verify_null", lambda self, trials, timeout: _null_verdict(0.98, 1.02))
+    _confirmations_read_as_clear_winners(monkeypatch)
     options = OptimizeOptions(strategy="evolve", rounds=1, population=4, workers=2, bank=bank)
     (result,) = optimize([OPS / "small_layernorm.py"], options, fast_settings).results
     with sqlite3.connect(bank) as db:
@@ -225,6 +220,20 @@ def _confirm_verdict(cand_ms: float, low: float, pairs: int) -> Verdict:
     eager = {"median_ms": 1.0, "iqr_ms": 0.1, "q1_ms": 0.95, "q3_ms": 1.05}
     timing = {"candidate": cand, "eager": eager, "paired_eager": pair, "regime": "cold"}
     return Verdict.from_json({"status": "passed", "speedup_vs_eager": ratio, "timing_stats": timing})
+
+
+def _confirmations_read_as_clear_winners(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Each confirmation runs for real (its config, its checks), then reads as 2x eager with an
+    interval far above a tight null: for tests of what a session records once it banks."""
+    real = VerifierService.verify_alone
+
+    def confirmed(self, job, trials, timeout):  # type: ignore[no-untyped-def]
+        said = real(self, job, trials, timeout)
+        clear = _confirm_verdict(0.5, 1.6, trials)
+        return said.model_copy(update={"speedup_vs_eager": 2.0, "timing_stats": clear.timing_stats})
+
+    monkeypatch.setattr(VerifierService, "verify_alone", confirmed)
+    monkeypatch.setattr(VerifierService, "verify_null", lambda self, trials, timeout: _null_verdict(0.98, 1.02))
 
 
 def _rounds_read_as_contenders(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -389,7 +398,8 @@ def test_each_op_gets_an_equal_part_of_the_time_left_when_it_opens(tmp_path, fas
         if isinstance(e, ev.SessionStarted):
             opened.append((time.monotonic(), e))
 
-    ops = [OPS / "small_affine.py", OPS / "pointwise_chain.py", OPS / "small_softmax.py"]
+    # ops of 16-32 configs each: no search runs out of configs (ending finished) within an 8 s share
+    ops = [OPS / "small_layernorm.py", OPS / "quick_rmsnorm.py", OPS / "small_softmax.py"]
     t0 = time.monotonic()
     run = optimize(ops, OptimizeOptions(rounds=40, bank=tmp_path / "bank.db", time_limit_s=24), fast_settings, note)
     assert [e.shared_among for _, e in opened] == [3, 2, 1]
@@ -401,7 +411,11 @@ def test_each_op_gets_an_equal_part_of_the_time_left_when_it_opens(tmp_path, fas
     for r, (_, e) in zip(run.results, opened, strict=True):
         assert r.share_s == e.share_s and r.attempts >= 1
         assert r.status == "time_limit", (r.status, r.reason)
-        assert f"its share of the time limit ({fmt_seconds(e.share_s or 0)}" in (r.reason or ""), r.reason
+        # a session that banked has no reason to give; one that did not names its share, or the
+        # run's limit where the whole of it was spent first
+        share = re.escape(f"its share of the time limit ({fmt_seconds(e.share_s or 0)}")
+        said = rf"^({share}.*\)|time limit) reached after \d+ round\(s\)$"
+        assert r.reason is None if r.accepted else re.search(said, r.reason or ""), r.reason
 
 
 @pytest.mark.e2e

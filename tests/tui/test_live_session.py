@@ -111,7 +111,6 @@ async def test_stop_then_continue_then_bank_by_hand(tmp_path, fast_settings):
         confirms = [a for a in after.attempts if str(a.role) == "confirm"]
         assert len(confirms) > confirms_before and confirms[-1].parent_id == passed[0].id
         assert confirms[-1].verdict is not None and confirms[-1].verdict.confirm_held, confirms[-1].verdict
-        assert any("banked" in t for t in told), told  # held: banked by hand
         assert after.status == stored.status  # banking by hand keeps the session's own status
 
 
