@@ -13,8 +13,9 @@ SwiGLU whose user's loop read 15 ms), and which calls faulted depended on what e
 So the room is made of blocks just under the threshold, each shrunk in place to a small pin at
 its start (``realloc``), which parts its free rest from the next block's; an untouched block after
 the last keeps the room's end from joining the top of the heap. The room stays for the process's
-life: a later batch touches its free parts again (the trim between phases hands their pages back)
-and grows it only by what it lacks. Then any free chunk that could still serve a request of the
+life: a later batch has the kernel populate its parts' pages again (the trim between phases hands
+them back; populating keeps whatever the heap has put there since) and grows it only by what it
+lacks. Then any free chunk that could still serve a request of the
 threshold's size is held (``hold_large_chunks``, again after the warm-up calls): such requests are
 then mapped, as in a user's loop.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,7 +36,17 @@ _PIN_BYTES = 4096
 _TENSOR_BLOCK_BYTES = 24 << 20
 _MOST_HELD = 2  # chunks held a call at most: each is 32 MiB of address space, which a memory limit (RLIMIT_AS) counts
 _KEPT: list[int] = []  # pins, fences and held chunks, for the process's life (see the module's doc)
-_ROOM: list[int] = []  # the room's free parts made so far: the request size each one serves whole
+
+
+@dataclass(frozen=True)
+class _RoomPart:
+    """One block's free rest: where it starts and the request size it serves whole."""
+
+    start: int
+    size: int
+
+
+_ROOM: list[_RoomPart] = []  # the room's free parts made so far
 
 
 class _MallInfo(ctypes.Structure):
@@ -116,6 +128,7 @@ def hold_large_chunks(threshold: int | None = None) -> int:
 
 _PAGE = 4096
 _MADV_DONTNEED = 4
+_MADV_POPULATE_WRITE = 23
 
 
 def _release_pages(libc: _Libc, pointer: int, size: int) -> None:
@@ -175,31 +188,61 @@ def room_block_bytes(threshold: int) -> int:
 
 
 def _touch_room(libc: _Libc, nbytes: int, threshold: int) -> None:
-    """The room's free parts made so far touched again (each request lands in one: they are the
-    heap's only free chunks that size), then new blocks for what the room still lacks of ``nbytes``."""
+    """The room's free parts made so far touched again, then new blocks for what the room still
+    lacks of ``nbytes``."""
     block = room_block_bytes(threshold)
-    again = [libc.malloc(size) for size in _ROOM]
-    for pointer, size in zip(again, _ROOM, strict=True):
-        if pointer:
-            ctypes.memset(pointer, 0, size)
-    for pointer in again:
-        libc.lib.free(pointer)
+    for part in _ROOM:
+        _touch_part(libc, part)
     lacking = nbytes - len(_ROOM) * block
     if lacking > 0:
         _grow_room(libc, -(-lacking // block), block)
 
 
+def _touch_part(libc: _Libc, part: _RoomPart) -> None:
+    """The part's pages made resident with their contents kept: whatever the heap has put in the
+    part since it was made stays as it was. (Touched by a request of the part's size, as before, a
+    part that a small block had been carved from was too small for it: the request was served
+    elsewhere, the part stayed as the trim left it, and a 30 MiB output landed there and faulted
+    in all its 7,680 pages.) The kernel populates them (MADV_POPULATE_WRITE, Linux 5.14); before
+    5.14, one byte a page is written back as read, while no other thread of the worker runs."""
+    start = -(-part.start // _PAGE) * _PAGE
+    end = (part.start + part.size) // _PAGE * _PAGE
+    if end <= start:
+        return
+    if libc.lib.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_POPULATE_WRITE) == 0:
+        return
+    pages = (ctypes.c_ubyte * (end - start)).from_address(start)
+    for offset in range(0, end - start, _PAGE):
+        pages[offset] = pages[offset]
+
+
 def _grow_room(libc: _Libc, count: int, block: int) -> None:
     """``count`` blocks touched, then each shrunk in place to its pin (the rest freed), and an
-    untouched block after them, kept, so the last one's free rest does not join the top of the heap."""
-    pointers = [libc.malloc(block) for _ in range(count)]
+    untouched block after them, kept, so the last one's free rest does not join the top of the heap.
+    A block the allocator maps on its own (a process whose threshold has not risen that far: not a
+    worker, which sets it) would hand its rest back to the system when shrunk: none is made."""
+    pointers = []
+    for _ in range(count):
+        mapped_before = libc.mapped_blocks()
+        pointer = libc.malloc(block)
+        if pointer and libc.mapped_blocks() > mapped_before:
+            libc.lib.free(pointer)
+            break
+        pointers.append(pointer)
+    if not pointers:
+        return
+    mapped_before = libc.mapped_blocks()
     fence = libc.malloc(block)  # address space only: never touched
-    if fence:
+    if fence and libc.mapped_blocks() > mapped_before:
+        libc.lib.free(fence)  # mapped apart from the heap, it fences nothing
+    elif fence:
         _KEPT.append(fence)
     for pointer in pointers:
         if pointer:
             ctypes.memset(pointer, 0, block)
     for pointer in pointers:
         if pointer:
-            _KEPT.append(int(libc.lib.realloc(pointer, _PIN_BYTES) or 0))  # shrunk where it is; the rest freed
-            _ROOM.append(block - 2 * _PIN_BYTES)  # a request this size fits the freed rest, whatever its header
+            pin = int(libc.lib.realloc(pointer, _PIN_BYTES) or 0)  # shrunk where it is; the rest freed
+            _KEPT.append(pin)
+            # a request this size fits the freed rest, whatever its header
+            _ROOM.append(_RoomPart(start=pointer + _PIN_BYTES, size=block - 2 * _PIN_BYTES))
