@@ -9,7 +9,7 @@ anyway shows nothing. A defect is caught when its tests fail (pytest's exit code
 exit (an import error, no test collected) is reported as broken, not as caught.
 
 The catching tests run as .ci/run runs them: the default ones with the project's pytest options
-(the README's command: spread over the cores), those marked ``pipeline`` one at a time.
+(the README's command: spread over the cores), those marked ``pipeline`` one at a time (its second half).
 
 Usage: python -m benchmarks.mutations [--defect NAME ...] [--page docs/benchmarks/mutations.md]
 Exit status: 0 when every defect asked for is caught, 1 otherwise.
@@ -32,7 +32,7 @@ from benchmarks.support.page import add_page_option, run_with_page
 from benchmarks.support.paths import ROOT
 
 _REAL = "tests/cli/test_real_pipeline.py::"
-PIPELINE = _REAL + "test_a_session_with_every_check_on_banks_a_kernel_whose_claim_a_users_loop_reproduces"
+PIPELINE = _REAL + "test_a_session_with_every_check_on_banks_a_kernel_whose_user_loop_a_users_own_loop_reproduces"
 MODEL_RUN = _REAL + "test_a_model_run_carves_banks_and_proves_the_class_a_fused_kernel_wins_on"
 NULL_JUDGED = "tests/harness/test_search_logic.py::test_a_finalist_inside_its_null_controls_spread_is_refused"
 
@@ -141,7 +141,8 @@ def outcome(code: int) -> Outcome:
 
 
 def judged(root: Path, defect: Defect) -> tuple[Outcome, Outcome | None]:
-    """The defect's outcome in the default run's tests, and in the pipeline stage's (None: it has none there)."""
+    """The defect's outcome in the default run's tests, and in the pipeline tests' (the README's
+    test command's second half; None: it has none there)."""
     default = outcome(run_tests(root, defect.tests, pipeline=False))
     alone = outcome(run_tests(root, defect.pipeline_tests, pipeline=True)) if defect.pipeline_tests else None
     return default, alone
@@ -161,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         if run_tests(clean, tests, False) or run_tests(clean, pipeline, True):
             print("the catching tests fail on the unchanged checkout: fix them first, nothing is shown")
             return 1
-        print(
-            "| defect | what it breaks | default run's tests | outcome | pipeline stage's tests | outcome | seconds |"
-        )
+        print("| defect | what it breaks | default run's tests | outcome | pipeline tests | outcome | seconds |")
         print("|---|---|---|---|---|---|---|")
         caught = 0
         for defect in chosen:

@@ -45,16 +45,23 @@ GELU_OVERFLOW_DIFFERS = pytest.mark.xfail(
 )
 
 
-def sweep(values: list, ids: list[str] | None = None) -> list:  # type: ignore[type-arg]
-    """A parametrized sweep of the built-in agent's kernels through the verifier: the first value in
-    the default run (each family verified there), the rest marked ``compiles`` (.ci/run runs them
-    spread over the cores), as they cost seconds of compiling each and the README's run has ten
-    minutes for the whole suite."""
+def sweep(
+    values: list,  # type: ignore[type-arg]
+    ids: list[str] | None = None,
+    kept: int = 1,
+    marker: pytest.MarkDecorator = pytest.mark.compiles,
+) -> list:  # type: ignore[type-arg]
+    """A parametrized sweep of cases that each verify through real workers: the first ``kept``
+    values in the default run (chosen to hold each family, or each outcome the cases decide), the
+    rest marked ``marker``: ``compiles`` for the built-in agent's kernels and ``variants`` for the
+    verifier's other cases (.ci/run runs both spread over the cores), ``e2e`` for a case that
+    times whole training steps (.ci/run's heavy stage). They cost seconds each, and the README's
+    test command has ten minutes for the default run and the pipeline tests."""
     return [
         pytest.param(
             *(v if isinstance(v, tuple) else (v,)),
             id=None if ids is None else ids[i],
-            marks=() if i == 0 else pytest.mark.compiles,
+            marks=() if i < kept else marker,
         )
         for i, v in enumerate(values)
     ]

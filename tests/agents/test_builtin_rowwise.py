@@ -47,8 +47,15 @@ def test_other_ops_get_a_reason():
 
 @pytest.mark.parametrize(
     "op",
-    [OPS / "small_softmax.py", OPS / "small_layernorm.py", OPS / "declared_shapes.py", KERNELBANK / "rmsnorm_op.py"],
-    ids=["softmax", "layernorm", "rowsum", "rmsnorm"],
+    sweep(
+        [
+            OPS / "small_softmax.py",
+            OPS / "small_layernorm.py",
+            OPS / "declared_shapes.py",
+            KERNELBANK / "rmsnorm_op.py",
+        ],
+        ids=["softmax", "layernorm", "rowsum", "rmsnorm"],
+    ),
 )
 def test_generated_kernels_pass_the_verifier(op, fast_settings, tmp_path, monkeypatch):
     monkeypatch.chdir(op.parent)  # the rmsnorm op imports its Model from the user's package there

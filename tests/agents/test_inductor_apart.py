@@ -14,6 +14,9 @@ from forge.agents.builtin.inductor.capture import InductorRefused, capture
 from forge.agents.builtin.inductor.capture_apart import capture_apart
 from forge.core.problem import load_problem
 
+# each captures Inductor's code in a process of its own (~10 s here); the pipeline tests capture it too
+pytestmark = pytest.mark.e2e
+
 OP = """
 import os
 

@@ -240,11 +240,8 @@ def test_verify_refuses_a_candidate_without_model_new(tmp_path, cache_dir):
 def test_optimize_modules_refuses_a_broken_model_file(tmp_path, cache_dir, name):
     """--modules builds the model in its probe's process: the message comes back from there."""
     model = _write(tmp_path, name)
-    env = {"FORGE_CACHE_DIR": str(cache_dir), "FORGE_DEVICE": "cpu", "COLUMNS": "300", "PATH": "/usr/bin:/bin"}
-    cmd = [sys.executable, "-m", "forge", "optimize", str(model), "--modules", "--bank", str(tmp_path / "b.db")]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-    said = " ".join(done.stderr.split())
-    _refused(done.returncode, said, str(model), OP_MISTAKES[name][1].split(":")[0])
+    code, said = _cli("optimize", str(model), "--modules", "--bank", str(tmp_path / "b.db"), cache=cache_dir)
+    _refused(code, said, str(model), OP_MISTAKES[name][1].split(":")[0])
 
 
 def test_python_api_raises_forge_errors(tmp_path, cache_dir, fast_settings):

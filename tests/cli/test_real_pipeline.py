@@ -68,13 +68,14 @@ _USERS_LOOP = """
 
 
 @pytest.mark.pipeline
-def test_a_session_with_every_check_on_banks_a_kernel_whose_claim_a_users_loop_reproduces(tmp_path):
+def test_a_session_with_every_check_on_banks_a_kernel_whose_user_loop_a_users_own_loop_reproduces(tmp_path):
     """pointwise_chain is ~8x faster fused by construction: it must bank, with its confirmation
     timed under an enforced load check, its user loop, its null control and torch.compile's
-    figure, after Inductor's code was one of the candidates; a user's own loop reads a speedup
-    within a factor of 1.4 of the banked claim, and the kernel runs there (not the reference). (A
-    claim inflated 1.5x everywhere passes this band here: tests/verifier/test_pairing.py catches
-    that, benchmarks.mutations shows it.)"""
+    figure, after Inductor's code was one of the candidates. The kernel runs in a user's own loop
+    (not the reference), which reads a speedup within a factor of 1.25 of forge's user loop (one
+    inflated 1.5x falls outside), and the claim is no higher than that loop's. (The claim is the
+    lower of the rounds' figure and the user loop's: the rounds read 7.7-9.3x here where both
+    loops read 12.7-14.8x, so the claim is not compared with the user's loop itself.)"""
     r = _forge(
         "optimize",
         str(CHAIN),
@@ -98,7 +99,8 @@ def test_a_session_with_every_check_on_banks_a_kernel_whose_claim_a_users_loop_r
     banked = Verdict.from_json(json.loads(evidence))
     load = banked.timing_stats.contention
     assert load is not None and load.enforced and not load.busy, load
-    assert banked.user_loop is not None and banked.timing_stats.null_eager is not None, banked.timing_stats
+    loop = banked.user_loop
+    assert loop is not None and loop.eager is not None and banked.timing_stats.null_eager is not None, loop
     assert banked.speedup_vs_compile is not None and banked.timings_ms.compile, banked.timings_ms
     assert any(c and c.get("family") == "inductor" for c in configs), configs
     assert claimed > 2.0, claimed
@@ -113,7 +115,10 @@ def test_a_session_with_every_check_on_banks_a_kernel_whose_claim_a_users_loop_r
     assert check.returncode == 0, check.stderr[-3000:]
     calls, measured = check.stdout.split()
     assert int(calls) == 1, "the banked kernel did not run: the reference did"
-    assert 1 / 1.4 < claimed / float(measured) < 1.4, f"banked {claimed}x, a user's loop {measured}x"
+    # forge's own user loop reads what the user's reads, and the claim is no higher than it
+    forge_loop = loop.eager.median
+    assert 0.8 < forge_loop / float(measured) < 1.25, f"forge's user loop {forge_loop}x, a user's {measured}x"
+    assert claimed <= forge_loop, f"banked {claimed}x over forge's own user loop's {forge_loop}x"
 
 
 CHAINED = ROOT / "tests" / "model_probe" / "models" / "chained.py"

@@ -1,4 +1,5 @@
-"""The real CLI in a subprocess: output contract, exit codes, errors without tracebacks."""
+"""The real CLI: in a subprocess (the output contract of a real process, exit codes), and in this process
+through typer's runner (refusals, checks, options: the same command's code), errors without tracebacks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from forge.cli.app import app
 from tests.conftest import CANDIDATES, EXAMPLES, OPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +24,18 @@ def forge(*args: str, cache: Path, **extra_env: str) -> subprocess.CompletedProc
     return subprocess.run(
         [sys.executable, "-m", "forge", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
     )
+
+
+def forge_here(*args: str, cache: Path, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """The same command in this process (typer's runner): its exit code and its two streams, without
+    a fresh interpreter importing torch, forge and a verifier's template again. The output contract
+    of a real process (one JSON object on stdout, nothing else) is held by the tests that use
+    ``forge``."""
+    env = {"FORGE_CACHE_DIR": str(cache), "FORGE_TIMING_BUDGET_S": "0.2", "COLUMNS": "300", **extra_env}
+    done = CliRunner().invoke(app, list(args), env=env)
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise done.exception  # a traceback: what these tests are here to rule out
+    return subprocess.CompletedProcess(list(args), done.exit_code, done.stdout, done.stderr)
 
 
 def test_json_passing(cache_dir):
@@ -49,7 +64,7 @@ def test_null_control_says_whether_a_session_would_bank_it(cache_dir):
     from forge.core.verdict import Verdict
 
     files = (str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"))
-    r = forge(
+    r = forge_here(
         "verify", *files, "--no-compile-baseline", "--null-control", "--json", cache=cache_dir, FORGE_TIMING_TRIALS="12"
     )
     assert r.returncode == 0, r.stderr
@@ -67,11 +82,11 @@ def test_timed_trials_come_in_batches_alternating_with_eager(cache_dir):
     # each timed call by call, every candidate call paired with an adjacent eager call.
     args = ("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"))
     env = {"FORGE_TIMING_BATCH_MB": "1", "FORGE_TIMING_BUDGET_S": "5"}  # a budget for the most trials (30)
-    r = forge(*args, "--no-compile-baseline", cache=cache_dir, **env)
+    r = forge_here(*args, "--no-compile-baseline", cache=cache_dir, **env)
     assert r.returncode == 0, r.stderr
     assert "timing: 8 pairs of calls, eager and candidate, cold (batch 1/3)" in r.stderr
     assert "timing: 8 pairs of calls, eager and candidate, warm (batch 3/3)" in r.stderr
-    data = json.loads(forge(*args, "--no-compile-baseline", "--json", cache=cache_dir, **env).stdout)
+    data = json.loads(forge_here(*args, "--no-compile-baseline", "--json", cache=cache_dir, **env).stdout)
     stats = data["timing_stats"]
     assert stats["candidate"]["trials"] == stats["eager"]["trials"] == stats["paired_eager"]["pairs"] == 24
     paired = stats["paired_eager"]
@@ -88,11 +103,11 @@ def test_timed_trials_come_in_batches_alternating_with_eager(cache_dir):
 def test_asked_trials_are_all_timed_in_as_many_batches_as_they_take(cache_dir):
     # --trials lifts the budget's cap (30 trials, 3 batches): 40 calls a side, 8 sets a batch
     args = ("verify", str(OPS / "small_softmax.py"), str(CANDIDATES / "softmax/honest_torch.py"))
-    r = forge(*args, "--no-compile-baseline", "--trials", "40", cache=cache_dir, FORGE_TIMING_BATCH_MB="1")
+    r = forge_here(*args, "--no-compile-baseline", "--trials", "40", cache=cache_dir, FORGE_TIMING_BATCH_MB="1")
     assert r.returncode == 0, r.stderr
     assert "timing: 8 pairs of calls, eager and candidate, cold (batch 5/5)" in r.stderr
     assert "all 80 timed calls" in r.stdout
-    bad = forge(*args, "--trials", "3", cache=cache_dir)
+    bad = forge_here(*args, "--trials", "3", cache=cache_dir)
     assert bad.returncode == 2 and "--trials" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -136,10 +151,11 @@ def test_human_output_explains_failure(cache_dir):
     ],
 )
 def test_bad_op_files_exit_2_with_a_clear_message(cache_dir, op, message):
-    r = forge("verify", str(op), str(CANDIDATES / "softmax/honest_torch.py"), "--no-compile-baseline", cache=cache_dir)
+    honest = str(CANDIDATES / "softmax/honest_torch.py")
+    r = forge_here("verify", str(op), honest, "--no-compile-baseline", cache=cache_dir)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in " ".join(r.stderr.split())
-    assert "Traceback (most recent call last)" not in r.stderr.split("\n")[0]
+    assert "Traceback (most recent call last)" not in r.stderr
     assert "forge/verifier" not in r.stderr  # forge's own frames are not shown to the user
 
 
@@ -156,9 +172,9 @@ def test_bad_op_json_error_object(cache_dir):
 
 
 def test_missing_candidate_and_bad_device(cache_dir):
-    r = forge("verify", str(OPS / "small_softmax.py"), "nope.py", cache=cache_dir)
+    r = forge_here("verify", str(OPS / "small_softmax.py"), "nope.py", cache=cache_dir)
     assert r.returncode == 2 and "no such candidate file" in r.stderr
-    r = forge(
+    r = forge_here(
         "verify",
         str(OPS / "small_softmax.py"),
         str(CANDIDATES / "softmax/honest_torch.py"),
@@ -170,7 +186,7 @@ def test_missing_candidate_and_bad_device(cache_dir):
 
 
 def test_shipped_example_with_declared_shapes(cache_dir):
-    r = forge(
+    r = forge_here(
         "verify",
         str(OPS / "declared_shapes.py"),
         str(EXAMPLES / "candidates" / "rowsum_torch.py"),
@@ -189,7 +205,7 @@ def test_degenerate_problem_is_flagged(cache_dir, tmp_path):
         "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
         "        return torch.zeros_like(x)\n"
     )
-    r = forge("verify", str(OPS / "degenerate.py"), str(cand), "--no-compile-baseline", "--json", cache=cache_dir)
+    r = forge_here("verify", str(OPS / "degenerate.py"), str(cand), "--no-compile-baseline", "--json", cache=cache_dir)
     data = json.loads(r.stdout)
     assert any("degenerate problem" in w for w in data["warnings"])
 
@@ -205,7 +221,7 @@ def test_train_checks_the_candidates_backward(cache_dir, tmp_path):
         "        self.weight = nn.Parameter(torch.randn(channels))\n\n"
         "    def forward(self, x, gate):\n        return x * torch.sigmoid(gate) * self.weight\n"
     )
-    r = forge("verify", op, str(honest), "--no-compile-baseline", "--train", "--json", cache=cache_dir)
+    r = forge_here("verify", op, str(honest), "--no-compile-baseline", "--train", "--json", cache=cache_dir)
     assert r.returncode == 0, r.stderr
     gradients = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "gradients")
     assert gradients["passed"] and "match the reference's autograd" in gradients["detail"]
@@ -215,7 +231,7 @@ def test_train_checks_the_candidates_backward(cache_dir, tmp_path):
         .replace("        return x *", "        return (x *")
         .replace("self.weight\n", "self.weight).detach()\n")
     )
-    r = forge("verify", op, str(no_backward), "--no-compile-baseline", "--train", cache=cache_dir)
+    r = forge_here("verify", op, str(no_backward), "--no-compile-baseline", "--train", cache=cache_dir)
     assert r.returncode != 0
     assert "provides no backward" in r.stdout + r.stderr
     assert "Traceback" not in r.stderr

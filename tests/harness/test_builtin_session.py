@@ -80,6 +80,7 @@ def test_time_limit_stops_before_the_next_round(tmp_path, fast_settings):
     assert [p.round for p in result.trace] == [1]
 
 
+@pytest.mark.e2e
 def test_attempts_and_the_bank_record_a_kernel_without_its_inert_knobs(tmp_path, fast_settings, monkeypatch):
     """The one-pass layernorm accumulates in double whatever ``acc`` says: its attempt keeps the
     tuner's full config (the search reasons over it) but records, and banks, the config without

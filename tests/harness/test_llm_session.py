@@ -175,6 +175,7 @@ class ModelNew(Model):
 """
 
 
+@pytest.mark.e2e
 def test_one_reply_with_three_candidates_verifies_each_times_the_passing_ones_together_and_goes_on_from_the_faster(
     tmp_path, fast_settings
 ):
@@ -353,6 +354,7 @@ def test_replies_are_not_streamed_unless_asked(tmp_path, fast_settings):
     assert not any(r.get("stream") for r in script.requests)
 
 
+@pytest.mark.e2e
 def test_a_training_session_tells_the_coder_to_write_the_backward_and_feeds_back_the_gradient_check(
     tmp_path, fast_settings
 ):

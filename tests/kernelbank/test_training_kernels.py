@@ -57,6 +57,7 @@ def _step(layer: torch.nn.Module, x: torch.Tensor, gate: torch.Tensor) -> list[t
     return [xs.grad, gs.grad, layer.weight.grad]  # type: ignore[list-item]
 
 
+@pytest.mark.e2e
 def test_a_kernel_verified_for_training_runs_under_autograd_with_the_reference_gradients(tmp_path, fast_settings):
     _bank_with(tmp_path, fast_settings, WIDE, _lowered_for_training(), train=True)
     # its use under autograd also rests on its step's speed on this machine (_bank_with): set on here

@@ -12,6 +12,7 @@ from forge.core.model_records import ModelProfile
 from forge.harness.model_run.carve import write_ops
 from forge.harness.model_run.choose import MIN_CEILING, choose_classes
 from forge.model_probe import ModelRunError, profile_in_process, prove_in_process
+from tests.conftest import sweep
 from tests.kernelbank.helpers import checked_on, make_bank
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,7 +164,8 @@ def _trains(op: Path) -> dict[str, object]:
     return {"target_class": "normnet:ScaleNorm", "checks": checks, "training_step": step}
 
 
-@pytest.mark.parametrize(("scale", "match"), [("1.0", True), ("1.05", False)])
+# the matching kernel's proof times training steps (~16 s): with the whole --train model runs (e2e)
+@pytest.mark.parametrize(("scale", "match"), sweep([("1.05", False), ("1.0", True)], marker=pytest.mark.e2e))
 def test_prove_with_train_checks_the_training_step_and_times_it(normnet_profile, tmp_path, scale, match):
     """--modules --train: the kernelized model's training step against the original's, its
     training kernels running; a kernel whose weight gradient is 5% off is caught there (its

@@ -8,6 +8,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from benchmarks.support.llm_server import Script, serve
 from forge.harness import PlanOptions, optimize_plan
 
@@ -19,6 +21,7 @@ FSDP_PLAN = {
 }
 
 
+@pytest.mark.e2e  # a plan session behind the scripted server, ~11 s
 def test_an_invalid_plan_then_a_valid_one(tmp_path, fast_settings):
     script = Script(
         coder=[

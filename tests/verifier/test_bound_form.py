@@ -8,7 +8,7 @@ import pytest
 
 from forge.core.statuses import BindMode
 from forge.verifier import verify
-from tests.conftest import CANDIDATES, TESTS
+from tests.conftest import CANDIDATES, TESTS, sweep
 
 USERPKG = TESTS.parent / "examples" / "kernelbank"
 OP = USERPKG / "rmsnorm_op.py"
@@ -24,14 +24,18 @@ def _user_package(monkeypatch):
 
 @pytest.mark.parametrize(
     ("candidate", "mode", "words"),
-    [
-        (USERPKG / "rmsnorm_kernel.py", BindMode.DIRECT, "instance itself"),  # subclass form
-        (USERPKG / "rmsnorm_kernelbench.py", BindMode.DIRECT, "instance itself"),  # KernelBench form
-        (CANDIDATES / "user_rmsnorm" / "view_helpers.py", BindMode.VIEW, "hidden_size, _scale"),
-        (CANDIDATES / "user_rmsnorm" / "tensor_state.py", BindMode.NONE, "buffer 'ones'"),
-        (CANDIDATES / "user_rmsnorm" / "forge_built_only.py", BindMode.NONE, "gave wrong outputs"),
-    ],
-    ids=lambda p: getattr(p, "stem", str(p)),
+    sweep(
+        [
+            (USERPKG / "rmsnorm_kernel.py", BindMode.DIRECT, "instance itself"),  # subclass form
+            (CANDIDATES / "user_rmsnorm" / "view_helpers.py", BindMode.VIEW, "hidden_size, _scale"),
+            (CANDIDATES / "user_rmsnorm" / "forge_built_only.py", BindMode.NONE, "gave wrong outputs"),
+            (USERPKG / "rmsnorm_kernelbench.py", BindMode.DIRECT, "instance itself"),  # KernelBench form
+            (CANDIDATES / "user_rmsnorm" / "tensor_state.py", BindMode.NONE, "buffer 'ones'"),
+        ],
+        ids=["rmsnorm_kernel", "view_helpers", "forge_built_only", "rmsnorm_kernelbench", "tensor_state"],
+        kept=3,  # one of each way to bind
+        marker=pytest.mark.variants,
+    ),
 )
 def test_how_each_kernel_binds_is_verified_and_recorded(candidate, mode, words, fast_settings):
     v = verify(OP, candidate, fast_settings)

@@ -31,15 +31,14 @@ def test_torch_rewrite_on_gpu(cuda_settings):
     assert v.status == "passed", v.reason
 
 
-def test_side_stream_work_gains_nothing(cuda_settings):
-    """Work moved to a side stream is either seen by the host clock (wall_clock fails) or, where the
-    stream the events sit on waits for it (torch's legacy default stream does), timed: never free."""
+def test_side_stream_work_is_refused(cuda_settings):
+    """Work moved to a side stream: torch.cuda.Stream() comes from torch's pool, whose streams are
+    non-blocking, so the timed stream's events never wait for it, while the host clock around the
+    call and a device synchronize does. The clocks disagree (checks.wall_clock_discrepancy, or
+    checks.escaped_events where the worker's own ticks wait for the device): refused."""
     v = verify(SOFTMAX, CANDIDATES / "softmax/side_stream.py", cuda_settings)
-    if v.status == "passed":
-        assert (v.timings_ms.candidate or 0) > 1.0 and v.speedup_vs_eager < 0.1, v.timings_ms
-    else:
-        assert v.status == "failed_integrity", v.reason
-        assert "wall_clock" in {c.name for c in v.checks if not c.passed}
+    assert v.status == "failed_integrity", (v.status, v.reason, v.timings_ms)
+    assert "wall_clock" in {c.name for c in v.checks if not c.passed}, v.checks
 
 
 def test_bf16_downgrade_caught_on_gpu(cuda_settings):

@@ -12,7 +12,7 @@ from forge.core.acceptance import training_standing
 from forge.core.settings import ForgeSettings
 from forge.verifier import verify
 from forge.verifier.gradients import training_step
-from tests.conftest import CANDIDATES, OPS
+from tests.conftest import CANDIDATES, OPS, sweep
 
 GATED = OPS / "gated_scale.py"
 
@@ -227,12 +227,17 @@ ModelNew.forward = lambda self, x, gate: _Gated.apply(x, gate, self.weight)
 
 @pytest.mark.parametrize(
     ("fake", "wrapped", "passes"),
-    [
-        (FAKE.format(wrong=""), False, True),
-        (FAKE.format(wrong=""), True, True),
-        (FAKE.format(wrong="[..., :1]"), False, False),  # not the kernel's shape: torch.compile traces it wrong
-        ("", False, False),  # no fake implementation: torch.compile cannot trace the op
-    ],
+    sweep(
+        [
+            (FAKE.format(wrong=""), False, True),
+            (FAKE.format(wrong="[..., :1]"), False, False),  # not the kernel's shape: torch.compile traces it wrong
+            (FAKE.format(wrong=""), True, True),
+            ("", False, False),  # no fake implementation: torch.compile cannot trace the op
+        ],
+        ids=["passes", "fake_of_another_shape", "wrapped_passes", "no_fake"],
+        kept=2,
+        marker=pytest.mark.variants,
+    ),
 )
 def test_a_custom_op_candidate_is_checked_with_opcheck(tmp_path, fast_settings, fake, wrapped, passes):
     source = CUSTOM_OP.format(fake=fake)

@@ -16,7 +16,7 @@ import torch
 from forge.core import sandbox
 from forge.core.sandbox import allowed
 from forge.verifier import verify
-from tests.conftest import CANDIDATES, OPS
+from tests.conftest import CANDIDATES, OPS, sweep
 
 SOFTMAX = OPS / "small_softmax.py"
 FORWARD = """
@@ -174,28 +174,22 @@ def test_the_worker_born_in_its_namespace_is_the_one_watched(fast_settings, tmp_
     assert v.memory is not None and (v.memory.candidate_mib or 0) > 256, v.memory
 
 
-def test_honest_kernels_pass_in_the_sandbox_forked_and_execd(fast_settings, monkeypatch):
-    for name in ("honest_cpp.py", "honest_triton.py"):
-        v = verify(SOFTMAX, CANDIDATES / "softmax" / name, fast_settings)
-        assert v.passed, (name, v.reason)
-    monkeypatch.setenv("FORGE_WORKER_TEMPLATE", "0")  # a worker started by exec enters it too
-    v = verify(SOFTMAX, CANDIDATES / "softmax" / "honest_cpp.py", fast_settings)
-    assert v.passed, v.reason
+@pytest.mark.parametrize(
+    ("name", "template"),
+    sweep(
+        [("honest_cpp.py", "1"), ("honest_cpp.py", "0"), ("honest_triton.py", "1")],
+        ids=["cpp_forked", "cpp_execd", "triton_forked"],
+        kept=2,  # Triton's interpreter takes ~10 s here
+        marker=pytest.mark.variants,
+    ),
+)
+def test_honest_kernels_pass_in_the_sandbox_forked_and_execd(fast_settings, monkeypatch, name, template):
+    monkeypatch.setenv("FORGE_WORKER_TEMPLATE", template)  # "0": a worker started by exec enters it too
+    v = verify(SOFTMAX, CANDIDATES / "softmax" / name, fast_settings)
+    assert v.passed, (name, v.reason)
 
 
 def test_the_environment_allowlist():
     assert allowed("OMP_NUM_THREADS") and allowed("TORCHINDUCTOR_CACHE_DIR") and allowed("CUDA_VISIBLE_DEVICES")
     assert not allowed("FORGE_LLM_API_KEY") and not allowed("FORGE_BANK") and not allowed("HF_TOKEN")
     assert not allowed("AWS_ACCESS_KEY_ID") and not allowed("RAY_ADDRESS") and not allowed("SSH_AUTH_SOCK")
-
-
-def test_without_landlock_only_an_explicit_choice_runs_candidates(fast_settings, monkeypatch):
-    from forge.core.errors import UsageError
-
-    monkeypatch.setattr(sandbox, "abi_version", lambda: 0)
-    with pytest.raises(UsageError, match="--unsandboxed"):
-        verify(SOFTMAX, CANDIDATES / "softmax" / "honest_torch.py", fast_settings)
-    unconfined = verify(
-        SOFTMAX, CANDIDATES / "softmax" / "honest_torch.py", fast_settings.model_copy(update={"sandbox": False})
-    )
-    assert unconfined.passed, unconfined.reason

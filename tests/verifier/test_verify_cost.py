@@ -16,7 +16,7 @@ from forge.verifier import memory, verify
 from forge.verifier.candidate_watch import busy_python_threads
 from forge.verifier.processes import codec
 from forge.verifier.reference_pool import ReferencePool
-from tests.conftest import CANDIDATES, OPS
+from tests.conftest import CANDIDATES, OPS, sweep
 
 SOFTMAX = OPS / "small_softmax.py"
 HONEST = CANDIDATES / "softmax" / "honest_torch.py"
@@ -110,8 +110,11 @@ def test_reference_worker_is_kept_between_verifications(fast_settings):
 
 @pytest.mark.parametrize(
     "bad",
-    ["syntax_error.py", "hardcoded_shape.py", "raises.py"],
-    ids=["fails_to_load", "fails_a_case", "raises_on_a_case"],
+    sweep(
+        ["hardcoded_shape.py", "syntax_error.py", "raises.py"],
+        ids=["fails_a_case", "fails_to_load", "raises_on_a_case"],
+        marker=pytest.mark.variants,
+    ),
 )
 def test_a_failed_verification_leaves_the_reference_ready_for_the_next(fast_settings, bad):
     pool = ReferencePool()

@@ -15,14 +15,15 @@ its start (``realloc``), which parts its free rest from the next block's; an unt
 the last keeps the room's end from joining the top of the heap. The room stays for the process's
 life: a later batch has the kernel populate its parts' pages again (the trim between phases hands
 them back; populating keeps whatever the heap has put there since) and grows it only by what it
-lacks. Then any free chunk that could still serve a request of the
-threshold's size is held (``hold_large_chunks``, again after the warm-up calls): such requests are
-then mapped, as in a user's loop.
+lacks. Then any free chunk that could still serve a request of the threshold's size is held
+(``hold_large_chunks``, again after the warm-up calls): such requests are then mapped, as in a
+user's loop.
 """
 
 from __future__ import annotations
 
 import ctypes
+import resource
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,7 @@ from forge.verifier.memory import mmap_threshold, resident_bytes
 _PIN_BYTES = 4096
 # the fallback's blocks (not glibc: torch's tensors, freed whole), under the 32 MiB threshold
 _TENSOR_BLOCK_BYTES = 24 << 20
-_MOST_HELD = 2  # chunks held a call at most: each is 32 MiB of address space, which a memory limit (RLIMIT_AS) counts
+_MOST_HELD = 2  # chunks held a call at most: 32 MiB of heap each, which the memory limit (RLIMIT_DATA) counts
 _KEPT: list[int] = []  # pins, fences and held chunks, for the process's life (see the module's doc)
 
 
@@ -200,20 +201,27 @@ def _touch_room(libc: _Libc, nbytes: int, threshold: int) -> None:
 
 def _touch_part(libc: _Libc, part: _RoomPart) -> None:
     """The part's pages made resident with their contents kept: whatever the heap has put in the
-    part since it was made stays as it was. (Touched by a request of the part's size, as before, a
-    part that a small block had been carved from was too small for it: the request was served
-    elsewhere, the part stayed as the trim left it, and a 30 MiB output landed there and faulted
-    in all its 7,680 pages.) The kernel populates them (MADV_POPULATE_WRITE, Linux 5.14); before
-    5.14, one byte a page is written back as read, while no other thread of the worker runs."""
+    part since it was made stays as it was, and nothing is written, so no other thread's write to
+    it is lost. (Touched by a request of the part's size, as before, a part that a small block had
+    been carved from was too small for it: the request was served elsewhere, the part stayed as
+    the trim left it, and a 30 MiB output landed there and faulted in all its 7,680 pages.) The
+    kernel populates them (MADV_POPULATE_WRITE, Linux 5.14); before 5.14, ``mlock`` does, a slice
+    at a time within the process's lock limit, each unlocked at once. A range no longer mapped
+    fails both: it is left as it is."""
     start = -(-part.start // _PAGE) * _PAGE
     end = (part.start + part.size) // _PAGE * _PAGE
     if end <= start:
         return
     if libc.lib.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_POPULATE_WRITE) == 0:
         return
-    pages = (ctypes.c_ubyte * (end - start)).from_address(start)
-    for offset in range(0, end - start, _PAGE):
-        pages[offset] = pages[offset]
+    # mlock faults in a private writable mapping's pages as writes do (breaking copy-on-write)
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    step = end - start if soft == resource.RLIM_INFINITY else max(_PAGE, soft // _PAGE * _PAGE)
+    for at in range(start, end, step):
+        size = ctypes.c_size_t(min(step, end - at))
+        if libc.lib.mlock(ctypes.c_void_p(at), size) != 0:
+            return
+        libc.lib.munlock(ctypes.c_void_p(at), size)
 
 
 def _grow_room(libc: _Libc, count: int, block: int) -> None:
