@@ -9,7 +9,7 @@ anyway shows nothing. A defect is caught when its tests fail (pytest's exit code
 exit (an import error, no test collected) is reported as broken, not as caught.
 
 The catching tests run as .ci/run runs them: the default ones with the project's pytest options
-(the README's command: spread over the cores), those marked ``pipeline`` one at a time (its second half).
+(the README's command: spread over the cores), those marked ``pipeline`` one at a time.
 
 Usage: python -m benchmarks.mutations [--defect NAME ...] [--page docs/benchmarks/mutations.md]
 Exit status: 0 when every defect asked for is caught, 1 otherwise.
@@ -141,8 +141,8 @@ def outcome(code: int) -> Outcome:
 
 
 def judged(root: Path, defect: Defect) -> tuple[Outcome, Outcome | None]:
-    """The defect's outcome in the default run's tests, and in the pipeline tests' (the README's
-    test command's second half; None: it has none there)."""
+    """The defect's outcome in the default run's tests, and in the pipeline tests' (None: it has
+    none there)."""
     default = outcome(run_tests(root, defect.tests, pipeline=False))
     alone = outcome(run_tests(root, defect.pipeline_tests, pipeline=True)) if defect.pipeline_tests else None
     return default, alone

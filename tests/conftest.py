@@ -56,7 +56,7 @@ def sweep(
     rest marked ``marker``: ``compiles`` for the built-in agent's kernels and ``variants`` for the
     verifier's other cases (.ci/run runs both spread over the cores), ``e2e`` for a case that
     times whole training steps (.ci/run's heavy stage). They cost seconds each, and the README's
-    test command has ten minutes for the default run and the pipeline tests."""
+    test command has ten minutes for the whole default run."""
     return [
         pytest.param(
             *(v if isinstance(v, tuple) else (v,)),
