@@ -132,12 +132,17 @@ _MADV_DONTNEED = 4
 _MADV_POPULATE_WRITE = 23
 
 
+def _whole_pages(pointer: int, size: int) -> tuple[int, int]:
+    """The pages wholly inside ``size`` bytes at ``pointer``: their start and end (empty when
+    ``end <= start``)."""
+    return -(-pointer // _PAGE) * _PAGE, (pointer + size) // _PAGE * _PAGE
+
+
 def _release_pages(libc: _Libc, pointer: int, size: int) -> None:
     """Hand back the pages inside a held chunk (as ``malloc_trim`` does for a free one): it holds
     address space only, so memory freed there by an earlier phase does not stay resident (a
     candidate's worker peaked 26 MiB over its limit on a CI run where held chunks kept their pages)."""
-    start = -(-pointer // _PAGE) * _PAGE
-    end = (pointer + size) // _PAGE * _PAGE
+    start, end = _whole_pages(pointer, size)
     if end > start:
         libc.lib.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED)
 
@@ -208,8 +213,7 @@ def _touch_part(libc: _Libc, part: _RoomPart) -> None:
     kernel populates them (MADV_POPULATE_WRITE, Linux 5.14); before 5.14, ``mlock`` does, a slice
     at a time within the process's lock limit, each unlocked at once. A range no longer mapped
     fails both: it is left as it is."""
-    start = -(-part.start // _PAGE) * _PAGE
-    end = (part.start + part.size) // _PAGE * _PAGE
+    start, end = _whole_pages(part.start, part.size)
     if end <= start:
         return
     if libc.lib.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_POPULATE_WRITE) == 0:
@@ -224,33 +228,33 @@ def _touch_part(libc: _Libc, part: _RoomPart) -> None:
         libc.lib.munlock(ctypes.c_void_p(at), size)
 
 
-def _grow_room(libc: _Libc, count: int, block: int) -> None:
-    """``count`` blocks touched, then each shrunk in place to its pin (the rest freed), and an
-    untouched block after them, kept, so the last one's free rest does not join the top of the heap.
-    A block the allocator maps on its own (a process whose threshold has not risen that far: not a
-    worker, which sets it) would hand its rest back to the system when shrunk: none is made."""
-    pointers = []
-    for _ in range(count):
-        mapped_before = libc.mapped_blocks()
-        pointer = libc.malloc(block)
-        if pointer and libc.mapped_blocks() > mapped_before:
-            libc.lib.free(pointer)
-            break
-        pointers.append(pointer)
-    if not pointers:
-        return
+def _heap_block(libc: _Libc, size: int) -> int:
+    """``size`` bytes from the heap, or 0: a block the allocator maps on its own (a process whose
+    threshold has not risen that far: not a worker, which sets it) is freed at once, as shrunk or
+    kept it would be no part of the heap."""
     mapped_before = libc.mapped_blocks()
-    fence = libc.malloc(block)  # address space only: never touched
-    if fence and libc.mapped_blocks() > mapped_before:
-        libc.lib.free(fence)  # mapped apart from the heap, it fences nothing
-    elif fence:
+    pointer = libc.malloc(size)
+    if pointer and libc.mapped_blocks() > mapped_before:
+        libc.lib.free(pointer)
+        return 0
+    return pointer
+
+
+def _grow_room(libc: _Libc, count: int, block: int) -> None:
+    """``count`` blocks from the heap touched, then each shrunk in place to its pin (the rest
+    freed), and an untouched block after them, kept, so the last one's free rest does not join the
+    top of the heap."""
+    pointers = [_heap_block(libc, block) for _ in range(count)]
+    if not any(pointers):
+        return
+    fence = _heap_block(libc, block)  # address space only: never touched
+    if fence:
         _KEPT.append(fence)
     for pointer in pointers:
         if pointer:
             ctypes.memset(pointer, 0, block)
     for pointer in pointers:
         if pointer:
-            pin = int(libc.lib.realloc(pointer, _PIN_BYTES) or 0)  # shrunk where it is; the rest freed
-            _KEPT.append(pin)
+            _KEPT.append(int(libc.lib.realloc(pointer, _PIN_BYTES) or 0))  # shrunk where it is; the rest freed
             # a request this size fits the freed rest, whatever its header
             _ROOM.append(_RoomPart(start=pointer + _PIN_BYTES, size=block - 2 * _PIN_BYTES))
