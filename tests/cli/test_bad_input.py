@@ -14,13 +14,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import forge
 from forge.core.errors import BankError, ForgeError, ProblemError, UnknownOpError
 from forge.core.exit_codes import ExitCode
 from forge.db import open_for_writing
-from forge.entry import app
+from tests.cli_here import invoke_here
 from tests.conftest import CANDIDATES, OPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,9 +101,7 @@ def _write(tmp_path: Path, name: str) -> Path:
 def _cli(*args: str, cache: Path) -> tuple[int, str]:
     """The forge command in this process: its exit code and what it printed, as one line."""
     env = {"FORGE_CACHE_DIR": str(cache), "FORGE_DEVICE": "cpu", "COLUMNS": "300"}
-    done = CliRunner().invoke(app, list(args), env=env)
-    if done.exception is not None and not isinstance(done.exception, SystemExit):
-        raise done.exception  # a traceback: what the suite is here to rule out
+    done = invoke_here(list(args), env)
     return done.exit_code, " ".join(done.output.replace("│", " ").split())
 
 

@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from forge.cli.app import app
+from tests.cli_here import invoke_here
 
 ROOT = Path(__file__).resolve().parents[2]
 NORMNET = ROOT / "tests" / "model_probe" / "models" / "normnet.py"
@@ -92,9 +91,7 @@ def test_model_run_input_errors_are_named(tmp_path, monkeypatch, args, said):
     """In this process, from the model's folder (the command's own code, without importing torch
     again for each mistake)."""
     monkeypatch.chdir(tmp_path)
-    done = CliRunner().invoke(app, args, env={"FORGE_CACHE_DIR": str(tmp_path), "FORGE_DEVICE": "cpu"})
-    if done.exception is not None and not isinstance(done.exception, SystemExit):
-        raise done.exception  # a traceback: what the test is here to rule out
+    done = invoke_here(args, {"FORGE_CACHE_DIR": str(tmp_path), "FORGE_DEVICE": "cpu"})
     assert done.exit_code == 2, done.output
     assert said in " ".join(done.output.split()) and "Traceback" not in done.output
 

@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from forge.cli.app import app
+from tests.cli_here import invoke_here
 from tests.conftest import CANDIDATES, EXAMPLES, OPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,9 +31,7 @@ def forge_here(*args: str, cache: Path, **extra_env: str) -> subprocess.Complete
     of a real process (one JSON object on stdout, nothing else) is held by the tests that use
     ``forge``."""
     env = {"FORGE_CACHE_DIR": str(cache), "FORGE_TIMING_BUDGET_S": "0.2", "COLUMNS": "300", **extra_env}
-    done = CliRunner().invoke(app, list(args), env=env)
-    if done.exception is not None and not isinstance(done.exception, SystemExit):
-        raise done.exception  # a traceback: what these tests are here to rule out
+    done = invoke_here(list(args), env)
     return subprocess.CompletedProcess(list(args), done.exit_code, done.stdout, done.stderr)
 
 

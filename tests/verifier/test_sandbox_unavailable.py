@@ -6,12 +6,11 @@ on any kernel, where the sandbox's own tests need Landlock ABI 6."""
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
 
-from forge.cli.app import app
 from forge.core import sandbox
 from forge.core.errors import UsageError
 from forge.verifier import verify
+from tests.cli_here import invoke_here
 from tests.conftest import CANDIDATES, OPS
 
 SOFTMAX = OPS / "small_softmax.py"
@@ -32,9 +31,9 @@ def test_without_landlock_the_cli_refuses_and_names_the_choice(cache_dir, monkey
     monkeypatch.setattr(sandbox, "abi_version", lambda: 0)
     env = {"FORGE_CACHE_DIR": str(cache_dir), "FORGE_TIMING_BUDGET_S": "0.2", "COLUMNS": "300"}
     args = ["verify", str(SOFTMAX), str(HONEST), "--no-compile-baseline"]
-    refused = CliRunner().invoke(app, args, env=env)
+    refused = invoke_here(args, env)
     said = " ".join(refused.stderr.split())
     assert refused.exit_code == 2, refused.output
     assert "offers no Landlock" in said and "--unsandboxed" in said and "Traceback" not in said, said
-    chosen = CliRunner().invoke(app, [*args, "--unsandboxed"], env=env)
+    chosen = invoke_here([*args, "--unsandboxed"], env)
     assert chosen.exit_code == 0, chosen.output
