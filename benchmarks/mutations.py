@@ -8,8 +8,8 @@ the catching tests run on an unchanged copy and must pass: a defect "caught" by 
 anyway shows nothing. A defect is caught when its tests fail (pytest's exit code 1); any other
 exit (an import error, no test collected) is reported as broken, not as caught.
 
-The catching tests run as .ci/run runs them: the default ones with the project's pytest options
-(the README's command: spread over the cores), those marked ``pipeline`` one at a time.
+The catching tests run as the README's test command runs them: the default ones with the project's
+pytest options (spread over the cores), those marked ``pipeline`` one at a time.
 
 Usage: python -m benchmarks.mutations [--defect NAME ...] [--page docs/benchmarks/mutations.md]
 Exit status: 0 when every defect asked for is caught, 1 otherwise.
@@ -81,8 +81,7 @@ DEFECTS = (
         "forge/db/instances.py",
         "        for check in checks:\n",
         "        for check in checks[:-1]:\n",
-        ("tests/harness/test_model_instances.py",),
-        (MODEL_RUN,),
+        ("tests/harness/test_model_instances.py", MODEL_RUN),
     ),
     Defect(
         "compile_floor_ignored",

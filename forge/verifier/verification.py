@@ -30,7 +30,7 @@ from forge.verifier.case_verdicts import (
     record_versions,
 )
 from forge.verifier.gradient_checks import gradient_cases
-from forge.verifier.machine import available_cores
+from forge.verifier.machine import available_cores, resolve_device
 from forge.verifier.messages import (
     CaseRequest,
     CaseResultReply,
@@ -54,7 +54,7 @@ from forge.verifier.messages import (
 )
 from forge.verifier.processes.preload import PRELOAD, preload_spec
 from forge.verifier.processes.sandboxing import op_reads, sandboxed
-from forge.verifier.processes.worker_env import candidate_folder, worker_env
+from forge.verifier.processes.worker_env import candidate_folder, compiles_for_cpu, worker_env
 from forge.verifier.processes.worker_process import WorkerGone, WorkerProcess, expect_reply
 from forge.verifier.reference_pool import KeptReference, ReferencePool
 from forge.verifier.rivals import Rivals
@@ -152,7 +152,10 @@ class _Run:
         if kept is not None:  # a reference worker of this op kept from an earlier verification
             self.ref, self.hello = kept.worker, kept.hello
         else:
-            self.ref = WorkerProcess("reference", env, self.settings.memory_limit_mb, cwd)
+            ref_env = (
+                compiles_for_cpu(env, self.cache) if self._compiles_for_cpu(self.settings.compile_baseline) else env
+            )
+            self.ref = WorkerProcess("reference", ref_env, self.settings.memory_limit_mb, cwd)
         self.ref_guard = SchedGuard(self.ref.pid)  # before any candidate code can run
         self.cand = self._candidate_worker(self.cand_path, self.source)
         self.ref.send(
@@ -175,6 +178,16 @@ class _Run:
         self.v.capability = hello.capability
         self.v.timing_meaningful = not (self.device == "cpu" and self.v.backend == "triton")
 
+    def _compiles_for_cpu(self, compiles: bool) -> bool:
+        """Whether a worker that ``compiles`` with Inductor does so for the CPU (only a hint: the
+        template finds the CPU's instruction sets for it, ``worker_env.compiles_for_cpu``)."""
+        if not compiles or self.device == "cuda":
+            return False
+        try:
+            return resolve_device(self.device) == "cpu"
+        except UsageError:
+            return False
+
     def _candidate_worker(self, path: Path, source: str) -> WorkerProcess:
         """A sandboxed worker for the candidate file at ``path``: it reads the op's and the
         candidate's folders, and writes only its own compile folder."""
@@ -182,6 +195,8 @@ class _Run:
         reads = [*op_reads(self.spec.path), path, path.parent, cwd]
         env = worker_env(self.device, self.threads, self.cache, self.settings.gpu, candidate_folder(source))
         env.update({k: self.env[k] for k in (PRELOAD, "FORGE_WORKER_MEMORY_MB")})
+        if self._compiles_for_cpu("torch._inductor" in source or "torch.compile" in source):
+            env = compiles_for_cpu(env, self.cache)
         env = sandboxed(env, self.settings.sandbox, reads, self.device)
         return WorkerProcess("candidate", env, self.settings.memory_limit_mb, cwd)
 

@@ -4,8 +4,10 @@ code as a candidate), and a model run whose class banks by construction, each ch
 the way a user checks it (forge.kernelbank, watch(), their own clock). Each asserts the one
 outcome its input allows.
 
-They run one at a time (marker ``pipeline``, a stage of .ci/run of its own): beside the suite's
-other workers the session's timing would rightly read busy, and both take a minute or more."""
+The session runs alone (marker ``pipeline``: the README's test command runs it after the default
+run): with the load check enforced, beside the suite's other workers its timing would rightly read
+busy. The model run stays in the default run: its class wins by a wide margin and its load is
+recorded, not enforced (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -88,6 +90,7 @@ def test_a_session_with_every_check_on_banks_a_kernel_whose_user_loop_a_users_ow
         FORGE_LOAD_CHECK="true",
         FORGE_USER_LOOP="true",
         FORGE_INDUCTOR_CANDIDATE="true",
+        FORGE_CONFIRM_TRIALS="30",  # a wide win: half the default calls decide it (and halve the test)
     )
     assert r.returncode == 0, r.stderr[-3000:]
     (problem,) = json.loads(r.stdout)["problems"]
@@ -143,7 +146,6 @@ _USERS_MODEL = """
 """
 
 
-@pytest.mark.pipeline
 def test_a_model_run_carves_banks_and_proves_the_class_a_fused_kernel_wins_on(tmp_path):
     """chained.py's one class is a chain of thirteen elementwise steps (one fused pass wins by
     construction), built alike twice: --modules carves it as one op of its two instances, banks

@@ -16,6 +16,7 @@ from tests.tui.helpers import make_app, record_notifications, text_of, wait_for
 MODEL = Path(__file__).parents[1] / "parallel" / "ops" / "tiny_transformer.py"
 
 
+@pytest.mark.mesh  # a real plan session on a two-rank mesh (~13 s on 2 cores)
 @pytest.mark.asyncio
 async def test_a_plan_session_shows_its_ladder(tmp_path, fast_settings):
     bank = tmp_path / "bank.db"

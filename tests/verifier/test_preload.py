@@ -5,13 +5,14 @@ beside the op), and that a worker forked from the template finds them imported a
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 from forge.verifier import verify
 from forge.verifier.processes.preload import PRELOAD, preload, preload_spec
 from forge.verifier.processes.template import WorkerTemplate
-from forge.verifier.processes.worker_env import worker_env
+from forge.verifier.processes.worker_env import candidate_folder, worker_env, workers_cache
 from tests.conftest import CANDIDATES, OPS
 
 SOFTMAX = (OPS / "small_softmax.py").read_text()
@@ -88,3 +89,44 @@ def test_a_library_that_starts_a_thread_is_not_kept_in_the_template(tmp_path):
     spun_threads, spun_env = _template_state({**env, PRELOAD: "spins;sqlalchemy"})
     assert b"FORGE_WORKER_PRELOAD=sqlalchemy" in quiet_env  # kept: no thread started
     assert PRELOAD.encode() not in spun_env and spun_threads == quiet_threads  # started again without them
+
+
+_ISA_KNOWN = """
+from torch._inductor import cpu_vec_isa  # as a candidate compiling with torch._inductor for the CPU does
+
+print("ISA LISTS CACHED:", cpu_vec_isa.valid_vec_isa_list.cache_info().currsize)
+torch.compile(lambda x: x * 2 + 1)(torch.ones(8))  # its kernels built on a precompiled header
+"""
+
+
+def test_a_worker_that_compiles_for_the_cpu_is_forked_knowing_its_instruction_sets(fast_settings):
+    """A candidate that compiles with Inductor for the CPU is forked from a template that found the
+    CPU's vector instruction sets, in forge's own folder, before the fork: the worker holds the
+    answer before its first compile (a fresh interpreter holds none: it would probe), and compiles
+    into its own folder (the template's is not one it may write). Finding them starts no thread in
+    the template and leaves its cache folder as it was."""
+    cand = fast_settings.cache_path() / "isa_candidate.py"
+    cand.write_text(HONEST + _ISA_KNOWN)
+    forked = verify(OPS / "small_softmax.py", cand, fast_settings)
+    assert forked.passed, forked.reason
+    assert "ISA LISTS CACHED: 1" in forked.candidate_output, forked.candidate_output
+    folder = workers_cache(fast_settings.cache_path()) / "cpu_isa"
+    assert any(folder.rglob("*.so")), "the probes were not compiled into forge's folder"
+    # the candidate's compile wrote its header where an exec'd worker's would: in its own folder
+    own = workers_cache(fast_settings.cache_path()) / candidate_folder(cand.read_text())
+    assert any((own / "tmp").glob("torchinductor_*/precompiled_headers/*")), sorted(own.rglob("*"))[:20]
+    # a fresh interpreter holds no answer after that import (an exec'd worker would probe); the
+    # template's finding holds one
+    script = (
+        "import os, sys\n"
+        "from torch._inductor import cpu_vec_isa\n"
+        "from forge.verifier.processes import template_process as t\n"
+        "from forge.verifier.processes.preload import thread_count\n"
+        "os.environ['TORCHINDUCTOR_CACHE_DIR'] = 'own'\n"
+        "fresh, before = cpu_vec_isa.valid_vec_isa_list.cache_info().currsize, thread_count()\n"
+        "t._find_cpu_isa({'env': {t.CPU_ISA: sys.argv[1]}})\n"
+        "found = cpu_vec_isa.valid_vec_isa_list.cache_info().currsize\n"
+        "print(fresh, found, thread_count() - before, os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True, text=True, timeout=300)
+    assert run.stdout.split() == ["0", "1", "0", "own"], run.stdout + run.stderr[-2000:]

@@ -141,7 +141,7 @@ def _leftovers() -> list[int]:
 
 
 @pytest.mark.skipif(not sandbox.namespaces_available().pid, reason="needs unprivileged user namespaces")
-@pytest.mark.parametrize("template", ["1", "0"], ids=["forked", "execd"])
+@pytest.mark.parametrize("template", sweep(["1", "0"], ids=["forked", "execd"], marker=pytest.mark.variants))
 def test_a_child_left_behind_ends_with_its_worker(fast_settings, tmp_path, monkeypatch, template):
     monkeypatch.setenv("FORGE_WORKER_TEMPLATE", template)
     v = verify(SOFTMAX, _candidate(tmp_path, LEAVE_A_CHILD), fast_settings)

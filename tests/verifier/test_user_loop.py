@@ -21,7 +21,7 @@ from forge.verifier.processes.worker_env import candidate_folder
 from forge.verifier.timing import user_loop
 from forge.verifier.timing.slowdown import slowed
 from forge.verifier.timing.user_loop import with_user_loop
-from tests.conftest import CANDIDATES, OPS
+from tests.conftest import CANDIDATES, OPS, sweep
 
 AFFINE = OPS / "small_affine.py"
 
@@ -69,11 +69,14 @@ def test_a_candidate_that_replaces_a_torch_function_in_the_users_process_fails(f
 
 @pytest.mark.parametrize(
     ("cand", "named"),
-    [
-        ("affine/patches_reference.py", "forge_reference.Model.forward"),
-        ("affine/spins_beside.py", "cores while the loop slept"),
-        ("affine/enters_a_mode.py", "changed torch function and dispatch modes"),
-    ],
+    sweep(
+        [
+            ("affine/patches_reference.py", "forge_reference.Model.forward"),
+            ("affine/spins_beside.py", "cores while the loop slept"),
+            ("affine/enters_a_mode.py", "changed torch function and dispatch modes"),
+        ],
+        marker=pytest.mark.variants,
+    ),
 )
 def test_a_candidate_that_slows_only_the_reference_in_the_users_process_fails(fast_settings, cand, named):
     v = _confirm(cand, fast_settings)

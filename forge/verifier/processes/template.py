@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,13 @@ _PER_WORKER = {
     "FORGE_WORKER_MEMORY_MB",
     "CUDA_VISIBLE_DEVICES",
     "FORGE_WORKER_SANDBOX",
+    "FORGE_WORKER_CPU_ISA",  # read by the template before it forks the worker (``worker_env.CPU_ISA``)
     "COLUMNS",
     "LINES",
 }
 _MAX_TEMPLATES = 2
 _START_S = 120.0  # the first spawn waits for the template's imports
-_REPLY_S = 30.0
+_REPLY_S = 90.0  # a fork, after the CPU's instruction sets are found for the first compiling worker (~10 s)
 
 
 _MAX_FILE = 4 << 30
@@ -108,6 +110,7 @@ class WorkerTemplate:
         self._replies: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self._cond = threading.Condition()
         self._ask = threading.Lock()
+        self._asked = 0  # requests sent: each answer names the one it is for
         self._ready = threading.Event()
         self.alive = True
         self.proc: subprocess.Popen[bytes] | None = None
@@ -168,16 +171,27 @@ class WorkerTemplate:
         """Fork a worker for ``role``; raises TemplateUnavailable when the template cannot."""
         if not self.wait_ready(_START_S):
             raise TemplateUnavailable("the worker template did not start")
-        request = {"role": role, "env": env, "cwd": str(cwd), "memory_limit_mb": memory_limit_mb}
         with self._ask:
+            self._asked += 1
+            request = {"role": role, "env": env, "cwd": str(cwd), "memory_limit_mb": memory_limit_mb}
+            request["seq"] = self._asked
             try:
                 socket.send_fds(self._sock, [json.dumps(request).encode()], [chan_fd, out_fd])
-                reply = self._replies.get(timeout=_REPLY_S)
+                reply = self._reply_to(self._asked)
             except (OSError, queue.Empty) as exc:
                 raise TemplateUnavailable(f"the worker template did not answer: {exc}") from exc
         if "pid" not in reply:
             raise TemplateUnavailable(str(reply.get("error")))
         return ForkedProcess(int(reply["pid"]), self)
+
+    def _reply_to(self, seq: int) -> dict[str, Any]:
+        """The template's answer to request ``seq``: a late answer to an earlier request, whose
+        wait ran out, is dropped (its worker finds its channel closed and ends)."""
+        deadline = time.monotonic() + _REPLY_S
+        while True:
+            reply = self._replies.get(timeout=max(0.0, deadline - time.monotonic()))
+            if reply.get("seq", seq) == seq:
+                return reply
 
     def exit_status(self, pid: int) -> int | None:
         with self._cond:

@@ -29,6 +29,7 @@ from typing import Any
 import forge.verifier.worker as worker  # first: binds the clocks before torch is imported
 from forge.verifier.processes.preload import PRELOAD, preload, thread_count
 from forge.verifier.processes.template import worker_limits
+from forge.verifier.processes.worker_env import CPU_ISA
 
 
 def _preload() -> None:
@@ -57,6 +58,7 @@ def _child(request: dict[str, Any], chan_fd: int, out_fd: int, control: socket.s
         os.environ.clear()
         os.environ.update(request["env"])
         tempfile.tempdir = None  # read again from this worker's TMPDIR, not the template's
+        _own_header_folder()
         sys.argv = ["-m", str(request["role"]), str(chan_fd)]
         code = worker.main([str(request["role"]), str(chan_fd)])
     except BaseException:  # the child must never return into the template's loop
@@ -66,6 +68,49 @@ def _child(request: dict[str, Any], chan_fd: int, out_fd: int, control: socket.s
         code = 70
     sys.stdout.flush()
     os._exit(code)
+
+
+_cpu_isa_found = False
+
+
+def _find_cpu_isa(request: dict[str, Any]) -> None:
+    """Before forking a worker that will compile for the CPU (``worker_env.compiles_for_cpu``), once
+    per template: Inductor's vector instruction sets, found with its probes compiled into forge's
+    folder the request names; the children inherit the cached answer. It runs no torch operator and
+    starts no thread (tests/verifier/test_preload.py). The import waits for the first such worker:
+    a template whose workers never compile does not pay its second."""
+    global _cpu_isa_found
+    folder = request["env"].get(CPU_ISA)
+    if _cpu_isa_found or not folder:
+        return
+    _cpu_isa_found = True
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    try:
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+        pick_vec_isa()
+    except Exception:  # the worker finds them itself, as it would have
+        pass
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+
+
+def _own_header_folder() -> None:
+    """Inductor's codecache names its precompiled headers' folder when it is imported, from the
+    temporary folder of the moment: imported in the template (``_find_cpu_isa``), it named the
+    template's, where a confined worker may not write. The worker's own, as an exec'd worker's
+    (the one path of that import that depends on the environment, tests/verifier/test_preload.py)."""
+    codecache = sys.modules.get("torch._inductor.codecache")
+    if codecache is None or not hasattr(codecache, "_HEADER_DIR"):
+        return
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    header = os.path.join(default_cache_dir(), "precompiled_headers")
+    vars(codecache).update(_HEADER_DIR=header, _HEADER_LOCK_DIR=os.path.join(header, "locks"))
 
 
 def _reap(control: socket.socket) -> None:
@@ -114,14 +159,16 @@ def main(argv: list[str]) -> int:
                 os.close(fd)
             control.send(b'{"error": "a request needs two file descriptors"}')
             continue
+        request = json.loads(data)
+        _find_cpu_isa(request)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(json.loads(data), fds[0], fds[1], control)
+            _child(request, fds[0], fds[1], control)
         for fd in fds:
             os.close(fd)
-        control.send(json.dumps({"pid": pid}).encode())
+        control.send(json.dumps({"pid": pid, "seq": request.get("seq")}).encode())
 
 
 if __name__ == "__main__":
