@@ -98,6 +98,7 @@ def test_fresh_process_kernelizes_read_only(saved_bank, tmp_path):
     assert (swapped, restored, same, n_warn) == (2, 2, True, 0)
 
 
+@pytest.mark.e2e  # forge verify --save and a fresh process's kernelize (~10 s on 2 cores)
 def test_kernelbench_form_saved_by_verify_is_kernelized(tmp_path):
     """A standalone ``ModelNew(nn.Module)`` (KernelBench's form) swaps into every instance of the
     user's class in a fresh process, gives the reference's outputs, and is restored."""

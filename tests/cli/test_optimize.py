@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from forge.cli.app import app
 from forge.core.verdict import Verdict
+from tests.cli_here import invoke_here
 from tests.conftest import EXAMPLES, OPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,19 +163,11 @@ def test_unsupported_op_and_usage_errors(tmp_path, cache_dir):
 
 
 def test_provider_unreachable_exits_3(tmp_path, cache_dir):
-    r = forge(
-        "optimize",
-        str(OPS / "small_softmax.py"),
-        "--model",
-        "openai/some-model",
-        "--api-base",
-        "http://127.0.0.1:9/v1",
-        "--bank",
-        str(tmp_path / "b.db"),
-        "--json",
-        cache=cache_dir,
-    )
-    assert r.returncode == 3, r.stderr
+    """In the test's process (tests/cli_here.py): an exception other than the exit fails it."""
+    args = ["optimize", str(OPS / "small_softmax.py"), "--model", "openai/some-model"]
+    args += ["--api-base", "http://127.0.0.1:9/v1", "--bank", str(tmp_path / "b.db"), "--json"]
+    r = invoke_here(args, _env(cache_dir))
+    assert r.exit_code == 3, r.output
     assert json.loads(r.stdout)["error"]["kind"] == "ProviderError"
     assert "Traceback" not in r.stderr
 

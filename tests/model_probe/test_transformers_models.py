@@ -56,6 +56,7 @@ def _carved(model: Path, folder: Path, include: set[str] | None = None) -> tuple
     return reasons, {g.name: p for g, p in zip(groups, paths, strict=True)}
 
 
+@pytest.mark.e2e  # a transformers model carved and an op verified end to end (~15 s on 2 cores)
 def test_a_llama_is_carved_and_its_attention_kernel_verified(tmp_path, fast_settings):
     # named: which classes a profile chooses follows measured shares (a loaded machine read 87% of the
     # MLP's time in matmuls and left it out), and what is tested here is that each can be carved
