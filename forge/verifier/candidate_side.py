@@ -31,11 +31,13 @@ from forge.verifier.messages import (
     CaseFacts,
     CaseRequest,
     CaseResultReply,
+    ErrorReply,
     GradRunReply,
     GradRunRequest,
     InstantiateRequest,
     LoadedReply,
     LoadRequest,
+    Message,
     ModelBuild,
     ProfileReply,
     ProfileRequest,
@@ -127,6 +129,30 @@ class CandidateSide:
         self.tids_before: set[int] = set()
         self.timed_model = ""  # the model the last timing batch called
         self._drop_timing()
+
+    def answer(self, request: Message, tick: Callable[[], None]) -> Message:
+        """This side's reply to ``request``, by the request's type (one it does not answer is
+        forge's bug, said as such); ``tick`` tells the parent a timed call is under way."""
+        match request:
+            case LoadRequest():
+                return self.load(request)
+            case InstantiateRequest():
+                return self.instantiate(request)
+            case BindRequest():
+                return self.bind(request)
+            case CaseRequest():
+                return self.case(request)
+            case GradRunRequest():
+                return self.grad_run(request)
+            case TimeBeginRequest():
+                return self.time_begin(request)
+            case TimeCallRequest():
+                return self.time_call(request, tick)
+            case TimeEndRequest():
+                return self.time_end(request)
+            case ProfileRequest():
+                return self.profile(request)
+        return ErrorReply(stage="internal", message=f"the candidate side answers no {type(request).__name__}")
 
     def _drop_timing(self) -> None:
         """Hold no timing inputs (before the first batch, and once timing is over)."""

@@ -6,6 +6,7 @@ to the trusted parent only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,10 @@ from forge.verifier.messages import (
     BoundPlan,
     CaseDataReply,
     CaseDataRequest,
+    ErrorReply,
     GradDataReply,
     GradDataRequest,
+    Message,
     ModelBuild,
     ProblemReply,
     RooflineReply,
@@ -163,6 +166,28 @@ class ReferenceSide:
         return accepted, notes
 
     # -- handlers ----------------------------------------------------------------------------
+    def answer(self, request: Message, tick: Callable[[], None]) -> Message:
+        """This side's reply to ``request``, by the request's type (one it does not answer is
+        forge's bug, said as such)."""
+        match request:
+            case SetupRequest():
+                return self.setup(request)
+            case CaseDataRequest():
+                return self.case_data(request)
+            case GradDataRequest():
+                return self.grad_data(request)
+            case TimingBatchRequest():
+                return self.timing_batch(request)
+            case RooflineRequest():
+                return self.roofline(request)
+            case BaselinesBeginRequest():
+                return self.baselines_begin(request)
+            case BaselineCallRequest():
+                return self.baseline_call(request)
+            case BaselinesEndRequest():
+                return self.baselines_end(request)
+        return ErrorReply(stage="internal", message=f"the reference side answers no {type(request).__name__}")
+
     def _detect_modes(self, base: Problem, seed: int) -> tuple[list[str], list[str]]:
         """The training-mode model's case kinds (none: eval mode only) and a note for the verdict
         (``reference_cases.training_cases``); sets ``self.modes``."""

@@ -166,7 +166,7 @@ def main(argv: list[str]) -> int:
 def _serve(chan: Channel, side: CandidateSide | ReferenceSide) -> int:
     """Answer the parent's requests until it closes the channel or asks this worker to exit."""
     from forge.core.errors import ProblemError
-    from forge.verifier.candidate_side import CandidateSide, StageError
+    from forge.verifier.candidate_side import StageError
     from forge.verifier.messages import (
         ErrorReply,
         ExitRequest,
@@ -174,7 +174,6 @@ def _serve(chan: Channel, side: CandidateSide | ReferenceSide) -> int:
         Message,
         ProblemErrorReply,
         TickReply,
-        TimeCallRequest,
         parse_request,
     )
     from forge.verifier.processes.channel import ChannelClosed
@@ -193,10 +192,7 @@ def _serve(chan: Channel, side: CandidateSide | ReferenceSide) -> int:
             os._exit(0)  # no interpreter teardown: the parent is waiting to time the other side
         reply: Message
         try:
-            if isinstance(request, TimeCallRequest) and isinstance(side, CandidateSide):
-                reply = side.time_call(request, lambda: chan.send(tick))
-            else:
-                reply = getattr(side, request.kind)(request)
+            reply = side.answer(request, lambda: chan.send(tick))
         except ProblemError as exc:
             reply = ProblemErrorReply(message=exc.message + _memory_hint(exc.message))
         except StageError as exc:

@@ -1,4 +1,4 @@
-"""What the parent asks of a worker; each side has a method named by the request's ``kind``."""
+"""What the parent asks of a worker (``kind`` names each on the wire); a side answers by its type."""
 
 from __future__ import annotations
 
