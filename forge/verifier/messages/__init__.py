@@ -6,9 +6,10 @@ each one into a request (``parse_request``) and the parent each one into a reply
 wrong type, is a protocol breach (code in a candidate's worker can write into its channel), and
 past the channel nothing reads a message by key.
 
-Requests (``*Request``, parent to worker) name by their ``kind`` the worker side's method that
-answers them; replies (``*Reply``) are what those methods return, or ``ErrorReply`` /
-``ProblemErrorReply`` when they raise. ``records`` holds what messages carry: models to build,
+Requests (``*Request``, parent to worker) carry their ``kind`` on the wire, which decides the
+record a frame is parsed into; a worker side answers each by its type (``answer``). Replies
+(``*Reply``) are what its handlers return, or ``ErrorReply`` / ``ProblemErrorReply`` when they
+raise. ``records`` holds what messages carry: models to build,
 case descriptors, the timing plan, the facts the candidate's worker saw around a call.
 """
 
