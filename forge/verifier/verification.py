@@ -181,11 +181,9 @@ class _Run:
     def _compiles_for_cpu(self, compiles: bool) -> bool:
         """Whether a worker that ``compiles`` with Inductor does so for the CPU (only a hint: the
         template finds the CPU's instruction sets for it, ``worker_env.compiles_for_cpu``)."""
-        if not compiles or self.device == "cuda":
-            return False
         try:
-            return resolve_device(self.device) == "cpu"
-        except UsageError:
+            return compiles and resolve_device(self.device) == "cpu"
+        except UsageError:  # no such device here: the reference worker says so
             return False
 
     def _candidate_worker(self, path: Path, source: str) -> WorkerProcess:
