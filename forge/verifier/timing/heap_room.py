@@ -244,17 +244,17 @@ def _grow_room(libc: _Libc, count: int, block: int) -> None:
     """``count`` blocks from the heap touched, then each shrunk in place to its pin (the rest
     freed), and an untouched block after them, kept, so the last one's free rest does not join the
     top of the heap."""
-    pointers = [_heap_block(libc, block) for _ in range(count)]
-    if not any(pointers):
+    pointers: list[int] = []
+    while len(pointers) < count and (pointer := _heap_block(libc, block)):
+        pointers.append(pointer)  # the first block mapped apart (or refused) ends them: the rest would be too
+    if not pointers:
         return
     fence = _heap_block(libc, block)  # address space only: never touched
     if fence:
         _KEPT.append(fence)
     for pointer in pointers:
-        if pointer:
-            ctypes.memset(pointer, 0, block)
+        ctypes.memset(pointer, 0, block)
     for pointer in pointers:
-        if pointer:
-            _KEPT.append(int(libc.lib.realloc(pointer, _PIN_BYTES) or 0))  # shrunk where it is; the rest freed
-            # a request this size fits the freed rest, whatever its header
-            _ROOM.append(_RoomPart(start=pointer + _PIN_BYTES, size=block - 2 * _PIN_BYTES))
+        _KEPT.append(int(libc.lib.realloc(pointer, _PIN_BYTES) or 0))  # shrunk where it is; the rest freed
+        # a request this size fits the freed rest, whatever its header
+        _ROOM.append(_RoomPart(start=pointer + _PIN_BYTES, size=block - 2 * _PIN_BYTES))
