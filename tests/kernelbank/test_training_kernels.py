@@ -18,6 +18,7 @@ from forge.core.acceptance import TrainingStanding, training_standing
 from forge.core.paths import BankLocation
 from forge.db import list_kernels, open_for_writing, set_training_standing
 from forge.harness import bank_reverify, verify_candidate
+from forge.verifier.compare import tolerance
 from tests.conftest import OPS
 from tests.ops import gated_tanh_wide
 from tests.verifier.test_gradients import FUNCTION, NO_BACKWARD, RIGHT
@@ -72,8 +73,11 @@ def test_a_kernel_verified_for_training_runs_under_autograd_with_the_reference_g
     assert seen.usage("gated_tanh_wide").kernel_calls == 1, seen.report()
     reference = gated_tanh_wide.Model(512)  # the op file's own Model, holding the same weight
     reference.load_state_dict(layer.state_dict())
+    # the weight's gradient sums over the batch in another order than eager's: the same within
+    # the slack the verifier accepted the gradients with
+    atol, rtol = tolerance(torch.float32, None)
     for want, g in zip(_step(reference, x, gate), got, strict=True):
-        torch.testing.assert_close(g, want)
+        torch.testing.assert_close(g, want, atol=atol, rtol=rtol)
 
 
 def test_a_kernel_verified_for_inference_leaves_autograd_to_the_reference(tmp_path, fast_settings):
