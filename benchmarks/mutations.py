@@ -86,7 +86,7 @@ DEFECTS = (
     Defect(
         "compile_floor_ignored",
         "a banked kernel used under torch.compile whether or not it beat torch.compile",
-        "forge/kernelbank/bank_file.py",
+        "forge/bank_schema/records.py",
         '        return self.compile_beats_stored in (1, True, "true", "1")\n',
         "        return True\n",
         ("tests/kernelbank/test_compile_mode.py",),

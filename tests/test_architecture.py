@@ -23,6 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.core",),  # the domain: problem, verdict, statuses, errors, settings
     # the C++ helper candidates build their kernels with: the verifier measures what a call through it costs
     ("forge.cpp",),
+    # the bank's schema and the runtime's read-only reader: what forge.db writes, forge.kernelbank reads
+    ("forge.bank_schema",),
     # each on the layers below alone
     ("forge.verifier", "forge.db", "forge.agents", "forge.kernelbank"),
     # plans checked for real (applied with the runtime's own code); verifiers on a Ray cluster;

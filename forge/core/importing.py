@@ -7,12 +7,13 @@ Light on purpose: the kernel-bank runtime uses it too.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.util
 import sys
 import threading
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +58,33 @@ def import_file(name: str, path: str | Path) -> types.ModuleType:
         sys.modules.pop(name, None)
         raise
     return module
+
+
+# The name candidates import their op's module by (``from forge_reference import Model``): the
+# verifier's workers, the user loop and the bank's runtime register the op's module under it.
+REFERENCE_MODULE = "forge_reference"
+
+
+def register_reference(op_module: types.ModuleType) -> None:
+    """Make ``op_module`` importable as ``forge_reference`` for the rest of this process (a worker's)."""
+    sys.modules[REFERENCE_MODULE] = op_module
+
+
+def registered_reference() -> types.ModuleType:
+    """The op module registered as ``forge_reference`` (``register_reference``)."""
+    return sys.modules[REFERENCE_MODULE]
+
+
+@contextlib.contextmanager
+def reference_registered_while(op_module: types.ModuleType) -> Iterator[None]:
+    """``op_module`` importable as ``forge_reference`` inside the block, whatever was before it
+    restored after (a program loading kernels of several ops)."""
+    previous = sys.modules.get(REFERENCE_MODULE)
+    register_reference(op_module)
+    try:
+        yield
+    finally:
+        if previous is None:
+            sys.modules.pop(REFERENCE_MODULE, None)
+        else:
+            sys.modules[REFERENCE_MODULE] = previous

@@ -1,6 +1,6 @@
 """The instances of a model a carved op's kernel was verified on (``core.instance_checks``):
 written by a model-level run once it has checked them, read by ``forge bank show`` and copied
-with the kernel; the runtime reads them with its own driver (``kernelbank.bank_file``)."""
+with the kernel; the runtime reads them with its own driver (``forge.bank_schema``)."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from forge.bank_schema import EvidenceKey
 from forge.core.acceptance import CompileStanding, TrainingStanding, beats_compile, training_standing
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError, ForgeError
@@ -165,14 +166,10 @@ def evidence_json(verdict: Verdict, config: CandidateConfig | None) -> dict[str,
     return {**verdict.to_json(), **config.model_dump(exclude=unset)}
 
 
-COMPILE_STANDING = "compile_standing"  # the evidence key the runtime reads (``acceptance.CompileStanding``)
-# The evidence key saying the kernel is used where autograd needs gradients (its backward passed the
-# ``gradients`` check and its training step is not slower than eager's: ``training_standing``);
-# the runtime runs the reference there otherwise.
-GRADIENTS_VERIFIED = "gradients_verified"
-# Why not, where a model-level run found the kernel slows a model's training step
-# (``TrainingStanding`` with ``by_model``): the runtime reads ``gradients_verified`` alone
-TRAINING_STANDING = "training_standing"
+# the evidence keys the runtime reads, named in the bank's schema
+COMPILE_STANDING = str(EvidenceKey.COMPILE_STANDING)
+GRADIENTS_VERIFIED = str(EvidenceKey.GRADIENTS_VERIFIED)
+TRAINING_STANDING = str(EvidenceKey.TRAINING_STANDING)
 
 
 def kernel_evidence(verdict: Verdict, config: CandidateConfig | None = None) -> dict[str, Any]:

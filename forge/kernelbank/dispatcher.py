@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from forge.bank_schema import KernelEntry
 from forge.core.errors import KernelUnavailableError
 from forge.kernelbank import loader, usage
-from forge.kernelbank.bank_file import KernelEntry
 from forge.kernelbank.shape_buckets import nearest_config
 
 _handles: dict[int, _Handle] = {}

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from forge.bank_schema import KernelEntry, OpRecord
 from forge.core.carved_ops import INSTANCE, INSTANCES
 from forge.core.instance_binding import (
     BindMode,
@@ -34,7 +35,6 @@ from forge.core.instance_binding import (
     plan_binding,
     signature_difference,
 )
-from forge.kernelbank.bank_file import KernelEntry, OpRecord
 
 Key = tuple[str, torch.dtype]  # (device kind, dtype): what a kernel is picked by
 Pair = tuple[KernelEntry, Callable[..., Any]]  # a kernel and its forward as run on one instance

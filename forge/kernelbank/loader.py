@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import tempfile
 import types
 import warnings
 from pathlib import Path
 from typing import Any
 
+from forge.bank_schema import KernelEntry, OpRecord
 from forge.core.identity import normalized_hash, op_identity
-from forge.core.importing import import_file
-from forge.kernelbank.bank_file import KernelEntry, OpRecord
+from forge.core.importing import import_file, reference_registered_while
 
 
 class KernelBankWarning(UserWarning):
@@ -91,16 +90,9 @@ def kernel_class(entry: KernelEntry, ref_module: types.ModuleType) -> type:
     """Import a kernel's source (``forge_reference`` resolves to its op) and return ModelNew."""
     module = _kernel_modules.get(entry.key)
     if module is None:
-        previous = sys.modules.get("forge_reference")
-        sys.modules["forge_reference"] = ref_module
-        try:
+        with reference_registered_while(ref_module):
             name = f"forge_bank_kernel_{entry.key.replace(':', '_')}"
             module = import_file(name, _source_file("k", entry.source))
-        finally:
-            if previous is None:
-                sys.modules.pop("forge_reference", None)
-            else:
-                sys.modules["forge_reference"] = previous
         _kernel_modules[entry.key] = module
     cls = getattr(module, entry.entry_point, None)
     if not isinstance(cls, type):

@@ -19,10 +19,10 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
+from forge.bank_schema import PlanEntry, ReadOnlyBank
 from forge.core.errors import KernelUnavailableError
 from forge.core.parallel_plan import ParallelPlan, matched_modules, structure_hash
 from forge.kernelbank import loader
-from forge.kernelbank.bank_file import PlanEntry, ReadOnlyBank
 from forge.kernelbank.plan_apply import apply_plan, plan_mesh
 
 PLAN_ATTR = "_forge_plan"  # set on a parallelized model: the banked plan's id

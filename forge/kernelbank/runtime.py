@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
+from forge.bank_schema import ReadOnlyBank
 from forge.core.errors import KernelUnavailableError, UnknownOpError
 from forge.core.paths import BankLocation, default_bank
 from forge.kernelbank import loader
-from forge.kernelbank.bank_file import ReadOnlyBank
 from forge.kernelbank.dispatcher import first_tensor, make_forward
 from forge.kernelbank.instance_kernels import InstanceKernels, ResolvedOp, instance_kernels
 from forge.kernelbank.usage import Watch, watching

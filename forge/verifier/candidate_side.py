@@ -7,7 +7,6 @@ it returns outputs and observations (types, aliasing, threads, clocks) and the p
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 import torch
 
 from forge.core.forward_tap import ForwardTap
-from forge.core.importing import import_file
+from forge.core.importing import import_file, register_reference, registered_reference
 from forge.core.instance_binding import BindRefused, bound_forward, plan_binding
 from forge.core.module_call import output_layout, output_tensors
 from forge.core.problem import load_problem, read_problem_source
@@ -99,7 +98,7 @@ def _init_args(spec: ModelBuild) -> list[Any]:
     op file's own ``get_init_inputs()``, called here under the variant's constants."""
     if spec.init_args is not None:
         return list(spec.init_args)
-    return list(sys.modules["forge_reference"].get_init_inputs())
+    return list(registered_reference().get_init_inputs())
 
 
 class _BoundCall:
@@ -163,7 +162,7 @@ class CandidateSide:
     def load(self, request: LoadRequest) -> LoadedReply:
         # The reference module is importable as ``forge_reference`` so candidates may subclass Model.
         problem = load_problem(read_problem_source(request.op_path))
-        sys.modules["forge_reference"] = problem.module
+        register_reference(problem.module)
         use_op(problem.module)  # before the candidate is imported: the call is the op file's
         if isinstance(getattr(problem.module, "Model", None), type):
             self.reference_calls = ForwardTap(problem.module.Model)
@@ -184,7 +183,7 @@ class CandidateSide:
         cls = self.module.ModelNew
         for spec in request.models:
             try:
-                with _constants(sys.modules.get("forge_reference"), spec.overrides):
+                with _constants(registered_reference(), spec.overrides):
                     model = cls(*_init_args(spec))
             except Exception as exc:
                 raise StageError(
@@ -210,9 +209,9 @@ class CandidateSide:
         self._drop_timing()  # timing is over: what it held does not add to the bound cases' peak
         release_free_memory()
         spec = request.model
-        ref_cls = sys.modules["forge_reference"].Model
+        ref_cls = registered_reference().Model
         try:
-            with _constants(sys.modules.get("forge_reference"), spec.overrides):
+            with _constants(registered_reference(), spec.overrides):
                 instance = ref_cls(*_init_args(spec))
                 sample = self.module.ModelNew(*_init_args(spec))
             instance = instance.to(self.device)

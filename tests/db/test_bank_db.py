@@ -12,8 +12,10 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from forge.bank_schema import REVISIONS, ReadOnlyBank, features
 from forge.core.errors import BankError
-from forge.db.engine import current_revision, head_revision, open_for_writing
+from forge.core.paths import BankLocation
+from forge.db.engine import current_revision, head_revision, known_revisions, open_for_writing
 from forge.db.kernels import list_kernels
 from forge.db.models import Base
 
@@ -53,6 +55,20 @@ def test_migration_from_first_revision_keeps_data(tmp_path):
     assert current_revision(engine) == head_revision()
     rows = list_kernels(engine)
     assert len(rows) == 1 and rows[0].op == "op" and rows[0].status == "active"
+
+
+def test_the_schemas_revisions_are_the_migrations_oldest_first():
+    assert list(REVISIONS) == known_revisions()[::-1]
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_the_runtimes_reader_reads_a_bank_of_every_revision_by_what_it_holds(tmp_path, revision):
+    path = tmp_path / "bank.db"
+    open_for_writing(path, revision=revision).dispose()
+    bank = ReadOnlyBank(BankLocation.parse(str(path)))
+    assert bank.revision == revision and bank.holds == features(revision)
+    # a reader that asked an old bank for what it lacks (a kernel's status, the plans table) would raise
+    assert bank.entries("op") == [] and bank.plans(2, "cpu") == []
 
 
 def test_bank_from_a_newer_forge_is_refused(tmp_path):

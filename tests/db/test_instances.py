@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import sqlite3
 
+from forge.bank_schema import ReadOnlyBank
 from forge.core.carved_ops import InstanceOutcome
 from forge.core.instance_checks import InstanceCheck
 from forge.core.paths import BankLocation
 from forge.db import export_bank, kernel_detail, kernel_instances, open_for_writing, record_instances, remove_kernel
-from forge.kernelbank.bank_file import ReadOnlyBank
 from forge.present.kernel_view import kernel_details
 from tests.kernelbank.helpers import KERNEL, OP, make_bank
 

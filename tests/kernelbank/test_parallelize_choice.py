@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import forge.kernelbank as kb
+from forge.bank_schema import ReadOnlyBank
 from forge.core.errors import KernelUnavailableError
 from forge.core.parallel_plan import FsdpSettings, ParallelPlan, structure_hash
 from forge.core.paths import BankLocation
@@ -18,7 +19,6 @@ from forge.core.plan_evidence import PlanEvidence
 from forge.core.problem import read_problem_source
 from forge.core.statuses import AttemptStatus
 from forge.db import PlanProvenance, PlanTarget, open_for_writing, save_plan
-from forge.kernelbank.bank_file import ReadOnlyBank
 from forge.kernelbank.parallelize_plan import MeshWanted, choose_plan
 from tests.parallel.models import TinyTransformer
 

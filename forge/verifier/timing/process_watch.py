@@ -36,6 +36,7 @@ import torch._dynamo
 from torch import nn
 from torch.nn.modules import module as nn_module
 
+from forge.core.importing import REFERENCE_MODULE
 from forge.verifier.timing import plain_loop
 
 # Namespaces whose entries are compared (an added entry here is not a finding: importing a torch
@@ -60,7 +61,7 @@ def _classes(reference: nn.Module, op_module: ModuleType) -> dict[str, type]:
     for m in reference.modules():
         for cls in type(m).__mro__:
             if cls is not object:
-                where = "forge_reference" if cls.__module__ == op_module.__name__ else cls.__module__
+                where = REFERENCE_MODULE if cls.__module__ == op_module.__name__ else cls.__module__
                 found[f"{where}.{cls.__qualname__}"] = cls
     return found
 

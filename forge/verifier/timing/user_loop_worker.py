@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from forge.core.forward_tap import ForwardTap
-from forge.core.importing import import_file
+from forge.core.importing import import_file, register_reference
 from forge.core.problem import Problem, load_problem, read_problem_source
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import UserLoop
@@ -57,7 +57,7 @@ class LoopStage:
     @classmethod
     def build(cls, req: UserLoopRequest) -> LoopStage:
         problem = load_problem(read_problem_source(Path(req.op_path)))
-        sys.modules["forge_reference"] = problem.module
+        register_reference(problem.module)
         use_op(problem.module)
         init = problem.init_inputs()
         torch.manual_seed(req.seed)
