@@ -52,7 +52,7 @@ DEFECTS = (
     Defect(
         "inflated_speedup",
         "every paired speedup (verdicts, confirmations, the user loop) reported 1.5x too high",
-        "forge/verifier/timing/pairing.py",
+        "forge/core/pairing.py",
         "    median = ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2\n",
         "    median = 1.5 * (ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2)\n",
         ("tests/verifier/test_pairing.py",),

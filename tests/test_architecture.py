@@ -140,16 +140,73 @@ def test_no_import_cycles():
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-def test_the_checks_themselves_catch_what_they_are_for():
+def test_the_checks_themselves_catch_what_they_are_for(tmp_path):
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
     assert component("forge.harness.runs.run") == "forge.harness" and component("forge") == "forge"
     assert violations({"forge.db.kernels": {"forge.core.verdict"}, "forge.cli.app": {"forge.harness"}}) == []
     upward = violations({"forge.db.kernels": {"forge.harness.runs.run"}})
-    sideways = violations({"forge.verifier.service": {"forge.agents.roles"}})
+    sideways = violations({"forge.verifier.parent.service": {"forge.agents.roles"}})
     past_the_engine = violations({"forge.cli.bank_cmd": {"forge.db.kernels"}})
     assert [len(upward), len(sideways), len(past_the_engine)] == [1, 1, 1]
     assert "not below" in sideways[0] and "calls only" in past_the_engine[0]
+    crossing = {
+        "forge.verifier.worker.cases": {"forge.verifier.parent.checks"},
+        "forge.verifier.parent.x": {"forge.verifier.protocol"},
+    }
+    query = tmp_path / "query.py"
+    query.write_text('ROWS = "SELECT id FROM kernels WHERE op_name = ?"\n')
+    assert sql_holders({"forge.kernelbank.query": query, "forge.db.query": query}) == ["forge.kernelbank.query:1"]
+    (crossed,) = side_violations(crossing)
+    assert crossed.startswith("forge.verifier.worker.cases imports forge.verifier.parent.checks")
+
+
+# The verifier by side: what runs in forge's own process (``parent``) and what runs beside the op's
+# and the candidate's code (``worker``) import nothing of each other; what both use (``protocol``,
+# ``machine``) imports neither side.
+PARENT, WORKER = "forge.verifier.parent", "forge.verifier.worker"
+SIDES_NEVER = {
+    PARENT: (WORKER,),
+    WORKER: (PARENT,),
+    "forge.verifier.protocol": (PARENT, WORKER),
+    "forge.verifier.machine": (PARENT, WORKER),
+}
+
+
+def side_violations(graph: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for name, targets in sorted(graph.items()):
+        for side, never in SIDES_NEVER.items():
+            if _within(name, side):
+                wrong += [
+                    f"{name} imports {t}: {side} never imports {n}"
+                    for t in sorted(targets)
+                    for n in never
+                    if _within(t, n)
+                ]
+    return wrong
+
+
+def test_the_verifiers_sides_import_nothing_of_each_other():
+    wrong = side_violations(import_graph())
+    assert not wrong, "\n".join(wrong)
+
+
+def sql_holders(modules: dict[str, Path]) -> list[str]:
+    """Each string constant holding SQL in ``modules``, outside the bank's schema and forge.db."""
+    found = []
+    for name, path in sorted(modules.items()):
+        if _within(name, "forge.db") or _within(name, "forge.bank_schema"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):
+                found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_sql_lives_only_in_the_banks_schema_and_db():
+    found = sql_holders(all_modules())
+    assert not found, "SQL outside forge.db and forge.bank_schema: " + ", ".join(found)
 
 
 def test_the_architecture_page_shows_these_layers():
@@ -242,7 +299,7 @@ def test_the_benchmark_checks_catch_what_they_are_for(tmp_path):
         "from tests.conftest import OPS\n"
         "from forge.cli import app\n"
         "from forge.db.models import AttemptRow\n"
-        "from forge.verifier.machine import _private\n"
+        "from forge.verifier.machine.facts import _private\n"
         "from forge.db import list_kernels\n"  # allowed
         "system.path.insert(0, '.')\n"
         "ROWS = 'SELECT status FROM attempts'\n"

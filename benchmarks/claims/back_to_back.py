@@ -24,7 +24,7 @@ from typing import Any
 
 from benchmarks.support.page import add_page_option, run_with_page
 from benchmarks.support.paths import ROOT
-from forge.verifier.memory import MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES
+from forge.verifier.machine.memory import MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES
 
 WORKERS_ENV = {
     "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD_BYTES),
@@ -37,10 +37,10 @@ def measure(op: Path, rounds: int, repeats: int) -> None:
     """The variants, ``repeats`` times each, in this process."""
     import torch
 
+    from forge.core.pairing import paired_ratio
     from forge.core.problem import load_problem
-    from forge.verifier.call_form import invoke
-    from forge.verifier.timing.pairing import paired_ratio
-    from forge.verifier.timing.plain_loop import Side, time_sides
+    from forge.verifier.worker.call_form import invoke
+    from forge.verifier.worker.timing.plain_loop import Side, time_sides
 
     problem = load_problem(op)
     torch.manual_seed(0)

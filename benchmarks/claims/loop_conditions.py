@@ -1,7 +1,7 @@
 """Where the isolated verification and a user's loop read apart: the workers' conditions, one at a time.
 
 forge times a candidate in two isolated worker processes (``forge.verifier``) and again in a plain
-loop in one process, as its user would (``forge.verifier.timing.plain_loop``); the banked claim is the
+loop in one process, as its user would (``forge.verifier.worker.timing.plain_loop``); the banked claim is the
 lower of the two. This script bisects the gap between them: for each active kernel of BANK (or
 ``--kernel ID``) it times, in the kernel's judged regime and in one process,
 
@@ -48,15 +48,15 @@ from benchmarks.claims.reproduce import fallback, with_heap
 from benchmarks.support.banked import active_kernels
 from benchmarks.support.page import add_page_option, run_with_page
 from forge.core.importing import import_file
+from forge.core.pairing import paired_ratio
 from forge.core.settings import load_settings
 from forge.db.engine import open_for_writing
 from forge.db.kernels import kernel_detail
 from forge.verifier import Job, VerifierService
-from forge.verifier.machine import cpu_flush_bytes
-from forge.verifier.output_copies import OutputPool
-from forge.verifier.timing.pairing import paired_ratio
-from forge.verifier.timing.plain_loop import Side, time_sides
-from forge.verifier.timing.worker_loop import prefault_heap
+from forge.verifier.machine.facts import cpu_flush_bytes
+from forge.verifier.worker.output_copies import OutputPool
+from forge.verifier.worker.timing.plain_loop import Side, time_sides
+from forge.verifier.worker.timing.worker_loop import prefault_heap
 
 CONDITIONS = ("plain", "freed after", "outputs kept", "gc paused", "heap room", "premade inputs", "idle 1 ms", "all")
 

@@ -2,7 +2,7 @@
 
 For every active kernel in BANK: the op's reference, the kernel as ``bank.load`` returns it (in
 eval mode, as inference runs it), and ``torch.compile`` of the reference are built from the bank's
-own sources and timed with ``forge.verifier.timing.plain_loop``, the loop a finalist's confirmation times
+own sources and timed with ``forge.verifier.worker.timing.plain_loop``, the loop a finalist's confirmation times
 it with in a user's process: single calls under ``time.perf_counter_ns``, the three sides
 interleaved call by call (so load that comes and goes lands on all three), in two regimes:
 
@@ -57,13 +57,13 @@ from benchmarks.support.banked import active_kernels
 from benchmarks.support.command import restart_argv
 from benchmarks.support.page import add_page_option, run_with_page
 from forge.core.importing import import_file
+from forge.core.pairing import paired_ratio
 from forge.core.timing_records import PairedRatio
 from forge.core.verdict import Verdict
 from forge.db.engine import open_for_writing
 from forge.db.kernels import kernel_detail
-from forge.verifier.machine import flush_bytes
-from forge.verifier.timing.pairing import paired_ratio
-from forge.verifier.timing.plain_loop import time_sides
+from forge.verifier.machine.facts import flush_bytes
+from forge.verifier.worker.timing.plain_loop import time_sides
 
 KEPT_HEAP = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}  # the workers'
 

@@ -199,8 +199,8 @@ def _measure(ctx: Context, op: Path, bank_path: Path, kernel_id: int, autotune: 
     from forge.core.importing import import_file
     from forge.db.engine import open_for_writing
     from forge.db.kernels import kernel_detail
-    from forge.verifier.machine import flush_bytes
-    from forge.verifier.timing.plain_loop import time_sides
+    from forge.verifier.machine.facts import flush_bytes
+    from forge.verifier.worker.timing.plain_loop import time_sides
 
     detail = kernel_detail(open_for_writing(bank_path), kernel_id)
     module = import_file(f"suite_{op.stem}", op)

@@ -40,7 +40,7 @@ def _describe(device: str) -> str:
         return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
     import os
 
-    from forge.verifier.machine import cpu_model
+    from forge.verifier.machine.facts import cpu_model
 
     return f"{cpu_model()}, {os.cpu_count()} cores"
 

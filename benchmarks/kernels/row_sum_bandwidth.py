@@ -24,7 +24,7 @@ import torch
 from benchmarks.support.page import add_page_option, run_with_page
 from forge import cpp
 from forge.agents.builtin.cpp_snippets import HEADER, REDUCE
-from forge.verifier.machine import cpu_flush_bytes
+from forge.verifier.machine.facts import cpu_flush_bytes
 
 ROWS, COLS, SETS = 2048, 4096, 6
 SIDE_BY_SIDE = (1, 2, 4, 8, 16)

@@ -27,7 +27,7 @@ import torch
 from benchmarks.support.page import add_page_option, run_with_page
 from forge.agents.builtin.lowering import program
 from forge.core.problem import load_problem
-from forge.verifier.machine import cpu_flags
+from forge.verifier.machine.facts import cpu_flags
 
 ROUNDS, CALLS = 40, 5
 

@@ -26,7 +26,7 @@ from forge.core.importing import import_file
 from forge.core.settings import ForgeSettings
 from forge.parallel import Calibration, Machine, Prediction, candidate_plans, measure_link, model_facts, screen
 from forge.parallel.mesh_run import run_plan
-from forge.verifier.machine import available_cores, measured_figures
+from forge.verifier.machine.facts import available_cores, measured_figures
 
 
 def _machine() -> Machine:

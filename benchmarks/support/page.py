@@ -23,7 +23,7 @@ from typing import TextIO
 
 from benchmarks.support.command import started_as
 from benchmarks.support.paths import BENCHMARKS
-from forge.verifier.machine import cpu_model
+from forge.verifier.machine.facts import cpu_model
 
 
 def add_page_option(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ import ray
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import NodeSpec, Verdict
 from forge.verifier import Job, VerifierService
-from forge.verifier.machine import cpu_model
+from forge.verifier.machine.facts import cpu_model
 
 
 def _device_name(device: str) -> str:

@@ -125,7 +125,7 @@ class BindMode(TextEnum):
 
 
 class TimingRegime(TextEnum):
-    """How the timed calls found the caches (forge.verifier.timing.paired)."""
+    """How the timed calls found the caches (forge.verifier.parent.timing.paired)."""
 
     COLD = "cold"  # the last-level cache flushed before each call, inputs never used before
     WARM = "warm"  # back-to-back calls on inputs just written (as a model's activations are)

@@ -147,7 +147,7 @@ class LoopProcess(BaseModel):
 
 
 class UserLoop(BaseModel):
-    """A finalist timed the way a user times it (``forge.verifier.timing.user_loop``): in fresh processes,
+    """A finalist timed the way a user times it (``forge.verifier.parent.timing.user_loop``): in fresh processes,
     built as ``forge.kernelbank`` builds it, beside the reference and torch.compile of the
     reference, call by call in the judged regime, with the verifier workers' allocator regime.
     ``eager``, ``compiled`` and ``null`` are the processes' figures as one (``PairedRatio.across``:

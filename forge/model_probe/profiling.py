@@ -23,7 +23,7 @@ from forge.core.module_call import CallRefused, CallTemplate, call_template, lay
 from forge.core.problem import forward_error
 from forge.model_probe.source import InitRecorder, LoadedModel
 from forge.verifier.briefing.brief_worker import eager_profile
-from forge.verifier.call_profile import LIBRARY_OP, call_ms, device_sync
+from forge.verifier.worker.call_profile import LIBRARY_OP, call_ms, device_sync
 
 _TIMED_FORWARDS = 10  # unhooked forwards timed for the model's own figure
 _HOOKED_FORWARDS = 3  # forwards timed per instance (their median)

@@ -17,10 +17,10 @@ from torch.utils._pytree import tree_leaves
 import forge.kernelbank as kb
 from forge.core.errors import first_said
 from forge.core.model_records import FourWay, ModelProof, OpCalls
+from forge.core.pairing import paired_ratio
 from forge.model_probe.source import LoadedModel
-from forge.verifier.machine import flush_bytes
-from forge.verifier.timing.pairing import paired_ratio
-from forge.verifier.timing.plain_loop import time_sides
+from forge.verifier.machine.facts import flush_bytes
+from forge.verifier.worker.timing.plain_loop import time_sides
 
 _COMPILED_DIFFERS = "the kernelized model compiled gives other outputs than the original"
 _FRESH_SEED = 20261126  # inputs none of the sessions saw

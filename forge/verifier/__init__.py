@@ -8,33 +8,30 @@ timed as a user times it, in a plain loop in fresh processes (``measure_user_loo
 ``time_allowance`` more), and claims the lower figure (``with_user_loop``). ``measure_op_brief``
 profiles the reference, eager and torch.compile for the agents' prompts.
 
-The map:
+The map, by the side each package runs on:
 
-- the parent: ``service`` (many verifications), ``verification`` (one: both workers, the
-  verdict), ``reference_pool`` (reference workers kept between verifications), ``case_stream``
-  (the cases as they arrive), ``checks``, ``compare``, ``gradient_checks`` and ``bound_check``
-  (observations turned into named checks), ``case_verdicts`` (those checks written into the
-  verdict), ``memory`` (each process's peak against the op's bound);
-- the workers: ``worker`` (``python -m forge.verifier.worker``), ``reference_side`` with
-  ``reference_cases`` and ``cases`` (the op, its drawn cases, the expected outputs),
-  ``candidate_side`` with ``output_copies``, ``custom_op_checks`` and ``candidate_watch`` (its
-  threads and errors), and for both ``call_form``, ``gradients`` and ``model_state``;
-- ``machine``, ``roofline`` and ``passes``: the machine's facts, and the op's speed-of-light bound on it
-  (``passes``: the second read its math forces where a reduction's result meets the data it reduced);
-- ``messages``: what the parent and its workers say to each other, as typed records;
+- ``parent``: forge's own process, trusted: ``service`` (many verifications), ``verification``
+  (one: both workers driven, the verdict built), ``reference_pool``, ``case_stream``, the checks
+  (``checks``, ``compare``, ``gradient_checks``, ``bound_check``, ``case_verdicts``), ``rivals``,
+  and the parent's side of timing (``parent.timing``, whose docstring maps timing as a whole);
+- ``worker``: what runs beside candidate code: ``main`` (``python -m forge.verifier.worker.main``),
+  the reference's side and the candidate's, and the workers' side of timing (``worker.timing``);
+- ``protocol``: what the two say to each other, as typed records (``requests``, ``replies``,
+  ``records``), their wire format (``codec``) and the frames that carry it (``channel``);
 - ``processes``: how every worker process is started (forked from a pre-imported template), with
-  what environment, in what sandbox, and how the parent talks to it;
-- ``timing``: how a candidate is timed, in the workers and in the parent, and the user loop;
+  what environment and in what sandbox;
+- ``machine``: the machine's facts, measured figures and memory bounds, read on both sides;
+- ``op_work``: the work the op cannot avoid, for its speed-of-light bound and its slack;
 - ``briefing``: the op's brief for the agents' prompts, measured in a process of its own.
 """
 
 from forge.verifier.briefing.measure import measure_op_brief
-from forge.verifier.machine import resolve_device
-from forge.verifier.service import Job, Verifier, VerifierService, stop_all_workers
-from forge.verifier.timing.contention import wait_for_quiet_machine
-from forge.verifier.timing.paired import ProgressNote
-from forge.verifier.timing.user_loop import measure_user_loop, time_allowance, with_user_loop
-from forge.verifier.verification import verify
+from forge.verifier.machine.contention import wait_for_quiet_machine
+from forge.verifier.machine.facts import resolve_device
+from forge.verifier.parent.service import Job, Verifier, VerifierService, stop_all_workers
+from forge.verifier.parent.timing.paired import ProgressNote
+from forge.verifier.parent.timing.user_loop import measure_user_loop, time_allowance, with_user_loop
+from forge.verifier.parent.verification import verify
 
 __all__ = [
     "Job",

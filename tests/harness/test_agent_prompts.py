@@ -65,7 +65,7 @@ def _verdict(bank, attempt_id: int) -> Verdict:
 def test_the_agents_are_told_the_brief_whole_sources_one_set_of_figures_and_no_speedup_under_load(
     tmp_path, fast_settings, burners, monkeypatch
 ):
-    monkeypatch.setattr("forge.verifier.timing.paired._QUIET_WAIT_S", 1.0)  # the verifier's own retries, short
+    monkeypatch.setattr("forge.verifier.parent.timing.paired._QUIET_WAIT_S", 1.0)  # the verifier's own retries, short
     settings = fast_settings.model_copy(update={"compile_baseline": True, "quiet_wait_s": 60.0, "load_check": True})
     assert len(LONG) > 12_000
     # three rounds: the judge reviews the first two (the last round's review is not asked for)

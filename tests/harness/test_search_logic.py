@@ -460,7 +460,7 @@ def test_collect_ops_and_backends(tmp_path):
 
 
 def test_parallel_verifications_get_a_gpu_each(monkeypatch, tmp_path):
-    from forge.verifier.machine import gpu_slots, visible_gpus
+    from forge.verifier.machine.facts import gpu_slots, visible_gpus
     from forge.verifier.processes.worker_env import worker_env
 
     assert gpu_slots(2, ["0", "1", "2"]) == ["0", "1"]

@@ -18,7 +18,7 @@ from forge.core.acceptance import TrainingStanding, training_standing
 from forge.core.paths import BankLocation
 from forge.db import list_kernels, open_for_writing, set_training_standing
 from forge.harness import bank_reverify, verify_candidate
-from forge.verifier.compare import tolerance
+from forge.verifier.parent.compare import tolerance
 from tests.conftest import OPS
 from tests.ops import gated_tanh_wide
 from tests.verifier.test_gradients import FUNCTION, NO_BACKWARD, RIGHT

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from forge.verifier import machine
 from forge.verifier.briefing.measure import measure_op_brief
-from forge.verifier.machine_figures import MachineFigures
-from forge.verifier.machine_readings import WorkingSetBandwidth
+from forge.verifier.machine import facts as machine
+from forge.verifier.machine.figures import MachineFigures
+from forge.verifier.machine.readings import WorkingSetBandwidth
 
 OP = """
 import torch

@@ -47,7 +47,7 @@ TRACE = {
 def test_a_gpu_profile_row_says_each_kernels_launch_as_the_profiler_recorded_it():
     from forge.agents.llm.prompts import render
     from forge.core.op_brief import CandidateProfile
-    from forge.verifier.call_profile import kernel_launches, profiled_ops
+    from forge.verifier.worker.call_profile import kernel_launches, profiled_ops
 
     launches = kernel_launches(TRACE)
     assert launches == {

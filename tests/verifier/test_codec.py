@@ -9,8 +9,8 @@ import struct
 import pytest
 import torch
 
-from forge.verifier.processes import codec
-from forge.verifier.processes.channel import Channel, ChannelClosed
+from forge.verifier.protocol import codec
+from forge.verifier.protocol.channel import Channel, ChannelClosed
 
 
 def test_round_trip_nested_values_and_dtypes():

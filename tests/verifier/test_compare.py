@@ -7,10 +7,11 @@ from pathlib import Path
 
 import torch
 
-from forge.verifier import candidate_side, checks
-from forge.verifier.checks import DrawnCase
-from forge.verifier.compare import compare, constant_would_pass, tolerance
-from forge.verifier.messages import CaseDataReply, CaseDescriptor, CaseFacts, CaseResultReply, InputShape, PartnerCase
+from forge.verifier.parent import checks
+from forge.verifier.parent.checks import DrawnCase
+from forge.verifier.parent.compare import compare, constant_would_pass, tolerance
+from forge.verifier.protocol import CaseDataReply, CaseDescriptor, CaseFacts, CaseResultReply, InputShape, PartnerCase
+from forge.verifier.worker import candidate_side
 
 
 def test_dtype_aware_tolerance():
@@ -220,7 +221,7 @@ def test_refill_miss_is_caching_only_when_the_old_result_comes_back():
 
 
 def test_specials_stress_sprinkles_nan_and_inf_into_float_inputs_only():
-    from forge.verifier.cases import stress_inputs
+    from forge.verifier.worker.cases import stress_inputs
 
     x, idx = torch.randn(64, 256), torch.arange(10)
     sx, sidx = stress_inputs([x, idx], "specials", seed=3)
@@ -310,7 +311,7 @@ def test_tiny_outputs_are_compared_at_their_own_scale():
 def test_the_one_pass_closeness_agrees_with_isclose_and_leaves_nan_and_inf_to_it():
     """Every timed call's outputs are compared: the one-reduction test decides "all close" only
     where isclose would, and says no (isclose then decides) wherever a NaN or an inf is met."""
-    from forge.verifier.compare import _all_close_and_finite
+    from forge.verifier.parent.compare import _all_close_and_finite
 
     torch.manual_seed(0)
     r = torch.randn(4096)

@@ -13,9 +13,9 @@ from forge.agents.llm.prompts import render
 from forge.core.op_brief import EagerProfile, OpBrief
 from forge.core.roofline_record import Roofline, memory_s
 from forge.core.verdict import Verdict
-from forge.verifier import roofline
-from forge.verifier.machine_figures import MachineFigures
-from forge.verifier.timing.statistics import record_roofline, record_speedups
+from forge.verifier.machine.figures import MachineFigures
+from forge.verifier.parent.timing.statistics import record_roofline, record_speedups
+from forge.verifier.worker.op_work import roofline
 
 MIB = 1 << 20
 

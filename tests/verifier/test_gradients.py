@@ -11,7 +11,7 @@ import pytest
 from forge.core.acceptance import training_standing
 from forge.core.settings import ForgeSettings
 from forge.verifier import verify
-from forge.verifier.gradients import training_step
+from forge.verifier.worker.gradients import training_step
 from tests.conftest import CANDIDATES, OPS, sweep
 
 GATED = OPS / "gated_scale.py"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from forge.core.timing_records import Contention
-from forge.verifier import machine
-from forge.verifier.machine_figures import QUIET_WAIT_S, FiguresEntry, Instruments, Recheck
-from forge.verifier.machine_readings import Readings
+from forge.verifier.machine import facts as machine
+from forge.verifier.machine.figures import QUIET_WAIT_S, FiguresEntry, Instruments, Recheck
+from forge.verifier.machine.readings import Readings
 
 QUIET = Contention(cores=2, other_cores=0.0, busy=False, detail="other processes used 0.00 of 2 cores")
 LOADED = Contention(cores=2, other_cores=1.9, busy=True, detail="other processes used 1.90 of 2 cores")
@@ -194,7 +194,7 @@ def test_the_last_level_caches_bandwidth_is_kept_with_the_figures(tmp_path):
 
 
 def test_a_full_measurement_reads_the_read_bandwidths_beside_the_copies():
-    from forge.verifier.machine_readings import _read
+    from forge.verifier.machine.readings import _read
 
     got = _read("cpu", 8, (64,), reps=1, cache_bytes=4 << 20, reads=True)
     # wide bands, as one read of a few MiB on a loaded machine can wait ms for a core (0.38 GB/s seen
@@ -205,7 +205,7 @@ def test_a_full_measurement_reads_the_read_bandwidths_beside_the_copies():
 
 
 def test_a_full_measurement_reads_a_copy_and_a_read_at_each_working_set():
-    from forge.verifier.machine_readings import _read, working_set_sizes
+    from forge.verifier.machine.readings import _read, working_set_sizes
 
     got = _read("cpu", 8, (64,), reps=1, cache_bytes=4 << 20, reads=True)
     assert [w.bytes for w in got.working_sets] == [1 << 20, 2 << 20]  # up to half the cache
@@ -218,7 +218,7 @@ def test_a_full_measurement_reads_a_copy_and_a_read_at_each_working_set():
 
 
 def _ladder(*points: tuple[int, float, float]) -> machine.MachineFigures:
-    from forge.verifier.machine_readings import WorkingSetBandwidth
+    from forge.verifier.machine.readings import WorkingSetBandwidth
 
     sets = tuple(WorkingSetBandwidth(mib << 20, copy, read) for mib, copy, read in points)
     return machine.MachineFigures("cpu", 20.0, 300.0, 21.0, 25.0, 26.0, working_sets=sets)
@@ -229,7 +229,7 @@ def test_a_warm_op_is_bound_by_the_bandwidth_at_its_own_working_set():
     bytes (a cache level is no faster for more data: the bound stays under the op's time), the
     smallest below them all, and the last-level cache's figure where no working set was measured
     (a GPU, or an older forge)."""
-    from forge.verifier import roofline
+    from forge.verifier.worker.op_work import roofline
 
     f = _ladder((1, 200.0, 300.0), (4, 100.0, 150.0), (16, 30.0, 40.0))
     assert f.at_working_set(5 << 20) == f.working_sets[1]

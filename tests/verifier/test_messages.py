@@ -7,8 +7,7 @@ import typing
 import pytest
 import torch
 
-from forge.verifier.candidate_side import CandidateSide
-from forge.verifier.messages import (
+from forge.verifier.protocol import (
     CaseFacts,
     CaseResultReply,
     ErrorReply,
@@ -18,12 +17,13 @@ from forge.verifier.messages import (
     SetupRequest,
     TimingFacts,
     TimingReply,
+    codec,
     parse_reply,
     parse_request,
 )
-from forge.verifier.messages.requests import Request
-from forge.verifier.processes import codec
-from forge.verifier.reference_side import ReferenceSide
+from forge.verifier.protocol.requests import Request
+from forge.verifier.worker.candidate_side import CandidateSide
+from forge.verifier.worker.reference_side import ReferenceSide
 
 
 def _facts() -> CaseFacts:

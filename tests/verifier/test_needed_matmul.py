@@ -10,8 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from forge.core.roofline_record import Roofline
-from forge.verifier import roofline
-from forge.verifier.needed_matmul import unneeded_flops
+from forge.verifier.worker.op_work import roofline
+from forge.verifier.worker.op_work.needed_matmul import unneeded_flops
 
 B, H, N, E = 2, 3, 32, 8
 

@@ -9,16 +9,16 @@ from dataclasses import replace
 import pytest
 
 from forge.core.acceptance import beats_eager, timed_while_busy
-from forge.core.timing_records import Contention
-from forge.core.verdict import Verdict
-from forge.verifier.timing.contention import BUSY_OTHER_CORES, CpuSample, LoadMonitor, combined, judged
-from forge.verifier.timing.pairing import (
+from forge.core.pairing import (
     baseline_first,
     call_order,
     median_interval_ranks,
     paired_ratio,
     side_orders,
 )
+from forge.core.timing_records import Contention
+from forge.core.verdict import Verdict
+from forge.verifier.machine.contention import BUSY_OTHER_CORES, CpuSample, LoadMonitor, combined, judged
 
 
 def test_pairs_alternate_abba():
@@ -138,7 +138,7 @@ def _timed_verdict() -> Verdict:
 
 
 def test_the_regime_judged_is_warm_when_one_calls_data_fits_in_half_the_cache():
-    from forge.verifier.timing.statistics import record_regimes
+    from forge.verifier.parent.timing.statistics import record_regimes
 
     cand = [1_000_000] * 10
     eager = [2_000_000] * 10  # warm: 2x eager

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from forge.verifier.timing.plain_loop import WARMUP_CALLS, time_sides
+from forge.verifier.worker.timing.plain_loop import WARMUP_CALLS, time_sides
 
 
 def _recording(rounds: int, cold: bool) -> tuple[list[tuple[str, int, float]], dict[str, list[int]]]:

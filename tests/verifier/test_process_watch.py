@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from forge.verifier.timing.process_watch import ProcessWatch
+from forge.verifier.worker.timing.process_watch import ProcessWatch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def _reference() -> tuple[nn.Module, types.ModuleType]:
 
 _NOTHING_CHANGED = """
 import torch
-from forge.verifier.timing.process_watch import ProcessWatch
+from forge.verifier.worker.timing.process_watch import ProcessWatch
 from tests.verifier.test_process_watch import _reference
 reference, op = _reference()
 watch = ProcessWatch(reference, op)

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from forge.core.roofline_record import Roofline
-from forge.verifier import roofline
-from forge.verifier.machine_figures import MachineFigures
-from forge.verifier.machine_readings import WorkingSetBandwidth
-from forge.verifier.passes import Reread
+from forge.verifier.machine.figures import MachineFigures
+from forge.verifier.machine.readings import WorkingSetBandwidth
+from forge.verifier.worker.op_work import roofline
+from forge.verifier.worker.op_work.passes import Reread
 
 MIB = 1 << 20
 
@@ -106,7 +106,7 @@ def test_no_second_read_where_the_reduced_data_is_not_used_again(model, shapes):
 def test_the_verdicts_bound_says_it_counts_the_second_read():
     """The roofline check's detail (which the verdict, CLI and prompts show) names the second read."""
     from forge.core.verdict import Verdict
-    from forge.verifier.timing.statistics import record_regimes, record_roofline, record_speedups
+    from forge.verifier.parent.timing.statistics import record_regimes, record_roofline, record_speedups
 
     call = _call(Frobenius(), torch.randn(1 << 20))
     rec = roofline.record(call, _figures(fast_up_to_mib=2), 1 * MIB)
@@ -124,7 +124,7 @@ def test_the_bound_gives_torch_compiles_fraction_beside_eagers_in_the_judged_reg
     """Eager's and torch.compile's fractions of the bound come from the regime the verdict is
     judged in: cold, their own medians; warm, their ratios to the candidate's warm calls."""
     from forge.core.verdict import Verdict
-    from forge.verifier.timing.statistics import record_regimes, record_roofline, record_speedups
+    from forge.verifier.parent.timing.statistics import record_regimes, record_roofline, record_speedups
 
     v = Verdict.from_json({"status": "passed"})
     ms = 1_000_000

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from forge.verifier import checks, verify
-from forge.verifier.compare import compare, reduction_atol, scalar_rtol
+from forge.verifier import verify
+from forge.verifier.parent import checks
+from forge.verifier.parent.compare import compare, reduction_atol, scalar_rtol
 
 BATCHNORM = """
 import torch

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from forge.core.timing_records import TimingStats
-from forge.verifier.output_copies import OutputPool
-from forge.verifier.timing.worker_loop import Clocks, TimedCalls, timed_loop
+from forge.verifier.worker.output_copies import OutputPool
+from forge.verifier.worker.timing.worker_loop import Clocks, TimedCalls, timed_loop
 
 
 def test_quartiles_are_the_real_ones_for_a_skewed_sample():
@@ -134,7 +134,7 @@ def test_later_batches_collect_only_what_is_new():
 
 
 def test_large_inputs_get_more_batches_for_enough_trials():
-    from forge.verifier.reference_side import plan_batches
+    from forge.verifier.worker.reference_side import plan_batches
 
     assert plan_batches(30, 10) == (3, 30)  # small inputs: three batches hold every trial
     assert plan_batches(30, 8) == (3, 24)  # the batch count, not the trials, is what is capped
@@ -174,7 +174,7 @@ def test_a_verified_candidate_past_the_bound_blames_the_estimate_not_its_result(
     there (its outputs were checked in every timed call), never "check the result"."""
     from forge.core.roofline_record import Roofline
     from forge.core.verdict import Verdict
-    from forge.verifier.timing.statistics import record_roofline, record_speedups
+    from forge.verifier.parent.timing.statistics import record_roofline, record_speedups
 
     v = Verdict.from_json({"status": "passed"})
     roof = Roofline(bytes=16_000_000, flops=0, bandwidth_gbs=8.0, bound_ms=2.0)
@@ -192,7 +192,7 @@ def test_a_peak_eagers_own_call_beats_is_raised_to_eagers_rate():
     library call exceeds bounds nothing) and says so; a peak eager stays under is kept."""
     from forge.core.roofline_record import Roofline
     from forge.core.verdict import Verdict
-    from forge.verifier.timing.statistics import record_roofline, record_speedups
+    from forge.verifier.parent.timing.statistics import record_roofline, record_speedups
 
     # 2 GFLOP at a measured 100 GFLOP/s: a 20 ms bound, where eager took 10 ms
     roof = Roofline(bytes=1_000_000, flops=2_000_000_000, bandwidth_gbs=20.0, peak_gflops=100.0, bound_ms=20.0)
@@ -213,7 +213,7 @@ def test_transcendental_work_is_counted_apart_from_matmul_flops():
     """A cross-entropy-like op makes one exp per element: 0 matmul FLOPs is not 0 work, and the
     verdict's roofline line and the brief say how many transcendental evaluations one call makes."""
     from forge.core.roofline_record import Roofline
-    from forge.verifier import roofline
+    from forge.verifier.worker.op_work import roofline
 
     class SoftCE(torch.nn.Module):
         def forward(self, x):
@@ -234,7 +234,7 @@ def test_judged_warm_the_bound_is_the_last_level_caches():
     from forge.core.figures import judged_roofline
     from forge.core.roofline_record import Roofline
     from forge.core.verdict import Verdict
-    from forge.verifier.timing.statistics import record_regimes, record_roofline, record_speedups
+    from forge.verifier.parent.timing.statistics import record_regimes, record_roofline, record_speedups
 
     v = Verdict.from_json({"status": "passed"})
     roof = Roofline(bytes=4_000_000, flops=0, bandwidth_gbs=20.0, bound_ms=0.2, cache_bandwidth_gbs=100.0)
@@ -264,7 +264,7 @@ def test_an_op_that_only_reads_is_bound_by_the_read_bandwidth_and_a_copy_by_a_co
     beat that bound's "at most 1.08x" by 1.82x. With the read bandwidth measured, reads are charged
     at it and each written byte at what a copy's write costs beyond its read."""
     from forge.core.roofline_record import Roofline
-    from forge.verifier import roofline
+    from forge.verifier.worker.op_work import roofline
 
     copy_gbs, read_gbs, mb = 25.0, 50.0, 16_000_000
     copy_ms = roofline.bound_ms(2 * mb, 0, copy_gbs, 300.0, read=mb, read_gbs=read_gbs)

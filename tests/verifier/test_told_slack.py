@@ -15,11 +15,11 @@ from forge.core.op_brief import OpBrief
 from forge.core.slack_rules import CASE_NAMES
 from forge.verifier import verify
 from forge.verifier.briefing.slack_brief import output_slacks
-from forge.verifier.cases import stress_inputs
-from forge.verifier.checks import input_elements
-from forge.verifier.compare import compare
-from forge.verifier.reduction_lengths import reduction_lengths
-from forge.verifier.reference_cases import run_in_float64
+from forge.verifier.parent.checks import input_elements
+from forge.verifier.parent.compare import compare
+from forge.verifier.worker.cases import stress_inputs
+from forge.verifier.worker.op_work.reduction_lengths import reduction_lengths
+from forge.verifier.worker.reference_cases import run_in_float64
 
 
 class Attention(torch.nn.Module):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from forge.verifier import roofline
+from forge.verifier.worker.op_work import roofline
 
 
 def _counted(fn, *xs: torch.Tensor) -> int:  # type: ignore[no-untyped-def]

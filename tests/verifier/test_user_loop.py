@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from forge.core.acceptance import beats_eager
+from forge.core.pairing import slowed
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import LoopProcess, PairedRatio, UserLoop
 from forge.core.verdict import Verdict
 from forge.verifier import Job, VerifierService
-from forge.verifier.messages import UserLoopRequest
+from forge.verifier.parent.timing import user_loop
+from forge.verifier.parent.timing.user_loop import with_user_loop
 from forge.verifier.processes.worker_env import candidate_folder
-from forge.verifier.timing import user_loop
-from forge.verifier.timing.slowdown import slowed
-from forge.verifier.timing.user_loop import with_user_loop
+from forge.verifier.protocol import UserLoopRequest
 from tests.conftest import CANDIDATES, OPS, sweep
 
 AFFINE = OPS / "small_affine.py"

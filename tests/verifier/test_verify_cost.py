@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from forge.core.statuses import VerdictStatus
-from forge.verifier import memory, verify
-from forge.verifier.candidate_watch import busy_python_threads
-from forge.verifier.processes import codec
-from forge.verifier.reference_pool import ReferencePool
+from forge.verifier import verify
+from forge.verifier.machine import memory
+from forge.verifier.parent.reference_pool import ReferencePool
+from forge.verifier.protocol import codec
+from forge.verifier.worker.candidate_watch import busy_python_threads
 from tests.conftest import CANDIDATES, OPS, sweep
 
 SOFTMAX = OPS / "small_softmax.py"
@@ -25,7 +26,7 @@ LEAVES_STATE = """
 import torch
 import torch.nn as nn
 
-import forge.verifier.candidate_side as side
+import forge.verifier.worker.candidate_side as side
 
 side.LEFT_BY_AN_EARLIER_CANDIDATE = True
 
@@ -41,7 +42,7 @@ import os
 import torch
 import torch.nn as nn
 
-import forge.verifier.candidate_side as side
+import forge.verifier.worker.candidate_side as side
 
 if getattr(side, "LEFT_BY_AN_EARLIER_CANDIDATE", False):
     raise RuntimeError("an earlier candidate's state is visible here")

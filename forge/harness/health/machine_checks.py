@@ -20,7 +20,7 @@ from forge.core.paths import BankLocation
 from forge.core.settings import ForgeSettings
 from forge.db import bank_facts
 from forge.harness.health.findings import DoctorReport, Finding
-from forge.verifier import machine
+from forge.verifier.machine import facts as machine
 
 _OPENMP_PROBE = """
 extern "C" int forge_doctor_threads() {

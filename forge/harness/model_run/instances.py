@@ -40,7 +40,7 @@ from forge.core.verdict import Verdict
 from forge.db import kernel_detail, record_instances
 from forge.harness.model_run.choose import OpGroup
 from forge.verifier import VerifierService
-from forge.verifier.service import Job
+from forge.verifier.parent.service import Job
 
 
 @dataclass

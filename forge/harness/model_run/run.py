@@ -29,7 +29,7 @@ from forge.harness.runs.control import RunControl
 from forge.harness.runs.options import OptimizeOptions
 from forge.harness.runs.run import RunResult
 from forge.model_probe import ModelRunError, profile_in_process, prove_in_process
-from forge.verifier.machine import resolve_device
+from forge.verifier.machine.facts import resolve_device
 
 PROVE_ROUNDS = 30  # rounds per cache regime of the four-way timing
 

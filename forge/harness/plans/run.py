@@ -42,7 +42,7 @@ from forge.harness.runs.limits import Limits, ctrl_c_stops
 from forge.harness.sessions.leases import close_leases, give_back, hold_lease
 from forge.parallel import Machine, max_local_ranks, measure_link, model_facts
 from forge.parallel.plan_search import module_tree
-from forge.verifier import machine
+from forge.verifier.machine import facts as machine
 
 
 @dataclass

@@ -28,8 +28,9 @@ from forge.harness.sessions.search import STRATEGIES
 from forge.harness.sessions.search_state import SearchState
 from forge.harness.sessions.session import INTERRUPTED_REASON, Session, SessionPlan, SessionResult
 from forge.harness.sessions.steps import MachineStayedBusy, SessionEvents, SessionIO
-from forge.verifier import Verifier, VerifierService, machine, measure_op_brief, resolve_device
-from forge.verifier.machine_figures import FiguresEntry
+from forge.verifier import Verifier, VerifierService, measure_op_brief, resolve_device
+from forge.verifier.machine import facts as machine
+from forge.verifier.machine.figures import FiguresEntry
 
 
 def checked_figures(device: Device, settings: ForgeSettings) -> FiguresEntry:

@@ -17,17 +17,17 @@ from typing import Any
 from forge.core.class_source import imported_source
 from forge.core.op_brief import CompiledBaseline, EagerProfile, ImportedClass, OpBrief, OutputTolerance
 from forge.core.roofline_record import Roofline
-from forge.verifier import machine
 from forge.verifier.briefing.cpp_cost import measure_cpp_cost
 from forge.verifier.briefing.inductor_code import trim_output_code
 from forge.verifier.briefing.regime_timing import regime_times_ms
 from forge.verifier.briefing.slack_brief import output_slacks
 from forge.verifier.briefing.transcendental_rates import measure_transcendental_rates
-from forge.verifier.call_form import invoke, use_op
-from forge.verifier.call_profile import profiled, profiled_ops
-from forge.verifier.compare import tolerance
-from forge.verifier.machine_figures import MachineFigures
-from forge.verifier.timing.statistics import fits_half_cache
+from forge.verifier.machine import facts as machine
+from forge.verifier.machine.figures import MachineFigures
+from forge.verifier.parent.compare import tolerance
+from forge.verifier.parent.timing.statistics import fits_half_cache
+from forge.verifier.worker.call_form import invoke, use_op
+from forge.verifier.worker.call_profile import profiled, profiled_ops
 
 _PROFILED_CALLS = 5
 _TIMED_PAIRS = 21
@@ -166,7 +166,7 @@ def _roofline(
 ) -> Roofline:
     import torch
 
-    from forge.verifier import roofline
+    from forge.verifier.worker.op_work import roofline
 
     inputs = draws[0]
     call = roofline.estimate(model, inputs, outputs, draws[1])

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge import cpp
-from forge.verifier.machine_readings import best_call_seconds
-from forge.verifier.timing.contention import LoadMonitor
+from forge.verifier.machine.contention import LoadMonitor
+from forge.verifier.machine.readings import best_call_seconds
 
 # an empty function and an empty parallel region: what a call costs with no work in it
 _SOURCE = r"""

@@ -16,11 +16,11 @@ from forge.core.errors import ForgeError
 from forge.core.op_brief import OpBrief, PairedBaseline
 from forge.core.sandbox import python_argv
 from forge.core.settings import ForgeSettings
-from forge.verifier import machine
 from forge.verifier.briefing.paired_baseline import PAIRED_TRIALS, paired_baseline, with_paired
+from forge.verifier.machine import facts as machine
+from forge.verifier.parent.service import Verifier
 from forge.verifier.processes.sandboxing import op_reads, sandboxed
 from forge.verifier.processes.worker_env import BRIEF, worker_env
-from forge.verifier.service import Verifier
 
 BRIEF_TIMEOUT_S = 240.0
 _VERSION = 15  # what the brief holds: a brief cached by an older forge is measured again

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from forge.verifier.machine import flush_bytes
-from forge.verifier.timing.worker_loop import Clocks, TimedCalls
+from forge.verifier.machine.facts import flush_bytes
+from forge.verifier.worker.timing.worker_loop import Clocks, TimedCalls
 
 Call = Callable[[Sequence[Any]], Any]
 

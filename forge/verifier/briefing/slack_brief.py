@@ -13,12 +13,12 @@ import torch
 from forge.core.module_call import output_tensors
 from forge.core.op_brief import CaseSlack, NonFinite, OutputTolerance
 from forge.core.slack_rules import TINY_OUTPUT_ATOLS
-from forge.verifier.call_form import invoke
-from forge.verifier.cases import STRESS_KINDS, stress_inputs
-from forge.verifier.checks import input_elements
-from forge.verifier.compare import exact_errors, slack, tolerance
-from forge.verifier.reduction_lengths import reduction_lengths
-from forge.verifier.reference_cases import run_in_float64
+from forge.verifier.parent.checks import input_elements
+from forge.verifier.parent.compare import exact_errors, slack, tolerance
+from forge.verifier.worker.call_form import invoke
+from forge.verifier.worker.cases import STRESS_KINDS, stress_inputs
+from forge.verifier.worker.op_work.reduction_lengths import reduction_lengths
+from forge.verifier.worker.reference_cases import run_in_float64
 
 # The brief's own draw: any seed does (the verifier draws fresh ones); one fixed seed keeps two
 # briefs of one op alike.

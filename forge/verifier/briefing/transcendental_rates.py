@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from forge.verifier.machine_readings import best_call_seconds
-from forge.verifier.timing.contention import LoadMonitor
+from forge.verifier.machine.contention import LoadMonitor
+from forge.verifier.machine.readings import best_call_seconds
 
 # elements a thread: 256 KiB of float32 read and as much written, in the cores' own caches, so the
 # rate is the math's; torch splits an elementwise op into chunks of 32768 elements, so every thread

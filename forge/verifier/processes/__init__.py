@@ -1,6 +1,6 @@
 """Worker processes, parent side and child side: how each is started, with what environment,
 confined how, and how the parent talks to it. What a worker does once it runs is the verifier's
-(``worker``, ``reference_side``, ``candidate_side``); the brief's and the user loop's processes
+(``forge.verifier.worker``); the brief's and the user loop's processes
 start the same way.
 
 - ``worker_env``: the environment every process that runs an op or a candidate starts with (the
@@ -10,6 +10,5 @@ start the same way.
 - ``sandboxing``: the sandbox policy of a process that runs candidate code, from what the parent knows;
 - ``template``, ``template_process``: pre-imported interpreters that fork the verification workers;
 - ``worker_process``: one worker spawned and policed (its memory, its deadline, how it ended);
-- ``channel``, ``codec``: the length-prefixed frames the parent and a worker exchange, in a
-  pickle-free wire format (the typed records themselves are ``forge.verifier.messages``).
+  the frames it exchanges with the parent are ``forge.verifier.protocol``'s.
 """

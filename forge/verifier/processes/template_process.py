@@ -26,7 +26,7 @@ import sys
 import tempfile
 from typing import Any
 
-import forge.verifier.worker as worker  # first: binds the clocks before torch is imported
+import forge.verifier.worker.main as worker  # first: binds the clocks before torch is imported
 from forge.verifier.processes.preload import PRELOAD, preload, thread_count
 from forge.verifier.processes.template import worker_limits
 from forge.verifier.processes.worker_env import CPU_ISA
@@ -35,8 +35,8 @@ from forge.verifier.processes.worker_env import CPU_ISA
 def _preload() -> None:
     import torch  # noqa: F401
 
-    import forge.verifier.candidate_side
-    import forge.verifier.reference_side  # noqa: F401
+    import forge.verifier.worker.candidate_side
+    import forge.verifier.worker.reference_side  # noqa: F401
 
 
 def _child(request: dict[str, Any], chan_fd: int, out_fd: int, control: socket.socket) -> None:

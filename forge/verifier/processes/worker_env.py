@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from forge.core.sandbox import scrubbed
-from forge.verifier import memory
+from forge.verifier.machine import memory
 
 REFERENCE = "reference"  # the reference worker's folder: no candidate writes there
 BRIEF = "brief"  # the op brief's process (the op's own code, confined)

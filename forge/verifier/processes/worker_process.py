@@ -1,6 +1,6 @@
 """Spawning and policing one worker process (parent side).
 
-Each worker is a fresh interpreter (``python -m forge.verifier.worker ROLE FD``) in its own session,
+Each worker is a fresh interpreter (``python -m forge.verifier.worker.main ROLE FD``) in its own session,
 with stdout/stderr captured to a file, a memory limit (RLIMIT_DATA plus RSS polling) and a
 deadline. Whatever way it ends is turned into an ``Ending`` the verdict can name.
 """
@@ -24,8 +24,9 @@ from subprocess import Popen
 from typing import Protocol, TypeVar
 
 from forge.core.sandbox import python_argv
-from forge.verifier import memory
-from forge.verifier.messages import (
+from forge.verifier.machine import memory
+from forge.verifier.processes.template import ForkedProcess, TemplateUnavailable, template_for, worker_limits
+from forge.verifier.protocol import (
     ErrorReply,
     ExitRequest,
     HelloReply,
@@ -35,8 +36,7 @@ from forge.verifier.messages import (
     TickReply,
     parse_reply,
 )
-from forge.verifier.processes.channel import Channel, ChannelClosed, ChannelTimeout
-from forge.verifier.processes.template import ForkedProcess, TemplateUnavailable, template_for, worker_limits
+from forge.verifier.protocol.channel import Channel, ChannelClosed, ChannelTimeout
 
 _OUTPUT_KEEP = 8000
 # What torch's profiler prints itself when forge profiles a candidate in its worker (Kineto's
@@ -151,7 +151,7 @@ class WorkerProcess:
             worker_limits(self.memory_limit_mb)
 
         return subprocess.Popen(
-            python_argv("forge.verifier.worker", role, str(child_sock.fileno())),
+            python_argv("forge.verifier.worker.main", role, str(child_sock.fileno())),
             pass_fds=(child_sock.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=self._out,

