@@ -3,7 +3,7 @@
     python -m benchmarks.kernels.erf_rational          # both forms: error over every float, GELU error, speed
     python -m benchmarks.kernels.erf_rational --fit    # derive the rational form's coefficients (numpy, mpmath)
 
-The shipped forms are ``forge.agents.builtin.cpp_ops.ERF``: "torch" (Abramowitz & Stegun 7.1.26
+The shipped forms are ``forge.agents.builtin.ops.ERF``: "torch" (Abramowitz & Stegun 7.1.26
 with an exp, ATen's formula) and "rational" (x * P(x^2) / Q(x^2), no exp). Both are odd functions
 of x (the sign is applied last), so checking every non-negative float covers every float; past
 4.5 both are exactly 1 (checked at a few points).
@@ -26,9 +26,9 @@ import torch
 
 from benchmarks.support.page import add_page_option, run_with_page
 from forge import cpp
-from forge.agents.builtin.cpp_ops import ERF, FMATH
 from forge.agents.builtin.cpp_snippets import HEADER
-from forge.agents.builtin.op_table import GELU as GELU_OP
+from forge.agents.builtin.ops import ERF, CppMath, cpp_math_source
+from forge.agents.builtin.ops import GELU as GELU_OP
 from forge.agents.builtin.pointwise_expr import CPP
 
 SATURATE = 3.9  # the rational form returns +-1 beyond this
@@ -84,7 +84,7 @@ extern "C" double gelu_speed(int64_t reps, float* sink) {
 
 def _library(erf_source: str) -> cpp.CppLibrary:
     defines = f"#define ERF_F forge_erf\n#define GELU_OF(X) {CPP.forms[GELU_OP].format(a='(X)')}\n"
-    return cpp.load(HEADER + FMATH + erf_source + defines + SCAN + GELU)
+    return cpp.load(HEADER + cpp_math_source({CppMath.EXP, CppMath.TANH}) + erf_source + defines + SCAN + GELU)
 
 
 def scan(lib: cpp.CppLibrary, last: int = CHECK_LIMIT) -> tuple[float, float, int]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from forge.agents.builtin import PointwiseRecipe, cpp_ops, pointwise
+from forge.agents.builtin import PointwiseRecipe, pointwise
+from forge.agents.builtin.ops import CppMath, cpp_math_source
 from forge.core.problem import load_problem
 from forge.verifier import verify
 from tests.conftest import EXAMPLES, GELU_OVERFLOW_DIFFERS, OPS, sweep
@@ -91,7 +92,7 @@ def test_shipped_affine_op_passes(fast_settings, tmp_path):
     assert verify(OPS / "small_affine.py", cand, fast_settings).status == "passed"
 
 
-def test_the_erf_knob_is_offered_for_an_exact_gelu_only(tmp_path):
+def test_the_erf_knob_and_erf_itself_are_in_an_exact_gelus_kernel_only(tmp_path):
     for name, has_erf in [("per_channel", True), ("last_dim", False), ("linear_epilogue", False)]:
         pshape, expr = CASES[name]
         op = tmp_path / f"{name}.py"
@@ -99,6 +100,8 @@ def test_the_erf_knob_is_offered_for_an_exact_gelu_only(tmp_path):
         recipe = _recipe(op)
         assert isinstance(recipe, PointwiseRecipe)
         assert ("erf" in pointwise.space(recipe)) == has_erf, name
+        # the kernel defines the float math its ops call, erf only where one is an exact GELU
+        assert ("float forge_erf(" in pointwise.render(recipe)) == has_erf, name
     assert pointwise.POINTWISE_DEFAULT["erf"] == pointwise.space(_recipe(EXAMPLES / "ops" / "linear_gelu.py"))["erf"][0]
 
 
@@ -119,8 +122,7 @@ def test_both_erf_forms_of_the_exact_gelu_stay_accurate(form, cache_dir, monkeyp
     monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
     lib = cpp.load(
         HEADER
-        + cpp_ops.FMATH
-        + cpp_ops.ERF[form]
+        + cpp_math_source({CppMath.ERF}, form)
         + 'extern "C" void gelu(const float* x, float* y, int64_t n) {\n    #pragma omp simd\n'
         + f"    for (int64_t i = 0; i < n; ++i) y[i] = {gelu('x[i]', 'none', CPP)};\n}}\n"
         + 'extern "C" void erf_of(const float* x, float* y, int64_t n) {\n    #pragma omp simd\n'

@@ -168,11 +168,13 @@ def test_layernorm_rows_with_inf_or_nan_are_all_nan_like_torch(moments, cache_di
     """With an inf in the row, sum and sum of squares are inf and their difference NaN: the
     variance must stay NaN (clamping it to 0 would turn the finite entries into -inf)."""
     from forge import cpp
-    from forge.agents.builtin.cpp_ops import FEXP
     from forge.agents.builtin.cpp_snippets import HEADER, REDUCE, WRITE, rowwise_cpp
+    from forge.agents.builtin.ops import CppMath, cpp_math_source
 
     monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
-    lib = cpp.load(HEADER + WRITE + REDUCE + FEXP + rowwise_cpp("layernorm", {"moments": moments}))
+    lib = cpp.load(
+        HEADER + WRITE + REDUCE + cpp_math_source({CppMath.EXP}) + rowwise_cpp("layernorm", {"moments": moments})
+    )
     x = torch.randn(3, 40)
     x[1, 5], x[2, 7] = float("inf"), float("nan")
     y = torch.empty_like(x)
@@ -187,12 +189,18 @@ def test_interleaved_reductions_match_torch_on_awkward_shapes(kind, interleave, 
     reduced one at a time), columns that are not a multiple of the partials, NaN and inf in
     place, an empty set of rows."""
     from forge import cpp
-    from forge.agents.builtin.cpp_ops import FEXP
     from forge.agents.builtin.cpp_snippets import HEADER, REDUCE, WRITE, rowwise_cpp
+    from forge.agents.builtin.ops import CppMath, cpp_math_source
 
     monkeypatch.setenv("FORGE_CACHE_DIR", str(cache_dir))
     for acc in ("double", "float"):
-        lib = cpp.load(HEADER + WRITE + REDUCE + FEXP + rowwise_cpp(kind, {"interleave": interleave, "acc": acc}))
+        lib = cpp.load(
+            HEADER
+            + WRITE
+            + REDUCE
+            + cpp_math_source({CppMath.EXP})
+            + rowwise_cpp(kind, {"interleave": interleave, "acc": acc})
+        )
         for rows, cols in [(23, 300), (9, 4096), (1, 7), (0, 5)]:
             x = torch.randn(rows, cols)
             if rows > 5:

@@ -77,6 +77,7 @@ POINTWISE = {
     # torch's CPU kernel gives NaN at +inf where the formula gives inf (gelu_specials)
     "gelu_exact_at_inf": (lambda x: nn.functional.gelu(x * 2), [(16, 67)]),
     "gelu_tanh_at_inf": (lambda x: nn.functional.gelu(x, approximate="tanh") + 1, [(16, 67)]),
+    "sinh_chain": (lambda x: torch.sinh(x * 0.5) - 1, [(16, 67)]),
 }
 
 

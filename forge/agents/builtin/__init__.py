@@ -13,11 +13,10 @@ The coder tries its families in this order and takes the first that recognises t
 So an op a hand-tuned family recognises (softmax, say) never reaches the lowering: a change to
 ``lowering/`` shows only on ops outside the first three families.
 
-The pointwise ops both the pointwise family and the lowering write are one table, ``op_table.OPS``
-(keyed by the name the trace gives an op: ``prims.exp``), and each language's forms of them are
-one table more: ``cpp_ops.CPP_OPS`` (with the vectorisable float math its forms call) and
-``triton_ops.TRITON_OPS`` (with its helpers). Adding an op is an entry in each of the three
-(docs/lowering.md, "The op tables").
+The pointwise ops both the pointwise family and the lowering write are one table, ``ops.OPS``
+(keyed by the name the trace gives an op: ``prims.exp``), one record per op holding its C++ and
+Triton forms; the C++ programs include the vectorisable float math their ops call
+(``ops.cpp_math``). Adding an op is one record and its test (docs/lowering.md, "The op table").
 """
 
 from forge.agents.builtin import pointwise, residual_norm, rowwise

@@ -1,6 +1,7 @@
 """C++ building blocks the built-in coder puts into kernels (vectorisable under ``omp simd``): the
 header, row writes and reductions, and the row-wise family's kernels. The float math the kernels
-call (forge_exp, forge_erf...) is ``cpp_ops``'s, with the C++ form of every op.
+call (forge_exp, forge_erf...) is ``ops.cpp_math``'s; the C++ form of every op is in its record
+(``ops.OPS``).
 """
 
 HEADER = r"""

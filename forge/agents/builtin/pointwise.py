@@ -14,9 +14,9 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from forge.agents.builtin.cpp_ops import ERF, FMATH
 from forge.agents.builtin.cpp_snippets import HEADER, WRITE
-from forge.agents.builtin.pointwise_expr import CPP, TRITON, expression
+from forge.agents.builtin.ops import ERF, CppMath, cpp_math_of, cpp_math_source
+from forge.agents.builtin.pointwise_expr import CPP, TRITON, chained_op, expression
 from forge.agents.builtin.py_snippets import ATTR_SOURCE, PLAN_SOURCE
 from forge.agents.builtin.rowwise import fetch_attr
 from forge.agents.builtin.tuner import effective_config
@@ -30,6 +30,12 @@ class PointwiseRecipe:
     linear: str | None = None  # attribute path of an nn.Linear applied to the input first
     triton_body: tuple[str, ...] = ()  # the same statements in Triton
     outer: int = 1  # outer blocks of the analysed shape (the kernel's chunk knob acts below SPLIT_BELOW)
+    ops: frozenset[str] = frozenset()  # the table's ops its statements are written with (``ops.OPS``)
+
+    @property
+    def cpp_math(self) -> frozenset[CppMath]:
+        """The vectorisable functions its C++ statements call (its kernel defines them)."""
+        return cpp_math_of(self.ops)
 
 
 def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseRecipe | str:
@@ -44,6 +50,7 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseReci
     pshapes: list[tuple[int, ...]] = []
     body: list[str] = []
     tbody: list[str] = []
+    ops: set[str] = set()
     linear = None
     out_shape = tuple(inputs[0].shape)
     for node in gm.graph.nodes:
@@ -76,6 +83,7 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseReci
             if expr is None or texpr is None:
                 return f"op {node.target} is not one the built-in pointwise coder handles"
             name = f"t{len(body)}"
+            ops.add(str(chained_op(node)))
             body.append(CPP.statement.format(name=name, expr=expr))
             tbody.append(TRITON.statement.format(name=name, expr=texpr))
             env[node] = name
@@ -88,7 +96,7 @@ def analyze(model: torch.nn.Module, inputs: list[torch.Tensor]) -> PointwiseReci
             lin = gm.get_submodule(linear) if linear is not None else None
             shape = (*out_shape[:-1], lin.out_features) if isinstance(lin, torch.nn.Linear) else out_shape
             outer = plan_of_shapes()(shape, tuple(pshapes))[0]
-            return PointwiseRecipe(tuple(body), env[result], tuple(params), linear, tuple(tbody), outer)
+            return PointwiseRecipe(tuple(body), env[result], tuple(params), linear, tuple(tbody), outer, frozenset(ops))
     return "no output"
 
 
@@ -109,7 +117,7 @@ POINTWISE_DEFAULT: dict[str, Any] = {"stream": False, "chunk": 4096, "threads": 
 
 
 def uses_erf(recipe: PointwiseRecipe) -> bool:
-    return any("forge_erf(" in line for line in recipe.body)
+    return CppMath.ERF in recipe.cpp_math
 
 
 def space(recipe: PointwiseRecipe) -> dict[str, list[Any]]:
@@ -158,8 +166,7 @@ def _cpp(recipe: PointwiseRecipe, cfg: dict[str, Any]) -> str:
     return (
         HEADER
         + WRITE
-        + FMATH
-        + ERF[str(cfg["erf"])]
+        + cpp_math_source(recipe.cpp_math, str(cfg["erf"]))
         + f"""
 {template}static void run(const float* x, float* y{c_params}, int64_t outer, int64_t inner) {{
     // Few outer blocks: split each into chunks so every thread has work.

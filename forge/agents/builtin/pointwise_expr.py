@@ -2,8 +2,8 @@
 
 A node becomes one expression over earlier values (``v`` the input, ``p<j>`` the parameters,
 ``t<k>`` earlier results) in C++ on floats (CPU) or in Triton (GPU). Which op a node is comes from
-the op table (``op_table.FUNCTIONS``, ``op_table.METHODS``); how each language writes it, from
-that language's table (the ``chain`` forms of ``cpp_ops`` and ``triton_ops``). Both keep the same
+the op table (``ops.FUNCTIONS``, ``ops.METHODS``); how each language writes it, from the same
+op's record (its C++ and Triton ``chain`` forms). Both keep the same
 NaN behaviour as torch for relu and clamp (a comparison with NaN is false, so NaN passes through).
 """
 
@@ -15,10 +15,8 @@ from dataclasses import dataclass
 
 import torch.fx as fx
 
-from forge.agents.builtin.cpp_ops import CPP_OPS
 from forge.agents.builtin.gelu_specials import gelu_nan_at_pos_inf
-from forge.agents.builtin.op_table import CLAMP_MAX, CLAMP_MIN, FUNCTIONS, GELU, GELU_TANH, METHODS, Op
-from forge.agents.builtin.triton_ops import TRITON_OPS
+from forge.agents.builtin.ops import CLAMP_MAX, CLAMP_MIN, FUNCTIONS, GELU, GELU_TANH, METHODS, OPS, Op
 
 
 @dataclass(frozen=True)
@@ -33,7 +31,7 @@ class ChainLanguage:
 
 
 CPP = ChainLanguage(
-    forms={name: op.chain for name, op in CPP_OPS.items() if op.chain is not None},
+    forms={name: op.cpp.chain for name, op in OPS.items() if op.cpp.chain is not None},
     suffix="f",
     select="({c} ? {a} : {b})",
     statement="float {name} = {expr};",
@@ -41,7 +39,7 @@ CPP = ChainLanguage(
 )
 
 TRITON = ChainLanguage(
-    forms={name: op.chain for name, op in TRITON_OPS.items() if op.chain is not None},
+    forms={name: op.triton.chain for name, op in OPS.items() if op.triton.chain is not None},
     suffix="",
     select="tl.where({c}, {a}, {b})",
     statement="{name} = {expr}",
@@ -89,6 +87,18 @@ def _clamp(a: str | None, low: object, high: object, d: ChainLanguage) -> str | 
             text = literal(bound, d)
             out = d.forms[name].format(a=out, b=text) if text else None
     return out
+
+
+def chained_op(node: fx.Node) -> str | None:
+    """The name of the table's op whose form writes the node (GELU's by its ``approximate``;
+    torch.clamp's as ``CLAMP_MIN``, whose bounds' forms hold no math), or None."""
+    if node.op == "call_method":
+        op = METHODS.get(str(node.target))
+    else:
+        op = FUNCTIONS.get(node.target) if callable(node.target) else None
+    if op is not None and op.name == GELU and node.kwargs.get("approximate") == "tanh":
+        return GELU_TANH
+    return None if op is None else op.name
 
 
 def expression(node: fx.Node, env: dict[fx.Node, str], d: ChainLanguage) -> str | None:

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from forge.agents.builtin.cpp_ops import FEXP
 from forge.agents.builtin.cpp_snippets import HEADER, REDUCE, ROW_DEFAULT, WRITE, rowwise_cpp
+from forge.agents.builtin.ops import CppMath, cpp_math_source
 from forge.agents.builtin.py_snippets import ATTR_HELPERS
 from forge.agents.builtin.tuner import effective_config
 
@@ -185,7 +185,7 @@ def eps_source(recipe: RowRecipe) -> str:
 def render(recipe: RowRecipe, config: dict[str, Any] | None = None) -> str:
     """The candidate's Python source under ``config`` (knobs from ``space``; defaults otherwise)."""
     cfg = canonical(recipe, {**ROW_DEFAULT, **(config or {})})  # inert knobs leave no trace
-    cpp = HEADER + WRITE + REDUCE + FEXP + rowwise_cpp(recipe.kind, cfg)
+    cpp = HEADER + WRITE + REDUCE + cpp_math_source({CppMath.EXP}) + rowwise_cpp(recipe.kind, cfg)
     knobs = space(recipe)  # the docstring lists the knobs that shape this kernel
     shown = effective_config(knobs, {k: cfg[k] for k in knobs}, lambda c: canonical(recipe, c))
     reduce = recipe.kind in ("sum", "mean", "amax", "logsumexp")

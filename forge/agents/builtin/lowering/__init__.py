@@ -6,9 +6,9 @@ over the IR's index algebra (``ir``), and packaged as a candidate (``program`` f
 ``lowered`` family on either backend. Both languages read graph values through one
 ``reader.Reader`` (each in its ``Dialect``), which records what every value depends on, so loops
 hoist invariant values from that record (``code.hoist``); code is written into a
-``code.CodeBuffer``, which owns the indentation. A pointwise node is written from its language's
-op table (``cpp_expr`` reads ``builtin.cpp_ops``, ``triton_expr`` reads ``builtin.triton_ops``);
-the pointwise nodes the trace keeps are the primitives of ``builtin.op_table``.
+``code.CodeBuffer``, which owns the indentation. A pointwise node is written from the
+op table (``builtin.ops``: ``cpp_expr`` reads each op's C++ forms, ``triton_expr`` its Triton forms);
+the pointwise nodes the trace keeps are the primitives of that table.
 
 It is the coder's last family: an op that the row-wise, residual-norm or pointwise family
 recognises (softmax, layernorm, a GELU chain) is written by that family and never reaches this

@@ -1,5 +1,5 @@
 """Pointwise primitives as typed C++ expressions (the lowering's scalar code): each node's form
-from the C++ op table (``cpp_ops.CPP_OPS``), over operands that are already C++ expressions of
+from the C++ op table (each op's ``cpp`` forms in ``ops.OPS``), over operands that are already C++ expressions of
 their nodes' dtypes (``ir.CTYPES``).
 """
 
@@ -9,10 +9,9 @@ from typing import Any
 
 from torch import fx
 
-from forge.agents.builtin.cpp_ops import CPP_OPS
 from forge.agents.builtin.lowering.ir import Unsupported, ctype_of, dtype_of, literal, operand_dtype, pointwise_value
 from forge.agents.builtin.lowering.trace import packet_name
-from forge.agents.builtin.op_table import OPS
+from forge.agents.builtin.ops import OPS
 
 
 def scalar_operand(value: Any, node: fx.Node) -> str:
@@ -29,6 +28,6 @@ def expression(node: fx.Node, ops: list[str]) -> str:
     """The C++ expression of pointwise ``node`` whose value operands are ``ops`` (C++ text)."""
     name = packet_name(node)
     ct = ctype_of(dtype_of(node), name)
-    form = CPP_OPS[name].lowered if name in CPP_OPS else None
+    form = OPS[name].cpp.lowered if name in OPS else None
     written = None if form is None else (lambda x: form(x, ct))
     return pointwise_value(node, ops, written, "not a pointwise primitive the lowering emits")

@@ -32,7 +32,7 @@ from forge.agents.builtin.lowering.ir import ctype_of, dtype_of, linear, shape_o
 from forge.agents.builtin.lowering.reader import Reader, without_buffer
 from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind, inlined_region
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
-from forge.agents.builtin.op_table import COSTLY
+from forge.agents.builtin.ops import COSTLY
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from forge.agents.builtin.lowering.ir import (
 )
 from forge.agents.builtin.lowering.schedule import Schedule, Step
 from forge.agents.builtin.lowering.trace import packet_name
+from forge.agents.builtin.ops import CppMath
 
 
 def arguments(node: fx.Node) -> list[Any]:
@@ -161,6 +162,11 @@ def vector_scan(name: str, step: Step, sched: Schedule, cfg: dict[str, Any]) -> 
             code.line(f"acc += (float){v};")
             code.line("row[d] = acc;")
     return step_function(name, sched, reader.reads, writes, code)
+
+
+# The vectorisable functions a step calls beside its pointwise ops' (``program._math_of``):
+# logcumsumexp's fold, in float (``_scan_update``)
+STEP_MATH: dict[str, frozenset[CppMath]] = {"aten.logcumsumexp": frozenset({CppMath.EXP, CppMath.LOG1P})}
 
 
 def _scan_update(op: str, acc: str) -> tuple[Callable[[str], list[str]], str]:

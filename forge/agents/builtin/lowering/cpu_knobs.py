@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from forge.agents.builtin.cpp_ops import ERF
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, row_groups
 from forge.agents.builtin.lowering.cpp_kept import vector_scan_fits
 from forge.agents.builtin.lowering.cpp_pool import by_rows_fits, separable_fits
@@ -16,11 +15,12 @@ from forge.agents.builtin.lowering.cpp_winograd import favours_winograd, winogra
 from forge.agents.builtin.lowering.layout import conv2d_parts
 from forge.agents.builtin.lowering.py_side import onednn_linear
 from forge.agents.builtin.lowering.schedule import Schedule, StepKind
+from forge.agents.builtin.ops import ERF
 
 
 def cpu_knobs(schedules: Sequence[Schedule], *, uses_erf: bool, wide_simd: bool) -> dict[str, list[Any]]:
     """The knobs the kernels written from ``schedules`` offer; ``uses_erf``: an exact GELU's erf
-    (``cpp_ops.ERF``); ``wide_simd``: the SIMD width knob applies (``WIDE_SIMD``)."""
+    (``ops.ERF``); ``wide_simd``: the SIMD width knob applies (``WIDE_SIMD``)."""
     steps = [s for sched in schedules for s in sched.steps]
     kinds = {s.kind for s in steps}
     space: dict[str, list[Any]] = {"threads": [0, 1]}

@@ -22,7 +22,7 @@ import torch
 from torch import fx
 
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
-from forge.agents.builtin.op_table import OPS, NoForm, Operands
+from forge.agents.builtin.ops import OPS, NoForm, Operands
 
 CTYPES: dict[torch.dtype, str] = {
     torch.float32: "float",

@@ -23,12 +23,11 @@ from typing import Any
 
 import torch
 
-from forge.agents.builtin.cpp_ops import ERF, FMATH, VECTOR_MATH
 from forge.agents.builtin.cpp_snippets import HEADER
 from forge.agents.builtin.lowering.code import CodeBuffer
 from forge.agents.builtin.lowering.cpp_emit import pointwise_step
 from forge.agents.builtin.lowering.cpp_fuse import RowGroup, fused_row_step, row_groups
-from forge.agents.builtin.lowering.cpp_kept import arg_step, scan_step
+from forge.agents.builtin.lowering.cpp_kept import STEP_MATH, arg_step, scan_step
 from forge.agents.builtin.lowering.cpp_pool import PoolTail, pool_step, pool_tails, pool_with_tail
 from forge.agents.builtin.lowering.cpp_reduce import reduce_step
 from forge.agents.builtin.lowering.cpp_stack import stacked_parts, stacked_step
@@ -52,7 +51,7 @@ from forge.agents.builtin.lowering.py_side import (
 )
 from forge.agents.builtin.lowering.schedule import Schedule, Step, StepKind, schedule
 from forge.agents.builtin.lowering.trace import Traced, is_random, packet_name, trace, unloweable
-from forge.agents.builtin.op_table import COSTLY
+from forge.agents.builtin.ops import COSTLY, CppMath, cpp_math_of, cpp_math_source
 from forge.agents.builtin.py_snippets import ATTR_SOURCE
 from forge.agents.builtin.tuner import effective_config
 from forge.core.module_call import rebuildable
@@ -75,7 +74,8 @@ class LoweredGraph:
     sched: Schedule
     out_kind: str  # single | tuple | the torch.return_types record the reference returns
     inputs: tuple[tuple[tuple[int, ...], torch.dtype], ...]  # the op's inputs' shapes and dtypes
-    uses_erf: bool = False  # an exact GELU: the erf knob (see cpp_ops.ERF) applies
+    # the vectorisable functions its kernels call (``ops.cpp_math``): its ops' and its steps'
+    cpp_math: frozenset[CppMath] = frozenset()
     # the SIMD width knob applies (``WIDE_SIMD``): a transcendental (exp, log, tanh, erf, pow, ...) in
     # its math; the built-in coder clears it where the CPU that verifies has no AVX-512 (the knob's
     # two settings are the same code there)
@@ -97,6 +97,11 @@ class LoweredGraph:
         and backward."""
         joint = tuple(ModeGraph(t, s) for t, s in self.joint.graphs) if self.joint else ()
         return (*self.graphs, *joint)
+
+    @property
+    def uses_erf(self) -> bool:
+        """An exact GELU's erf is in its math: the erf knob (``ops.ERF``) applies."""
+        return CppMath.ERF in self.cpp_math
 
     def knobs(self) -> dict[str, list[Any]]:
         return cpu_knobs([g.sched for g in self.scheduled], uses_erf=self.uses_erf, wide_simd=self.wide_simd)
@@ -154,14 +159,14 @@ def lower(
         sched = schedule(traced, run_by_torch)
         train_graph = ModeGraph(in_training, schedule(in_training, run_by_torch)) if differs else None
         names = {packet_name(n) for g in (traced, in_training) for n in g.graph.graph.nodes}
-        uses_erf, wide_simd = "prims.erf" in names, bool(names & COSTLY)
+        math, wide_simd = _math_of(names), bool(names & COSTLY)
         specs = tuple((tuple(x.shape), x.dtype) for x in inputs)
         lowered = LoweredGraph(
             traced,
             sched,
             out_kind,
             specs,
-            uses_erf,
+            math,
             wide_simd,
             train_graph,
             train_random,
@@ -203,8 +208,15 @@ def _with_joint(
     if isinstance(joint, str):
         return f"for training: {joint}"
     names = {packet_name(n) for traced, _ in joint.graphs for n in traced.graph.graph.nodes}
-    uses_erf = lowered.uses_erf or "prims.erf" in names
-    return replace(lowered, joint=joint, uses_erf=uses_erf, wide_simd=lowered.wide_simd or bool(names & COSTLY))
+    math = lowered.cpp_math | _math_of(names)
+    return replace(lowered, joint=joint, cpp_math=math, wide_simd=lowered.wide_simd or bool(names & COSTLY))
+
+
+def _math_of(names: set[str]) -> frozenset[CppMath]:
+    """The vectorisable functions the kernels of a graph whose nodes are ``names`` call: its
+    pointwise ops' (``ops.cpp_math_of``) and its steps' own (``cpp_kept.STEP_MATH``)."""
+    steps = (math for name in names for math in STEP_MATH.get(name, ()))
+    return cpp_math_of(names) | frozenset(steps)
 
 
 def mode_dispatch(lowered: LoweredGraph, run: str) -> list[str]:
@@ -344,10 +356,10 @@ MODE_NAMES = (("", "_CONSTANTS", "_kernel"), ("train_", "_CONSTANTS_TRAIN", "_ke
 
 def render(lowered: LoweredGraph, config: dict[str, Any] | None = None) -> str:
     cfg = {**DEFAULT, **(config or {})}
-    header = HEADER + "#include <algorithm>\n#include <limits>\n" + FMATH + VECTOR_MATH
+    header = HEADER + "#include <algorithm>\n#include <limits>\n"
     if lowered.wide_simd and int(cfg["simd_width"]) == 512:
         header = WIDE_SIMD + header
-    cpp_src = header + ERF[str(cfg.get("erf", "torch"))]
+    cpp_src = header + cpp_math_source(lowered.cpp_math, str(cfg.get("erf", "torch")))
     tables, methods = "", ""
     for given, (prefix, constants, name) in zip(lowered.graphs, MODE_NAMES, strict=False):
         graph = _laid_out(given, cfg)

@@ -33,7 +33,7 @@ from forge.agents.builtin.lowering.ir import (
 from forge.agents.builtin.lowering.layout import storage_index, storage_shape
 from forge.agents.builtin.lowering.schedule import Schedule, in_place_source
 from forge.agents.builtin.lowering.trace import NodeKind, kind_of, packet_name
-from forge.agents.builtin.op_table import OPS
+from forge.agents.builtin.ops import OPS
 
 _NAME = re.compile(r"\b[A-Za-z_]\w*")
 

@@ -33,7 +33,7 @@ from torch.func import functional_call
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from forge.agents.builtin.gelu_specials import gelu_nan_at_pos_inf
-from forge.agents.builtin.op_table import PRIMITIVES
+from forge.agents.builtin.ops import PRIMITIVES
 from forge.core.module_call import call_arguments, output_layout, output_tensors
 
 aten = torch.ops.aten
@@ -92,7 +92,7 @@ DATA_DEPENDENT: tuple[Any, ...] = (aten.nonzero, aten.masked_select, aten._uniqu
 
 
 # The node set the IR is built from, by kind (packet names, as ``packet_name`` gives them); the
-# pointwise nodes are the primitives of the built-in agent's op table (``op_table.PRIMITIVES``).
+# pointwise nodes are the primitives of the built-in agent's op table (``ops.PRIMITIVES``).
 REDUCTIONS = frozenset(f"prims.{n}" for n in ("sum", "amax", "amin", "prod", "var"))
 VIEWS = frozenset(
     [

@@ -1,5 +1,5 @@
 """Pointwise primitives as Triton expressions (the lowering's scalar code for CUDA devices): the
-twin of ``cpp_expr``, each node's form from the Triton op table (``triton_ops.TRITON_OPS``) over
+twin of ``cpp_expr``, each node's form from the Triton op table (each op's ``triton`` forms in ``ops.OPS``) over
 operands that are already Triton values of their nodes' dtypes, the result cast to the node's own
 dtype (``.to(tl.<dtype>)``). Index expressions come from ``ir`` in C syntax, where ``/`` on indices
 is integer division; ``index`` writes them for Triton.
@@ -15,8 +15,7 @@ from torch import fx
 
 from forge.agents.builtin.lowering.ir import Unsupported, dtype_of, is_float, pointwise_value
 from forge.agents.builtin.lowering.trace import packet_name
-from forge.agents.builtin.op_table import OPS
-from forge.agents.builtin.triton_ops import NOT_YET, TRITON_OPS
+from forge.agents.builtin.ops import NOT_YET, OPS
 
 TL_TYPES: dict[torch.dtype, str] = {
     torch.float32: "tl.float32",
@@ -76,6 +75,6 @@ def scalar_operand(value: Any, node: fx.Node) -> str:
 def expression(node: fx.Node, ops: list[str]) -> str:
     """The Triton expression of pointwise ``node`` whose value operands are ``ops``."""
     name, dtype = packet_name(node), dtype_of(node)
-    form = TRITON_OPS[name].lowered if name in TRITON_OPS else None
+    form = OPS[name].triton.lowered if name in OPS else None
     written = None if form is None else (lambda x: form(x, lambda expr: _cast(expr, dtype, name)))
     return pointwise_value(node, ops, written, NOT_YET)

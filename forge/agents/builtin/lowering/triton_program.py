@@ -41,8 +41,8 @@ from forge.agents.builtin.lowering.py_side import (
 )
 from forge.agents.builtin.lowering.schedule import StepKind
 from forge.agents.builtin.lowering.triton_emit import pointwise_kernel, reduce_kernel
+from forge.agents.builtin.ops import HELPERS
 from forge.agents.builtin.py_snippets import ATTR_SOURCE
-from forge.agents.builtin.triton_ops import HELPERS
 from forge.agents.builtin.tuner import effective_config
 
 RUN_BY_TORCH = frozenset({StepKind.LIBRARY, StepKind.SCAN, StepKind.ARG, StepKind.POOL})

@@ -1,7 +1,6 @@
-"""The built-in agent's op tables hold the same ops: every op of the shared table
-(``op_table.OPS``) has an entry in each language's table (``cpp_ops.CPP_OPS``,
-``triton_ops.TRITON_OPS``) and no language's table holds an op the shared one lacks; each entry
-has the forms its walkers ask for, and each form writes its operands."""
+"""The built-in agent's op table (``ops.OPS``): each op's record has the forms its walkers ask
+for in both languages, each form writes its operands, and the vectorisable C++ functions a record
+says its forms call are the ones they call (a program includes those and no others)."""
 
 from __future__ import annotations
 
@@ -10,31 +9,28 @@ import re
 import pytest
 import torch
 
-from forge.agents.builtin.cpp_ops import CPP_OPS
-from forge.agents.builtin.op_table import COSTLY, FUNCTIONS, METHODS, OPS, PRIMITIVES, NoForm, Operands
-from forge.agents.builtin.triton_ops import TRITON_OPS
+from forge.agents.builtin.ops import (
+    COSTLY,
+    FUNCTIONS,
+    METHODS,
+    OPS,
+    PRIMITIVES,
+    NoForm,
+    Operands,
+    cpp_math_of,
+    cpp_math_source,
+)
 
-LANGUAGES = {"cpp": CPP_OPS, "triton": TRITON_OPS}
-IN_A_LANGUAGE = [(language, name) for language, table in LANGUAGES.items() for name in sorted(table)]
+LANGUAGES = {"cpp": lambda name: OPS[name].cpp, "triton": lambda name: OPS[name].triton}
 # ops the pointwise family reads: those its trace shows, and the formulas it picks by a call's options
 CHAINED = sorted({op.name for op in (*FUNCTIONS.values(), *METHODS.values())} | (set(OPS) - PRIMITIVES))
 OPERANDS = Operands("x0", "x1", "x2", torch.float32, None, lambda: torch.float32)
-
-
-@pytest.mark.parametrize("language", LANGUAGES)
-@pytest.mark.parametrize("name", sorted(OPS))
-def test_every_op_of_the_shared_table_is_in_every_languages_table(name, language):
-    assert name in LANGUAGES[language], f"{name} is in op_table.OPS but not in the {language} table"
-
-
-@pytest.mark.parametrize(("language", "name"), IN_A_LANGUAGE)
-def test_no_languages_table_holds_an_op_the_shared_table_lacks(language, name):
-    assert name in OPS, f"the {language} table writes {name}, which op_table.OPS does not hold"
+MATH_CALL = re.compile(r"\b(forge_\w+)\(")
 
 
 @pytest.mark.parametrize("name", sorted(PRIMITIVES))
 def test_the_cpu_lowering_writes_every_primitive_on_floats(name):
-    form = CPP_OPS[name].lowered
+    form = OPS[name].cpp.lowered
     assert form is not None, f"{name} is in the lowering's node set but C++ has no form for it"
     _writes_its_operands(form(OPERANDS, "float"), OPS[name].arity)
 
@@ -47,7 +43,7 @@ TRITON_REFUSES = {"prims.fmod", "prims.pow", "prims.remainder"}
 
 @pytest.mark.parametrize("name", sorted(PRIMITIVES))
 def test_the_triton_lowering_writes_a_primitive_or_refuses_it_by_name(name):
-    form = TRITON_OPS[name].lowered
+    form = OPS[name].triton.lowered
     assert (form is None) is (name in NO_TRITON_FORM), f"{name}: a Triton form {'appeared' if form else 'vanished'}"
     if form is None:
         return
@@ -61,20 +57,40 @@ def test_the_triton_lowering_writes_a_primitive_or_refuses_it_by_name(name):
 @pytest.mark.parametrize("language", LANGUAGES)
 @pytest.mark.parametrize("name", CHAINED)
 def test_every_op_the_pointwise_family_reads_has_a_chain_form(name, language):
-    chain = LANGUAGES[language][name].chain
+    chain = LANGUAGES[language](name).chain
     assert chain is not None, f"the pointwise family reads {name} but the {language} table has no chain form"
     _writes_its_operands(chain.format(a="x0", b="x1"), OPS[name].arity)
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_composites_are_written_by_the_pointwise_family_only(language):
-    assert not [n for n in set(OPS) - PRIMITIVES if LANGUAGES[language][n].lowered is not None]
+    assert not [n for n in set(OPS) - PRIMITIVES if LANGUAGES[language](n).lowered is not None]
 
 
 def test_the_derived_sets_come_from_the_table():
     assert COSTLY <= PRIMITIVES and {"prims.exp", "prims.tanh", "prims.pow"} <= COSTLY
     assert {op.arity for op in OPS.values()} == {1, 2, 3} and OPS["prims.where"].arity == 3
     assert FUNCTIONS[torch.relu].name == "aten.relu" and METHODS["add"].name == "prims.add"
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_an_ops_cpp_forms_call_the_math_its_record_names(name):
+    forms = OPS[name].cpp
+    written = [forms.chain or ""]
+    if forms.lowered is not None:
+        written.append(forms.lowered(OPERANDS, "float"))
+    called = {m for text in written for m in MATH_CALL.findall(text)}
+    assert called == {math.value for math in forms.math}, f"{name} calls {called}, its record names {forms.math}"
+
+
+def test_a_program_includes_the_math_its_ops_call_and_what_that_calls():
+    exact_gelu = cpp_math_source(cpp_math_of(["aten.gelu", "prims.add"]))  # erf's "torch" form calls exp
+    assert {"forge_erf", "forge_exp"} == set(re.findall(r"float (forge_\w+)\(", exact_gelu))
+    rational = cpp_math_source(cpp_math_of(["aten.gelu"]), "rational")
+    assert set(re.findall(r"float (forge_\w+)\(", rational)) == {"forge_erf"}
+    log1p = cpp_math_source(cpp_math_of(["prims.log1p"]))  # defined after log, which it calls
+    assert log1p.index("float forge_log(") < log1p.index("float forge_log1p(")
+    assert cpp_math_source(cpp_math_of(["aten.relu", "prims.add", "aten.sum"])) == ""
 
 
 def _writes_its_operands(text: str, arity: int) -> None:
