@@ -123,3 +123,27 @@ def test_the_readme_is_short_and_holds_the_two_set_up_commands():
 def test_docs_pages_hold_no_work_log(page):
     text = page.read_text()
     assert not re.search(r"\bissue #\d+|\bnext steps\b", text, flags=re.I), f"{page.name} reads as a work log"
+
+
+WHERE_TO_LOOK = re.compile(r"`((?:forge|tests)/[\w/]+\.py)`")
+
+
+def where_to_look(page: str) -> list[list[str]]:
+    """The source files each question of the architecture page's "Where to look" table names."""
+    section = page[page.index("## Where to look") : page.index("## Glossary")]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| question")]
+    return [WHERE_TO_LOOK.findall(row) for row in rows]
+
+
+def test_where_to_look_answers_four_questions_each_in_at_most_six_files_that_exist():
+    answers = where_to_look((ROOT / "docs" / "architecture.md").read_text())
+    assert len(answers) == 4
+    for files in answers:
+        assert 3 <= len(files) <= 6, files
+        assert [f for f in files if not (ROOT / f).is_file()] == []
+    seven = (
+        "## Where to look\n| question | files |\n| q | "
+        + " ".join(f"`forge/m{k}.py`" for k in range(7))
+        + " |\n## Glossary"
+    )
+    assert [len(files) for files in where_to_look(seven)] == [7]
