@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from forge.core.acceptance import beats_eager
 from forge.core.paths import BankLocation
 from forge.core.problem import read_problem_source
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
-from forge.harness.sessions.null_control import judged_against
-from forge.verifier import ProgressNote, VerifierService, measure_user_loop, resolve_device, verify, with_user_loop
+from forge.harness.sessions.confirm import confirm_finalist
+from forge.harness.sessions.null_control import null_timeout
+from forge.verifier import ProgressNote, VerifierService, resolve_device, timed_calls, verify
 
 
 @dataclass(frozen=True)
@@ -63,25 +63,23 @@ def verify_candidate(
 def _with_null_control(
     op_path: Path, candidate_path: Path, settings: ForgeSettings, progress: ProgressNote | None
 ) -> tuple[Verdict, tuple[bool, str]]:
-    """The candidate's verdict, then the null control against the same kept reference worker;
-    the verdict carries the null (or a warning why there is none) and the acceptance judgement."""
+    """The candidate confirmed as a session confirms a finalist (``confirm_finalist``), where it
+    lies, then judged against the null control, measured against the same kept reference worker
+    with as many calls; the verdict carries the null (or a warning why there is none)."""
     with VerifierService(op_path, settings, resolve_device(settings.device)) as service:
-        verdict = service.verify_file(candidate_path)
-        if not verdict.passed or not verdict.timing_meaningful:
-            return verdict, beats_eager(verdict)
-        timed = verdict.timing_stats.candidate
-        trials = max(5, timed.trials if timed is not None else 0)  # as many calls as the candidate had
-        if settings.user_loop:  # as a session's confirmation: timed in a user's loop too, the lower claimed
+
+        def null_of(finalist: Verdict) -> Verdict:
+            trials = timed_calls(finalist)
             if progress is not None:
-                progress(
-                    f"user loop: timed in a plain loop in {settings.user_loop_processes} fresh process(es), "
-                    f"{trials} rounds each"
-                )
-            verdict = with_user_loop(verdict, measure_user_loop(op_path, candidate_path, verdict, settings, trials))
-        if progress is not None:
-            progress(f"null control: the reference verified against itself, {trials} calls a side")
-        null = service.verify_null(trials, settings.timeout)
-    verdict, ok, why, blocked = judged_against(verdict, null)
-    if blocked is not None:  # said in the verdict too: no bar was set
-        verdict = verdict.model_copy(update={"warnings": [*verdict.warnings, why]})
-    return verdict, (ok, why)
+                progress(f"null control: the reference verified against itself, {trials} calls a side")
+            return service.verify_null(trials, null_timeout(settings, finalist, trials))
+
+        if progress is not None and settings.user_loop:
+            progress(f"confirming it: where it is faster, also timed in {settings.user_loop_processes} user loop(s)")
+        judged = confirm_finalist(
+            lambda: service.confirm_file(candidate_path, None, settings.timeout), null_of, null_for_any_timing=True
+        )
+    verdict = judged.verdict
+    if judged.blocked is not None:  # said in the verdict too: no bar was set
+        verdict = verdict.model_copy(update={"warnings": [*verdict.warnings, judged.why]})
+    return verdict, (judged.accepted, judged.why)

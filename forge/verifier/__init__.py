@@ -28,7 +28,7 @@ The map, by the side each package runs on:
 from forge.verifier.briefing.measure import measure_op_brief
 from forge.verifier.machine.contention import wait_for_quiet_machine
 from forge.verifier.machine.facts import resolve_device
-from forge.verifier.parent.service import Job, Verifier, VerifierService, stop_all_workers
+from forge.verifier.parent.service import Job, Verifier, VerifierService, stop_all_workers, timed_calls
 from forge.verifier.parent.timing.paired import ProgressNote
 from forge.verifier.parent.timing.user_loop import measure_user_loop, time_allowance, with_user_loop
 from forge.verifier.parent.verification import verify
@@ -43,6 +43,7 @@ __all__ = [
     "resolve_device",
     "stop_all_workers",
     "time_allowance",
+    "timed_calls",
     "verify",
     "wait_for_quiet_machine",
     "with_user_loop",

@@ -28,7 +28,11 @@ TMP = Path(tempfile.mkdtemp(prefix="forge-triton-lowered-"))
 atexit.register(shutil.rmtree, TMP, True)
 # name: (forward's return expression, __init__ lines, get_inputs' list items)
 CASES: dict[str, tuple[str, str, str]] = {
-    "pointwise_chain": ("torch.sigmoid(x * 1.5 + 0.25).tanh() * x.abs().sqrt() + torch.sinh(x)", "", "torch.randn(5, 37)"),
+    "pointwise_chain": (
+        "torch.sigmoid(x * 1.5 + 0.25).tanh() * x.abs().sqrt() + torch.sinh(x)",
+        "",
+        "torch.randn(5, 37)",
+    ),
     "activations": (
         "F.gelu(x, approximate='tanh') + F.elu(x) + F.softplus(x) + F.leaky_relu(x, 0.1) + F.hardtanh(x)",
         "",

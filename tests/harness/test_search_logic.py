@@ -224,6 +224,30 @@ def test_a_finalist_inside_its_null_controls_spread_is_refused():
     assert blocked is not None and not ok and "nothing is banked without its null control" in why
 
 
+def test_one_judgement_of_a_finalist_measures_its_null_only_where_it_decides():
+    """``confirm_finalist``, for sessions and ``forge verify --null-control``: a session measures a
+    null only for a finalist that beats eager; ``forge verify`` for any that passed with meaningful
+    timing; with the null control off, none, and the bar is 1.0x."""
+    from forge.harness.sessions.confirm import confirm_finalist
+
+    measured: list[Verdict] = []
+
+    def null_of(finalist: Verdict) -> Verdict:
+        measured.append(finalist)
+        return _confirmed(_paired(0.88, 1.0, 1.14))
+
+    slow, fast = _confirmed(_paired(0.8, 0.9, 1.0)), _confirmed(_paired(1.06, 1.1, 1.15))
+    judged = confirm_finalist(lambda: slow, null_of)
+    assert not judged.accepted and measured == [] and judged.verdict.timing_stats.null_eager is None
+    judged = confirm_finalist(lambda: slow, null_of, null_for_any_timing=True)
+    assert not judged.accepted and measured == [slow] and judged.verdict.timing_stats.null_eager is not None
+    judged = confirm_finalist(lambda: fast, null_of)
+    assert not judged.accepted and "does not clear 1.14x" in judged.why and measured[-1] is fast
+    assert confirm_finalist(lambda: fast, None).accepted  # null control off: 1.0x is the bar
+    busy = confirm_finalist(lambda: fast, lambda _: _confirmed(_paired(0.9, 1.0, 1.1), busy=True))
+    assert not busy.accepted and busy.blocked is not None and busy.blocked.busy == "1.0 cores used by others"
+
+
 def test_ctrl_c_sets_the_stop_flag_even_if_the_exception_is_swallowed():
     limits = Limits()
     before = signal.getsignal(signal.SIGINT)

@@ -109,7 +109,7 @@ def _printed_counts(program: str, threads: int = 1) -> list[int]:
 # touched 20 MiB blocks freed together: free heap space a threshold-sized request could land in
 _FREED = """
     import ctypes
-    from forge.verifier.parent.timing import heap_room as _room
+    from forge.verifier.worker.timing import heap_room as _room
     def free_touched_blocks(count):
         libc = _room._libc()
         blocks = [libc.malloc(20 << 20) for _ in range(count)]
@@ -153,7 +153,7 @@ def test_an_output_of_the_mmap_threshold_or_more_is_mapped_fresh_by_every_call_a
 
 _HEAP_PROGRAM = """
     import torch
-    from forge.verifier.parent.timing import heap_room
+    from forge.verifier.worker.timing import heap_room
     heap_room.prefault_heap([[torch.ones(8 << 20, dtype=torch.uint8)]])  # room: 3 x 8 MiB + 64 MiB
     libc = heap_room._libc()
     before = libc.mapped_blocks()
@@ -196,7 +196,7 @@ def test_a_free_heap_chunk_that_could_serve_a_threshold_sized_request_is_held():
         _FAULTS
         + """
     import torch
-    from forge.verifier.parent.timing import heap_room
+    from forge.verifier.worker.timing import heap_room
 """
         + _FREED
         + """
@@ -216,7 +216,7 @@ _BATCHES_PROGRAM = (
     + """
     import torch
     from forge.verifier.machine.memory import release_free_memory, resident_bytes
-    from forge.verifier.parent.timing import heap_room
+    from forge.verifier.worker.timing import heap_room
     sets = [[torch.ones(8 << 20, dtype=torch.uint8)]]
     before = resident_bytes()
     heap_room.prefault_heap(sets)
@@ -239,7 +239,7 @@ _BATCHES_PROGRAM = (
 
 # the room touched again as on a kernel before 5.14, which refuses MADV_POPULATE_WRITE (mlock does it)
 _NO_POPULATE = """
-    from forge.verifier.parent.timing import heap_room as _room_kernel
+    from forge.verifier.worker.timing import heap_room as _room_kernel
     _room_kernel._MADV_POPULATE_WRITE = -1
 """
 kernels = pytest.mark.parametrize("kernel_prefix", ["", _NO_POPULATE], ids=["populated", "locked"])
@@ -262,7 +262,7 @@ _CARVED_PROGRAM = (
     + """
     import torch
     from forge.verifier.machine.memory import release_free_memory
-    from forge.verifier.parent.timing import heap_room
+    from forge.verifier.worker.timing import heap_room
     sets = [[torch.ones(8 << 20, dtype=torch.uint8)]]
     heap_room.prefault_heap(sets)
     # 1 MiB, kept: the heap's only free chunks that large are the room's parts, so it is carved from one
@@ -290,7 +290,7 @@ def test_a_part_of_the_room_something_was_carved_from_is_touched_again(kernel_pr
 _HELD_PAGES_PROGRAM = (
     """
     from forge.verifier.machine.memory import resident_bytes
-    from forge.verifier.parent.timing import heap_room
+    from forge.verifier.worker.timing import heap_room
 """
     + _FREED
     + """

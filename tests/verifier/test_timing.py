@@ -157,7 +157,7 @@ def test_the_flop_count_does_not_import_dynamo():
 
     script = (
         "import sys, torch\n"
-        "from forge.verifier import roofline\n"
+        "from forge.verifier.worker.op_work import roofline\n"
         "m = torch.nn.Linear(8, 4)\n"
         "x = torch.randn(3, 8)\n"
         "flops = roofline.estimate(m, [x], [m(x)]).flops\n"

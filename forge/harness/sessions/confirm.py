@@ -37,7 +37,7 @@ from forge.core.figures import fmt_seconds
 from forge.core.settings import ForgeSettings
 from forge.core.verdict import Verdict
 from forge.harness import events as ev
-from forge.harness.sessions.null_control import NullControl, judged_against
+from forge.harness.sessions.null_control import NullBlocked, NullControl, judged_against
 from forge.harness.sessions.steps import SessionIO, StillBusy, attempt_job
 from forge.verifier import Verifier
 
@@ -83,6 +83,38 @@ def confirm_timeout(settings: ForgeSettings, c: Contender, trials: int) -> float
     t = c.verdict.timings_ms
     per_call_s = sum(float(ms or 0.0) for ms in (t.candidate, t.eager, t.compile)) / 1000 + 0.01
     return settings.timeout + 3 * trials * per_call_s
+
+
+@dataclass(frozen=True)
+class FinalistJudgement:
+    """A finalist timed again and judged as forge banks it (``confirm_finalist``)."""
+
+    verdict: Verdict  # the confirmation's, carrying the null control it was judged against
+    accepted: bool
+    why: str
+    blocked: NullBlocked | None = None  # the null control set no bar, and why
+
+
+def confirm_finalist(
+    timed_again: Callable[[], Verdict],
+    null_of: Callable[[Verdict], Verdict] | None,
+    *,
+    null_for_any_timing: bool = False,
+) -> FinalistJudgement:
+    """The one judgement of a finalist, in a session's confirm step and in ``forge verify
+    --null-control``: ``timed_again`` verifies it again (on the whole machine, and in a user's
+    loop), then it must beat eager beyond the noise (``acceptance.beats_eager``) and clear the
+    null control ``null_of`` measures for it (None: ``null_control`` is off, the bar is 1.0x). A
+    session measures a null only for a finalist about to be banked; ``null_for_any_timing``
+    measures one for any finalist that passed with timing that means something (``forge verify``
+    shows it whatever the outcome)."""
+    verdict = timed_again()
+    ok, why = beats_eager(verdict)
+    measured = verdict.passed and verdict.timing_meaningful
+    if null_of is None or not (ok or (null_for_any_timing and measured)):
+        return FinalistJudgement(verdict, ok, why)
+    judged, ok, why, blocked = judged_against(verdict, null_of(verdict))
+    return FinalistJudgement(judged, ok, why, blocked)
 
 
 @dataclass(frozen=True)
@@ -216,20 +248,24 @@ class _Confirmer:
             raise KeyboardInterrupt
         self.io.events(ev.ConfirmStarted, attempt_id=c.attempt_id, trials=trials)
         job = attempt_job(c.attempt_id, c.source)
-        verdict = self.verifier.verify_alone(job, trials, confirm_timeout(self.settings, c, trials))
-        ok, why = beats_eager(verdict)
+        timeout = confirm_timeout(self.settings, c, trials)
+
+        def null_of(finalist: Verdict) -> Verdict:
+            try:
+                return self.nulls.measure(finalist, trials)
+            except KeyboardInterrupt:
+                self._record(c, finalist, False, "interrupted while its null control was timed", trials)
+                raise
+
+        judged = confirm_finalist(
+            lambda: self.verifier.verify_alone(job, trials, timeout), null_of if self.settings.null_control else None
+        )
+        verdict, ok, why = judged.verdict, judged.accepted, judged.why
         load = verdict.timing_stats.contention
         busy = load.detail if timed_while_busy(verdict) and load is not None else None
         undecided = False
-        if ok and self.settings.null_control:  # only a finalist about to be banked is worth its cost
-            try:
-                null = self.nulls.measure(verdict, trials)
-            except KeyboardInterrupt:
-                self._record(c, verdict, False, "interrupted while its null control was timed", trials)
-                raise
-            verdict, ok, why, blocked = judged_against(verdict, null)
-            if blocked is not None:
-                busy, undecided = blocked.busy, blocked.busy is None
+        if judged.blocked is not None:
+            busy, undecided = judged.blocked.busy, judged.blocked.busy is None
         below = False
         if ok and self.floor is not None and c.source != self.floor.source:
             slower = slower_than_compile(verdict)

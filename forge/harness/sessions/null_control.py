@@ -67,6 +67,15 @@ def judged_against(finalist: Verdict, null: Verdict) -> tuple[Verdict, bool, str
     return judged, ok, why, None
 
 
+def null_timeout(settings: ForgeSettings, finalist: Verdict, trials: int) -> float:
+    """Seconds a null control with ``trials`` calls a side may take: the usual limit plus three
+    times its calls at the speed ``finalist``'s verification measured the reference (eager twice,
+    as both sides, and torch.compile)."""
+    t = finalist.timings_ms
+    per_call_s = (2 * float(t.eager or 0.0) + float(t.compile or 0.0)) / 1000 + 0.01
+    return settings.timeout + 3 * trials * per_call_s
+
+
 class NullControl:
     """The null controls of one confirm step, measured on demand, once per count of calls a side:
     a finalist judged after another with as many calls is judged against the same null. Only a
@@ -83,9 +92,7 @@ class NullControl:
         if self.stop.is_set():
             raise KeyboardInterrupt
         self.io.events(ev.NullControlStarted, trials=trials)
-        t = finalist.timings_ms
-        per_call_s = (2 * float(t.eager or 0.0) + float(t.compile or 0.0)) / 1000 + 0.01
-        null = self.verifier.verify_null(trials, self.settings.timeout + 3 * trials * per_call_s)
+        null = self.verifier.verify_null(trials, null_timeout(self.settings, finalist, trials))
         blocked = null_blocked(null)
         paired = null.timing_stats.headline_pairs()[0] if blocked is None else None
         if blocked is None:

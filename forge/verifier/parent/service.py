@@ -68,6 +68,13 @@ class Verifier(Protocol):
     def close(self) -> None: ...
 
 
+def timed_calls(verdict: Verdict) -> int:
+    """The calls a side ``verdict``'s candidate was timed with (at least 5): what its user loop
+    and its null control time when no count was asked for."""
+    timed = verdict.timing_stats.candidate
+    return max(5, timed.trials if timed is not None else 0)
+
+
 def stop_all_workers() -> int:
     """End every verification worker still running in this process (returns how many)."""
     return kill_all()
@@ -147,19 +154,25 @@ class VerifierService:
 
     def verify_alone(self, job: Job, trials: int, timeout: float) -> Verdict:
         """One verdict with ``trials`` timed calls a side, on the whole machine, within ``timeout``
-        seconds (a finalist's confirmation); a passing one is also timed in a user's loop, in fresh
-        processes (``user_loop``, unless the setting is off), and claims the lower figure. One timed
-        under load is not: nothing timed under load is banked, and the loop would only add minutes."""
-        update = {"timing_trials": trials, "timeout": timeout}
-        path = self._write(job)
-        verdict = self._verify(path, self.settings.model_copy(update=update))
+        seconds (a finalist's confirmation), and timed in a user's loop too (``confirm_file``)."""
+        return self.confirm_file(self._write(job), trials, timeout)
+
+    def confirm_file(self, path: Path, trials: int | None, timeout: float) -> Verdict:
+        """A candidate file confirmed where it lies (its sibling modules importable): verified
+        with ``trials`` timed calls a side (None: as many as the timing budget gives), within
+        ``timeout`` seconds; a passing one is also timed in a user's loop, in fresh processes
+        (``user_loop``, unless the setting is off), with as many rounds, and claims the lower
+        figure. One timed under load is not: nothing timed under load is banked, and the loop
+        would only add minutes."""
+        update: dict[str, float | int] = {"timeout": timeout} | ({"timing_trials": trials} if trials else {})
+        settings = self.settings.model_copy(update=update)
+        verdict = self._verify(path, settings)
         timed = verdict.passed and verdict.timing_meaningful and not timed_while_busy(verdict)
         if not (self.settings.user_loop and timed and verdict.speedup_vs_eager):
             return verdict
         token = worker_group.set(self._workers)  # a stop ends the loop's process too
         try:
-            settings = self.settings.model_copy(update=update)
-            loop = measure_user_loop(self.op_path, path, verdict, settings, trials, self.stop)
+            loop = measure_user_loop(self.op_path, path, verdict, settings, trials or timed_calls(verdict), self.stop)
         finally:
             worker_group.reset(token)
         if self.stop.is_set():
@@ -202,11 +215,6 @@ class VerifierService:
         constructor arguments and recorded calls): correctness, gradients and the bound form, not
         timed. The reference worker is the kept one, set up for that instance."""
         return self._verify(self._write(job), self.settings, instance=instance, timed=False)
-
-    def verify_file(self, path: Path) -> Verdict:
-        """A candidate file verified where it lies (its sibling modules importable), with the
-        service's settings and its kept reference worker."""
-        return self._verify(path, self.settings)
 
     def _run(self, job: Job, settings: ForgeSettings) -> Verdict:
         return self._verify(self._write(job), settings)
