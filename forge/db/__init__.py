@@ -31,7 +31,6 @@ from forge.db.kernels import (
     set_compile_standing,
     set_status,
     set_training_standing,
-    training_by_model,
 )
 from forge.db.leases import (
     LEASE_RENEW_S,
@@ -120,5 +119,4 @@ __all__ = [
     "set_compile_standing",
     "set_status",
     "set_training_standing",
-    "training_by_model",
 ]

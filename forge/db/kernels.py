@@ -1,8 +1,8 @@
 """Bank entries: saving a verified kernel, listing and reading entries, export, import, removal.
 
-The parent process is the only writer. A kernel's evidence is its verdict as JSON (with the
-candidate's configs beside it); it is read back into ``Verdict`` here, so nothing above this module
-reads the stored JSON by key.
+The parent process is the only writer. A kernel's evidence (``core.evidence.Evidence``: its verdict,
+its configs, its standings) is stored as JSON and read back into its type here, so nothing above
+this module reads the stored JSON by key.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from forge.bank_schema import EvidenceKey
-from forge.core.acceptance import CompileStanding, TrainingStanding, beats_compile, training_standing
+from forge.core.acceptance import CompileStanding, TrainingStanding
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError, ForgeError
+from forge.core.evidence import Evidence
+from forge.core.evidence_keys import EvidenceKey
 from forge.core.instance_checks import InstanceCheck
 from forge.core.paths import BankLocation
 from forge.core.problem import ProblemSource
@@ -111,14 +112,15 @@ class KernelDetail:
     instances: list[InstanceCheck] = field(default_factory=list)
 
 
-def _evidence(k: KernelRow) -> Verdict:
+def _evidence(k: KernelRow) -> Evidence:
     try:
-        return Verdict.from_json(dict(k.evidence or {}))
+        return Evidence.from_json(dict(k.evidence or {}))
     except ValueError as exc:
         raise BankError(f"kernel {k.id}'s stored evidence cannot be read ({exc}); the bank may be damaged") from exc
 
 
 def _summary(k: KernelRow) -> KernelSummary:
+    evidence = _evidence(k)
     return KernelSummary(
         id=k.id,
         op=k.op_name,
@@ -130,23 +132,15 @@ def _summary(k: KernelRow) -> KernelSummary:
         speedup_vs_eager=k.speedup_vs_eager,
         speedup_vs_compile=k.speedup_vs_compile,
         beats_reference=k.beats_reference,
-        confirmed=_evidence(k).confirmed,
+        confirmed=evidence.verdict.confirmed,
         status=KernelStatus(k.status),
         agent=k.agent,
         torch=k.torch_version,
         created_at=k.created_at.isoformat() if k.created_at else None,
-        compile_standing=_standing(k),
-        trains=bool((k.evidence or {}).get(GRADIENTS_VERIFIED)),
-        training_by_model=training_by_model(k.evidence),
+        compile_standing=evidence.compile_standing,
+        trains=evidence.gradients_verified,
+        training_by_model=evidence.training_standing,
     )
-
-
-def _standing(k: KernelRow) -> CompileStanding | None:
-    stored = (k.evidence or {}).get(COMPILE_STANDING)
-    try:
-        return CompileStanding.model_validate(stored) if stored is not None else None
-    except ValueError:
-        return None
 
 
 def _float_dtype(verdict: Verdict) -> str:
@@ -155,32 +149,6 @@ def _float_dtype(verdict: Verdict) -> str:
             if x.dtype.startswith(("float", "bfloat")):
                 return x.dtype
     return "float32"
-
-
-def evidence_json(verdict: Verdict, config: CandidateConfig | None) -> dict[str, Any]:
-    """How a verdict is stored (a kernel's evidence, an attempt's row): its JSON with the
-    candidate's configs beside it (``kernel_config`` only when there is one, as forge always wrote it)."""
-    if config is None:
-        return verdict.to_json()
-    unset = {"kernel_config"} if config.kernel_config is None else None
-    return {**verdict.to_json(), **config.model_dump(exclude=unset)}
-
-
-# the evidence keys the runtime reads, named in the bank's schema
-COMPILE_STANDING = str(EvidenceKey.COMPILE_STANDING)
-GRADIENTS_VERIFIED = str(EvidenceKey.GRADIENTS_VERIFIED)
-TRAINING_STANDING = str(EvidenceKey.TRAINING_STANDING)
-
-
-def kernel_evidence(verdict: Verdict, config: CandidateConfig | None = None) -> dict[str, Any]:
-    """A bank entry's evidence: its verdict as stored, whether it is used under torch.compile,
-    and whether its backward was verified."""
-    trains = training_standing(verdict).used
-    return {
-        **evidence_json(verdict, config),
-        COMPILE_STANDING: beats_compile(verdict).model_dump(),
-        GRADIENTS_VERIFIED: trains,
-    }
 
 
 def save_kernel(
@@ -214,7 +182,7 @@ def save_kernel(
             speedup_vs_eager=speedup if meaningful else None,
             speedup_vs_compile=verdict.speedup_vs_compile if meaningful else None,
             beats_reference=bool(meaningful and speedup is not None and speedup > 1.0),
-            evidence=kernel_evidence(verdict, config),
+            evidence=Evidence.of(verdict, config).to_json(),
             session_id=prov.session_id,
             attempt_id=prov.attempt_id,
             agent=prov.agent,
@@ -254,7 +222,7 @@ def kernel_detail(engine: Engine, kernel_id: int) -> KernelDetail:
         return KernelDetail(
             summary=_summary(k),
             source=k.source,
-            evidence=_evidence(k),
+            evidence=_evidence(k).verdict,
             verified_shapes=list(k.verified_shapes or []),
             configs=[BucketConfig(c.bucket, dict(c.config or {}), c.timing_ms) for c in k.configs],
             target_class=k.problem.target_class_path,
@@ -270,7 +238,7 @@ def remove_provisional(engine: Engine, session_id: int) -> list[int]:
     round's best that way); its resumed run confirms, and banks what holds up. Returns their ids."""
     with session_factory(engine).begin() as db:
         rows = db.scalars(select(KernelRow).where(KernelRow.session_id == session_id))
-        gone = [k for k in rows if _evidence(k).confirmed is False]
+        gone = [k for k in rows if _evidence(k).verdict.confirmed is False]
         for k in gone:
             db.delete(k)
         return [int(k.id) for k in gone]
@@ -287,14 +255,7 @@ def set_status(engine: Engine, kernel_id: int, status: KernelStatus, evidence: V
         k = _row(db, kernel_id)
         k.status = str(status)
         if evidence is not None:
-            # what a model showed outlives a re-verification of the op alone
-            kept, kept_training = _standing(k), training_by_model(k.evidence)
-            fresh = kernel_evidence(evidence)
-            if kept and kept.by_model:
-                fresh[COMPILE_STANDING] = kept.model_dump()
-            if kept_training is not None:  # only ever a "not used": its own figures say nothing of the model
-                fresh.update({GRADIENTS_VERIFIED: False, TRAINING_STANDING: kept_training.model_dump()})
-            k.evidence = fresh
+            k.evidence = _evidence(k).reverified(evidence).to_json()
 
 
 def set_compile_standing(engine: Engine, kernel_id: int, standing: CompileStanding) -> None:
@@ -302,7 +263,7 @@ def set_compile_standing(engine: Engine, kernel_id: int, standing: CompileStandi
     it slowed when compiled)."""
     with session_factory(engine).begin() as db:
         k = _row(db, kernel_id)
-        k.evidence = {**(k.evidence or {}), COMPILE_STANDING: standing.model_dump()}
+        k.evidence = {**(k.evidence or {}), EvidenceKey.COMPILE_STANDING: standing.model_dump()}
 
 
 def set_training_standing(engine: Engine, kernel_id: int, standing: TrainingStanding) -> None:
@@ -310,17 +271,11 @@ def set_training_standing(engine: Engine, kernel_id: int, standing: TrainingStan
     (a model whose training step it slowed)."""
     with session_factory(engine).begin() as db:
         k = _row(db, kernel_id)
-        k.evidence = {**(k.evidence or {}), GRADIENTS_VERIFIED: standing.used, TRAINING_STANDING: standing.model_dump()}
-
-
-def training_by_model(evidence: dict[str, Any] | None) -> TrainingStanding | None:
-    """The standing a model-level run set on the kernel's use under autograd, if any."""
-    said = (evidence or {}).get(TRAINING_STANDING)
-    try:
-        standing = TrainingStanding.model_validate(said) if isinstance(said, dict) else None
-    except ValueError as exc:
-        raise BankError(f"a kernel's stored training standing cannot be read ({exc}); the bank may be damaged") from exc
-    return standing if standing is not None and standing.by_model else None
+        k.evidence = {
+            **(k.evidence or {}),
+            EvidenceKey.GRADIENTS_VERIFIED: standing.used,
+            EvidenceKey.TRAINING_STANDING: standing.model_dump(),
+        }
 
 
 def copy_kernels(src: Engine, dst: Engine, ops: list[str] | None = None) -> int:

@@ -20,12 +20,12 @@ from sqlalchemy.orm import Session
 
 from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import BankError
+from forge.core.evidence import verdict_json
 from forge.core.feedback import JudgeFeedback
 from forge.core.problem import ProblemSource
 from forge.core.statuses import AttemptRole, AttemptStatus, SessionStatus
 from forge.core.verdict import Verdict
 from forge.db.engine import session_factory
-from forge.db.kernels import evidence_json
 from forge.db.leases import Driver, SessionLease, lease_values, new_token, touch
 from forge.db.models import AttemptRow, SessionRow, utcnow
 from forge.db.problems import get_or_create_problem
@@ -169,7 +169,7 @@ def finish_attempt(
         row = db.get(AttemptRow, attempt_id)
         if row is None:
             raise BankError(f"attempt {attempt_id} vanished from the bank while it was being verified")
-        row.verdict = evidence_json(verdict, config)
+        row.verdict = verdict_json(verdict, config)
         row.status = str(AttemptStatus.of(verdict.status))
         row.speedup_vs_eager = verdict.speedup_vs_eager
         row.speedup_vs_compile = verdict.speedup_vs_compile
