@@ -17,7 +17,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from forge.agents.builtin import (
     inductor,
@@ -49,19 +49,30 @@ from forge.core.problem import load_problem
 UNSUPPORTED = "the built-in agent can't handle {op} ({why}); use --model to let an LLM write the kernel"
 
 
+R = TypeVar("R")
+Config = dict[str, Any]  # a tuner config: knob -> value, as attempts store it (JSON)
+
+
+def _same_config(_recipe: object, config: Config) -> Config:
+    return config
+
+
 @dataclass(frozen=True)
-class Family:
+class Family(Generic[R]):
+    """One family of the built-in coder, typed by its recipe ``R`` (what ``analyze`` makes of an
+    op it recognises): its kernels' knobs for a recipe, a kernel rendered from a recipe and a
+    config, and the config that renders the same kernel with inert knobs reset (see tuner)."""
+
     name: str
     # a recipe, or the reason the op is not in the family (the general lowering's also takes a
     # call's template, ``module_call``, for an op called as its forge_call says)
-    analyze: Callable[..., Any]
-    space: Callable[[Any], dict[str, list[Any]]]
-    render: Callable[[Any, dict[str, Any] | None], str]
-    # the config that renders the same kernel, inert knobs reset (see tuner)
-    canonical: Callable[[Any, dict[str, Any]], dict[str, Any]] = lambda recipe, config: config
+    analyze: Callable[..., R | str]
+    space: Callable[[R], Space]
+    render: Callable[[R, Config | None], str]
+    canonical: Callable[[R, Config], Config] = _same_config
 
 
-FAMILIES: dict[str, tuple[Family, ...]] = {
+FAMILIES: dict[str, tuple[Family[Any], ...]] = {
     "cpp": (
         Family("rowwise", rowwise.analyze, rowwise.space, rowwise.render, rowwise.canonical),
         Family("residual_norm", residual_norm.analyze, residual_norm.space, residual_norm.render),
@@ -101,12 +112,12 @@ INDUCTOR = Family("inductor", inductor.analyze, inductor.space, inductor.render)
 class RivalRecipes:
     """Two families' recipes for one op: the ``family`` knob picks which one renders."""
 
-    first: Family
+    first: Family[Any]
     first_recipe: Any
-    second: Family
+    second: Family[Any]
     second_recipe: Any
 
-    def side(self, config: dict[str, Any]) -> tuple[Family, Any]:
+    def side(self, config: Config) -> tuple[Family[Any], Any]:
         # a config from before the knob existed (a resumed session's history) had no rival
         chosen = config.get(FAMILY_KNOB) or self.first.name
         if chosen == self.first.name:
@@ -139,7 +150,9 @@ class RivalRecipes:
         return family.render(recipe, {k: v for k, v in cfg.items() if k in own})
 
 
-def rivals(first: Family, first_recipe: Any, second: Family, second_recipe: Any) -> tuple[Family, RivalRecipes]:
+def rivals(
+    first: Family[Any], first_recipe: Any, second: Family[Any], second_recipe: Any
+) -> tuple[Family[RivalRecipes], RivalRecipes]:
     """One family whose ``family`` knob chooses between two (the first is the default)."""
     both = RivalRecipes(first, first_recipe, second, second_recipe)
     family = Family(
@@ -153,7 +166,7 @@ def rivals(first: Family, first_recipe: Any, second: Family, second_recipe: Any)
 
 
 # For training kernels: the general lowering with its backward (see the module docstring).
-TRAIN_FAMILIES: dict[str, tuple[Family, ...]] = {
+TRAIN_FAMILIES: dict[str, tuple[Family[Any], ...]] = {
     "cpp": (Family("lowered", lowered.analyze_train, lowered.space, lowered.render, lowered.canonical),),
     "triton": (
         Family(
@@ -186,7 +199,7 @@ class BuiltinCoder:
         self.inductor_candidate = inductor_candidate  # Inductor's code for the op as a candidate
         self._inductor_why: str | None = None  # why it is not one, where another family took the op
         self.train = train  # kernels with their backward (see the module docstring)
-        self._family: Family | None = None
+        self._family: Family[Any] | None = None
         self._recipe: Any = None
         self._why: str | None = None
         self._problem_error = False
