@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
+from forge.core.candidate_config import CandidateConfig
 from forge.core.feedback import JudgeFeedback
 from forge.core.figures import AttemptFigures
 from forge.core.op_brief import CandidateProfile, OpBrief
@@ -113,10 +114,9 @@ class Proposal:
     backend: str
     prompt: str | None = None
     response: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    parent_config: dict[str, Any] | None = None  # the config this one varies (the tuner's bookkeeping)
-    kernel_config: dict[str, Any] | None = None  # config less knobs inert in this kernel: what is banked
-    compiler_code: bool = False  # the compiler's own code for the op (Inductor's): the floor not banked below
+    # the configs it was built with (the tuner's, the one it varies, what is banked; whether it is
+    # the compiler's own code for the op), as its attempt records them
+    configs: CandidateConfig = field(default_factory=CandidateConfig)
     note: str = ""
     error: str | None = None
     fatal: bool = False  # the coder cannot handle this op at all: stop the session

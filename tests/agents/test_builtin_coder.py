@@ -93,7 +93,7 @@ def test_configs_that_render_the_same_kernel_are_not_proposed_twice():
     ctx = CoderContext(op.stem, op.read_text(), "cpu", "cpp", history=history, parent=history[1])
     proposals = coder.propose(ctx)
     measured = {str(coder.canonical(c)) for c in (base, one)}
-    assert proposals and all(str(coder.canonical(p.config)) not in measured for p in proposals)
+    assert proposals and all(str(coder.canonical(p.configs.config or {})) not in measured for p in proposals)
     review = BuiltinJudge(coder).review(ctx, Verdict(status=VerdictStatus.PASSED))
     assert review.feedback is not None and review.feedback.config
     assert str(coder.canonical(review.feedback.config)) not in measured

@@ -250,11 +250,20 @@ def test_inductors_code_competes_with_the_hand_tuned_family(fast_settings):
     assert coder.canonical({**rowwise, "ind_chunk": 4096}) == coder.canonical(rowwise)
     assert coder.canonical({**rowwise, "softmax": "recompute"}) != coder.canonical(rowwise)
     (first,) = coder.propose(CoderContext(op.stem, op.read_text(), "cpu", "cpp"))
-    assert first.config and first.config[FAMILY_KNOB] == "inductor" and "async_compile" in (first.source or "")
-    assert first.compiler_code  # the session's floor (tests/harness/test_compile_floor.py)
-    history = [HistoryItem(1, first.source or "", AttemptStatus.PASSED, config=first.config, speedup_vs_eager=1.0)]
+    assert (
+        first.configs.config
+        and first.configs.config[FAMILY_KNOB] == "inductor"
+        and "async_compile" in (first.source or "")
+    )
+    assert first.configs.compiler_code  # the session's floor (tests/harness/test_compile_floor.py)
+    history = [
+        HistoryItem(
+            1, first.source or "", AttemptStatus.PASSED, config=first.configs.config or {}, speedup_vs_eager=1.0
+        )
+    ]
     (second,) = coder.propose(CoderContext(op.stem, op.read_text(), "cpu", "cpp", history=history))
-    assert second.config and (second.config[FAMILY_KNOB] == "inductor") == second.compiler_code
+    chosen = second.configs
+    assert chosen.config and (chosen.config[FAMILY_KNOB] == "inductor") == chosen.compiler_code
     # the judge names only the knobs of the family its next config renders
     review = BuiltinJudge(coder).review(
         CoderContext(op.stem, op.read_text(), "cpu", "cpp", history=history), Verdict.from_json({"status": "passed"})
@@ -272,7 +281,8 @@ def test_inductors_code_passes_verification(name, tmp_path, fast_settings):
     op = CATALOG / f"{name}.py"
     spec = read_problem_source(op)
     (proposal,) = BuiltinCoder(op).propose(CoderContext(spec.name, spec.source, "cpu", "cpp"))
-    assert proposal.config and proposal.config.get(FAMILY_KNOB, "inductor") == "inductor", proposal.error
+    config = proposal.configs.config
+    assert config and config.get(FAMILY_KNOB, "inductor") == "inductor", proposal.error
     assert "async_compile" in (proposal.source or "")
     candidate = tmp_path / "candidate.py"
     candidate.write_text(proposal.source or "")

@@ -42,6 +42,7 @@ from forge.agents.builtin.tuner import (
     tried_keys,
 )
 from forge.agents.roles import CoderContext, Proposal
+from forge.core.candidate_config import CandidateConfig
 from forge.core.errors import ProblemError
 from forge.core.module_call import CallRefused, recorded_call
 from forge.core.problem import load_problem
@@ -310,11 +311,13 @@ class BuiltinCoder:
                 Proposal(
                     family.render(self._recipe, cfg),
                     self.backend,
-                    config=cfg,
-                    parent_config=base if base != cfg else None,
-                    kernel_config=shown,
+                    configs=CandidateConfig(
+                        config=cfg or None,
+                        parent_config=base if base != cfg else None,
+                        kernel_config=shown,
+                        compiler_code=self._compiler_code(cfg),
+                    ),
                     note=note,
-                    compiler_code=self._compiler_code(cfg),
                 )
             )
         return out

@@ -21,16 +21,6 @@ from forge.harness.runs.limits import Spend
 from forge.harness.sessions.leases import give_back, hold_lease
 
 
-def proposal_config(p: Proposal) -> CandidateConfig:
-    """What an attempt records of its proposal's configs."""
-    return CandidateConfig(
-        config=p.config or None,
-        parent_config=p.parent_config,
-        kernel_config=p.kernel_config,
-        compiler_code=p.compiler_code,
-    )
-
-
 class SessionRecorder:
     """Writes one session's rows while this process holds its lease (kept alive by ``KEEPER``):
     every write checks, in its own transaction, that no other driver took the session over."""
@@ -72,7 +62,7 @@ class SessionRecorder:
             round,
             source=p.source,
             backend=p.backend,
-            config=proposal_config(p),
+            config=p.configs,
             note=p.note,
             prompt=p.prompt,
             response=p.response,
@@ -88,7 +78,7 @@ class SessionRecorder:
             round,
             reason=reason,
             backend=p.backend,
-            config=proposal_config(p),
+            config=p.configs,
             note=p.note,
             prompt=p.prompt,
             response=p.response,

@@ -19,7 +19,7 @@ from forge.core.verdict import Verdict
 from forge.harness import events as ev
 from forge.harness.runs.limits import Limits, OpShare, Spend
 from forge.harness.sessions.attempts import history_item, invalid_item
-from forge.harness.sessions.recorder import SessionRecorder, proposal_config
+from forge.harness.sessions.recorder import SessionRecorder
 from forge.verifier import Job, Verifier, wait_for_quiet_machine
 
 EventFields = ParamSpec("EventFields")
@@ -104,7 +104,7 @@ def propose(coder: Coder, context: CoderContext, round: int, io: SessionIO) -> P
         # its parent: the attempt the coder was asked to improve (refine's last, evolve's parent)
         aid = io.recorder.proposed(round, p, context.parent.attempt_id if context.parent else None)
         io.events(ev.CandidateProposed, round=round, attempt_id=aid, note=p.note)
-        out.candidates.append(Candidate(aid, round, p.source, proposal_config(p)))
+        out.candidates.append(Candidate(aid, round, p.source, p.configs))
     return out
 
 
