@@ -11,7 +11,8 @@ profiles the reference, eager and torch.compile for the agents' prompts.
 The map, by the side each package runs on:
 
 - ``parent``: forge's own process, trusted: ``service`` (many verifications), ``verification``
-  (one: both workers driven, the verdict built), ``reference_pool``, ``case_stream``, the checks
+  (one: both workers driven, step by step), ``steps`` (each step's typed record; the verdict
+  built from them once), ``reference_pool``, ``case_stream``, the checks
   (``checks``, ``compare``, ``gradient_checks``, ``bound_check``, ``case_verdicts``), ``rivals``,
   and the parent's side of timing (``parent.timing``, whose docstring maps timing as a whole);
 - ``worker``: what runs beside candidate code: ``main`` (``python -m forge.verifier.worker.main``),

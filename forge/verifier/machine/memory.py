@@ -14,8 +14,9 @@ import os
 import resource
 from pathlib import Path
 
+from forge.core.findings import Findings
 from forge.core.statuses import VerdictStatus
-from forge.core.verdict import MemoryPeak, Verdict
+from forge.core.verdict import MemoryPeak
 
 FLOOR_BYTES = 1 << 30
 # glibc's allocator in the workers: blocks above this are mapped on their own (not from the heap),
@@ -95,9 +96,9 @@ def candidate_limit_mib(bound_mib: int, reference_mib: int | None, working_set: 
     return max(bound_mib, reference_mib + margin)
 
 
-def record_peaks(v: Verdict, candidate_mib: int | None, reference_mib: int | None, working_set: int) -> None:
-    """Each process's peak resident size in the verdict, and the candidate's against its limit
-    (``candidate_limit_mib``) as a check that fails the verdict when it is over."""
+def record_peaks(v: Findings, candidate_mib: int | None, reference_mib: int | None, working_set: int) -> MemoryPeak:
+    """Each process's peak resident size, and the candidate's against its limit
+    (``candidate_limit_mib``) as a check in ``v`` that fails the verdict when it is over."""
     bound = budget_bytes(working_set) >> 20 if working_set else None
     limit = candidate_limit_mib(bound, reference_mib, working_set) if bound is not None else None
     peak = MemoryPeak(
@@ -107,9 +108,8 @@ def record_peaks(v: Verdict, candidate_mib: int | None, reference_mib: int | Non
         bound_mib=bound,
         limit_mib=limit,
     )
-    v.memory = peak
     if limit is None or candidate_mib is None:
-        return
+        return peak
     others = ", ".join(
         f"{name} {mib} MiB"
         for name, mib in (("reference", reference_mib), ("forge", peak.forge_mib))
@@ -127,3 +127,4 @@ def record_peaks(v: Verdict, candidate_mib: int | None, reference_mib: int | Non
             f"the candidate's worker peaked at {candidate_mib} MiB, over its limit "
             f"of {limit} MiB: a drop-in kernel may not need far more memory than the reference",
         )
+    return peak

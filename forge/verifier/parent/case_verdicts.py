@@ -1,6 +1,6 @@
-"""What the correctness phase found, written into the verdict (trusted parent, pure logic): the
-named checks with their first failing case, a candidate that raised, the notes of a case stream,
-and the versions a verdict was reached with."""
+"""What the correctness phase found, written into its step's record (``steps.CasesRun``; trusted
+parent, pure logic): the named checks with their first failing case, a candidate that raised, the
+notes of a case stream; and the versions a verdict was reached with."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from forge.core.statuses import VerdictStatus
-from forge.core.verdict import FailingCase, Verdict, Versions
+from forge.core.verdict import FailingCase, Versions
 from forge.verifier.parent import checks
 from forge.verifier.parent.case_stream import CaseStream
 from forge.verifier.parent.checks import DrawnCase
+from forge.verifier.parent.steps import CasesRun, Planned
 
 if TYPE_CHECKING:  # compare loads torch, which the parent imports only once its workers have started
     from forge.verifier.parent.compare import Mismatch
@@ -50,7 +51,7 @@ class CaseTally:
         return True
 
 
-def record_case_checks(v: Verdict, tally: CaseTally, ran: int) -> None:
+def record_case_checks(v: CasesRun, tally: CaseTally, ran: int, plan: Planned) -> None:
     """Every check the cases decide, passed or failed with its first failing case; the verdict
     fails on the first integrity check, then on the first correctness one."""
     stateful = ["module_state"] if tally.stateful else []
@@ -60,8 +61,8 @@ def record_case_checks(v: Verdict, tally: CaseTally, ran: int) -> None:
             count = f" ({tally.failing[name]} of {ran} cases)" if name in tally.failing else ""
             v.add(name, False, f"case {cid}{count}: {detail}")
         else:
-            modes = ", ".join(str(m) for m in v.modes or [])
-            passed = checks.PASS_TEXT.get(name, "ok").format(n=ran, shapes=", ".join(v.shapes), modes=modes)
+            modes = ", ".join(str(m) for m in plan.modes)
+            passed = checks.PASS_TEXT.get(name, "ok").format(n=ran, shapes=", ".join(plan.shapes), modes=modes)
             v.add(name, True, passed)
     integrity = [n for n in INTEGRITY_CHECKS if n in tally.first]
     if integrity:
@@ -71,7 +72,7 @@ def record_case_checks(v: Verdict, tally: CaseTally, ran: int) -> None:
             v.fail(VerdictStatus.FAILED_CORRECTNESS, f"{name}: case {tally.first[name][0]}: {tally.first[name][1]}")
 
 
-def record_raised(v: Verdict, case: DrawnCase, message: str, memory_limit_mb: int) -> None:
+def record_raised(v: CasesRun, case: DrawnCase, message: str, memory_limit_mb: int) -> None:
     """The candidate raised on ``case``: the verdict fails (a crash when memory ran out)."""
     cid = case.plan.id
     v.failing_case = FailingCase(id=cid, shape=case.plan.shape, inputs=case.plan.kind)
@@ -82,7 +83,7 @@ def record_raised(v: Verdict, case: DrawnCase, message: str, memory_limit_mb: in
         v.fail(VerdictStatus.RUNTIME_ERROR, f"the candidate raised on case {cid}: {checks.first_line(message)}")
 
 
-def record_first_failing(v: Verdict, case: DrawnCase, mismatch: Mismatch) -> None:
+def record_first_failing(v: CasesRun, case: DrawnCase, mismatch: Mismatch) -> None:
     """The first case that failed a check, with how its output differed (kept once)."""
     if v.failing_case is None:
         v.failing_case = FailingCase(
@@ -97,16 +98,16 @@ def record_first_failing(v: Verdict, case: DrawnCase, mismatch: Mismatch) -> Non
         )
 
 
-def record_case_notes(v: Verdict, stream: CaseStream) -> None:
+def record_case_notes(v: CasesRun, stream: CaseStream) -> None:
     """The cases the stream skipped (not counted), its notes, and a warning when they were degenerate."""
-    v.cases -= stream.skipped
+    v.skipped += stream.skipped
     v.warnings.extend(stream.notes)
     degenerate = stream.degenerate()
     if degenerate:
         v.warnings.append(degenerate)
 
 
-def record_versions(v: Verdict) -> None:
+def versions() -> Versions:
     """torch's, Python's and Triton's versions (Triton's empty where it is not installed)."""
     import torch  # here, not above: the parent starts its workers before it loads torch
 
@@ -116,4 +117,4 @@ def record_versions(v: Verdict) -> None:
         triton_version: str | None = triton.__version__
     except ImportError:
         triton_version = None
-    v.versions = Versions(torch=torch.__version__, python=sys.version.split()[0], triton=triton_version or "")
+    return Versions(torch=torch.__version__, python=sys.version.split()[0], triton=triton_version or "")

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from forge.core.errors import CandidateFileError, ProblemError, UsageError, WorkerError
 from forge.core.figures import AttemptFigures
+from forge.core.findings import Findings
 from forge.core.problem import read_problem_source
 from forge.core.redaction import REDACTED_NOTE, redacted
 from forge.core.round_match import RoundMatch
@@ -29,11 +30,25 @@ from forge.verifier.parent.case_verdicts import (
     record_case_notes,
     record_first_failing,
     record_raised,
-    record_versions,
+    versions,
 )
 from forge.verifier.parent.gradient_checks import gradient_cases
 from forge.verifier.parent.reference_pool import KeptReference, ReferencePool
 from forge.verifier.parent.rivals import Rivals
+from forge.verifier.parent.steps import (
+    Bound,
+    CasesRun,
+    Closed,
+    Planned,
+    Profiled,
+    Started,
+    TimingFigures,
+    TrainingTimed,
+    VerdictHead,
+    build_verdict,
+    first_failure,
+    last_of,
+)
 from forge.verifier.parent.timing.candidate_times import CandidateTimes, record_timing_checks
 from forge.verifier.parent.timing.paired import (
     BatchTimes,
@@ -79,6 +94,7 @@ from forge.verifier.protocol import (
 )
 
 R = TypeVar("R", bound=Message)
+F = TypeVar("F", bound=Findings)
 PROFILED_CALLS = 5  # a passing candidate's calls under torch.profiler (``profile_candidate``)
 
 
@@ -115,15 +131,40 @@ class _Run:
         self.device: str = settings.device  # "auto" until the workers report what they found
         self.threads = settings.threads or available_cores()
         self.cache = settings.cache_path()
-        self.v = Verdict(problem=self.spec.name, candidate=str(cand_path), device=self.device, threads=self.threads)
-        self.v.instance = instance
-        self.v.backend = checks.detect_backend(self.source)
-        self.v.seed = secrets.randbits(62)
+        self.head = VerdictHead(
+            problem=self.spec.name,
+            candidate=str(cand_path),
+            device=self.device,
+            threads=self.threads,
+            backend=checks.detect_backend(self.source),
+            seed=secrets.randbits(62),
+            instance=instance,
+        )
+        self.steps: list[Findings] = []  # what each step found, in the order they ran (``steps``)
         self.tol: dict[str, float] | None = None
         self.problem: ProblemReply | None = None  # the reference's plan, once it sent it
         self.t0 = time.monotonic()
         self.deadline = self.t0 + settings.timeout
         self.ref_deadline = self.t0 + max(4 * settings.timeout, 900.0)
+
+    def _step(self, step: F) -> F:
+        """``step``'s record, kept in the order the steps run: the verdict is built from them."""
+        self.steps.append(step)
+        return step
+
+    @property
+    def passed(self) -> bool:
+        """No step has failed the verification so far."""
+        return first_failure(self.steps) is None
+
+    @property
+    def timing_meaningful(self) -> bool:
+        started = last_of(self.steps, Started)
+        return started is None or started.timing_meaningful
+
+    def verdict(self) -> Verdict:
+        """The verdict of the steps that ran so far (``steps.build_verdict``)."""
+        return build_verdict(self.head, self.steps)
 
     def _ask_candidate(self, request: Request, expect: type[R]) -> R | ErrorReply:
         """Send a request and take the reply, which must be an ``expect`` (or an error) and, for a
@@ -162,7 +203,7 @@ class _Run:
         self.ref.send(
             SetupRequest(
                 op_path=str(self.spec.path),
-                seed=self.v.seed,
+                seed=self.head.seed,
                 timing_budget_s=self.settings.timing_budget_s,
                 timing_trials=self.settings.timing_trials,
                 timing_batch_mb=self.settings.timing_batch_mb,
@@ -175,9 +216,9 @@ class _Run:
         hello = self.hello = self.hello or self._ref_hello()
         if hello.error or hello.device is None:
             raise UsageError(hello.error or "the reference worker named no device")
-        self.device = self.v.device = hello.device
-        self.v.capability = hello.capability
-        self.v.timing_meaningful = not (self.device == "cpu" and self.v.backend == "triton")
+        self.device = hello.device
+        meaningful = not (self.device == "cpu" and self.head.backend == "triton")
+        self._step(Started(device=hello.device, capability=hello.capability, timing_meaningful=meaningful))
 
     def _compiles_for_cpu(self, compiles: bool) -> bool:
         """Whether a worker that ``compiles`` with Inductor does so for the CPU (only a hint: the
@@ -219,17 +260,21 @@ class _Run:
             raise WorkerError(f"reference worker: {getattr(info, 'message', info)}")
         self.problem = info
         self.tol = info.tolerance
-        self.v.op_hash = info.op_hash
-        self.v.target_class = info.target
         seen: dict[str, InputVariant] = {}
         for c in info.cases:
             sig = [TensorSpec(shape=list(x.shape), dtype=x.dtype) for x in c.specs]
             seen.setdefault(c.shape, InputVariant(variant=c.shape, inputs=sig))
-        self.v.inputs = list(seen.values())
-        self.v.cases = len(info.cases)
-        self.v.shapes = sorted({c.shape for c in info.cases})
-        self.v.warnings.extend(info.notes)
-        self.v.modes = [ModuleMode(m) for m in info.modes or [ModuleMode.EVAL]]
+        self.planned = self._step(
+            Planned(
+                warnings=list(info.notes),
+                op_hash=info.op_hash,
+                target_class=info.target,
+                inputs=list(seen.values()),
+                cases=len(info.cases),
+                shapes=sorted({c.shape for c in info.cases}),
+                modes=[ModuleMode(m) for m in info.modes or [ModuleMode.EVAL]],
+            )
+        )
 
     @property
     def plan(self) -> ProblemReply:
@@ -241,14 +286,15 @@ class _Run:
     def load(self) -> bool:
         self.progress("candidate: loading")
         models = self.plan.models
+        found = self._step(CasesRun())
         failure = build_candidate(self.cand, self.deadline, models)
         if failure is None or failure.check == "interface":
-            self.v.add("load", True, "candidate imported")
+            found.add("load", True, "candidate imported")
         if failure is not None:
-            self.v.add(failure.check, False, failure.message)
-            self.v.fail(VerdictStatus.COMPILE_ERROR, f"{failure.check}: {checks.first_line(failure.message)}")
+            found.add(failure.check, False, failure.message)
+            found.fail(VerdictStatus.COMPILE_ERROR, f"{failure.check}: {checks.first_line(failure.message)}")
             return False
-        self.v.add("interface", True, f"ModelNew built and loaded the reference weights ({len(models)} inits/shapes)")
+        found.add("interface", True, f"ModelNew built and loaded the reference weights ({len(models)} inits/shapes)")
         self.rivals.load(self.deadline, models)
         return True
 
@@ -260,6 +306,7 @@ class _Run:
         then = None if self.settings.verify_gradients or not self.timed else roofline
         stream = CaseStream(self.ref, self._ref_reply, cases, self.tol, then=then)
         self.progress(f"candidate: {len(cases)} correctness cases")
+        step = self._step(CasesRun())
         tally = CaseTally()
         for case in stream:
             data = case.data
@@ -273,23 +320,23 @@ class _Run:
             )
             reply = self._ask_candidate(request, CaseResultReply)
             if isinstance(reply, ErrorReply):
-                record_raised(self.v, case, reply.message, self.settings.memory_limit_mb)
+                record_raised(step, case, reply.message, self.settings.memory_limit_mb)
                 return False
             found = checks.check_case(case, reply, self.device, self.tol)
             group = "correctness" if case.plan.kind == "normal" else "stress"
             checked = ((group, found.correctness), ("determinism", found.determinism), ("module_state", found.state))
             for name, mismatch in checked:
                 if mismatch is not None and tally.failed(name, case.plan.id, mismatch.detail):
-                    record_first_failing(self.v, case, mismatch)
+                    record_first_failing(step, case, mismatch)
             if self.is_reference:  # the reference's forward is what the null control runs
                 found.integrity.pop("runs_kernel", None)
             for name, detail in found.integrity.items():
                 tally.first.setdefault(name, (case.plan.id, detail))
             tally.stateful = tally.stateful or data.expected_state is not None
-        self.v.add("run", True, "every call returned")
-        record_case_notes(self.v, stream)
-        record_case_checks(self.v, tally, len(cases) - stream.skipped)
-        return self.v.passed
+        step.add("run", True, "every call returned")
+        record_case_notes(step, stream)
+        record_case_checks(step, tally, len(cases) - stream.skipped, self.planned)
+        return self.passed
 
     def gradients(self) -> bool:
         """With ``settings.verify_gradients``: every model's gradient cases (``gradient_checks``),
@@ -306,11 +353,12 @@ class _Run:
         def ask_candidate(request: GradRunRequest) -> GradRunReply | ErrorReply:
             return self._ask_candidate(request, GradRunReply)
 
-        found = gradient_cases(keys, self.v.seed, ask_reference, ask_candidate, self.tol, self.is_reference)
-        self.v.add("gradients", found.passed, found.detail)
+        found = gradient_cases(keys, self.head.seed, ask_reference, ask_candidate, self.tol, self.is_reference)
+        step = self._step(CasesRun())
+        step.add("gradients", found.passed, found.detail)
         if not found.passed:
             status = VerdictStatus.FAILED_INTEGRITY if found.integrity else VerdictStatus.FAILED_CORRECTNESS
-            self.v.fail(status, f"gradients: {found.detail}")
+            step.fail(status, f"gradients: {found.detail}")
             return False
         if self.timed:
             self.ref.send(RooflineRequest(cache_dir=str(self.cache)))
@@ -335,15 +383,20 @@ class _Run:
     def training_timing(self) -> None:
         """With ``settings.verify_gradients``, for a candidate that passed: its training steps timed
         against eager's and torch.compile's (``timing.training``)."""
-        if not self.settings.verify_gradients or not self.v.passed or not self.v.timing_meaningful:
+        if not self.settings.verify_gradients or not self.passed or not self.timing_meaningful:
             return
-        timed = self._timed(True, "training_step", "a timed training step")
+        step = self._step(TrainingTimed())
+        timed = self._timed(step, True, "training_step", "a timed training step")
         if timed is not None:
-            record_training_step(self.v, *timed)
+            figures = last_of(self.steps, TimingFigures)
+            record_training_step(step, *timed, figures.timing_stats.regime if figures is not None else None)
 
-    def _timed(self, train_step: bool, check: str, what: str) -> tuple[CandidateTimes, PairedTimes] | None:
-        """Every timing batch (forward calls, or training steps), or None when the verdict failed
-        on the way: a candidate call that raised (named ``check``), a tampered reference."""
+    def _timed(
+        self, step: Findings, train_step: bool, check: str, what: str
+    ) -> tuple[CandidateTimes, PairedTimes] | None:
+        """Every timing batch (forward calls, or training steps), or None when the verification
+        failed on the way: a candidate call that raised (named ``check``, in ``step``), a tampered
+        reference."""
         kept = CandidateTimes(self.tol)
 
         def take(inputs: TimingBatchReply, batch: BatchTimes, regime: TimingRegime) -> None:
@@ -358,48 +411,50 @@ class _Run:
         except ReferenceTampered:  # failed by ``finish`` (the guard keeps what changed)
             return None
         except CandidateFailed as exc:
-            self.v.add(check, False, exc.reply.message)
-            self.v.fail(VerdictStatus.RUNTIME_ERROR, f"{what} raised: {checks.first_line(str(exc))}")
+            step.add(check, False, exc.reply.message)
+            step.fail(VerdictStatus.RUNTIME_ERROR, f"{what} raised: {checks.first_line(str(exc))}")
             return None
 
     def timing(self) -> None:
         roof = self._ref_reply("failed while estimating the roofline")
         roofline = roof.estimate if isinstance(roof, RooflineReply) else None
-        timed = self._timed(False, "timed_outputs", "a timed call")
+        figures = self._step(TimingFigures(timing_meaningful=self.timing_meaningful))
+        timed = self._timed(figures, False, "timed_outputs", "a timed call")
         if timed is None:
             return
         kept, paired = self.timed_sides = timed
-        record_timing_checks(self.v, kept, self.device)
+        record_timing_checks(figures, kept, self.device)
         cold, warm = paired.cold, paired.warm
-        record_speedups(self.v, kept.times, cold.eager, cold.compiled, paired.compile_error)
-        record_pairs(self.v, kept.times, cold.eager, cold.compiled, paired.contention)
+        record_speedups(figures, kept.times, cold.eager, cold.compiled, paired.compile_error)
+        record_pairs(figures, kept.times, cold.eager, cold.compiled, paired.contention)
         timing = self.plan.timing
-        record_regimes(self.v, kept.warm, warm.eager, warm.compiled, timing.working_set_bytes, timing.cache_bytes)
-        record_roofline(self.v, roofline)
+        record_regimes(figures, kept.warm, warm.eager, warm.compiled, timing.working_set_bytes, timing.cache_bytes)
+        record_roofline(figures, roofline)
         if self.device == "cuda":
-            record_launch_cost(self.v, kept.launch, cold.eager_launch + warm.eager_launch)
+            record_launch_cost(figures, kept.launch, cold.eager_launch + warm.eager_launch)
 
     def profile(self) -> None:
         """With ``settings.profile_candidate``, for a candidate that passed and was timed: where its
         time goes (never fails the verdict: a profile that cannot be taken is a warning)."""
-        if not self.settings.profile_candidate or not self.v.passed or not self.v.timing_meaningful:
+        if not self.settings.profile_candidate or not self.passed or not self.timing_meaningful:
             return
         self.progress("candidate: profiled")
-        request = ProfileRequest(calls=PROFILED_CALLS, call_ms=AttemptFigures.of(self.v).candidate_ms)
+        step = self._step(Profiled())
+        request = ProfileRequest(calls=PROFILED_CALLS, call_ms=AttemptFigures.of(self.verdict()).candidate_ms)
         try:
             reply = self._ask_candidate(request, ProfileReply)
         except WorkerGone as exc:
-            self.v.warnings.append(f"no profile: the candidate's worker ended while profiled ({exc.ending.detail})")
+            step.warnings.append(f"no profile: the candidate's worker ended while profiled ({exc.ending.detail})")
             return
         if isinstance(reply, ErrorReply):
-            self.v.warnings.append(f"no profile: {checks.first_line(reply.message)}")
+            step.warnings.append(f"no profile: {checks.first_line(reply.message)}")
             return
-        self.v.profile = reply.profile
+        step.profile = reply.profile
 
     def bind(self) -> None:
         """How a passing candidate binds to existing instances of the user's class (it never fails
         the verdict: ``bank.load`` uses the kernel either way)."""
-        if not self.v.passed:
+        if not self.passed:
             return
         self.progress("candidate: bound to an instance of the reference class")
         try:
@@ -408,14 +463,14 @@ class _Run:
             found = check_binding(self._ask_candidate, bound.model, stream, self.device, self.tol)
         except WorkerGone as exc:
             found = Binding(mode=BindMode.NONE, reason=f"bound to an instance, the worker ended: {exc.ending.detail}")
-        self.v.binding = found
+        step = self._step(Bound(binding=found))
         binds = found.mode is not BindMode.NONE
-        self.v.add("binds", binds, f"{found.mode}: {found.reason}" if binds else f"no: {found.reason}", fatal=False)
+        step.add("binds", binds, f"{found.mode}: {found.reason}" if binds else f"no: {found.reason}", fatal=False)
 
-    def _record_memory(self, ref: WorkerProcess | None, cand: WorkerProcess | None) -> None:
+    def _record_memory(self, closed: Closed, ref: WorkerProcess | None, cand: WorkerProcess | None) -> None:
         working = self.problem.timing.working_set_bytes if self.problem is not None else 0
         peaks = (cand.peak_mib() if cand is not None else None, ref.peak_mib() if ref is not None else None)
-        memory.record_peaks(self.v, *peaks, working)
+        closed.memory = memory.record_peaks(closed, *peaks, working)
 
     def _keep_or_close(self, ref: WorkerProcess, untouched: bool) -> None:
         """The reference worker goes back to the pool for the next verification, unless it never
@@ -434,23 +489,28 @@ class _Run:
     def finish(self) -> Verdict:
         ref: WorkerProcess | None = getattr(self, "ref", None)
         cand: WorkerProcess | None = getattr(self, "cand", None)
-        self._record_memory(ref, cand)
+        figures = last_of(self.steps, TimingFigures)
+        closed = Closed()
+        self._record_memory(closed, ref, cand)
         guard: SchedGuard | None = getattr(self, "ref_guard", None)
         tampered = guard.check() if guard is not None else None
-        if tampered is not None or (guard is not None and self.v.timings_ms.candidate is not None):
-            record_reference_sched(self.v, tampered)  # a pass is worth saying once it was timed
+        if tampered is not None or (
+            guard is not None and figures is not None and figures.timings_ms.candidate is not None
+        ):
+            record_reference_sched(closed, tampered)  # a pass is worth saying once it was timed
         if cand is not None:
-            self.v.candidate_output = cand.output()
+            closed.candidate_output = cand.output()
             cand.close()
         self.rivals.close()
         if ref is not None:
             self._keep_or_close(ref, tampered is None)
-        record_versions(self.v)
-        self.v.elapsed_s = round(time.monotonic() - self.t0, 3)
-        self.v, n = redacted(self.v, os.environ, self.project_folders())
+        closed.versions = versions()
+        closed.elapsed_s = round(time.monotonic() - self.t0, 3)
+        self._step(closed)
+        verdict, n = redacted(self.verdict(), os.environ, self.project_folders())
         if n:
-            self.v.warnings.append(REDACTED_NOTE.format(n=n))
-        return self.v
+            verdict.warnings.append(REDACTED_NOTE.format(n=n))
+        return verdict
 
 
 def verify(
@@ -512,16 +572,17 @@ def _executed(run: _Run, bind: bool = True) -> Verdict:
                 run.profile()
                 run.training_timing()
             else:
-                run.v.timing_meaningful = False
-                run.v.add("timing", True, "not timed: correctness, gradients and the bound form only", fatal=False)
+                untimed = run._step(TimingFigures(timing_meaningful=False))
+                untimed.add("timing", True, "not timed: correctness, gradients and the bound form only", fatal=False)
             if bind:
                 run.bind()
     except WorkerGone as exc:
         timed_out = exc.ending.kind == "timeout"
         status = VerdictStatus.TIMEOUT if timed_out else VerdictStatus.CRASHED
         detail = exc.ending.detail + (f" after {run.settings.timeout:g} s" if timed_out else "")
-        run.v.add("worker", False, detail)
-        run.v.fail(status, detail)
+        gone = run._step(Findings())
+        gone.add("worker", False, detail)
+        gone.fail(status, detail)
     finally:
         verdict = run.finish()
     return verdict

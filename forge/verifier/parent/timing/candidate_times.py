@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from forge.core.findings import Findings
 from forge.core.statuses import TimingRegime, VerdictStatus
-from forge.core.verdict import Verdict
 from forge.verifier.parent import checks
 from forge.verifier.parent.timing.paired import BatchTimes
 from forge.verifier.processes.worker_process import Ending, WorkerGone
@@ -65,8 +65,8 @@ def clock_failure(kept: CandidateTimes, device: str) -> str | None:
     return clock
 
 
-def record_timing_checks(v: Verdict, kept: CandidateTimes, device: str) -> None:
-    """What the candidate's timed replies showed, as the verdict's checks: its outputs, its clocks
+def record_timing_checks(v: Findings, kept: CandidateTimes, device: str) -> None:
+    """What the candidate's timed replies showed, as the timing step's checks: its outputs, its clocks
     against the parent's, threads it left running."""
     v.add(
         "timed_outputs",

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from forge.core.findings import Findings
 from forge.core.statuses import VerdictStatus
-from forge.core.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class SchedGuard:
         return self.changed
 
 
-def record_reference_sched(v: Verdict, changed: str | None) -> None:
+def record_reference_sched(v: Findings, changed: str | None) -> None:
     """The ``reference_untouched`` check: a change to the reference worker's scheduling while the
     candidate lived fails the verdict's integrity."""
     detail = (

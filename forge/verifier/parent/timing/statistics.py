@@ -1,5 +1,6 @@
 """The parent's statistics over what both workers timed: per-side figures, speedups, paired
-ratios per cache regime, the roofline fraction and the launch cost, written into the verdict."""
+ratios per cache regime, the roofline fraction and the launch cost, written into the timing
+step's record (``steps.TimingFigures``), which the verdict is built from."""
 
 from __future__ import annotations
 
@@ -7,17 +8,17 @@ from forge.core.pairing import paired_ratio
 from forge.core.roofline_record import Roofline
 from forge.core.statuses import TimingRegime
 from forge.core.timing_records import Contention, PairedRatio, TimingStats
-from forge.core.verdict import Verdict
+from forge.verifier.parent.steps import TimingFigures
 
 
 def record_speedups(
-    v: Verdict,
+    v: TimingFigures,
     cand_ns: list[int],
     eager_ns: list[int],
     compile_ns: list[int],
     compile_error: str | None,
 ) -> None:
-    """Timing statistics and speedups, written into the verdict."""
+    """Timing statistics and speedups."""
     cand, eager = TimingStats.from_ns(cand_ns), TimingStats.from_ns(eager_ns)
     compiled = TimingStats.from_ns(compile_ns) if compile_ns else None
     if compiled is None and compile_error:
@@ -48,7 +49,7 @@ def record_speedups(
 
 
 def record_pairs(
-    v: Verdict, cand_ns: list[int], eager_ns: list[int], compile_ns: list[int], contention: Contention | None
+    v: TimingFigures, cand_ns: list[int], eager_ns: list[int], compile_ns: list[int], contention: Contention | None
 ) -> None:
     """The per-pair ratios (the speedups the verdict reports, being immune to load that lands on
     both calls of a pair) and the machine's load while they were timed."""
@@ -80,7 +81,7 @@ def fits_half_cache(working_set: int | None, cache: int | None) -> bool:
 
 
 def record_regimes(
-    v: Verdict,
+    v: TimingFigures,
     cand_ns: list[int],
     eager_ns: list[int],
     compile_ns: list[int],
@@ -122,7 +123,7 @@ def record_regimes(
     )
 
 
-def record_roofline(v: Verdict, roofline: Roofline | None) -> None:
+def record_roofline(v: TimingFigures, roofline: Roofline | None) -> None:
     """The roofline bound and the fractions of it the candidate and eager reach, in the regime the
     verdict is judged in (after ``record_regimes``): cold, the data comes from DRAM; warm, from the
     last-level cache, at its measured bandwidth where it was measured. ``roofline``: the reference
@@ -182,7 +183,7 @@ def regime_line(name: str, eager: PairedRatio | None, compiled: PairedRatio | No
     return line + (f", {compiled.median:.2f}x torch.compile" if compiled is not None else "")
 
 
-def record_launch_cost(v: Verdict, cand_launch_ns: list[int], eager_launch_ns: list[int]) -> None:
+def record_launch_cost(v: TimingFigures, cand_launch_ns: list[int], eager_launch_ns: list[int]) -> None:
     """CUDA: the host time one call spends launching its work, against eager's, as a warning when
     it exceeds the call's device time. The speedups are device time (the launch hides behind work
     already queued); a launch-bound kernel only keeps them where the caller keeps the GPU busy."""

@@ -15,8 +15,8 @@ import statistics
 from forge.core.pairing import paired_ratio
 from forge.core.statuses import TimingRegime, VerdictStatus
 from forge.core.timing_records import PairedRatio, TrainingStepTimes
-from forge.core.verdict import Verdict
 from forge.verifier.parent import checks
+from forge.verifier.parent.steps import TrainingTimed
 from forge.verifier.parent.timing.candidate_times import CandidateTimes
 from forge.verifier.parent.timing.paired import PairedTimes
 from forge.verifier.parent.timing.statistics import regime_line
@@ -36,10 +36,12 @@ def _busy(paired: PairedTimes) -> str | None:
     return load.detail if load is not None and load.busy and load.enforced else None
 
 
-def record_training_step(v: Verdict, kept: CandidateTimes, paired: PairedTimes) -> None:
+def record_training_step(
+    v: TrainingTimed, kept: CandidateTimes, paired: PairedTimes, regime: TimingRegime | None
+) -> None:
     """The training steps' paired ratios (judged in the forward's regime), the check saying them,
     and the outputs the timed steps returned (wrong ones fail the verdict, as timed forward calls do)."""
-    regime = v.timing_stats.regime or TimingRegime.COLD
+    regime = regime or TimingRegime.COLD
     warm = regime is TimingRegime.WARM
     steps = TrainingStepTimes(
         eager=_ratio(paired.cold.eager, kept.times),
