@@ -216,6 +216,11 @@ class VerifierService:
         timed. The reference worker is the kept one, set up for that instance."""
         return self._verify(self._write(job), self.settings, instance=instance, timed=False)
 
+    def verify_file(self, path: Path) -> Verdict:
+        """A candidate file verified where it lies (its sibling modules importable), with the
+        service's settings and its kept reference worker."""
+        return self._verify(path, self.settings)
+
     def _run(self, job: Job, settings: ForgeSettings) -> Verdict:
         return self._verify(self._write(job), settings)
 
