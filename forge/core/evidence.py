@@ -51,9 +51,6 @@ class Evidence:
             fresh = replace(fresh, gradients_verified=False, training_standing=self.training_standing)
         return fresh
 
-    def with_training_standing(self, standing: TrainingStanding) -> Evidence:
-        return replace(self, gradients_verified=standing.used, training_standing=standing)
-
     def to_json(self) -> dict[str, Any]:
         stored = verdict_json(self.verdict, self.config)
         stored[EvidenceKey.COMPILE_STANDING] = self.compile_standing.model_dump() if self.compile_standing else None
